@@ -1,0 +1,144 @@
+/* Backend-neutral kernel API: the CPU backend (kernels/cpu, C + BLAS) is the reference,
+ * the CUDA backend (kernels/cuda, cuBLAS) implements the same calls.
+ *
+ * Conventions
+ * - Row-major everywhere. T = b*s token rows. Linear weights use the Hugging Face layout
+ *   [out, in], so y[T,out] = x[T,in] @ W^T.
+ * - "ct" buffers hold values in the backend's compute dtype (kern_compute_dtype): weights,
+ *   activations and their gradients. The CPU backend computes and stores in fp32 (mixed and
+ *   bf16 precision only change what travels the wire); the CUDA backend stores fp16/bf16.
+ * - float* buffers are always fp32 (statistics: rstd, logsumexp, per-token losses).
+ * - Weight-gradient outputs name their dtype (fp32 or bf16) and are always accumulated
+ *   (+=), so a chunk's gW sums micro-batches without extra buffers.
+ * - Pointers are backend memory (host memory for the CPU, device memory for CUDA);
+ *   kern_alloc/kern_to_device/kern_to_host move data between host and backend.
+ * - Errors are sticky: a failing call records the first error (call, file, line and the
+ *   library's message) in the context and later calls become no-ops; callers check
+ *   kern_error() at the points where they can report it. No kernel exits the process.
+ */
+#ifndef WP_KERNELS_H
+#define WP_KERNELS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum { WP_F32 = 0, WP_F16 = 1, WP_BF16 = 2 } wp_dtype;
+
+size_t wp_dtype_size(wp_dtype t);
+const char *wp_dtype_name(wp_dtype t);
+
+/* Scalar conversions (round to nearest even), used by hosts, tests and the CPU backend. */
+uint16_t wp_f32_to_f16(float x);
+float wp_f16_to_f32(uint16_t h);
+uint16_t wp_f32_to_bf16(float x);
+float wp_bf16_to_f32(uint16_t b);
+/* x rounded through dtype t and back (identity for WP_F32). */
+float wp_round_to(float x, wp_dtype t);
+
+typedef enum { WP_BACKEND_CPU = 0, WP_BACKEND_CUDA = 1 } wp_backend_kind;
+
+typedef struct {
+    wp_backend_kind kind;
+    wp_dtype compute;   /* requested compute dtype; the CPU backend always uses WP_F32 */
+    int threads;        /* CPU threads for this context (0: all cores) */
+    int device;         /* CUDA device ordinal */
+} wp_kern_opts;
+
+typedef struct wp_kern wp_kern;
+
+/* NULL with a one-line reason in err when the backend is not built or not usable
+ * (e.g. "cuda: no GPU found (cudaGetDeviceCount: ...)"). */
+wp_kern *kern_create(const wp_kern_opts *opts, char *err, size_t errlen);
+void kern_destroy(wp_kern *k);
+bool kern_available(wp_backend_kind kind, char *why, size_t whylen);
+wp_backend_kind kern_kind(const wp_kern *k);
+wp_dtype kern_compute_dtype(const wp_kern *k);
+const char *kern_error(const wp_kern *k);   /* NULL when no call has failed */
+void kern_set_error(wp_kern *k, const char *fmt, ...);
+
+/* ---- memory ---- */
+void *kern_alloc(wp_kern *k, size_t bytes);          /* zeroed; NULL (and error) on failure */
+void kern_free(wp_kern *k, void *p);
+void kern_to_device(wp_kern *k, void *dst, const void *host_src, size_t bytes);
+void kern_to_host(wp_kern *k, void *host_dst, const void *src, size_t bytes);
+void kern_copy(wp_kern *k, void *dst, const void *src, size_t bytes);
+void kern_zero(wp_kern *k, void *p, size_t bytes);
+void kern_sync(wp_kern *k);                           /* wait for all queued work */
+
+/* ---- elementwise ---- */
+/* dst[i] = (dt) src[i] */
+void kern_convert(wp_kern *k, void *dst, wp_dtype dt, const void *src, wp_dtype st, size_t n);
+/* dst[i] += src[i] (computed in fp32, rounded once to dt) */
+void kern_accumulate(wp_kern *k, void *dst, wp_dtype dt, const void *src, wp_dtype st, size_t n);
+/* x[i] *= a */
+void kern_scale(wp_kern *k, void *x, wp_dtype t, float a, size_t n);
+/* sum of squares in fp64; inf/NaN anywhere makes the result non-finite */
+double kern_sumsq(wp_kern *k, const void *x, wp_dtype t, size_t n);
+/* y = a + b on ct buffers; y may alias a or b */
+void kern_add(wp_kern *k, void *y, const void *a, const void *b, size_t n);
+
+/* ---- matrix products ---- */
+/* C[m,n] = alpha * op(A)[m,kk] @ op(B)[kk,n] + beta * C; A, B in ct, C in ctype (ct, F32 or
+ * BF16); accumulation in fp32. op(X) = X^T when the flag is set; lda/ldb/ldc are row strides. */
+void kern_gemm(wp_kern *k, bool trans_a, bool trans_b, int m, int n, int kk, float alpha,
+               const void *A, int lda, const void *B, int ldb, float beta, void *C, wp_dtype ctype, int ldc);
+
+/* ---- layers ---- */
+/* y = x * rstd * w, rstd[t] = 1/sqrt(mean(x[t]^2) + eps); x, y: [T,h] ct; w: [h] ct */
+void kern_rmsnorm_fwd(wp_kern *k, void *y, float *rstd, const void *x, const void *w, int T, int h, float eps);
+/* dx (=, or += when accumulate) the input gradient of rmsnorm given dy */
+void kern_rmsnorm_bwd_input(wp_kern *k, void *dx, bool accumulate, const void *dy, const void *x,
+                            const void *w, const float *rstd, int T, int h);
+/* dw[j] += sum_t dy[t,j] * x[t,j] * rstd[t] */
+void kern_rmsnorm_bwd_weight(wp_kern *k, void *dw, wp_dtype dwtype, const void *dy, const void *x,
+                             const float *rstd, int T, int h);
+
+/* Rotary embedding in place on x [b*s, nheads*hd], Hugging Face "rotate half" layout:
+ * element i < hd/2 pairs with i + hd/2, angle = pos * theta^(-2i/hd), pos = pos0 + position in
+ * the sequence. bwd applies the inverse rotation (the transpose). */
+void kern_rope_fwd(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta);
+void kern_rope_bwd(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta);
+
+/* Causal attention, blockwise with an online softmax: O(s) memory, never an s x s matrix.
+ * q, o: [b*sq, nh*hd]; k, v: [b*skv, nkv*hd] (nh % nkv == 0: grouped-query heads share K/V);
+ * queries are the last sq of skv positions (sq == skv for a whole sequence), query i sits at
+ * position skv - sq + i and sees keys 0..that position. Scale 1/sqrt(hd).
+ * lse: [b, nh, sq] fp32 log-sum-exp of the scaled scores, kept for the backward. */
+void kern_attention_fwd(wp_kern *k, void *o, float *lse, const void *q, const void *kv_k, const void *kv_v,
+                        int b, int sq, int skv, int nh, int nkv, int hd);
+/* dq, dk, dv are overwritten. Probabilities are recomputed per block from lse; deterministic. */
+void kern_attention_bwd(wp_kern *k, void *dq, void *dk, void *dv, const void *dout, const void *q,
+                        const void *kv_k, const void *kv_v, const void *o, const float *lse,
+                        int b, int sq, int skv, int nh, int nkv, int hd);
+
+/* y = silu(gate) * up over n elements */
+void kern_swiglu_fwd(wp_kern *k, void *y, const void *gate, const void *up, size_t n);
+void kern_swiglu_bwd(wp_kern *k, void *dgate, void *dup, const void *dy, const void *gate, const void *up, size_t n);
+
+/* y[t] = wte[tokens[t]]; tokens in backend memory, each in [0, V) */
+void kern_embedding_fwd(wp_kern *k, void *y, const int32_t *tokens, const void *wte, int T, int h);
+/* dwte[tokens[t]] += dy[t], in token order (deterministic) */
+void kern_embedding_bwd(wp_kern *k, void *dwte, wp_dtype dwtype, const int32_t *tokens, const void *dy, int T, int h);
+
+/* Fused LM head + softmax cross-entropy over blocks of rows: logits = x @ Wh^T ([T,V]) exist
+ * only one row block at a time. targets[t] < 0 marks a position without a loss.
+ * fwd: losses[t] = lse[t] - logit[t, target] (0 where masked), lse[t] kept for the backward. */
+void kern_lmhead_ce_fwd(wp_kern *k, float *losses, float *lse, const void *x, const void *w_head,
+                        const int32_t *targets, int T, int h, int V);
+/* dlogits = (softmax - onehot(target)) * dloss (0 on masked rows), recomputed per block;
+ * dx = dlogits @ Wh (overwritten). Optional outputs: dlogits_out [T,V] ct, kept for a later
+ * W-pass (gemm dWh += dlogits^T x); dw_head (+=) for a fused backward. Either may be NULL. */
+void kern_lmhead_ce_bwd(wp_kern *k, void *dx, void *dlogits_out, void *dw_head, wp_dtype dwtype,
+                        const void *x, const void *w_head, const int32_t *targets, const float *lse,
+                        float dloss, int T, int h, int V);
+
+/* ---- optimizer ---- */
+/* AdamW on fp32 masters with fp32 moments; grad (fp32) is multiplied by grad_scale first
+ * (unscaling and clipping folded in). bc1 = 1 - beta1^t, bc2 = 1 - beta2^t. Writes the new
+ * working copy to w_out in wtype (the dtype that travels the ring). */
+void kern_adamw(wp_kern *k, float *master, float *m, float *v, const float *grad, float grad_scale,
+                void *w_out, wp_dtype wtype, size_t n, float lr, float beta1, float beta2, float eps,
+                float weight_decay, float bc1, float bc2);
+
+#endif

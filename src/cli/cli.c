@@ -1,0 +1,341 @@
+/* Parsing of flags and INI config files from the single table in flags.def. */
+#include "cli.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <ini.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const char *name;
+    wp_flag_type type;
+    const char *def;
+    unsigned cmds;
+    const char *help;
+    size_t offset;
+} flag_info;
+
+static const flag_info flags[FLAG_COUNT] = {
+#define X(field, name, type, def, cmds, help) {name, FT_##type, def, cmds, help, offsetof(wp_opts, field)},
+#include "flags.def"
+#undef X
+};
+
+static const struct {
+    const char *name;
+    unsigned bit;
+    const char *summary;
+} commands[] = {
+    {"train", C_TRAIN, "train a model (one rank, or a ring of --nranks)"},
+    {"eval", C_EVAL, "mean next-token loss of a checkpoint on a shard"},
+    {"schedule", C_SCHEDULE, "print, validate and draw a strategy's action lists"},
+    {"simulate", C_SIMULATE, "predict step time, bubble, traffic and memory per strategy"},
+    {"prepare", C_PREPARE, "turn text files into token shards (llm.c layout)"},
+    {"export", C_EXPORT, "write a checkpoint as Hugging Face Llama safetensors"},
+    {"check", C_CHECK, "forward and backward of a config on random tokens, with finite differences"},
+    {"bench", C_BENCH, "time the kernels and a model step"},
+};
+
+const char *cli_flag_name(int flag) { return flag >= 0 && flag < FLAG_COUNT ? flags[flag].name : "?"; }
+
+unsigned cli_command(const char *name) {
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (strcmp(commands[i].name, name) == 0) return commands[i].bit;
+    return 0;
+}
+
+static const char *command_name(unsigned bit) {
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (commands[i].bit == bit) return commands[i].name;
+    return "?";
+}
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return 2;
+}
+
+static int find_flag(const char *name) {
+    for (int i = 0; i < FLAG_COUNT; i++)
+        if (strcmp(flags[i].name, name) == 0) return i;
+    return -1;
+}
+
+/* A number followed by an optional unit; the unit is returned in *unit (may be ""). */
+static int split_number(const char *s, double *v, const char **unit) {
+    char *end;
+    errno = 0;
+    *v = strtod(s, &end);
+    if (end == s || errno == ERANGE || !isfinite(*v)) return -1;
+    while (*end == ' ') end++;
+    *unit = end;
+    return 0;
+}
+
+int cli_parse_rate(const char *s, double *bytes_per_s) {
+    static const struct { const char *unit; double bytes; } units[] = {
+        {"bit", 1.0 / 8}, {"Kbit", 1e3 / 8}, {"Mbit", 1e6 / 8}, {"Gbit", 1e9 / 8}, {"Tbit", 1e12 / 8},
+        {"Byte", 1}, {"KByte", 1e3}, {"MByte", 1e6}, {"GByte", 1e9}, {"TByte", 1e12},
+    };
+    double v;
+    const char *unit;
+    if (split_number(s, &v, &unit) != 0 || v < 0) return -1;
+    size_t n = strlen(unit);
+    if (n >= 2 && strcmp(unit + n - 2, "/s") == 0) n -= 2;
+    if (n == 0) return v == 0 ? (*bytes_per_s = 0, 0) : -1; /* a bare number is ambiguous */
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+        if (strlen(units[i].unit) == n && strncmp(unit, units[i].unit, n) == 0) {
+            *bytes_per_s = v * units[i].bytes;
+            return 0;
+        }
+    return -1;
+}
+
+int cli_parse_time(const char *s, double *seconds) {
+    static const struct { const char *unit; double s; } units[] = {
+        {"", 1}, {"s", 1}, {"ms", 1e-3}, {"us", 1e-6}, {"ns", 1e-9}, {"m", 60}, {"min", 60}, {"h", 3600},
+    };
+    double v;
+    const char *unit;
+    if (split_number(s, &v, &unit) != 0 || v < 0) return -1;
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+        if (strcmp(unit, units[i].unit) == 0) {
+            *seconds = v * units[i].s;
+            return 0;
+        }
+    return -1;
+}
+
+int cli_parse_size(const char *s, int64_t *bytes) {
+    static const struct { const char *unit; double b; } units[] = {
+        {"", 1}, {"B", 1}, {"K", 1024.0}, {"KB", 1e3}, {"KiB", 1024.0}, {"M", 1048576.0}, {"MB", 1e6},
+        {"MiB", 1048576.0}, {"G", 1073741824.0}, {"GB", 1e9}, {"GiB", 1073741824.0},
+        {"T", 1099511627776.0}, {"TB", 1e12}, {"TiB", 1099511627776.0},
+    };
+    double v;
+    const char *unit;
+    if (split_number(s, &v, &unit) != 0 || v < 0) return -1;
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+        if (strcmp(unit, units[i].unit) == 0) {
+            double b = v * units[i].b;
+            if (b > 9.2e18) return -1;
+            *bytes = (int64_t)b;
+            return 0;
+        }
+    return -1;
+}
+
+static int parse_int(const char *s, int64_t *out) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (end == s || *end != '\0' || errno == ERANGE) return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_bool(const char *s, bool *out) {
+    static const char *yes[] = {"1", "true", "yes", "on"}, *no[] = {"0", "false", "no", "off"};
+    for (int i = 0; i < 4; i++) {
+        if (strcasecmp(s, yes[i]) == 0) return *out = true, 0;
+        if (strcasecmp(s, no[i]) == 0) return *out = false, 0;
+    }
+    return -1;
+}
+
+int cli_check_choice(int flag, const char *value, char *err, size_t errlen) {
+    const char *help = flags[flag].help;
+    if (help[0] != '{') return 0;
+    const char *close = strchr(help, '}');
+    size_t vlen = strlen(value);
+    for (const char *p = help + 1; p < close;) {
+        const char *q = p;
+        while (q < close && *q != '|') q++;
+        if ((size_t)(q - p) == vlen && strncmp(p, value, vlen) == 0) return 0;
+        p = q + 1;
+    }
+    return fail(err, errlen, "--%s: '%s' is not one of %.*s", flags[flag].name, value, (int)(close - help + 1), help);
+}
+
+static int set_value(wp_opts *o, int i, const char *value, const char *where, char *err, size_t errlen) {
+    void *field = (char *)o + flags[i].offset;
+    const flag_info *f = &flags[i];
+    int bad = 0;
+    const char *expect = "";
+    switch (f->type) {
+    case FT_INT: bad = parse_int(value, field); expect = "an integer"; break;
+    case FT_SIZE: bad = cli_parse_size(value, field); expect = "a size such as 512M or 16G"; break;
+    case FT_BOOL: bad = parse_bool(value, field); expect = "true or false"; break;
+    case FT_RATE: bad = cli_parse_rate(value, field); expect = "a rate such as 10Gbit or 400GByte (per second)"; break;
+    case FT_TIME: bad = cli_parse_time(value, field); expect = "a duration such as 20us, 5ms or 30s"; break;
+    case FT_NUM: {
+        char *end;
+        errno = 0;
+        double v = strtod(value, &end);
+        bad = end == value || *end != '\0' || errno == ERANGE || !isfinite(v);
+        if (!bad) *(double *)field = v;
+        expect = "a number";
+        break;
+    }
+    case FT_STR:
+        if (strlen(value) >= 256) return fail(err, errlen, "%s--%s: value longer than 255 characters", where, f->name);
+        if (cli_check_choice(i, value, err, errlen) != 0) return 2;
+        strcpy(field, value);
+        break;
+    }
+    if (bad) return fail(err, errlen, "%s--%s: '%s' is not %s", where, f->name, value, expect);
+    o->set[i] = true;
+    return 0;
+}
+
+int cli_set(wp_opts *o, const char *key, const char *value, const char *where, char *err, size_t errlen) {
+    int i = find_flag(key);
+    if (i < 0) return fail(err, errlen, "%sunknown key '%s'", where, key);
+    return set_value(o, i, value, where, err, errlen);
+}
+
+typedef struct {
+    wp_opts *o;
+    const char *path;
+    char *err;
+    size_t errlen;
+    int rc;
+} ini_ctx;
+
+static int on_ini_line(void *user, const char *section, const char *key, const char *value) {
+    (void)section; /* sections only group keys for readers; names are global */
+    ini_ctx *c = user;
+    char where[512];
+    snprintf(where, sizeof where, "%s: ", c->path);
+    if (strcmp(key, "config") == 0) {
+        c->rc = fail(c->err, c->errlen, "%s: 'config' cannot be set inside a config file", c->path);
+        return 0;
+    }
+    c->rc = cli_set(c->o, key, value, where, c->err, c->errlen);
+    return c->rc == 0;
+}
+
+static int load_config(wp_opts *o, const char *path, char *err, size_t errlen) {
+    FILE *f = fopen(path, "r");
+    if (!f) return fail(err, errlen, "--config: cannot open '%s': %s", path, strerror(errno));
+    ini_ctx c = {o, path, err, errlen, 0};
+    int line = ini_parse_file(f, on_ini_line, &c);
+    fclose(f);
+    if (c.rc != 0) {
+        size_t n = strlen(err);
+        if (line > 0 && n + 16 < errlen) snprintf(err + n, errlen - n, " (line %d)", line);
+        return 2;
+    }
+    if (line != 0) return fail(err, errlen, "%s: line %d is not 'key = value'", path, line);
+    return 0;
+}
+
+static void set_defaults(wp_opts *o) {
+    char err[256];
+    for (int i = 0; i < FLAG_COUNT; i++) {
+        int rc = set_value(o, i, flags[i].def, "", err, sizeof err);
+        (void)rc; /* defaults are known to parse: tests/cli checks every default */
+        o->set[i] = false;
+    }
+}
+
+int cli_parse(int argc, char **argv, wp_opts *o, char *err, size_t errlen) {
+    memset(o, 0, sizeof *o);
+    set_defaults(o);
+    if (argc < 1) return fail(err, errlen, "no subcommand given");
+    o->cmd = cli_command(argv[0]);
+    if (!o->cmd) return fail(err, errlen, "unknown subcommand '%s' (try weipipe --help)", argv[0]);
+    o->cmd_name = command_name(o->cmd);
+
+    /* The config file comes first so that every flag overrides it, wherever it stands. */
+    for (int a = 1; a < argc; a++) {
+        const char *path = NULL;
+        if (strcmp(argv[a], "--config") == 0 && a + 1 < argc) path = argv[a + 1];
+        else if (strncmp(argv[a], "--config=", 9) == 0) path = argv[a] + 9;
+        if (path) {
+            int rc = load_config(o, path, err, errlen);
+            if (rc) return rc;
+        }
+    }
+    bool only_positional = false;
+    for (int a = 1; a < argc; a++) {
+        const char *arg = argv[a];
+        if (only_positional || arg[0] != '-' || strcmp(arg, "-") == 0) {
+            if (o->nargs == WP_MAX_ARGS) return fail(err, errlen, "more than %d arguments", WP_MAX_ARGS);
+            o->args[o->nargs++] = arg;
+            continue;
+        }
+        if (strcmp(arg, "--") == 0) {
+            only_positional = true;
+            continue;
+        }
+        if (strncmp(arg, "--", 2) != 0) return fail(err, errlen, "unknown option '%s' (flags are --long-names)", arg);
+        char name[128];
+        const char *eq = strchr(arg + 2, '=');
+        size_t n = eq ? (size_t)(eq - arg - 2) : strlen(arg + 2);
+        if (n >= sizeof name) return fail(err, errlen, "unknown flag '%s'", arg);
+        memcpy(name, arg + 2, n);
+        name[n] = '\0';
+        int i = find_flag(name);
+        if (i < 0) return fail(err, errlen, "unknown flag '--%s' for '%s' (see weipipe %s --help)", name, o->cmd_name, o->cmd_name);
+        if (!(flags[i].cmds & o->cmd))
+            return fail(err, errlen, "--%s does not apply to '%s' (see weipipe %s --help)", name, o->cmd_name, o->cmd_name);
+        const char *value = eq ? eq + 1 : NULL;
+        if (!value && flags[i].type == FT_BOOL && (a + 1 >= argc || parse_bool(argv[a + 1], &(bool){0}) != 0))
+            value = "true";
+        if (!value) {
+            if (a + 1 >= argc) return fail(err, errlen, "--%s needs a value", name);
+            value = argv[++a];
+        }
+        int rc = set_value(o, i, value, "", err, errlen);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+static void print_value(FILE *f, const wp_opts *o, int i) {
+    const void *field = (const char *)o + flags[i].offset;
+    switch (flags[i].type) {
+    case FT_INT:
+    case FT_SIZE: fprintf(f, "%lld", (long long)*(const int64_t *)field); break;
+    case FT_BOOL: fputs(*(const bool *)field ? "true" : "false", f); break;
+    case FT_STR: fputs((const char *)field, f); break;
+    case FT_RATE: fprintf(f, "%.17gByte", *(const double *)field); break;
+    case FT_TIME: fprintf(f, "%.17gs", *(const double *)field); break;
+    case FT_NUM: fprintf(f, "%.17g", *(const double *)field); break;
+    }
+}
+
+void cli_write_ini(FILE *f, const wp_opts *o, unsigned cmd_mask) {
+    for (int i = 0; i < FLAG_COUNT; i++) {
+        if (i == FLAG_config || !(flags[i].cmds & cmd_mask)) continue;
+        fprintf(f, "%s = ", flags[i].name);
+        print_value(f, o, i);
+        fputc('\n', f);
+    }
+}
+
+void cli_print_flags(FILE *f, unsigned cmd) {
+    if (!cmd) {
+        fprintf(f, "subcommands:\n");
+        for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+            fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+        fprintf(f, "\nflags (weipipe SUBCOMMAND --help lists the ones each takes):\n");
+    } else {
+        fprintf(f, "flags of '%s':\n", command_name(cmd));
+    }
+    for (int i = 0; i < FLAG_COUNT; i++) {
+        if (cmd && !(flags[i].cmds & cmd)) continue;
+        char lhs[64];
+        snprintf(lhs, sizeof lhs, "--%s", flags[i].name);
+        fprintf(f, "  %-24s %s", lhs, flags[i].help);
+        if (flags[i].def[0]) fprintf(f, " [%s]", flags[i].def);
+        fputc('\n', f);
+    }
+}

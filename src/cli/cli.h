@@ -1,0 +1,85 @@
+/* Command line and INI config: one table (flags.def) drives parsing, config keys and --help. */
+#ifndef WP_CLI_H
+#define WP_CLI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+enum {
+    C_TRAIN = 1u << 0,
+    C_EVAL = 1u << 1,
+    C_SCHEDULE = 1u << 2,
+    C_SIMULATE = 1u << 3,
+    C_PREPARE = 1u << 4,
+    C_EXPORT = 1u << 5,
+    C_CHECK = 1u << 6,
+    C_BENCH = 1u << 7,
+};
+#define C_ALL (C_TRAIN | C_EVAL | C_SCHEDULE | C_SIMULATE | C_PREPARE | C_EXPORT | C_CHECK | C_BENCH)
+#define C_MODEL (C_TRAIN | C_EVAL | C_CHECK | C_BENCH | C_SIMULATE | C_SCHEDULE | C_EXPORT)
+#define C_PIPE (C_TRAIN | C_SCHEDULE | C_SIMULATE | C_BENCH)
+#define C_DATA (C_TRAIN | C_EVAL | C_BENCH)
+#define C_PACE (C_TRAIN | C_SIMULATE | C_SCHEDULE)
+
+typedef enum { FT_INT, FT_NUM, FT_STR, FT_BOOL, FT_RATE, FT_TIME, FT_SIZE } wp_flag_type;
+
+/* Flag identifiers, FLAG_num_layers etc., in table order. */
+enum {
+#define X(field, name, type, def, cmds, help) FLAG_##field,
+#include "flags.def"
+#undef X
+    FLAG_COUNT
+};
+
+#define WP_MAX_ARGS 64
+
+/* Every option of every subcommand, with its value after defaults, config file and flags.
+ * Field types: INT/SIZE -> int64_t, NUM/RATE/TIME -> double (RATE in bytes/s, TIME in s),
+ * STR -> char[256], BOOL -> bool. */
+typedef struct wp_opts {
+#define WP_FIELD_INT(f) int64_t f;
+#define WP_FIELD_NUM(f) double f;
+#define WP_FIELD_RATE(f) double f;
+#define WP_FIELD_TIME(f) double f;
+#define WP_FIELD_SIZE(f) int64_t f;
+#define WP_FIELD_BOOL(f) bool f;
+#define WP_FIELD_STR(f) char f[256];
+#define X(field, name, type, def, cmds, help) WP_FIELD_##type(field)
+#include "flags.def"
+#undef X
+    bool set[FLAG_COUNT];        /* given by a flag or the config file (not a default) */
+    unsigned cmd;                /* the subcommand, one C_* bit */
+    const char *cmd_name;
+    int nargs;                   /* positional arguments, in order */
+    const char *args[WP_MAX_ARGS];
+} wp_opts;
+
+/* Subcommand name -> C_* bit, or 0 when unknown. */
+unsigned cli_command(const char *name);
+
+/* Fill o from defaults, then the --config file, then argv (argv[0] is the subcommand).
+ * Returns 0, or 2 with a one-line reason in err naming the flag, file or key. */
+int cli_parse(int argc, char **argv, wp_opts *o, char *err, size_t errlen);
+
+/* Apply one key = value (as from a config file); 'where' names it in errors. Returns 0 or 2. */
+int cli_set(wp_opts *o, const char *key, const char *value, const char *where, char *err, size_t errlen);
+
+/* The flags of one subcommand (or all when cmd = 0), generated from the table. */
+void cli_print_flags(FILE *f, unsigned cmd);
+
+/* Write every option with its value as INI (round-trips through --config). */
+void cli_write_ini(FILE *f, const wp_opts *o, unsigned cmd_mask);
+
+/* "{a|b|c} ..." choice check; returns 0 when value is one of the flag's choices. */
+int cli_check_choice(int flag, const char *value, char *err, size_t errlen);
+
+/* Parsers shared with other inputs (bandwidths, durations, sizes); 0 on success. */
+int cli_parse_rate(const char *s, double *bytes_per_s);
+int cli_parse_time(const char *s, double *seconds);
+int cli_parse_size(const char *s, int64_t *bytes);
+
+const char *cli_flag_name(int flag);
+
+#endif

@@ -1,0 +1,50 @@
+/* weipipe: one executable, subcommands dispatched from a table. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "commands.h"
+#include "log.h"
+#include "wp_config.h"
+
+static const struct {
+    unsigned cmd;
+    int (*run)(const wp_opts *);
+} dispatch[] = {
+    {0, NULL},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "weipipe %s: weight-passing pipeline training for Llama-style models\n\n", WP_VERSION);
+    fprintf(f, "usage: weipipe SUBCOMMAND [--flag value ...] [ARGS]\n");
+    fprintf(f, "       weipipe SUBCOMMAND --help\n\n");
+    cli_print_flags(f, 0);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        printf("weipipe %s\n", WP_VERSION);
+        return 0;
+    }
+    unsigned cmd = cli_command(argv[1]);
+    for (int a = 2; cmd && a < argc; a++)
+        if (strcmp(argv[a], "--help") == 0 || strcmp(argv[a], "-h") == 0) {
+            printf("usage: weipipe %s [--flag value ...]\n\n", argv[1]);
+            cli_print_flags(stdout, cmd);
+            return 0;
+        }
+    static wp_opts opts; /* large; not on the stack */
+    char err[512];
+    if (cli_parse(argc - 1, argv + 1, &opts, err, sizeof err) != 0) {
+        wp_error("%s", err);
+        return 2;
+    }
+    for (size_t i = 0; i < sizeof dispatch / sizeof dispatch[0]; i++)
+        if (dispatch[i].run && dispatch[i].cmd == opts.cmd) return dispatch[i].run(&opts);
+    wp_error("'%s' is not built into this weipipe", opts.cmd_name);
+    return 2;
+}

@@ -1,0 +1,93 @@
+/* Model configuration and the parameter layout: which tensors exist, which chunk each lives
+ * in, and where. A chunk's parameters are one contiguous range, so a chunk travels the ring
+ * as one pointer and a length. Computed once from the config; every rank computes the same. */
+#ifndef WP_LAYOUT_H
+#define WP_LAYOUT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels.h"
+
+#define WP_MAX_CHUNKS 256
+
+typedef enum { WP_PREC_MIXED = 0, WP_PREC_BF16, WP_PREC_FP32 } wp_precision;
+
+typedef struct {
+    int n_layers;      /* L */
+    int h;             /* hidden size */
+    int ffn;           /* SwiGLU inner size */
+    int n_heads;       /* query heads */
+    int n_kv_heads;    /* key/value heads (grouped-query attention) */
+    int head_dim;      /* h / n_heads */
+    int seq;           /* s */
+    int mb;            /* micro-batch size b */
+    int vocab;         /* V */
+    double rope_theta;
+    double norm_eps;
+    double init_std;
+    bool recompute;
+    wp_precision precision;
+    int n_chunks;
+    int chunk_layers[WP_MAX_CHUNKS]; /* layers in each chunk (may be uneven, may be 0 only for
+                                        a lone chunk holding embedding and head) */
+} wp_model_cfg;
+
+/* Wire and compute dtypes that a precision implies. */
+wp_dtype precision_weight_dtype(wp_precision p);   /* W on the wire: fp16 | bf16 | fp32 */
+wp_dtype precision_grad_dtype(wp_precision p);     /* gW on the wire: bf16 | bf16 | fp32 */
+wp_dtype precision_act_dtype(wp_precision p);      /* A, gA on the wire: fp16 | bf16 | fp32 */
+const char *precision_name(wp_precision p);
+
+typedef enum { WP_PARAM_EMBED, WP_PARAM_NORM, WP_PARAM_MATRIX } wp_param_kind;
+
+typedef struct {
+    char name[64];      /* Hugging Face Llama name, e.g. model.layers.3.mlp.up_proj.weight */
+    wp_param_kind kind; /* norms get no weight decay */
+    int chunk;
+    int layer;          /* -1 for embedding, final norm and head */
+    size_t offset;      /* first element, counted from the start of its chunk */
+    int rows, cols;     /* [out, in] for matrices, [V, h] for embedding and head, [h, 1] norms */
+} wp_param;
+
+typedef struct {
+    wp_model_cfg cfg;
+    int n_params;
+    wp_param *params;                   /* in storage order, chunk by chunk */
+    size_t chunk_numel[WP_MAX_CHUNKS];  /* elements in each chunk */
+    size_t chunk_offset[WP_MAX_CHUNKS]; /* first element of each chunk in the flat model */
+    int chunk_first_layer[WP_MAX_CHUNKS];
+    size_t total_numel;
+} wp_layout;
+
+struct wp_opts;
+/* Model config from the options; nranks gives the default chunk count (one per rank).
+ * Returns 0, or 2 with a one-line reason naming the offending flag. */
+int model_cfg_from_opts(const struct wp_opts *o, int nranks, wp_model_cfg *cfg, char *err, size_t errlen);
+
+/* Split L layers into n chunks as evenly as possible (earlier chunks get the extra layers). */
+void model_cfg_even_chunks(wp_model_cfg *cfg, int n_chunks);
+
+int layout_build(const wp_model_cfg *cfg, wp_layout *L, char *err, size_t errlen);
+void layout_free(wp_layout *L);
+const wp_param *layout_find(const wp_layout *L, const char *name);
+/* Index of the first parameter of chunk c, and one past its last. */
+void layout_chunk_params(const wp_layout *L, int c, int *first, int *end);
+
+/* Parameters of one block, and of the whole model (embedding and head included). */
+size_t layout_block_numel(const wp_model_cfg *cfg);
+
+/* Model FLOPs of one micro-batch through chunk c (matrix products and attention scores,
+ * counted as 2 per multiply-add; no recomputation): forward, input-gradient (B) and
+ * weight-gradient (W-pass) parts. Used by the simulator, the pacing and MFU. */
+typedef struct {
+    double fwd, bwd_input, bwd_weight;
+} wp_flops;
+wp_flops layout_chunk_flops(const wp_layout *L, int c);
+
+/* Deterministic init of chunk c's fp32 parameters (host memory, chunk_numel[c] floats):
+ * each tensor's values depend only on (seed, tensor name), never on the chunking. */
+void layout_init_chunk(const wp_layout *L, int c, uint64_t seed, float *dst);
+
+#endif

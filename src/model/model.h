@@ -1,0 +1,53 @@
+/* The Llama-style model, split per chunk so that every pipeline strategy can call it:
+ * forward (F), backward for inputs (B), backward for weights (W-pass), and a fused backward.
+ *
+ * A chunk's weights are one contiguous buffer in the backend's compute dtype, laid out as
+ * wp_layout says. One wp_acts holds what one (chunk, micro-batch) keeps between its F, B and
+ * W-pass. Token ids and targets live in backend memory ([b*s] int32 each).
+ *
+ * Loss convention: the objective is dloss * sum over tokens of their cross-entropy; the caller
+ * passes dloss = loss_scale / (tokens in the optimizer step), so gradients of all micro-batches
+ * add up to the gradient of the mean loss (times the loss scale). */
+#ifndef WP_MODEL_H
+#define WP_MODEL_H
+
+#include "kernels.h"
+#include "layout.h"
+
+typedef struct wp_model wp_model;
+typedef struct wp_acts wp_acts;
+
+wp_model *model_create(const wp_layout *L, wp_kern *k, char *err, size_t errlen);
+void model_destroy(wp_model *m);
+const wp_layout *model_layout(const wp_model *m);
+wp_kern *model_kern(const wp_model *m);
+
+/* State of one (chunk, micro-batch); NULL and a kern error when memory runs out. */
+wp_acts *model_acts_create(wp_model *m, int chunk);
+void model_acts_destroy(wp_model *m, wp_acts *a);
+/* Bytes one wp_acts holds at its peak (after F, or after B when the backward is split),
+ * so that schedules can predict memory without allocating. */
+size_t model_acts_bytes(const wp_layout *L, int chunk, wp_dtype compute, bool split_backward);
+
+/* F. chunk 0 reads tokens (x_in unused); later chunks read x_in [T,h]. Chunks before the last
+ * write x_out [T,h]; the last chunk reads targets and adds its token losses to *loss_sum.
+ * x_in is copied into a, so the caller may reuse its buffer. */
+int model_forward(wp_model *m, int chunk, const void *w, wp_acts *a, const void *x_in,
+                  const int32_t *tokens, const int32_t *targets, void *x_out, double *loss_sum);
+
+/* B. g_out [T,h] is the gradient of the chunk's output (unused for the last chunk, which
+ * starts from dloss); writes g_in [T,h], the gradient of its input (unused for chunk 0).
+ * Keeps what the W-pass needs in a. */
+int model_backward_input(wp_model *m, int chunk, const void *w, wp_acts *a, const void *g_out,
+                         float dloss, void *g_in);
+
+/* W-pass. Adds this micro-batch's weight gradient to gw (chunk_numel elements of gw_dtype:
+ * WP_F32 or WP_BF16) and releases what B kept. Needs no weights. */
+int model_backward_weight(wp_model *m, int chunk, wp_acts *a, void *gw, wp_dtype gw_dtype);
+
+/* B and W-pass in one: the same arithmetic as model_backward_input followed by
+ * model_backward_weight (bit-identical results), without keeping the W-pass state. */
+int model_backward(wp_model *m, int chunk, const void *w, wp_acts *a, const void *g_out, float dloss,
+                   void *g_in, void *gw, wp_dtype gw_dtype);
+
+#endif
