@@ -11,7 +11,7 @@ static const struct {
     unsigned cmd;
     int (*run)(const wp_opts *);
 } dispatch[] = {
-    {0, NULL},
+    {0, NULL}, /* end */
 };
 
 static void usage(FILE *f) {
@@ -43,8 +43,8 @@ int main(int argc, char **argv) {
         wp_error("%s", err);
         return 2;
     }
-    for (size_t i = 0; i < sizeof dispatch / sizeof dispatch[0]; i++)
-        if (dispatch[i].run && dispatch[i].cmd == opts.cmd) return dispatch[i].run(&opts);
+    for (size_t i = 0; dispatch[i].run; i++)
+        if (dispatch[i].cmd == opts.cmd) return dispatch[i].run(&opts);
     wp_error("'%s' is not built into this weipipe", opts.cmd_name);
     return 2;
 }
