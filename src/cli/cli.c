@@ -27,16 +27,17 @@ static const flag_info flags[FLAG_COUNT] = {
 static const struct {
     const char *name;
     unsigned bit;
+    int max_args; /* positional arguments it takes */
     const char *summary;
 } commands[] = {
-    {"train", C_TRAIN, "train a model (one rank, or a ring of --nranks)"},
-    {"eval", C_EVAL, "mean next-token loss of a checkpoint on a shard"},
-    {"schedule", C_SCHEDULE, "print, validate and draw a strategy's action lists"},
-    {"simulate", C_SIMULATE, "predict step time, bubble, traffic and memory per strategy"},
-    {"prepare", C_PREPARE, "turn text files into token shards (llm.c layout)"},
-    {"export", C_EXPORT, "write a checkpoint as Hugging Face Llama safetensors"},
-    {"check", C_CHECK, "forward and backward of a config on random tokens, with finite differences"},
-    {"bench", C_BENCH, "time the kernels and a model step"},
+    {"train", C_TRAIN, 0, "train a model (one rank, or a ring of --nranks)"},
+    {"eval", C_EVAL, 1, "CKPT_DIR: mean next-token loss of a checkpoint on a shard"},
+    {"schedule", C_SCHEDULE, 0, "print, validate and draw a strategy's action lists"},
+    {"simulate", C_SIMULATE, 0, "predict step time, bubble, traffic and memory per strategy"},
+    {"prepare", C_PREPARE, WP_MAX_ARGS, "TEXT_FILE...: turn text files into token shards (llm.c layout)"},
+    {"export", C_EXPORT, 2, "CKPT_DIR OUT_DIR: write a checkpoint as Hugging Face Llama safetensors"},
+    {"check", C_CHECK, 0, "forward and backward of a config on random tokens, with finite differences"},
+    {"bench", C_BENCH, 0, "time the kernels and a model step"},
 };
 
 const char *cli_flag_name(int flag) { return flag >= 0 && flag < FLAG_COUNT ? flags[flag].name : "?"; }
@@ -51,6 +52,12 @@ static const char *command_name(unsigned bit) {
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (commands[i].bit == bit) return commands[i].name;
     return "?";
+}
+
+static int command_max_args(unsigned bit) {
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (commands[i].bit == bit) return commands[i].max_args;
+    return 0;
 }
 
 static int fail(char *err, size_t errlen, const char *fmt, ...) {
@@ -267,7 +274,10 @@ int cli_parse(int argc, char **argv, wp_opts *o, char *err, size_t errlen) {
     for (int a = 1; a < argc; a++) {
         const char *arg = argv[a];
         if (only_positional || arg[0] != '-' || strcmp(arg, "-") == 0) {
-            if (o->nargs == WP_MAX_ARGS) return fail(err, errlen, "more than %d arguments", WP_MAX_ARGS);
+            int max = command_max_args(o->cmd);
+            if (o->nargs == max)
+                return fail(err, errlen, "unexpected argument '%s' ('%s' takes %s%d)", arg, o->cmd_name,
+                            max ? "at most " : "", max);
             o->args[o->nargs++] = arg;
             continue;
         }

@@ -1,0 +1,194 @@
+/* The flag table, config files and model-config validation: every bad input is refused with
+ * exit code 2 and a message naming the culprit; good input round-trips. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "model/layout.h"
+
+static int failures;
+#define CHECK(cond, ...)                                            \
+    do {                                                            \
+        if (!(cond)) {                                              \
+            failures++;                                             \
+            fprintf(stderr, "%s:%d: FAIL: ", __FILE__, __LINE__);   \
+            fprintf(stderr, __VA_ARGS__);                           \
+            fputc('\n', stderr);                                    \
+        }                                                           \
+    } while (0)
+
+static wp_opts opts;
+static char err[512];
+
+static int parse(const char *line) {
+    char buf[2048], *argv[64];
+    int argc = 0;
+    snprintf(buf, sizeof buf, "%s", line);
+    for (char *tok = strtok(buf, " "); tok && argc < 64; tok = strtok(NULL, " ")) argv[argc++] = tok;
+    err[0] = '\0';
+    return cli_parse(argc, argv, &opts, err, sizeof err);
+}
+
+/* A rejected command line must exit 2 and name 'culprit' in a single-line message. */
+static void expect_bad(const char *line, const char *culprit) {
+    int rc = parse(line);
+    CHECK(rc == 2, "'%s' gave %d, want 2", line, rc);
+    CHECK(strstr(err, culprit) != NULL, "'%s': message '%s' does not name '%s'", line, err, culprit);
+    CHECK(strchr(err, '\n') == NULL, "'%s': message has several lines", line);
+}
+
+static void test_bad_flags(void) {
+    expect_bad("train --no-such-flag 3", "--no-such-flag");
+    expect_bad("train --hidden-size", "--hidden-size");
+    expect_bad("train --hidden-size 12x", "--hidden-size");
+    expect_bad("train --precision fp8", "--precision");
+    expect_bad("train --strategy pipedream", "--strategy");
+    expect_bad("train --link-bandwidth 10", "--link-bandwidth");
+    expect_bad("train --link-bandwidth 10Gbps", "--link-bandwidth");
+    expect_bad("train --timeout 5 parsecs", "parsecs");
+    expect_bad("train --timeout 5parsecs", "--timeout");
+    expect_bad("export a b c", "'c'");
+    expect_bad("train --recompute maybe=1", "maybe");
+    expect_bad("prepare --strategy wzb1", "--strategy");
+    expect_bad("frobnicate", "frobnicate");
+    expect_bad("train --config /nonexistent/x.ini", "/nonexistent/x.ini");
+    expect_bad("train -x", "-x");
+}
+
+static void test_units(void) {
+    double v;
+    int64_t s;
+    CHECK(cli_parse_rate("10Gbit", &v) == 0 && fabs(v - 1.25e9) < 1, "10Gbit -> %g", v);
+    CHECK(cli_parse_rate("400GByte", &v) == 0 && fabs(v - 4e11) < 1, "400GByte -> %g", v);
+    CHECK(cli_parse_rate("1.5Mbit/s", &v) == 0 && fabs(v - 187500) < 1e-6, "1.5Mbit/s -> %g", v);
+    CHECK(cli_parse_rate("0", &v) == 0 && v == 0, "0 -> %g", v);
+    CHECK(cli_parse_rate("-1Gbit", &v) != 0, "negative rate accepted");
+    CHECK(cli_parse_time("20us", &v) == 0 && fabs(v - 20e-6) < 1e-15, "20us -> %g", v);
+    CHECK(cli_parse_time("5ms", &v) == 0 && fabs(v - 5e-3) < 1e-15, "5ms -> %g", v);
+    CHECK(cli_parse_time("2m", &v) == 0 && v == 120, "2m -> %g", v);
+    CHECK(cli_parse_time("30", &v) == 0 && v == 30, "30 -> %g", v);
+    CHECK(cli_parse_size("80G", &s) == 0 && s == 80ll << 30, "80G -> %lld", (long long)s);
+    CHECK(cli_parse_size("512MiB", &s) == 0 && s == 512ll << 20, "512MiB -> %lld", (long long)s);
+    CHECK(cli_parse_size("1e30", &s) != 0, "1e30 bytes accepted");
+}
+
+/* Random values for every numeric model flag, written as INI and read back. */
+static void test_ini_round_trip(void) {
+    char path[] = "/tmp/wp_test_cli_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0, "mkstemp");
+    if (fd < 0) return;
+    close(fd);
+    srand(7);
+    for (int trial = 0; trial < 50; trial++) {
+        char line[256];
+        snprintf(line, sizeof line, "train --hidden-size %d --num-layers %d --lr %.9g --link-bandwidth %dMbit --timeout %dms",
+                 1 + rand() % 4096, 1 + rand() % 64, (rand() % 100000) * 1e-7, 1 + rand() % 10000, 1 + rand() % 5000);
+        CHECK(parse(line) == 0, "%s: %s", line, err);
+        wp_opts first = opts;
+        FILE *f = fopen(path, "w");
+        cli_write_ini(f, &first, C_ALL);
+        fclose(f);
+        char again[512];
+        snprintf(again, sizeof again, "train --config %s", path);
+        CHECK(parse(again) == 0, "reading back: %s", err);
+        CHECK(opts.hidden_size == first.hidden_size && opts.num_layers == first.num_layers && opts.lr == first.lr &&
+                  opts.link_bandwidth == first.link_bandwidth && opts.timeout == first.timeout,
+              "round trip of '%s' changed a value", line);
+    }
+    unlink(path);
+}
+
+static void test_config_file(void) {
+    char path[] = "/tmp/wp_test_cfg_XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0) return;
+    FILE *f = fdopen(fd, "w");
+    fprintf(f, "[model]\nhidden-size = 96\nnum-layers = 3\n");
+    fclose(f);
+    char line[256];
+    snprintf(line, sizeof line, "train --num-layers 5 --config %s", path);
+    CHECK(parse(line) == 0, "%s", err);
+    CHECK(opts.hidden_size == 96 && opts.num_layers == 5, "flags must override the file: h=%lld L=%lld",
+          (long long)opts.hidden_size, (long long)opts.num_layers);
+    CHECK(opts.set[FLAG_hidden_size] && !opts.set[FLAG_seq_length], "set[] marks given keys only");
+
+    f = fopen(path, "w");
+    fprintf(f, "hidden-size = 96\nhiden-size = 3\n");
+    fclose(f);
+    snprintf(line, sizeof line, "train --config %s", path);
+    expect_bad(line, "hiden-size");
+    CHECK(strstr(err, path) && strstr(err, "line 2"), "message '%s' names file and line", err);
+
+    f = fopen(path, "w");
+    fprintf(f, "this line has no equals sign\n");
+    fclose(f);
+    expect_bad(line, path);
+    unlink(path);
+}
+
+static void expect_bad_model(const char *line, const char *culprit) {
+    wp_model_cfg cfg;
+    int rc = parse(line);
+    CHECK(rc == 0, "'%s' should parse: %s", line, err);
+    rc = model_cfg_from_opts(&opts, 1, &cfg, err, sizeof err);
+    CHECK(rc == 2, "'%s' gave %d, want 2", line, rc);
+    CHECK(strstr(err, culprit) != NULL, "'%s': message '%s' does not name '%s'", line, err, culprit);
+}
+
+static void test_model_validation(void) {
+    expect_bad_model("check --hidden-size 100 --num-attention-heads 3", "--hidden-size");
+    expect_bad_model("check --hidden-size 0", "--hidden-size");
+    expect_bad_model("check --num-layers -2", "--num-layers");
+    expect_bad_model("check --num-layers 2 --num-chunks 3", "--num-chunks");
+    expect_bad_model("check --num-attention-heads 4 --num-query-groups 3", "--num-query-groups");
+    expect_bad_model("check --hidden-size 12 --num-attention-heads 4", "--num-attention-heads");
+    expect_bad_model("check --seq-length 0", "--seq-length");
+    expect_bad_model("check --micro-batch-size -1", "--micro-batch-size");
+    expect_bad_model("check --vocab-size 1", "--vocab-size");
+    expect_bad_model("check --num-layers 4 --chunk-layers 1,2", "--chunk-layers");
+    expect_bad_model("check --num-layers 4 --chunk-layers 2,x", "--chunk-layers");
+    expect_bad_model("check --num-layers 4 --chunk-layers 2,2 --num-chunks 3", "--num-chunks");
+    expect_bad_model("check --norm-eps 0", "--norm-eps");
+
+    /* Valid shapes: the layout's parameter count matches the closed form. */
+    srand(11);
+    for (int trial = 0; trial < 40; trial++) {
+        int heads = 1 + rand() % 8, hd = 2 * (1 + rand() % 8), groups_div = 1 + rand() % heads;
+        while (heads % groups_div) groups_div--;
+        int L = 1 + rand() % 6, chunks = 1 + rand() % L, V = 2 + rand() % 300, f = 1 + rand() % 200;
+        char line[256];
+        snprintf(line, sizeof line,
+                 "check --hidden-size %d --num-attention-heads %d --num-query-groups %d --num-layers %d --num-chunks %d "
+                 "--vocab-size %d --ffn-hidden-size %d",
+                 heads * hd, heads, groups_div, L, chunks, V, f);
+        wp_model_cfg cfg;
+        wp_layout lay;
+        CHECK(parse(line) == 0, "%s: %s", line, err);
+        CHECK(model_cfg_from_opts(&opts, 1, &cfg, err, sizeof err) == 0, "%s: %s", line, err);
+        CHECK(layout_build(&cfg, &lay, err, sizeof err) == 0, "%s: %s", line, err);
+        size_t h = (size_t)heads * hd, kv = (size_t)groups_div * hd;
+        size_t block = 2 * h + 2 * h * h + 2 * h * kv + 3 * h * (size_t)f;
+        size_t total = (size_t)L * block + 2 * (size_t)V * h + h;
+        CHECK(lay.total_numel == total, "%s: %zu parameters, closed form %zu", line, lay.total_numel, total);
+        size_t sum = 0;
+        for (int c = 0; c < cfg.n_chunks; c++) {
+            CHECK(lay.chunk_offset[c] == sum, "chunk %d offset", c);
+            sum += lay.chunk_numel[c];
+        }
+        layout_free(&lay);
+    }
+}
+
+int main(void) {
+    test_bad_flags();
+    test_units();
+    test_ini_round_trip();
+    test_config_file();
+    test_model_validation();
+    if (failures) fprintf(stderr, "%d checks failed\n", failures);
+    return failures ? 1 : 0;
+}
