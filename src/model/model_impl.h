@@ -1,0 +1,109 @@
+/* Private to src/model: the structs behind wp_model and wp_acts, and how their buffers are
+ * carved out of one allocation each. Tests include it to see what an wp_acts really holds. */
+#ifndef WP_MODEL_IMPL_H
+#define WP_MODEL_IMPL_H
+
+#include "model.h"
+
+/* Sizes every kernel call of a chunk needs. */
+typedef struct {
+    int b, s, T;       /* micro-batch, sequence, tokens T = b*s */
+    int h, q, kv, f;   /* width, query width nh*hd, key/value width nkv*hd, SwiGLU width */
+    int nh, nkv, hd;   /* heads */
+    int V;
+    float eps, theta;
+    size_t ct;         /* bytes per element of the compute dtype */
+} wp_dims;
+
+wp_dims model_dims(const wp_model_cfg *cfg, wp_dtype compute);
+
+/* One allocation cut into aligned pieces. With base == NULL it only measures, so that
+ * model_acts_bytes and model_acts_create share one plan and cannot disagree. */
+typedef struct {
+    char *base;
+    size_t used;
+} wp_arena;
+
+#define WP_ARENA_ALIGN 256 /* a cache line on CPUs, a full coalesced segment on GPUs */
+
+void *arena_take(wp_arena *ar, size_t bytes);
+size_t arena_size(const wp_arena *ar);
+
+/* What one block's forward produces ([T,x] in the compute dtype unless noted). */
+typedef struct {
+    void *x;                 /* block input [T,h] */
+    float *rstd1;            /* [T] */
+    void *n1;                /* rmsnorm(x) * w [T,h] */
+    void *q, *k, *v;         /* projections, q and k after RoPE: [T,q], [T,kv], [T,kv] */
+    void *att;               /* attention output [T,q] */
+    float *lse;              /* attention log-sum-exp [b,nh,s] */
+    void *x1;                /* x + o_proj(att) [T,h] */
+    float *rstd2;            /* [T] */
+    void *n2;                /* [T,h] */
+    void *gate, *up, *sw;    /* [T,f] each; sw = silu(gate) * up */
+} wp_block_acts;
+
+/* Output gradients of one block's layers, kept by B for the W-pass (or scratch when fused). */
+typedef struct {
+    void *dq, *dk, *dv;      /* of the projections before RoPE */
+    void *dx1;               /* of x1: the o_proj output gradient */
+    void *dgate, *dup;       /* [T,f] */
+    void *dn1, *dn2;         /* of the norm outputs: the RMSNorm weights' dy */
+    void *dsw, *datt;        /* scratch only: gradients of the down_proj and o_proj inputs */
+} wp_block_grads;
+
+/* Element offsets (from the chunk's start) of one block's tensors, in layout order. */
+typedef struct {
+    size_t ln1, wq, wk, wv, wo, ln2, wg, wu, wd;
+} wp_block_offsets;
+
+typedef struct {
+    int n_layers;
+    bool first, last;          /* holds the embedding / the final norm and head */
+    size_t embed, norm, head;  /* element offsets, valid when first / last */
+    wp_block_offsets *blocks;  /* n_layers */
+} wp_chunk_map;
+
+struct wp_acts {
+    int chunk;
+    wp_block_acts *blocks;     /* n_layers; with recompute only x is held between F and B */
+    void *x_final;             /* last chunk: input of the final norm [T,h] */
+    float *rstd_final;         /* [T] */
+    void *n_final;             /* LM head input [T,h] */
+    float *lse_head, *losses;  /* [T] */
+    const int32_t *tokens, *targets;
+    void *fwd_mem;
+    size_t fwd_bytes;
+
+    /* Kept by B for the W-pass (split backward only). */
+    bool kept_valid;
+    wp_block_grads *kept;      /* n_layers */
+    void **gx;                 /* n_layers+1: gradient of layer i's input; gx[n] of the chunk output */
+    void *dn_final;            /* final norm output gradient [T,h] */
+    void *dlogits;             /* [T,V] */
+    void *kept_mem;
+    size_t kept_bytes;
+};
+
+struct wp_model {
+    wp_layout L;               /* a copy; params shared with the caller's layout */
+    wp_kern *k;
+    wp_dims d;
+    wp_chunk_map *chunks;      /* L.cfg.n_chunks */
+    /* Scratch for one block at a time: the recomputed forward and the fused backward. */
+    wp_block_acts sa;
+    wp_block_grads sg;
+    void *sgx[2];              /* ping-pong input gradients [T,h] */
+    void *s_dn_final;          /* [T,h] */
+    void *s_out;               /* [T,h]: a block output nobody reads (recompute) */
+    void *scratch_mem;
+    float *host_losses;        /* [T] host copy for the loss sum */
+};
+
+/* Lay out the buffers F keeps, or those B keeps for the W-pass (split backward). */
+void acts_plan_fwd(const wp_layout *L, int chunk, const wp_dims *d, wp_arena *ar, wp_acts *a);
+void acts_plan_kept(const wp_layout *L, int chunk, const wp_dims *d, wp_arena *ar, wp_acts *a);
+/* Bytes of backend memory a holds right now (its forward arena plus any kept arena). */
+size_t model_acts_held_bytes(const wp_acts *a);
+
+#endif
