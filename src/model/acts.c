@@ -20,6 +20,7 @@ wp_dims model_dims(const wp_model_cfg *cfg, wp_dtype compute) {
     d.V = cfg->vocab;
     d.eps = (float)cfg->norm_eps;
     d.theta = (float)cfg->rope_theta;
+    d.cdt = compute;
     d.ct = compute == WP_F32 ? 4 : 2;
     return d;
 }
@@ -125,6 +126,21 @@ void acts_plan_kept(const wp_layout *L, int chunk, const wp_dims *d, wp_arena *a
             a->dlogits = dlogits;
         }
     }
+}
+
+void model_plan_scratch(const wp_dims *d, wp_arena *ar, wp_model *m) {
+    wp_block_acts *sa = &m->sa;
+    wp_block_grads *sg = &m->sg;
+    *sa = (wp_block_acts){0};
+    plan_block_wpass_inputs(ar, d, sa);
+    plan_block_b_only(ar, d, sa);
+    plan_block_grads(ar, d, sg);
+    sg->dsw = take_ct(ar, d, d->T, d->f);
+    sg->datt = take_ct(ar, d, d->T, d->q);
+    m->sgx[0] = take_ct(ar, d, d->T, d->h);
+    m->sgx[1] = take_ct(ar, d, d->T, d->h);
+    m->s_dn_final = take_ct(ar, d, d->T, d->h);
+    m->s_dlogits = take_ct(ar, d, d->T < WP_HEAD_ROWS ? d->T : WP_HEAD_ROWS, d->V);
 }
 
 size_t model_acts_bytes(const wp_layout *L, int chunk, wp_dtype compute, bool split_backward) {

@@ -12,7 +12,8 @@ typedef struct {
     int nh, nkv, hd;   /* heads */
     int V;
     float eps, theta;
-    size_t ct;         /* bytes per element of the compute dtype */
+    wp_dtype cdt;      /* the backend's compute dtype */
+    size_t ct;         /* bytes per element of it */
 } wp_dims;
 
 wp_dims model_dims(const wp_model_cfg *cfg, wp_dtype compute);
@@ -95,15 +96,53 @@ struct wp_model {
     wp_block_grads sg;
     void *sgx[2];              /* ping-pong input gradients [T,h] */
     void *s_dn_final;          /* [T,h] */
-    void *s_out;               /* [T,h]: a block output nobody reads (recompute) */
+    void *s_dlogits;           /* [min(T, WP_HEAD_ROWS), V]: one block of the head's dy */
     void *scratch_mem;
+    void *s_head_dw;           /* [V,h] fp32, allocated on first use by a bf16 gradient */
     float *host_losses;        /* [T] host copy for the loss sum */
 };
+
+/* Where a tensor at element offset off of a chunk lives in its weights w (compute dtype) or
+ * in its gradient gw (fp32 or bf16). */
+static inline const void *w_at(const wp_dims *d, const void *w, size_t off) { return (const char *)w + off * d->ct; }
+static inline void *g_at(void *gw, wp_dtype gt, size_t off) { return (char *)gw + off * (gt == WP_F32 ? 4 : 2); }
 
 /* Lay out the buffers F keeps, or those B keeps for the W-pass (split backward). */
 void acts_plan_fwd(const wp_layout *L, int chunk, const wp_dims *d, wp_arena *ar, wp_acts *a);
 void acts_plan_kept(const wp_layout *L, int chunk, const wp_dims *d, wp_arena *ar, wp_acts *a);
+/* Lay out the model's scratch: one block's activations (all but x) and gradients. */
+void model_plan_scratch(const wp_dims *d, wp_arena *ar, wp_model *m);
 /* Bytes of backend memory a holds right now (its forward arena plus any kept arena). */
 size_t model_acts_held_bytes(const wp_acts *a);
+
+/* Sticky-error and argument checks shared by the entry points; -1 with a kern error. */
+int model_entry_check(wp_model *m, int chunk, const wp_acts *a, const char *fn);
+
+/* The kept arena of a split backward: allocated by B, released by the W-pass (model.c). */
+int acts_reserve_kept(wp_model *m, wp_acts *a);
+void acts_release_kept(wp_model *m, wp_acts *a);
+
+/* Rows per block of the LM head's backward (src/model/head.c). */
+#define WP_HEAD_ROWS 256
+
+/* The last chunk's head and the loss (src/model/head.c). top receives the gradient of the
+ * final norm's input; gw == NULL for B (dlogits kept), else fused. */
+int head_forward(wp_model *m, const wp_chunk_map *cm, const void *w, wp_acts *a, double *loss_sum);
+void head_backward(wp_model *m, const wp_chunk_map *cm, const void *w, wp_acts *a, float dloss, void *top, void *gw,
+                   wp_dtype gt);
+void head_backward_weight(wp_model *m, const wp_chunk_map *cm, wp_acts *a, void *gw, wp_dtype gt);
+
+/* One block (src/model/block.c). w and gw point at the chunk's start; o gives the offsets.
+ * F: out == NULL skips down_proj, for a recomputation that only needs what B reads. */
+void block_forward(wp_kern *k, const wp_dims *d, const void *w, const wp_block_offsets *o,
+                   const wp_block_acts *A, void *out);
+/* B: from dx2 (gradient of the block output) to dx (of its input); G receives the output
+ * gradients. With gw != NULL each weight gradient is added as soon as its dy exists (fused). */
+void block_backward(wp_kern *k, const wp_dims *d, const void *w, const wp_block_offsets *o,
+                    const wp_block_acts *A, const wp_block_grads *G, const void *dx2, void *dx,
+                    void *gw, wp_dtype gt);
+/* W-pass: the weight-gradient calls of block_backward, with the same operands. */
+void block_backward_weight(wp_kern *k, const wp_dims *d, const wp_block_offsets *o, const wp_block_acts *A,
+                           const wp_block_grads *G, const void *dx2, void *gw, wp_dtype gt);
 
 #endif

@@ -1,0 +1,138 @@
+/* Writes the check dump (see check_dump.h). */
+#include "check_dump.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* The reference reads "<f4" and "<i4": the bytes must be little-endian as they lie in memory. */
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the check dump is written from a little-endian host");
+
+static const char *const dump_files[] = {"config.ini", "inputs.bin", "targets.bin", "tensors.tsv",
+                                         "params.bin", "grads.bin",  "loss.txt"};
+#define N_DUMP_FILES (sizeof dump_files / sizeof dump_files[0])
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static int tmp_name(const char *dir, char *tmp, size_t n) { return snprintf(tmp, n, "%s.tmp", dir) < (int)n ? 0 : -1; }
+
+/* Removes DIR.tmp and the files a dump puts there; anything else in it makes rmdir fail. */
+static int clear_tmp(const char *tmp, char *err, size_t errlen) {
+    char path[4096];
+    for (size_t i = 0; i < N_DUMP_FILES; i++) {
+        if (snprintf(path, sizeof path, "%s/%s", tmp, dump_files[i]) >= (int)sizeof path)
+            return fail(err, errlen, "--out: path '%s' is too long", tmp);
+        if (unlink(path) != 0 && errno != ENOENT) return fail(err, errlen, "--out: cannot remove %s: %s", path, strerror(errno));
+    }
+    if (rmdir(tmp) != 0 && errno != ENOENT) return fail(err, errlen, "--out: cannot remove %s: %s", tmp, strerror(errno));
+    return 0;
+}
+
+static bool dir_is_empty(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return false;
+    struct dirent *e;
+    bool empty = true;
+    while (empty && (e = readdir(d)) != NULL) empty = strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0;
+    closedir(d);
+    return empty;
+}
+
+int check_dump_prepare(const char *dir, char *err, size_t errlen) {
+    char tmp[4096];
+    if (tmp_name(dir, tmp, sizeof tmp) != 0) return fail(err, errlen, "--out: path '%s' is too long", dir);
+    struct stat st;
+    if (stat(dir, &st) == 0) {
+        if (!S_ISDIR(st.st_mode)) return fail(err, errlen, "--out: '%s' exists and is not a directory", dir);
+        if (!dir_is_empty(dir)) /* rename() replaces an empty directory, never a full one */
+            return fail(err, errlen, "--out: '%s' already exists and is not empty", dir);
+    } else if (errno != ENOENT) {
+        return fail(err, errlen, "--out: '%s': %s", dir, strerror(errno));
+    }
+    return clear_tmp(tmp, err, errlen);
+}
+
+static FILE *open_in(const char *tmp, const char *name, char *path, size_t n, char *err, size_t errlen) {
+    if (snprintf(path, n, "%s/%s", tmp, name) >= (int)n) {
+        fail(err, errlen, "--out: path '%s/%s' is too long", tmp, name);
+        return NULL;
+    }
+    FILE *f = fopen(path, "wb");
+    if (!f) fail(err, errlen, "--out: cannot create %s: %s", path, strerror(errno));
+    return f;
+}
+
+static int close_checked(FILE *f, const char *path, int rc, char *err, size_t errlen) {
+    if (ferror(f) && rc == 0) rc = fail(err, errlen, "--out: writing %s failed", path);
+    if (fclose(f) != 0 && rc == 0) rc = fail(err, errlen, "--out: closing %s: %s", path, strerror(errno));
+    return rc;
+}
+
+static int write_binary(const char *tmp, const char *name, const void *data, size_t bytes, char *err, size_t errlen) {
+    char path[4096];
+    FILE *f = open_in(tmp, name, path, sizeof path, err, errlen);
+    if (!f) return -1;
+    int rc = fwrite(data, 1, bytes, f) == bytes ? 0 : fail(err, errlen, "--out: writing %s: %s", path, strerror(errno));
+    return close_checked(f, path, rc, err, errlen);
+}
+
+static int write_config(const char *tmp, const check_dump *d, char *err, size_t errlen) {
+    char path[4096];
+    FILE *f = open_in(tmp, "config.ini", path, sizeof path, err, errlen);
+    if (!f) return -1;
+    cli_write_ini(f, d->opts, C_MODEL);
+    /* 0 means "derive it" on the command line; the reference gets the values in force */
+    fprintf(f, "ffn-hidden-size = %d\nnum-query-groups = %d\n", d->L->cfg.ffn, d->L->cfg.n_kv_heads);
+    return close_checked(f, path, 0, err, errlen);
+}
+
+static int write_tensors(const char *tmp, const check_dump *d, char *err, size_t errlen) {
+    char path[4096];
+    FILE *f = open_in(tmp, "tensors.tsv", path, sizeof path, err, errlen);
+    if (!f) return -1;
+    for (int i = 0; i < d->L->n_params; i++) {
+        const wp_param *p = &d->L->params[i];
+        fprintf(f, "%s\t%d\t%d\t%zu\n", p->name, p->rows, p->cols, d->L->chunk_offset[p->chunk] + p->offset);
+    }
+    return close_checked(f, path, 0, err, errlen);
+}
+
+static int write_loss(const char *tmp, const check_dump *d, char *err, size_t errlen) {
+    char path[4096];
+    FILE *f = open_in(tmp, "loss.txt", path, sizeof path, err, errlen);
+    if (!f) return -1;
+    fprintf(f, "%.9g\n", d->loss);
+    return close_checked(f, path, 0, err, errlen);
+}
+
+static int write_all(const char *tmp, const check_dump *d, char *err, size_t errlen) {
+    size_t n = d->L->total_numel;
+    if (write_config(tmp, d, err, errlen) != 0) return -1;
+    if (write_binary(tmp, "inputs.bin", d->inputs, d->tokens * sizeof(int32_t), err, errlen) != 0) return -1;
+    if (write_binary(tmp, "targets.bin", d->targets, d->tokens * sizeof(int32_t), err, errlen) != 0) return -1;
+    if (write_tensors(tmp, d, err, errlen) != 0) return -1;
+    if (write_binary(tmp, "params.bin", d->params, n * sizeof(float), err, errlen) != 0) return -1;
+    if (write_binary(tmp, "grads.bin", d->grads, n * sizeof(float), err, errlen) != 0) return -1;
+    return write_loss(tmp, d, err, errlen);
+}
+
+int check_dump_write(const check_dump *d, char *err, size_t errlen) {
+    char tmp[4096], ignored[256];
+    if (tmp_name(d->dir, tmp, sizeof tmp) != 0) return fail(err, errlen, "--out: path '%s' is too long", d->dir);
+    if (mkdir(tmp, 0777) != 0) return fail(err, errlen, "--out: cannot create %s: %s", tmp, strerror(errno));
+    int rc = write_all(tmp, d, err, errlen);
+    if (rc == 0 && rename(tmp, d->dir) != 0) rc = fail(err, errlen, "--out: cannot rename %s to %s: %s", tmp, d->dir, strerror(errno));
+    if (rc != 0) clear_tmp(tmp, ignored, sizeof ignored); /* no partial dump; the first error is reported */
+    return rc;
+}

@@ -1,0 +1,218 @@
+/* weipipe check: one forward and fused backward of the configured model on random tokens,
+ * run chunk by chunk on one rank, verified against central finite differences along random
+ * directions; optionally dumped for the PyTorch reference (scripts/torch_ref.py). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "log.h"
+#include "model/check_dump.h"
+#include "model/rng.h"
+#include "model/whole.h"
+
+/* Directions probed, and the step: |eps d| = FD_REL_STEP * ||w||. The central difference's
+ * truncation error is O(eps^2) and its rounding error O(u * loss / eps) with u = 2^-24 from
+ * the fp32 forward; 1e-3 of the weight norm balances the two on models the size of tiny.ini
+ * (see tests/model/test_gradcheck.c for the measured errors). */
+#define FD_DIRECTIONS 4
+#define FD_REL_STEP 1e-3
+/* Worst accepted |fd - <g,d>| / |<g,d>|: a wrong gradient formula leaves errors of order 1. */
+#define FD_BOUND 1e-2
+
+typedef struct {
+    wp_layout L;
+    wp_kern *k;
+    wp_whole *W;
+    size_t T, N;
+    float *params, *grads, *probe;
+    int32_t *inputs, *targets;
+} check_run;
+
+typedef struct {
+    double dot, fd, rel_err;
+} fd_probe;
+
+typedef struct {
+    double loss, grad_norm, weight_norm, eps, max_rel_err;
+    fd_probe probes[FD_DIRECTIONS];
+} check_result;
+
+static void check_free(check_run *r) {
+    whole_destroy(r->W);
+    if (r->k) kern_destroy(r->k);
+    layout_free(&r->L);
+    free(r->params);
+    free(r->grads);
+    free(r->probe);
+    free(r->inputs);
+    free(r->targets);
+}
+
+/* Random tokens [b, s+1] fixed by the seed: inputs are the first s of each row, targets the
+ * last s (next-token prediction on one random sequence). */
+static void make_tokens(check_run *r, uint64_t seed) {
+    const wp_model_cfg *cfg = &r->L.cfg;
+    wp_rng g = rng_seeded(seed ^ 0x746f6b656e73ull); /* "tokens" */
+    for (int b = 0; b < cfg->mb; b++) {
+        int32_t prev = (int32_t)rng_below(&g, (uint64_t)cfg->vocab);
+        for (int t = 0; t < cfg->seq; t++) {
+            int32_t next = (int32_t)rng_below(&g, (uint64_t)cfg->vocab);
+            r->inputs[(size_t)b * cfg->seq + t] = prev;
+            r->targets[(size_t)b * cfg->seq + t] = next;
+            prev = next;
+        }
+    }
+}
+
+/* Returns the exit code: 0, 2 for a bad model config, 1 when the backend or memory fails. */
+static int check_setup(const wp_opts *o, check_run *r, char *err, size_t errlen) {
+    wp_model_cfg cfg;
+    if (model_cfg_from_opts(o, 1, &cfg, err, errlen) != 0) return 2;
+    if (layout_build(&cfg, &r->L, err, errlen) != 0) return 2;
+    /* finite differences need fp32 forwards, whatever --precision the run would use */
+    wp_kern_opts ko = {.kind = strcmp(o->backend, "cuda") == 0 ? WP_BACKEND_CUDA : WP_BACKEND_CPU,
+                       .compute = WP_F32, .threads = (int)o->threads, .device = 0};
+    r->k = kern_create(&ko, err, errlen);
+    if (!r->k) return 1;
+    r->W = whole_create(&r->L, r->k, WP_F32, err, errlen);
+    if (!r->W) return 1;
+    r->T = (size_t)cfg.mb * cfg.seq;
+    r->N = r->L.total_numel;
+    r->params = malloc(r->N * sizeof(float));
+    r->grads = malloc(r->N * sizeof(float));
+    r->probe = malloc(r->N * sizeof(float));
+    r->inputs = malloc(r->T * sizeof(int32_t));
+    r->targets = malloc(r->T * sizeof(int32_t));
+    if (!r->params || !r->grads || !r->probe || !r->inputs || !r->targets) {
+        snprintf(err, errlen, "check: out of host memory for %zu parameters", r->N);
+        return 1;
+    }
+    for (int c = 0; c < cfg.n_chunks; c++) layout_init_chunk(&r->L, c, (uint64_t)o->seed, r->params + r->L.chunk_offset[c]);
+    make_tokens(r, (uint64_t)o->seed);
+    return 0;
+}
+
+static int kern_fail(check_run *r, char *err, size_t errlen) {
+    snprintf(err, errlen, "%s", kern_error(r->k) ? kern_error(r->k) : "kernel failure");
+    return -1;
+}
+
+static double loss_at(check_run *r, const float *direction, double step, char *err, size_t errlen, int *ok) {
+    for (size_t i = 0; i < r->N; i++) r->probe[i] = (float)((double)r->params[i] + step * direction[i]);
+    double loss = 0;
+    *ok = whole_set_params(r->W, r->probe) == 0 && whole_forward(r->W, &loss) == 0;
+    if (!*ok) kern_fail(r, err, errlen);
+    return loss;
+}
+
+/* Compare <g, d> with (loss(w + eps d) - loss(w - eps d)) / 2 eps for random unit d. */
+static int probe_directions(check_run *r, uint64_t seed, check_result *res, char *err, size_t errlen) {
+    float *d = malloc(r->N * sizeof(float));
+    if (!d) {
+        snprintf(err, errlen, "check: out of host memory for a direction");
+        return -1;
+    }
+    res->max_rel_err = 0;
+    int ok = 1;
+    for (int j = 0; ok && j < FD_DIRECTIONS; j++) {
+        wp_rng g = rng_seeded(seed ^ (0x646972ull + (uint64_t)j)); /* "dir" + j */
+        double norm2 = 0, dot = 0;
+        for (size_t i = 0; i < r->N; i++) {
+            d[i] = (float)rng_normal(&g);
+            norm2 += (double)d[i] * d[i];
+        }
+        double inv = 1.0 / sqrt(norm2);
+        for (size_t i = 0; i < r->N; i++) {
+            d[i] = (float)(d[i] * inv);
+            dot += (double)r->grads[i] * d[i];
+        }
+        double plus = loss_at(r, d, res->eps, err, errlen, &ok);
+        double minus = ok ? loss_at(r, d, -res->eps, err, errlen, &ok) : 0;
+        fd_probe *p = &res->probes[j];
+        p->dot = dot;
+        p->fd = (plus - minus) / (2 * res->eps);
+        p->rel_err = fabs(p->fd - dot) / fmax(fabs(dot), 1e-30);
+        if (!(p->rel_err <= res->max_rel_err)) res->max_rel_err = p->rel_err; /* NaN sticks */
+    }
+    free(d);
+    if (ok && whole_set_params(r->W, r->params) != 0) return kern_fail(r, err, errlen);
+    return ok ? 0 : -1;
+}
+
+static double norm_of(const float *x, size_t n) {
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += (double)x[i] * x[i];
+    return sqrt(s);
+}
+
+static int check_compute(check_run *r, uint64_t seed, check_result *res, char *err, size_t errlen) {
+    if (whole_set_params(r->W, r->params) != 0 || whole_set_tokens(r->W, r->inputs, r->targets) != 0 ||
+        whole_step(r->W, false, &res->loss) != 0 || whole_get_grads(r->W, r->grads) != 0)
+        return kern_fail(r, err, errlen);
+    res->grad_norm = norm_of(r->grads, r->N);
+    res->weight_norm = norm_of(r->params, r->N);
+    res->eps = FD_REL_STEP * res->weight_norm;
+    return probe_directions(r, seed, res, err, errlen);
+}
+
+static void print_text(const check_run *r, const wp_opts *o, const check_result *res, bool ok) {
+    const wp_model_cfg *c = &r->L.cfg;
+    if (!o->quiet) {
+        printf("model: %d layers in %d chunks, h=%d ffn=%d heads=%d/%d, b=%d s=%d V=%d, %zu parameters\n", c->n_layers,
+               c->n_chunks, c->h, c->ffn, c->n_heads, c->n_kv_heads, c->mb, c->seq, c->vocab, r->N);
+        printf("loss %.9g (ln V = %.6g)\ngradient norm %.6g\n", res->loss, log((double)c->vocab), res->grad_norm);
+        for (int j = 0; j < FD_DIRECTIONS; j++)
+            printf("direction %d: <g,d> = %+.6e  finite difference = %+.6e  rel err %.2e\n", j, res->probes[j].dot,
+                   res->probes[j].fd, res->probes[j].rel_err);
+    }
+    printf("finite differences (eps %.3g): max rel err %.2e, bound %.0e: %s\n", res->eps, res->max_rel_err, FD_BOUND,
+           ok ? "ok" : "FAILED");
+}
+
+static void print_json(const check_run *r, const check_result *res, bool ok) {
+    const wp_model_cfg *c = &r->L.cfg;
+    printf("{\"layers\": %d, \"chunks\": %d, \"parameters\": %zu, \"tokens\": %zu, \"loss\": %.9g, \"ln_vocab\": %.9g, "
+           "\"grad_norm\": %.9g, \"eps\": %.6g, \"directions\": [",
+           c->n_layers, c->n_chunks, r->N, r->T, res->loss, log((double)c->vocab), res->grad_norm, res->eps);
+    for (int j = 0; j < FD_DIRECTIONS; j++)
+        printf("%s{\"dot\": %.9g, \"fd\": %.9g, \"rel_err\": %.6g}", j ? ", " : "", res->probes[j].dot,
+               res->probes[j].fd, res->probes[j].rel_err);
+    printf("], \"max_rel_err\": %.6g, \"bound\": %g, \"ok\": %s}\n", res->max_rel_err, FD_BOUND, ok ? "true" : "false");
+}
+
+int cmd_check(const wp_opts *o) {
+    char err[512] = "";
+    if (strcmp(o->format, "csv") == 0) {
+        wp_error("--format: check prints text or json, not csv");
+        return 2;
+    }
+    if (o->out[0] && check_dump_prepare(o->out, err, sizeof err) != 0) {
+        wp_error("%s", err);
+        return 2;
+    }
+    check_run r = {0};
+    check_result res = {0};
+    int rc = check_setup(o, &r, err, sizeof err);
+    if (rc == 0 && check_compute(&r, (uint64_t)o->seed, &res, err, sizeof err) != 0) rc = 1;
+    if (rc != 0) {
+        wp_error("%s", err);
+        check_free(&r);
+        return rc;
+    }
+    bool ok = res.max_rel_err <= FD_BOUND;
+    rc = ok ? 0 : 1;
+    check_dump dump = {.dir = o->out, .opts = o, .L = &r.L, .inputs = r.inputs, .targets = r.targets, .tokens = r.T,
+                       .params = r.params, .grads = r.grads, .loss = res.loss};
+    if (o->out[0] && check_dump_write(&dump, err, sizeof err) != 0) {
+        wp_error("%s", err);
+        rc = 1;
+    }
+    if (strcmp(o->format, "json") == 0)
+        print_json(&r, &res, ok);
+    else
+        print_text(&r, o, &res, ok);
+    check_free(&r);
+    return rc;
+}

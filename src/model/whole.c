@@ -1,0 +1,161 @@
+/* The whole model on one rank, chunk after chunk (see whole.h). */
+#include "whole.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+struct wp_whole {
+    const wp_layout *L;
+    wp_kern *k;
+    wp_model *m;
+    wp_dtype gt;
+    int n_chunks;
+    size_t T, act_bytes;
+    void *w[WP_MAX_CHUNKS];      /* weights of each chunk, compute dtype */
+    void *gw[WP_MAX_CHUNKS];     /* weight gradients, gt */
+    wp_acts *acts[WP_MAX_CHUNKS];
+    void *x[WP_MAX_CHUNKS];      /* x[c]: output of chunk c (c < n-1) */
+    void *g[WP_MAX_CHUNKS];      /* g[c]: gradient of chunk c's output (c < n-1) */
+    int32_t *inputs, *targets;   /* backend memory, T each */
+};
+
+static void free_if(wp_kern *k, void *p) {
+    if (p) kern_free(k, p);
+}
+
+void whole_destroy(wp_whole *W) {
+    if (!W) return;
+    for (int c = 0; c < W->n_chunks; c++) {
+        if (W->acts[c]) model_acts_destroy(W->m, W->acts[c]);
+        free_if(W->k, W->w[c]);
+        free_if(W->k, W->gw[c]);
+        free_if(W->k, W->x[c]);
+        free_if(W->k, W->g[c]);
+    }
+    free_if(W->k, W->inputs);
+    free_if(W->k, W->targets);
+    model_destroy(W->m);
+    free(W);
+}
+
+static int alloc_chunk(wp_whole *W, int c) {
+    wp_dtype ct = kern_compute_dtype(W->k);
+    size_t n = W->L->chunk_numel[c];
+    W->w[c] = kern_alloc(W->k, n * wp_dtype_size(ct));
+    W->gw[c] = kern_alloc(W->k, n * wp_dtype_size(W->gt));
+    W->acts[c] = W->w[c] && W->gw[c] ? model_acts_create(W->m, c) : NULL;
+    if (!W->acts[c]) return -1;
+    if (c == W->n_chunks - 1) return 0;
+    W->x[c] = kern_alloc(W->k, W->act_bytes);
+    W->g[c] = W->x[c] ? kern_alloc(W->k, W->act_bytes) : NULL;
+    return W->g[c] ? 0 : -1;
+}
+
+wp_whole *whole_create(const wp_layout *L, wp_kern *k, wp_dtype gw_dtype, char *err, size_t errlen) {
+    if (gw_dtype != WP_F32 && gw_dtype != WP_BF16) {
+        snprintf(err, errlen, "whole model: gradient dtype %s (want f32 or bf16)", wp_dtype_name(gw_dtype));
+        return NULL;
+    }
+    wp_whole *W = calloc(1, sizeof *W);
+    if (!W) {
+        snprintf(err, errlen, "whole model: out of host memory");
+        return NULL;
+    }
+    W->L = L;
+    W->k = k;
+    W->gt = gw_dtype;
+    W->n_chunks = L->cfg.n_chunks;
+    W->T = (size_t)L->cfg.mb * (size_t)L->cfg.seq;
+    W->act_bytes = W->T * (size_t)L->cfg.h * wp_dtype_size(kern_compute_dtype(k));
+    W->m = model_create(L, k, err, errlen);
+    if (!W->m) {
+        whole_destroy(W);
+        return NULL;
+    }
+    W->inputs = kern_alloc(k, W->T * sizeof(int32_t));
+    W->targets = W->inputs ? kern_alloc(k, W->T * sizeof(int32_t)) : NULL;
+    int rc = W->targets ? 0 : -1;
+    for (int c = 0; rc == 0 && c < W->n_chunks; c++) rc = alloc_chunk(W, c);
+    if (rc != 0) {
+        snprintf(err, errlen, "whole model: %s", kern_error(k) ? kern_error(k) : "out of memory");
+        whole_destroy(W);
+        return NULL;
+    }
+    return W;
+}
+
+wp_model *whole_model(const wp_whole *W) { return W->m; }
+
+int whole_set_params(wp_whole *W, const float *params) {
+    wp_dtype ct = kern_compute_dtype(W->k);
+    for (int c = 0; c < W->n_chunks; c++) {
+        const float *src = params + W->L->chunk_offset[c];
+        size_t n = W->L->chunk_numel[c];
+        if (ct == WP_F32) {
+            kern_to_device(W->k, W->w[c], src, n * sizeof(float));
+            continue;
+        }
+        /* round on the backend, through an fp32 staging copy */
+        float *staging = kern_alloc(W->k, n * sizeof(float));
+        if (!staging) return -1;
+        kern_to_device(W->k, staging, src, n * sizeof(float));
+        kern_convert(W->k, W->w[c], ct, staging, WP_F32, n);
+        kern_sync(W->k);
+        kern_free(W->k, staging);
+    }
+    return kern_error(W->k) ? -1 : 0;
+}
+
+int whole_set_tokens(wp_whole *W, const int32_t *inputs, const int32_t *targets) {
+    kern_to_device(W->k, W->inputs, inputs, W->T * sizeof(int32_t));
+    kern_to_device(W->k, W->targets, targets, W->T * sizeof(int32_t));
+    return kern_error(W->k) ? -1 : 0;
+}
+
+static int forward_all(wp_whole *W, double *loss_mean) {
+    double loss_sum = 0;
+    for (int c = 0; c < W->n_chunks; c++) {
+        const void *x_in = c > 0 ? W->x[c - 1] : NULL;
+        void *x_out = c < W->n_chunks - 1 ? W->x[c] : NULL;
+        if (model_forward(W->m, c, W->w[c], W->acts[c], x_in, W->inputs, W->targets, x_out, &loss_sum) != 0) return -1;
+    }
+    *loss_mean = loss_sum / (double)W->T;
+    return 0;
+}
+
+int whole_forward(wp_whole *W, double *loss_mean) { return forward_all(W, loss_mean); }
+
+int whole_step(wp_whole *W, bool split, double *loss_mean) {
+    for (int c = 0; c < W->n_chunks; c++) kern_zero(W->k, W->gw[c], W->L->chunk_numel[c] * wp_dtype_size(W->gt));
+    if (forward_all(W, loss_mean) != 0) return -1;
+    const float dloss = (float)(1.0 / (double)W->T);
+    for (int c = W->n_chunks - 1; c >= 0; c--) {
+        const void *g_out = c < W->n_chunks - 1 ? W->g[c] : NULL;
+        void *g_in = c > 0 ? W->g[c - 1] : NULL;
+        int rc = split ? model_backward_input(W->m, c, W->w[c], W->acts[c], g_out, dloss, g_in)
+                       : model_backward(W->m, c, W->w[c], W->acts[c], g_out, dloss, g_in, W->gw[c], W->gt);
+        if (rc == 0 && split) rc = model_backward_weight(W->m, c, W->acts[c], W->gw[c], W->gt);
+        if (rc != 0) return -1;
+    }
+    return 0;
+}
+
+int whole_get_grads(wp_whole *W, float *grads) {
+    for (int c = 0; c < W->n_chunks; c++) {
+        float *dst = grads + W->L->chunk_offset[c];
+        size_t n = W->L->chunk_numel[c];
+        if (W->gt == WP_F32) {
+            kern_to_host(W->k, dst, W->gw[c], n * sizeof(float));
+            continue;
+        }
+        /* bf16 fits in the upper half of the same host buffer, then widens in place from
+         * the front (element i's fp32 slot never overlaps a bf16 element not yet read) */
+        uint16_t *half = (uint16_t *)(dst + n) - n;
+        kern_to_host(W->k, half, W->gw[c], n * sizeof(uint16_t));
+        if (kern_error(W->k)) return -1;
+        for (size_t i = 0; i < n; i++) dst[i] = wp_bf16_to_f32(half[i]);
+    }
+    return kern_error(W->k) ? -1 : 0;
+}
+
+const void *whole_input_grad(const wp_whole *W, int c) { return c > 0 && c < W->n_chunks ? W->g[c - 1] : NULL; }

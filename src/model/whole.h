@@ -1,0 +1,35 @@
+/* The whole model on one rank, chunk after chunk: forward through every chunk, then the
+ * backward from the last chunk to the first. What `weipipe check`, `weipipe bench` and the
+ * model tests run; it exercises the same per-chunk entry points a pipeline schedule calls,
+ * with the activations handed from chunk to chunk as a ring would. */
+#ifndef WP_WHOLE_H
+#define WP_WHOLE_H
+
+#include "model.h"
+
+typedef struct wp_whole wp_whole;
+
+/* gw_dtype: WP_F32 or WP_BF16, the dtype weight gradients accumulate in. NULL with a reason. */
+wp_whole *whole_create(const wp_layout *L, wp_kern *k, wp_dtype gw_dtype, char *err, size_t errlen);
+void whole_destroy(wp_whole *W);
+wp_model *whole_model(const wp_whole *W);
+
+/* Upload total_numel fp32 parameters (layout order, chunks concatenated), rounded to the
+ * backend's compute dtype. */
+int whole_set_params(wp_whole *W, const float *params);
+/* Upload b*s input tokens and b*s targets (host int32, row-major [b,s]). */
+int whole_set_tokens(wp_whole *W, const int32_t *inputs, const int32_t *targets);
+
+/* Mean loss over the b*s targets (forward only). */
+int whole_forward(wp_whole *W, double *loss_mean);
+/* Zero the gradients, run F then the backward of every chunk with dloss = 1/(b*s); split
+ * runs B then the W-pass per chunk, otherwise the fused backward. */
+int whole_step(wp_whole *W, bool split, double *loss_mean);
+
+/* d(mean loss)/d(param) as total_numel fp32 (host), in layout order. */
+int whole_get_grads(wp_whole *W, float *grads);
+/* The gradient of chunk c's input after whole_step (T*h compute-dtype elements, backend
+ * memory; NULL for chunk 0). */
+const void *whole_input_grad(const wp_whole *W, int c);
+
+#endif
