@@ -11,6 +11,11 @@ static const struct {
     unsigned cmd;
     int (*run)(const wp_opts *);
 } dispatch[] = {
+    {C_CHECK, cmd_check},
+    {C_BENCH, cmd_bench},
+    {C_PREPARE, cmd_prepare},
+    {C_EXPORT, cmd_export},
+    {C_EVAL, cmd_eval},
     {0, NULL}, /* end */
 };
 

@@ -141,8 +141,8 @@ static void print_result(const wp_opts *o, const wp_layout *L, wp_kern *k, const
                r->iters, 1e3 * r->fwd_s, 1e3 * r->bwd_s, 1e3 * (r->fwd_s + r->bwd_s), r->tokens_per_s, r->model_gflops,
                r->gemm_n, r->gemm_gflops, r->mfu, r->loss);
     } else {
-        printf("model: %d layers, h=%d ffn=%d heads=%d/%d, b=%d s=%d V=%d, %d chunks%s; %s backend, %s compute\n",
-               c->n_layers, c->h, c->ffn, c->n_heads, c->n_kv_heads, c->mb, c->seq, c->vocab, c->n_chunks,
+        printf("model: %d layers, h=%d ffn=%d heads=%d/%d, b=%d s=%d V=%d, %d chunk%s%s; %s backend, %s compute\n",
+               c->n_layers, c->h, c->ffn, c->n_heads, c->n_kv_heads, c->mb, c->seq, c->vocab, c->n_chunks, c->n_chunks == 1 ? "" : "s",
                c->recompute ? ", recompute" : "", backend, dt);
         printf("fp32 GEMM ceiling (%d^3): %.1f GFLOP/s\n", r->gemm_n, r->gemm_gflops);
         printf("step (best of %d): forward %.2f ms + backward %.2f ms = %.2f ms\n", r->iters, 1e3 * r->fwd_s,
