@@ -1,0 +1,237 @@
+/* Private to the CPU backend: its context, scratch memory, threading and the scalar helpers
+ * every CPU kernel shares. The CPU computes and stores "ct" buffers in fp32, so kernels cast
+ * their void* ct arguments to float*. Arguments are validated in kernels/dispatch.c before a
+ * kernel runs, so the functions here assume sane shapes and non-NULL buffers. */
+#ifndef WP_KERNELS_CPU_H
+#define WP_KERNELS_CPU_H
+
+#include <math.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "backend.h"
+
+/* Scratch slots: a kernel that calls another kernel (the LM head calls the GEMM) must not
+ * share a slot with it, so each user has its own: the fallback GEMM's packed panels, the fp32
+ * product of a non-fp32 GEMM output, a layer's working blocks, a layer's fp32 weight
+ * gradient, and index arrays. */
+enum {
+    CPU_SCRATCH_GEMM_PACK,
+    CPU_SCRATCH_GEMM_C,
+    CPU_SCRATCH_LAYER,
+    CPU_SCRATCH_GRAD,
+    CPU_SCRATCH_INDEX,
+    CPU_SCRATCH_SLOTS
+};
+
+typedef struct {
+    void *p;
+    size_t bytes;
+} cpu_buf;
+
+/* cos/sin tables of the last RoPE call, [s, hd/2] each; reused while the key is the same. */
+typedef struct {
+    float *cos, *sin;
+    size_t cap;  /* floats allocated in each table */
+    int s, hd, pos0;
+    float theta;
+    bool valid;
+} cpu_rope_cache;
+
+typedef struct {
+    int threads;  /* OpenMP threads of this context (num_threads clause of every region) */
+    bool use_blas;
+    cpu_buf scratch[CPU_SCRATCH_SLOTS];
+    cpu_rope_cache rope;
+} cpu_ctx;
+
+static inline cpu_ctx *cpu_of(wp_kern *k) { return (cpu_ctx *)k->impl; }
+static inline int cpu_threads(wp_kern *k) { return cpu_of(k)->threads; }
+
+/* 64-byte aligned, zeroed host memory; NULL and a kern error naming who asked on failure. */
+void *cpu_aligned_alloc(wp_kern *k, size_t bytes, const char *who);
+/* At least `bytes` of scratch in `slot`, grown on demand, contents undefined; NULL + error. */
+void *cpu_scratch(wp_kern *k, int slot, size_t bytes, const char *who);
+/* cos/sin tables for (s, hd, pos0, theta); NULL + error when out of memory. */
+const cpu_rope_cache *cpu_rope_tables(wp_kern *k, int s, int hd, int pos0, float theta);
+
+/* ---- scalar conversions, round to nearest even (wrapped by kernels/dtype.c) ---- */
+static inline uint32_t cpu_f32_bits(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
+static inline float cpu_bits_f32(uint32_t u) {
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+static inline uint16_t cpu_f32_to_bf16(float x) {
+    uint32_t u = cpu_f32_bits(x);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u); /* quiet the NaN */
+    u += 0x7fffu + ((u >> 16) & 1u); /* ties to even; a carry rounds up into the exponent */
+    return (uint16_t)(u >> 16);
+}
+static inline float cpu_bf16_to_f32(uint16_t b) { return cpu_bits_f32((uint32_t)b << 16); }
+
+/* Rounds the low `shift` bits of m away, to nearest even. */
+static inline uint32_t cpu_round_shift(uint32_t m, int shift) {
+    uint32_t r = m >> shift, rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1);
+    return r + (rem > half || (rem == half && (r & 1u)));
+}
+
+static inline uint16_t cpu_f32_to_f16(float x) {
+    uint32_t u = cpu_f32_bits(x);
+    uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+    u &= 0x7fffffffu;
+    if (u > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((u >> 13) & 0x3ffu)); /* quiet NaN */
+    if (u >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* >= 65520 rounds to inf */
+    if (u >= 0x38800000u) /* normal: rebias the exponent (127 -> 15), round 13 bits away */
+        return (uint16_t)(sign | cpu_round_shift(u - 0x38000000u, 13));
+    if (u <= 0x33000000u) return sign; /* <= 2^-25: ties to the even neighbour, zero */
+    /* subnormal half: units of 2^-24; the implicit bit becomes explicit */
+    uint32_t e = u >> 23, m = (u & 0x7fffffu) | 0x800000u;
+    return (uint16_t)(sign | cpu_round_shift(m, (int)(126u - e)));
+}
+
+static inline float cpu_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    if (e == 0x1f) return cpu_bits_f32(sign | 0x7f800000u | (m << 13));
+    if (e == 0) { /* zero or subnormal: m * 2^-24 is exact in fp32 */
+        float v = (float)m * 0x1p-24f;
+        return sign ? -v : v;
+    }
+    return cpu_bits_f32(sign | ((e + 112u) << 23) | (m << 13));
+}
+
+/* dst[i] = (float)src[i] for a buffer of dtype t starting at element `first`. */
+void cpu_load(float *dst, const void *src, wp_dtype t, size_t first, size_t n);
+/* dst[first + i] = (t)src[i], rounded once. */
+void cpu_store(void *dst, wp_dtype t, size_t first, const float *src, size_t n);
+/* dst[first + i] += src[i]: loaded to fp32, added, rounded once. */
+void cpu_add_into(void *dst, wp_dtype t, size_t first, const float *src, size_t n);
+
+/* e^x for fp32 in a form compilers vectorise: Cody-Waite reduction by ln 2 and a degree-7
+ * polynomial, relative error a few ulp (tested against expf); exactly 0 below -87.3 and for
+ * -inf (masked attention scores), +inf above 88 (softmax and sigmoid never get there). NaN
+ * is not propagated: callers pass finite values or -inf. */
+static inline float cpu_expf(float x) {
+    const float lo = -87.3f, hi = 88.0f; /* 2^n stays a normal float */
+    float xc = x < lo ? lo : x;
+    xc = xc > hi ? hi : xc;
+    float n = (xc * 1.44269504f + 12582912.0f) - 12582912.0f; /* round(x / ln 2) */
+    float r = xc - n * 0.693359375f;                           /* ln 2 = hi + lo, hi exact */
+    r = r - n * -2.12194440e-4f;
+    float p = 1.9875691500e-4f; /* Cephes expf minimax coefficients */
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    int32_t bits = ((int32_t)n + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    float y = p * scale;
+    y = x < lo ? 0.0f : y;
+    return x > hi ? INFINITY : y;
+}
+
+/* ---- GEMM (cpu/gemm.c) ---- */
+/* fp32 C: C = alpha op(A) op(B) + beta C through OpenBLAS when built with it, else the C loops. */
+void cpu_gemm_f32(wp_kern *k, bool ta, bool tb, int m, int n, int kk, float alpha, const float *A, int lda,
+                  const float *B, int ldb, float beta, float *C, int ldc);
+/* The cache-blocked C loops, always compiled so tests compare them with the BLAS path. */
+void cpu_gemm_fallback(wp_kern *k, bool ta, bool tb, int m, int n, int kk, float alpha, const float *A,
+                       int lda, const float *B, int ldb, float beta, float *C, int ldc);
+/* Makes the next GEMMs use (or not) BLAS; returns the previous setting. For tests and the
+ * benchmark; ignored (always false) in a build without BLAS. */
+bool cpu_gemm_use_blas(wp_kern *k, bool on);
+
+/* ---- attention internals (cpu/attention_*.c) ----
+ * Tiles of BQ queries x BK keys; per-thread workspace independent of s, so attention memory is
+ * O(s) (FlashAttention's blockwise online softmax; the backward recomputes P from lse). */
+enum { CPU_ATTN_BQ = 64, CPU_ATTN_BK = 64 };
+
+typedef struct {
+    int b, sq, skv, nh, nkv, hd;
+    int rep;     /* query heads per kv head */
+    int offset;  /* position of query 0: skv - sq */
+    int nqt, nkt;
+    float scale; /* 1/sqrt(hd) */
+} cpu_attn_shape;
+
+/* One thread's tiles: q (scaled), dO, K and V both transposed [hd][BK] and by rows [BK][hd],
+ * scores/probabilities, dP/dS, a transpose buffer, accumulators and per-row statistics. */
+typedef struct {
+    float *qs, *dout, *kt, *vt, *kr, *vr, *s, *dp, *tr, *acc, *dkacc, *dvacc, *lse, *dd, *m, *l;
+} cpu_attn_ws;
+
+cpu_attn_shape cpu_attn_shape_of(int b, int sq, int skv, int nh, int nkv, int hd);
+/* Workspaces for `threads` threads from the layer scratch; NULL + error when out of memory. */
+float *cpu_attn_workspace(wp_kern *k, int hd, int threads);
+cpu_attn_ws cpu_attn_ws_of(float *base, int hd, int thread);
+/* dst[r*hd + d] = mul * src[(row0 + r) * stride + col0 + d] for r < n */
+void cpu_attn_load_rows(float *dst, const float *src, size_t row0, int n, int stride, int col0, int hd, float mul);
+/* dst[d*BK + r] = src[(row0 + r) * stride + col0 + d] for r < n */
+void cpu_attn_load_cols(float *dst, const float *src, size_t row0, int n, int stride, int col0, int hd);
+/* C[M,N] += A[M,K] @ B[K,N] (row-major, leading dimensions given). Each element sums its K
+ * terms in order from zero, then adds to C once: the same inputs give the same bits whatever
+ * tile or thread computes them. */
+void cpu_attn_mm(float *C, int ldc, const float *A, int lda, const float *B, int ldb, int M, int N, int K);
+
+/* ---- the kernels of wp_cpu_ops, one file per family ---- */
+int cpu_init(wp_kern *k, const wp_kern_opts *opts, char *err, size_t errlen);
+void cpu_fini(wp_kern *k);
+void *cpu_alloc(wp_kern *k, size_t bytes);
+void cpu_free(wp_kern *k, void *p);
+void cpu_memcpy(wp_kern *k, void *dst, const void *src, size_t bytes);
+void cpu_zero(wp_kern *k, void *p, size_t bytes);
+void cpu_sync(wp_kern *k);
+
+void cpu_convert(wp_kern *k, void *dst, wp_dtype dt, const void *src, wp_dtype st, size_t n);
+void cpu_accumulate(wp_kern *k, void *dst, wp_dtype dt, const void *src, wp_dtype st, size_t n);
+void cpu_scale(wp_kern *k, void *x, wp_dtype t, float a, size_t n);
+double cpu_sumsq(wp_kern *k, const void *x, wp_dtype t, size_t n);
+void cpu_add(wp_kern *k, void *y, const void *a, const void *b, size_t n);
+
+void cpu_gemm(wp_kern *k, bool trans_a, bool trans_b, int m, int n, int kk, float alpha, const void *A,
+              int lda, const void *B, int ldb, float beta, void *C, wp_dtype ctype, int ldc);
+
+void cpu_rmsnorm_fwd(wp_kern *k, void *y, float *rstd, const void *x, const void *w, int T, int h, float eps);
+void cpu_rmsnorm_bwd_input(wp_kern *k, void *dx, bool accumulate, const void *dy, const void *x, const void *w,
+                           const float *rstd, int T, int h);
+void cpu_rmsnorm_bwd_weight(wp_kern *k, void *dw, wp_dtype dwtype, const void *dy, const void *x,
+                            const float *rstd, int T, int h);
+
+void cpu_rope_fwd(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta);
+void cpu_rope_bwd(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta);
+
+void cpu_attention_fwd(wp_kern *k, void *o, float *lse, const void *q, const void *kv_k, const void *kv_v,
+                       int b, int sq, int skv, int nh, int nkv, int hd);
+void cpu_attention_bwd(wp_kern *k, void *dq, void *dk, void *dv, const void *dout, const void *q,
+                       const void *kv_k, const void *kv_v, const void *o, const float *lse, int b, int sq,
+                       int skv, int nh, int nkv, int hd);
+
+void cpu_swiglu_fwd(wp_kern *k, void *y, const void *gate, const void *up, size_t n);
+void cpu_swiglu_bwd(wp_kern *k, void *dgate, void *dup, const void *dy, const void *gate, const void *up,
+                    size_t n);
+
+void cpu_embedding_fwd(wp_kern *k, void *y, const int32_t *tokens, const void *wte, int T, int h);
+void cpu_embedding_bwd(wp_kern *k, void *dwte, wp_dtype dwtype, const int32_t *tokens, const void *dy, int T,
+                       int h);
+
+void cpu_lmhead_ce_fwd(wp_kern *k, float *losses, float *lse, const void *x, const void *w_head,
+                       const int32_t *targets, int T, int h, int V);
+void cpu_lmhead_ce_bwd(wp_kern *k, void *dx, void *dlogits_out, void *dw_head, wp_dtype dwtype, const void *x,
+                       const void *w_head, const int32_t *targets, const float *lse, float dloss, int T, int h,
+                       int V);
+
+void cpu_adamw(wp_kern *k, float *master, float *m, float *v, const float *grad, float grad_scale, void *w_out,
+               wp_dtype wtype, size_t n, float lr, float beta1, float beta2, float eps, float weight_decay,
+               float bc1, float bc2);
+
+#endif

@@ -1,0 +1,383 @@
+/* kernels.h for every backend: the sticky error, argument checks (so each backend only sees
+ * valid shapes and skips empty work), then a call through the backend's wp_kern_ops table. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "wp_config.h"
+
+/* ---- context ---- */
+
+static const wp_kern_ops *ops_for(wp_backend_kind kind, char *err, size_t errlen) {
+    switch (kind) {
+    case WP_BACKEND_CPU: return &wp_cpu_ops;
+    case WP_BACKEND_CUDA:
+#if WP_HAVE_CUDA
+        return &wp_cuda_ops;
+#else
+        snprintf(err, errlen, "cuda: this weipipe was built without the CUDA backend (configure with -Dcuda=enabled)");
+        return NULL;
+#endif
+    }
+    snprintf(err, errlen, "kern_create: unknown backend kind %d", (int)kind);
+    return NULL;
+}
+
+wp_kern *kern_create(const wp_kern_opts *opts, char *err, size_t errlen) {
+    if (!opts) {
+        snprintf(err, errlen, "kern_create: opts is NULL");
+        return NULL;
+    }
+    if (opts->compute != WP_F32 && opts->compute != WP_F16 && opts->compute != WP_BF16) {
+        snprintf(err, errlen, "kern_create: unknown compute dtype %d", (int)opts->compute);
+        return NULL;
+    }
+    if (opts->threads < 0) {
+        snprintf(err, errlen, "kern_create: threads = %d is negative", opts->threads);
+        return NULL;
+    }
+    const wp_kern_ops *ops = ops_for(opts->kind, err, errlen);
+    if (!ops) return NULL;
+    wp_kern *k = calloc(1, sizeof *k);
+    if (!k) {
+        snprintf(err, errlen, "kern_create: out of memory");
+        return NULL;
+    }
+    k->ops = ops;
+    k->kind = opts->kind;
+    k->compute = opts->compute;
+    k->threads = opts->threads;
+    if (ops->init(k, opts, err, errlen) != 0) {
+        free(k);
+        return NULL;
+    }
+    return k;
+}
+
+void kern_destroy(wp_kern *k) {
+    if (!k) return;
+    k->ops->fini(k);
+    free(k);
+}
+
+/* The CPU is always there; another backend is available when a context can be made (which
+ * is how a missing GPU or driver shows up). */
+bool kern_available(wp_backend_kind kind, char *why, size_t whylen) {
+    if (kind == WP_BACKEND_CPU) return true;
+    wp_kern_opts opts = {.kind = kind, .compute = WP_F32, .threads = 1, .device = 0};
+    wp_kern *k = kern_create(&opts, why, whylen);
+    if (!k) return false;
+    kern_destroy(k);
+    return true;
+}
+
+wp_backend_kind kern_kind(const wp_kern *k) { return k ? k->kind : WP_BACKEND_CPU; }
+wp_dtype kern_compute_dtype(const wp_kern *k) { return k ? k->compute : WP_F32; }
+
+const char *kern_error(const wp_kern *k) {
+    if (!k) return "kern: NULL context";
+    return k->error[0] ? k->error : NULL;
+}
+
+void kern_set_error(wp_kern *k, const char *fmt, ...) {
+    if (!k || k->error[0]) return; /* the first error is the one worth reporting */
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(k->error, sizeof k->error, fmt, ap);
+    va_end(ap);
+    if (!k->error[0]) snprintf(k->error, sizeof k->error, "kern: error without a message");
+}
+
+/* ---- argument checks: each sets an error naming the kernel and the argument ---- */
+
+static bool live(wp_kern *k) { return k && !k->error[0]; }
+
+#define ARG(x) #x, (const void *)(x)
+#define END (const char *)NULL
+
+/* (name, pointer) pairs up to END: all non-NULL. */
+static bool ptrs_ok(wp_kern *k, const char *fn, ...) {
+    va_list ap;
+    va_start(ap, fn);
+    const char *name;
+    bool ok = true;
+    while (ok && (name = va_arg(ap, const char *))) {
+        if (!va_arg(ap, const void *)) {
+            kern_set_error(k, "%s: %s is NULL", fn, name);
+            ok = false;
+        }
+    }
+    va_end(ap);
+    return ok;
+}
+
+#define SIZE(x) #x, (long)(x)
+
+/* (name, long) pairs up to END: all >= 0. */
+static bool sizes_ok(wp_kern *k, const char *fn, ...) {
+    va_list ap;
+    va_start(ap, fn);
+    const char *name;
+    bool ok = true;
+    while (ok && (name = va_arg(ap, const char *))) {
+        long v = va_arg(ap, long);
+        if (v < 0) {
+            kern_set_error(k, "%s: %s = %ld is negative", fn, name, v);
+            ok = false;
+        }
+    }
+    va_end(ap);
+    return ok;
+}
+
+static bool cond_ok(wp_kern *k, bool cond, const char *fmt, ...) {
+    if (cond) return true;
+    if (k->error[0]) return false;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(k->error, sizeof k->error, fmt, ap);
+    va_end(ap);
+    return false;
+}
+
+static bool dtype_ok(wp_kern *k, const char *fn, const char *name, wp_dtype t) {
+    return cond_ok(k, t == WP_F32 || t == WP_F16 || t == WP_BF16, "%s: %s = %d is not a dtype", fn, name, (int)t);
+}
+
+/* Weight gradients are fp32 or bf16 (kernels.h). */
+static bool grad_dtype_ok(wp_kern *k, const char *fn, const char *name, wp_dtype t) {
+    return cond_ok(k, t == WP_F32 || t == WP_BF16, "%s: %s = %s, weight gradients are fp32 or bf16", fn, name,
+                   wp_dtype_name(t));
+}
+
+/* ---- memory ---- */
+
+void *kern_alloc(wp_kern *k, size_t bytes) { return live(k) ? k->ops->alloc(k, bytes) : NULL; }
+
+/* Frees even after an error, so that callers can clean up. */
+void kern_free(wp_kern *k, void *p) {
+    if (k && p) k->ops->free(k, p);
+}
+
+void kern_to_device(wp_kern *k, void *dst, const void *host_src, size_t bytes) {
+    if (!live(k) || bytes == 0 || !ptrs_ok(k, "kern_to_device", ARG(dst), ARG(host_src), END)) return;
+    k->ops->to_device(k, dst, host_src, bytes);
+}
+
+void kern_to_host(wp_kern *k, void *host_dst, const void *src, size_t bytes) {
+    if (!live(k) || bytes == 0 || !ptrs_ok(k, "kern_to_host", ARG(host_dst), ARG(src), END)) return;
+    k->ops->to_host(k, host_dst, src, bytes);
+}
+
+void kern_copy(wp_kern *k, void *dst, const void *src, size_t bytes) {
+    if (!live(k) || bytes == 0 || !ptrs_ok(k, "kern_copy", ARG(dst), ARG(src), END)) return;
+    k->ops->copy(k, dst, src, bytes);
+}
+
+void kern_zero(wp_kern *k, void *p, size_t bytes) {
+    if (!live(k) || bytes == 0 || !ptrs_ok(k, "kern_zero", ARG(p), END)) return;
+    k->ops->zero(k, p, bytes);
+}
+
+void kern_sync(wp_kern *k) {
+    if (live(k)) k->ops->sync(k);
+}
+
+/* ---- elementwise ---- */
+
+void kern_convert(wp_kern *k, void *dst, wp_dtype dt, const void *src, wp_dtype st, size_t n) {
+    const char *fn = "kern_convert";
+    if (!live(k) || !dtype_ok(k, fn, "dt", dt) || !dtype_ok(k, fn, "st", st) || n == 0 ||
+        !ptrs_ok(k, fn, ARG(dst), ARG(src), END))
+        return;
+    k->ops->convert(k, dst, dt, src, st, n);
+}
+
+void kern_accumulate(wp_kern *k, void *dst, wp_dtype dt, const void *src, wp_dtype st, size_t n) {
+    const char *fn = "kern_accumulate";
+    if (!live(k) || !dtype_ok(k, fn, "dt", dt) || !dtype_ok(k, fn, "st", st) || n == 0 ||
+        !ptrs_ok(k, fn, ARG(dst), ARG(src), END))
+        return;
+    k->ops->accumulate(k, dst, dt, src, st, n);
+}
+
+void kern_scale(wp_kern *k, void *x, wp_dtype t, float a, size_t n) {
+    const char *fn = "kern_scale";
+    if (!live(k) || !dtype_ok(k, fn, "t", t) || n == 0 || !ptrs_ok(k, fn, ARG(x), END)) return;
+    k->ops->scale(k, x, t, a, n);
+}
+
+/* NaN when the call cannot run: a norm computed from nothing must not look finite. */
+double kern_sumsq(wp_kern *k, const void *x, wp_dtype t, size_t n) {
+    const char *fn = "kern_sumsq";
+    if (!live(k) || !dtype_ok(k, fn, "t", t)) return NAN;
+    if (n == 0) return 0.0;
+    if (!ptrs_ok(k, fn, ARG(x), END)) return NAN;
+    return k->ops->sumsq(k, x, t, n);
+}
+
+void kern_add(wp_kern *k, void *y, const void *a, const void *b, size_t n) {
+    if (!live(k) || n == 0 || !ptrs_ok(k, "kern_add", ARG(y), ARG(a), ARG(b), END)) return;
+    k->ops->add(k, y, a, b, n);
+}
+
+/* ---- matrix products ---- */
+
+static int at_least_1(int v) { return v > 1 ? v : 1; }
+
+void kern_gemm(wp_kern *k, bool trans_a, bool trans_b, int m, int n, int kk, float alpha, const void *A, int lda,
+               const void *B, int ldb, float beta, void *C, wp_dtype ctype, int ldc) {
+    const char *fn = "kern_gemm";
+    if (!live(k) || !sizes_ok(k, fn, SIZE(m), SIZE(n), SIZE(kk), END)) return;
+    if (!cond_ok(k, ctype == WP_F32 || ctype == WP_BF16 || ctype == k->compute,
+                 "%s: ctype = %s is neither fp32, bf16 nor the compute dtype", fn, wp_dtype_name(ctype)))
+        return;
+    int a_cols = trans_a ? m : kk, b_cols = trans_b ? kk : n;
+    if (!cond_ok(k, lda >= at_least_1(a_cols), "%s: lda = %d is less than the %d columns of A", fn, lda, a_cols) ||
+        !cond_ok(k, ldb >= at_least_1(b_cols), "%s: ldb = %d is less than the %d columns of B", fn, ldb, b_cols) ||
+        !cond_ok(k, ldc >= at_least_1(n), "%s: ldc = %d is less than the %d columns of C", fn, ldc, n))
+        return;
+    if (m == 0 || n == 0 || !ptrs_ok(k, fn, ARG(A), ARG(B), ARG(C), END)) return;
+    k->ops->gemm(k, trans_a, trans_b, m, n, kk, alpha, A, lda, B, ldb, beta, C, ctype, ldc);
+}
+
+/* ---- layers ---- */
+
+static bool rows_ok(wp_kern *k, const char *fn, int T, int h) {
+    return sizes_ok(k, fn, SIZE(T), END) && cond_ok(k, h >= 1, "%s: h = %d is not positive", fn, h);
+}
+
+void kern_rmsnorm_fwd(wp_kern *k, void *y, float *rstd, const void *x, const void *w, int T, int h, float eps) {
+    const char *fn = "kern_rmsnorm_fwd";
+    if (!live(k) || !rows_ok(k, fn, T, h) || !cond_ok(k, eps >= 0.0f, "%s: eps = %g is negative", fn, eps) ||
+        T == 0 || !ptrs_ok(k, fn, ARG(y), ARG(rstd), ARG(x), ARG(w), END))
+        return;
+    k->ops->rmsnorm_fwd(k, y, rstd, x, w, T, h, eps);
+}
+
+void kern_rmsnorm_bwd_input(wp_kern *k, void *dx, bool accumulate, const void *dy, const void *x, const void *w,
+                            const float *rstd, int T, int h) {
+    const char *fn = "kern_rmsnorm_bwd_input";
+    if (!live(k) || !rows_ok(k, fn, T, h) || T == 0 ||
+        !ptrs_ok(k, fn, ARG(dx), ARG(dy), ARG(x), ARG(w), ARG(rstd), END))
+        return;
+    k->ops->rmsnorm_bwd_input(k, dx, accumulate, dy, x, w, rstd, T, h);
+}
+
+void kern_rmsnorm_bwd_weight(wp_kern *k, void *dw, wp_dtype dwtype, const void *dy, const void *x,
+                             const float *rstd, int T, int h) {
+    const char *fn = "kern_rmsnorm_bwd_weight";
+    if (!live(k) || !rows_ok(k, fn, T, h) || !grad_dtype_ok(k, fn, "dwtype", dwtype) || T == 0 ||
+        !ptrs_ok(k, fn, ARG(dw), ARG(dy), ARG(x), ARG(rstd), END))
+        return;
+    k->ops->rmsnorm_bwd_weight(k, dw, dwtype, dy, x, rstd, T, h);
+}
+
+static bool rope_ok(wp_kern *k, const char *fn, void *x, int b, int s, int nheads, int hd, int pos0, float theta) {
+    return sizes_ok(k, fn, SIZE(b), SIZE(s), SIZE(nheads), SIZE(pos0), END) &&
+           cond_ok(k, hd >= 2 && hd % 2 == 0, "%s: hd = %d is not a positive even number", fn, hd) &&
+           cond_ok(k, theta > 0.0f, "%s: theta = %g is not positive", fn, theta) &&
+           ptrs_ok(k, fn, ARG(x), END);
+}
+
+void kern_rope_fwd(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta) {
+    if (!live(k) || !rope_ok(k, "kern_rope_fwd", x, b, s, nheads, hd, pos0, theta) || b == 0 || s == 0 || nheads == 0) return;
+    k->ops->rope_fwd(k, x, b, s, nheads, hd, pos0, theta);
+}
+
+void kern_rope_bwd(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta) {
+    if (!live(k) || !rope_ok(k, "kern_rope_bwd", x, b, s, nheads, hd, pos0, theta) || b == 0 || s == 0 || nheads == 0) return;
+    k->ops->rope_bwd(k, x, b, s, nheads, hd, pos0, theta);
+}
+
+static bool attention_ok(wp_kern *k, const char *fn, int b, int sq, int skv, int nh, int nkv, int hd) {
+    return sizes_ok(k, fn, SIZE(b), SIZE(sq), END) &&
+           cond_ok(k, skv >= sq, "%s: skv = %d is less than sq = %d", fn, skv, sq) &&
+           cond_ok(k, nh >= 1 && nkv >= 1 && nh % nkv == 0,
+                   "%s: nh = %d is not a positive multiple of nkv = %d", fn, nh, nkv) &&
+           cond_ok(k, hd >= 1, "%s: hd = %d is not positive", fn, hd);
+}
+
+void kern_attention_fwd(wp_kern *k, void *o, float *lse, const void *q, const void *kv_k, const void *kv_v, int b,
+                        int sq, int skv, int nh, int nkv, int hd) {
+    const char *fn = "kern_attention_fwd";
+    if (!live(k) || !attention_ok(k, fn, b, sq, skv, nh, nkv, hd) || b == 0 || sq == 0 ||
+        !ptrs_ok(k, fn, ARG(o), ARG(lse), ARG(q), ARG(kv_k), ARG(kv_v), END))
+        return;
+    k->ops->attention_fwd(k, o, lse, q, kv_k, kv_v, b, sq, skv, nh, nkv, hd);
+}
+
+void kern_attention_bwd(wp_kern *k, void *dq, void *dk, void *dv, const void *dout, const void *q, const void *kv_k,
+                        const void *kv_v, const void *o, const float *lse, int b, int sq, int skv, int nh, int nkv,
+                        int hd) {
+    const char *fn = "kern_attention_bwd";
+    if (!live(k) || !attention_ok(k, fn, b, sq, skv, nh, nkv, hd) || b == 0 || sq == 0 ||
+        !ptrs_ok(k, fn, ARG(dq), ARG(dk), ARG(dv), ARG(dout), ARG(q), ARG(kv_k), ARG(kv_v), ARG(o), ARG(lse), END))
+        return;
+    k->ops->attention_bwd(k, dq, dk, dv, dout, q, kv_k, kv_v, o, lse, b, sq, skv, nh, nkv, hd);
+}
+
+void kern_swiglu_fwd(wp_kern *k, void *y, const void *gate, const void *up, size_t n) {
+    if (!live(k) || n == 0 || !ptrs_ok(k, "kern_swiglu_fwd", ARG(y), ARG(gate), ARG(up), END)) return;
+    k->ops->swiglu_fwd(k, y, gate, up, n);
+}
+
+void kern_swiglu_bwd(wp_kern *k, void *dgate, void *dup, const void *dy, const void *gate, const void *up, size_t n) {
+    if (!live(k) || n == 0 || !ptrs_ok(k, "kern_swiglu_bwd", ARG(dgate), ARG(dup), ARG(dy), ARG(gate), ARG(up), END))
+        return;
+    k->ops->swiglu_bwd(k, dgate, dup, dy, gate, up, n);
+}
+
+void kern_embedding_fwd(wp_kern *k, void *y, const int32_t *tokens, const void *wte, int T, int h) {
+    const char *fn = "kern_embedding_fwd";
+    if (!live(k) || !rows_ok(k, fn, T, h) || T == 0 || !ptrs_ok(k, fn, ARG(y), ARG(tokens), ARG(wte), END)) return;
+    k->ops->embedding_fwd(k, y, tokens, wte, T, h);
+}
+
+void kern_embedding_bwd(wp_kern *k, void *dwte, wp_dtype dwtype, const int32_t *tokens, const void *dy, int T, int h) {
+    const char *fn = "kern_embedding_bwd";
+    if (!live(k) || !rows_ok(k, fn, T, h) || !grad_dtype_ok(k, fn, "dwtype", dwtype) || T == 0 ||
+        !ptrs_ok(k, fn, ARG(dwte), ARG(tokens), ARG(dy), END))
+        return;
+    k->ops->embedding_bwd(k, dwte, dwtype, tokens, dy, T, h);
+}
+
+static bool lmhead_ok(wp_kern *k, const char *fn, int T, int h, int V) {
+    return rows_ok(k, fn, T, h) && cond_ok(k, V >= 1, "%s: V = %d is not positive", fn, V);
+}
+
+void kern_lmhead_ce_fwd(wp_kern *k, float *losses, float *lse, const void *x, const void *w_head,
+                        const int32_t *targets, int T, int h, int V) {
+    const char *fn = "kern_lmhead_ce_fwd";
+    if (!live(k) || !lmhead_ok(k, fn, T, h, V) || T == 0 ||
+        !ptrs_ok(k, fn, ARG(losses), ARG(lse), ARG(x), ARG(w_head), ARG(targets), END))
+        return;
+    k->ops->lmhead_ce_fwd(k, losses, lse, x, w_head, targets, T, h, V);
+}
+
+void kern_lmhead_ce_bwd(wp_kern *k, void *dx, void *dlogits_out, void *dw_head, wp_dtype dwtype, const void *x,
+                        const void *w_head, const int32_t *targets, const float *lse, float dloss, int T, int h,
+                        int V) {
+    const char *fn = "kern_lmhead_ce_bwd";
+    if (!live(k) || !lmhead_ok(k, fn, T, h, V) || (dw_head && !grad_dtype_ok(k, fn, "dwtype", dwtype)) || T == 0 ||
+        !ptrs_ok(k, fn, ARG(dx), ARG(x), ARG(w_head), ARG(targets), ARG(lse), END))
+        return;
+    k->ops->lmhead_ce_bwd(k, dx, dlogits_out, dw_head, dwtype, x, w_head, targets, lse, dloss, T, h, V);
+}
+
+/* ---- optimizer ---- */
+
+void kern_adamw(wp_kern *k, float *master, float *m, float *v, const float *grad, float grad_scale, void *w_out,
+                wp_dtype wtype, size_t n, float lr, float beta1, float beta2, float eps, float weight_decay, float bc1,
+                float bc2) {
+    const char *fn = "kern_adamw";
+    if (!live(k) || !dtype_ok(k, fn, "wtype", wtype) ||
+        !cond_ok(k, bc1 > 0.0f && bc2 > 0.0f, "%s: bias corrections bc1 = %g, bc2 = %g must be positive", fn, bc1,
+                 bc2) ||
+        n == 0 || !ptrs_ok(k, fn, ARG(master), ARG(m), ARG(v), ARG(grad), ARG(w_out), END))
+        return;
+    k->ops->adamw(k, master, m, v, grad, grad_scale, w_out, wtype, n, lr, beta1, beta2, eps, weight_decay, bc1, bc2);
+}

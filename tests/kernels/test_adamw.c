@@ -1,0 +1,60 @@
+/* AdamW against an fp64 transcription of the update in kernels.h, over several steps with
+ * gradient scaling and weight decay; the working copy written in each wire dtype must be the
+ * fp32 master rounded once. */
+#include "kt.h"
+
+#define TOL (32 * KT_U32) /* norm-wise, after 5 steps of a few fp32 operations each */
+
+typedef struct {
+    float lr, beta1, beta2, eps, wd, grad_scale;
+} hyper;
+
+static void reference_step(double *master, double *m, double *v, const float *grad, size_t n, const hyper *h, int t) {
+    double bc1 = 1 - pow(h->beta1, t), bc2 = 1 - pow(h->beta2, t);
+    for (size_t i = 0; i < n; i++) {
+        double g = (double)grad[i] * h->grad_scale;
+        m[i] = h->beta1 * m[i] + (1 - (double)h->beta1) * g;
+        v[i] = h->beta2 * v[i] + (1 - (double)h->beta2) * g * g;
+        master[i] -= h->lr * (m[i] / bc1 / (sqrt(v[i] / bc2) + h->eps) + h->wd * master[i]);
+    }
+}
+
+static void run_case(wp_kern *k, kt_rng *r, size_t n, wp_dtype wtype) {
+    hyper h = {3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f};
+    float *master = kt_floats(n), *m = kt_floats(n), *v = kt_floats(n), *grad = kt_floats(n);
+    void *w = kt_alloc(n * wp_dtype_size(wtype));
+    double *rm = kt_doubles(n), *rmo = kt_doubles(n), *rv = kt_doubles(n);
+    kt_fill(r, master, n, -1, 1);
+    kt_to_double(rm, master, n);
+    for (int t = 1; t <= 5; t++) {
+        kt_fill(r, grad, n, -2, 2);
+        float bc1 = 1.0f - powf(h.beta1, (float)t), bc2 = 1.0f - powf(h.beta2, (float)t);
+        kern_adamw(k, master, m, v, grad, h.grad_scale, w, wtype, n, h.lr, h.beta1, h.beta2, h.eps, h.wd, bc1, bc2);
+        reference_step(rm, rmo, rv, grad, n, &h, t);
+    }
+    double e_master = kt_rel(master, rm, n), e_m = kt_rel(m, rmo, n), e_v = kt_rel(v, rv, n);
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        float want = wp_round_to(master[i], wtype), got;
+        if (wtype == WP_F32) got = ((float *)w)[i];
+        else if (wtype == WP_F16) got = wp_f16_to_f32(((uint16_t *)w)[i]);
+        else got = wp_bf16_to_f32(((uint16_t *)w)[i]);
+        bad += got != want;
+    }
+    kt_check(e_master <= TOL && e_m <= TOL && e_v <= TOL && bad == 0,
+             "adamw n=%zu w_out %s: rel err master %.2e m %.2e v %.2e (tol %.1e), w_out = rounded master (%zu differ)",
+             n, wp_dtype_name(wtype), e_master, e_m, e_v, TOL, bad);
+    kt_no_error(k, "adamw");
+    free(master), free(m), free(v), free(grad), free(w), free(rm), free(rmo), free(rv);
+}
+
+int main(void) {
+    kt_rng r = {31};
+    wp_kern *k = kt_cpu(2);
+    run_case(k, &r, 1, WP_F32);
+    run_case(k, &r, 1001, WP_F16);
+    run_case(k, &r, 70003, WP_BF16);
+    run_case(k, &r, 5000, WP_F32);
+    kern_destroy(k);
+    return kt_result("kernels/adamw");
+}

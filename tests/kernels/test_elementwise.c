@@ -1,0 +1,115 @@
+/* Elementwise kernels over every dtype pair: convert, accumulate and scale are checked bit for
+ * bit against the scalar conversions (fp32 arithmetic, one rounding), sum of squares against
+ * fp64 (and for inf/NaN propagation and thread-count independence), add exactly. Sizes cross
+ * the kernels' block and threading thresholds. */
+#include "kt.h"
+
+static const wp_dtype dtypes[] = {WP_F32, WP_F16, WP_BF16};
+
+static void *buf_of(wp_dtype t, size_t n) { return kt_alloc(n * wp_dtype_size(t)); }
+
+static float get(const void *p, wp_dtype t, size_t i) {
+    if (t == WP_F32) return ((const float *)p)[i];
+    uint16_t h = ((const uint16_t *)p)[i];
+    return t == WP_F16 ? wp_f16_to_f32(h) : wp_bf16_to_f32(h);
+}
+
+static void put(void *p, wp_dtype t, size_t i, float x) {
+    if (t == WP_F32) ((float *)p)[i] = x;
+    else ((uint16_t *)p)[i] = t == WP_F16 ? wp_f32_to_f16(x) : wp_f32_to_bf16(x);
+}
+
+static void fill(kt_rng *r, void *p, wp_dtype t, size_t n, float range) {
+    for (size_t i = 0; i < n; i++) put(p, t, i, kt_uniform(r, -range, range));
+}
+
+/* bitwise comparison through get(): NaN never expected here */
+static size_t count_diff(const void *p, wp_dtype t, const float *want, size_t n) {
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        float g = get(p, t, i);
+        bad += memcmp(&g, &want[i], sizeof g) != 0;
+    }
+    return bad;
+}
+
+static void convert_accumulate_scale(wp_kern *k, kt_rng *r, size_t n) {
+    for (int a = 0; a < 3; a++)
+        for (int b = 0; b < 3; b++) {
+            wp_dtype dt = dtypes[a], st = dtypes[b];
+            void *src = buf_of(st, n), *dst = buf_of(dt, n);
+            float *want = kt_floats(n);
+            fill(r, src, st, n, 100);
+            fill(r, dst, dt, n, 100);
+            for (size_t i = 0; i < n; i++) want[i] = wp_round_to(get(dst, dt, i) + get(src, st, i), dt);
+            kern_accumulate(k, dst, dt, src, st, n);
+            size_t bad_acc = count_diff(dst, dt, want, n);
+            for (size_t i = 0; i < n; i++) want[i] = wp_round_to(get(src, st, i), dt);
+            kern_convert(k, dst, dt, src, st, n);
+            size_t bad_conv = count_diff(dst, dt, want, n);
+            kt_check(bad_acc == 0 && bad_conv == 0, "convert/accumulate %s <- %s n=%zu: %zu / %zu elements differ",
+                     wp_dtype_name(dt), wp_dtype_name(st), n, bad_conv, bad_acc);
+            free(src), free(dst), free(want);
+        }
+    for (int a = 0; a < 3; a++) {
+        wp_dtype t = dtypes[a];
+        void *x = buf_of(t, n);
+        float *want = kt_floats(n), s = kt_uniform(r, -3, 3);
+        fill(r, x, t, n, 10);
+        for (size_t i = 0; i < n; i++) want[i] = wp_round_to(get(x, t, i) * s, t);
+        kern_scale(k, x, t, s, n);
+        size_t bad = count_diff(x, t, want, n);
+        kt_check(bad == 0, "scale %s n=%zu by %g: %zu elements differ", wp_dtype_name(t), n, s, bad);
+        free(x), free(want);
+    }
+}
+
+static void sumsq(wp_kern *k, wp_kern *k3, kt_rng *r, size_t n) {
+    for (int a = 0; a < 3; a++) {
+        wp_dtype t = dtypes[a];
+        void *x = buf_of(t, n);
+        fill(r, x, t, n, 4);
+        double ref = 0;
+        for (size_t i = 0; i < n; i++) ref += (double)get(x, t, i) * get(x, t, i);
+        double got = kern_sumsq(k, x, t, n), got3 = kern_sumsq(k3, x, t, n);
+        /* fp64 sums of exact fp64 squares: error below n * 2^-53 relative */
+        double tol = (double)n * 0x1p-53;
+        kt_check(fabs(got - ref) <= tol * ref && got == got3,
+                 "sumsq %s n=%zu: rel err %.2e (tol %.1e), 1 and 3 threads identical", wp_dtype_name(t), n,
+                 fabs(got - ref) / ref, tol);
+        put(x, t, n / 2, INFINITY);
+        double with_inf = kern_sumsq(k, x, t, n);
+        put(x, t, n / 3, NAN);
+        double with_nan = kern_sumsq(k, x, t, n);
+        kt_check(isinf(with_inf) && isnan(with_nan), "sumsq %s n=%zu: an inf gives inf (%g), a NaN gives NaN (%g)",
+                 wp_dtype_name(t), n, with_inf, with_nan);
+        free(x);
+    }
+}
+
+static void add(wp_kern *k, kt_rng *r, size_t n) {
+    float *a = kt_floats(n), *b = kt_floats(n), *y = kt_floats(n);
+    kt_fill(r, a, n, -5, 5);
+    kt_fill(r, b, n, -5, 5);
+    kern_add(k, y, a, b, n);
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad += y[i] != a[i] + b[i];
+    kern_add(k, a, a, b, n); /* aliasing y = a */
+    kt_check(bad == 0 && kt_same_bits(a, y, n * sizeof *a), "add n=%zu: exact (%zu differ), in place identical", n, bad);
+    free(a), free(b), free(y);
+}
+
+int main(void) {
+    kt_rng r = {23};
+    wp_kern *k = kt_cpu(2), *k3 = kt_cpu(3);
+    size_t sizes[] = {1, 7, 2049, 70001, 300007};
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        convert_accumulate_scale(k, &r, sizes[i]);
+        sumsq(k, k3, &r, sizes[i]);
+        add(k, &r, sizes[i]);
+    }
+    kt_no_error(k, "elementwise");
+    kern_destroy(k);
+    kern_destroy(k3);
+    return kt_result("kernels/elementwise");
+}

@@ -1,0 +1,81 @@
+/* RoPE (Hugging Face rotate-half) against an fp64 reference: forward at small and large
+ * positions, backward against central differences of L = sum(rope(x) * R), and the inverse
+ * property bwd(fwd(x)) = x. Calls alternate between parameter sets, so a stale cos/sin
+ * cache would show. */
+#include "kt.h"
+
+#define TOL_FWD (16 * KT_U32)
+#define TOL_BWD (64 * KT_U32)
+#define FD_STEP 1e-3
+
+typedef struct {
+    int b, s, nh, hd, pos0;
+    double theta;
+    double *x, *R;
+} ref_ctx;
+
+static void ref_forward(const ref_ctx *c, double *y) {
+    int half = c->hd / 2, width = c->nh * c->hd;
+    for (int row = 0; row < c->b * c->s; row++)
+        for (int hh = 0; hh < c->nh; hh++)
+            for (int i = 0; i < half; i++) {
+                double angle = (c->pos0 + row % c->s) * pow(c->theta, -2.0 * i / c->hd);
+                size_t a = (size_t)row * width + (size_t)hh * c->hd + i, b = a + half;
+                y[a] = c->x[a] * cos(angle) - c->x[b] * sin(angle);
+                y[b] = c->x[b] * cos(angle) + c->x[a] * sin(angle);
+            }
+}
+
+static double ref_loss(void *ctx) {
+    const ref_ctx *c = ctx;
+    size_t n = (size_t)c->b * c->s * c->nh * c->hd;
+    double *y = kt_doubles(n), loss = 0;
+    ref_forward(c, y);
+    for (size_t i = 0; i < n; i++) loss += y[i] * c->R[i];
+    free(y);
+    return loss;
+}
+
+static void run_case(wp_kern *k, kt_rng *r, int b, int s, int nh, int hd, int pos0, float theta) {
+    size_t n = (size_t)b * s * nh * hd;
+    float *x = kt_floats(n), *y = kt_floats(n), *R = kt_floats(n), *dx = kt_floats(n);
+    kt_fill(r, x, n, -1, 1);
+    kt_fill(r, R, n, -1, 1);
+    ref_ctx c = {b, s, nh, hd, pos0, theta, kt_doubles(n), kt_doubles(n)};
+    kt_to_double(c.x, x, n), kt_to_double(c.R, R, n);
+    double *y_ref = kt_doubles(n), *g = kt_doubles(n);
+
+    memcpy(y, x, n * sizeof *y);
+    kern_rope_fwd(k, y, b, s, nh, hd, pos0, theta);
+    ref_forward(&c, y_ref);
+    double e_fwd = kt_rel(y, y_ref, n);
+    kt_check(e_fwd <= TOL_FWD, "rope fwd b=%d s=%d nh=%d hd=%d pos0=%d theta=%g: rel err %.2e (tol %.1e)", b, s, nh, hd,
+             pos0, theta, e_fwd, TOL_FWD);
+
+    memcpy(dx, R, n * sizeof *dx);
+    kern_rope_bwd(k, dx, b, s, nh, hd, pos0, theta);
+    kt_fd_grad(g, c.x, n, FD_STEP, ref_loss, &c);
+    double e_bwd = kt_rel(dx, g, n);
+    kt_check(e_bwd <= TOL_BWD, "rope bwd b=%d s=%d nh=%d hd=%d pos0=%d: rel err vs finite differences %.2e (tol %.1e)",
+             b, s, nh, hd, pos0, e_bwd, TOL_BWD);
+
+    kern_rope_bwd(k, y, b, s, nh, hd, pos0, theta);
+    double *xd = kt_doubles(n);
+    kt_to_double(xd, x, n);
+    double e_inv = kt_rel(y, xd, n);
+    kt_check(e_inv <= TOL_BWD, "rope bwd(fwd(x)) = x b=%d s=%d: rel err %.2e (tol %.1e)", b, s, e_inv, TOL_BWD);
+    kt_no_error(k, "rope");
+    free(x), free(y), free(R), free(dx), free(c.x), free(c.R), free(y_ref), free(g), free(xd);
+}
+
+int main(void) {
+    kt_rng r = {5};
+    wp_kern *k = kt_cpu(2);
+    run_case(k, &r, 2, 7, 3, 6, 0, 10000.0f);
+    run_case(k, &r, 1, 5, 2, 8, 100, 500000.0f);
+    run_case(k, &r, 3, 9, 4, 2, 0, 10000.0f);
+    run_case(k, &r, 1, 3, 2, 64, 16381, 10000.0f); /* long-context positions */
+    run_case(k, &r, 2, 7, 3, 6, 0, 10000.0f);      /* back to the first key: cache refilled */
+    kern_destroy(k);
+    return kt_result("kernels/rope");
+}
