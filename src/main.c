@@ -13,6 +13,9 @@ static const struct {
 } dispatch[] = {
     {C_CHECK, cmd_check},
     {C_BENCH, cmd_bench},
+    {C_PREPARE, cmd_prepare},
+    {C_EXPORT, cmd_export},
+    {C_EVAL, cmd_eval},
     {0, NULL}, /* end */
 };
 

@@ -1,0 +1,213 @@
+/* Owner-side AdamW state and update, on top of kern_adamw. */
+#include "optim.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+typedef struct {
+    int chunk;
+    size_t numel;
+    float *buf[4]; /* indexed by wp_optim_buf: master, m, v, grad (backend memory) */
+    int64_t steps;
+} owned_chunk;
+
+struct wp_optim {
+    const wp_layout *L;
+    wp_kern *k;
+    wp_adamw_hparams hp;
+    int n_owned;
+    owned_chunk *owned;
+    int slot_of[WP_MAX_CHUNKS]; /* chunk -> index into owned, -1 when not owned */
+};
+
+static int fail(char *err, size_t errlen, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return 2;
+}
+
+int adamw_hparams_from_opts(const wp_opts *o, wp_adamw_hparams *hp, char *err, size_t errlen) {
+    if (!(o->adam_beta1 >= 0 && o->adam_beta1 < 1)) return fail(err, errlen, "--adam-beta1: %g must be in [0, 1)", o->adam_beta1);
+    if (!(o->adam_beta2 >= 0 && o->adam_beta2 < 1)) return fail(err, errlen, "--adam-beta2: %g must be in [0, 1)", o->adam_beta2);
+    if (!(o->adam_eps > 0)) return fail(err, errlen, "--adam-eps: %g must be positive", o->adam_eps);
+    if (!(o->weight_decay >= 0)) return fail(err, errlen, "--weight-decay: %g must not be negative", o->weight_decay);
+    hp->beta1 = o->adam_beta1;
+    hp->beta2 = o->adam_beta2;
+    hp->eps = o->adam_eps;
+    hp->weight_decay = o->weight_decay;
+    return 0;
+}
+
+wp_optim *optim_create(const wp_layout *L, wp_kern *k, const int *chunks, int n_chunks, const wp_adamw_hparams *hp,
+                       char *err, size_t errlen) {
+    wp_optim *o = calloc(1, sizeof *o);
+    if (!o || !(o->owned = calloc((size_t)(n_chunks > 0 ? n_chunks : 1), sizeof *o->owned))) {
+        free(o);
+        snprintf(err, errlen, "optimizer: out of memory");
+        return NULL;
+    }
+    o->L = L;
+    o->k = k;
+    o->hp = *hp;
+    for (int c = 0; c < WP_MAX_CHUNKS; c++) o->slot_of[c] = -1;
+    for (int i = 0; i < n_chunks; i++) {
+        int c = chunks[i];
+        if (c < 0 || c >= L->cfg.n_chunks || o->slot_of[c] >= 0) {
+            snprintf(err, errlen, "optimizer: chunk %d is out of range (0..%d) or listed twice", c, L->cfg.n_chunks - 1);
+            optim_destroy(o);
+            return NULL;
+        }
+        owned_chunk *oc = &o->owned[o->n_owned++];
+        oc->chunk = c;
+        oc->numel = L->chunk_numel[c];
+        o->slot_of[c] = i;
+        for (int b = 0; b < 4; b++) oc->buf[b] = kern_alloc(k, oc->numel * sizeof(float));
+    }
+    if (kern_error(k)) {
+        snprintf(err, errlen, "optimizer: %s", kern_error(k));
+        optim_destroy(o);
+        return NULL;
+    }
+    return o;
+}
+
+void optim_destroy(wp_optim *o) {
+    if (!o) return;
+    for (int i = 0; i < o->n_owned; i++)
+        for (int b = 0; b < 4; b++)
+            if (o->owned[i].buf[b]) kern_free(o->k, o->owned[i].buf[b]);
+    free(o->owned);
+    free(o);
+}
+
+const wp_layout *optim_layout(const wp_optim *o) { return o->L; }
+int optim_n_owned(const wp_optim *o) { return o->n_owned; }
+int optim_owned_chunk(const wp_optim *o, int i) { return o->owned[i].chunk; }
+bool optim_owns(const wp_optim *o, int chunk) { return chunk >= 0 && chunk < WP_MAX_CHUNKS && o->slot_of[chunk] >= 0; }
+const char *optim_error(const wp_optim *o) { return kern_error(o->k); }
+
+/* The owned chunk, or NULL after recording a sticky error naming the caller. */
+static owned_chunk *slot(const wp_optim *o, int chunk, const char *who) {
+    if (optim_owns(o, chunk)) return &o->owned[o->slot_of[chunk]];
+    kern_set_error(o->k, "%s: chunk %d is not owned by this optimizer", who, chunk);
+    return NULL;
+}
+
+static int status(const wp_optim *o) { return kern_error(o->k) ? 1 : 0; }
+
+int optim_init_from_seed(wp_optim *o, uint64_t seed) {
+    for (int i = 0; i < o->n_owned; i++) {
+        owned_chunk *oc = &o->owned[i];
+        float *host = malloc(oc->numel * sizeof *host);
+        if (!host) {
+            kern_set_error(o->k, "optimizer: out of memory initialising chunk %d", oc->chunk);
+            return 1;
+        }
+        layout_init_chunk(o->L, oc->chunk, seed, host);
+        kern_to_device(o->k, oc->buf[WP_OPT_MASTER], host, oc->numel * sizeof *host);
+        free(host);
+    }
+    return optim_reset(o);
+}
+
+int optim_reset(wp_optim *o) {
+    for (int i = 0; i < o->n_owned; i++) {
+        owned_chunk *oc = &o->owned[i];
+        for (int b = WP_OPT_EXP_AVG; b <= WP_OPT_GRAD; b++) kern_zero(o->k, oc->buf[b], oc->numel * sizeof(float));
+        oc->steps = 0;
+    }
+    return status(o);
+}
+
+int optim_get(wp_optim *o, int chunk, wp_optim_buf which, float *host) {
+    owned_chunk *oc = slot(o, chunk, "optim_get");
+    if (oc) kern_to_host(o->k, host, oc->buf[which], oc->numel * sizeof(float));
+    return status(o);
+}
+
+int optim_set(wp_optim *o, int chunk, wp_optim_buf which, const float *host) {
+    owned_chunk *oc = slot(o, chunk, "optim_set");
+    if (oc) kern_to_device(o->k, oc->buf[which], host, oc->numel * sizeof(float));
+    return status(o);
+}
+
+float *optim_grad(wp_optim *o, int chunk) {
+    owned_chunk *oc = slot(o, chunk, "optim_grad");
+    return oc ? oc->buf[WP_OPT_GRAD] : NULL;
+}
+
+int optim_accumulate(wp_optim *o, int chunk, const void *grad, wp_dtype gt) {
+    owned_chunk *oc = slot(o, chunk, "optim_accumulate");
+    if (oc) kern_accumulate(o->k, oc->buf[WP_OPT_GRAD], WP_F32, grad, gt, oc->numel);
+    return status(o);
+}
+
+double optim_chunk_sumsq(wp_optim *o, int chunk) {
+    owned_chunk *oc = slot(o, chunk, "optim_chunk_sumsq");
+    if (!oc) return NAN;
+    return kern_sumsq(o->k, oc->buf[WP_OPT_GRAD], WP_F32, oc->numel);
+}
+
+static float decay_of(const wp_optim *o, const wp_param *p) {
+    return p->kind == WP_PARAM_NORM ? 0.0f : (float)o->hp.weight_decay;
+}
+
+int optim_step_chunk(wp_optim *o, int chunk, float lr, float grad_scale, void *w_out, wp_dtype wtype) {
+    owned_chunk *oc = slot(o, chunk, "optim_step_chunk");
+    if (!oc) return 1;
+    oc->steps++;
+    /* bias corrections in fp64: beta^t underflows gracefully and stays exact for small t */
+    float bc1 = (float)(1.0 - pow(o->hp.beta1, (double)oc->steps));
+    float bc2 = (float)(1.0 - pow(o->hp.beta2, (double)oc->steps));
+    int first, end;
+    layout_chunk_params(o->L, chunk, &first, &end);
+    /* one kernel call per run of consecutive tensors with the same decay (norms get none) */
+    for (int i = first; i < end;) {
+        float wd = decay_of(o, &o->L->params[i]);
+        int j = i + 1;
+        while (j < end && decay_of(o, &o->L->params[j]) == wd) j++;
+        size_t off = o->L->params[i].offset;
+        size_t n = (j < end ? o->L->params[j].offset : oc->numel) - off;
+        kern_adamw(o->k, oc->buf[WP_OPT_MASTER] + off, oc->buf[WP_OPT_EXP_AVG] + off, oc->buf[WP_OPT_EXP_AVG_SQ] + off,
+                   oc->buf[WP_OPT_GRAD] + off, grad_scale, (char *)w_out + off * wp_dtype_size(wtype), wtype, n, lr,
+                   (float)o->hp.beta1, (float)o->hp.beta2, (float)o->hp.eps, wd, bc1, bc2);
+        i = j;
+    }
+    return status(o);
+}
+
+int optim_apply(wp_optim *o, const wp_step_decision *d, float lr, void *const *w_out, wp_dtype wtype) {
+    if (d->skip) return 0;
+    for (int i = 0; i < o->n_owned; i++)
+        if (optim_step_chunk(o, o->owned[i].chunk, lr, d->grad_scale, w_out[i], wtype)) return 1;
+    return 0;
+}
+
+int optim_working_copy(wp_optim *o, int chunk, void *w_out, wp_dtype wtype) {
+    owned_chunk *oc = slot(o, chunk, "optim_working_copy");
+    if (oc) kern_convert(o->k, w_out, wtype, oc->buf[WP_OPT_MASTER], WP_F32, oc->numel);
+    return status(o);
+}
+
+int optim_zero_grad(wp_optim *o) {
+    for (int i = 0; i < o->n_owned; i++) kern_zero(o->k, o->owned[i].buf[WP_OPT_GRAD], o->owned[i].numel * sizeof(float));
+    return status(o);
+}
+
+int64_t optim_steps(const wp_optim *o) {
+    if (o->n_owned == 0) return 0;
+    for (int i = 1; i < o->n_owned; i++)
+        if (o->owned[i].steps != o->owned[0].steps) return -1;
+    return o->owned[0].steps;
+}
+
+void optim_set_steps(wp_optim *o, int64_t t) {
+    for (int i = 0; i < o->n_owned; i++) o->owned[i].steps = t;
+}

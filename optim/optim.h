@@ -1,0 +1,89 @@
+/* The owner's optimizer state (WeiPipe: each chunk's fp32 master weights and AdamW moments
+ * live only on the rank that owns the chunk; what travels the ring is the working copy in the
+ * wire dtype and the gradient in bf16/fp32).
+ *
+ * For every owned chunk: fp32 master weights, AdamW moments m and v, an fp32 gradient
+ * accumulator (the owner drains the travelling gradient into it), and the AdamW step count.
+ * All buffers are backend memory (host for the CPU backend, device for CUDA). */
+#ifndef WP_OPTIM_H
+#define WP_OPTIM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "decision.h"
+#include "kernels.h"
+#include "model/layout.h"
+
+typedef struct {
+    double beta1, beta2, eps;
+    double weight_decay; /* decoupled (AdamW); never applied to WP_PARAM_NORM tensors */
+} wp_adamw_hparams;
+
+typedef enum { WP_OPT_MASTER = 0, WP_OPT_EXP_AVG, WP_OPT_EXP_AVG_SQ, WP_OPT_GRAD } wp_optim_buf;
+
+typedef struct wp_optim wp_optim;
+
+struct wp_opts;
+/* --adam-beta1/2, --adam-eps, --weight-decay; 2 with the flag named when out of range. */
+int adamw_hparams_from_opts(const struct wp_opts *o, wp_adamw_hparams *hp, char *err, size_t errlen);
+
+/* State for the chunks listed (each distinct, 0 <= chunk < n_chunks of L); all buffers zeroed,
+ * step count 0. L must outlive the optimizer. NULL with a reason in err. */
+wp_optim *optim_create(const wp_layout *L, wp_kern *k, const int *chunks, int n_chunks, const wp_adamw_hparams *hp,
+                       char *err, size_t errlen);
+void optim_destroy(wp_optim *o);
+
+const wp_layout *optim_layout(const wp_optim *o);
+int optim_n_owned(const wp_optim *o);
+int optim_owned_chunk(const wp_optim *o, int i); /* i-th owned chunk, in the order given */
+bool optim_owns(const wp_optim *o, int chunk);
+
+/* Masters from the layout's deterministic init (chunking-independent); moments, gradient and
+ * step count zeroed. */
+int optim_init_from_seed(wp_optim *o, uint64_t seed);
+
+/* Moments, gradient and step count back to zero (masters kept), e.g. after loading weights
+ * from elsewhere. */
+int optim_reset(wp_optim *o);
+
+/* Copy one buffer of a chunk (chunk_numel floats) to or from host memory. */
+int optim_get(wp_optim *o, int chunk, wp_optim_buf which, float *host);
+int optim_set(wp_optim *o, int chunk, wp_optim_buf which, const float *host);
+
+/* The chunk's fp32 gradient accumulator (backend memory), and a drain of a travelling gradient
+ * (gt: WP_BF16 or WP_F32) into it in fp32. */
+float *optim_grad(wp_optim *o, int chunk);
+int optim_accumulate(wp_optim *o, int chunk, const void *grad, wp_dtype gt);
+
+/* Squared norm of the chunk's accumulated gradient, in fp64; inf/NaN anywhere make it
+ * non-finite. Read it before deciding the step (decision.h). */
+double optim_chunk_sumsq(wp_optim *o, int chunk);
+
+/* One AdamW step of a chunk: g = grad * grad_scale (grad_scale folds 1/loss_scale and the
+ * clip factor), bias-corrected moments, decoupled weight decay except on norms. Increments the
+ * chunk's step count and writes the new working copy (chunk_numel elements of wtype) to w_out.
+ * Never called for a skipped step, so a skip changes nothing. */
+int optim_step_chunk(wp_optim *o, int chunk, float lr, float grad_scale, void *w_out, wp_dtype wtype);
+
+/* The decided step on every owned chunk: nothing at all when d->skip (masters, moments and
+ * step counts stay bit-identical), else optim_step_chunk(c, lr, d->grad_scale) with the new
+ * working copy of the i-th owned chunk written to w_out[i]. */
+int optim_apply(wp_optim *o, const wp_step_decision *d, float lr, void *const *w_out, wp_dtype wtype);
+
+/* The working copy of the current masters, without a step (the first weights to travel). */
+int optim_working_copy(wp_optim *o, int chunk, void *w_out, wp_dtype wtype);
+
+/* Zero every owned chunk's gradient accumulator. */
+int optim_zero_grad(wp_optim *o);
+
+/* AdamW step count t of the owned chunks (they step together; -1 if they disagree). */
+int64_t optim_steps(const wp_optim *o);
+void optim_set_steps(wp_optim *o, int64_t t);
+
+/* First kernel error of the optimizer's backend, or NULL. Functions returning int give 0 on
+ * success and 1 after such an error (or a bad chunk id, recorded the same way). */
+const char *optim_error(const wp_optim *o);
+
+#endif

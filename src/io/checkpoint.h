@@ -1,0 +1,72 @@
+/* Checkpoints: the owners' fp32 masters and AdamW moments, indexed by Hugging Face tensor name
+ * so that any N or chunking can load what any other wrote.
+ *
+ *   SAVE/step-K.tmp/rank-RRRRR.safetensors  one per rank: for each tensor of its chunks <name>,
+ *                                           <name>.exp_avg, <name>.exp_avg_sq (F32)
+ *   SAVE/step-K.tmp/manifest.json           written last, by rank 0: every file's size and CRC-32,
+ *                                           step, optimizer step, loss scale, seed, data position,
+ *                                           model shape and precision
+ *   SAVE/step-K/                            the .tmp directory renamed once the manifest is in
+ *   SAVE/latest                             "step-K", replaced atomically
+ *
+ * A crash leaves at worst a step-K.tmp directory, which is never loaded. Protocol for N ranks
+ * sharing SAVE: every rank calls ckpt_write_shard; barrier; rank 0 calls ckpt_commit. */
+#ifndef WP_IO_CHECKPOINT_H
+#define WP_IO_CHECKPOINT_H
+
+#include <stdint.h>
+
+#include "fsutil.h"
+#include "model/layout.h"
+#include "optim.h"
+
+#define WP_CKPT_FORMAT "weipipe-checkpoint"
+#define WP_CKPT_VERSION 1
+
+typedef struct {
+    int64_t step;                   /* optimizer steps done: training continues with this step */
+    int64_t optimizer_step;         /* AdamW t (skipped steps do not count) */
+    double loss_scale;
+    int64_t loss_scale_clean_steps;
+    int64_t seed;
+    int64_t micro_batches;          /* M of the data order; with seed and step: the next tokens */
+    int nranks;                     /* shard files */
+    wp_model_cfg cfg;               /* shape, seq, micro-batch, precision, the writers' chunking */
+} wp_ckpt_info;
+
+/* Rank `rank` writes its owned chunks (from o) into SAVE/step-K.tmp/, creating it if needed.
+ * Several ranks may call this at the same time. Returns 0 or 1. */
+int ckpt_write_shard(const char *save_dir, int64_t step, int rank, wp_optim *o, char *err, size_t errlen);
+
+/* After every rank's ckpt_write_shard returned: checks the nranks shard files, writes the
+ * manifest, renames step-K.tmp to step-K, points latest at it, and deletes the oldest step-*
+ * directories beyond keep_last (0 keeps all) and stale step-*.tmp ones. Returns 0 or 1. */
+int ckpt_commit(const char *save_dir, int64_t step, int nranks, const wp_ckpt_info *info, int keep_last, char *err,
+                size_t errlen);
+
+/* --resume value -> step directory: a step directory itself, a save directory (its latest), or
+ * "auto" (latest in save_dir). For "auto" without any checkpoint yet, step_dir is set to "" and
+ * 0 returned (start fresh). Otherwise 2 naming the path when nothing loadable is there. */
+int ckpt_resolve(const char *resume, const char *save_dir, char *step_dir, size_t len, char *err, size_t errlen);
+
+typedef struct wp_ckpt wp_ckpt;
+
+/* Opens a finished checkpoint: refuses .tmp directories, a missing or malformed manifest, and
+ * any file whose size or CRC-32 differs from the manifest (2, naming the file and the field). */
+int ckpt_open(wp_ckpt **out, const char *step_dir, char *err, size_t errlen);
+void ckpt_close(wp_ckpt *c);
+const wp_ckpt_info *ckpt_info(const wp_ckpt *c);
+const char *ckpt_dir(const wp_ckpt *c);
+
+/* 2 naming the first model key (as its flag) where cfg differs from the checkpoint's shape
+ * (layers, widths, heads, vocabulary, RoPE theta, norm epsilon). */
+int ckpt_check_model(const wp_ckpt *c, const wp_model_cfg *cfg, char *err, size_t errlen);
+
+/* Fills the owned chunks' masters and moments by tensor name (whatever chunking wrote them)
+ * and sets the AdamW step count. The optimizer's layout must have the checkpoint's shape. */
+int ckpt_load_optim(const wp_ckpt *c, wp_optim *o, char *err, size_t errlen);
+
+/* The fp32 master of one tensor (rows*cols floats), for export and evaluation. */
+int ckpt_read_master(const wp_ckpt *c, const wp_param *p, float *dst, char *err, size_t errlen);
+
+#endif

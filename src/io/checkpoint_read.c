@@ -1,0 +1,206 @@
+/* Reading checkpoints: resolve --resume, verify the manifest and every checksum, re-split the
+ * tensors by name into whatever chunks this rank owns. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checkpoint.h"
+#include "manifest.h"
+#include "safetensors.h"
+
+struct wp_ckpt {
+    char dir[WP_PATH_MAX];
+    wp_manifest manifest;
+    st_file **files;
+};
+
+static bool ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+static void strip_slashes(char *path) {
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/') path[--n] = '\0';
+}
+
+/* SAVE/latest -> SAVE/step-K; *found = false when there is no latest file. */
+static int follow_latest(const char *save_dir, char *out, size_t len, bool *found, char *err, size_t errlen) {
+    char path[WP_PATH_MAX];
+    int rc = fs_join(path, sizeof path, save_dir, "latest", err, errlen);
+    *found = rc == 0 && fs_exists(path);
+    if (rc || !*found) return rc;
+    char *text;
+    size_t size;
+    rc = fs_read_small(path, 4096, &text, &size, err, errlen);
+    if (rc) return rc;
+    text[strcspn(text, "\r\n")] = '\0';
+    if (strncmp(text, "step-", 5) != 0 || strchr(text, '/') || ends_with(text, ".tmp"))
+        rc = io_fail(err, errlen, 2, "%s: '%s' does not name a step-K directory", path, text);
+    if (rc == 0) rc = fs_join(out, len, save_dir, text, err, errlen);
+    free(text);
+    return rc;
+}
+
+int ckpt_resolve(const char *resume, const char *save_dir, char *step_dir, size_t len, char *err, size_t errlen) {
+    step_dir[0] = '\0';
+    bool found;
+    if (strcmp(resume, "auto") == 0) {
+        if (!save_dir || !save_dir[0]) return io_fail(err, errlen, 2, "--resume auto: needs --save (the directory to resume from)");
+        return follow_latest(save_dir, step_dir, len, &found, err, errlen);
+    }
+    char path[WP_PATH_MAX], manifest[WP_PATH_MAX];
+    if (snprintf(path, sizeof path, "%s", resume) >= (int)sizeof path) return io_fail(err, errlen, 2, "--resume: path too long");
+    strip_slashes(path);
+    if (!fs_is_dir(path)) return io_fail(err, errlen, 2, "--resume: %s is not a directory", path);
+    if (ends_with(path, ".tmp")) return io_fail(err, errlen, 2, "--resume: %s is an unfinished checkpoint (.tmp): never loaded", path);
+    int rc = fs_join(manifest, sizeof manifest, path, "manifest.json", err, errlen);
+    if (rc) return rc;
+    if (fs_exists(manifest)) return snprintf(step_dir, len, "%s", path) >= (int)len ? io_fail(err, errlen, 2, "%s: path too long", path) : 0;
+    rc = follow_latest(path, step_dir, len, &found, err, errlen);
+    if (rc == 0 && !found)
+        rc = io_fail(err, errlen, 2, "--resume: %s has no manifest.json (not a finished checkpoint) and no latest file", path);
+    return rc;
+}
+
+/* The file's size and CRC-32 against the manifest entry. */
+static int verify_file(const char *path, const wp_manifest_file *mf, char *err, size_t errlen) {
+    fs_map m;
+    int rc = fs_map_file(path, &m, err, errlen);
+    if (rc) return rc;
+    if (m.size != mf->size)
+        rc = io_fail(err, errlen, 2, "%s: size %zu bytes, but the manifest says %llu (truncated or replaced)", path, m.size,
+                     (unsigned long long)mf->size);
+    uint32_t crc = rc ? 0 : fs_crc32(0, m.data, m.size);
+    if (rc == 0 && crc != mf->crc)
+        rc = io_fail(err, errlen, 2, "%s: CRC-32 %08x, but the manifest says %08x (corrupted)", path, crc, mf->crc);
+    fs_unmap(&m);
+    return rc;
+}
+
+static int open_files(wp_ckpt *c, char *err, size_t errlen) {
+    c->files = calloc((size_t)c->manifest.n_files, sizeof *c->files);
+    if (!c->files) return io_fail(err, errlen, 1, "%s: out of memory", c->dir);
+    for (int i = 0; i < c->manifest.n_files; i++) {
+        char path[WP_PATH_MAX];
+        int rc = fs_join(path, sizeof path, c->dir, c->manifest.files[i].name, err, errlen);
+        if (rc == 0 && !fs_exists(path)) rc = io_fail(err, errlen, 2, "%s: missing (listed in the manifest)", path);
+        if (rc == 0) rc = verify_file(path, &c->manifest.files[i], err, errlen);
+        if (rc == 0) rc = st_open(&c->files[i], path, err, errlen);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+int ckpt_open(wp_ckpt **out, const char *step_dir, char *err, size_t errlen) {
+    *out = NULL;
+    wp_ckpt *c = calloc(1, sizeof *c);
+    if (!c) return io_fail(err, errlen, 1, "%s: out of memory", step_dir);
+    int rc = 0;
+    char manifest[WP_PATH_MAX];
+    if (snprintf(c->dir, sizeof c->dir, "%s", step_dir) >= (int)sizeof c->dir) rc = io_fail(err, errlen, 2, "%s: path too long", step_dir);
+    strip_slashes(c->dir);
+    if (rc == 0 && ends_with(c->dir, ".tmp"))
+        rc = io_fail(err, errlen, 2, "%s: an unfinished checkpoint (.tmp): never loaded", c->dir);
+    if (rc == 0 && !fs_is_dir(c->dir)) rc = io_fail(err, errlen, 2, "%s: not a checkpoint directory", c->dir);
+    if (rc == 0) rc = fs_join(manifest, sizeof manifest, c->dir, "manifest.json", err, errlen);
+    if (rc == 0) rc = manifest_read(manifest, &c->manifest, err, errlen);
+    if (rc == 0) rc = open_files(c, err, errlen);
+    if (rc) {
+        ckpt_close(c);
+        return rc;
+    }
+    *out = c;
+    return 0;
+}
+
+void ckpt_close(wp_ckpt *c) {
+    if (!c) return;
+    for (int i = 0; c->files && i < c->manifest.n_files; i++) st_close(c->files[i]);
+    free(c->files);
+    manifest_free(&c->manifest);
+    free(c);
+}
+
+const wp_ckpt_info *ckpt_info(const wp_ckpt *c) { return &c->manifest.info; }
+const char *ckpt_dir(const wp_ckpt *c) { return c->dir; }
+
+static bool same(double a, double b) { return fabs(a - b) <= 1e-12 * fmax(fabs(a), fabs(b)); }
+
+int ckpt_check_model(const wp_ckpt *c, const wp_model_cfg *cfg, char *err, size_t errlen) {
+    const wp_model_cfg *k = &c->manifest.info.cfg;
+    const struct {
+        const char *flag;
+        double ckpt, run;
+    } keys[] = {{"num-layers", k->n_layers, cfg->n_layers},       {"hidden-size", k->h, cfg->h},
+                {"ffn-hidden-size", k->ffn, cfg->ffn},            {"num-attention-heads", k->n_heads, cfg->n_heads},
+                {"num-query-groups", k->n_kv_heads, cfg->n_kv_heads}, {"vocab-size", k->vocab, cfg->vocab},
+                {"rope-theta", k->rope_theta, cfg->rope_theta},   {"norm-eps", k->norm_eps, cfg->norm_eps}};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        if (!same(keys[i].ckpt, keys[i].run))
+            return io_fail(err, errlen, 2, "%s/manifest.json: model %s is %g, but this run has --%s %g (a different model)",
+                           c->dir, keys[i].flag, keys[i].ckpt, keys[i].flag, keys[i].run);
+    return 0;
+}
+
+/* The tensor of that name in whichever shard file holds it. */
+static const st_tensor *find(const wp_ckpt *c, const char *name, const st_file **file) {
+    for (int i = 0; i < c->manifest.n_files; i++) {
+        const st_tensor *t = st_find(c->files[i], name);
+        if (t) {
+            *file = c->files[i];
+            return t;
+        }
+    }
+    return NULL;
+}
+
+static int read_tensor(const wp_ckpt *c, const wp_param *p, const char *suffix, float *dst, char *err, size_t errlen) {
+    char name[WP_ST_NAME_MAX];
+    snprintf(name, sizeof name, "%s%s", p->name, suffix);
+    const st_file *f;
+    const st_tensor *t = find(c, name, &f);
+    if (!t) return io_fail(err, errlen, 2, "%s: tensor %s is in none of the shard files", c->dir, name);
+    if (!t->known || t->dtype != WP_F32) return io_fail(err, errlen, 2, "%s: tensor %s is %s, expected F32", st_path(f), name, t->dtype_name);
+    int rc = st_check_shape(f, t, p->rows, p->cols, err, errlen);
+    if (rc == 0) rc = st_to_f32(f, t, dst, err, errlen);
+    return rc;
+}
+
+int ckpt_read_master(const wp_ckpt *c, const wp_param *p, float *dst, char *err, size_t errlen) {
+    return read_tensor(c, p, "", dst, err, errlen);
+}
+
+static int load_chunk(const wp_ckpt *c, wp_optim *o, int chunk, float *host, char *err, size_t errlen) {
+    static const char *const suffix[3] = {"", ".exp_avg", ".exp_avg_sq"};
+    const wp_layout *L = optim_layout(o);
+    int first, end;
+    layout_chunk_params(L, chunk, &first, &end);
+    for (int kind = 0; kind < 3; kind++) {
+        for (int p = first; p < end; p++) {
+            int rc = read_tensor(c, &L->params[p], suffix[kind], host + L->params[p].offset, err, errlen);
+            if (rc) return rc;
+        }
+        if (optim_set(o, chunk, (wp_optim_buf)kind, host)) return io_fail(err, errlen, 1, "%s: %s", c->dir, optim_error(o));
+    }
+    return 0;
+}
+
+int ckpt_load_optim(const wp_ckpt *c, wp_optim *o, char *err, size_t errlen) {
+    const wp_layout *L = optim_layout(o);
+    int rc = ckpt_check_model(c, &L->cfg, err, errlen);
+    if (rc) return rc;
+    size_t most = 1;
+    for (int i = 0; i < optim_n_owned(o); i++)
+        if (L->chunk_numel[optim_owned_chunk(o, i)] > most) most = L->chunk_numel[optim_owned_chunk(o, i)];
+    float *host = malloc(most * sizeof *host);
+    if (!host) return io_fail(err, errlen, 1, "%s: out of memory for %zu floats", c->dir, most);
+    for (int i = 0; rc == 0 && i < optim_n_owned(o); i++) rc = load_chunk(c, o, optim_owned_chunk(o, i), host, err, errlen);
+    free(host);
+    if (rc == 0) {
+        optim_set_steps(o, c->manifest.info.optimizer_step);
+        if (optim_zero_grad(o)) rc = io_fail(err, errlen, 1, "%s: %s", c->dir, optim_error(o));
+    }
+    return rc;
+}

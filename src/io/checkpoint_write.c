@@ -1,0 +1,263 @@
+/* Writing checkpoints: one shard per rank (concurrently), then rank 0's commit: manifest last,
+ * rename of the whole directory, atomic `latest`, pruning. */
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "checkpoint.h"
+#include "manifest.h"
+#include "safetensors.h"
+
+static const char *const kind_suffix[3] = {"", ".exp_avg", ".exp_avg_sq"};
+
+static int step_dir_name(char *out, size_t len, const char *save_dir, int64_t step, bool tmp, char *err, size_t errlen) {
+    int n = snprintf(out, len, "%s/step-%" PRId64 "%s", save_dir, step, tmp ? ".tmp" : "");
+    if (n < 0 || (size_t)n >= len) return io_fail(err, errlen, 1, "%s: path too long", save_dir);
+    return 0;
+}
+
+/* Tensor list of a shard: per owned chunk, masters, then exp_avg, then exp_avg_sq, each in the
+ * chunk's storage order, so each (chunk, kind) is one contiguous run of the file. */
+static st_desc *shard_descs(const wp_optim *o, int *count) {
+    const wp_layout *L = optim_layout(o);
+    int n = 0;
+    for (int i = 0; i < optim_n_owned(o); i++) {
+        int first, end;
+        layout_chunk_params(L, optim_owned_chunk(o, i), &first, &end);
+        n += 3 * (end - first);
+    }
+    st_desc *d = calloc((size_t)(n > 0 ? n : 1), sizeof *d);
+    if (!d) return NULL;
+    int k = 0;
+    for (int i = 0; i < optim_n_owned(o); i++) {
+        int first, end;
+        layout_chunk_params(L, optim_owned_chunk(o, i), &first, &end);
+        for (int kind = 0; kind < 3; kind++)
+            for (int p = first; p < end; p++, k++) {
+                const wp_param *pr = &L->params[p];
+                snprintf(d[k].name, sizeof d[k].name, "%s%s", pr->name, kind_suffix[kind]);
+                d[k].dtype = WP_F32;
+                d[k].ndim = pr->cols == 1 ? 1 : 2; /* norms are 1-D, as in Hugging Face */
+                d[k].shape[0] = pr->rows;
+                d[k].shape[1] = pr->cols;
+            }
+    }
+    *count = n;
+    return d;
+}
+
+static int put_chunks(st_writer *w, wp_optim *o, char *err, size_t errlen) {
+    const wp_layout *L = optim_layout(o);
+    size_t most = 0;
+    for (int i = 0; i < optim_n_owned(o); i++)
+        if (L->chunk_numel[optim_owned_chunk(o, i)] > most) most = L->chunk_numel[optim_owned_chunk(o, i)];
+    float *host = malloc((most ? most : 1) * sizeof *host);
+    if (!host) return io_fail(err, errlen, 1, "checkpoint: out of memory for %zu floats", most);
+    int rc = 0;
+    for (int i = 0; rc == 0 && i < optim_n_owned(o); i++) {
+        int c = optim_owned_chunk(o, i);
+        for (int kind = 0; rc == 0 && kind < 3; kind++) {
+            if (optim_get(o, c, (wp_optim_buf)kind, host)) rc = io_fail(err, errlen, 1, "checkpoint: %s", optim_error(o));
+            if (rc == 0) rc = st_writer_put(w, host, L->chunk_numel[c] * sizeof *host, err, errlen);
+        }
+    }
+    free(host);
+    return rc;
+}
+
+static int write_receipt(const char *dir, int rank, uint64_t size, uint32_t crc, int64_t opt_step, char *err, size_t errlen) {
+    char path[WP_PATH_MAX], name[64], hex[16];
+    snprintf(name, sizeof name, "rank-%05d.done", rank);
+    int rc = fs_join(path, sizeof path, dir, name, err, errlen);
+    if (rc) return rc;
+    snprintf(hex, sizeof hex, "%08x", crc);
+    json_t *j = json_pack("{s:I, s:s, s:I}", "size", (json_int_t)size, "crc32", hex, "optimizer_step", (json_int_t)opt_step);
+    char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    if (!text) return io_fail(err, errlen, 1, "%s: out of memory", path);
+    rc = fs_write_file_atomic(path, text, strlen(text), err, errlen);
+    free(text);
+    return rc;
+}
+
+int ckpt_write_shard(const char *save_dir, int64_t step, int rank, wp_optim *o, char *err, size_t errlen) {
+    char dir[WP_PATH_MAX], path[WP_PATH_MAX], name[64], rank_s[16], step_s[32];
+    int rc = step_dir_name(dir, sizeof dir, save_dir, step, true, err, errlen);
+    if (rc == 0) rc = fs_mkdirs(dir, err, errlen);
+    manifest_shard_name(rank, name, sizeof name);
+    if (rc == 0) rc = fs_join(path, sizeof path, dir, name, err, errlen);
+    if (rc) return rc;
+    int64_t t = optim_steps(o);
+    if (t < 0) return io_fail(err, errlen, 1, "checkpoint: rank %d's chunks have taken different numbers of steps", rank);
+    int n;
+    st_desc *descs = shard_descs(o, &n);
+    if (!descs) return io_fail(err, errlen, 1, "checkpoint: out of memory");
+    snprintf(rank_s, sizeof rank_s, "%d", rank);
+    snprintf(step_s, sizeof step_s, "%" PRId64, t);
+    const char *keys[] = {"format", "rank", "optimizer_step"}, *values[] = {WP_CKPT_FORMAT, rank_s, step_s};
+    st_writer *w;
+    rc = st_writer_open(&w, path, descs, n, keys, values, 3, err, errlen);
+    free(descs);
+    if (rc) return rc;
+    rc = put_chunks(w, o, err, errlen);
+    uint64_t size;
+    uint32_t crc;
+    if (rc) {
+        st_writer_abort(w);
+        return rc;
+    }
+    rc = st_writer_finish(w, &size, &crc, err, errlen);
+    if (rc == 0) rc = write_receipt(dir, rank, size, crc, t, err, errlen);
+    return rc;
+}
+
+/* ---- commit (rank 0, after all shards are written) ---- */
+
+static int read_receipt(const char *dir, int rank, int64_t opt_step, wp_manifest_file *f, char *err, size_t errlen) {
+    char path[WP_PATH_MAX], name[64], shard[WP_PATH_MAX];
+    snprintf(name, sizeof name, "rank-%05d.done", rank);
+    manifest_shard_name(rank, f->name, sizeof f->name);
+    int rc = fs_join(path, sizeof path, dir, name, err, errlen);
+    if (rc == 0) rc = fs_join(shard, sizeof shard, dir, f->name, err, errlen);
+    if (rc) return rc;
+    json_error_t jerr;
+    json_t *j = json_load_file(path, 0, &jerr);
+    json_int_t size = -1, step = -1;
+    const char *hex = NULL;
+    if (!j || json_unpack(j, "{s:I, s:s, s:I}", "size", &size, "crc32", &hex, "optimizer_step", &step) != 0) {
+        json_decref(j);
+        return io_fail(err, errlen, 1, "%s: missing or unreadable: rank %d has not finished its shard", path, rank);
+    }
+    f->size = (uint64_t)size;
+    f->crc = (uint32_t)strtoul(hex, NULL, 16);
+    json_decref(j);
+    struct stat st;
+    if (stat(shard, &st) != 0 || (uint64_t)st.st_size != f->size)
+        return io_fail(err, errlen, 1, "%s: missing or not the %llu bytes its rank wrote", shard, (unsigned long long)f->size);
+    if (step != opt_step)
+        return io_fail(err, errlen, 1, "%s: optimizer step %lld, but the checkpoint's is %lld", shard, (long long)step,
+                       (long long)opt_step);
+    return 0;
+}
+
+/* rank-RRRRR.safetensors with RRRRR < nranks */
+static bool is_shard_name(const char *name, int nranks) {
+    char expect[64];
+    for (int r = 0; r < nranks; r++) {
+        manifest_shard_name(r, expect, sizeof expect);
+        if (strcmp(name, expect) == 0) return true;
+    }
+    return false;
+}
+
+/* Everything in the directory but the nranks shard files goes: receipts, and files left by an
+ * earlier, crashed attempt (perhaps with more ranks). */
+static int remove_strays(const char *dir, int nranks, char *err, size_t errlen) {
+    DIR *d = opendir(dir);
+    if (!d) return io_fail(err, errlen, 1, "%s: cannot open directory: %s", dir, strerror(errno));
+    struct dirent *e;
+    int rc = 0;
+    while (rc == 0 && (e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 || is_shard_name(e->d_name, nranks)) continue;
+        char path[WP_PATH_MAX];
+        rc = fs_join(path, sizeof path, dir, e->d_name, err, errlen);
+        if (rc == 0) rc = fs_remove_tree(path, err, errlen);
+    }
+    closedir(d);
+    return rc;
+}
+
+static int cmp_desc(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* "step-K" or "step-K.tmp": K into *step, *tmp says which; 0 when the name is neither. */
+static int parse_step_name(const char *name, int64_t *step, bool *tmp) {
+    char *end;
+    if (strncmp(name, "step-", 5) != 0 || name[5] < '0' || name[5] > '9') return 0;
+    errno = 0;
+    long long k = strtoll(name + 5, &end, 10);
+    if (errno) return 0;
+    *step = k;
+    *tmp = strcmp(end, ".tmp") == 0;
+    return *end == '\0' || *tmp;
+}
+
+static int prune(const char *save_dir, int64_t current, int keep_last, char *err, size_t errlen) {
+    DIR *d = opendir(save_dir);
+    if (!d) return io_fail(err, errlen, 1, "%s: cannot open directory: %s", save_dir, strerror(errno));
+    int64_t *steps = NULL;
+    size_t n = 0, cap = 0;
+    int rc = 0;
+    struct dirent *e;
+    while (rc == 0 && (e = readdir(d)) != NULL) {
+        int64_t k;
+        bool tmp;
+        char path[WP_PATH_MAX];
+        if (!parse_step_name(e->d_name, &k, &tmp)) continue;
+        if (tmp) {
+            /* an attempt older than the checkpoint just committed died half-way */
+            if (k < current && fs_join(path, sizeof path, save_dir, e->d_name, err, errlen) == 0) rc = fs_remove_tree(path, err, errlen);
+            continue;
+        }
+        if (n == cap) {
+            int64_t *grown = realloc(steps, (cap = cap ? 2 * cap : 16) * sizeof *steps);
+            if (!grown) {
+                rc = io_fail(err, errlen, 1, "%s: out of memory listing checkpoints", save_dir);
+                break;
+            }
+            steps = grown;
+        }
+        steps[n++] = k;
+    }
+    closedir(d);
+    qsort(steps, n, sizeof *steps, cmp_desc);
+    for (size_t i = (size_t)keep_last; rc == 0 && keep_last > 0 && i < n; i++) {
+        char path[WP_PATH_MAX];
+        if (steps[i] == current) continue;
+        rc = step_dir_name(path, sizeof path, save_dir, steps[i], false, err, errlen);
+        if (rc == 0) rc = fs_remove_tree(path, err, errlen);
+    }
+    free(steps);
+    return rc;
+}
+
+static int point_latest(const char *save_dir, int64_t step, char *err, size_t errlen) {
+    char path[WP_PATH_MAX], text[64];
+    int rc = fs_join(path, sizeof path, save_dir, "latest", err, errlen);
+    snprintf(text, sizeof text, "step-%" PRId64 "\n", step);
+    if (rc == 0) rc = fs_write_file_atomic(path, text, strlen(text), err, errlen);
+    return rc;
+}
+
+int ckpt_commit(const char *save_dir, int64_t step, int nranks, const wp_ckpt_info *info, int keep_last, char *err,
+                size_t errlen) {
+    char tmp[WP_PATH_MAX], final[WP_PATH_MAX], manifest[WP_PATH_MAX];
+    int rc = step_dir_name(tmp, sizeof tmp, save_dir, step, true, err, errlen);
+    if (rc == 0) rc = step_dir_name(final, sizeof final, save_dir, step, false, err, errlen);
+    if (rc == 0) rc = fs_join(manifest, sizeof manifest, tmp, "manifest.json", err, errlen);
+    if (rc) return rc;
+    if (nranks < 1) return io_fail(err, errlen, 1, "checkpoint: %d ranks", nranks);
+    wp_manifest_file *files = calloc((size_t)nranks, sizeof *files);
+    if (!files) return io_fail(err, errlen, 1, "checkpoint: out of memory");
+    for (int r = 0; rc == 0 && r < nranks; r++) rc = read_receipt(tmp, r, info->optimizer_step, &files[r], err, errlen);
+    wp_ckpt_info in = *info;
+    in.step = step;
+    in.nranks = nranks;
+    if (rc == 0) rc = remove_strays(tmp, nranks, err, errlen);
+    if (rc == 0) rc = manifest_write(manifest, &in, files, nranks, err, errlen);
+    free(files);
+    if (rc == 0) rc = fs_fsync_dir(tmp, err, errlen);
+    /* the same step saved again (e.g. the last step of a resumed run): the new one replaces it */
+    if (rc == 0) rc = fs_remove_tree(final, err, errlen);
+    if (rc == 0) rc = fs_rename_durable(tmp, final, err, errlen);
+    if (rc == 0) rc = point_latest(save_dir, step, err, errlen);
+    if (rc == 0) rc = prune(save_dir, step, keep_last, err, errlen);
+    return rc;
+}

@@ -1,0 +1,24 @@
+/* weipipe prepare TEXT_FILE... --out DIR [--val-fraction F] */
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "cli/cli.h"
+#include "commands.h"
+#include "io/prepare.h"
+#include "log.h"
+
+int cmd_prepare(const wp_opts *o) {
+    char err[WP_PATH_MAX + 256];
+    wp_prepare_stats st;
+    int rc = prepare_shards(o->args, o->nargs, o->out, o->val_fraction, WP_PREPARE_SHARD_TOKENS, &st, err, sizeof err);
+    if (rc) {
+        wp_error("%s", err);
+        return rc;
+    }
+    if (!o->quiet)
+        printf("prepare: %d input file%s -> %s: %" PRId64 " training tokens in %d shard%s, %" PRId64
+               " validation tokens in %d shard%s (byte vocabulary, 256)\n",
+               o->nargs, o->nargs == 1 ? "" : "s", o->out, st.train_tokens, st.train_shards, st.train_shards == 1 ? "" : "s",
+               st.val_tokens, st.val_shards, st.val_shards == 1 ? "" : "s");
+    return 0;
+}

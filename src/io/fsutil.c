@@ -1,0 +1,221 @@
+/* File-system helpers: durable writes (temp file, fsync, rename, fsync of the directory),
+ * mappings and recursive removal, each failure reported with the path it concerns. */
+#include "fsutil.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+int io_fail(char *err, size_t errlen, int rc, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+int fs_join(char *out, size_t outlen, const char *dir, const char *name, char *err, size_t errlen) {
+    int n = snprintf(out, outlen, "%s/%s", dir, name);
+    if (n < 0 || (size_t)n >= outlen) return io_fail(err, errlen, 1, "%s/%s: path too long", dir, name);
+    return 0;
+}
+
+bool fs_is_dir(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+bool fs_exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+int fs_mkdirs(const char *path, char *err, size_t errlen) {
+    char buf[WP_PATH_MAX];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return io_fail(err, errlen, 1, "%s: path too long", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+            return io_fail(err, errlen, 1, "%s: cannot create directory: %s", buf, strerror(errno));
+        *p = '/';
+    }
+    if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+        return io_fail(err, errlen, 1, "%s: cannot create directory: %s", buf, strerror(errno));
+    if (!fs_is_dir(buf)) return io_fail(err, errlen, 2, "%s: exists and is not a directory", buf);
+    return 0;
+}
+
+int fs_fsync_dir(const char *dir, char *err, size_t errlen) {
+    int fd = open(dir, O_RDONLY | O_DIRECTORY);
+    if (fd < 0) return io_fail(err, errlen, 1, "%s: cannot open directory: %s", dir, strerror(errno));
+    int rc = fsync(fd);
+    int saved = errno;
+    close(fd);
+    /* some file systems (and /proc-like mounts) refuse fsync on directories; that is not a
+     * failure of ours, the data files themselves were synced */
+    if (rc != 0 && saved != EINVAL && saved != EROFS)
+        return io_fail(err, errlen, 1, "%s: fsync of directory failed: %s", dir, strerror(saved));
+    return 0;
+}
+
+int fs_remove_tree(const char *path, char *err, size_t errlen) {
+    struct stat st;
+    if (lstat(path, &st) != 0) {
+        if (errno == ENOENT) return 0;
+        return io_fail(err, errlen, 1, "%s: cannot stat: %s", path, strerror(errno));
+    }
+    if (S_ISDIR(st.st_mode)) {
+        DIR *d = opendir(path);
+        if (!d) return io_fail(err, errlen, 1, "%s: cannot open directory: %s", path, strerror(errno));
+        struct dirent *e;
+        int rc = 0;
+        while (rc == 0 && (e = readdir(d)) != NULL) {
+            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+            char child[WP_PATH_MAX];
+            rc = fs_join(child, sizeof child, path, e->d_name, err, errlen);
+            if (rc == 0) rc = fs_remove_tree(child, err, errlen);
+        }
+        closedir(d);
+        if (rc) return rc;
+        if (rmdir(path) != 0) return io_fail(err, errlen, 1, "%s: cannot remove directory: %s", path, strerror(errno));
+        return 0;
+    }
+    if (unlink(path) != 0) return io_fail(err, errlen, 1, "%s: cannot remove: %s", path, strerror(errno));
+    return 0;
+}
+
+static void parent_dir(const char *path, char *out, size_t outlen) {
+    const char *slash = strrchr(path, '/');
+    if (!slash) {
+        snprintf(out, outlen, ".");
+        return;
+    }
+    size_t n = (size_t)(slash - path);
+    if (n == 0) n = 1; /* "/x" lives in "/" */
+    if (n >= outlen) n = outlen - 1;
+    memcpy(out, path, n);
+    out[n] = '\0';
+}
+
+int fs_rename_durable(const char *from, const char *to, char *err, size_t errlen) {
+    if (rename(from, to) != 0) return io_fail(err, errlen, 1, "%s: cannot rename to %s: %s", from, to, strerror(errno));
+    char dir[WP_PATH_MAX];
+    parent_dir(to, dir, sizeof dir);
+    return fs_fsync_dir(dir, err, errlen);
+}
+
+int fs_write_all(int fd, const void *buf, size_t n, const char *path, char *err, size_t errlen) {
+    const char *p = buf;
+    while (n > 0) {
+        size_t part = n > ((size_t)1 << 30) ? ((size_t)1 << 30) : n;
+        ssize_t w = write(fd, p, part);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return io_fail(err, errlen, 1, "%s: write failed: %s", path, w < 0 ? strerror(errno) : "no progress");
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+int fs_write_file_atomic(const char *path, const void *data, size_t n, char *err, size_t errlen) {
+    char tmp[WP_PATH_MAX];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) return io_fail(err, errlen, 1, "%s: path too long", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    if (fd < 0) return io_fail(err, errlen, 1, "%s: cannot create: %s", tmp, strerror(errno));
+    int rc = fs_write_all(fd, data, n, tmp, err, errlen);
+    if (rc == 0 && fsync(fd) != 0) rc = io_fail(err, errlen, 1, "%s: fsync failed: %s", tmp, strerror(errno));
+    if (close(fd) != 0 && rc == 0) rc = io_fail(err, errlen, 1, "%s: close failed: %s", tmp, strerror(errno));
+    if (rc == 0) rc = fs_rename_durable(tmp, path, err, errlen);
+    if (rc) unlink(tmp);
+    return rc;
+}
+
+int fs_read_small(const char *path, size_t max_bytes, char **data, size_t *size, char *err, size_t errlen) {
+    *data = NULL;
+    *size = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return io_fail(err, errlen, 2, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        close(fd);
+        return io_fail(err, errlen, 1, "%s: cannot stat: %s", path, strerror(errno));
+    }
+    if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size > max_bytes) {
+        close(fd);
+        return io_fail(err, errlen, 2, "%s: not a regular file of at most %zu bytes", path, max_bytes);
+    }
+    char *buf = malloc((size_t)st.st_size + 1);
+    if (!buf) {
+        close(fd);
+        return io_fail(err, errlen, 1, "%s: out of memory reading %lld bytes", path, (long long)st.st_size);
+    }
+    size_t got = 0;
+    while (got < (size_t)st.st_size) {
+        ssize_t r = read(fd, buf + got, (size_t)st.st_size - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            free(buf);
+            close(fd);
+            return io_fail(err, errlen, 1, "%s: read failed: %s", path, r < 0 ? strerror(errno) : "file shrank");
+        }
+        got += (size_t)r;
+    }
+    close(fd);
+    buf[got] = '\0';
+    *data = buf;
+    *size = got;
+    return 0;
+}
+
+int fs_map_file(const char *path, fs_map *m, char *err, size_t errlen) {
+    m->data = NULL;
+    m->size = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return io_fail(err, errlen, 2, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        close(fd);
+        return io_fail(err, errlen, 1, "%s: cannot stat: %s", path, strerror(errno));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return io_fail(err, errlen, 2, "%s: not a regular file", path);
+    }
+    if (st.st_size > 0) {
+        void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (p == MAP_FAILED) {
+            close(fd);
+            return io_fail(err, errlen, 1, "%s: cannot map %lld bytes: %s", path, (long long)st.st_size, strerror(errno));
+        }
+        m->data = p;
+        m->size = (size_t)st.st_size;
+    }
+    close(fd); /* the mapping stays valid */
+    return 0;
+}
+
+void fs_unmap(fs_map *m) {
+    if (m->data) munmap((void *)m->data, m->size);
+    m->data = NULL;
+    m->size = 0;
+}
+
+uint32_t fs_crc32(uint32_t crc, const void *data, size_t n) {
+    const unsigned char *p = data;
+    while (n > 0) {
+        size_t part = n > ((size_t)1 << 30) ? ((size_t)1 << 30) : n;
+        crc = (uint32_t)crc32(crc, p, (uInt)part);
+        p += part;
+        n -= part;
+    }
+    return crc;
+}

@@ -1,0 +1,52 @@
+/* File-system helpers shared by shards, checkpoints and exports. Every helper checks its system
+ * calls and reports failures as one line naming the path.
+ *
+ * Return codes used throughout src/io: 0 success, 2 bad input (a missing, unreadable or
+ * malformed file given by the user: the message names the file and the field), 1 a runtime
+ * failure (out of memory, a failed write or rename). Commands pass them on as exit codes. */
+#ifndef WP_IO_FSUTIL_H
+#define WP_IO_FSUTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define WP_PATH_MAX 4096
+
+/* Formats a message into err and returns rc (so "return io_fail(...)" reads as one step). */
+int io_fail(char *err, size_t errlen, int rc, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* dir + "/" + name into out; 1 (with a message) when it does not fit. */
+int fs_join(char *out, size_t outlen, const char *dir, const char *name, char *err, size_t errlen);
+
+bool fs_is_dir(const char *path);
+bool fs_exists(const char *path);
+
+/* mkdir -p */
+int fs_mkdirs(const char *path, char *err, size_t errlen);
+/* fsync a directory, so that renames and new entries in it survive a crash. */
+int fs_fsync_dir(const char *dir, char *err, size_t errlen);
+/* rm -r; a missing path is not an error. */
+int fs_remove_tree(const char *path, char *err, size_t errlen);
+/* rename, then fsync the directory holding the new name. */
+int fs_rename_durable(const char *from, const char *to, char *err, size_t errlen);
+
+/* write(2) until all n bytes are out. */
+int fs_write_all(int fd, const void *buf, size_t n, const char *path, char *err, size_t errlen);
+/* path.tmp written, fsync'd and renamed over path: readers see the old file or the whole new one. */
+int fs_write_file_atomic(const char *path, const void *data, size_t n, char *err, size_t errlen);
+/* A small file read whole, NUL-terminated (caller frees *data). Missing file: 2. */
+int fs_read_small(const char *path, size_t max_bytes, char **data, size_t *size, char *err, size_t errlen);
+
+/* A read-only mapping of a whole file (data is NULL for an empty file). */
+typedef struct {
+    const unsigned char *data;
+    size_t size;
+} fs_map;
+int fs_map_file(const char *path, fs_map *m, char *err, size_t errlen);
+void fs_unmap(fs_map *m);
+
+/* zlib CRC-32 of a buffer of any size. */
+uint32_t fs_crc32(uint32_t crc, const void *data, size_t n);
+
+#endif

@@ -1,0 +1,229 @@
+/* manifest.json: build, write atomically, read back with every key checked. */
+#include "manifest.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void manifest_shard_name(int rank, char *out, size_t len) { snprintf(out, len, "rank-%05d.safetensors", rank); }
+
+static json_t *model_json(const wp_model_cfg *c) {
+    char chunks[WP_MAX_CHUNKS * 8] = "";
+    for (int i = 0; i < c->n_chunks; i++) {
+        size_t n = strlen(chunks);
+        snprintf(chunks + n, sizeof chunks - n, "%s%d", i ? "," : "", c->chunk_layers[i]);
+    }
+    return json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:f, s:s}", "num-layers", c->n_layers, "hidden-size",
+                     c->h, "ffn-hidden-size", c->ffn, "num-attention-heads", c->n_heads, "num-query-groups", c->n_kv_heads,
+                     "vocab-size", c->vocab, "seq-length", c->seq, "micro-batch-size", c->mb, "rope-theta", c->rope_theta,
+                     "norm-eps", c->norm_eps, "init-std", c->init_std, "chunk-layers", chunks);
+}
+
+static json_t *files_json(const wp_manifest_file *files, int n) {
+    json_t *arr = json_array();
+    for (int i = 0; i < n; i++) {
+        char crc[16];
+        snprintf(crc, sizeof crc, "%08x", files[i].crc);
+        json_array_append_new(arr, json_pack("{s:s, s:I, s:s}", "name", files[i].name, "size", (json_int_t)files[i].size,
+                                             "crc32", crc));
+    }
+    return arr;
+}
+
+int manifest_write(const char *path, const wp_ckpt_info *in, const wp_manifest_file *files, int n_files, char *err,
+                   size_t errlen) {
+    json_t *data = json_pack("{s:I, s:I, s:i, s:i}", "next_step", (json_int_t)in->step, "micro_batches",
+                             (json_int_t)in->micro_batches, "micro_batch_size", in->cfg.mb, "seq_length", in->cfg.seq);
+    json_t *root = json_pack("{s:s, s:i, s:I, s:I, s:f, s:I, s:I, s:o, s:s, s:i, s:o, s:o}", "format", WP_CKPT_FORMAT,
+                             "version", WP_CKPT_VERSION, "step", (json_int_t)in->step, "optimizer_step",
+                             (json_int_t)in->optimizer_step, "loss_scale", in->loss_scale, "loss_scale_clean_steps",
+                             (json_int_t)in->loss_scale_clean_steps, "seed", (json_int_t)in->seed, "data", data,
+                             "precision", precision_name(in->cfg.precision), "nranks", in->nranks, "model",
+                             model_json(&in->cfg), "files", files_json(files, n_files));
+    char *text = root ? json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(17)) : NULL;
+    json_decref(root);
+    if (!text) return io_fail(err, errlen, 1, "%s: cannot build the manifest (non-finite loss scale or out of memory)", path);
+    size_t len = strlen(text);
+    int rc = fs_write_file_atomic(path, text, len, err, errlen);
+    free(text);
+    return rc;
+}
+
+/* ---- reading: every key checked, errors name the manifest and the key ---- */
+
+typedef struct {
+    const char *path;
+    char *err;
+    size_t errlen;
+} ctx;
+
+static int get_int(const ctx *x, json_t *obj, const char *key, int64_t lo, int64_t hi, int64_t *out) {
+    json_t *v = json_object_get(obj, key);
+    if (!json_is_integer(v)) return io_fail(x->err, x->errlen, 2, "%s: key %s missing or not an integer", x->path, key);
+    *out = json_integer_value(v);
+    if (*out < lo || *out > hi)
+        return io_fail(x->err, x->errlen, 2, "%s: key %s = %lld is outside [%lld, %lld]", x->path, key, (long long)*out,
+                       (long long)lo, (long long)hi);
+    return 0;
+}
+
+static int get_int32(const ctx *x, json_t *obj, const char *key, int lo, int *out) {
+    int64_t v;
+    int rc = get_int(x, obj, key, lo, INT32_MAX, &v);
+    if (rc == 0) *out = (int)v;
+    return rc;
+}
+
+static int get_num(const ctx *x, json_t *obj, const char *key, double *out) {
+    json_t *v = json_object_get(obj, key);
+    if (!json_is_number(v)) return io_fail(x->err, x->errlen, 2, "%s: key %s missing or not a number", x->path, key);
+    *out = json_number_value(v);
+    if (!isfinite(*out)) return io_fail(x->err, x->errlen, 2, "%s: key %s is not finite", x->path, key);
+    return 0;
+}
+
+static const char *get_str(const ctx *x, json_t *obj, const char *key) {
+    json_t *v = json_object_get(obj, key);
+    if (!json_is_string(v)) {
+        io_fail(x->err, x->errlen, 2, "%s: key %s missing or not a string", x->path, key);
+        return NULL;
+    }
+    return json_string_value(v);
+}
+
+static int parse_chunks(const ctx *x, const char *list, wp_model_cfg *c) {
+    int n = 0, sum = 0;
+    for (const char *p = list; *p;) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 0 || v > 1000000 || n == WP_MAX_CHUNKS || (*end && *end != ','))
+            return io_fail(x->err, x->errlen, 2, "%s: key model.chunk-layers '%s' is not a list of layer counts", x->path, list);
+        c->chunk_layers[n++] = (int)v;
+        sum += (int)v;
+        p = *end ? end + 1 : end;
+    }
+    if (n == 0 || sum != c->n_layers)
+        return io_fail(x->err, x->errlen, 2, "%s: key model.chunk-layers '%s' does not add up to num-layers %d", x->path, list,
+                       c->n_layers);
+    c->n_chunks = n;
+    return 0;
+}
+
+static int parse_shape(const ctx *x, json_t *m, wp_model_cfg *c) {
+    int rc = 0;
+    if (!json_is_object(m)) return io_fail(x->err, x->errlen, 2, "%s: key model missing or not an object", x->path);
+    if (!rc) rc = get_int32(x, m, "num-layers", 1, &c->n_layers);
+    if (!rc) rc = get_int32(x, m, "hidden-size", 1, &c->h);
+    if (!rc) rc = get_int32(x, m, "ffn-hidden-size", 1, &c->ffn);
+    if (!rc) rc = get_int32(x, m, "num-attention-heads", 1, &c->n_heads);
+    if (!rc) rc = get_int32(x, m, "num-query-groups", 1, &c->n_kv_heads);
+    if (!rc) rc = get_int32(x, m, "vocab-size", 2, &c->vocab);
+    if (!rc) rc = get_int32(x, m, "seq-length", 1, &c->seq);
+    if (!rc) rc = get_int32(x, m, "micro-batch-size", 1, &c->mb);
+    if (rc) return rc;
+    if (c->h % c->n_heads || (c->h / c->n_heads) % 2 || c->n_heads % c->n_kv_heads)
+        return io_fail(x->err, x->errlen, 2, "%s: model heads (%d query, %d key/value) do not divide hidden-size %d into even heads",
+                       x->path, c->n_heads, c->n_kv_heads, c->h);
+    c->head_dim = c->h / c->n_heads;
+    return 0;
+}
+
+static int parse_model(const ctx *x, json_t *m, wp_model_cfg *c) {
+    int rc = parse_shape(x, m, c);
+    if (!rc) rc = get_num(x, m, "rope-theta", &c->rope_theta);
+    if (!rc) rc = get_num(x, m, "norm-eps", &c->norm_eps);
+    if (!rc) rc = get_num(x, m, "init-std", &c->init_std);
+    const char *chunks = rc ? NULL : get_str(x, m, "chunk-layers");
+    if (!rc && !chunks) rc = 2;
+    if (!rc) rc = parse_chunks(x, chunks, c);
+    return rc;
+}
+
+static int parse_precision(const ctx *x, json_t *root, wp_precision *p) {
+    const char *name = get_str(x, root, "precision");
+    if (!name) return 2;
+    for (int i = WP_PREC_MIXED; i <= WP_PREC_FP32; i++)
+        if (strcmp(name, precision_name((wp_precision)i)) == 0) {
+            *p = (wp_precision)i;
+            return 0;
+        }
+    return io_fail(x->err, x->errlen, 2, "%s: key precision '%s' is not mixed|bf16|fp32", x->path, name);
+}
+
+static int parse_file(const ctx *x, json_t *f, int i, wp_manifest_file *out) {
+    json_t *name = json_object_get(f, "name"), *crc = json_object_get(f, "crc32");
+    int64_t size;
+    if (!json_is_string(name) || strlen(json_string_value(name)) >= sizeof out->name || strchr(json_string_value(name), '/'))
+        return io_fail(x->err, x->errlen, 2, "%s: files[%d].name missing or not a plain file name", x->path, i);
+    snprintf(out->name, sizeof out->name, "%s", json_string_value(name));
+    int rc = get_int(x, f, "size", 0, INT64_MAX, &size);
+    if (rc) return rc;
+    out->size = (uint64_t)size;
+    char *end = NULL;
+    unsigned long v = json_is_string(crc) ? strtoul(json_string_value(crc), &end, 16) : 0;
+    if (!json_is_string(crc) || strlen(json_string_value(crc)) != 8 || *end || v > 0xffffffffUL)
+        return io_fail(x->err, x->errlen, 2, "%s: files[%d].crc32 missing or not 8 hex digits", x->path, i);
+    out->crc = (uint32_t)v;
+    return 0;
+}
+
+static int parse_files(const ctx *x, json_t *arr, wp_manifest *m) {
+    if (!json_is_array(arr) || json_array_size(arr) == 0 || json_array_size(arr) > 1000000)
+        return io_fail(x->err, x->errlen, 2, "%s: key files missing or empty", x->path);
+    m->n_files = (int)json_array_size(arr);
+    m->files = calloc((size_t)m->n_files, sizeof *m->files);
+    if (!m->files) return io_fail(x->err, x->errlen, 1, "%s: out of memory", x->path);
+    for (int i = 0; i < m->n_files; i++) {
+        int rc = parse_file(x, json_array_get(arr, (size_t)i), i, &m->files[i]);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+static int parse_root(const ctx *x, json_t *root, wp_manifest *m) {
+    wp_ckpt_info *in = &m->info;
+    const char *format = get_str(x, root, "format");
+    if (!format) return 2;
+    if (strcmp(format, WP_CKPT_FORMAT) != 0) return io_fail(x->err, x->errlen, 2, "%s: key format is '%s', not %s", x->path, format, WP_CKPT_FORMAT);
+    int64_t version, nranks = 0;
+    int rc = get_int(x, root, "version", WP_CKPT_VERSION, WP_CKPT_VERSION, &version);
+    if (!rc) rc = get_int(x, root, "step", 0, INT64_MAX, &in->step);
+    if (!rc) rc = get_int(x, root, "optimizer_step", 0, INT64_MAX, &in->optimizer_step);
+    if (!rc) rc = get_num(x, root, "loss_scale", &in->loss_scale);
+    if (!rc) rc = get_int(x, root, "loss_scale_clean_steps", 0, INT64_MAX, &in->loss_scale_clean_steps);
+    if (!rc) rc = get_int(x, root, "seed", INT64_MIN, INT64_MAX, &in->seed);
+    if (!rc) rc = get_int(x, json_object_get(root, "data"), "micro_batches", 1, INT32_MAX, &in->micro_batches);
+    if (!rc) rc = get_int(x, root, "nranks", 1, 1000000, &nranks);
+    if (!rc) rc = parse_precision(x, root, &in->cfg.precision);
+    if (!rc) rc = parse_model(x, json_object_get(root, "model"), &in->cfg);
+    if (!rc) rc = parse_files(x, json_object_get(root, "files"), m);
+    if (!rc && !(in->loss_scale > 0)) rc = io_fail(x->err, x->errlen, 2, "%s: key loss_scale %g is not positive", x->path, in->loss_scale);
+    in->nranks = (int)nranks;
+    return rc;
+}
+
+int manifest_read(const char *path, wp_manifest *m, char *err, size_t errlen) {
+    memset(m, 0, sizeof *m);
+    if (!fs_exists(path)) return io_fail(err, errlen, 2, "%s: missing: not a finished checkpoint", path);
+    char *text;
+    size_t size;
+    int rc = fs_read_small(path, (size_t)64 << 20, &text, &size, err, errlen);
+    if (rc) return rc;
+    json_error_t jerr;
+    json_t *root = json_loadb(text, size, JSON_REJECT_DUPLICATES, &jerr);
+    free(text);
+    ctx x = {path, err, errlen};
+    if (!json_is_object(root)) rc = io_fail(err, errlen, 2, "%s: not a JSON object (%s, line %d)", path, root ? "wrong type" : jerr.text, jerr.line);
+    else rc = parse_root(&x, root, m);
+    json_decref(root);
+    if (rc) manifest_free(m);
+    return rc;
+}
+
+void manifest_free(wp_manifest *m) {
+    free(m->files);
+    m->files = NULL;
+    m->n_files = 0;
+}

@@ -1,0 +1,40 @@
+/* A checkpoint's manifest.json (private to src/io): the checkpoint info plus every shard
+ * file's size and CRC-32. Model keys are spelled as the flags (num-layers, hidden-size, ...),
+ * so the manifest reads like a config file.
+ *
+ * {"format": "weipipe-checkpoint", "version": 1, "step": K, "optimizer_step": t,
+ *  "loss_scale": x, "loss_scale_clean_steps": n, "seed": s,
+ *  "data": {"next_step": K, "micro_batches": M, "micro_batch_size": b, "seq_length": s},
+ *  "precision": "mixed", "nranks": N,
+ *  "model": {"num-layers": L, "hidden-size": h, ..., "chunk-layers": "2,2"},
+ *  "files": [{"name": "rank-00000.safetensors", "size": bytes, "crc32": "8 hex digits"}, ...]} */
+#ifndef WP_IO_MANIFEST_H
+#define WP_IO_MANIFEST_H
+
+#include <stdint.h>
+
+#include "checkpoint.h"
+
+typedef struct {
+    char name[64];
+    uint64_t size;
+    uint32_t crc;
+} wp_manifest_file;
+
+typedef struct {
+    wp_ckpt_info info;
+    int n_files;
+    wp_manifest_file *files;
+} wp_manifest;
+
+/* Written atomically (temp file, fsync, rename). */
+int manifest_write(const char *path, const wp_ckpt_info *info, const wp_manifest_file *files, int n_files, char *err,
+                   size_t errlen);
+/* Missing: 2 "not a finished checkpoint"; malformed: 2 naming the key. */
+int manifest_read(const char *path, wp_manifest *m, char *err, size_t errlen);
+void manifest_free(wp_manifest *m);
+
+/* Shard file name of a rank. */
+void manifest_shard_name(int rank, char *out, size_t len);
+
+#endif

@@ -1,0 +1,189 @@
+/* weipipe prepare: byte-level shards from text files, all-or-nothing. */
+#include "prepare.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "shard.h"
+
+/* A numbered run of shards (train_000.bin, train_001.bin, ...) filled in order. */
+typedef struct {
+    const char *dir, *prefix;
+    int64_t shard_tokens;
+    int n, cap;
+    wp_shard_writer *w; /* w[n-1] is open, earlier ones are closed */
+    int64_t tokens;
+} shard_run;
+
+static int run_next(shard_run *r, char *err, size_t errlen) {
+    if (r->n == r->cap) {
+        int cap = r->cap ? 2 * r->cap : 4;
+        wp_shard_writer *grown = realloc(r->w, (size_t)cap * sizeof *grown);
+        if (!grown) return io_fail(err, errlen, 1, "prepare: out of memory");
+        r->w = grown;
+        r->cap = cap;
+    }
+    if (r->n > 0) {
+        int rc = shard_writer_close(&r->w[r->n - 1], err, errlen);
+        if (rc) return rc;
+    }
+    char name[64], path[WP_PATH_MAX];
+    snprintf(name, sizeof name, "%s_%03d.bin", r->prefix, r->n);
+    int rc = fs_join(path, sizeof path, r->dir, name, err, errlen);
+    if (rc == 0) rc = shard_writer_open(&r->w[r->n], path, err, errlen);
+    if (rc == 0) r->n++;
+    return rc;
+}
+
+static int run_append(shard_run *r, const uint16_t *tok, size_t n, char *err, size_t errlen) {
+    while (n > 0) {
+        if (r->n == 0 || r->w[r->n - 1].n_tokens == r->shard_tokens) {
+            int rc = run_next(r, err, errlen);
+            if (rc) return rc;
+        }
+        wp_shard_writer *w = &r->w[r->n - 1];
+        size_t room = (size_t)(r->shard_tokens - w->n_tokens), part = n < room ? n : room;
+        int rc = shard_writer_append(w, tok, part, err, errlen);
+        if (rc) return rc;
+        r->tokens += (int64_t)part;
+        tok += part;
+        n -= part;
+    }
+    return 0;
+}
+
+static void run_abort(shard_run *r) {
+    for (int i = 0; i < r->n; i++) shard_writer_abort(&r->w[i]);
+    free(r->w);
+    r->w = NULL;
+    r->n = 0;
+}
+
+static int run_close(shard_run *r, char *err, size_t errlen) {
+    return r->n > 0 ? shard_writer_close(&r->w[r->n - 1], err, errlen) : 0;
+}
+
+static int run_commit(shard_run *r, char *err, size_t errlen) {
+    for (int i = 0; i < r->n; i++) {
+        int rc = shard_writer_commit(&r->w[i], err, errlen);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+/* Shards numbered from r->n on are left over from an earlier run with more data. */
+static int run_remove_stale(const shard_run *r, char *err, size_t errlen) {
+    for (int i = r->n;; i++) {
+        char name[64], path[WP_PATH_MAX];
+        snprintf(name, sizeof name, "%s_%03d.bin", r->prefix, i);
+        int rc = fs_join(path, sizeof path, r->dir, name, err, errlen);
+        if (rc) return rc;
+        if (!fs_exists(path)) return 0;
+        if (unlink(path) != 0) return io_fail(err, errlen, 1, "%s: cannot remove a stale shard: %s", path, strerror(errno));
+    }
+}
+
+typedef struct {
+    shard_run train, val;
+    double val_fraction;
+} prep;
+
+/* One input: its head to train, its tail to val, each part opened by the boundary token 0. */
+static int add_document(prep *p, const char *path, int fd, uint64_t size, char *err, size_t errlen) {
+    uint64_t n_val = (uint64_t)llround(p->val_fraction * (double)size), n_train = size - n_val;
+    static const uint16_t boundary = 0;
+    int rc = 0;
+    if (n_train > 0) rc = run_append(&p->train, &boundary, 1, err, errlen);
+    if (rc == 0 && n_val > 0) rc = run_append(&p->val, &boundary, 1, err, errlen);
+    enum { BUF = 1 << 20 };
+    unsigned char *bytes = malloc(BUF);
+    uint16_t *tok = malloc(BUF * sizeof *tok);
+    if (!bytes || !tok) rc = io_fail(err, errlen, 1, "prepare: out of memory");
+    for (uint64_t done = 0; rc == 0 && done < size;) {
+        ssize_t got = read(fd, bytes, BUF);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) {
+            rc = io_fail(err, errlen, 1, "%s: read failed: %s", path, got < 0 ? strerror(errno) : "file shrank");
+            break;
+        }
+        size_t m = (size_t)got < size - done ? (size_t)got : (size_t)(size - done);
+        for (size_t i = 0; i < m; i++) tok[i] = bytes[i];
+        /* bytes [done, done+m) split at n_train */
+        size_t to_train = done >= n_train ? 0 : (size_t)(n_train - done < m ? n_train - done : m);
+        rc = run_append(&p->train, tok, to_train, err, errlen);
+        if (rc == 0) rc = run_append(&p->val, tok + to_train, m - to_train, err, errlen);
+        done += m;
+    }
+    free(bytes);
+    free(tok);
+    return rc;
+}
+
+/* Every input is opened before anything is written: a missing one costs nothing. */
+static int open_inputs(const char *const *inputs, int n, int *fds, uint64_t *sizes, char *err, size_t errlen) {
+    for (int i = 0; i < n; i++) {
+        struct stat st;
+        fds[i] = open(inputs[i], O_RDONLY | O_CLOEXEC);
+        if (fds[i] < 0) return io_fail(err, errlen, 2, "%s: cannot read input: %s", inputs[i], strerror(errno));
+        if (fstat(fds[i], &st) != 0 || !S_ISREG(st.st_mode))
+            return io_fail(err, errlen, 2, "%s: not a regular file", inputs[i]);
+        sizes[i] = (uint64_t)st.st_size;
+    }
+    return 0;
+}
+
+static int check_args(int n_inputs, const char *out_dir, double val_fraction, int64_t shard_tokens, char *err, size_t errlen) {
+    if (n_inputs < 1) return io_fail(err, errlen, 2, "prepare: give at least one input text file");
+    if (!out_dir || !out_dir[0]) return io_fail(err, errlen, 2, "--out: the output directory is required");
+    if (!(val_fraction >= 0 && val_fraction < 1)) return io_fail(err, errlen, 2, "--val-fraction: %g must be in [0, 1)", val_fraction);
+    if (shard_tokens < 2 || shard_tokens > WP_SHARD_MAX_TOKENS)
+        return io_fail(err, errlen, 2, "prepare: shard size %lld tokens out of range", (long long)shard_tokens);
+    return 0;
+}
+
+static int write_all(prep *p, const char *const *inputs, int n, const int *fds, const uint64_t *sizes, char *err,
+                     size_t errlen) {
+    int rc = fs_mkdirs(p->train.dir, err, errlen);
+    for (int i = 0; rc == 0 && i < n; i++) rc = add_document(p, inputs[i], fds[i], sizes[i], err, errlen);
+    if (rc == 0) rc = run_close(&p->train, err, errlen);
+    if (rc == 0) rc = run_close(&p->val, err, errlen);
+    /* every shard is complete on disk before the first one takes its final name */
+    if (rc == 0) rc = run_commit(&p->train, err, errlen);
+    if (rc == 0) rc = run_commit(&p->val, err, errlen);
+    if (rc == 0) rc = run_remove_stale(&p->train, err, errlen);
+    if (rc == 0) rc = run_remove_stale(&p->val, err, errlen);
+    return rc;
+}
+
+int prepare_shards(const char *const *inputs, int n_inputs, const char *out_dir, double val_fraction, int64_t shard_tokens,
+                   wp_prepare_stats *stats, char *err, size_t errlen) {
+    memset(stats, 0, sizeof *stats);
+    int rc = check_args(n_inputs, out_dir, val_fraction, shard_tokens, err, errlen);
+    if (rc) return rc;
+    int *fds = malloc((size_t)n_inputs * sizeof *fds);
+    uint64_t *sizes = malloc((size_t)n_inputs * sizeof *sizes);
+    if (!fds || !sizes) rc = io_fail(err, errlen, 1, "prepare: out of memory");
+    for (int i = 0; fds && i < n_inputs; i++) fds[i] = -1;
+    if (rc == 0) rc = open_inputs(inputs, n_inputs, fds, sizes, err, errlen);
+    prep p = {.train = {out_dir, "train", shard_tokens, 0, 0, NULL, 0},
+              .val = {out_dir, "val", shard_tokens, 0, 0, NULL, 0},
+              .val_fraction = val_fraction};
+    if (rc == 0) rc = write_all(&p, inputs, n_inputs, fds, sizes, err, errlen);
+    stats->train_tokens = p.train.tokens;
+    stats->val_tokens = p.val.tokens;
+    stats->train_shards = p.train.n;
+    stats->val_shards = p.val.n;
+    run_abort(&p.train); /* after a commit only frees; otherwise removes the temp files */
+    run_abort(&p.val);
+    for (int i = 0; fds && i < n_inputs; i++)
+        if (fds[i] >= 0) close(fds[i]);
+    free(fds);
+    free(sizes);
+    return rc;
+}

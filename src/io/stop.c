@@ -1,0 +1,34 @@
+/* Flag-setting signal handlers for a graceful stop. */
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <errno.h>
+
+#include "stop.h"
+
+static volatile sig_atomic_t received;
+
+static void on_signal(int sig) {
+    received = sig;
+    /* the next signal of this kind takes the default action (terminate) */
+    signal(sig, SIG_DFL);
+}
+
+int stop_install(char *err, size_t errlen) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    const int sigs[] = {SIGTERM, SIGINT};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+        if (sigaction(sigs[i], &sa, NULL) != 0) {
+            snprintf(err, errlen, "sigaction(%s): %s", strsignal(sigs[i]), strerror(errno));
+            return 1;
+        }
+    return 0;
+}
+
+int stop_requested(void) { return received; }
+
+void stop_clear(void) { received = 0; }

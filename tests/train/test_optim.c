@@ -1,0 +1,292 @@
+/* Optimizer pieces: AdamW against a double-precision reference over several steps (decay on
+ * matrices and embeddings, none on norms), the working copy in each wire dtype, learning-rate
+ * schedules against closed forms, the clip factor and the loss-scaler state machine on scripted
+ * sequences, and a skipped step leaving everything bit-identical. */
+#include <float.h>
+
+#include "decision.h"
+#include "lr_schedule.h"
+#include "optim.h"
+#include "tu.h"
+
+typedef struct {
+    double *p, *m, *v;
+    double *m_size; /* m with every term's magnitude: the scale its rounding errors live on */
+} ref_state;
+
+/* AdamW as Loshchilov & Hutter with PyTorch's bias correction, in double. */
+static void ref_step(ref_state *r, const float *grad, size_t n, const wp_layout *L, int chunk, double lr, double scale,
+                     const wp_adamw_hparams *hp, int t) {
+    int first, end;
+    layout_chunk_params(L, chunk, &first, &end);
+    for (int i = first; i < end; i++) {
+        const wp_param *p = &L->params[i];
+        double wd = p->kind == WP_PARAM_NORM ? 0.0 : hp->weight_decay;
+        for (size_t j = p->offset; j < p->offset + (size_t)p->rows * p->cols && j < n; j++) {
+            double g = (double)grad[j] * scale;
+            r->m[j] = hp->beta1 * r->m[j] + (1 - hp->beta1) * g;
+            r->m_size[j] = hp->beta1 * r->m_size[j] + (1 - hp->beta1) * fabs(g);
+            r->v[j] = hp->beta2 * r->v[j] + (1 - hp->beta2) * g * g;
+            double mhat = r->m[j] / (1 - pow(hp->beta1, t)), vhat = r->v[j] / (1 - pow(hp->beta2, t));
+            r->p[j] -= lr * (mhat / (sqrt(vhat) + hp->eps) + wd * r->p[j]);
+        }
+    }
+}
+
+/* Worst |x - ref| / (|ref| + floor) over a buffer. */
+static double rel_err(const float *x, const double *ref, size_t n, double floor) {
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) worst = fmax(worst, fabs((double)x[i] - ref[i]) / (fabs(ref[i]) + floor));
+    return worst;
+}
+
+/* Worst |x - ref| / size: m is a signed sum that can cancel, so its error is judged against
+ * the sum of its terms' magnitudes. */
+static double err_vs_size(const float *x, const double *ref, const double *size, size_t n) {
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) worst = fmax(worst, fabs((double)x[i] - ref[i]) / size[i]);
+    return worst;
+}
+
+static void test_adamw(wp_kern *k, double wd, int chunks) {
+    wp_model_cfg cfg;
+    tu_model(&cfg, 3, 12, 2, 1, 20, 37);
+    model_cfg_even_chunks(&cfg, chunks);
+    wp_layout L;
+    char err[256];
+    CHECK(layout_build(&cfg, &L, err, sizeof err) == 0, "layout: %s", err);
+    wp_adamw_hparams hp = {0.9, 0.95, 1e-8, wd};
+    int owned[8];
+    for (int c = 0; c < chunks; c++) owned[c] = chunks - 1 - c; /* any order */
+    wp_optim *o = optim_create(&L, k, owned, chunks, &hp, err, sizeof err);
+    CHECK(o != NULL, "optim_create: %s", err);
+    CHECK(optim_init_from_seed(o, 7) == 0, "init: %s", optim_error(o));
+    uint64_t rng = 1000 + (uint64_t)chunks;
+    double worst_p = 0, worst_mv = 0;
+    for (int c = 0; c < chunks; c++) {
+        size_t n = L.chunk_numel[c];
+        ref_state r = {calloc(n, 8), calloc(n, 8), calloc(n, 8), calloc(n, 8)};
+        float *host = malloc(n * 4), *grad = malloc(n * 4), *m = malloc(n * 4), *v = malloc(n * 4);
+        uint16_t *w16 = malloc(n * 2);
+        optim_get(o, c, WP_OPT_MASTER, host);
+        for (size_t j = 0; j < n; j++) r.p[j] = host[j];
+        for (int t = 1; t <= 6; t++) {
+            double lr = 1e-2 / t, scale = 1.0 / (1 << t); /* scale: 1/loss_scale times a clip factor */
+            for (size_t j = 0; j < n; j++) grad[j] = (float)(tu_normal(&rng) * (1 << t) * 0.1);
+            optim_set(o, c, WP_OPT_GRAD, grad);
+            wp_dtype wt = t % 3 == 0 ? WP_F16 : t % 3 == 1 ? WP_BF16 : WP_F32;
+            CHECK(optim_step_chunk(o, c, (float)lr, (float)scale, w16, WP_F16) == 0, "step: %s", optim_error(o));
+            ref_step(&r, grad, n, &L, c, (float)lr, (float)scale, &hp, t);
+            optim_get(o, c, WP_OPT_MASTER, host);
+            optim_get(o, c, WP_OPT_EXP_AVG, m);
+            optim_get(o, c, WP_OPT_EXP_AVG_SQ, v);
+            /* fp32 arithmetic against double: a few ulp (6e-8 each) per step on m, v and the
+             * update, so 6 steps stay far below 1e-5; the masters' floor is the size of one
+             * update (lr), so values crossing zero are judged fairly */
+            worst_p = fmax(worst_p, rel_err(host, r.p, n, lr));
+            worst_mv = fmax(worst_mv, fmax(err_vs_size(m, r.m, r.m_size, n), rel_err(v, r.v, n, 1e-30)));
+            /* the working copy is the master rounded once to the wire dtype */
+            void *w = malloc(n * 4);
+            optim_working_copy(o, c, w, wt);
+            int bad = 0;
+            for (size_t j = 0; j < n; j++) {
+                float want = wp_round_to(host[j], wt);
+                float got = wt == WP_F32 ? ((float *)w)[j] : wt == WP_F16 ? wp_f16_to_f32(((uint16_t *)w)[j]) : wp_bf16_to_f32(((uint16_t *)w)[j]);
+                bad += got != want;
+            }
+            CHECK(bad == 0, "working copy in %s: %d elements differ from the rounded master", wp_dtype_name(wt), bad);
+            for (size_t j = 0; j < n; j++) bad += wp_f16_to_f32(w16[j]) != wp_round_to(host[j], WP_F16);
+            CHECK(bad == 0, "optim_step_chunk's fp16 working copy: %d elements differ", bad);
+            free(w);
+        }
+        free(r.p), free(r.m), free(r.v), free(r.m_size), free(host), free(grad), free(m), free(v), free(w16);
+    }
+    CHECK(optim_steps(o) == 6, "step count %lld, want 6", (long long)optim_steps(o));
+    CHECK(worst_p < 1e-5, "masters: worst relative error %.3g against the fp64 reference (tolerance 1e-5)", worst_p);
+    CHECK(worst_mv < 1e-5, "moments: worst relative error %.3g (tolerance 1e-5)", worst_mv);
+    printf("adamw wd=%.2f chunks=%d: masters rel err %.2e, moments %.2e over 6 steps\n", wd, chunks, worst_p, worst_mv);
+    optim_destroy(o);
+    layout_free(&L);
+}
+
+/* With zero gradients and fresh moments the update is pure decay: norms must not move,
+ * matrices shrink by exactly (1 - lr*wd) in fp32. */
+static void test_no_decay_on_norms(wp_kern *k) {
+    wp_model_cfg cfg;
+    tu_model(&cfg, 2, 8, 2, 2, 24, 11);
+    wp_layout L;
+    char err[256];
+    layout_build(&cfg, &L, err, sizeof err);
+    wp_adamw_hparams hp = {0.9, 0.95, 1e-8, 0.5};
+    int c0 = 0;
+    wp_optim *o = optim_create(&L, k, &c0, 1, &hp, err, sizeof err);
+    optim_init_from_seed(o, 3);
+    size_t n = L.chunk_numel[0];
+    float *before = malloc(n * 4), *after = malloc(n * 4), *w = malloc(n * 4);
+    uint64_t rng = 5;
+    for (size_t j = 0; j < n; j++) before[j] = (float)(1 + tu_normal(&rng));
+    optim_set(o, 0, WP_OPT_MASTER, before);
+    optim_step_chunk(o, 0, 0.1f, 1.0f, w, WP_F32);
+    optim_get(o, 0, WP_OPT_MASTER, after);
+    int norm_moved = 0, matrix_wrong = 0, norms = 0;
+    for (int i = 0; i < L.n_params; i++) {
+        const wp_param *p = &L.params[i];
+        for (size_t j = p->offset; j < p->offset + (size_t)p->rows * p->cols; j++) {
+            if (p->kind == WP_PARAM_NORM) norms++, norm_moved += after[j] != before[j];
+            else matrix_wrong += fabsf(after[j] - before[j] * (1 - 0.1f * 0.5f)) > 2 * FLT_EPSILON * fabsf(before[j]);
+        }
+    }
+    CHECK(norms > 0 && norm_moved == 0, "%d of %d norm weights decayed", norm_moved, norms);
+    CHECK(matrix_wrong == 0, "%d matrix/embedding weights did not decay by (1 - lr*wd)", matrix_wrong);
+    free(before), free(after), free(w);
+    optim_destroy(o);
+    layout_free(&L);
+}
+
+static void check_lr(const wp_lr_schedule *s, int64_t step, double want, const char *what) {
+    double got = lr_at(s, step);
+    CHECK(fabs(got - want) <= 1e-12 * fmax(1e-3, fabs(want)), "%s at step %lld: %.15g, want %.15g", what, (long long)step, got, want);
+}
+
+static void test_schedule(void) {
+    wp_lr_schedule s = {.lr = 3e-3, .min_lr = 3e-4, .warmup_steps = 10, .total_steps = 110, .decay = WP_LR_COSINE};
+    check_lr(&s, 0, 3e-4, "warm-up");            /* lr * 1/10 */
+    check_lr(&s, 4, 1.5e-3, "warm-up");          /* lr * 5/10 */
+    check_lr(&s, 9, 3e-3, "warm-up end");
+    check_lr(&s, 10, 3e-3, "cosine start");
+    check_lr(&s, 60, (3e-3 + 3e-4) / 2, "cosine midpoint");
+    check_lr(&s, 35, 3e-4 + 2.7e-3 * (1 + cos(M_PI / 4)) / 2, "cosine quarter");
+    check_lr(&s, 110, 3e-4, "cosine end");
+    check_lr(&s, 500, 3e-4, "beyond the end");
+    s.decay = WP_LR_LINEAR;
+    check_lr(&s, 85, 3e-4 + 2.7e-3 * 0.25, "linear 3/4");
+    check_lr(&s, 110, 3e-4, "linear end");
+    s.decay = WP_LR_CONSTANT;
+    check_lr(&s, 85, 3e-3, "constant");
+    check_lr(&s, 3, 1.2e-3, "constant warm-up");
+    s.warmup_steps = 0;
+    s.decay = WP_LR_COSINE;
+    check_lr(&s, 0, 3e-3, "no warm-up");
+    int monotone = 1;
+    for (int64_t k = 1; k <= 110; k++) monotone &= lr_at(&s, k) <= lr_at(&s, k - 1);
+    CHECK(monotone, "cosine decay is not monotone");
+}
+
+static void test_clip(void) {
+    /* norm of the true gradient = sqrt(sumsq) / loss_scale */
+    wp_step_decision d = step_decide(16.0 * 1024 * 1024, 1024, 1.0);
+    CHECK(!d.skip && fabs(d.grad_norm - 4.0) < 1e-15, "norm %g, want 4", d.grad_norm);
+    CHECK(fabs(d.clip_factor - 1.0 / (4.0 + 1e-6)) < 1e-15, "clip factor %.17g", d.clip_factor);
+    CHECK(d.grad_scale == (float)(d.clip_factor / 1024), "grad_scale %.9g", (double)d.grad_scale);
+    d = step_decide(0.25, 1, 1.0);
+    CHECK(d.clip_factor == 1.0 && d.grad_scale == 1.0f, "a norm of 0.5 under clip 1 must not be clipped (%g)", d.clip_factor);
+    d = step_decide(100, 1, 0);
+    CHECK(d.clip_factor == 1.0 && d.grad_norm == 10.0, "clip 0 disables clipping (%g)", d.clip_factor);
+    CHECK(step_decide(INFINITY, 8, 1).skip && step_decide(NAN, 8, 1).skip && step_decide(-INFINITY, 1, 1).skip,
+          "a non-finite norm must skip");
+    /* per-chunk slots summed across ranks in any order give the chunk-order sum exactly */
+    double chunk[5] = {1e-3, 7.25, 3e8, 1e-12, 42.0}, ranks[3][5] = {{0}}, a[5] = {0}, b[5] = {0};
+    for (int c = 0; c < 5; c++) ranks[c % 3][c] = chunk[c];
+    for (int c = 0; c < 5; c++) a[c] = (ranks[0][c] + ranks[1][c]) + ranks[2][c], b[c] = ranks[2][c] + (ranks[1][c] + ranks[0][c]);
+    CHECK(grad_total_sumsq(a, 5) == grad_total_sumsq(chunk, 5) && grad_total_sumsq(b, 5) == grad_total_sumsq(chunk, 5),
+          "per-chunk exchange is not order-independent");
+}
+
+static void test_scaler(void) {
+    wp_loss_scaler s = loss_scaler_init(WP_PREC_MIXED, 1024, 3);
+    /* script: finite x3 -> double; inf -> halve; finite x2; nan -> halve; finite x3 -> double */
+    const bool finite[] = {1, 1, 1, 0, 1, 1, 0, 1, 1, 1};
+    const double want[] = {1024, 1024, 2048, 1024, 1024, 1024, 512, 512, 512, 1024};
+    for (int i = 0; i < 10; i++) {
+        wp_step_decision d = step_decide(finite[i] ? 4.0 : INFINITY, s.scale, 1.0);
+        CHECK(d.skip == !finite[i], "step %d: skip %d", i, d.skip);
+        s = loss_scaler_next(s, !d.skip);
+        CHECK(s.scale == want[i], "step %d: scale %g, want %g", i, s.scale, want[i]);
+    }
+    s = loss_scaler_init(WP_PREC_MIXED, 2, 1000);
+    for (int i = 0; i < 5; i++) s = loss_scaler_next(s, false);
+    CHECK(s.scale == WP_LOSS_SCALE_MIN, "scale backs off to the floor %g, got %g", WP_LOSS_SCALE_MIN, s.scale);
+    s = loss_scaler_init(WP_PREC_MIXED, WP_LOSS_SCALE_MAX, 1);
+    s = loss_scaler_next(s, true);
+    CHECK(s.scale == WP_LOSS_SCALE_MAX, "scale grows past the cap: %g", s.scale);
+    for (int p = WP_PREC_BF16; p <= WP_PREC_FP32; p++) {
+        s = loss_scaler_init((wp_precision)p, 65536, 2);
+        for (int i = 0; i < 6; i++) s = loss_scaler_next(s, i % 2 == 0);
+        CHECK(s.scale == 1.0 && !s.dynamic, "%s: scale %g, want a static 1", precision_name((wp_precision)p), s.scale);
+    }
+}
+
+/* A NaN in one chunk's gradient skips the step on every chunk: bit-identical state. */
+static void test_skip(wp_kern *k) {
+    wp_model_cfg cfg;
+    tu_model(&cfg, 4, 16, 4, 2, 40, 29);
+    model_cfg_even_chunks(&cfg, 3);
+    wp_layout L;
+    char err[256];
+    layout_build(&cfg, &L, err, sizeof err);
+    wp_adamw_hparams hp = {0.9, 0.95, 1e-8, 0.1};
+    int owned[3] = {0, 1, 2};
+    wp_optim *o = optim_create(&L, k, owned, 3, &hp, err, sizeof err);
+    optim_init_from_seed(o, 11);
+    uint64_t rng = 17;
+    void *w[3];
+    float *before[3][3], *after = malloc(L.total_numel * 4);
+    for (int c = 0; c < 3; c++) {
+        size_t n = L.chunk_numel[c];
+        float *g = malloc(n * 4);
+        for (size_t j = 0; j < n; j++) g[j] = (float)tu_normal(&rng);
+        optim_set(o, c, WP_OPT_GRAD, g);
+        w[c] = malloc(n * 4);
+        free(g);
+    }
+    wp_step_decision d = step_decide(1.0, 1, 1.0); /* one real step so moments are non-zero */
+    CHECK(optim_apply(o, &d, 1e-3f, w, WP_F32) == 0, "apply: %s", optim_error(o));
+    float nan_grad = NAN;
+    float *g1 = malloc(L.chunk_numel[1] * 4);
+    optim_get(o, 1, WP_OPT_GRAD, g1);
+    g1[L.chunk_numel[1] / 2] = nan_grad;
+    optim_set(o, 1, WP_OPT_GRAD, g1);
+    double sumsq[3];
+    for (int c = 0; c < 3; c++) sumsq[c] = optim_chunk_sumsq(o, c);
+    CHECK(isfinite(sumsq[0]) && isnan(sumsq[1]) && isfinite(sumsq[2]), "NaN must show in chunk 1's sum of squares only");
+    d = step_decide(grad_total_sumsq(sumsq, 3), 1, 1.0);
+    CHECK(d.skip, "a NaN gradient must skip the step");
+    for (int c = 0; c < 3; c++)
+        for (int b = 0; b < 3; b++) {
+            before[c][b] = malloc(L.chunk_numel[c] * 4);
+            optim_get(o, c, (wp_optim_buf)b, before[c][b]);
+        }
+    int64_t t = optim_steps(o);
+    CHECK(optim_apply(o, &d, 1e-3f, w, WP_F32) == 0, "apply (skip)");
+    CHECK(optim_steps(o) == t, "a skipped step changed the step count");
+    for (int c = 0; c < 3; c++)
+        for (int b = 0; b < 3; b++) {
+            optim_get(o, c, (wp_optim_buf)b, after);
+            CHECK(memcmp(after, before[c][b], L.chunk_numel[c] * 4) == 0, "skip changed chunk %d buffer %d", c, b);
+            free(before[c][b]);
+        }
+    for (int c = 0; c < 3; c++) free(w[c]);
+    free(after), free(g1);
+    optim_destroy(o);
+    layout_free(&L);
+}
+
+int main(void) {
+    wp_kern_opts ko = {.kind = WP_BACKEND_CPU, .compute = WP_F32, .threads = 1};
+    char err[256];
+    wp_kern *k = kern_create(&ko, err, sizeof err);
+    if (!k) {
+        fprintf(stderr, "cpu backend: %s\n", err);
+        return 1;
+    }
+    test_adamw(k, 0.1, 1);
+    test_adamw(k, 0.0, 3);
+    test_no_decay_on_norms(k);
+    test_schedule();
+    test_clip();
+    test_scaler();
+    test_skip(k);
+    CHECK(kern_error(k) == NULL, "kernel error: %s", kern_error(k));
+    kern_destroy(k);
+    return tu_done("train/optim");
+}

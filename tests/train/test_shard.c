@@ -1,0 +1,217 @@
+/* Token shards and prepare: round trips, every corruption refused naming its field, llm.c
+ * GPT-2 shards (vocabulary 50257) accepted, no partial file ever under a final name, and
+ * prepare's split, document boundaries, shard roll-over and stale-shard removal. */
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "io/prepare.h"
+#include "io/shard.h"
+#include "tu.h"
+
+static char dir[256], err[1024];
+
+static void path_of(char *out, size_t len, const char *name) { snprintf(out, len, "%s/%s", dir, name); }
+
+/* A shard's bytes, as llm.c writes them, with the header fields under our control. */
+static void write_raw(const char *path, int32_t magic, int32_t version, int32_t count, const uint16_t *tok, size_t n,
+                      size_t cut) {
+    unsigned char *buf = calloc(1, WP_SHARD_HEADER_BYTES + 2 * n);
+    int32_t h[3] = {magic, version, count};
+    memcpy(buf, h, sizeof h);
+    memcpy(buf + WP_SHARD_HEADER_BYTES, tok, 2 * n);
+    size_t size = WP_SHARD_HEADER_BYTES + 2 * n - cut;
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(buf, 1, size, f) != size || fclose(f) != 0) {
+        perror(path);
+        exit(1);
+    }
+    free(buf);
+}
+
+static void test_round_trip(void) {
+    const int64_t sizes[] = {0, 1, 7, 1000, 65537};
+    uint64_t rng = 42;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        int64_t n = sizes[i];
+        uint16_t *tok = malloc((size_t)(n ? n : 1) * 2);
+        for (int64_t j = 0; j < n; j++) tok[j] = (uint16_t)(tu_next(&rng) % 50257);
+        char path[512];
+        path_of(path, sizeof path, "rt.bin");
+        CHECK(shard_write(path, tok, n, err, sizeof err) == 0, "write %lld: %s", (long long)n, err);
+        wp_shard s;
+        int rc = shard_open(&s, path, 50257, err, sizeof err);
+        CHECK(rc == 0, "open %lld tokens: %s", (long long)n, err);
+        if (rc == 0) {
+            CHECK(s.n_tokens == n, "count %lld, want %lld", (long long)s.n_tokens, (long long)n);
+            CHECK(n == 0 || memcmp(s.tokens, tok, (size_t)n * 2) == 0, "tokens differ after a round trip of %lld", (long long)n);
+            shard_close(&s);
+        }
+        struct stat st;
+        CHECK(stat(path, &st) == 0 && st.st_size == WP_SHARD_HEADER_BYTES + 2 * n, "file size of %lld tokens", (long long)n);
+        char tmp[520];
+        snprintf(tmp, sizeof tmp, "%s.tmp", path);
+        CHECK(!fs_exists(tmp), "temp file left behind");
+        free(tok);
+    }
+}
+
+static void expect_refused(const char *name, int vocab, const char *f1, const char *f2) {
+    char path[512];
+    path_of(path, sizeof path, name);
+    wp_shard s;
+    err[0] = '\0';
+    int rc = shard_open(&s, path, vocab, err, sizeof err);
+    CHECK_REFUSED(rc, err, path, f1, f2);
+}
+
+static void test_corruptions(void) {
+    uint16_t tok[100];
+    for (int i = 0; i < 100; i++) tok[i] = (uint16_t)(i * 3);
+    char p[512];
+    path_of(p, sizeof p, "magic.bin"), write_raw(p, 20240521, 1, 100, tok, 100, 0);
+    expect_refused("magic.bin", 512, "magic", "20240521");
+    path_of(p, sizeof p, "version.bin"), write_raw(p, WP_SHARD_MAGIC, 2, 100, tok, 100, 0);
+    expect_refused("version.bin", 512, "version", "2");
+    path_of(p, sizeof p, "count.bin"), write_raw(p, WP_SHARD_MAGIC, 1, 101, tok, 100, 0);
+    expect_refused("count.bin", 512, "token count 101", "truncated");
+    path_of(p, sizeof p, "negative.bin"), write_raw(p, WP_SHARD_MAGIC, 1, -5, tok, 100, 0);
+    expect_refused("negative.bin", 512, "token count", "negative");
+    path_of(p, sizeof p, "trailing.bin"), write_raw(p, WP_SHARD_MAGIC, 1, 99, tok, 100, 0);
+    expect_refused("trailing.bin", 512, "token count 99", "trailing");
+    path_of(p, sizeof p, "truncated.bin"), write_raw(p, WP_SHARD_MAGIC, 1, 100, tok, 100, 7);
+    expect_refused("truncated.bin", 512, "token count 100", "truncated");
+    path_of(p, sizeof p, "short.bin"), write_raw(p, WP_SHARD_MAGIC, 1, 0, tok, 0, 1000);
+    expect_refused("short.bin", 512, "truncated", "header");
+    path_of(p, sizeof p, "vocab.bin"), write_raw(p, WP_SHARD_MAGIC, 1, 100, tok, 100, 0);
+    expect_refused("vocab.bin", 297, "token 297 at position 99", "vocabulary size 297");
+    expect_refused("missing.bin", 512, "missing.bin", "No such file");
+    /* the same file is fine when the vocabulary holds its tokens */
+    wp_shard s;
+    CHECK(shard_open(&s, p, 298, err, sizeof err) == 0, "vocab 298: %s", err);
+    shard_close(&s);
+}
+
+/* A GPT-2 shard as llm.c's fineweb.py writes it: every document opened by <|endoftext|>. */
+static void test_llmc_gpt2(void) {
+    uint16_t tok[64];
+    for (int i = 0; i < 64; i++) tok[i] = i % 16 == 0 ? 50256 : (uint16_t)(1000 + 37 * i);
+    char p[512];
+    path_of(p, sizeof p, "gpt2_val_000000.bin");
+    write_raw(p, WP_SHARD_MAGIC, 1, 64, tok, 64, 0);
+    wp_shard s;
+    CHECK(shard_open(&s, p, 50257, err, sizeof err) == 0 && s.n_tokens == 64 && s.tokens[16] == 50256, "GPT-2 shard: %s", err);
+    shard_close(&s);
+    expect_refused("gpt2_val_000000.bin", 256, "token 50256 at position 0", "vocabulary size 256");
+}
+
+static void test_writer_abort(void) {
+    char p[512], tmp[520];
+    path_of(p, sizeof p, "aborted.bin");
+    snprintf(tmp, sizeof tmp, "%s.tmp", p);
+    wp_shard_writer w;
+    uint16_t tok[10] = {1, 2, 3};
+    CHECK(shard_writer_open(&w, p, err, sizeof err) == 0, "open: %s", err);
+    shard_writer_append(&w, tok, 10, err, sizeof err);
+    CHECK(!fs_exists(p), "a shard is visible under its final name before commit");
+    shard_writer_close(&w, err, sizeof err);
+    CHECK(!fs_exists(p), "a closed, uncommitted shard is visible under its final name");
+    shard_writer_abort(&w);
+    CHECK(!fs_exists(p) && !fs_exists(tmp), "abort left a file");
+}
+
+static void write_text(const char *path, const unsigned char *bytes, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(bytes, 1, n, f) != n || fclose(f) != 0) {
+        perror(path);
+        exit(1);
+    }
+}
+
+/* All shards of a prefix concatenated; 0 when the first is missing. */
+static size_t read_run(const char *out, const char *prefix, uint16_t *dst, size_t cap, int *shards) {
+    size_t n = 0;
+    *shards = 0;
+    for (int i = 0;; i++) {
+        char p[600];
+        snprintf(p, sizeof p, "%s/%s_%03d.bin", out, prefix, i);
+        wp_shard s;
+        if (!fs_exists(p) || shard_open(&s, p, 256, err, sizeof err) != 0) return n;
+        (*shards)++;
+        for (int64_t j = 0; j < s.n_tokens && n < cap; j++) dst[n++] = s.tokens[j];
+        shard_close(&s);
+    }
+}
+
+static void test_prepare(void) {
+    enum { FILES = 4, CAP = 20000 };
+    const size_t sizes[FILES] = {1000, 0, 333, 2501};
+    char in[FILES][512], out[512];
+    const char *inputs[FILES];
+    uint64_t rng = 9;
+    unsigned char *text[FILES];
+    for (int f = 0; f < FILES; f++) {
+        char name[32];
+        snprintf(name, sizeof name, "doc%d.txt", f);
+        path_of(in[f], sizeof in[f], name);
+        text[f] = malloc(sizes[f] + 1);
+        for (size_t j = 0; j < sizes[f]; j++) text[f][j] = (unsigned char)(1 + tu_next(&rng) % 255);
+        write_text(in[f], text[f], sizes[f]);
+        inputs[f] = in[f];
+    }
+    path_of(out, sizeof out, "prepared");
+    /* stale shards of an earlier, larger run must disappear */
+    fs_mkdirs(out, err, sizeof err);
+    for (int i = 0; i < 40; i++) {
+        char p[600];
+        snprintf(p, sizeof p, "%s/train_%03d.bin", out, i);
+        write_text(p, (const unsigned char *)"junk", 4);
+    }
+    wp_prepare_stats st;
+    int rc = prepare_shards(inputs, FILES, out, 0.25, 128, &st, err, sizeof err);
+    CHECK(rc == 0, "prepare: %s", err);
+    uint16_t *want_train = malloc(CAP * 2), *want_val = malloc(CAP * 2), *got = malloc(CAP * 2);
+    size_t nt = 0, nv = 0;
+    for (int f = 0; f < FILES; f++) {
+        size_t v = (size_t)llround(0.25 * (double)sizes[f]), t = sizes[f] - v;
+        if (t) want_train[nt++] = 0;
+        for (size_t j = 0; j < t; j++) want_train[nt++] = text[f][j];
+        if (v) want_val[nv++] = 0;
+        for (size_t j = t; j < sizes[f]; j++) want_val[nv++] = text[f][j];
+    }
+    int shards;
+    size_t n = read_run(out, "train", got, CAP, &shards);
+    CHECK(n == nt && memcmp(got, want_train, nt * 2) == 0, "train tokens: %zu, want %zu (heads after token 0)", n, nt);
+    CHECK(shards == (int)((nt + 127) / 128) && st.train_shards == shards, "train shards %d (stats %d), want %zu", shards,
+          st.train_shards, (nt + 127) / 128);
+    n = read_run(out, "val", got, CAP, &shards);
+    CHECK(n == nv && memcmp(got, want_val, nv * 2) == 0, "val tokens: %zu, want %zu", n, nv);
+    CHECK(st.train_tokens == (int64_t)nt && st.val_tokens == (int64_t)nv, "stats %lld/%lld", (long long)st.train_tokens,
+          (long long)st.val_tokens);
+    char stale[600];
+    snprintf(stale, sizeof stale, "%s/train_%03d.bin", out, 39);
+    CHECK(!fs_exists(stale), "a stale shard of an earlier run survived");
+
+    /* a missing input: refused before anything is written, no directory created */
+    char out2[512];
+    path_of(out2, sizeof out2, "never");
+    const char *bad[] = {in[0], "/nonexistent/input.txt"};
+    rc = prepare_shards(bad, 2, out2, 0.1, 128, &st, err, sizeof err);
+    CHECK_REFUSED(rc, err, "/nonexistent/input.txt");
+    CHECK(!fs_exists(out2), "a refused prepare created its output directory");
+    rc = prepare_shards(inputs, FILES, out2, 1.0, 128, &st, err, sizeof err);
+    CHECK_REFUSED(rc, err, "--val-fraction");
+    for (int f = 0; f < FILES; f++) free(text[f]);
+    free(want_train), free(want_val), free(got);
+}
+
+int main(void) {
+    tu_scratch(dir, sizeof dir, "shard");
+    test_round_trip();
+    test_corruptions();
+    test_llmc_gpt2();
+    test_writer_abort();
+    test_prepare();
+    tu_cleanup(dir);
+    return tu_done("train/shard");
+}
