@@ -155,9 +155,9 @@ def attention(n, p, cfg, cos, sin, causal_mask):
     """Grouped-query causal attention of one block; n [b, s, h] -> [b, s, h]."""
     b, s, _ = n.shape
     nh, nkv, hd = cfg["heads"], cfg["kv_heads"], cfg["head_dim"]
-    q = (n @ p["self_attn.q_proj.weight"].t()).view(b, s, nh, hd).transpose(1, 2)
-    k = (n @ p["self_attn.k_proj.weight"].t()).view(b, s, nkv, hd).transpose(1, 2)
-    v = (n @ p["self_attn.v_proj.weight"].t()).view(b, s, nkv, hd).transpose(1, 2)
+    q = F.linear(n, p["self_attn.q_proj.weight"]).view(b, s, nh, hd).transpose(1, 2)
+    k = F.linear(n, p["self_attn.k_proj.weight"]).view(b, s, nkv, hd).transpose(1, 2)
+    v = F.linear(n, p["self_attn.v_proj.weight"]).view(b, s, nkv, hd).transpose(1, 2)
     q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
     # HF repeat_kv: query head j reads kv head j // (nh / nkv).
     k = k.repeat_interleave(nh // nkv, dim=1)
@@ -165,13 +165,13 @@ def attention(n, p, cfg, cos, sin, causal_mask):
     scores = (q @ k.transpose(-1, -2)) / math.sqrt(hd)            # [b, nh, s, s]
     probs = torch.softmax(scores.masked_fill(causal_mask, float("-inf")), dim=-1)
     out = (probs @ v).transpose(1, 2).reshape(b, s, nh * hd)      # [b, s, nh*hd]
-    return out @ p["self_attn.o_proj.weight"].t()
+    return F.linear(out, p["self_attn.o_proj.weight"])
 
 
 def mlp(n, p):
-    gate = n @ p["mlp.gate_proj.weight"].t()
-    up = n @ p["mlp.up_proj.weight"].t()
-    return (F.silu(gate) * up) @ p["mlp.down_proj.weight"].t()
+    gate = F.linear(n, p["mlp.gate_proj.weight"])
+    up = F.linear(n, p["mlp.up_proj.weight"])
+    return F.linear(F.silu(gate) * up, p["mlp.down_proj.weight"])
 
 
 def llama_loss(params, cfg, inputs, targets):
@@ -187,7 +187,7 @@ def llama_loss(params, cfg, inputs, targets):
              if name.startswith(f"model.layers.{i}.")}
         x = x + attention(rms_norm(x, p["input_layernorm.weight"], eps), p, cfg, cos, sin, causal_mask)
         x = x + mlp(rms_norm(x, p["post_attention_layernorm.weight"], eps), p)
-    logits = rms_norm(x, params["model.norm.weight"], eps) @ params["lm_head.weight"].t()
+    logits = F.linear(rms_norm(x, params["model.norm.weight"], eps), params["lm_head.weight"])
     return F.cross_entropy(logits.reshape(b * s, -1), targets.reshape(b * s))
 
 
