@@ -119,7 +119,7 @@ def transformers_logits(out_dir, ids):
     model = LlamaForCausalLM.from_pretrained(out_dir, torch_dtype=torch.float64)
     model.eval()
     with torch.no_grad():
-        return model(input_ids=ids).logits
+        return model(input_ids=ids, use_cache=False).logits
 
 
 def mean_loss(logits, targets):
