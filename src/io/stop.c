@@ -1,24 +1,22 @@
 /* Flag-setting signal handlers for a graceful stop. */
+#include <errno.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
-#include <errno.h>
 
 #include "stop.h"
 
 static volatile sig_atomic_t received;
 
-static void on_signal(int sig) {
-    received = sig;
-    /* the next signal of this kind takes the default action (terminate) */
-    signal(sig, SIG_DFL);
-}
+static void on_signal(int sig) { received = sig; }
 
 int stop_install(char *err, size_t errlen) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
+    /* one-shot: the next signal of this kind takes the default action (terminate) */
+    sa.sa_flags = SA_RESETHAND;
     sigemptyset(&sa.sa_mask);
     const int sigs[] = {SIGTERM, SIGINT};
     for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)

@@ -4,6 +4,7 @@
  * sequences, and a skipped step leaving everything bit-identical. */
 #include <float.h>
 
+#include "cli/cli.h"
 #include "decision.h"
 #include "lr_schedule.h"
 #include "optim.h"
@@ -172,6 +173,30 @@ static void test_schedule(void) {
     CHECK(monotone, "cosine decay is not monotone");
 }
 
+/* The flags reach the schedule and the optimizer; bad values are refused naming the flag. */
+static void test_flags(void) {
+    static wp_opts o;
+    char err[256];
+    char *good[] = {"train", "--lr", "6e-4", "--min-lr", "6e-5", "--warmup-steps", "7", "--steps", "70", "--lr-decay-style", "linear"};
+    CHECK(cli_parse(11, good, &o, err, sizeof err) == 0, "parse: %s", err);
+    wp_lr_schedule s;
+    CHECK(lr_schedule_from_opts(&o, &s, err, sizeof err) == 0 && s.lr == 6e-4 && s.min_lr == 6e-5 && s.warmup_steps == 7 &&
+              s.total_steps == 70 && s.decay == WP_LR_LINEAR,
+          "schedule from flags: %s", err);
+    wp_adamw_hparams hp;
+    CHECK(adamw_hparams_from_opts(&o, &hp, err, sizeof err) == 0 && hp.beta2 == 0.95 && hp.weight_decay == 0.1, "hparams: %s", err);
+    o.warmup_steps = -1;
+    int rc = lr_schedule_from_opts(&o, &s, err, sizeof err);
+    CHECK_REFUSED(rc, err, "--warmup-steps");
+    o.warmup_steps = 0;
+    o.min_lr = NAN;
+    rc = lr_schedule_from_opts(&o, &s, err, sizeof err);
+    CHECK_REFUSED(rc, err, "--min-lr");
+    o.adam_beta1 = 1.0;
+    rc = adamw_hparams_from_opts(&o, &hp, err, sizeof err);
+    CHECK_REFUSED(rc, err, "--adam-beta1");
+}
+
 static void test_clip(void) {
     /* norm of the true gradient = sqrt(sumsq) / loss_scale */
     wp_step_decision d = step_decide(16.0 * 1024 * 1024, 1024, 1.0);
@@ -283,6 +308,7 @@ int main(void) {
     test_adamw(k, 0.0, 3);
     test_no_decay_on_norms(k);
     test_schedule();
+    test_flags();
     test_clip();
     test_scaler();
     test_skip(k);
