@@ -46,7 +46,8 @@ int ckpt_commit(const char *save_dir, int64_t step, int nranks, const wp_ckpt_in
 
 /* --resume value -> step directory: a step directory itself, a save directory (its latest), or
  * "auto" (latest in save_dir). For "auto" without any checkpoint yet, step_dir is set to "" and
- * 0 returned (start fresh). Otherwise 2 naming the path when nothing loadable is there. */
+ * 0 returned (start fresh). Otherwise 2 naming the path when nothing loadable is there (the
+ * caller prefixes the flag it came from, e.g. "--resume: "). */
 int ckpt_resolve(const char *resume, const char *save_dir, char *step_dir, size_t len, char *err, size_t errlen);
 
 typedef struct wp_ckpt wp_ckpt;

@@ -47,15 +47,15 @@ int ckpt_resolve(const char *resume, const char *save_dir, char *step_dir, size_
     char path[WP_PATH_MAX], manifest[WP_PATH_MAX];
     bool found;
     /* copied first: step_dir may be the very buffer resume points into */
-    if (snprintf(path, sizeof path, "%s", resume) >= (int)sizeof path) return io_fail(err, errlen, 2, "--resume: path too long");
+    if (snprintf(path, sizeof path, "%s", resume) >= (int)sizeof path) return io_fail(err, errlen, 2, "%.64s...: path too long", resume);
     step_dir[0] = '\0';
     if (strcmp(path, "auto") == 0) {
         if (!save_dir || !save_dir[0]) return io_fail(err, errlen, 2, "--resume auto: needs --save (the directory to resume from)");
         return follow_latest(save_dir, step_dir, len, &found, err, errlen);
     }
     strip_slashes(path);
-    if (!fs_is_dir(path)) return io_fail(err, errlen, 2, "--resume: %s is not a directory", path);
-    if (ends_with(path, ".tmp")) return io_fail(err, errlen, 2, "--resume: %s is an unfinished checkpoint (.tmp): never loaded", path);
+    if (!fs_is_dir(path)) return io_fail(err, errlen, 2, "%s: not a checkpoint directory", path);
+    if (ends_with(path, ".tmp")) return io_fail(err, errlen, 2, "%s: an unfinished checkpoint (.tmp): never loaded", path);
     int rc = fs_join(manifest, sizeof manifest, path, "manifest.json", err, errlen);
     if (rc) return rc;
     if (fs_exists(manifest)) {
@@ -64,7 +64,7 @@ int ckpt_resolve(const char *resume, const char *save_dir, char *step_dir, size_
     }
     rc = follow_latest(path, step_dir, len, &found, err, errlen);
     if (rc == 0 && !found)
-        rc = io_fail(err, errlen, 2, "--resume: %s has no manifest.json (not a finished checkpoint) and no latest file", path);
+        rc = io_fail(err, errlen, 2, "%s: no manifest.json (not a finished checkpoint) and no latest file", path);
     return rc;
 }
 
