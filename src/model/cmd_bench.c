@@ -72,7 +72,8 @@ static int load_random(wp_whole *W, const wp_layout *L, uint64_t seed, char *err
         for (int c = 0; c < L->cfg.n_chunks; c++) layout_init_chunk(L, c, seed, params + L->chunk_offset[c]);
         random_tokens(&L->cfg, seed, tok, tok + T);
         rc = whole_set_params(W, params) == 0 && whole_set_tokens(W, tok, tok + T) == 0 ? 0 : -1;
-        if (rc) snprintf(err, errlen, "%s", kern_error(model_kern(whole_model(W))));
+        const char *why = kern_error(model_kern(whole_model(W)));
+        if (rc) snprintf(err, errlen, "%s", why ? why : "uploading the model failed");
     } else {
         snprintf(err, errlen, "bench: out of host memory for %zu parameters", L->total_numel);
     }
@@ -167,7 +168,7 @@ int cmd_bench(const wp_opts *o) {
     bench_result r = {.gemm_n = ko.kind == WP_BACKEND_CUDA ? 8192 : 1024};
     int rc = W && load_random(W, &L, (uint64_t)o->seed, err, sizeof err) == 0 ? 0 : 1;
     if (rc == 0 && (gemm_ceiling(k, r.gemm_n, &r.gemm_gflops) != 0 || run_model(W, k, &r) != 0)) {
-        snprintf(err, sizeof err, "%s", kern_error(k));
+        snprintf(err, sizeof err, "%s", kern_error(k) ? kern_error(k) : "kernel failure");
         rc = 1;
     }
     if (rc == 0) {

@@ -180,15 +180,31 @@ static void print_text(const check_run *r, const wp_opts *o, const check_result 
            ok ? "ok" : "FAILED");
 }
 
+/* A JSON number, or null where the value is not finite (JSON has no NaN or inf). */
+static void json_num(const char *key, double v, const char *after) {
+    if (isfinite(v))
+        printf("\"%s\": %.9g%s", key, v, after);
+    else
+        printf("\"%s\": null%s", key, after);
+}
+
 static void print_json(const check_run *r, const check_result *res, bool ok) {
     const wp_model_cfg *c = &r->L.cfg;
-    printf("{\"layers\": %d, \"chunks\": %d, \"parameters\": %zu, \"tokens\": %zu, \"loss\": %.9g, \"ln_vocab\": %.9g, "
-           "\"grad_norm\": %.9g, \"eps\": %.6g, \"directions\": [",
-           c->n_layers, c->n_chunks, r->N, r->T, res->loss, log((double)c->vocab), res->grad_norm, res->eps);
-    for (int j = 0; j < FD_DIRECTIONS; j++)
-        printf("%s{\"dot\": %.9g, \"fd\": %.9g, \"rel_err\": %.6g}", j ? ", " : "", res->probes[j].dot,
-               res->probes[j].fd, res->probes[j].rel_err);
-    printf("], \"max_rel_err\": %.6g, \"bound\": %g, \"ok\": %s}\n", res->max_rel_err, FD_BOUND, ok ? "true" : "false");
+    printf("{\"layers\": %d, \"chunks\": %d, \"parameters\": %zu, \"tokens\": %zu, ", c->n_layers, c->n_chunks, r->N, r->T);
+    json_num("loss", res->loss, ", ");
+    json_num("ln_vocab", log((double)c->vocab), ", ");
+    json_num("grad_norm", res->grad_norm, ", ");
+    json_num("eps", res->eps, ", \"directions\": [");
+    for (int j = 0; j < FD_DIRECTIONS; j++) {
+        printf("%s{", j ? ", " : "");
+        json_num("dot", res->probes[j].dot, ", ");
+        json_num("fd", res->probes[j].fd, ", ");
+        json_num("rel_err", res->probes[j].rel_err, "}");
+    }
+    printf("], ");
+    json_num("max_rel_err", res->max_rel_err, ", ");
+    json_num("bound", FD_BOUND, ", ");
+    printf("\"ok\": %s}\n", ok ? "true" : "false");
 }
 
 int cmd_check(const wp_opts *o) {
