@@ -92,8 +92,9 @@ int ckpt_write_shard(const char *save_dir, int64_t step, int rank, wp_optim *o, 
     manifest_shard_name(rank, name, sizeof name);
     if (rc == 0) rc = fs_join(path, sizeof path, dir, name, err, errlen);
     if (rc) return rc;
-    int64_t t = optim_steps(o);
-    if (t < 0) return io_fail(err, errlen, 1, "checkpoint: rank %d's chunks have taken different numbers of steps", rank);
+    /* -1 in the receipt: this rank owns no chunk, so it has no step count to vouch for */
+    int64_t t = optim_n_owned(o) ? optim_steps(o) : -1;
+    if (optim_n_owned(o) && t < 0) return io_fail(err, errlen, 1, "checkpoint: rank %d's chunks have taken different numbers of steps", rank);
     int n;
     st_desc *descs = shard_descs(o, &n);
     if (!descs) return io_fail(err, errlen, 1, "checkpoint: out of memory");
@@ -139,7 +140,7 @@ static int read_receipt(const char *dir, int rank, int64_t opt_step, wp_manifest
     struct stat st;
     if (stat(shard, &st) != 0 || (uint64_t)st.st_size != f->size)
         return io_fail(err, errlen, 1, "%s: missing or not the %llu bytes its rank wrote", shard, (unsigned long long)f->size);
-    if (step != opt_step)
+    if (step >= 0 && step != opt_step)
         return io_fail(err, errlen, 1, "%s: optimizer step %lld, but the checkpoint's is %lld", shard, (long long)step,
                        (long long)opt_step);
     return 0;

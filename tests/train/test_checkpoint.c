@@ -301,6 +301,28 @@ static void test_keep_last_and_commit_checks(void) {
     CHECK(!fs_exists(p), "an incomplete checkpoint was committed");
 }
 
+/* More ranks than chunks: a rank that owns nothing writes an empty shard; the commit and the
+ * load still work. */
+static void test_empty_rank(void) {
+    char save_dir[512], step_dir[600];
+    snprintf(save_dir, sizeof save_dir, "%s/empty", dir);
+    wp_optim *none = new_optim(&L4, NULL, 0);
+    for (int r = 0; r < 4; r++) CHECK(ckpt_write_shard(save_dir, 1, r, writers[r], err, sizeof err) == 0, "shard: %s", err);
+    CHECK(ckpt_write_shard(save_dir, 1, 4, none, err, sizeof err) == 0, "empty shard: %s", err);
+    wp_ckpt_info in = info_of(1);
+    CHECK(ckpt_commit(save_dir, 1, 5, &in, 0, err, sizeof err) == 0, "commit with an empty rank: %s", err);
+    snprintf(step_dir, sizeof step_dir, "%s/step-1", save_dir);
+    wp_ckpt *ck;
+    int all[4] = {0, 1, 2, 3};
+    wp_optim *o = new_optim(&L4, all, 4);
+    CHECK(ckpt_open(&ck, step_dir, err, sizeof err) == 0 && ckpt_info(ck)->nranks == 5, "open: %s", err);
+    CHECK(ckpt_load_optim(ck, o, err, sizeof err) == 0, "load: %s", err);
+    CHECK(compare_by_name(o, "5 writers, one empty") == 3 * L4.n_params, "not every tensor compared");
+    ckpt_close(ck);
+    optim_destroy(o);
+    optim_destroy(none);
+}
+
 int main(void) {
     wp_kern_opts ko = {.kind = WP_BACKEND_CPU, .compute = WP_F32, .threads = 1};
     kern = kern_create(&ko, err, sizeof err);
@@ -314,6 +336,7 @@ int main(void) {
     test_damage();
     test_shape_and_tmp();
     test_keep_last_and_commit_checks();
+    test_empty_rank();
     for (int r = 0; r < 4; r++) optim_destroy(writers[r]);
     layout_free(&L4);
     kern_destroy(kern);
