@@ -1,0 +1,91 @@
+/* CUDA backend: causal attention, flash style: Q, K, V tiles in shared memory, an online
+ * softmax, memory O(s) (never an s x s matrix), fp32 accumulation, grouped-query heads.
+ *
+ * Two implementations compute the same thing:
+ * - attention_mma.cu: tensor cores through WMMA (fp16/bf16 in, fp32 accumulate), 64 x 64
+ *   tiles, for the head sizes real models use;
+ * - attention_simt.cu: plain CUDA-core arithmetic for fp32 compute and any other head size.
+ * Both backwards are deterministic: no atomics. A first pass owns a KV tile and sums its dK,
+ * dV over all query tiles (and over the query heads that share the KV head) in a fixed order;
+ * a second pass owns a query tile and sums its dQ over the KV tiles. Each recomputes the
+ * probabilities from the forward's log-sum-exp; the price is computing S and dP twice. */
+#include "attention.cuh"
+
+/* delta[b, nh, i] = sum_d dout[i, d] * o[i, d]: the softmax backward's row term, once per row. */
+template <typename T>
+__global__ void attn_delta_kernel(float *delta, const T *dout, const T *o, wp_attn_shape s) {
+    size_t warp = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) >> 5;
+    int lane = threadIdx.x & 31;
+    size_t rows = (size_t)s.b * s.sq * s.nh;
+    if (warp >= rows) return;
+    int head = (int)(warp % s.nh);
+    size_t bi_row = warp / s.nh; /* b * sq + i */
+    int i = (int)(bi_row % s.sq), bi = (int)(bi_row / s.sq);
+    const T *dr = dout + bi_row * s.q_stride + (size_t)head * s.hd;
+    const T *orow = o + bi_row * s.q_stride + (size_t)head * s.hd;
+    float acc = 0.0f;
+    for (int d = lane; d < s.hd; d += 32) acc += wp_load(dr[d]) * wp_load(orow[d]);
+    acc = wp_warp_sum(acc);
+    if (lane == 0) delta[((size_t)bi * s.nh + head) * s.sq + i] = acc;
+}
+
+static int make_shape(wp_kern *k, const char *name, wp_attn_shape *s, int b, int sq, int skv, int nh, int nkv,
+                      int hd) {
+    if (b < 0 || b > 65535 || sq < 0 || skv < sq || nh <= 0 || nh > 65535 || nkv <= 0 || nh % nkv || hd <= 0)
+        return cu_fail(k, name, "bad shape b=%d sq=%d skv=%d nh=%d nkv=%d hd=%d (need skv >= sq, nh %% nkv == 0)", b,
+                       sq, skv, nh, nkv, hd);
+    s->b = b;
+    s->sq = sq;
+    s->skv = skv;
+    s->nh = nh;
+    s->nkv = nkv;
+    s->hd = hd;
+    s->scale = 1.0f / sqrtf((float)hd);
+    s->q_stride = (size_t)nh * hd;
+    s->kv_stride = (size_t)nkv * hd;
+    if (!attn_mma_supports(k, s) && hd > WP_ATTN_SIMT_MAX_HD)
+        return cu_fail(k, name, "head size %d is larger than the %d this backend supports", hd, WP_ATTN_SIMT_MAX_HD);
+    return 0;
+}
+
+extern "C" {
+
+void cu_attention_fwd(wp_kern *k, void *o, float *lse, const void *q, const void *kv_k, const void *kv_v, int b, int sq,
+                      int skv, int nh, int nkv, int hd) {
+    wp_attn_shape s;
+    if (!cu_ctx(k) || make_shape(k, "attention_fwd", &s, b, sq, skv, nh, nkv, hd) || b == 0 || sq == 0) return;
+    bool mma = attn_mma_supports(k, &s) && ((uintptr_t)o | (uintptr_t)q | (uintptr_t)kv_k | (uintptr_t)kv_v) % 16 == 0;
+    if (mma)
+        attn_mma_fwd(k, &s, o, lse, q, kv_k, kv_v);
+    else
+        attn_simt_fwd(k, &s, o, lse, q, kv_k, kv_v);
+}
+
+void cu_attention_bwd(wp_kern *k, void *dq, void *dk, void *dv, const void *dout, const void *q, const void *kv_k,
+                      const void *kv_v, const void *o, const float *lse, int b, int sq, int skv, int nh, int nkv,
+                      int hd) {
+    wp_attn_shape s;
+    wp_cuda *c = cu_ctx(k);
+    if (!c || make_shape(k, "attention_bwd", &s, b, sq, skv, nh, nkv, hd)) return;
+    size_t kv_bytes = (size_t)b * skv * s.kv_stride * wp_dtype_size(k->compute);
+    if (b == 0) return;
+    if (sq == 0) { /* no query sees any key: the key and value gradients are zero */
+        cu_zero(k, dk, kv_bytes);
+        cu_zero(k, dv, kv_bytes);
+        return;
+    }
+    size_t rows = (size_t)b * sq * nh;
+    float *delta = (float *)cu_scratch(k, WP_SCRATCH_OP, rows * sizeof(float));
+    if (!delta) return;
+    unsigned blocks = (unsigned)((rows * 32 + 255) / 256);
+    WP_WITH_DTYPE(k->compute, E,
+        attn_delta_kernel<E><<<blocks, 256, 0, c->stream>>>(delta, (const E *)dout, (const E *)o, s));
+    if (CU_LAUNCH_CHECK(k, "attn_delta_kernel")) return;
+    bool mma = attn_mma_supports(k, &s) && ((uintptr_t)dout | (uintptr_t)q | (uintptr_t)kv_k | (uintptr_t)kv_v) % 16 == 0;
+    if (mma)
+        attn_mma_bwd(k, &s, dq, dk, dv, dout, q, kv_k, kv_v, lse, delta);
+    else
+        attn_simt_bwd(k, &s, dq, dk, dv, dout, q, kv_k, kv_v, lse, delta);
+}
+
+} /* extern "C" */

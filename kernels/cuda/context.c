@@ -1,0 +1,174 @@
+/* CUDA backend: context lifetime (device, stream, cuBLAS handle, scratch), the device probe
+ * behind kern_available, and the checks that feed the sticky error. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_backend.h"
+#include "cuda_impl.h"
+
+/* cuBLAS's own recommendation for Hopper; also enough for Ampere. */
+#define WP_CUBLAS_WORKSPACE (32u << 20)
+
+int cu_check(wp_kern *k, cudaError_t e, const char *call, const char *file, int line) {
+    if (e == cudaSuccess) return 0;
+    kern_set_error(k, "cuda: %s failed at %s:%d: %s", call, file, line, cudaGetErrorString(e));
+    return -1;
+}
+
+int cu_blas_check(wp_kern *k, cublasStatus_t s, const char *call, const char *file, int line) {
+    if (s == CUBLAS_STATUS_SUCCESS) return 0;
+    kern_set_error(k, "cublas: %s failed at %s:%d: %s", call, file, line, cublasGetStatusString(s));
+    return -1;
+}
+
+int cu_fail(wp_kern *k, const char *kernel, const char *fmt, ...) {
+    char what[384];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    kern_set_error(k, "cuda: %s: %s", kernel, what);
+    return -1;
+}
+
+wp_cuda *cu_ctx(wp_kern *k) {
+    wp_cuda *c = k->impl;
+    if (CU_CHECK(k, cudaSetDevice(c->device))) return NULL;
+    return c;
+}
+
+unsigned cu_grid_for(const wp_cuda *c, size_t n, unsigned threads) {
+    size_t want = (n + threads - 1) / threads, most = (size_t)c->sm_count * 16;
+    if (want < 1) want = 1;
+    return (unsigned)(want < most ? want : most);
+}
+
+void *cu_scratch(wp_kern *k, wp_scratch_slot slot, size_t bytes) {
+    wp_cuda *c = k->impl;
+    if (bytes <= c->scratch_bytes[slot]) return c->scratch[slot];
+    /* Stream-ordered free and malloc: work already queued on the stream finishes with the old
+     * buffer before its memory is reused, without stalling the host. */
+    if (c->scratch[slot] && CU_CHECK(k, cudaFreeAsync(c->scratch[slot], c->stream))) return NULL;
+    c->scratch[slot] = NULL;
+    c->scratch_bytes[slot] = 0;
+    size_t grown = bytes + bytes / 4;
+    if (CU_CHECK(k, cudaMallocAsync(&c->scratch[slot], grown, c->stream))) {
+        c->scratch[slot] = NULL;
+        return NULL;
+    }
+    c->scratch_bytes[slot] = grown;
+    return c->scratch[slot];
+}
+
+bool cu_probe(char *why, size_t whylen) {
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess) {
+        snprintf(why, whylen, "no CUDA device (cudaGetDeviceCount: %s)", cudaGetErrorString(e));
+        return false;
+    }
+    if (count == 0) {
+        snprintf(why, whylen, "no CUDA device (cudaGetDeviceCount: 0 devices)");
+        return false;
+    }
+    if (whylen) why[0] = '\0';
+    return true;
+}
+
+bool kern_cuda_probe(char *why, size_t whylen) { return cu_probe(why, whylen); }
+
+static int init_fail(char *err, size_t errlen, const char *what, cudaError_t e) {
+    snprintf(err, errlen, "cuda: %s: %s", what, cudaGetErrorString(e));
+    return -1;
+}
+
+/* Device selection and properties; err names the culprit. */
+static int init_device(wp_cuda *c, int device, char *err, size_t errlen) {
+    if (!cu_probe(err, errlen)) return -1;
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess) return init_fail(err, errlen, "cudaGetDeviceCount", e);
+    if (device < 0 || device >= count) {
+        snprintf(err, errlen, "cuda: device %d does not exist (%d device%s)", device, count, count == 1 ? "" : "s");
+        return -1;
+    }
+    if ((e = cudaSetDevice(device)) != cudaSuccess) return init_fail(err, errlen, "cudaSetDevice", e);
+    struct cudaDeviceProp p;
+    if ((e = cudaGetDeviceProperties(&p, device)) != cudaSuccess)
+        return init_fail(err, errlen, "cudaGetDeviceProperties", e);
+    /* bf16 arithmetic, and the sm_80/sm_90 code this build carries, need Ampere or newer. */
+    if (p.major < 8) {
+        snprintf(err, errlen, "cuda: device %d (%s) has compute capability %d.%d; weipipe needs 8.0 or newer",
+                 device, p.name, p.major, p.minor);
+        return -1;
+    }
+    c->device = device;
+    c->sm_count = p.multiProcessorCount;
+    c->smem_optin = p.sharedMemPerBlockOptin;
+    return 0;
+}
+
+static int init_handles(wp_cuda *c, char *err, size_t errlen) {
+    cudaError_t e;
+    if ((e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) != cudaSuccess)
+        return init_fail(err, errlen, "cudaStreamCreateWithFlags", e);
+    if ((e = cudaMallocHost((void **)&c->host_result, sizeof(double))) != cudaSuccess)
+        return init_fail(err, errlen, "cudaMallocHost", e);
+    if ((e = cudaMalloc(&c->blas_workspace, WP_CUBLAS_WORKSPACE)) != cudaSuccess)
+        return init_fail(err, errlen, "cudaMalloc (cuBLAS workspace)", e);
+    cublasStatus_t s = cublasCreate(&c->blas);
+    if (s == CUBLAS_STATUS_SUCCESS) s = cublasSetStream(c->blas, c->stream);
+    if (s == CUBLAS_STATUS_SUCCESS) s = cublasSetWorkspace(c->blas, c->blas_workspace, WP_CUBLAS_WORKSPACE);
+    /* fp32 accumulation everywhere, also inside split-K reductions of fp16/bf16 products. */
+    if (s == CUBLAS_STATUS_SUCCESS) s = cublasSetMathMode(c->blas, CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION);
+    if (s != CUBLAS_STATUS_SUCCESS) {
+        snprintf(err, errlen, "cublas: setting up the handle failed: %s", cublasGetStatusString(s));
+        return -1;
+    }
+    return 0;
+}
+
+/* Releases whatever init got to; teardown has no one left to report to, so results are
+ * deliberately not checked. */
+static void release(wp_cuda *c) {
+    if (c->device >= 0) (void)cudaSetDevice(c->device);
+    if (c->stream) (void)cudaStreamSynchronize(c->stream);
+    for (int s = 0; s < WP_SCRATCH_SLOTS; s++)
+        if (c->scratch[s]) (void)cudaFree(c->scratch[s]);
+    if (c->blas) (void)cublasDestroy(c->blas);
+    if (c->blas_workspace) (void)cudaFree(c->blas_workspace);
+    if (c->host_result) (void)cudaFreeHost(c->host_result);
+    if (c->stream) (void)cudaStreamDestroy(c->stream);
+    free(c);
+}
+
+int cu_init(wp_kern *k, const wp_kern_opts *opts, char *err, size_t errlen) {
+    if (opts->compute != WP_F16 && opts->compute != WP_BF16 && opts->compute != WP_F32) {
+        snprintf(err, errlen, "cuda: compute dtype %d is not fp16, bf16 or fp32", (int)opts->compute);
+        return -1;
+    }
+    wp_cuda *c = calloc(1, sizeof *c);
+    if (!c) {
+        snprintf(err, errlen, "cuda: out of host memory for the context");
+        return -1;
+    }
+    c->device = -1;
+    if (init_device(c, opts->device, err, errlen) || init_handles(c, err, errlen)) {
+        release(c);
+        return -1;
+    }
+    k->impl = c;
+    k->compute = opts->compute;
+    return 0;
+}
+
+void cu_fini(wp_kern *k) {
+    if (k->impl) release(k->impl);
+    k->impl = NULL;
+}
+
+cudaStream_t kern_cuda_stream(wp_kern *k) { return ((wp_cuda *)k->impl)->stream; }
+
+int kern_cuda_device(const wp_kern *k) { return ((const wp_cuda *)k->impl)->device; }

@@ -1,0 +1,36 @@
+/* The CUDA backend's dispatch table (kernels/backend.h): kernels/dispatch.c calls through it
+ * for contexts created with WP_BACKEND_CUDA. */
+#include "cuda_impl.h"
+
+const wp_kern_ops wp_cuda_ops = {
+    .name = "cuda",
+    .init = cu_init,
+    .fini = cu_fini,
+    .alloc = cu_alloc,
+    .free = cu_free,
+    .to_device = cu_to_device,
+    .to_host = cu_to_host,
+    .copy = cu_copy,
+    .zero = cu_zero,
+    .sync = cu_sync,
+    .convert = cu_convert,
+    .accumulate = cu_accumulate,
+    .scale = cu_scale,
+    .sumsq = cu_sumsq,
+    .add = cu_add,
+    .gemm = cu_gemm,
+    .rmsnorm_fwd = cu_rmsnorm_fwd,
+    .rmsnorm_bwd_input = cu_rmsnorm_bwd_input,
+    .rmsnorm_bwd_weight = cu_rmsnorm_bwd_weight,
+    .rope_fwd = cu_rope_fwd,
+    .rope_bwd = cu_rope_bwd,
+    .attention_fwd = cu_attention_fwd,
+    .attention_bwd = cu_attention_bwd,
+    .swiglu_fwd = cu_swiglu_fwd,
+    .swiglu_bwd = cu_swiglu_bwd,
+    .embedding_fwd = cu_embedding_fwd,
+    .embedding_bwd = cu_embedding_bwd,
+    .lmhead_ce_fwd = cu_lmhead_ce_fwd,
+    .lmhead_ce_bwd = cu_lmhead_ce_bwd,
+    .adamw = cu_adamw,
+};

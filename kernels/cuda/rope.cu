@@ -1,0 +1,69 @@
+/* CUDA backend: rotary position embedding (Hugging Face "rotate half": element i < hd/2 pairs
+ * with i + hd/2). The cos/sin table for the call's positions is built first in double
+ * precision: at positions in the tens of thousands an fp32 angle pos * freq would already be
+ * off by ~1e-3 rad. */
+#include "dtype.cuh"
+
+__global__ void rope_table_kernel(float2 *table, int s, int half, int pos0, double theta, int hd) {
+    size_t idx = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (idx >= (size_t)s * half) return;
+    int p = (int)(idx / half), i = (int)(idx % half);
+    double freq = pow(theta, -2.0 * i / (double)hd);
+    double sn, cs;
+    sincos((double)(pos0 + p) * freq, &sn, &cs);
+    table[idx] = make_float2((float)cs, (float)sn);
+}
+
+/* One thread per (row, head, pair). sign = +1 rotates by +angle (forward), -1 by -angle:
+ * the inverse, which is also the transpose that the backward applies to the gradient. */
+template <typename T>
+__global__ void rope_apply_kernel(T *x, const float2 *table, size_t rows, int s, int nheads, int hd, float sign) {
+    int half = hd / 2;
+    size_t pairs = rows * nheads * half;
+    for (size_t idx = blockIdx.x * (size_t)blockDim.x + threadIdx.x; idx < pairs;
+         idx += (size_t)gridDim.x * blockDim.x) {
+        int i = (int)(idx % half);
+        size_t head_row = idx / half; /* row * nheads + head */
+        int p = (int)((head_row / nheads) % s);
+        float2 cs = table[(size_t)p * half + i];
+        float sn = sign * cs.y;
+        T *v = x + head_row * hd;
+        float a = wp_load(v[i]), b = wp_load(v[i + half]);
+        v[i] = wp_store<T>(a * cs.x - b * sn);
+        v[i + half] = wp_store<T>(b * cs.x + a * sn);
+    }
+}
+
+static void rope(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta, float sign,
+                 const char *name) {
+    wp_cuda *c = cu_ctx(k);
+    if (!c) return;
+    if (b < 0 || s < 0 || nheads <= 0 || hd <= 0 || hd % 2 || pos0 < 0 || !(theta > 0.0f)) {
+        cu_fail(k, name, "bad arguments b=%d s=%d nheads=%d hd=%d pos0=%d theta=%g", b, s, nheads, hd, pos0, theta);
+        return;
+    }
+    if (b == 0 || s == 0) return;
+    int half = hd / 2;
+    float2 *table = (float2 *)cu_scratch(k, WP_SCRATCH_OP, (size_t)s * half * sizeof(float2));
+    if (!table) return;
+    unsigned table_blocks = (unsigned)(((size_t)s * half + 255) / 256);
+    rope_table_kernel<<<table_blocks, 256, 0, c->stream>>>(table, s, half, pos0, (double)theta, hd);
+    if (CU_LAUNCH_CHECK(k, "rope_table_kernel")) return;
+    size_t rows = (size_t)b * s;
+    unsigned grid = cu_grid_for(c, rows * nheads * half, 256);
+    WP_WITH_DTYPE(k->compute, E,
+        rope_apply_kernel<E><<<grid, 256, 0, c->stream>>>((E *)x, table, rows, s, nheads, hd, sign));
+    CU_LAUNCH_CHECK(k, "rope_apply_kernel");
+}
+
+extern "C" {
+
+void cu_rope_fwd(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta) {
+    rope(k, x, b, s, nheads, hd, pos0, theta, 1.0f, "rope_fwd");
+}
+
+void cu_rope_bwd(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta) {
+    rope(k, x, b, s, nheads, hd, pos0, theta, -1.0f, "rope_bwd");
+}
+
+} /* extern "C" */

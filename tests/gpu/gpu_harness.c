@@ -1,0 +1,147 @@
+/* Helpers of the GPU tests (see gpu_harness.h). */
+#include "gpu_harness.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int gh_require_gpu(const char *test) {
+    char why[256];
+    if (kern_available(WP_BACKEND_CUDA, why, sizeof why)) return 0;
+    printf("skip: %s needs a CUDA GPU: %s\n", test, why);
+    return GH_SKIP;
+}
+
+void gh_ok(wp_kern *k, const char *where) {
+    const char *e = kern_error(k);
+    if (!e) return;
+    fprintf(stderr, "%s: %s\n", where, e);
+    exit(1);
+}
+
+void gh_open(gh_pair *p, wp_dtype ct) {
+    char err[512];
+    wp_kern_opts cpu = {.kind = WP_BACKEND_CPU, .compute = WP_F32, .threads = 1, .device = 0};
+    wp_kern_opts gpu = {.kind = WP_BACKEND_CUDA, .compute = ct, .threads = 1, .device = 0};
+    p->ct = ct;
+    p->cpu = kern_create(&cpu, err, sizeof err);
+    if (!p->cpu) {
+        fprintf(stderr, "cpu context: %s\n", err);
+        exit(1);
+    }
+    p->gpu = kern_create(&gpu, err, sizeof err);
+    if (!p->gpu) {
+        fprintf(stderr, "cuda context (%s): %s\n", wp_dtype_name(ct), err);
+        exit(1);
+    }
+}
+
+void gh_close(gh_pair *p) {
+    kern_destroy(p->gpu);
+    kern_destroy(p->cpu);
+}
+
+double gh_unit_roundoff(wp_dtype t) { return t == WP_F16 ? 0x1p-11 : t == WP_BF16 ? 0x1p-8 : 0x1p-24; }
+
+float *gh_floats(size_t n) {
+    float *p = malloc((n ? n : 1) * sizeof(float));
+    if (!p) {
+        fprintf(stderr, "out of host memory (%zu floats)\n", n);
+        exit(1);
+    }
+    return p;
+}
+
+void gh_fill(wp_rng *g, float *x, size_t n, float scale, wp_dtype t) {
+    for (size_t i = 0; i < n; i++) x[i] = wp_round_to((float)((2.0 * rng_uniform(g) - 1.0) * scale), t);
+}
+
+void *gh_upload(wp_kern *k, const float *host, size_t n, wp_dtype t) {
+    size_t es = wp_dtype_size(t);
+    void *dev = kern_alloc(k, n * es);
+    void *staging = malloc(n * es + 1);
+    if (!dev || !staging) {
+        fprintf(stderr, "upload of %zu elements: %s\n", n, kern_error(k) ? kern_error(k) : "out of host memory");
+        exit(1);
+    }
+    if (t == WP_F32) {
+        memcpy(staging, host, n * es);
+    } else {
+        uint16_t *h = staging;
+        for (size_t i = 0; i < n; i++) h[i] = t == WP_F16 ? wp_f32_to_f16(host[i]) : wp_f32_to_bf16(host[i]);
+    }
+    kern_to_device(k, dev, staging, n * es);
+    free(staging);
+    gh_ok(k, "upload");
+    return dev;
+}
+
+void gh_download(wp_kern *k, float *host, const void *dev, size_t n, wp_dtype t) {
+    size_t es = wp_dtype_size(t);
+    if (t == WP_F32) {
+        kern_to_host(k, host, dev, n * es);
+        gh_ok(k, "download");
+        return;
+    }
+    uint16_t *h = malloc(n * es + 1);
+    if (!h) {
+        fprintf(stderr, "out of host memory\n");
+        exit(1);
+    }
+    kern_to_host(k, h, dev, n * es);
+    gh_ok(k, "download");
+    for (size_t i = 0; i < n; i++) host[i] = t == WP_F16 ? wp_f16_to_f32(h[i]) : wp_bf16_to_f32(h[i]);
+    free(h);
+}
+
+void *gh_upload_ints(wp_kern *k, const int32_t *host, size_t n) {
+    void *dev = kern_alloc(k, n * sizeof(int32_t));
+    if (!dev) gh_ok(k, "upload of ints");
+    kern_to_device(k, dev, host, n * sizeof(int32_t));
+    gh_ok(k, "upload of ints");
+    return dev;
+}
+
+double gh_rel_l2(const float *got, const float *ref, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)got[i] - (double)ref[i];
+        num += d * d;
+        den += (double)ref[i] * ref[i];
+    }
+    if (den == 0) return num == 0 ? 0 : INFINITY;
+    return sqrt(num / den);
+}
+
+int gh_expect(const char *what, const float *got, const float *ref, size_t n, double bound) {
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(got[i]) && isfinite(ref[i])) {
+            printf("FAIL %s: element %zu is %g (reference %g)\n", what, i, got[i], ref[i]);
+            return 1;
+        }
+    double e = gh_rel_l2(got, ref, n);
+    bool ok = e <= bound;
+    printf("%s %s: rel L2 error %.3g (bound %.3g)\n", ok ? "ok  " : "FAIL", what, e, bound);
+    return ok ? 0 : 1;
+}
+
+int gh_expect_same_bits(const char *what, const void *a, const void *b, size_t bytes) {
+    const unsigned char *x = a, *y = b;
+    for (size_t i = 0; i < bytes; i++)
+        if (x[i] != y[i]) {
+            printf("FAIL %s: first differing byte %zu of %zu\n", what, i, bytes);
+            return 1;
+        }
+    printf("ok   %s: %zu bytes identical\n", what, bytes);
+    return 0;
+}
+
+int gh_result(const char *test, int failures) {
+    if (!failures) {
+        printf("%s: all checks passed\n", test);
+        return 0;
+    }
+    printf("%s: %d check(s) failed\n", test, failures);
+    return 1;
+}

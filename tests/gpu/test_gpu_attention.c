@@ -1,0 +1,104 @@
+/* CUDA causal attention (tensor-core WMMA kernels for fp16/bf16 with head sizes 16, 32, 64,
+ * 96, 128; the SIMT kernels for fp32 and other head sizes) against the CPU backend: grouped
+ * KV heads, sq < skv, partial tiles, one query, several batches.
+ *
+ * Bounds, u the compute dtype's unit roundoff:
+ * - forward o: 4u (P is rounded to the compute dtype before P V; o itself is rounded once);
+ *   lse (fp32 on both sides, scores from the same rounded q, k): 1e-5.
+ * - backward dq, dk, dv: 8u (P and dS = P (dP - delta) are rounded before their products;
+ *   sum_j dS_ij = 0 makes dq and dk differences of similar terms). Both backends get the
+ *   same o, lse and dout, so only the backward under test differs.
+ * fp32 compute adds 1e-5 for fp32 sums in another order. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "gpu_harness.h"
+
+typedef struct {
+    int b, sq, skv, nh, nkv, hd;
+} attn_case;
+
+static int check_case(gh_pair *p, const attn_case *a) {
+    const wp_dtype ct = p->ct;
+    const size_t nq = (size_t)a->b * a->sq * a->nh * a->hd, nkv = (size_t)a->b * a->skv * a->nkv * a->hd;
+    const size_t nl = (size_t)a->b * a->nh * a->sq;
+    wp_rng g = rng_seeded(5000 + a->sq * 7 + a->skv + a->hd * 13 + ct);
+    float *q = gh_floats(nq), *k = gh_floats(nkv), *v = gh_floats(nkv), *dout = gh_floats(nq);
+    float *ref = gh_floats(nq > nkv ? nq : nkv), *got = gh_floats(nq > nkv ? nq : nkv);
+    float *o_ref = gh_floats(nq), *lse_ref = gh_floats(nl);
+    /* scores of a few units: softmax neither flat nor one-hot */
+    gh_fill(&g, q, nq, 2.0f, ct);
+    gh_fill(&g, k, nkv, 2.0f, ct);
+    gh_fill(&g, v, nkv, 1.0f, ct);
+    gh_fill(&g, dout, nq, 1.0f, ct);
+    void *cq = gh_upload(p->cpu, q, nq, WP_F32), *ck = gh_upload(p->cpu, k, nkv, WP_F32), *cv = gh_upload(p->cpu, v, nkv, WP_F32);
+    void *gq = gh_upload(p->gpu, q, nq, ct), *gk = gh_upload(p->gpu, k, nkv, ct), *gv = gh_upload(p->gpu, v, nkv, ct);
+    void *co = kern_alloc(p->cpu, nq * 4), *go = kern_alloc(p->gpu, nq * wp_dtype_size(ct));
+    float *clse = kern_alloc(p->cpu, nl * 4), *glse = kern_alloc(p->gpu, nl * 4);
+    const double extra = ct == WP_F32 ? 1e-5 : 0.0, u = gh_unit_roundoff(ct);
+    char shape[96], what[160];
+    snprintf(shape, sizeof shape, "%s b=%d sq=%d skv=%d nh=%d nkv=%d hd=%d", wp_dtype_name(ct), a->b, a->sq, a->skv, a->nh,
+             a->nkv, a->hd);
+    int fails = 0;
+
+    kern_attention_fwd(p->cpu, co, clse, cq, ck, cv, a->b, a->sq, a->skv, a->nh, a->nkv, a->hd);
+    kern_attention_fwd(p->gpu, go, glse, gq, gk, gv, a->b, a->sq, a->skv, a->nh, a->nkv, a->hd);
+    gh_ok(p->gpu, shape);
+    gh_download(p->cpu, o_ref, co, nq, WP_F32);
+    gh_download(p->gpu, got, go, nq, ct);
+    snprintf(what, sizeof what, "attention_fwd o %s", shape);
+    fails += gh_expect(what, got, o_ref, nq, 4 * u + extra);
+    gh_download(p->cpu, lse_ref, clse, nl, WP_F32);
+    gh_download(p->gpu, got, glse, nl, WP_F32);
+    snprintf(what, sizeof what, "attention_fwd lse %s", shape);
+    fails += gh_expect(what, got, lse_ref, nl, 1e-5);
+
+    /* backward from the same o (rounded to ct), lse and dout on both sides */
+    for (size_t i = 0; i < nq; i++) o_ref[i] = wp_round_to(o_ref[i], ct);
+    void *co2 = gh_upload(p->cpu, o_ref, nq, WP_F32), *go2 = gh_upload(p->gpu, o_ref, nq, ct);
+    kern_to_device(p->gpu, glse, lse_ref, nl * 4);
+    void *cdo = gh_upload(p->cpu, dout, nq, WP_F32), *gdo = gh_upload(p->gpu, dout, nq, ct);
+    void *cdq = kern_alloc(p->cpu, nq * 4), *cdk = kern_alloc(p->cpu, nkv * 4), *cdv = kern_alloc(p->cpu, nkv * 4);
+    size_t es = wp_dtype_size(ct);
+    void *gdq = kern_alloc(p->gpu, nq * es), *gdk = kern_alloc(p->gpu, nkv * es), *gdv = kern_alloc(p->gpu, nkv * es);
+    kern_attention_bwd(p->cpu, cdq, cdk, cdv, cdo, cq, ck, cv, co2, clse, a->b, a->sq, a->skv, a->nh, a->nkv, a->hd);
+    kern_attention_bwd(p->gpu, gdq, gdk, gdv, gdo, gq, gk, gv, go2, glse, a->b, a->sq, a->skv, a->nh, a->nkv, a->hd);
+    gh_ok(p->gpu, shape);
+    const char *names[3] = {"dq", "dk", "dv"};
+    void *cg[3] = {cdq, cdk, cdv}, *gg[3] = {gdq, gdk, gdv};
+    size_t counts[3] = {nq, nkv, nkv};
+    for (int i = 0; i < 3; i++) {
+        gh_download(p->cpu, ref, cg[i], counts[i], WP_F32);
+        gh_download(p->gpu, got, gg[i], counts[i], ct);
+        snprintf(what, sizeof what, "attention_bwd %s %s", names[i], shape);
+        fails += gh_expect(what, got, ref, counts[i], 8 * u + extra);
+    }
+    void *bc[] = {cq, ck, cv, co, clse, co2, cdo, cdq, cdk, cdv}, *bg[] = {gq, gk, gv, go, glse, go2, gdo, gdq, gdk, gdv};
+    for (int i = 0; i < 10; i++) kern_free(p->cpu, bc[i]), kern_free(p->gpu, bg[i]);
+    free(q), free(k), free(v), free(dout), free(ref), free(got), free(o_ref), free(lse_ref);
+    return fails;
+}
+
+int main(void) {
+    int rc = gh_require_gpu("gpu/attention");
+    if (rc) return rc;
+    const attn_case cases[] = {
+        {2, 37, 37, 4, 2, 16},    /* one partial tile, GQA 2:1 */
+        {1, 50, 131, 6, 3, 64},   /* queries are the last 50 of 131 positions */
+        {1, 200, 200, 2, 1, 128}, /* four query tiles, all heads on one KV head */
+        {1, 65, 65, 3, 3, 96},    /* a tile plus one row */
+        {2, 19, 45, 3, 1, 24},    /* head size without a tensor-core kernel: SIMT */
+        {1, 70, 70, 2, 2, 6},     /* tiny head size: SIMT */
+        {1, 1, 90, 4, 2, 32},     /* a single query (decoding) */
+        {1, 130, 130, 2, 1, 256}, /* the SIMT kernels' largest head size */
+    };
+    const wp_dtype cts[] = {WP_F16, WP_BF16, WP_F32};
+    int fails = 0;
+    for (int t = 0; t < 3; t++) {
+        gh_pair p;
+        gh_open(&p, cts[t]);
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) fails += check_case(&p, &cases[c]);
+        gh_close(&p);
+    }
+    return gh_result("gpu/attention", fails);
+}
