@@ -16,6 +16,8 @@ static const struct {
     {C_PREPARE, cmd_prepare},
     {C_EXPORT, cmd_export},
     {C_EVAL, cmd_eval},
+    {C_SCHEDULE, cmd_schedule},
+    {C_SIMULATE, cmd_simulate},
     {0, NULL}, /* end */
 };
 

@@ -1,0 +1,61 @@
+/* Options shared by `weipipe schedule` and `weipipe simulate` (cmd_common.h). */
+#include "cmd_common.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int bad(char *err, size_t errlen, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return 2;
+}
+
+int pipe_shape_from_opts(const wp_opts *o, wp_pipe_shape *p, char *err, size_t errlen) {
+    memset(p, 0, sizeof *p);
+    if (o->nranks < 1 || o->nranks > WP_MAX_CHUNKS)
+        return bad(err, errlen, "--nranks: %lld is not between 1 and %d", (long long)o->nranks, WP_MAX_CHUNKS);
+    int64_t m = o->num_microbatches ? o->num_microbatches : o->nranks;
+    if (m < 1 || m > 65536)
+        return bad(err, errlen, "--num-microbatches: %lld is not between 1 and 65536 (0 means one per rank)",
+                   (long long)o->num_microbatches);
+    p->nranks = (int)o->nranks;
+    p->nmb = (int)m;
+    p->gen.wzb2_owner_last = strcmp(o->wzb2_owner, "last") == 0;
+    return 0;
+}
+
+int layout_from_opts(const wp_opts *o, int nranks, wp_layout *L, bool *raised, char *err, size_t errlen) {
+    wp_model_cfg cfg;
+    *raised = false;
+    int rc = model_cfg_from_opts(o, nranks, &cfg, err, errlen);
+    int64_t chunks = o->num_chunks ? o->num_chunks : nranks;
+    bool model_default = !o->set[FLAG_num_layers] && !o->chunk_layers[0];
+    if (rc == 2 && model_default && chunks > o->num_layers && chunks <= WP_MAX_CHUNKS) {
+        wp_opts *copy = malloc(sizeof *copy);
+        if (!copy) return bad(err, errlen, "out of memory");
+        *copy = *o;
+        copy->num_layers = chunks;
+        rc = model_cfg_from_opts(copy, nranks, &cfg, err, errlen);
+        free(copy);
+        *raised = rc == 0;
+    }
+    if (rc) return rc;
+    return layout_build(&cfg, L, err, errlen) ? 2 : 0;
+}
+
+int machine_from_opts(const wp_opts *o, wp_machine *m, char *err, size_t errlen) {
+    memset(m, 0, sizeof *m);
+    if (o->device_tflops < 0) return bad(err, errlen, "--device-tflops: %g must not be negative", o->device_tflops);
+    if (o->ranks_per_node < 0) return bad(err, errlen, "--ranks-per-node: %lld must not be negative", (long long)o->ranks_per_node);
+    m->flops = o->device_tflops * 1e12;
+    m->mem_bw = o->device_mem_bandwidth;
+    m->ranks_per_node = (int)(o->ranks_per_node > WP_MAX_CHUNKS ? WP_MAX_CHUNKS : o->ranks_per_node);
+    m->link_bw = o->link_bandwidth;
+    m->link_lat = o->link_latency;
+    m->node_bw = o->node_link_bandwidth;
+    m->node_lat = o->node_link_latency;
+    return 0;
+}

@@ -1,0 +1,185 @@
+/* weipipe simulate: one table comparing strategies on a model and a machine (sim.h): step time,
+ * tokens/s, bubble, bytes sent per rank per step, peak memory per rank, throughput vs 1F1B.
+ * --trace writes every simulated strategy into one Chrome trace (a process per strategy and rank). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd_common.h"
+#include "commands.h"
+#include "draw.h"
+#include "log.h"
+#include "print.h"
+
+typedef struct {
+    wp_strategy st;
+    bool shown;    /* asked for (1f1b is simulated anyway, as the baseline) */
+    bool ok;
+    char note[1100];
+    double step_s, tokens_s, bubble;
+    size_t sent, peak;
+} row;
+
+static void setting(const wp_opts *o, const wp_layout *L, const wp_machine *m, const wp_pipe_shape *ps) {
+    const wp_model_cfg *c = &L->cfg;
+    char a[32], b[32], d[32], e[32], f[32];
+    printf("model: %d layers, h %d, ffn %d, %d heads, s %d, b %d, V %d: %.3g B parameters, %s precision%s\n", c->n_layers,
+           c->h, c->ffn, c->n_heads, c->seq, c->mb, c->vocab, (double)L->total_numel / 1e9, precision_name(c->precision),
+           c->recompute ? ", recompute" : "");
+    int per = m->ranks_per_node > 0 && m->ranks_per_node < ps->nranks ? m->ranks_per_node : ps->nranks;
+    printf("ring: %d ranks, %d per node; inside a node %s/s %s, between nodes %s/s %s; %g TFLOP/s, memory %s/s\n",
+           ps->nranks, per, m->node_bw > 0 ? fmt_bytes(a, sizeof a, m->node_bw) : "unlimited ",
+           fmt_seconds(b, sizeof b, m->node_lat), m->link_bw > 0 ? fmt_bytes(d, sizeof d, m->link_bw) : "unlimited ",
+           fmt_seconds(e, sizeof e, m->link_lat), o->device_tflops, fmt_bytes(f, sizeof f, m->mem_bw));
+    printf("step: %d micro-batches of %d tokens\n\n", ps->nmb, c->mb * c->seq);
+}
+
+static void print_text(const row *rows, int n, double base, double device_memory) {
+    char a[32], b[32], c[32];
+    printf("%-20s %12s %12s %8s %14s %14s %9s\n", "strategy", "step time", "tokens/s", "bubble", "sent/rank/step",
+           "peak mem/rank", "vs 1f1b");
+    bool over = false;
+    for (int i = 0; i < n; i++) {
+        const row *r = &rows[i];
+        if (!r->shown) continue;
+        if (!r->ok) {
+            printf("%-20s %s\n", strategy_name(r->st), r->note);
+            continue;
+        }
+        bool big = device_memory > 0 && (double)r->peak > device_memory;
+        over |= big;
+        char ratio[16] = "-";
+        if (base > 0) snprintf(ratio, sizeof ratio, "%.3fx", r->tokens_s / base);
+        fmt_bytes(c, sizeof c, (double)r->peak);
+        if (big) strcat(c, " !");
+        printf("%-20s %12s %12.0f %7.1f%% %14s %14s %9s\n", strategy_name(r->st), fmt_seconds(a, sizeof a, r->step_s),
+               r->tokens_s, 100 * r->bubble, fmt_bytes(b, sizeof b, (double)r->sent), c, ratio);
+    }
+    if (over) printf("! more than --device-memory per rank\n");
+}
+
+static void print_csv(const row *rows, int n, double base) {
+    printf("strategy,step_s,tokens_per_s,bubble,sent_bytes_per_rank,peak_bytes_per_rank,vs_1f1b,note\n");
+    for (int i = 0; i < n; i++) {
+        const row *r = &rows[i];
+        if (!r->shown) continue;
+        if (r->ok)
+            printf("%s,%.9g,%.9g,%.6f,%zu,%zu,%.6f,\n", strategy_name(r->st), r->step_s, r->tokens_s, r->bubble, r->sent,
+                   r->peak, base > 0 ? r->tokens_s / base : 0);
+        else
+            printf("%s,,,,,,,\"%s\"\n", strategy_name(r->st), r->note);
+    }
+}
+
+static void print_json(const row *rows, int n, double base, const wp_pipe_shape *ps) {
+    printf("{\"nranks\":%d,\"num_microbatches\":%d,\"strategies\":[", ps->nranks, ps->nmb);
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        const row *r = &rows[i];
+        if (!r->shown) continue;
+        printf("%s\n{\"strategy\":\"%s\"", k++ ? "," : "", strategy_name(r->st));
+        if (r->ok)
+            printf(",\"step_s\":%.9g,\"tokens_per_s\":%.9g,\"bubble\":%.6f,\"sent_bytes_per_rank\":%zu,"
+                   "\"peak_bytes_per_rank\":%zu,\"vs_1f1b\":%.6f}", r->step_s, r->tokens_s, r->bubble, r->sent, r->peak,
+                   base > 0 ? r->tokens_s / base : 0);
+        else
+            printf(",\"error\":\"%s\"}", r->note);
+    }
+    printf("]}\n");
+}
+
+/* One strategy: generate, simulate, and (with a trace) draw. 0, or the exit code. */
+static int one(row *r, const wp_pipe_shape *ps, const wp_layout *L, const wp_costs *c, wp_trace *t, int idx) {
+    char err[1024];
+    wp_schedule s;
+    int rc = schedule_generate(r->st, ps->nranks, ps->nmb, L->cfg.n_chunks, &ps->gen, &s, err, sizeof err);
+    if (rc == 2) {
+        snprintf(r->note, sizeof r->note, "not simulated: %s", err);
+        return 2;
+    }
+    if (rc) {
+        wp_error("%s", err);
+        return 1;
+    }
+    wp_sim sim;
+    rc = simulate(&s, L, c, t != NULL, &sim, err, sizeof err);
+    if (rc) {
+        wp_error("%s schedule breaks an invariant: %s", strategy_name(r->st), err);
+    } else {
+        r->ok = true;
+        r->step_s = sim.step_s;
+        r->tokens_s = sim.tokens_per_s;
+        r->bubble = sim.bubble;
+        r->sent = sim.max_sent;
+        r->peak = sim.max_peak;
+        char prefix[48];
+        snprintf(prefix, sizeof prefix, "%s ", strategy_name(r->st));
+        if (t) draw_trace(t, &s, &sim.run, idx * 1000, prefix, 1);
+    }
+    sim_free(&sim);
+    sched_free(&s);
+    return rc ? 1 : 0;
+}
+
+static int simulate_all(const wp_opts *o, const wp_pipe_shape *ps, const wp_layout *L, const wp_machine *m, wp_format fmt) {
+    char err[1024];
+    bool all = strcmp(o->strategy, "all") == 0;
+    row rows[WP_STRAT_COUNT];
+    wp_costs c;
+    costs_from_layout(&c, L, ps->nranks, m);
+    wp_trace *t = NULL;
+    if (o->trace[0] && !(t = trace_open(o->trace, err, sizeof err))) {
+        wp_error("%s", err);
+        return 2;
+    }
+    int rc = 0;
+    for (int i = 0; i < WP_STRAT_COUNT && !rc; i++) {
+        rows[i] = (row){.st = (wp_strategy)i, .shown = all || strcmp(o->strategy, strategy_name((wp_strategy)i)) == 0};
+        if (!rows[i].shown && i != WP_STRAT_1F1B) continue;
+        rc = one(&rows[i], ps, L, &c, rows[i].shown ? t : NULL, i);
+        if (rc == 2 && (all || !rows[i].shown)) rc = 0; /* a row that cannot be laid out says why */
+        else if (rc == 2) wp_error("%s", rows[i].note + strlen("not simulated: "));
+    }
+    if (t && trace_close(t, err, sizeof err) && !rc) {
+        wp_error("%s", err);
+        rc = 1;
+    }
+    if (rc) return rc;
+    double base = rows[WP_STRAT_1F1B].ok ? rows[WP_STRAT_1F1B].tokens_s : 0;
+    if (fmt == WP_FMT_CSV) {
+        print_csv(rows, WP_STRAT_COUNT, base);
+    } else if (fmt == WP_FMT_JSON) {
+        print_json(rows, WP_STRAT_COUNT, base, ps);
+    } else {
+        setting(o, L, m, ps);
+        print_text(rows, WP_STRAT_COUNT, base, (double)o->device_memory);
+    }
+    return 0;
+}
+
+int cmd_simulate(const wp_opts *o) {
+    char err[1024];
+    wp_format fmt;
+    wp_pipe_shape ps;
+    wp_machine m;
+    wp_layout L;
+    bool raised;
+    if (format_parse(o->format, &fmt) != 0) {
+        wp_error("--format: '%s' is not one of text, csv, json", o->format);
+        return 2;
+    }
+    if (pipe_shape_from_opts(o, &ps, err, sizeof err) || machine_from_opts(o, &m, err, sizeof err)) {
+        wp_error("%s", err);
+        return 2;
+    }
+    if (m.flops <= 0) {
+        wp_error("--device-tflops: simulate needs the speed of one rank in TFLOP/s (e.g. 312 for an A800 in fp16)");
+        return 2;
+    }
+    if (layout_from_opts(o, ps.nranks, &L, &raised, err, sizeof err)) {
+        wp_error("%s", err);
+        return 2;
+    }
+    int rc = simulate_all(o, &ps, &L, &m, fmt);
+    layout_free(&L);
+    return rc;
+}

@@ -1,0 +1,1022 @@
+/* The executor: all ranks' lists at once, under ir.h's semantics, with checks and (optional)
+ * time. State per rank: a program counter, the buffers held (each an instance that may still be
+ * arriving), memory counters. State per (src, dst, channel): FIFOs of posted sends and receives,
+ * the matched transfers in order, the one on the wire. State per link: transfers sharing it. */
+#include "exec.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/model.h"
+
+#define MAX_STEPS 4
+
+enum { DONE = 0, BLOCKED = 1, ERROR = 2 };
+enum { X_WAIT, X_SERIAL, X_FLIGHT };
+
+typedef struct inst {
+    wp_buf b;       /* W: absolute version */
+    bool present;   /* arrived, or created here */
+    int sends;      /* posted SENDs not yet left */
+    int gstep;      /* GW: step its contributions belong to, -1 when empty */
+    uint64_t *mbs;  /* GW: contributions */
+    int born, born_step;
+    size_t bytes;
+} inst;
+
+typedef struct {
+    wp_buf b;
+    int step, index;
+} freed_rec;
+
+typedef struct {
+    int pc;
+    bool done;
+    double busy_until;
+    bool arrived[MAX_STEPS], passed[MAX_STEPS];
+    double reduce_t0[MAX_STEPS];
+    inst **held;
+    int n_held, cap_held;
+    freed_rec *freed;
+    int n_freed, cap_freed;
+    char why[200];
+    int n_kind[WP_BUF_KINDS], n_acts;
+    size_t acts_bytes, bytes;
+} rstate;
+
+typedef struct {
+    int rank, step, index;
+    wp_buf b;
+    inst *in;
+} post;
+
+typedef struct xfer {
+    int src, dst, ch, step, s_index, r_index;
+    wp_buf b;
+    size_t bytes;
+    inst *from, *to;
+    int gstep;
+    uint64_t *mbs;
+    double remaining, t0, t_arrive;
+    int state;
+} xfer;
+
+typedef struct {
+    int src, dst, ch;
+    post *sends, *recvs;
+    int s_head, s_n, s_cap, r_head, r_n, r_cap;
+    xfer **q;
+    int q_head, q_n, q_cap;
+    xfer *busy;
+} chan;
+
+typedef struct {
+    xfer **x;
+    int n, cap;
+    double bw, lat;
+} link;
+
+typedef struct {
+    int *f_rank, *b_rank, *w_rank, *f_idx, *b_idx, *w_idx; /* [C*M] */
+    uint64_t *acc;                                          /* [C*words] */
+    int updated[WP_MAX_CHUNKS];
+    int arrived;
+    double arrive_max, done_at;
+    bool scheduled, done;
+} stepst;
+
+typedef struct {
+    const wp_schedule *s;
+    const wp_sizes *sz;
+    wp_costs costs;
+    int N, M, C, steps, words;
+    double now;
+    rstate *r;
+    chan **ch;      /* [N*N*WP_SCH_COUNT] */
+    chan **chans;   /* the ones in use */
+    int n_chans, cap_chans;
+    link *ln;       /* [N*N] */
+    xfer **flight;
+    int n_flight, cap_flight;
+    stepst st[MAX_STEPS];
+    int master[WP_MAX_CHUNKS];
+    wp_run *run;
+    char *err;
+    size_t errlen;
+    int failed;
+    bool progress;
+} eng;
+
+/* ---------- small helpers ---------- */
+
+static int grow(void **p, int *cap, int need, size_t elem) {
+    if (need <= *cap) return 0;
+    int nc = *cap ? *cap * 2 : 16;
+    while (nc < need) nc *= 2;
+    void *q = realloc(*p, (size_t)nc * elem);
+    if (!q) return -1;
+    *p = q;
+    *cap = nc;
+    return 0;
+}
+
+static int oom(eng *e) {
+    if (!e->failed) {
+        snprintf(e->err, e->errlen, "schedule: out of memory");
+        e->failed = -1;
+    }
+    return ERROR;
+}
+
+static const char *step_note(const eng *e, int step) {
+    static const char *const notes[MAX_STEPS] = {"", " in the second step", " in the third step", " in the fourth step"};
+    return e->steps > 1 ? notes[step] : "";
+}
+
+/* "rank R, action I (TEXT): message" — every error names where it happened. */
+static int fail_at(eng *e, int rank, int step, int idx, const char *fmt, ...) {
+    if (e->failed) return ERROR;
+    char at[96], msg[400];
+    action_text(&e->s->rank[rank].a[idx], at, sizeof at);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    snprintf(e->err, e->errlen, "rank %d, action %d (%s)%s: %s", rank, idx, at, step_note(e, step), msg);
+    e->failed = 1;
+    return ERROR;
+}
+
+static int fail_plain(eng *e, const char *fmt, ...) {
+    if (e->failed) return ERROR;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->err, e->errlen, fmt, ap);
+    va_end(ap);
+    e->failed = 1;
+    return ERROR;
+}
+
+static wp_buf absolute(wp_buf b, int step) {
+    if (b.kind == WP_BUF_W) b.idx += step;
+    return b;
+}
+
+/* Name with the version relative to `step`, as the lists write it. */
+static char *rel_name(wp_buf b, int step, char *out, size_t len) {
+    if (b.kind == WP_BUF_W) b.idx -= step;
+    return buf_name(b, out, len);
+}
+
+static inst *find(rstate *R, wp_buf b) {
+    for (int i = 0; i < R->n_held; i++)
+        if (buf_eq(R->held[i]->b, b)) return R->held[i];
+    return NULL;
+}
+
+/* " (it was freed at action 12)" when it was, for use-after-free messages. */
+static const char *freed_note(const eng *e, const rstate *R, wp_buf b, int step, char *out, size_t len) {
+    out[0] = '\0';
+    for (int i = R->n_freed - 1; i >= 0; i--)
+        if (buf_eq(R->freed[i].b, b)) {
+            snprintf(out, len, " (it was freed at action %d%s)", R->freed[i].index,
+                     R->freed[i].step != step ? step_note(e, R->freed[i].step) : "");
+            break;
+        }
+    return out;
+}
+
+static size_t bytes_of(const eng *e, wp_buf b) { return e->sz && e->sz->L ? buf_bytes(e->sz->L, b) : 0; }
+
+static void note_peaks(eng *e, int r) {
+    rstate *R = &e->r[r];
+    wp_rank_report *rep = &e->run->rank[r];
+    for (int k = 0; k < WP_BUF_KINDS; k++)
+        if (R->n_kind[k] > rep->peak_n[k]) rep->peak_n[k] = R->n_kind[k];
+    if (R->n_acts > rep->peak_acts) rep->peak_acts = R->n_acts;
+    if (R->acts_bytes > rep->peak_acts_bytes) rep->peak_acts_bytes = R->acts_bytes;
+    if (R->bytes > rep->peak_bytes) rep->peak_bytes = R->bytes;
+}
+
+static inst *create(eng *e, int r, wp_buf b, bool present, int step, int idx) {
+    rstate *R = &e->r[r];
+    inst *in = calloc(1, sizeof *in);
+    if (!in || grow((void **)&R->held, &R->cap_held, R->n_held + 1, sizeof *R->held)) {
+        free(in);
+        return NULL;
+    }
+    if (b.kind == WP_BUF_GW && !(in->mbs = calloc((size_t)e->words, sizeof *in->mbs))) {
+        free(in);
+        return NULL;
+    }
+    in->b = b;
+    in->present = present;
+    in->gstep = -1;
+    in->born = idx;
+    in->born_step = step;
+    in->bytes = bytes_of(e, b);
+    R->held[R->n_held++] = in;
+    R->n_kind[b.kind]++;
+    R->bytes += in->bytes;
+    note_peaks(e, r);
+    return in;
+}
+
+static int destroy(eng *e, int r, inst *in, int step, int idx) {
+    rstate *R = &e->r[r];
+    for (int i = 0; i < R->n_held; i++)
+        if (R->held[i] == in) {
+            R->held[i] = R->held[--R->n_held];
+            break;
+        }
+    R->n_kind[in->b.kind]--;
+    R->bytes -= in->bytes;
+    if (grow((void **)&R->freed, &R->cap_freed, R->n_freed + 1, sizeof *R->freed)) return -1;
+    R->freed[R->n_freed++] = (freed_rec){in->b, step, idx};
+    free(in->mbs);
+    free(in);
+    return 0;
+}
+
+static bool bit(const uint64_t *s, int i) { return s[i / 64] >> (i % 64) & 1; }
+static void set_bit(uint64_t *s, int i) { s[i / 64] |= 1ull << (i % 64); }
+static int first_common(const uint64_t *a, const uint64_t *b, int n) {
+    for (int i = 0; i < n; i++)
+        if (bit(a, i) && bit(b, i)) return i;
+    return -1;
+}
+
+/* ---------- transfers ---------- */
+
+static chan *get_chan(eng *e, int src, int dst, int ch) {
+    chan **slot = &e->ch[((size_t)src * e->N + dst) * WP_SCH_COUNT + ch];
+    if (!*slot) {
+        if (grow((void **)&e->chans, &e->cap_chans, e->n_chans + 1, sizeof *e->chans)) return NULL;
+        if (!(*slot = calloc(1, sizeof **slot))) return NULL;
+        (*slot)->src = src;
+        (*slot)->dst = dst;
+        (*slot)->ch = ch;
+        e->chans[e->n_chans++] = *slot;
+    }
+    return *slot;
+}
+
+static void link_params(const eng *e, int src, int dst, double *bw, double *lat) {
+    int per = e->costs.ranks_per_node > 0 ? e->costs.ranks_per_node : e->N;
+    bool same = src / per == dst / per;
+    *bw = same ? e->costs.node_bw : e->costs.link_bw;
+    *lat = same ? e->costs.node_lat : e->costs.link_lat;
+}
+
+static int start(eng *e, chan *c) {
+    if (c->busy || c->q_n == 0) return 0;
+    xfer *x = c->q[c->q_head];
+    if (!x->from->present) return 0;
+    c->q_head++;
+    c->q_n--;
+    c->busy = x;
+    x->state = X_SERIAL;
+    x->t0 = e->now;
+    x->remaining = (double)x->bytes;
+    x->gstep = x->from->gstep;
+    if (x->from->mbs) {
+        if (!(x->mbs = malloc((size_t)e->words * sizeof *x->mbs))) return -1;
+        memcpy(x->mbs, x->from->mbs, (size_t)e->words * sizeof *x->mbs);
+    }
+    link *l = &e->ln[x->src * e->N + x->dst];
+    if (grow((void **)&l->x, &l->cap, l->n + 1, sizeof *l->x)) return -1;
+    l->x[l->n++] = x;
+    e->progress = true;
+    return 0;
+}
+
+static int start_all(eng *e) {
+    for (int i = 0; i < e->n_chans; i++)
+        if (start(e, e->chans[i])) return -1;
+    return 0;
+}
+
+static int match(eng *e, chan *c) {
+    while (c->s_n > 0 && c->r_n > 0) {
+        post *sp = &c->sends[c->s_head], *rp = &c->recvs[c->r_head];
+        if (!buf_eq(sp->b, rp->b) || sp->step != rp->step) {
+            char sn[48], rn[48], at[96];
+            action_text(&e->s->rank[sp->rank].a[sp->index], at, sizeof at);
+            rel_name(sp->b, sp->step, sn, sizeof sn);
+            rel_name(rp->b, rp->step, rn, sizeof rn);
+            return fail_at(e, rp->rank, rp->step, rp->index,
+                           "in FIFO order on channel %s from rank %d this receive pairs with rank %d, action %d (%s)%s, "
+                           "which sends %s, not %s", channel_name(c->ch), c->src, sp->rank, sp->index, at,
+                           step_note(e, sp->step), sn, rn);
+        }
+        xfer *x = calloc(1, sizeof *x);
+        if (!x || grow((void **)&c->q, &c->q_cap, c->q_head + c->q_n + 1, sizeof *c->q)) {
+            free(x);
+            return oom(e);
+        }
+        *x = (xfer){.src = c->src, .dst = c->dst, .ch = c->ch, .step = sp->step, .s_index = sp->index,
+                    .r_index = rp->index, .b = sp->b, .bytes = sp->in->bytes, .from = sp->in, .to = rp->in,
+                    .gstep = -1, .state = X_WAIT};
+        c->q[c->q_head + c->q_n++] = x;
+        c->s_head++, c->s_n--;
+        c->r_head++, c->r_n--;
+    }
+    return start(e, c) ? oom(e) : DONE;
+}
+
+static int post_xfer(eng *e, bool is_send, int r, int step, int idx, int peer, int ch, wp_buf b, inst *in) {
+    chan *c = is_send ? get_chan(e, r, peer, ch) : get_chan(e, peer, r, ch);
+    if (!c) return oom(e);
+    post p = {r, step, idx, b, in};
+    if (is_send) {
+        if (grow((void **)&c->sends, &c->s_cap, c->s_head + c->s_n + 1, sizeof *c->sends)) return oom(e);
+        c->sends[c->s_head + c->s_n++] = p;
+    } else {
+        if (grow((void **)&c->recvs, &c->r_cap, c->r_head + c->r_n + 1, sizeof *c->recvs)) return oom(e);
+        c->recvs[c->r_head + c->r_n++] = p;
+    }
+    return match(e, c);
+}
+
+static int record_xfer(eng *e, const xfer *x) {
+    wp_run *run = e->run;
+    if (x->step == e->steps - 1) {
+        run->rank[x->src].sent[x->b.kind] += x->bytes;
+        run->rank[x->src].n_sent++;
+        run->rank[x->dst].recv[x->b.kind] += x->bytes;
+        run->rank[x->dst].n_recv++;
+    }
+    if (!run->record) return 0;
+    if (grow((void **)&run->xfer, &run->cap_xfer, run->n_xfer + 1, sizeof *run->xfer)) return -1;
+    wp_buf b = x->b;
+    if (b.kind == WP_BUF_W) b.idx -= x->step;
+    run->xfer[run->n_xfer++] = (wp_xfer_event){x->src, x->dst, x->ch, x->step, b, x->bytes, x->t0, x->t_arrive};
+    return 0;
+}
+
+/* The last byte left: the sender may free or write its buffer; the next one on the channel may go. */
+static int left(eng *e, xfer *x, chan *c) {
+    link *l = &e->ln[x->src * e->N + x->dst];
+    for (int i = 0; i < l->n; i++)
+        if (l->x[i] == x) {
+            l->x[i] = l->x[--l->n];
+            break;
+        }
+    x->from->sends--;
+    c->busy = NULL;
+    x->state = X_FLIGHT;
+    x->t_arrive = e->now + l->lat;
+    if (grow((void **)&e->flight, &e->cap_flight, e->n_flight + 1, sizeof *e->flight)) return -1;
+    e->flight[e->n_flight++] = x;
+    e->progress = true;
+    return start(e, c);
+}
+
+static int arrive(eng *e, xfer *x) {
+    x->to->present = true;
+    if (x->to->mbs && x->mbs) memcpy(x->to->mbs, x->mbs, (size_t)e->words * sizeof *x->mbs);
+    x->to->gstep = x->gstep;
+    e->progress = true;
+    int rc = record_xfer(e, x);
+    free(x->mbs);
+    free(x);
+    return rc;
+}
+
+/* ---------- actions ---------- */
+
+static int rec_comp(eng *e, int r, int step, int idx, const wp_action *a, double t0, double t1) {
+    wp_run *run = e->run;
+    if (!run->record) return 0;
+    if (grow((void **)&run->comp, &run->cap_comp, run->n_comp + 1, sizeof *run->comp)) return -1;
+    run->comp[run->n_comp++] = (wp_comp_event){r, step, idx, a->op, a->chunk, a->mb, t0, t1};
+    return 0;
+}
+
+/* Occupy the device for the op's duration. */
+static int run_for(eng *e, int r, int step, int idx, const wp_action *a) {
+    double d = a->chunk >= 0 && a->chunk < e->C ? e->costs.op_s[a->op][a->chunk] : 0;
+    e->r[r].busy_until = e->now + d;
+    if (step == e->steps - 1) {
+        if (op_is_compute(a->op)) e->run->rank[r].busy += d;
+        else e->run->rank[r].other += d;
+    }
+    return rec_comp(e, r, step, idx, a, e->now, e->now + d) ? oom(e) : DONE;
+}
+
+/* A buffer an action reads: ERROR if not held, BLOCKED while it arrives (or, for writes, while
+ * earlier sends of it are on the wire), else DONE with *out set. */
+static int need(eng *e, int r, int step, int idx, wp_buf b, bool write, inst **out) {
+    rstate *R = &e->r[r];
+    char nm[48], note[96];
+    inst *in = find(R, b);
+    if (!in)
+        return fail_at(e, r, step, idx, "needs %s, which rank %d does not hold%s", rel_name(b, step, nm, sizeof nm), r,
+                       freed_note(e, R, b, step, note, sizeof note));
+    if (!in->present) {
+        snprintf(R->why, sizeof R->why, "%s to arrive", rel_name(b, step, nm, sizeof nm));
+        return BLOCKED;
+    }
+    if (write && in->sends > 0) {
+        snprintf(R->why, sizeof R->why, "its send of %s to complete", rel_name(b, step, nm, sizeof nm));
+        return BLOCKED;
+    }
+    *out = in;
+    return DONE;
+}
+
+static int weights_ok(eng *e, int r, int step, int idx, const wp_action *a, inst **w) {
+    char nm[48];
+    if (a->buf.kind != WP_BUF_W || a->buf.chunk != a->chunk)
+        return fail_at(e, r, step, idx, "reads %s as the weights of chunk %d", buf_name(a->buf, nm, sizeof nm), a->chunk);
+    if (a->buf.idx != 0)
+        return fail_at(e, r, step, idx, "reads %s, but a step computes with its own weights, version @0",
+                       buf_name(a->buf, nm, sizeof nm));
+    return need(e, r, step, idx, absolute(a->buf, step), false, w);
+}
+
+#define AT(arr, c, mb) (st->arr[(c) * e->M + (mb)])
+
+static int do_forward(eng *e, int r, int step, int idx, const wp_action *a) {
+    stepst *st = &e->st[step];
+    int c = a->chunk, mb = a->mb, rc;
+    inst *w, *x = NULL;
+    if (AT(f_rank, c, mb) >= 0)
+        return fail_at(e, r, step, idx, "F(%d,%d) runs a second time (first on rank %d, action %d)", c, mb,
+                       AT(f_rank, c, mb), AT(f_idx, c, mb));
+    if ((rc = weights_ok(e, r, step, idx, a, &w)) != DONE) return rc;
+    if (c > 0 && (rc = need(e, r, step, idx, buf_a(c - 1, mb), false, &x)) != DONE) return rc;
+    if (c > 0 && AT(f_rank, c - 1, mb) < 0) return fail_at(e, r, step, idx, "runs before F(%d,%d)", c - 1, mb);
+    if (c < e->C - 1) {
+        char nm[48];
+        if (find(&e->r[r], buf_a(c, mb)))
+            return fail_at(e, r, step, idx, "writes %s, which rank %d already holds", buf_name(buf_a(c, mb), nm, sizeof nm), r);
+        if (!create(e, r, buf_a(c, mb), true, step, idx)) return oom(e);
+    }
+    AT(f_rank, c, mb) = r;
+    AT(f_idx, c, mb) = idx;
+    rstate *R = &e->r[r];
+    R->n_acts++;
+    size_t ab = e->sz ? e->sz->acts_bytes[c] : 0;
+    R->acts_bytes += ab;
+    R->bytes += ab;
+    note_peaks(e, r);
+    return run_for(e, r, step, idx, a);
+}
+
+static int backward_input(eng *e, int r, int step, int idx, const wp_action *a) {
+    stepst *st = &e->st[step];
+    int c = a->chunk, mb = a->mb, rc;
+    inst *w, *g = NULL;
+    if (AT(f_rank, c, mb) != r)
+        return AT(f_rank, c, mb) < 0 ? fail_at(e, r, step, idx, "runs before F(%d,%d)", c, mb)
+                                     : fail_at(e, r, step, idx, "needs the activations of F(%d,%d), which ran on rank %d",
+                                               c, mb, AT(f_rank, c, mb));
+    if (AT(b_rank, c, mb) >= 0)
+        return fail_at(e, r, step, idx, "the input gradient of (%d,%d) runs a second time (first at action %d)", c, mb,
+                       AT(b_idx, c, mb));
+    if ((rc = weights_ok(e, r, step, idx, a, &w)) != DONE) return rc;
+    if (c < e->C - 1 && (rc = need(e, r, step, idx, buf_ga(c, mb), false, &g)) != DONE) return rc;
+    if (c < e->C - 1 && AT(b_rank, c + 1, mb) < 0)
+        return fail_at(e, r, step, idx, "runs before the backward of (%d,%d)", c + 1, mb);
+    if (c > 0) {
+        char nm[48];
+        if (find(&e->r[r], buf_ga(c - 1, mb)))
+            return fail_at(e, r, step, idx, "writes %s, which rank %d already holds", buf_name(buf_ga(c - 1, mb), nm, sizeof nm), r);
+        if (!create(e, r, buf_ga(c - 1, mb), true, step, idx)) return oom(e);
+    }
+    AT(b_rank, c, mb) = r;
+    AT(b_idx, c, mb) = idx;
+    return DONE;
+}
+
+/* The W part: where this micro-batch's gW goes. Checked before anything changes. */
+static int gradient_target(eng *e, int r, int step, int idx, const wp_action *a, inst **g) {
+    *g = NULL;
+    if (a->to_master) {
+        if (e->s->owner[a->chunk] != r)
+            return fail_at(e, r, step, idx, "adds gW to the fp32 accumulator of chunk %d, which rank %d owns, not rank %d",
+                           a->chunk, e->s->owner[a->chunk], r);
+        return DONE;
+    }
+    return need(e, r, step, idx, buf_gw(a->chunk), true, g);
+}
+
+static int add_contribution(eng *e, int r, int step, int idx, const wp_action *a, inst *g) {
+    stepst *st = &e->st[step];
+    int c = a->chunk, mb = a->mb;
+    uint64_t *set = g ? g->mbs : &st->acc[(size_t)c * e->words];
+    if (g && g->gstep >= 0 && g->gstep != step)
+        return fail_at(e, r, step, idx, "adds to GW[%d], which still holds gradients of another step", c);
+    if (bit(set, mb))
+        return fail_at(e, r, step, idx, "adds micro-batch %d's gW of chunk %d a second time", mb, c);
+    set_bit(set, mb);
+    if (g) g->gstep = step;
+    AT(w_rank, c, mb) = r;
+    AT(w_idx, c, mb) = idx;
+    rstate *R = &e->r[r];
+    size_t ab = e->sz ? e->sz->acts_bytes[c] : 0;
+    R->n_acts--;
+    R->acts_bytes -= ab;
+    R->bytes -= ab;
+    return DONE;
+}
+
+static int do_compute(eng *e, int r, int step, int idx, const wp_action *a) {
+    stepst *st = &e->st[step];
+    int c = a->chunk, mb = a->mb, rc;
+    if (c < 0 || c >= e->C || mb < 0 || mb >= e->M)
+        return fail_at(e, r, step, idx, "chunk %d or micro-batch %d out of range", c, mb);
+    if (a->op == WP_OP_F) return do_forward(e, r, step, idx, a);
+    inst *g = NULL;
+    if (a->op == WP_OP_W) {
+        if (AT(b_rank, c, mb) != r || AT(w_rank, c, mb) >= 0) {
+            if (AT(w_rank, c, mb) >= 0)
+                return fail_at(e, r, step, idx, "the W-pass of (%d,%d) runs a second time (first on rank %d, action %d)",
+                               c, mb, AT(w_rank, c, mb), AT(w_idx, c, mb));
+            return fail_at(e, r, step, idx, "needs B(%d,%d) on this rank first", c, mb);
+        }
+        if ((rc = gradient_target(e, r, step, idx, a, &g)) != DONE) return rc;
+        if ((rc = add_contribution(e, r, step, idx, a, g)) != DONE) return rc;
+        return run_for(e, r, step, idx, a);
+    }
+    if (a->op == WP_OP_BW) {
+        if (AT(w_rank, c, mb) >= 0)
+            return fail_at(e, r, step, idx, "the W-pass of (%d,%d) runs a second time (first on rank %d, action %d)", c,
+                           mb, AT(w_rank, c, mb), AT(w_idx, c, mb));
+        if ((rc = gradient_target(e, r, step, idx, a, &g)) != DONE) return rc;
+    }
+    if ((rc = backward_input(e, r, step, idx, a)) != DONE) return rc;
+    if (a->op == WP_OP_BW && (rc = add_contribution(e, r, step, idx, a, g)) != DONE) return rc;
+    return run_for(e, r, step, idx, a);
+}
+
+static int do_xfer(eng *e, int r, int step, int idx, const wp_action *a) {
+    rstate *R = &e->r[r];
+    char nm[48], note[96];
+    if (a->peer < 0 || a->peer >= e->N || a->peer == r || a->channel >= WP_SCH_COUNT)
+        return fail_at(e, r, step, idx, "peer %d or channel %d is not valid", a->peer, a->channel);
+    wp_buf b = absolute(a->buf, step);
+    inst *in = find(R, b);
+    if (a->op == WP_OP_RECV) {
+        if (in)
+            return fail_at(e, r, step, idx, "receives %s, which rank %d already holds (since action %d%s)",
+                           buf_name(a->buf, nm, sizeof nm), r, in->born, step_note(e, in->born_step));
+        if (!(in = create(e, r, b, false, step, idx))) return oom(e);
+        return post_xfer(e, false, r, step, idx, a->peer, a->channel, b, in);
+    }
+    if (!in)
+        return fail_at(e, r, step, idx, "sends %s, which rank %d does not hold%s", buf_name(a->buf, nm, sizeof nm), r,
+                       freed_note(e, R, b, step, note, sizeof note));
+    in->sends++;
+    return post_xfer(e, true, r, step, idx, a->peer, a->channel, b, in);
+}
+
+static int do_create(eng *e, int r, int step, int idx, const wp_action *a) {
+    char nm[48];
+    wp_buf b = absolute(a->buf, step);
+    int c = a->buf.chunk;
+    if (c < 0 || c >= e->C) return fail_at(e, r, step, idx, "chunk %d out of range", c);
+    if (a->op == WP_OP_LOAD) {
+        if (a->buf.kind != WP_BUF_W) return fail_at(e, r, step, idx, "LOAD creates weights only");
+        if (e->s->owner[c] != r)
+            return fail_at(e, r, step, idx, "only the owner of chunk %d (rank %d) can load it from its master", c,
+                           e->s->owner[c]);
+        if (b.idx != e->master[c])
+            return fail_at(e, r, step, idx, "loads %s, but the master of chunk %d holds version @%d now",
+                           buf_name(a->buf, nm, sizeof nm), c, e->master[c] - step);
+    } else if (a->buf.kind != WP_BUF_GW) {
+        return fail_at(e, r, step, idx, "ZERO creates gradients only");
+    }
+    if (find(&e->r[r], b))
+        return fail_at(e, r, step, idx, "creates %s, which rank %d already holds", buf_name(a->buf, nm, sizeof nm), r);
+    if (!create(e, r, b, true, step, idx)) return oom(e);
+    return run_for(e, r, step, idx, a);
+}
+
+static int do_acc(eng *e, int r, int step, int idx, const wp_action *a) {
+    stepst *st = &e->st[step];
+    int c = a->chunk, rc;
+    if (c < 0 || c >= e->C) return fail_at(e, r, step, idx, "chunk %d out of range", c);
+    if (e->s->owner[c] != r) return fail_at(e, r, step, idx, "chunk %d is owned by rank %d", c, e->s->owner[c]);
+    inst *g;
+    if ((rc = need(e, r, step, idx, buf_gw(c), true, &g)) != DONE) return rc;
+    if (g->gstep >= 0 && g->gstep != step)
+        return fail_at(e, r, step, idx, "GW[%d] holds gradients of another step", c);
+    uint64_t *acc = &st->acc[(size_t)c * e->words];
+    int dup = first_common(acc, g->mbs, e->M);
+    if (dup >= 0)
+        return fail_at(e, r, step, idx, "GW[%d] brings micro-batch %d's contribution to the owner a second time", c, dup);
+    for (int i = 0; i < e->words; i++) {
+        acc[i] |= g->mbs[i];
+        g->mbs[i] = 0;
+    }
+    g->gstep = -1;
+    return run_for(e, r, step, idx, a);
+}
+
+static int do_reduce(eng *e, int r, int step, int idx) {
+    stepst *st = &e->st[step];
+    rstate *R = &e->r[r];
+    if (!R->arrived[step]) {
+        for (int c = 0; c < e->C; c++) {
+            if (e->s->owner[c] != r) continue;
+            for (int mb = 0; mb < e->M; mb++)
+                if (!bit(&st->acc[(size_t)c * e->words], mb))
+                    return fail_at(e, r, step, idx, "chunk %d's accumulator lacks micro-batch %d's gradient", c, mb);
+        }
+        R->arrived[step] = true;
+        R->reduce_t0[step] = e->now;
+        st->arrived++;
+        if (e->now > st->arrive_max) st->arrive_max = e->now;
+        if (st->arrived == e->N) {
+            st->scheduled = true;
+            st->done_at = st->arrive_max + e->costs.reduce_s;
+        }
+        e->progress = true;
+    }
+    if (!st->done) {
+        snprintf(R->why, sizeof R->why, "the REDUCE of every rank (%d of %d arrived)", st->arrived, e->N);
+        return BLOCKED;
+    }
+    R->passed[step] = true;
+    wp_action red = {.op = WP_OP_REDUCE, .chunk = -1, .mb = -1};
+    return rec_comp(e, r, step, idx, &red, R->reduce_t0[step], e->now) ? oom(e) : DONE;
+}
+
+static int do_update(eng *e, int r, int step, int idx, const wp_action *a) {
+    stepst *st = &e->st[step];
+    int c = a->chunk;
+    if (c < 0 || c >= e->C) return fail_at(e, r, step, idx, "chunk %d out of range", c);
+    if (e->s->owner[c] != r) return fail_at(e, r, step, idx, "chunk %d is owned by rank %d", c, e->s->owner[c]);
+    if (!e->r[r].passed[step])
+        return fail_at(e, r, step, idx, "updates before this rank's REDUCE (clipping and the inf/NaN skip need the "
+                       "global norm first)");
+    if (st->updated[c]++) return fail_at(e, r, step, idx, "chunk %d is updated a second time", c);
+    e->master[c]++;
+    memset(&st->acc[(size_t)c * e->words], 0, (size_t)e->words * sizeof *st->acc);
+    return run_for(e, r, step, idx, a);
+}
+
+static int do_free(eng *e, int r, int step, int idx, const wp_action *a) {
+    rstate *R = &e->r[r];
+    char nm[48], note[96];
+    wp_buf b = absolute(a->buf, step);
+    inst *in = find(R, b);
+    if (!in)
+        return fail_at(e, r, step, idx, "frees %s, which rank %d does not hold%s", buf_name(a->buf, nm, sizeof nm), r,
+                       freed_note(e, R, b, step, note, sizeof note));
+    if (!in->present || in->sends > 0) {
+        snprintf(R->why, sizeof R->why, "%s to %s", buf_name(a->buf, nm, sizeof nm),
+                 in->present ? "finish sending" : "arrive");
+        return BLOCKED;
+    }
+    return destroy(e, r, in, step, idx) ? oom(e) : DONE;
+}
+
+static int exec_action(eng *e, int r, int step, int idx) {
+    const wp_action *a = &e->s->rank[r].a[idx];
+    switch (a->op) {
+    case WP_OP_F:
+    case WP_OP_B:
+    case WP_OP_W:
+    case WP_OP_BW: return do_compute(e, r, step, idx, a);
+    case WP_OP_SEND:
+    case WP_OP_RECV: return do_xfer(e, r, step, idx, a);
+    case WP_OP_LOAD:
+    case WP_OP_ZERO: return do_create(e, r, step, idx, a);
+    case WP_OP_ACC: return do_acc(e, r, step, idx, a);
+    case WP_OP_REDUCE: return do_reduce(e, r, step, idx);
+    case WP_OP_UPDATE: return do_update(e, r, step, idx, a);
+    case WP_OP_FREE: return do_free(e, r, step, idx, a);
+    default: return fail_at(e, r, step, idx, "unknown op %d", a->op);
+    }
+}
+
+static void advance_rank(eng *e, int r) {
+    rstate *R = &e->r[r];
+    const int n = e->s->rank[r].n;
+    while (!R->done && !e->failed && R->busy_until <= e->now) {
+        if (R->pc == n * e->steps) {
+            R->done = true;
+            e->progress = true;
+            break;
+        }
+        int step = R->pc / n, idx = R->pc % n;
+        if (exec_action(e, r, step, idx) != DONE) break;
+        R->why[0] = '\0';
+        R->pc++;
+        e->progress = true;
+        if (R->pc % n == 0) {
+            double end = R->busy_until > e->now ? R->busy_until : e->now;
+            if (end > e->run->step_end[step]) e->run->step_end[step] = end;
+        }
+    }
+}
+
+/* ---------- time ---------- */
+
+static double next_time(const eng *e) {
+    double t = INFINITY;
+    for (int r = 0; r < e->N; r++)
+        if (e->r[r].busy_until > e->now && e->r[r].busy_until < t) t = e->r[r].busy_until;
+    for (int i = 0; i < e->n_flight; i++)
+        if (e->flight[i]->t_arrive < t) t = e->flight[i]->t_arrive;
+    for (int i = 0; i < e->N * e->N; i++) {
+        const link *l = &e->ln[i];
+        for (int j = 0; j < l->n; j++) {
+            double d = l->bw > 0 ? l->x[j]->remaining * l->n / l->bw : 0;
+            if (e->now + d < t) t = e->now + d;
+        }
+    }
+    for (int s = 0; s < e->steps; s++)
+        if (e->st[s].scheduled && !e->st[s].done && e->st[s].done_at < t) t = e->st[s].done_at;
+    return t;
+}
+
+static int advance_time(eng *e, double t) {
+    double dt = t - e->now, tol = 1e-12 * fmax(1.0, fabs(t));
+    e->now = t;
+    for (int i = 0; i < e->N * e->N; i++) {
+        link *l = &e->ln[i];
+        if (l->n == 0) continue;
+        /* the rate of the interval just ended; a transfer is through when less than tol is left */
+        double rate = l->bw / l->n;
+        int n = l->n;
+        xfer *through[WP_SCH_COUNT];
+        int k = 0;
+        for (int j = 0; j < n; j++) {
+            xfer *x = l->x[j];
+            if (l->bw > 0) x->remaining -= dt * rate;
+            if (l->bw <= 0 || x->remaining <= rate * tol) through[k++] = x;
+        }
+        for (int j = 0; j < k; j++)
+            if (left(e, through[j], get_chan(e, through[j]->src, through[j]->dst, through[j]->ch))) return -1;
+    }
+    for (int i = 0; i < e->n_flight;) {
+        xfer *x = e->flight[i];
+        if (x->t_arrive > t + tol) {
+            i++;
+            continue;
+        }
+        e->flight[i] = e->flight[--e->n_flight];
+        if (arrive(e, x)) return -1;
+    }
+    for (int s = 0; s < e->steps; s++) {
+        stepst *st = &e->st[s];
+        if (st->scheduled && !st->done && st->done_at <= t + tol) {
+            st->done = true;
+            e->run->reduce_at[s] = st->done_at;
+            e->progress = true;
+        }
+    }
+    for (int r = 0; r < e->N; r++)
+        if (fabs(e->r[r].busy_until - t) <= tol) e->r[r].busy_until = t;
+    return start_all(e);
+}
+
+/* ---------- checks before and after ---------- */
+
+static int check_structure(eng *e) {
+    const wp_schedule *s = e->s;
+    for (int c = 0; c < e->C; c++)
+        if (s->owner[c] < 0 || s->owner[c] >= e->N) return fail_plain(e, "owner of chunk %d is rank %d, not a rank", c, s->owner[c]);
+    for (int r = 0; r < e->N; r++) {
+        int reduces = 0;
+        for (int i = 0; i < s->rank[r].n; i++) reduces += s->rank[r].a[i].op == WP_OP_REDUCE;
+        if (reduces != 1) return fail_plain(e, "rank %d has %d REDUCE actions; every rank runs exactly one per step", r, reduces);
+        for (int i = 0; i < s->rank[r].n_carry; i++) {
+            wp_buf b = s->rank[r].carry[i];
+            char nm[48];
+            if (b.kind != WP_BUF_W || b.idx != 0 || b.chunk < 0 || b.chunk >= e->C || s->owner[b.chunk] != r)
+                return fail_plain(e, "rank %d carries %s into a step: only an owner's weights of the step (@0) can be "
+                                  "carried, so that it can create them before the first step", r, buf_name(b, nm, sizeof nm));
+        }
+    }
+    return 0;
+}
+
+static int check_unmatched(eng *e) {
+    for (int i = 0; i < e->n_chans; i++) {
+        chan *c = e->chans[i];
+        if (c->s_n) {
+            post *p = &c->sends[c->s_head];
+            return fail_at(e, p->rank, p->step, p->index, "never received: rank %d posts no matching RECV on channel %s",
+                           c->dst, channel_name(c->ch));
+        }
+        if (c->r_n) {
+            post *p = &c->recvs[c->r_head];
+            return fail_at(e, p->rank, p->step, p->index, "never sent: rank %d posts no matching SEND on channel %s",
+                           c->src, channel_name(c->ch));
+        }
+    }
+    return 0;
+}
+
+static int check_work(eng *e) {
+    for (int s = 0; s < e->steps; s++) {
+        const stepst *st = &e->st[s];
+        for (int c = 0; c < e->C; c++) {
+            for (int mb = 0; mb < e->M; mb++) {
+                const char *missing = AT(f_rank, c, mb) < 0 ? "forward" : AT(b_rank, c, mb) < 0 ? "input gradient"
+                                      : AT(w_rank, c, mb) < 0 ? "W-pass" : NULL;
+                if (missing)
+                    return fail_plain(e, "step %d: the %s of chunk %d, micro-batch %d never runs", s + 1, missing, c, mb);
+            }
+            if (st->updated[c] != 1)
+                return fail_plain(e, "step %d: chunk %d is never updated (its owner, rank %d, lacks UPDATE(%d))", s + 1,
+                                  c, e->s->owner[c], c);
+        }
+    }
+    return 0;
+}
+
+static int check_end_state(eng *e) {
+    char nm[48];
+    for (int r = 0; r < e->N; r++) {
+        const wp_rank_prog *p = &e->s->rank[r];
+        rstate *R = &e->r[r];
+        for (int i = 0; i < p->n_carry; i++) {
+            wp_buf want = absolute(p->carry[i], e->steps);
+            if (!find(R, want))
+                return fail_plain(e, "rank %d should end the step holding %s to carry into the next one, but does not",
+                                  r, buf_name(absolute(p->carry[i], 1), nm, sizeof nm));
+        }
+        if (R->n_held != p->n_carry) {
+            for (int i = 0; i < R->n_held; i++) {
+                bool carried = false;
+                for (int j = 0; j < p->n_carry; j++) carried |= buf_eq(R->held[i]->b, absolute(p->carry[j], e->steps));
+                if (!carried)
+                    return fail_at(e, r, R->held[i]->born_step, R->held[i]->born,
+                                   "%s is never freed (and is not carried into the next step)",
+                                   rel_name(R->held[i]->b, R->held[i]->born_step, nm, sizeof nm));
+            }
+        }
+    }
+    return 0;
+}
+
+static int deadlock(eng *e) {
+    char msg[900];
+    int n = snprintf(msg, sizeof msg, "deadlock:");
+    int shown = 0, blocked = 0;
+    for (int r = 0; r < e->N; r++) {
+        rstate *R = &e->r[r];
+        if (R->done) continue;
+        blocked++;
+        if (shown == 3) continue;
+        int len = e->s->rank[r].n, step = R->pc / len, idx = R->pc % len;
+        char at[96];
+        action_text(&e->s->rank[r].a[idx], at, sizeof at);
+        if (n < (int)sizeof msg)
+            n += snprintf(msg + n, sizeof msg - (size_t)n, "%s rank %d, action %d (%s)%s waits for %s", shown ? ";" : "",
+                          r, idx, at, step_note(e, step), R->why[0] ? R->why : "its peer");
+        shown++;
+    }
+    if (blocked > shown && n < (int)sizeof msg) snprintf(msg + n, sizeof msg - (size_t)n, "; %d more ranks wait", blocked - shown);
+    return fail_plain(e, "%s", msg);
+}
+
+/* ---------- setup and main loop ---------- */
+
+static int setup(eng *e) {
+    const size_t cm = (size_t)e->C * e->M, NN = (size_t)e->N * e->N;
+    wp_run *run = e->run;
+    e->r = calloc((size_t)e->N, sizeof *e->r);
+    e->ch = calloc(NN * WP_SCH_COUNT, sizeof *e->ch);
+    e->ln = calloc(NN, sizeof *e->ln);
+    run->rank = calloc((size_t)e->N, sizeof *run->rank);
+    run->step_end = calloc((size_t)e->steps, sizeof *run->step_end);
+    run->reduce_at = calloc((size_t)e->steps, sizeof *run->reduce_at);
+    if (!e->r || !e->ch || !e->ln || !run->rank || !run->step_end || !run->reduce_at) return -1;
+    for (int s = 0; s < e->steps; s++) {
+        stepst *st = &e->st[s];
+        int **arrs[6] = {&st->f_rank, &st->b_rank, &st->w_rank, &st->f_idx, &st->b_idx, &st->w_idx};
+        for (int k = 0; k < 6; k++) {
+            if (!(*arrs[k] = malloc(cm * sizeof(int)))) return -1;
+            for (size_t i = 0; i < cm; i++) (*arrs[k])[i] = -1;
+        }
+        if (!(st->acc = calloc((size_t)e->C * e->words, sizeof *st->acc))) return -1;
+    }
+    for (int a = 0; a < e->N; a++)
+        for (int b = 0; b < e->N; b++) link_params(e, a, b, &e->ln[a * e->N + b].bw, &e->ln[a * e->N + b].lat);
+    for (int r = 0; r < e->N; r++) {
+        for (int c = 0; c < e->C; c++)
+            if (e->s->owner[c] == r && e->sz) run->rank[r].owner_bytes += e->sz->owner_bytes[c];
+        for (int i = 0; i < e->s->rank[r].n_carry; i++)
+            if (!create(e, r, e->s->rank[r].carry[i], true, 0, 0)) return -1;
+    }
+    return 0;
+}
+
+static void teardown(eng *e) {
+    if (e->r)
+        for (int r = 0; r < e->N; r++) {
+            for (int i = 0; i < e->r[r].n_held; i++) {
+                free(e->r[r].held[i]->mbs);
+                free(e->r[r].held[i]);
+            }
+            free(e->r[r].held);
+            free(e->r[r].freed);
+        }
+    for (int i = 0; i < e->n_chans; i++) {
+        chan *c = e->chans[i];
+        for (int j = 0; j < c->q_n; j++) free(c->q[c->q_head + j]);
+        if (c->busy) {
+            free(c->busy->mbs);
+            free(c->busy);
+        }
+        free(c->q);
+        free(c->sends);
+        free(c->recvs);
+        free(c);
+    }
+    for (int i = 0; i < e->n_flight; i++) {
+        free(e->flight[i]->mbs);
+        free(e->flight[i]);
+    }
+    if (e->ln)
+        for (int i = 0; i < e->N * e->N; i++) free(e->ln[i].x);
+    for (int s = 0; s < MAX_STEPS; s++) {
+        stepst *st = &e->st[s];
+        free(st->f_rank), free(st->b_rank), free(st->w_rank), free(st->f_idx), free(st->b_idx), free(st->w_idx);
+        free(st->acc);
+    }
+    free(e->flight);
+    free(e->chans);
+    free(e->ch);
+    free(e->ln);
+    free(e->r);
+}
+
+static bool all_done(const eng *e) {
+    for (int r = 0; r < e->N; r++)
+        if (!e->r[r].done || e->r[r].busy_until > e->now) return false;
+    return true;
+}
+
+static void loop(eng *e) {
+    for (;;) {
+        do {
+            e->progress = false;
+            for (int r = 0; r < e->N && !e->failed; r++) advance_rank(e, r);
+        } while (e->progress && !e->failed);
+        if (e->failed) return;
+        double t = next_time(e);
+        if (isinf(t)) {
+            if (!all_done(e)) deadlock(e);
+            return;
+        }
+        if (advance_time(e, t)) {
+            oom(e);
+            return;
+        }
+    }
+}
+
+int exec_run(const wp_schedule *s, const wp_sizes *sz, const wp_costs *costs, int steps, bool record, wp_run *run,
+             char *err, size_t errlen) {
+    memset(run, 0, sizeof *run);
+    eng e = {.s = s, .sz = sz, .N = s->nranks, .M = s->nmb, .C = s->nchunks, .steps = steps, .run = run,
+             .err = err, .errlen = errlen};
+    run->nranks = s->nranks;
+    run->steps = steps;
+    run->record = record;
+    if (costs) e.costs = *costs;
+    e.words = (e.M + 63) / 64;
+    if (steps < 1 || steps > MAX_STEPS || e.N < 1 || e.C < 1 || e.C > WP_MAX_CHUNKS || e.M < 1) {
+        snprintf(err, errlen, "schedule: bad shape (N %d, M %d, C %d, steps %d)", e.N, e.M, e.C, steps);
+        return 1;
+    }
+    if (setup(&e)) {
+        oom(&e);
+    } else if (!check_structure(&e)) {
+        loop(&e);
+        if (!e.failed) check_unmatched(&e);
+        if (!e.failed) check_work(&e);
+        if (!e.failed) check_end_state(&e);
+    }
+    teardown(&e);
+    return e.failed;
+}
+
+void run_free(wp_run *run) {
+    free(run->rank);
+    free(run->step_end);
+    free(run->reduce_at);
+    free(run->comp);
+    free(run->xfer);
+    memset(run, 0, sizeof *run);
+}
+
+void sizes_from_layout(wp_sizes *sz, const wp_layout *L, bool split_backward) {
+    memset(sz, 0, sizeof *sz);
+    sz->L = L;
+    wp_dtype compute = precision_act_dtype(L->cfg.precision);
+    for (int c = 0; c < L->cfg.n_chunks; c++) {
+        sz->acts_bytes[c] = model_acts_bytes(L, c, compute, split_backward);
+        sz->owner_bytes[c] = 16 * L->chunk_numel[c];
+    }
+}

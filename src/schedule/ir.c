@@ -1,0 +1,170 @@
+/* The schedule IR: names, sizes, building. */
+#include "ir.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const strategy_names[WP_STRAT_COUNT] = {
+    "1f1b", "weipipe-naive", "weipipe-interleave", "wzb1", "wzb2",
+};
+
+const char *strategy_name(wp_strategy s) { return s < WP_STRAT_COUNT ? strategy_names[s] : "?"; }
+
+int strategy_parse(const char *name, wp_strategy *s) {
+    for (int i = 0; i < WP_STRAT_COUNT; i++)
+        if (strcmp(name, strategy_names[i]) == 0) {
+            *s = (wp_strategy)i;
+            return 0;
+        }
+    return -1;
+}
+
+const char *op_name(wp_op op) {
+    static const char *const names[WP_OP_COUNT] = {
+        "F", "B", "W", "BW", "SEND", "RECV", "LOAD", "ZERO", "ACC", "REDUCE", "UPDATE", "FREE",
+    };
+    return op < WP_OP_COUNT ? names[op] : "?";
+}
+
+const char *channel_name(int ch) {
+    static const char *const names[] = {"wfwd", "wbwd", "grad", "act", "actgrad", "gradret"};
+    return ch >= 0 && ch < (int)(sizeof names / sizeof names[0]) ? names[ch] : "ch?";
+}
+
+char *buf_name(wp_buf b, char *out, size_t len) {
+    switch (b.kind) {
+    case WP_BUF_W: snprintf(out, len, "W[%d]@%d%s", b.chunk, b.idx, b.lane == WP_LANE_B ? ".b" : ""); break;
+    case WP_BUF_GW: snprintf(out, len, "GW[%d]", b.chunk); break;
+    case WP_BUF_A: snprintf(out, len, "A[%d][%d]", b.chunk, b.idx); break;
+    case WP_BUF_GA: snprintf(out, len, "GA[%d][%d]", b.chunk, b.idx); break;
+    default: snprintf(out, len, "?"); break;
+    }
+    return out;
+}
+
+char *action_text(const wp_action *a, char *out, size_t len) {
+    char nb[48];
+    switch (a->op) {
+    case WP_OP_F:
+    case WP_OP_B:
+    case WP_OP_W:
+    case WP_OP_BW:
+        snprintf(out, len, "%s(%d,%d)%s", op_name(a->op), a->chunk, a->mb, a->to_master ? "*" : "");
+        break;
+    case WP_OP_SEND: snprintf(out, len, "SEND %s ->%d", buf_name(a->buf, nb, sizeof nb), a->peer); break;
+    case WP_OP_RECV: snprintf(out, len, "RECV %s <-%d", buf_name(a->buf, nb, sizeof nb), a->peer); break;
+    case WP_OP_LOAD:
+    case WP_OP_ZERO:
+    case WP_OP_FREE: snprintf(out, len, "%s %s", op_name(a->op), buf_name(a->buf, nb, sizeof nb)); break;
+    case WP_OP_ACC:
+    case WP_OP_UPDATE: snprintf(out, len, "%s(%d)", op_name(a->op), a->chunk); break;
+    default: snprintf(out, len, "%s", op_name(a->op)); break;
+    }
+    return out;
+}
+
+wp_buf buf_w(int chunk, int version, int lane) {
+    return (wp_buf){.kind = WP_BUF_W, .lane = (uint8_t)lane, .chunk = (int16_t)chunk, .idx = version};
+}
+wp_buf buf_gw(int chunk) { return (wp_buf){.kind = WP_BUF_GW, .chunk = (int16_t)chunk}; }
+wp_buf buf_a(int chunk, int mb) { return (wp_buf){.kind = WP_BUF_A, .chunk = (int16_t)chunk, .idx = mb}; }
+wp_buf buf_ga(int chunk, int mb) { return (wp_buf){.kind = WP_BUF_GA, .chunk = (int16_t)chunk, .idx = mb}; }
+
+bool buf_eq(wp_buf x, wp_buf y) {
+    return x.kind == y.kind && x.lane == y.lane && x.chunk == y.chunk && x.idx == y.idx;
+}
+
+size_t buf_bytes(const wp_layout *L, wp_buf b) {
+    const wp_model_cfg *m = &L->cfg;
+    if (b.chunk < 0 || b.chunk >= m->n_chunks) return 0;
+    switch (b.kind) {
+    case WP_BUF_W: return L->chunk_numel[b.chunk] * wp_dtype_size(precision_weight_dtype(m->precision));
+    case WP_BUF_GW: return L->chunk_numel[b.chunk] * wp_dtype_size(precision_grad_dtype(m->precision));
+    case WP_BUF_A:
+    case WP_BUF_GA: return (size_t)m->mb * m->seq * m->h * wp_dtype_size(precision_act_dtype(m->precision));
+    default: return 0;
+    }
+}
+
+int sched_init(wp_schedule *s, wp_strategy strategy, int nranks, int nmb, int nchunks) {
+    memset(s, 0, sizeof *s);
+    s->strategy = strategy;
+    s->nranks = nranks;
+    s->nmb = nmb;
+    s->nchunks = nchunks;
+    s->rank = calloc((size_t)nranks, sizeof *s->rank);
+    return s->rank ? 0 : -1;
+}
+
+void sched_free(wp_schedule *s) {
+    if (s->rank)
+        for (int r = 0; r < s->nranks; r++) {
+            free(s->rank[r].a);
+            free(s->rank[r].carry);
+        }
+    free(s->rank);
+    memset(s, 0, sizeof *s);
+}
+
+static int grow(void **p, int *cap, int need, size_t elem) {
+    if (need <= *cap) return 0;
+    int nc = *cap ? *cap * 2 : 64;
+    while (nc < need) nc *= 2;
+    void *q = realloc(*p, (size_t)nc * elem);
+    if (!q) return -1;
+    *p = q;
+    *cap = nc;
+    return 0;
+}
+
+int sched_push(wp_schedule *s, int rank, wp_action a) {
+    wp_rank_prog *p = &s->rank[rank];
+    if (grow((void **)&p->a, &p->cap, p->n + 1, sizeof *p->a)) return -1;
+    p->a[p->n++] = a;
+    return 0;
+}
+
+int sched_push_carry(wp_schedule *s, int rank, wp_buf b) {
+    wp_rank_prog *p = &s->rank[rank];
+    if (grow((void **)&p->carry, &p->cap_carry, p->n_carry + 1, sizeof *p->carry)) return -1;
+    p->carry[p->n_carry++] = b;
+    return 0;
+}
+
+int sched_insert(wp_schedule *s, int rank, int i, wp_action a) {
+    wp_rank_prog *p = &s->rank[rank];
+    if (i < 0 || i > p->n || grow((void **)&p->a, &p->cap, p->n + 1, sizeof *p->a)) return -1;
+    memmove(p->a + i + 1, p->a + i, (size_t)(p->n - i) * sizeof *p->a);
+    p->a[i] = a;
+    p->n++;
+    return 0;
+}
+
+void sched_delete(wp_schedule *s, int rank, int i) {
+    wp_rank_prog *p = &s->rank[rank];
+    if (i < 0 || i >= p->n) return;
+    memmove(p->a + i, p->a + i + 1, (size_t)(p->n - i - 1) * sizeof *p->a);
+    p->n--;
+}
+
+wp_action act_compute(wp_op op, int chunk, int mb, int lane, bool to_master, int turn) {
+    wp_action a = {.op = (uint8_t)op, .chunk = (int16_t)chunk, .mb = mb, .turn = turn, .peer = -1};
+    a.to_master = to_master;
+    a.buf = op == WP_OP_W ? buf_gw(chunk) : buf_w(chunk, 0, lane);
+    return a;
+}
+
+wp_action act_xfer(wp_op op, wp_buf b, int peer, int channel, int turn) {
+    return (wp_action){.op = (uint8_t)op, .channel = (uint8_t)channel, .chunk = b.chunk, .peer = (int16_t)peer,
+                       .mb = -1, .turn = turn, .buf = b};
+}
+
+wp_action act_buf(wp_op op, wp_buf b, int turn) {
+    return (wp_action){.op = (uint8_t)op, .chunk = b.chunk, .peer = -1, .mb = -1, .turn = turn, .buf = b};
+}
+
+wp_action act_chunk(wp_op op, int chunk, int turn) {
+    wp_action a = {.op = (uint8_t)op, .chunk = (int16_t)chunk, .peer = -1, .mb = -1, .turn = turn};
+    if (op == WP_OP_ACC) a.buf = buf_gw(chunk);
+    return a;
+}

@@ -1,0 +1,188 @@
+/* The schedule IR: for every rank, the ordered list of actions of ONE optimizer step. The ring
+ * runtime executes these lists as they are, step after step; the validator, the simulator and
+ * the drawings read the very same lists (docs/schedules.md explains every strategy).
+ *
+ * Buffers are named by what they hold (wp_buf):
+ *   W[c]@v     weights of chunk c after v optimizer steps, v counted from the step the list
+ *              runs in (@0: this step's weights, @1: the weights this step's UPDATE produces).
+ *              lane tells copies of the same weights apart (a rank may hold the forward-stream
+ *              copy W[c]@0 and the backward-stream copy W[c]@0.b at once); wire dtype =
+ *              precision_weight_dtype.
+ *   GW[c]      a travelling weight gradient of chunk c (grad dtype, bf16 in mixed precision).
+ *              It holds the contributions of the micro-batches whose W-pass added into it since
+ *              it was created by ZERO or drained by ACC; never more than one lap of the ring.
+ *   A[c][mb]   output of chunk c for micro-batch mb (input of chunk c+1), activation dtype.
+ *   GA[c][mb]  gradient of the loss w.r.t. A[c][mb], activation dtype.
+ * Data is not a buffer: the rank that runs F(0, mb) reads micro-batch mb's tokens, the rank that
+ * runs F(last, mb) its targets, from the deterministic loader.
+ * The activation state of (c, mb) (what F keeps for the backward) is not a buffer either: it
+ * lives on the rank that ran F(c, mb) until its W or BW releases it.
+ *
+ * Actions (wp_action), run strictly in list order by each rank:
+ *   F(c,mb)   forward: reads `buf` (= W[c]@0, some lane) and A[c-1][mb] (c > 0); writes
+ *             A[c][mb] (c < last) and creates the activation state; F(last) adds the loss.
+ *   B(c,mb)   input gradient: reads `buf` (weights), GA[c][mb] (c < last) and the state from
+ *             F(c,mb) on this rank; writes GA[c-1][mb] (c > 0).
+ *   W(c,mb)   weight gradient (W-pass): reads the state left by B(c,mb) on this rank, adds this
+ *             micro-batch's gW into GW[c] (which must be here), or into the owner's fp32
+ *             accumulator when `to_master` is set (the rank must own c); releases the state.
+ *   BW(c,mb)  B followed by W in one action (bit-identical to B then W).
+ *   SEND(buf, peer, channel) / RECV(buf, peer, channel): post a transfer (never blocks).
+ *   LOAD(buf) owner only: creates W[c]@v from its fp32 master; v must be the master's version.
+ *   ZERO(buf) creates an empty GW[c].
+ *   ACC(c)    owner only: adds the GW[c] it holds into its fp32 accumulator and zeroes GW[c],
+ *             so a gradient is never summed in bf16 across a whole step.
+ *   REDUCE    every rank once per step: the global exchange of the squared gradient norm and the
+ *             inf/NaN flag (control channel, not the ring). A rank's REDUCE requires each chunk it
+ *             owns to hold all M contributions; it completes when every rank has reached it.
+ *   UPDATE(c) owner only, after REDUCE: AdamW (clipped by the global norm, skipped on inf/NaN)
+ *             turns the accumulator into the master's next version and zeroes the accumulator.
+ *   FREE(buf) drop a buffer held by this rank.
+ *
+ * Transfer and waiting semantics (the runtime implements exactly these):
+ *   - SEND and RECV are posted without blocking. Matching is FIFO per (src, dst, channel): the
+ *     k-th SEND from a to b on channel ch pairs with the k-th RECV that b posts from a on ch, and
+ *     both must name the same buffer (so the same size). A RECV reserves the buffer's slot at
+ *     once; a rank never holds two buffers of one name.
+ *   - A transfer progresses once both sides posted it and the buffer is present at the sender
+ *     (a relay may SEND a buffer that is still arriving). Transfers of one (src, dst, channel)
+ *     leave in FIFO order, one after the other; different channels progress independently.
+ *   - An action that reads a buffer (F, B, W, BW, ACC) waits until it has arrived; one that
+ *     writes a buffer (W, BW into GW, ACC) also waits until earlier SENDs of it have completed.
+ *   - FREE waits until the buffer has arrived and its SENDs have completed, then drops it.
+ *     A buffer that arrives stays until FREE.
+ *   - Compute actions (F, B, W, BW, LOAD, ZERO, ACC, UPDATE) run on the rank's one device
+ *     stream and finish before the next action starts.
+ *   - REDUCE waits for all ranks' REDUCE of the same step.
+ *
+ * Step boundaries: each list is self-contained (every SEND pairs with a RECV in the same step),
+ * all buffers are freed by the end of the step except `carry`: those a rank holds when a step
+ * begins (named relative to that step, e.g. W[0]@0) and holds again when it ends (named relative
+ * to the ended step, e.g. W[0]@1). Carried weights must sit at their owner, which creates them by
+ * LOAD before the first step. Running a list twice in a row is checked by the validator. */
+#ifndef WP_SCHEDULE_IR_H
+#define WP_SCHEDULE_IR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "model/layout.h"
+
+typedef enum {
+    WP_STRAT_1F1B = 0,
+    WP_STRAT_NAIVE,
+    WP_STRAT_INTERLEAVE,
+    WP_STRAT_WZB1,
+    WP_STRAT_WZB2,
+    WP_STRAT_COUNT
+} wp_strategy;
+
+typedef enum {
+    WP_OP_F = 0,
+    WP_OP_B,
+    WP_OP_W,
+    WP_OP_BW,
+    WP_OP_SEND,
+    WP_OP_RECV,
+    WP_OP_LOAD,
+    WP_OP_ZERO,
+    WP_OP_ACC,
+    WP_OP_REDUCE,
+    WP_OP_UPDATE,
+    WP_OP_FREE,
+    WP_OP_COUNT
+} wp_op;
+
+typedef enum { WP_BUF_W = 0, WP_BUF_GW, WP_BUF_A, WP_BUF_GA, WP_BUF_KINDS } wp_buf_kind;
+
+/* Lanes of W: the forward stream's copy and the backward stream's copy. */
+enum { WP_LANE_F = 0, WP_LANE_B = 1 };
+
+/* Channels; the numbers agree with ring/transport.h's conventional ones. */
+enum {
+    WP_SCH_WFWD = 0,   /* forward weights, r -> r+1 */
+    WP_SCH_WBWD = 1,   /* backward weights */
+    WP_SCH_GRAD = 2,   /* travelling gradients */
+    WP_SCH_ACT = 3,    /* A: activations, r -> r+1 (1F1B) */
+    WP_SCH_ACTGRAD = 4, /* GA: their gradients, r -> r-1 (1F1B) */
+    WP_SCH_GRADRET = 5, /* gradients returning to their owner against the ring, r -> r-1 */
+    WP_SCH_COUNT = 8
+};
+
+typedef struct {
+    uint8_t kind;  /* wp_buf_kind */
+    uint8_t lane;  /* W: WP_LANE_*; 0 for the others */
+    int16_t chunk;
+    int32_t idx;   /* W: version relative to the step; A, GA: micro-batch; GW: 0 */
+} wp_buf;
+
+typedef struct {
+    uint8_t op;        /* wp_op */
+    uint8_t channel;   /* SEND, RECV */
+    uint8_t to_master; /* W, BW: add gW to the owner's fp32 accumulator instead of GW[c] */
+    uint8_t pad_;
+    int16_t chunk;     /* compute, ACC, UPDATE (and the chunk of buf where there is one) */
+    int16_t peer;      /* SEND: destination, RECV: source */
+    int32_t mb;        /* compute */
+    int32_t turn;      /* the generator's round this action belongs to: for reading, not semantics */
+    wp_buf buf;        /* SEND, RECV, LOAD, ZERO, FREE: the buffer; F, B, BW: the weights read */
+} wp_action;
+
+typedef struct {
+    int n, cap;
+    wp_action *a;
+    int n_carry, cap_carry;
+    wp_buf *carry; /* held when the step begins, named relative to it */
+} wp_rank_prog;
+
+typedef struct {
+    wp_strategy strategy;
+    int nranks;      /* N */
+    int nmb;         /* M micro-batches per step */
+    int nchunks;     /* C */
+    bool split;      /* B and W are separate actions (else fused BW) */
+    int owner[WP_MAX_CHUNKS];
+    wp_rank_prog *rank; /* [nranks] */
+} wp_schedule;
+
+/* Names. */
+const char *strategy_name(wp_strategy s);
+/* 0 and *s set, or -1 for an unknown name. */
+int strategy_parse(const char *name, wp_strategy *s);
+const char *op_name(wp_op op);
+const char *channel_name(int ch);
+/* "W[3]@0", "W[3]@0.b", "GW[3]", "A[2][5]", "GA[2][5]" */
+char *buf_name(wp_buf b, char *out, size_t len);
+/* One action as text, e.g. "F(2,5)", "SEND W[3]@0 ->1", "ACC(3)". */
+char *action_text(const wp_action *a, char *out, size_t len);
+
+wp_buf buf_w(int chunk, int version, int lane);
+wp_buf buf_gw(int chunk);
+wp_buf buf_a(int chunk, int mb);
+wp_buf buf_ga(int chunk, int mb);
+bool buf_eq(wp_buf x, wp_buf y);
+
+/* Bytes of a buffer for a model layout: W in the weight dtype, GW in the grad dtype, A and GA
+ * (b*s*h values) in the activation dtype. */
+size_t buf_bytes(const wp_layout *L, wp_buf b);
+
+/* Building and freeing. sched_init returns 0, or -1 when memory runs out. */
+int sched_init(wp_schedule *s, wp_strategy strategy, int nranks, int nmb, int nchunks);
+void sched_free(wp_schedule *s);
+int sched_push(wp_schedule *s, int rank, wp_action a);
+int sched_push_carry(wp_schedule *s, int rank, wp_buf b);
+/* Insert at position i (0..n) or delete position i of a rank's list: for the mutation tests. */
+int sched_insert(wp_schedule *s, int rank, int i, wp_action a);
+void sched_delete(wp_schedule *s, int rank, int i);
+
+/* Action constructors. */
+wp_action act_compute(wp_op op, int chunk, int mb, int lane, bool to_master, int turn);
+wp_action act_xfer(wp_op op, wp_buf b, int peer, int channel, int turn);
+wp_action act_buf(wp_op op, wp_buf b, int turn); /* LOAD, ZERO, FREE */
+wp_action act_chunk(wp_op op, int chunk, int turn); /* ACC, UPDATE, REDUCE (chunk ignored) */
+
+static inline bool op_is_compute(int op) { return op <= WP_OP_BW; }
+
+#endif

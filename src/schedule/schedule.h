@@ -1,0 +1,39 @@
+/* Schedule generators: one pure function per strategy, (N, M, C) -> IR (ir.h).
+ *
+ * Accepted shapes (anything else is bad input, return code 2 with a one-line reason):
+ *   - N >= 1 ranks, M >= 1 micro-batches per step.
+ *   - C = N chunks (one per rank) for every strategy: the stream layouts below are built for
+ *     one chunk per ring position; finer chunking (C = kN) would need a second lap per turn.
+ *   - 1f1b: any M. weipipe-*, wzb*: M a multiple of N (each rank runs M/N whole micro-batches,
+ *     as in the authors' code).
+ * Ownership (owner[c]: fp32 master, AdamW state and the fp32 gradient accumulator):
+ *   - 1f1b: rank c owns chunk c (weights never move).
+ *   - weipipe-naive, weipipe-interleave, wzb1: owner[c] = (N - c) mod N, the rank that holds
+ *     chunk c in the forward stream at turn 0, so a step starts without a transfer.
+ *   - wzb2: the same spread by default, or every chunk on rank N-1 (the paper's) with
+ *     wp_gen_opts.wzb2_owner_last. */
+#ifndef WP_SCHEDULE_H
+#define WP_SCHEDULE_H
+
+#include "ir.h"
+
+typedef struct {
+    bool wzb2_owner_last; /* wzb2: the last rank owns, updates and stages every chunk */
+} wp_gen_opts;
+
+/* Fill *out (caller frees with sched_free on success). Returns 0; 2 for bad input (err says what
+ * would be valid); 1 when building fails (out of memory, or an internal inconsistency). */
+int schedule_generate(wp_strategy s, int nranks, int nmb, int nchunks, const wp_gen_opts *opt, wp_schedule *out,
+                      char *err, size_t errlen);
+
+/* The shape check alone (2 with a reason, or 0). */
+int schedule_check_shape(wp_strategy s, int nranks, int nmb, int nchunks, char *err, size_t errlen);
+
+/* One generator per strategy (called by schedule_generate after the shape check). */
+int gen_1f1b(wp_schedule *s, char *err, size_t errlen);
+int gen_naive(wp_schedule *s, char *err, size_t errlen);
+int gen_interleave(wp_schedule *s, char *err, size_t errlen);
+int gen_wzb1(wp_schedule *s, char *err, size_t errlen);
+int gen_wzb2(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen);
+
+#endif

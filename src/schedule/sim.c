@@ -1,0 +1,92 @@
+/* The simulator: costs for the executor, and the step-level results (sim.h). */
+#include "sim.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void costs_from_layout(wp_costs *c, const wp_layout *L, int nranks, const wp_machine *m) {
+    memset(c, 0, sizeof *c);
+    const wp_model_cfg *cfg = &L->cfg;
+    double wsize = (double)wp_dtype_size(precision_weight_dtype(cfg->precision));
+    double gsize = (double)wp_dtype_size(precision_grad_dtype(cfg->precision));
+    for (int k = 0; k < cfg->n_chunks; k++) {
+        wp_flops f = layout_chunk_flops(L, k);
+        double b = f.bwd_input + (cfg->recompute ? f.fwd : 0);
+        double n = (double)L->chunk_numel[k];
+        c->op_s[WP_OP_F][k] = f.fwd / m->flops;
+        c->op_s[WP_OP_B][k] = b / m->flops;
+        c->op_s[WP_OP_W][k] = f.bwd_weight / m->flops;
+        c->op_s[WP_OP_BW][k] = (b + f.bwd_weight) / m->flops;
+        if (m->mem_bw > 0) {
+            c->op_s[WP_OP_UPDATE][k] = n * WP_UPDATE_BYTES_PER_PARAM / m->mem_bw;
+            c->op_s[WP_OP_LOAD][k] = n * (4 + wsize) / m->mem_bw;
+            c->op_s[WP_OP_ACC][k] = n * (2 * gsize + 8) / m->mem_bw;
+            c->op_s[WP_OP_ZERO][k] = n * gsize / m->mem_bw;
+        }
+    }
+    c->ranks_per_node = m->ranks_per_node;
+    c->link_bw = m->link_bw;
+    c->link_lat = m->link_lat;
+    c->node_bw = m->node_bw;
+    c->node_lat = m->node_lat;
+    bool two_kinds = m->ranks_per_node > 0 && m->ranks_per_node < nranks;
+    double lat = two_kinds ? fmax(m->link_lat, m->node_lat) : m->node_lat;
+    c->reduce_s = nranks > 1 ? 2 * ceil(log2(nranks)) * lat : 0;
+}
+
+void costs_unit(wp_costs *c, int nchunks, double xfer) {
+    memset(c, 0, sizeof *c);
+    for (int k = 0; k < nchunks; k++) costs_set_measured(c, k, 1, 1, 1);
+    c->link_lat = c->node_lat = xfer;
+}
+
+void costs_set_measured(wp_costs *c, int chunk, double f, double b, double w) {
+    c->op_s[WP_OP_F][chunk] = f;
+    c->op_s[WP_OP_B][chunk] = b;
+    c->op_s[WP_OP_W][chunk] = w;
+    c->op_s[WP_OP_BW][chunk] = b + w;
+}
+
+int simulate(const wp_schedule *s, const wp_layout *L, const wp_costs *c, bool record, wp_sim *out, char *err,
+             size_t errlen) {
+    memset(out, 0, sizeof *out);
+    wp_sizes sz;
+    if (L) sizes_from_layout(&sz, L, s->split);
+    int rc = exec_run(s, L ? &sz : NULL, c, 2, record, &out->run, err, errlen);
+    if (rc) return rc;
+    const int N = s->nranks;
+    out->rank_bubble = calloc((size_t)N, sizeof *out->rank_bubble);
+    out->rank_peak = calloc((size_t)N, sizeof *out->rank_peak);
+    out->rank_sent = calloc((size_t)N, sizeof *out->rank_sent);
+    if (!out->rank_bubble || !out->rank_peak || !out->rank_sent) {
+        snprintf(err, errlen, "schedule: out of memory");
+        return -1;
+    }
+    out->step_s = out->run.step_end[1] - out->run.step_end[0];
+    double tokens = L ? (double)s->nmb * L->cfg.mb * L->cfg.seq : (double)s->nmb;
+    out->tokens_per_s = out->step_s > 0 ? tokens / out->step_s : 0;
+    double busy = 0;
+    for (int r = 0; r < N; r++) {
+        const wp_rank_report *rr = &out->run.rank[r];
+        size_t sent = 0, recv = 0;
+        for (int k = 0; k < WP_BUF_KINDS; k++) sent += rr->sent[k], recv += rr->recv[k];
+        out->rank_sent[r] = sent;
+        out->rank_peak[r] = rr->peak_bytes + rr->owner_bytes;
+        out->rank_bubble[r] = out->step_s > 0 ? 1 - rr->busy / out->step_s : 0;
+        busy += rr->busy;
+        if (sent > out->max_sent) out->max_sent = sent;
+        if (recv > out->max_recv) out->max_recv = recv;
+        if (out->rank_peak[r] > out->max_peak) out->max_peak = out->rank_peak[r];
+    }
+    out->bubble = out->step_s > 0 ? 1 - busy / (N * out->step_s) : 0;
+    return 0;
+}
+
+void sim_free(wp_sim *out) {
+    free(out->rank_bubble);
+    free(out->rank_peak);
+    free(out->rank_sent);
+    run_free(&out->run);
+    memset(out, 0, sizeof *out);
+}

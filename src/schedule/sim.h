@@ -1,0 +1,62 @@
+/* The simulator: the executor (exec.h) with costs, i.e. a discrete-event run of the very lists the
+ * runtime executes, under the same transfer semantics.
+ *
+ * Cost model
+ *   - Compute: layout_chunk_flops / device FLOP/s. F = fwd; B = bwd_input (+ fwd with
+ *     --recompute, the forward redone inside B); W = bwd_weight; BW = B + W. Or measured per-op
+ *     times (costs_set_measured), which is how the runtime feeds its own timings back.
+ *   - Memory-bound ops at the device memory bandwidth: UPDATE reads master, moments and
+ *     accumulator and writes master and moments and zeroes the accumulator (32 bytes/param);
+ *     LOAD reads the fp32 master and writes the wire copy (4 + weight bytes); ACC reads the bf16
+ *     gradient, updates the fp32 accumulator and zeroes the gradient (2*grad bytes + 8); ZERO
+ *     writes the gradient (grad bytes).
+ *   - Links: ranks 0..N-1 in ring order, ranks_per_node consecutive ranks per node (so the ring
+ *     crosses between nodes as few times as possible: once per node). A hop inside a node uses
+ *     the node link, between nodes the link. Each direction of each (src, dst) pair is one link;
+ *     transfers on it at the same time share its bandwidth equally (the ring transport sends the
+ *     frames of its channels round robin: ring/pace.h); a transfer arrives latency after its last
+ *     byte left.
+ *   - REDUCE: 2*ceil(log2 N) one-way latencies of the slowest link after the last rank arrives
+ *     (a tree all-reduce of two scalars on the control connections).
+ *   - Unit model (no device speed given): F = B = W = 1, BW = 2, memory-bound ops free, every
+ *     transfer `xfer` units: for drawings and closed-form checks.
+ * Results: step time (the period of the second of two consecutive steps, so that strategies that
+ * carry state across steps are measured in steady state), tokens/s, bubble per rank and overall
+ * (1 - F/B/W compute time / step time), bytes per rank per step, and peak memory per rank: buffers
+ * and activation states at their peak plus the owner's 16 bytes/param (fp32 master, two Adam
+ * moments, fp32 gradient accumulator). */
+#ifndef WP_SCHEDULE_SIM_H
+#define WP_SCHEDULE_SIM_H
+
+#include "exec.h"
+
+typedef struct {
+    double flops;    /* device FLOP/s; 0 = unit model */
+    double mem_bw;   /* bytes/s for memory-bound ops; 0 = free */
+    int ranks_per_node;
+    double link_bw, link_lat, node_bw, node_lat; /* bytes/s (0 = unlimited), s */
+} wp_machine;
+
+#define WP_UPDATE_BYTES_PER_PARAM 32
+
+void costs_from_layout(wp_costs *c, const wp_layout *L, int nranks, const wp_machine *m);
+void costs_unit(wp_costs *c, int nchunks, double xfer);
+/* Measured times of one micro-batch through chunk c: sets F, B, W and BW = B + W. */
+void costs_set_measured(wp_costs *c, int chunk, double f, double b, double w);
+
+typedef struct {
+    double step_s, tokens_per_s, bubble;
+    double *rank_bubble;        /* [N] */
+    size_t *rank_peak;          /* [N] peak bytes including owner state */
+    size_t *rank_sent;          /* [N] bytes sent per step */
+    size_t max_sent, max_recv, max_peak;
+    wp_run run;                 /* events of both steps when recorded */
+} wp_sim;
+
+/* L may be NULL only with the unit model (no bytes then). Returns 0, 1 (the lists break an
+ * invariant; err says where), -1 out of memory. Free with sim_free. */
+int simulate(const wp_schedule *s, const wp_layout *L, const wp_costs *c, bool record, wp_sim *out, char *err,
+             size_t errlen);
+void sim_free(wp_sim *out);
+
+#endif

@@ -1,0 +1,141 @@
+/* The validator catches each invariant broken on purpose, with the right message: for every
+ * strategy and N = 1..5 (M = 2N) each applicable mutation of mutate.h; a hand-written two-rank
+ * schedule whose gradient is forked so that one contribution reaches the owner twice; and carried
+ * state that the end of the step does not restore. */
+#include <string.h>
+
+#include "schedule/mutate.h"
+#include "schedule/schedule.h"
+#include "schedule/validate.h"
+#include "st.h"
+
+static int caught;
+
+/* Whether msg contains one of the '|'-separated phrases. */
+static bool mentions(const char *msg, const char *phrases) {
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", phrases);
+    for (char *save = NULL, *p = strtok_r(buf, "|", &save); p; p = strtok_r(NULL, "|", &save))
+        if (strstr(msg, p)) return true;
+    return false;
+}
+
+static int validate(const wp_schedule *s, char *err, size_t len) {
+    wp_run rep;
+    int rc = sched_validate(s, NULL, &rep, err, len);
+    run_free(&rep);
+    return rc;
+}
+
+static void mutations(wp_strategy st, int N) {
+    int applied = 0;
+    for (int m = 0; m < WP_MUT_COUNT; m++) {
+        char err[1024] = "";
+        wp_schedule s;
+        if (schedule_generate(st, N, 2 * N, N, NULL, &s, err, sizeof err)) {
+            CHECK(0, "%s N=%d: %s", strategy_name(st), N, err);
+            return;
+        }
+        if (sched_mutate(&s, (wp_mutation)m) == 0) {
+            applied++;
+            int rc = validate(&s, err, sizeof err);
+            bool ok = rc == 1 && mentions(err, mutation_expect((wp_mutation)m)) && strstr(err, "rank ");
+            CHECK(ok, "%s N=%d %s: rc %d, message '%s' lacks '%s'", strategy_name(st), N, mutation_name((wp_mutation)m),
+                  rc, err, mutation_expect((wp_mutation)m));
+            caught += ok;
+        }
+        sched_free(&s);
+    }
+    /* with two ranks or more every mutation finds a target, except: no ACC where no gradient
+     * travels (1f1b), and no two different receives on one channel with two weight-passing ranks */
+    int want = N == 1 ? 4 : st == WP_STRAT_1F1B || N == 2 ? WP_MUT_COUNT - 1 : WP_MUT_COUNT;
+    CHECK(applied == want, "%s N=%d: %d mutations applied, want %d", strategy_name(st), N, applied, want);
+}
+
+/* Rank 0 runs micro-batch 0 through both chunks; rank 1 owns chunk 1 and lends its weights. With
+ * fork set, rank 0 sends its gradient of chunk 1 twice and rank 1 drains both copies. */
+static void handmade(wp_schedule *s, bool fork) {
+    sched_init(s, WP_STRAT_NAIVE, 2, 1, 2);
+    s->owner[0] = 0;
+    s->owner[1] = 1;
+    wp_action r0[] = {
+        act_buf(WP_OP_LOAD, buf_w(0, 0, 0), 0),
+        act_xfer(WP_OP_RECV, buf_w(1, 0, 0), 1, WP_SCH_WFWD, 0),
+        act_compute(WP_OP_F, 0, 0, 0, false, 0),
+        act_compute(WP_OP_F, 1, 0, 0, false, 0),
+        act_buf(WP_OP_FREE, buf_a(0, 0), 0),
+        act_buf(WP_OP_ZERO, buf_gw(1), 0),
+        act_compute(WP_OP_BW, 1, 0, 0, false, 0),
+        act_xfer(WP_OP_SEND, buf_gw(1), 1, WP_SCH_GRAD, 0),
+        act_xfer(WP_OP_SEND, buf_gw(1), 1, WP_SCH_GRAD, 0),
+        act_compute(WP_OP_BW, 0, 0, 0, true, 0),
+        act_buf(WP_OP_FREE, buf_ga(0, 0), 0),
+        act_buf(WP_OP_FREE, buf_gw(1), 0),
+        act_buf(WP_OP_FREE, buf_w(1, 0, 0), 0),
+        act_buf(WP_OP_FREE, buf_w(0, 0, 0), 0),
+        act_chunk(WP_OP_REDUCE, 0, 0),
+        act_chunk(WP_OP_UPDATE, 0, 0),
+    };
+    wp_action r1[] = {
+        act_buf(WP_OP_LOAD, buf_w(1, 0, 0), 0),
+        act_xfer(WP_OP_SEND, buf_w(1, 0, 0), 0, WP_SCH_WFWD, 0),
+        act_buf(WP_OP_FREE, buf_w(1, 0, 0), 0),
+        act_xfer(WP_OP_RECV, buf_gw(1), 0, WP_SCH_GRAD, 0),
+        act_chunk(WP_OP_ACC, 1, 0),
+        act_buf(WP_OP_FREE, buf_gw(1), 0),
+        act_xfer(WP_OP_RECV, buf_gw(1), 0, WP_SCH_GRAD, 0),
+        act_chunk(WP_OP_ACC, 1, 0),
+        act_buf(WP_OP_FREE, buf_gw(1), 0),
+        act_chunk(WP_OP_REDUCE, 0, 0),
+        act_chunk(WP_OP_UPDATE, 1, 0),
+    };
+    for (size_t i = 0; i < sizeof r0 / sizeof r0[0]; i++)
+        if (fork || i != 8) sched_push(s, 0, r0[i]);
+    for (size_t i = 0; i < sizeof r1 / sizeof r1[0]; i++)
+        if (fork || i < 6 || i > 8) sched_push(s, 1, r1[i]);
+}
+
+static void forked_gradient(void) {
+    char err[1024] = "";
+    wp_schedule s;
+    handmade(&s, false);
+    int rc = validate(&s, err, sizeof err);
+    CHECK(rc == 0, "hand-written schedule: %s", err);
+    sched_free(&s);
+    handmade(&s, true);
+    rc = validate(&s, err, sizeof err);
+    CHECK(rc == 1 && strstr(err, "rank 1, action 7 (ACC(1))") && strstr(err, "micro-batch 0's contribution to the owner a second time"),
+          "forked gradient: rc %d '%s'", rc, err);
+    caught += rc == 1;
+    sched_free(&s);
+}
+
+/* WZB2 carries the staged forward weights; without the LOAD that stages them, the second step
+ * starts without them. */
+static void broken_carry(void) {
+    char err[1024] = "";
+    wp_schedule s;
+    schedule_generate(WP_STRAT_WZB2, 3, 3, 3, NULL, &s, err, sizeof err);
+    int victim = -1;
+    for (int r = 0; r < s.nranks && victim < 0; r++)
+        if (s.rank[r].n_carry) victim = r;
+    CHECK(victim >= 0, "wzb2 carries nothing");
+    if (victim >= 0) {
+        wp_rank_prog *p = &s.rank[victim];
+        CHECK(p->a[p->n - 1].op == WP_OP_LOAD, "wzb2 rank %d does not end with the staging LOAD", victim);
+        sched_delete(&s, victim, p->n - 1);
+        int rc = validate(&s, err, sizeof err);
+        CHECK(rc == 1 && strstr(err, "does not hold") && strstr(err, "second step"), "broken carry: rc %d '%s'", rc, err);
+        caught += rc == 1;
+    }
+    sched_free(&s);
+}
+
+int main(void) {
+    for (int st = 0; st < WP_STRAT_COUNT; st++)
+        for (int N = 1; N <= 5; N++) mutations((wp_strategy)st, N);
+    forked_gradient();
+    broken_carry();
+    printf("%d broken schedules caught, %d failures\n", caught, st_failures);
+    return st_failures ? 1 : 0;
+}
