@@ -6,6 +6,7 @@
 #define WP_KERNELS_BACKEND_H
 
 #include "kernels.h"
+#include "wp_config.h"
 
 typedef struct wp_kern_ops {
     const char *name;
