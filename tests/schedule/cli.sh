@@ -1,0 +1,77 @@
+#!/bin/sh
+# weipipe schedule / simulate from the outside: exit 0 only for valid lists, 1 when the lists break
+# an invariant (WEIPIPE_SCHEDULE_BREAK hook), 2 with exactly one stderr line and no stdout for bad
+# input; the drawings and machine-readable outputs parse.
+wp="$1"
+root="$2"
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+expect() { # expect CODE ARGS...: exit code CODE; for 1 and 2 exactly one stderr line
+    code=$1; shift
+    "$wp" "$@" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    lines=$(wc -l <"$tmp/err")
+    if [ "$rc" -ne "$code" ]; then
+        fail "weipipe $*: exit $rc, want $code"; head -3 "$tmp/err"; return
+    fi
+    if [ "$code" -ne 0 ] && [ "$lines" -ne 1 ]; then fail "weipipe $*: $lines stderr lines, want 1"; cat "$tmp/err"; fi
+    if [ "$code" -eq 2 ] && [ -s "$tmp/out" ]; then fail "weipipe $*: bad input printed to stdout"; fi
+}
+
+json_ok() { python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$1" 2>/dev/null; }
+
+# valid lists
+for s in 1f1b weipipe-naive weipipe-interleave wzb1 wzb2; do
+    expect 0 schedule --strategy $s --nranks 3 --num-microbatches 6
+    grep -q '^valid:' "$tmp/out" || fail "schedule $s: no 'valid:' line"
+done
+expect 0 schedule --strategy wzb2 --wzb2-owner last --nranks 4 --num-microbatches 4
+grep -q 'starts holding .*W\[3\]@0' "$tmp/out" || fail "wzb2 --wzb2-owner last: rank 3 does not stage W[3]"
+
+# broken on purpose: exit 1, one line naming rank and action
+for m in drop-send swap-version double-gw free-early update-early; do
+    WEIPIPE_SCHEDULE_BREAK=$m expect 1 schedule --strategy weipipe-interleave --nranks 4 --num-microbatches 8
+    grep -q 'breaks an invariant: .*rank [0-9]' "$tmp/err" || fail "break $m: '$(cat "$tmp/err")'"
+done
+WEIPIPE_SCHEDULE_BREAK=nonsense expect 2 schedule --strategy 1f1b --nranks 2
+
+# bad input: exit 2 with one line
+expect 2 schedule --strategy nosuch
+expect 2 schedule --strategy all
+expect 2 schedule --strategy 1f1b --nranks 0
+expect 2 schedule --strategy 1f1b --nranks 2 --num-microbatches -3
+expect 2 schedule --strategy weipipe-interleave --nranks 4 --num-microbatches 6
+grep -q 'multiple of --nranks 4' "$tmp/err" || fail "M not a multiple: '$(cat "$tmp/err")'"
+expect 2 schedule --strategy wzb1 --nranks 4 --num-layers 8 --num-chunks 3
+grep -q 'one chunk per rank' "$tmp/err" || fail "bad chunk count: '$(cat "$tmp/err")'"
+expect 2 schedule --strategy 1f1b --nranks 4 --num-layers 2
+expect 2 simulate --strategy all --config "$root/configs/tiny.ini" --nranks 2
+expect 2 simulate --strategy wzb1 --config "$root/configs/tiny.ini" --nranks 4 --num-microbatches 6 --device-tflops 1
+expect 2 simulate --strategy all --device-tflops 1 --link-bandwidth 10
+
+# drawings and machine-readable output
+expect 0 schedule --strategy wzb1 --nranks 4 --num-microbatches 8 --svg "$tmp/t.svg" --trace "$tmp/t.json" --format csv
+head -c 4 "$tmp/t.svg" | grep -q '<svg' || fail "--svg did not write an SVG"
+grep -q 'rank 3' "$tmp/t.svg" || fail "--svg lacks rank 3"
+json_ok "$tmp/t.json" || fail "--trace is not JSON"
+grep -q '"traceEvents"' "$tmp/t.json" || fail "--trace lacks traceEvents"
+head -1 "$tmp/out" | grep -q '^rank,index,turn,op' || fail "--format csv header"
+expect 0 schedule --strategy 1f1b --nranks 2 --num-microbatches 3 --format json
+json_ok "$tmp/out" || fail "schedule --format json is not JSON"
+
+expect 0 simulate --strategy all --config "$root/configs/tiny.ini" --nranks 2 --num-microbatches 4 --device-tflops 1 \
+    --link-bandwidth 1Gbit --link-latency 10us --trace "$tmp/s.json"
+n=$(grep -c -E '^(1f1b|weipipe-naive|weipipe-interleave|wzb1|wzb2) ' "$tmp/out")
+[ "$n" -eq 5 ] || fail "simulate all: $n strategy rows, want 5"
+json_ok "$tmp/s.json" || fail "simulate --trace is not JSON"
+expect 0 simulate --strategy all --config "$root/configs/tiny.ini" --nranks 2 --device-tflops 1 --format csv
+[ "$(wc -l <"$tmp/out")" -eq 6 ] || fail "simulate csv: $(wc -l <"$tmp/out") lines, want 6"
+expect 0 simulate --strategy wzb2 --config "$root/configs/tiny.ini" --nranks 4 --device-tflops 1 --format json
+json_ok "$tmp/out" || fail "simulate --format json is not JSON"
+"$wp" simulate --help | grep -q 'Gbit' || fail "simulate --help does not say which bandwidth units"
+
+[ "$fails" -eq 0 ] && echo "cli: all checks passed"
+[ "$fails" -eq 0 ]
