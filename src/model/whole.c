@@ -125,9 +125,12 @@ static int forward_all(wp_whole *W, double *loss_mean) {
 
 int whole_forward(wp_whole *W, double *loss_mean) { return forward_all(W, loss_mean); }
 
-int whole_step(wp_whole *W, bool split, double *loss_mean) {
+int whole_zero_grads(wp_whole *W) {
     for (int c = 0; c < W->n_chunks; c++) kern_zero(W->k, W->gw[c], W->L->chunk_numel[c] * wp_dtype_size(W->gt));
-    if (forward_all(W, loss_mean) != 0) return -1;
+    return kern_error(W->k) ? -1 : 0;
+}
+
+int whole_backward(wp_whole *W, bool split) {
     const float dloss = (float)(1.0 / (double)W->T);
     for (int c = W->n_chunks - 1; c >= 0; c--) {
         const void *g_out = c < W->n_chunks - 1 ? W->g[c] : NULL;
@@ -138,6 +141,11 @@ int whole_step(wp_whole *W, bool split, double *loss_mean) {
         if (rc != 0) return -1;
     }
     return 0;
+}
+
+int whole_step(wp_whole *W, bool split, double *loss_mean) {
+    if (whole_zero_grads(W) != 0 || forward_all(W, loss_mean) != 0) return -1;
+    return whole_backward(W, split);
 }
 
 int whole_get_grads(wp_whole *W, float *grads) {

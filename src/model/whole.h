@@ -25,6 +25,10 @@ int whole_forward(wp_whole *W, double *loss_mean);
 /* Zero the gradients, run F then the backward of every chunk with dloss = 1/(b*s); split
  * runs B then the W-pass per chunk, otherwise the fused backward. */
 int whole_step(wp_whole *W, bool split, double *loss_mean);
+/* The parts of whole_step, for timing them apart: zero the gradients; the backward of every
+ * chunk after a whole_forward (gradients add up). */
+int whole_zero_grads(wp_whole *W);
+int whole_backward(wp_whole *W, bool split);
 
 /* d(mean loss)/d(param) as total_numel fp32 (host), in layout order. */
 int whole_get_grads(wp_whole *W, float *grads);
