@@ -1,5 +1,6 @@
 /* weipipe simulate: one table comparing strategies on a model and a machine (sim.h): step time,
- * tokens/s, bubble, bytes sent per rank per step, peak memory per rank, throughput vs 1F1B.
+ * tokens/s, bubble, bytes sent per rank per step and peak memory per rank (the largest over the
+ * ranks; --format json adds every rank's), throughput vs 1F1B.
  * --trace writes every simulated strategy into one Chrome trace (a process per strategy and rank). */
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,9 @@ typedef struct {
     char note[1100];
     double step_s, tokens_s, bubble;
     size_t sent, peak;
+    int n;                      /* ranks, for the per-rank lists */
+    double rank_bubble[WP_MAX_CHUNKS];
+    size_t rank_sent[WP_MAX_CHUNKS], rank_peak[WP_MAX_CHUNKS];
 } row;
 
 static void setting(const wp_opts *o, const wp_layout *L, const wp_machine *m, const wp_pipe_shape *ps) {
@@ -77,12 +81,22 @@ static void print_json(const row *rows, int n, double base, const wp_pipe_shape 
         const row *r = &rows[i];
         if (!r->shown) continue;
         printf("%s\n{\"strategy\":\"%s\"", k++ ? "," : "", strategy_name(r->st));
-        if (r->ok)
+        if (r->ok) {
             printf(",\"step_s\":%.9g,\"tokens_per_s\":%.9g,\"bubble\":%.6f,\"sent_bytes_per_rank\":%zu,"
-                   "\"peak_bytes_per_rank\":%zu,\"vs_1f1b\":%.6f}", r->step_s, r->tokens_s, r->bubble, r->sent, r->peak,
+                   "\"peak_bytes_per_rank\":%zu,\"vs_1f1b\":%.6f", r->step_s, r->tokens_s, r->bubble, r->sent, r->peak,
                    base > 0 ? r->tokens_s / base : 0);
-        else
-            printf(",\"error\":\"%s\"}", r->note);
+            printf(",\"rank_bubble\":[");
+            for (int k = 0; k < r->n; k++) printf("%s%.6f", k ? "," : "", r->rank_bubble[k]);
+            printf("],\"rank_sent_bytes\":[");
+            for (int k = 0; k < r->n; k++) printf("%s%zu", k ? "," : "", r->rank_sent[k]);
+            printf("],\"rank_peak_bytes\":[");
+            for (int k = 0; k < r->n; k++) printf("%s%zu", k ? "," : "", r->rank_peak[k]);
+            printf("]}");
+        } else {
+            printf(",\"error\":\"");
+            for (const char *c = r->note; *c; c++) printf(*c == '"' || *c == '\\' ? "\\%c" : "%c", *c);
+            printf("\"}");
+        }
     }
     printf("]}\n");
 }
@@ -111,6 +125,12 @@ static int one(row *r, const wp_pipe_shape *ps, const wp_layout *L, const wp_cos
         r->bubble = sim.bubble;
         r->sent = sim.max_sent;
         r->peak = sim.max_peak;
+        r->n = s.nranks;
+        for (int k = 0; k < s.nranks; k++) {
+            r->rank_bubble[k] = sim.rank_bubble[k];
+            r->rank_sent[k] = sim.rank_sent[k];
+            r->rank_peak[k] = sim.rank_peak[k];
+        }
         char prefix[48];
         snprintf(prefix, sizeof prefix, "%s ", strategy_name(r->st));
         if (t) draw_trace(t, &s, &sim.run, idx * 1000, prefix, 1);
