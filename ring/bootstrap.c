@@ -1,0 +1,432 @@
+/* Rank discovery from launcher variables and the tcp rendezvous (see bootstrap.h). */
+#include "bootstrap.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "control_tcp.h"
+#include "handshake.h"
+#include "sock.h"
+#include "tcp.h"
+#include "wire.h"
+
+/* ---- environment ---- */
+
+static const char *env_get(const char *name, void *ctx) {
+    (void)ctx;
+    const char *v = getenv(name);
+    return v && *v ? v : NULL;
+}
+
+static const char *get_nonempty(wp_getenv_fn get, void *ctx, const char *name) {
+    const char *v = get(name, ctx);
+    return v && *v ? v : NULL;
+}
+
+/* An integer variable in [lo, hi]; 0, or 2 with a message naming it. */
+static int int_var(wp_getenv_fn get, void *ctx, const char *name, long lo, long hi, bool required, long *out,
+                   char *err, size_t errlen) {
+    const char *v = get_nonempty(get, ctx, name);
+    if (!v) {
+        if (!required) return 0;
+        snprintf(err, errlen, "%s is not set", name);
+        return 2;
+    }
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || *end || end == v || x < lo || x > hi) {
+        snprintf(err, errlen, "%s='%.40s' is not an integer in %ld..%ld", name, v, lo, hi);
+        return 2;
+    }
+    *out = x;
+    return 0;
+}
+
+static int str_var(wp_getenv_fn get, void *ctx, const char *name, char *out, size_t outlen, char *err,
+                   size_t errlen) {
+    const char *v = get_nonempty(get, ctx, name);
+    if (!v) {
+        snprintf(err, errlen, "%s is not set", name);
+        return 2;
+    }
+    if (strlen(v) >= outlen) {
+        snprintf(err, errlen, "%s is longer than %zu characters", name, outlen - 1);
+        return 2;
+    }
+    snprintf(out, outlen, "%s", v);
+    return 0;
+}
+
+int boot_slurm_first_host(const char *nodelist, char *host, size_t hostlen) {
+    size_t n = strcspn(nodelist, "[,");
+    if (n == 0 || n >= hostlen) return -1;
+    memcpy(host, nodelist, n);
+    host[n] = 0;
+    if (nodelist[n] != '[') return 0;
+    const char *p = nodelist + n + 1;
+    size_t digits = 0;
+    while (isdigit((unsigned char)p[digits])) digits++;
+    if (digits == 0 || n + digits >= hostlen || (p[digits] != '-' && p[digits] != ',' && p[digits] != ']')) return -1;
+    memcpy(host + n, p, digits);
+    host[n + digits] = 0;
+    return 0;
+}
+
+static int slurm_master(wp_boot_info *bi, wp_getenv_fn get, void *ctx, char *err, size_t errlen) {
+    if (get_nonempty(get, ctx, "MASTER_ADDR")) {
+        if (str_var(get, ctx, "MASTER_ADDR", bi->master_addr, sizeof bi->master_addr, err, errlen)) return 2;
+    } else {
+        const char *list = get_nonempty(get, ctx, "SLURM_JOB_NODELIST");
+        if (!list) list = get_nonempty(get, ctx, "SLURM_NODELIST");
+        if (!list) {
+            snprintf(err, errlen, "neither MASTER_ADDR nor SLURM_JOB_NODELIST is set");
+            return 2;
+        }
+        if (boot_slurm_first_host(list, bi->master_addr, sizeof bi->master_addr) != 0) {
+            snprintf(err, errlen, "SLURM_JOB_NODELIST='%.60s' has no first host name", list);
+            return 2;
+        }
+    }
+    long port = 0, job = 0;
+    if (get_nonempty(get, ctx, "MASTER_PORT"))
+        return int_var(get, ctx, "MASTER_PORT", 1, 65535, true, &port, err, errlen) ? 2 : (bi->master_port = (int)port, 0);
+    if (int_var(get, ctx, "SLURM_JOB_ID", 0, 0x7fffffffL, false, &job, err, errlen)) return 2;
+    if (!get_nonempty(get, ctx, "SLURM_JOB_ID")) {
+        snprintf(err, errlen, "neither MASTER_PORT nor SLURM_JOB_ID is set");
+        return 2;
+    }
+    bi->master_port = 20000 + (int)(job % 20000); /* the same on every node of the job */
+    return 0;
+}
+
+static int master_vars(wp_boot_info *bi, wp_getenv_fn get, void *ctx, char *err, size_t errlen) {
+    long port;
+    if (str_var(get, ctx, "MASTER_ADDR", bi->master_addr, sizeof bi->master_addr, err, errlen) ||
+        int_var(get, ctx, "MASTER_PORT", 1, 65535, true, &port, err, errlen))
+        return 2;
+    bi->master_port = (int)port;
+    return 0;
+}
+
+static int job_vars(wp_boot_info *bi, wp_getenv_fn get, void *ctx, char *err, size_t errlen) {
+    if (str_var(get, ctx, "WEIPIPE_SECRET", bi->secret, sizeof bi->secret, err, errlen)) {
+        snprintf(err, errlen, "WEIPIPE_SECRET is not set or too long (give every rank of the job the same string "
+                              "of at most 63 characters; 'weipipe train --nranks N' sets it)");
+        return 2;
+    }
+    static const char *ids[] = {"WEIPIPE_JOB_ID", "SLURM_JOB_ID", "TORCHELASTIC_RUN_ID"};
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++)
+        if (get_nonempty(get, ctx, ids[i])) return str_var(get, ctx, ids[i], bi->job_id, sizeof bi->job_id, err, errlen);
+    snprintf(err, errlen, "WEIPIPE_JOB_ID is not set (nor a launcher's job id: SLURM_JOB_ID, TORCHELASTIC_RUN_ID)");
+    return 2;
+}
+
+int boot_from_env(wp_boot_info *bi, wp_getenv_fn get, void *ctx, char *err, size_t errlen) {
+    memset(bi, 0, sizeof *bi);
+    long rank = 0, world = 0, local = 0;
+    const long big = 1 << 20;
+    int rc;
+    if (get_nonempty(get, ctx, "RANK")) {
+        bi->launcher = "torchrun";
+        rc = int_var(get, ctx, "RANK", 0, big, true, &rank, err, errlen) ||
+             int_var(get, ctx, "WORLD_SIZE", 1, big, true, &world, err, errlen) ||
+             int_var(get, ctx, "LOCAL_RANK", 0, big, false, &local, err, errlen) || master_vars(bi, get, ctx, err, errlen);
+    } else if (get_nonempty(get, ctx, "SLURM_PROCID")) {
+        bi->launcher = "slurm";
+        rc = int_var(get, ctx, "SLURM_PROCID", 0, big, true, &rank, err, errlen) ||
+             int_var(get, ctx, "SLURM_NTASKS", 1, big, true, &world, err, errlen) ||
+             int_var(get, ctx, "SLURM_LOCALID", 0, big, false, &local, err, errlen) || slurm_master(bi, get, ctx, err, errlen);
+    } else if (get_nonempty(get, ctx, "OMPI_COMM_WORLD_RANK")) {
+        bi->launcher = "openmpi";
+        rc = int_var(get, ctx, "OMPI_COMM_WORLD_RANK", 0, big, true, &rank, err, errlen) ||
+             int_var(get, ctx, "OMPI_COMM_WORLD_SIZE", 1, big, true, &world, err, errlen) ||
+             int_var(get, ctx, "OMPI_COMM_WORLD_LOCAL_RANK", 0, big, false, &local, err, errlen) ||
+             master_vars(bi, get, ctx, err, errlen);
+    } else {
+        return 1;
+    }
+    if (rc) return 2;
+    if (rank >= world) {
+        snprintf(err, errlen, "rank %ld is not below the world size %ld (%s variables)", rank, world, bi->launcher);
+        return 2;
+    }
+    bi->rank = (int)rank;
+    bi->world = (int)world;
+    bi->local_rank = (int)local;
+    return job_vars(bi, get, ctx, err, errlen);
+}
+
+int boot_from_environ(wp_boot_info *bi, char *err, size_t errlen) { return boot_from_env(bi, env_get, NULL, err, errlen); }
+
+bool boot_launched(void) {
+    return env_get("RANK", NULL) || env_get("SLURM_PROCID", NULL) || env_get("OMPI_COMM_WORLD_RANK", NULL);
+}
+
+/* ---- rendezvous ---- */
+
+static void hs_fill(wire_hs *h, int kind, const wp_boot_info *bi, int rank, const char *addr) {
+    memset(h, 0, sizeof *h);
+    h->version = WIRE_VERSION;
+    h->kind = (uint16_t)kind;
+    h->rank = (uint32_t)rank;
+    h->world = (uint32_t)bi->world;
+    snprintf(h->job, sizeof h->job, "%s", bi->job_id);
+    snprintf(h->secret, sizeof h->secret, "%s", bi->secret);
+    snprintf(h->addr, sizeof h->addr, "%s", addr);
+}
+
+/* A joining rank's handshake is complete: check it, answer, keep its connection. */
+static void root_admit(const wp_boot_info *bi, hs_pending *p, int *fds, char **addrs, int *joined, uint64_t *rejected) {
+    hs_expect e = {.kind = HS_CONTROL, .world = bi->world, .job = bi->job_id, .secret = bi->secret};
+    wire_hs h, ack;
+    char why[200], host[SOCK_ADDR_MAX];
+    int port;
+    if (hs_check(p->buf, &e, &h, why, sizeof why) != 0) return hs_reject(p, 0, why, rejected);
+    if (h.rank == 0 || fds[h.rank] >= 0) return hs_reject(p, 0, h.rank ? "rank already joined" : "claims rank 0", rejected);
+    if (sock_split_addr(h.addr, host, sizeof host, &port, why, sizeof why) != 0) return hs_reject(p, 0, why, rejected);
+    uint8_t buf[WIRE_HS_BYTES];
+    hs_fill(&ack, HS_CONTROL_ACK, bi, 0, "");
+    wire_hs_encode(&ack, buf);
+    if (sock_write_all(p->fd, buf, sizeof buf, wp_now() + 1.0, why, sizeof why) != 0) return hs_reject(p, 0, why, rejected);
+    fds[h.rank] = p->fd;
+    addrs[h.rank] = strdup(h.addr);
+    p->fd = -1;
+    (*joined)++;
+}
+
+static void missing_list(int world, const int *fds, char *out, size_t outlen) {
+    size_t used = 0;
+    out[0] = 0;
+    for (int r = 1; r < world && used + 16 < outlen; r++)
+        if (fds[r] < 0) used += (size_t)snprintf(out + used, outlen - used, "%s%d", used ? ", " : "", r);
+}
+
+/* Rank 0: accept every other rank (refusing strangers), then send them the address table. */
+static int root_gather(const wp_boot_info *bi, const wp_net_opts *net, int lfd, int *fds, char **addrs, char *err,
+                       size_t errlen) {
+    hs_pending pend[HS_MAX_PENDING];
+    int np = 0, joined = 1;
+    uint64_t rejected = 0;
+    double deadline = wp_now() + net->connect_timeout;
+    while (joined < bi->world) {
+        double now = wp_now(), next = deadline;
+        if (now >= deadline) {
+            char missing[256];
+            missing_list(bi->world, fds, missing, sizeof missing);
+            snprintf(err, errlen, "rendezvous at %s:%d: rank(s) %s did not join within %g s", bi->master_addr,
+                     bi->master_port, missing, net->connect_timeout);
+            for (int i = 0; i < np; i++) close(pend[i].fd);
+            return 1;
+        }
+        struct pollfd pf[HS_MAX_PENDING + 1] = {{.fd = lfd, .events = POLLIN}};
+        for (int i = 0; i < np; i++) {
+            pf[i + 1] = (struct pollfd){.fd = pend[i].fd, .events = POLLIN};
+            if (pend[i].deadline < next) next = pend[i].deadline;
+        }
+        if (poll(pf, (nfds_t)np + 1, (int)((next - now) * 1000) + 1) < 0 && errno != EINTR) {
+            snprintf(err, errlen, "rendezvous: poll: %s", strerror(errno));
+            return 1;
+        }
+        now = wp_now();
+        hs_accept_all(lfd, pend, &np, fmin(net->connect_timeout, HS_TIMEOUT_MAX), &rejected, 0);
+        int k = 0;
+        for (int i = 0; i < np; i++) {
+            char why[200];
+            int rc = hs_read_some(&pend[i], why, sizeof why);
+            if (rc == 0 && now >= pend[i].deadline) {
+                snprintf(why, sizeof why, "no complete handshake in time (%zu of %d bytes)", pend[i].got, WIRE_HS_BYTES);
+                rc = -1;
+            }
+            if (rc < 0) hs_reject(&pend[i], 0, why, &rejected);
+            else if (rc == 1) root_admit(bi, &pend[i], fds, addrs, &joined, &rejected);
+            if (pend[i].fd >= 0) pend[k++] = pend[i];
+        }
+        np = k;
+    }
+    for (int i = 0; i < np; i++) hs_reject(&pend[i], 0, "the rendezvous is complete", &rejected);
+    return 0;
+}
+
+static char *join_table(char **addrs, int world, size_t *len) {
+    size_t cap = (size_t)world * (SOCK_ADDR_MAX + 1) + 1, used = 0;
+    char *t = malloc(cap);
+    if (!t) return NULL;
+    for (int r = 0; r < world; r++) used += (size_t)snprintf(t + used, cap - used, "%s\n", addrs[r]);
+    *len = used;
+    return t;
+}
+
+static int root_rendezvous(const wp_boot_info *bi, const wp_net_opts *net, int *fds, char **addrs, char *err,
+                           size_t errlen) {
+    char why[256];
+    int lfd = sock_listen(bi->master_addr, bi->master_port, why, sizeof why);
+    if (lfd < 0) {
+        snprintf(err, errlen, "rank 0 cannot listen at MASTER_ADDR:MASTER_PORT: %s", why);
+        return 1;
+    }
+    int rc = root_gather(bi, net, lfd, fds, addrs, err, errlen);
+    close(lfd);
+    size_t len = 0;
+    char *table = rc == 0 ? join_table(addrs, bi->world, &len) : NULL;
+    if (rc == 0 && !table) {
+        snprintf(err, errlen, "rank 0: out of memory for the address table");
+        rc = 1;
+    }
+    for (int r = 1; rc == 0 && r < bi->world; r++)
+        if (ctl_write_frame(fds[r], F_TABLE, 0, table, len, wp_now() + net->connect_timeout, why, sizeof why) != 0) {
+            snprintf(err, errlen, "rank 0 cannot send the address table to rank %d (%s): %s", r, addrs[r], why);
+            rc = 1;
+        }
+    free(table);
+    return rc;
+}
+
+static int parse_table(char *text, int world, char **addrs, char *err, size_t errlen) {
+    char *save = NULL;
+    int r = 0;
+    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        if (r >= world) break;
+        addrs[r++] = strdup(line);
+    }
+    if (r != world) {
+        snprintf(err, errlen, "rendezvous: rank 0 sent %d addresses for %d ranks", r, world);
+        return 1;
+    }
+    return 0;
+}
+
+/* The data address other ranks should dial: the listener's, with a wildcard host replaced by
+ * the local address of the connection to rank 0 (the interface that reaches the others), or
+ * by MASTER_ADDR on rank 0 itself. via_fd < 0: rank 0. */
+static void format_addr(char *out, size_t outlen, const char *host, int port) {
+    int n = strchr(host, ':') ? snprintf(out, outlen, "[%s]:%d", host, port) : snprintf(out, outlen, "%s:%d", host, port);
+    if (n < 0 || (size_t)n >= outlen) out[0] = 0; /* refused later as a malformed address */
+}
+
+static void advertised_addr(const wp_boot_info *bi, wp_transport *t, int via_fd, char *out, size_t outlen) {
+    char host[256], why[128], local[SOCK_ADDR_MAX];
+    int port, ignore;
+    const char *bound = tcp_listen_addr(t);
+    snprintf(out, outlen, "%s", bound);
+    if (sock_split_addr(bound, host, sizeof host, &port, why, sizeof why) != 0 || !sock_is_wildcard(host)) return;
+    if (via_fd < 0) {
+        snprintf(host, sizeof host, "%s", bi->master_addr);
+    } else {
+        sock_local_addr(via_fd, local, sizeof local);
+        if (sock_split_addr(local, host, sizeof host, &ignore, why, sizeof why) != 0) return;
+    }
+    format_addr(out, outlen, host, port);
+}
+
+static int rank_rendezvous(const wp_boot_info *bi, const wp_net_opts *net, wp_transport *t, int *fd0,
+                           char **addrs, char *err, size_t errlen) {
+    char why[256], my_addr[SOCK_ADDR_MAX];
+    double deadline = wp_now() + net->connect_timeout;
+    int fd = sock_connect(bi->master_addr, bi->master_port, deadline, why, sizeof why);
+    if (fd < 0) {
+        snprintf(err, errlen, "rank %d cannot reach rank 0 at MASTER_ADDR:MASTER_PORT: %s", bi->rank, why);
+        return 1;
+    }
+    wire_hs h, ack;
+    uint8_t buf[WIRE_HS_BYTES];
+    advertised_addr(bi, t, fd, my_addr, sizeof my_addr);
+    hs_fill(&h, HS_CONTROL, bi, bi->rank, my_addr);
+    wire_hs_encode(&h, buf);
+    hs_expect e = {.kind = HS_CONTROL_ACK, .world = bi->world, .job = bi->job_id, .secret = bi->secret};
+    if (sock_write_all(fd, buf, sizeof buf, deadline, why, sizeof why) != 0 ||
+        sock_read_all(fd, buf, sizeof buf, deadline, why, sizeof why) != 0 || hs_check(buf, &e, &ack, why, sizeof why) != 0) {
+        snprintf(err, errlen, "rank %d: rank 0 at %s:%d refused the rendezvous (%s; same WEIPIPE_SECRET, "
+                 "WEIPIPE_JOB_ID and world size everywhere?)", bi->rank, bi->master_addr, bi->master_port, why);
+        close(fd);
+        return 1;
+    }
+    int type;
+    uint64_t seq;
+    char *table;
+    size_t len;
+    /* Rank 0 waits up to --connect-timeout for the last rank to join. */
+    deadline = wp_now() + 2 * net->connect_timeout;
+    if (ctl_read_frame(fd, &type, &seq, &table, &len, (size_t)bi->world * (SOCK_ADDR_MAX + 1), deadline, why,
+                       sizeof why) != 0 || type != F_TABLE) {
+        if (table) snprintf(why, sizeof why, "a %s frame instead of the address table", wire_frame_type_name(type));
+        snprintf(err, errlen, "rank %d: no address table from rank 0 at %s:%d: %s", bi->rank, bi->master_addr,
+                 bi->master_port, why);
+        free(table);
+        close(fd);
+        return 1;
+    }
+    int rc = parse_table(table, bi->world, addrs, err, errlen);
+    free(table);
+    if (rc != 0) {
+        close(fd);
+        return 1;
+    }
+    *fd0 = fd;
+    return 0;
+}
+
+static void free_addrs(char **addrs, int world) {
+    for (int r = 0; addrs && r < world; r++) free(addrs[r]);
+    free(addrs);
+}
+
+int wp_job_open_tcp(const wp_boot_info *bi, const wp_net_opts *net, wp_transport **t, wp_control **ctl, char *err,
+                    size_t errlen) {
+    *t = NULL;
+    *ctl = NULL;
+    int world = bi->world;
+    int *fds = malloc((size_t)world * sizeof *fds);
+    char **addrs = calloc((size_t)world, sizeof *addrs);
+    if (!fds || !addrs) {
+        free(fds);
+        free(addrs);
+        snprintf(err, errlen, "rank %d: out of memory for the rendezvous", bi->rank);
+        return 1;
+    }
+    for (int r = 0; r < world; r++) fds[r] = -1;
+    int rc = tcp_create(net, bi->rank, world, bi->job_id, bi->secret, t, err, errlen);
+    if (rc == 0) {
+        if (bi->rank == 0) {
+            char my_addr[SOCK_ADDR_MAX];
+            advertised_addr(bi, *t, -1, my_addr, sizeof my_addr);
+            addrs[0] = strdup(my_addr);
+            rc = world > 1 ? root_rendezvous(bi, net, fds, addrs, err, errlen) : 0;
+        } else {
+            rc = rank_rendezvous(bi, net, *t, &fds[0], addrs, err, errlen);
+        }
+    }
+    for (int r = 0; rc == 0 && r < world; r++)
+        if (!addrs[r]) {
+            snprintf(err, errlen, "rank %d: out of memory for the address table", bi->rank);
+            rc = 1;
+        }
+    if (rc == 0) rc = tcp_set_peers(*t, addrs, err, errlen);
+    if (rc == 0) {
+        rc = ctl_tcp_start(bi->rank, world, fds, addrs, net->timeout, ctl, err, errlen);
+        for (int r = 0; r < world; r++) fds[r] = -1; /* owned by the control channel now */
+    }
+    for (int r = 0; r < world; r++)
+        if (fds[r] >= 0) close(fds[r]);
+    free(fds);
+    free_addrs(addrs, world);
+    if (rc != 0) {
+        tp_close(*t);
+        *t = NULL;
+        return 1;
+    }
+    ctl_attach(*ctl, *t);
+    return 0;
+}
+
+void wp_job_close(wp_transport *t, wp_control *ctl) {
+    ctl_close(ctl);
+    tp_close(t);
+}

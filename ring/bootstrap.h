@@ -1,0 +1,56 @@
+/* Rank discovery and rendezvous. Ranks learn who they are from the variables existing
+ * launchers set (never a home-made cluster manager):
+ *   torchrun / weipipe's own launcher: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT
+ *   Slurm (srun):  SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID; MASTER_ADDR / MASTER_PORT when
+ *                  set, else the first host of SLURM_JOB_NODELIST and port 20000 + job id % 20000
+ *   Open MPI (mpirun): OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_RANK,
+ *                  with MASTER_ADDR / MASTER_PORT (mpirun -x MASTER_ADDR -x MASTER_PORT)
+ * and WEIPIPE_SECRET (any string shared by the job's ranks) plus WEIPIPE_JOB_ID (else the
+ * launcher's job id: SLURM_JOB_ID, TORCHELASTIC_RUN_ID).
+ *
+ * Rendezvous: rank 0 listens on MASTER_ADDR:MASTER_PORT; every rank connects (handshake with
+ * job id and secret) and sends the address of its data listener; rank 0 answers with the table
+ * of all addresses. These connections stay open as the control channel (control.h). */
+#ifndef WP_RING_BOOTSTRAP_H
+#define WP_RING_BOOTSTRAP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "control.h"
+#include "transport.h"
+
+typedef struct wp_boot_info {
+    int rank, world, local_rank;
+    char master_addr[256];
+    int master_port;
+    char job_id[64];
+    char secret[64];
+    const char *launcher; /* "torchrun", "slurm" or "openmpi" */
+} wp_boot_info;
+
+typedef const char *(*wp_getenv_fn)(const char *name, void *ctx);
+
+/* Fill bi from a launcher's variables (get: getenv-like). Returns 0; 1 when no launcher
+ * variable is set at all (a plain process: single rank, or the parent that launches); 2 with
+ * a one-line message naming the missing or malformed variable. */
+int boot_from_env(wp_boot_info *bi, wp_getenv_fn get, void *ctx, char *err, size_t errlen);
+/* The same from this process's environment. */
+int boot_from_environ(wp_boot_info *bi, char *err, size_t errlen);
+/* Whether this process was started by a launcher (RANK, SLURM_PROCID or
+ * OMPI_COMM_WORLD_RANK is set). */
+bool boot_launched(void);
+
+/* First host of a Slurm node list ("gpu[03-05,9],cpu1" -> "gpu03"). Returns 0 or -1. */
+int boot_slurm_first_host(const char *nodelist, char *host, size_t hostlen);
+
+/* Rendezvous and open this rank's tcp transport and control channel (the control channel is
+ * attached to the transport: an abort anywhere aborts it). Connections to peers open on
+ * demand (or call tp_connect_ring). Returns 0, or 1 with a message. */
+int wp_job_open_tcp(const wp_boot_info *bi, const wp_net_opts *net, wp_transport **t, wp_control **ctl, char *err,
+                    size_t errlen);
+/* Close both in the safe order: the control channel first (its goodbye doubles as a final
+ * barrier on rank 0, and it must not abort a transport that is gone), then the transport. */
+void wp_job_close(wp_transport *t, wp_control *ctl);
+
+#endif

@@ -1,0 +1,85 @@
+/* Accepting side of the handshake (see handshake.h). */
+#include "handshake.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "log.h"
+
+int hs_read_some(hs_pending *p, char *why, size_t whylen) {
+    while (p->got < WIRE_HS_BYTES) {
+        ssize_t n = recv(p->fd, p->buf + p->got, WIRE_HS_BYTES - p->got, 0);
+        if (n > 0) {
+            p->got += (size_t)n;
+            continue;
+        }
+        if (n == 0) {
+            snprintf(why, whylen, "closed after %zu of %d handshake bytes", p->got, WIRE_HS_BYTES);
+            return -1;
+        }
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return 0;
+        snprintf(why, whylen, "%s after %zu handshake bytes", strerror(errno), p->got);
+        return -1;
+    }
+    return 1;
+}
+
+int hs_check(const uint8_t buf[WIRE_HS_BYTES], const hs_expect *e, wire_hs *h, char *why, size_t whylen) {
+    if (wire_hs_decode(buf, h, why, whylen) != 0) return -1;
+    if (h->kind != e->kind) {
+        snprintf(why, whylen, "handshake kind %u where %d was expected", h->kind, e->kind);
+        return -1;
+    }
+    if (strcmp(h->job, e->job) != 0) {
+        snprintf(why, whylen, "job id '%.40s' is not this job's", h->job);
+        return -1;
+    }
+    if (!wire_secret_equal(h->secret, e->secret)) {
+        snprintf(why, whylen, "wrong secret");
+        return -1;
+    }
+    if ((int)h->world != e->world || h->rank >= (uint32_t)e->world) {
+        snprintf(why, whylen, "rank %u of a world of %u (this job has %d ranks)", h->rank, h->world, e->world);
+        return -1;
+    }
+    if (e->kind == HS_DATA &&
+        (h->nstreams != e->nstreams || h->stream >= h->nstreams || h->frame_bytes != e->frame_bytes)) {
+        snprintf(why, whylen, "stream %u of %u with %u-byte frames (this job: %d streams, %u-byte frames)", h->stream,
+                 h->nstreams, h->frame_bytes, e->nstreams, e->frame_bytes);
+        return -1;
+    }
+    return 0;
+}
+
+void hs_reject(hs_pending *p, int rank, const char *why, uint64_t *rejected) {
+    wp_warn("rank %d: refused a connection from %s: %s", rank, p->from, why);
+    close(p->fd);
+    p->fd = -1;
+    (*rejected)++;
+}
+
+int hs_accept_all(int listen_fd, hs_pending *pending, int *npending, double timeout, uint64_t *rejected,
+                  int rank) {
+    int added = 0;
+    for (;;) {
+        int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED)
+                wp_warn("rank %d: accept failed: %s", rank, strerror(errno));
+            if (errno == EINTR || errno == ECONNABORTED) continue;
+            return added;
+        }
+        hs_pending p = {.fd = fd, .deadline = wp_now() + timeout};
+        sock_peer_addr(fd, p.from, sizeof p.from);
+        if (*npending >= HS_MAX_PENDING) {
+            hs_reject(&p, rank, "too many connections waiting for their handshake", rejected);
+            continue;
+        }
+        pending[(*npending)++] = p;
+        added++;
+    }
+}

@@ -1,0 +1,495 @@
+/* The tcp transport: creation, posting, connecting, failing and closing (see tcp.h). The
+ * progress thread that moves the bytes is in tcp_progress.c. */
+#include "tcp_impl.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+void tcp_wake(tcp_tp *T) {
+    uint64_t one = 1;
+    /* A full counter (EAGAIN) already means "wake up". */
+    if (write(T->wake_fd, &one, sizeof one) < 0 && errno != EAGAIN) return;
+}
+
+void tcp_free_out(tcp_out *o) {
+    free(o->own);
+    free(o);
+}
+
+static void peer_name(wp_transport *t, int peer, char *buf, size_t buflen) {
+    tcp_tp *T = tcp_of(t);
+    if (peer >= 0 && peer < t->world && T->peers[peer].addr[0])
+        snprintf(buf, buflen, "rank %d (%s)", peer, T->peers[peer].addr);
+    else
+        snprintf(buf, buflen, "rank %d", peer);
+}
+
+/* The first stream a control frame can go out on: connected and not cut mid-frame. */
+static tcp_stream *ctl_stream(tcp_tp *T, tcp_peer *P) {
+    for (int i = 0; i < T->net.tcp_streams; i++)
+        if (P->streams[i].fd >= 0 && !P->streams[i].broken) return &P->streams[i];
+    return NULL;
+}
+
+int tcp_queue_ctl(tcp_tp *T, tcp_peer *P, int type, int channel, uint64_t seq, uint64_t a, const char *payload,
+                  size_t len) {
+    tcp_stream *st = ctl_stream(T, P);
+    if (!st) return -1;
+    tcp_out *o = calloc(1, sizeof *o);
+    if (!o || (len && !(o->own = malloc(len)))) {
+        free(o);
+        return -1;
+    }
+    if (len) memcpy(o->own, payload, len);
+    wire_frame f = {.type = (uint8_t)type, .channel = (uint8_t)channel, .length = (uint32_t)len, .seq = seq, .a = a};
+    wire_frame_seal(&f, o->own);
+    wire_frame_encode(&f, o->hdr);
+    o->payload = o->own;
+    o->len = len;
+    if (st->ctl_tail) st->ctl_tail->next = o;
+    else st->ctl_head = o;
+    st->ctl_tail = o;
+    tcp_wake(T);
+    return 0;
+}
+
+static int send_cts(tcp_tp *T, tcp_peer *P, wp_request *r) {
+    r->cts = true;
+    if (tcp_queue_ctl(T, P, F_CTS, r->channel, r->seq, r->bytes, r->label, strlen(r->label)) != 0) {
+        tp_fail_locked(&T->base, -1, "rank %d: cannot queue a clear-to-send for %s", T->base.rank, r->label);
+        return -1;
+    }
+    return 0;
+}
+
+void tcp_stream_up(tcp_tp *T, tcp_peer *P, int index, int fd) {
+    P->streams[index].fd = fd;
+    if (++P->nconnected < T->net.tcp_streams) return;
+    P->connected = true;
+    for (int c = 0; c < WP_MAX_CHANNELS; c++)
+        for (wp_request *r = P->recvs[c].head; r; r = r->next)
+            if (!r->cts && send_cts(T, P, r) != 0) return;
+    pthread_cond_broadcast(&T->sync.cv);
+    tcp_wake(T);
+}
+
+/* The receiver posted message seq of `bytes`: the send may go once sizes agree. */
+static void cts_matches(tcp_tp *T, wp_request *s, uint64_t bytes, const char *label) {
+    if (s->bytes != bytes) {
+        tp_fail_locked(&T->base, -1, "rank %d sends %s (%zu bytes) on channel %d but rank %d expects %s (%llu bytes)",
+                       T->base.rank, s->label, s->bytes, s->channel, s->peer, label, (unsigned long long)bytes);
+        return;
+    }
+    s->cts = true;
+    s->progress_at = wp_now();
+    tcp_wake(T);
+}
+
+void tcp_got_cts(tcp_tp *T, tcp_peer *P, int channel, uint64_t seq, uint64_t bytes, const char *label) {
+    for (wp_request *s = P->sends[channel].head; s; s = s->next)
+        if (s->seq == seq) {
+            cts_matches(T, s, bytes, label);
+            return;
+        }
+    tcp_cts *c = calloc(1, sizeof *c);
+    if (!c) {
+        tp_fail_locked(&T->base, -1, "rank %d: out of memory for a clear-to-send", T->base.rank);
+        return;
+    }
+    c->seq = seq;
+    c->bytes = bytes;
+    snprintf(c->label, sizeof c->label, "%s", label);
+    if (P->cts_tail[channel]) P->cts_tail[channel]->next = c;
+    else P->cts_head[channel] = c;
+    P->cts_tail[channel] = c;
+}
+
+/* A send just posted: its clear-to-send may already be here (the receiver posted first). */
+static void take_early_cts(tcp_tp *T, tcp_peer *P, wp_request *s) {
+    tcp_cts *c = P->cts_head[s->channel];
+    if (!c || c->seq != s->seq) return;
+    P->cts_head[s->channel] = c->next;
+    if (!c->next) P->cts_tail[s->channel] = NULL;
+    cts_matches(T, s, c->bytes, c->label);
+    free(c);
+}
+
+/* Sends and receives to this very rank: matched and copied at once. */
+static void post_self(tcp_tp *T, wp_request *r) {
+    int c = r->channel;
+    tp_queue_push(r->kind == TP_SEND ? &T->self_sends[c] : &T->self_recvs[c], r);
+    while (T->self_sends[c].head && T->self_recvs[c].head) {
+        wp_request *s = tp_queue_pop(&T->self_sends[c]), *q = tp_queue_pop(&T->self_recvs[c]);
+        if (s->bytes != q->bytes) {
+            tp_fail_locked(&T->base, -1, "rank %d sends %s (%zu bytes) on channel %d to itself but expects %s (%zu bytes)",
+                           T->base.rank, s->label, s->bytes, c, q->label, q->bytes);
+            return;
+        }
+        if (s->bytes) memcpy(q->buf, s->buf, s->bytes);
+        tp_progress_locked(s, s->bytes);
+        tp_progress_locked(q, q->bytes);
+        tp_complete_locked(s);
+        tp_complete_locked(q);
+    }
+}
+
+static int tcp_post(wp_transport *t, wp_request *r, char *err, size_t errlen) {
+    tcp_tp *T = tcp_of(t);
+    if (r->peer == t->rank) {
+        post_self(T, r);
+        return 0;
+    }
+    tcp_peer *P = &T->peers[r->peer];
+    if (P->closed) {
+        char name[128];
+        peer_name(t, r->peer, name, sizeof name);
+        snprintf(err, errlen, "%s closed the connection before rank %d posted %s", name, t->rank, r->label);
+        tp_fail_locked(t, r->peer, "closed the connection");
+        return -1;
+    }
+    int c = r->channel;
+    P->pending++;
+    if (r->kind == TP_SEND) {
+        r->seq = P->send_seq[c]++;
+        tp_queue_push(&P->sends[c], r);
+        take_early_cts(T, P, r);
+    } else {
+        r->seq = P->recv_seq[c]++;
+        tp_queue_push(&P->recvs[c], r);
+        if (P->connected) send_cts(T, P, r);
+    }
+    return 0;
+}
+
+/* ---- connecting: the lower rank opens the streams, the higher rank's thread accepts ---- */
+
+static int handshake_out(tcp_tp *T, tcp_peer *P, int index, int fd, double deadline, char *why, size_t whylen) {
+    wire_hs h = {.version = WIRE_VERSION, .kind = HS_DATA, .rank = (uint32_t)T->base.rank,
+                 .world = (uint32_t)T->base.world, .stream = (uint16_t)index,
+                 .nstreams = (uint16_t)T->net.tcp_streams, .frame_bytes = (uint32_t)T->net.frame_bytes};
+    snprintf(h.job, sizeof h.job, "%s", T->job);
+    snprintf(h.secret, sizeof h.secret, "%s", T->secret);
+    uint8_t buf[WIRE_HS_BYTES];
+    wire_hs_encode(&h, buf);
+    if (sock_write_all(fd, buf, sizeof buf, deadline, why, whylen) != 0 ||
+        sock_read_all(fd, buf, sizeof buf, deadline, why, whylen) != 0)
+        return -1;
+    wire_hs reply;
+    hs_expect e = {.kind = HS_DATA_ACK, .world = T->base.world, .job = T->job, .secret = T->secret};
+    if (hs_check(buf, &e, &reply, why, whylen) != 0) return -1;
+    if ((int)reply.rank != P->rank) {
+        snprintf(why, whylen, "answered as rank %u", reply.rank);
+        return -1;
+    }
+    return 0;
+}
+
+static bool failed_now(tcp_tp *T) {
+    pthread_mutex_lock(&T->sync.mu);
+    bool failed = T->fail.failed;
+    pthread_mutex_unlock(&T->sync.mu);
+    return failed;
+}
+
+/* Connect in short attempts, so that a failure of the job (an abort) ends the retries. */
+static int connect_stream(tcp_tp *T, const char *host, int port, double deadline, char *why, size_t whylen) {
+    for (;;) {
+        double now = wp_now(), step = now + 0.25 < deadline ? now + 0.25 : deadline;
+        int fd = sock_connect(host, port, step, why, whylen);
+        if (fd >= 0 || step >= deadline) return fd;
+        if (failed_now(T)) {
+            snprintf(why, whylen, "the transport failed meanwhile");
+            return -1;
+        }
+    }
+}
+
+static int open_streams(tcp_tp *T, tcp_peer *P, char *err, size_t errlen) {
+    char host[SOCK_ADDR_MAX], why[256];
+    int port, K = T->net.tcp_streams, fds[64];
+    if (sock_split_addr(P->addr, host, sizeof host, &port, why, sizeof why) != 0) {
+        snprintf(err, errlen, "rank %d: bad address of rank %d: %s", T->base.rank, P->rank, why);
+        return -1;
+    }
+    double deadline = wp_now() + T->net.connect_timeout;
+    for (int i = 0; i < K; i++) {
+        fds[i] = connect_stream(T, host, port, deadline, why, sizeof why);
+        if (fds[i] < 0 || handshake_out(T, P, i, fds[i], deadline, why, sizeof why) != 0) {
+            for (int j = 0; j <= i; j++)
+                if (fds[j] >= 0) close(fds[j]);
+            snprintf(err, errlen, "rank %d cannot connect to rank %d (%s): %s", T->base.rank, P->rank, P->addr, why);
+            return -1;
+        }
+    }
+    pthread_mutex_lock(&T->sync.mu);
+    T->base.stats.overhead_sent += (uint64_t)K * WIRE_HS_BYTES;
+    T->base.stats.overhead_recv += (uint64_t)K * WIRE_HS_BYTES;
+    for (int i = 0; i < K; i++) {
+        if (T->fail.failed) close(fds[i]);
+        else tcp_stream_up(T, P, i, fds[i]);
+    }
+    pthread_mutex_unlock(&T->sync.mu);
+    return 0;
+}
+
+/* Wait for the peer (a lower rank) to open its streams to us. */
+static int await_streams(tcp_tp *T, tcp_peer *P, char *err, size_t errlen) {
+    double deadline = wp_now() + T->net.connect_timeout;
+    int rc = 0;
+    pthread_mutex_lock(&T->sync.mu);
+    while (!P->connected && !T->fail.failed) {
+        if (wp_now() >= deadline) {
+            snprintf(err, errlen, "rank %d (%s) did not connect to rank %d within %g s", P->rank, P->addr,
+                     T->base.rank, T->net.connect_timeout);
+            tp_fail_locked(&T->base, P->rank, "did not connect within %g s", T->net.connect_timeout);
+            rc = -1;
+            break;
+        }
+        wp_sync_wait_until(&T->sync, deadline);
+    }
+    if (rc == 0 && T->fail.failed) {
+        snprintf(err, errlen, "rank %d: transport failed while connecting to rank %d: %s", T->base.rank, P->rank,
+                 T->fail.what);
+        rc = -1;
+    }
+    pthread_mutex_unlock(&T->sync.mu);
+    return rc;
+}
+
+static int tcp_connect(wp_transport *t, int peer, bool wait, char *err, size_t errlen) {
+    tcp_tp *T = tcp_of(t);
+    tcp_peer *P = &T->peers[peer];
+    pthread_mutex_lock(&T->sync.mu);
+    bool peers_set = T->peers_set, opener = t->rank < peer;
+    bool skip = P->connected || P->connecting || P->closed || T->fail.failed;
+    if (!skip && opener) P->connecting = true;
+    pthread_mutex_unlock(&T->sync.mu);
+    if (!peers_set) {
+        snprintf(err, errlen, "rank %d: the addresses of the other ranks are not known yet (no rendezvous)", t->rank);
+        return -1;
+    }
+    if (skip) return 0;
+    if (!opener) return wait ? await_streams(T, P, err, errlen) : 0;
+    int rc = open_streams(T, P, err, errlen);
+    pthread_mutex_lock(&T->sync.mu);
+    P->connecting = false;
+    if (rc != 0) tp_fail_locked(t, peer, "could not be reached");
+    pthread_mutex_unlock(&T->sync.mu);
+    return rc;
+}
+
+/* The transport failed (sync held): drop queued data frames (their buffers may be gone once
+ * the waiters return) and tell every connected peer except the culprit. */
+static void tcp_failed(wp_transport *t) {
+    tcp_tp *T = tcp_of(t);
+    char reason[sizeof T->fail.what + 160];
+    if (T->fail.peer >= 0) {
+        char name[128];
+        peer_name(t, T->fail.peer, name, sizeof name);
+        snprintf(reason, sizeof reason, "%s %s", name, T->fail.what);
+    } else {
+        snprintf(reason, sizeof reason, "%s", T->fail.what);
+    }
+    for (int p = 0; p < t->world; p++) {
+        if (p == t->rank) continue;
+        tcp_peer *P = &T->peers[p];
+        for (int i = 0; i < T->net.tcp_streams; i++) {
+            tcp_stream *st = &P->streams[i];
+            while (st->data_head) {
+                tcp_out *o = st->data_head;
+                st->data_head = o->next;
+                if (o != st->cur) tcp_free_out(o);
+            }
+            st->data_tail = NULL;
+            if (st->cur && st->cur->req) {
+                st->broken = true;
+                tcp_free_out(st->cur);
+                st->cur = NULL;
+            }
+        }
+        size_t len = strlen(reason) < TCP_SMALL_PAYLOAD ? strlen(reason) : TCP_SMALL_PAYLOAD;
+        if (p != T->fail.peer && P->connected) tcp_queue_ctl(T, P, F_ABORT, 0, 0, 0, reason, len);
+    }
+    T->flush_deadline = wp_now() + 1.0;
+    tcp_wake(T);
+}
+
+static void free_peer(tcp_tp *T, tcp_peer *P) {
+    for (int i = 0; P->streams && i < T->net.tcp_streams; i++) {
+        tcp_stream *st = &P->streams[i];
+        tcp_out *lists[2] = {st->ctl_head, st->data_head};
+        for (int k = 0; k < 2; k++)
+            while (lists[k]) {
+                tcp_out *o = lists[k];
+                lists[k] = o->next;
+                if (o != st->cur) tcp_free_out(o);
+            }
+        if (st->cur) tcp_free_out(st->cur);
+        if (st->fd >= 0) close(st->fd);
+    }
+    for (int c = 0; c < WP_MAX_CHANNELS; c++)
+        while (P->cts_head[c]) {
+            tcp_cts *x = P->cts_head[c];
+            P->cts_head[c] = x->next;
+            free(x);
+        }
+    free(P->streams);
+}
+
+/* Orderly end of a socket: our FIN after everything we wrote, then read what is left so the
+ * kernel has no unread data that would turn our close into a reset. */
+static void shut_stream(int fd) {
+    char sink[4096];
+    shutdown(fd, SHUT_WR);
+    while (recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0) {
+    }
+}
+
+static void tcp_close(wp_transport *t) {
+    tcp_tp *T = tcp_of(t);
+    pthread_mutex_lock(&T->sync.mu);
+    T->stop = true;
+    tcp_wake(T);
+    pthread_mutex_unlock(&T->sync.mu);
+    if (T->thread_started) pthread_join(T->thread, NULL);
+    for (int p = 0; T->peers && p < t->world; p++) {
+        for (int i = 0; T->peers[p].streams && i < T->net.tcp_streams; i++)
+            if (T->peers[p].streams[i].fd >= 0) shut_stream(T->peers[p].streams[i].fd);
+        free_peer(T, &T->peers[p]);
+    }
+    for (int i = 0; i < T->npending; i++) close(T->pending[i].fd);
+    if (T->listen_fd >= 0) close(T->listen_fd);
+    if (T->wake_fd >= 0) close(T->wake_fd);
+    tp_free_requests(t);
+    free(T->peers);
+    wp_sync_destroy(&T->sync);
+    free(T);
+}
+
+static const tp_ops tcp_ops = {
+    .kind = "tcp",
+    .connect = tcp_connect,
+    .post = tcp_post,
+    .failed = tcp_failed,
+    .peer_name = peer_name,
+    .close = tcp_close,
+};
+
+/* ---- creation ---- */
+
+static int alloc_peers(tcp_tp *T, char *err, size_t errlen) {
+    int world = T->base.world, K = T->net.tcp_streams;
+    T->peers = calloc((size_t)world, sizeof *T->peers);
+    if (!T->peers) goto oom;
+    for (int p = 0; p < world; p++) {
+        tcp_peer *P = &T->peers[p];
+        P->rank = p;
+        P->streams = calloc((size_t)K, sizeof *P->streams);
+        if (!P->streams) goto oom;
+        for (int i = 0; i < K; i++) {
+            P->streams[i].fd = -1;
+            P->streams[i].index = i;
+            P->streams[i].peer = P;
+        }
+        double bw, lat;
+        tp_net_link(&T->net, T->base.rank, p, &bw, &lat);
+        wp_link_init(&P->link, bw, lat);
+    }
+    return 0;
+oom:
+    snprintf(err, errlen, "rank %d: out of memory for %d peers", T->base.rank, world);
+    return -1;
+}
+
+static int check_args(const wp_net_opts *net, int rank, int world, const char *job_id, const char *secret,
+                      char *err, size_t errlen) {
+    if (world < 1 || rank < 0 || rank >= world) {
+        snprintf(err, errlen, "tcp transport: rank %d of a world of %d", rank, world);
+        return -1;
+    }
+    if (net->tcp_streams < 1 || net->tcp_streams > 64) {
+        snprintf(err, errlen, "tcp transport: %d streams per peer (1 to 64)", net->tcp_streams);
+        return -1;
+    }
+    if (strlen(job_id) >= WIRE_NAME_MAX || strlen(secret) >= WIRE_NAME_MAX) {
+        snprintf(err, errlen, "tcp transport: the job id and the secret must be shorter than %d bytes", WIRE_NAME_MAX);
+        return -1;
+    }
+    if (net->frame_bytes == 0 || net->frame_bytes > (1u << 30)) {
+        snprintf(err, errlen, "tcp transport: frame size %zu (1 byte to 1 GiB)", net->frame_bytes);
+        return -1;
+    }
+    return 0;
+}
+
+int tcp_create(const wp_net_opts *net, int rank, int world, const char *job_id, const char *secret,
+               wp_transport **out, char *err, size_t errlen) {
+    *out = NULL;
+    if (check_args(net, rank, world, job_id, secret, err, errlen) != 0) return 1;
+    tcp_tp *T = calloc(1, sizeof *T);
+    if (!T || wp_sync_init(&T->sync) != 0) {
+        free(T);
+        snprintf(err, errlen, "rank %d: cannot create the tcp transport", rank);
+        return 1;
+    }
+    tp_init(&T->base, &tcp_ops, rank, world, &T->sync, &T->fail);
+    T->fail.peer = -1;
+    T->net = *net;
+    snprintf(T->job, sizeof T->job, "%s", job_id);
+    snprintf(T->secret, sizeof T->secret, "%s", secret);
+    T->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    T->listen_fd = -1;
+    int rc = T->wake_fd < 0 ? -1 : alloc_peers(T, err, errlen);
+    if (T->wake_fd < 0) snprintf(err, errlen, "rank %d: eventfd: %s", rank, strerror(errno));
+    if (rc == 0) {
+        char why[256];
+        T->listen_fd = sock_listen(net->bind, 0, why, sizeof why);
+        if (T->listen_fd < 0) {
+            snprintf(err, errlen, "rank %d: %s (--bind)", rank, why);
+            rc = -1;
+        } else {
+            sock_local_addr(T->listen_fd, T->listen_addr, sizeof T->listen_addr);
+        }
+    }
+    if (rc == 0) {
+        if (pthread_create(&T->thread, NULL, tcp_progress_main, T) != 0) {
+            snprintf(err, errlen, "rank %d: cannot start the progress thread", rank);
+            rc = -1;
+        } else {
+            T->thread_started = true;
+        }
+    }
+    if (rc != 0) {
+        tcp_close(&T->base);
+        return 1;
+    }
+    *out = &T->base;
+    return 0;
+}
+
+const char *tcp_listen_addr(wp_transport *t) { return tcp_of(t)->listen_addr; }
+
+int tcp_set_peers(wp_transport *t, char *const *addrs, char *err, size_t errlen) {
+    tcp_tp *T = tcp_of(t);
+    char host[SOCK_ADDR_MAX], why[128];
+    int port;
+    for (int p = 0; p < t->world; p++)
+        if (strlen(addrs[p]) >= SOCK_ADDR_MAX || sock_split_addr(addrs[p], host, sizeof host, &port, why, sizeof why)) {
+            snprintf(err, errlen, "rank %d: bad address '%.80s' for rank %d", t->rank, addrs[p], p);
+            return 1;
+        }
+    pthread_mutex_lock(&T->sync.mu);
+    for (int p = 0; p < t->world; p++) snprintf(T->peers[p].addr, sizeof T->peers[p].addr, "%s", addrs[p]);
+    T->peers_set = true;
+    pthread_mutex_unlock(&T->sync.mu);
+    return 0;
+}
+
+const char *tcp_peer_addr(wp_transport *t, int peer) {
+    return peer >= 0 && peer < t->world ? tcp_of(t)->peers[peer].addr : "";
+}
