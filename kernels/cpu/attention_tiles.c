@@ -1,8 +1,10 @@
 /* Building blocks shared by the attention forward and backward: shapes, per-thread tile
- * workspaces, tile loaders and the small register-tiled matrix product. */
+ * workspaces, the whole-sequence packing, and the elementwise work on one tile. */
+#include <omp.h>
+
 #include "cpu.h"
 
-enum { BQ = CPU_ATTN_BQ, BK = CPU_ATTN_BK, MR = 4, NR = 8 };
+enum { BQ = CPU_ATTN_BQ, BK = CPU_ATTN_BK };
 
 cpu_attn_shape cpu_attn_shape_of(int b, int sq, int skv, int nh, int nkv, int hd) {
     cpu_attn_shape sh = {
@@ -11,6 +13,8 @@ cpu_attn_shape cpu_attn_shape_of(int b, int sq, int skv, int nh, int nkv, int hd
         .offset = skv - sq,
         .nqt = (sq + BQ - 1) / BQ,
         .nkt = (skv + BK - 1) / BK,
+        .qstride = nh * hd,
+        .kvstride = nkv * hd,
         .scale = 1.0f / sqrtf((float)hd),
     };
     return sh;
@@ -18,8 +22,7 @@ cpu_attn_shape cpu_attn_shape_of(int b, int sq, int skv, int nh, int nkv, int hd
 
 /* Floats of one workspace; every piece is a multiple of 16 floats, so all stay 64-B aligned. */
 static size_t ws_floats(int hd) {
-    size_t tile_qd = (size_t)BQ * hd, tile_kd = (size_t)BK * hd, tile_qk = (size_t)BQ * BK;
-    return 3 * tile_qd + 6 * tile_kd + 3 * tile_qk + 4 * (size_t)BQ;
+    return 3 * (size_t)BQ * BK + 2 * (size_t)BQ * hd + 2 * (size_t)BK * hd + 2 * (size_t)BQ;
 }
 
 float *cpu_attn_workspace(wp_kern *k, int hd, int threads) {
@@ -28,81 +31,87 @@ float *cpu_attn_workspace(wp_kern *k, int hd, int threads) {
 
 cpu_attn_ws cpu_attn_ws_of(float *base, int hd, int thread) {
     float *p = base + (size_t)thread * ws_floats(hd);
-    size_t tile_qd = (size_t)BQ * hd, tile_kd = (size_t)BK * hd, tile_qk = (size_t)BQ * BK;
+    size_t qk = (size_t)BQ * BK, qd = (size_t)BQ * hd, kd = (size_t)BK * hd;
     cpu_attn_ws w;
-    w.qs = p, p += tile_qd;
-    w.dout = p, p += tile_qd;
-    w.acc = p, p += tile_qd;
-    w.kt = p, p += tile_kd;
-    w.vt = p, p += tile_kd;
-    w.kr = p, p += tile_kd;
-    w.vr = p, p += tile_kd;
-    w.dkacc = p, p += tile_kd;
-    w.dvacc = p, p += tile_kd;
-    w.s = p, p += tile_qk;
-    w.dp = p, p += tile_qk;
-    w.tr = p, p += tile_qk;
-    w.lse = p, p += BQ;
-    w.dd = p, p += BQ;
+    w.s = p, p += qk;
+    w.dp = p, p += qk;
+    w.tr = p, p += qk;
+    w.q = p, p += qd;
+    w.acc = p, p += qd;
+    w.dkacc = p, p += kd;
+    w.dvacc = p, p += kd;
     w.m = p, p += BQ;
     w.l = p;
     return w;
 }
 
-void cpu_attn_load_rows(float *dst, const float *src, size_t row0, int n, int stride, int col0, int hd, float mul) {
-    for (int r = 0; r < n; r++) {
-        const float *s = src + (row0 + (size_t)r) * stride + col0;
-        float *d = dst + (size_t)r * hd;
-        for (int i = 0; i < hd; i++) d[i] = mul * s[i];
+float *cpu_attn_sequence_scratch(wp_kern *k, size_t floats) {
+    return cpu_scratch(k, CPU_SCRATCH_ATTN, floats * sizeof(float), "kern_attention");
+}
+
+void cpu_attn_pack_heads(wp_kern *k, float *dst, const float *src, int b, int s, int heads, int hd) {
+    int rows = b * s;
+#pragma omp parallel for num_threads(cpu_threads(k)) if (rows >= 256) schedule(static)
+    for (int row = 0; row < rows; row++) {
+        int bi = row / s, i = row % s;
+        for (int h = 0; h < heads; h++)
+            memcpy(dst + ((size_t)(bi * heads + h) * s + i) * hd, src + ((size_t)row * heads + h) * hd,
+                   (size_t)hd * sizeof *dst);
     }
 }
 
-void cpu_attn_load_cols(float *dst, const float *src, size_t row0, int n, int stride, int col0, int hd) {
-    for (int r = 0; r < n; r++) {
-        const float *s = src + (row0 + (size_t)r) * stride + col0;
-        for (int i = 0; i < hd; i++) dst[(size_t)i * BK + r] = s[i];
-    }
-}
-
-/* A full MR x NR tile: constant bounds let the compiler keep the sums in registers. */
-static void tile_full(float *restrict C, int ldc, const float *restrict A, int lda, const float *restrict B,
-                      int ldb, int K) {
-    float acc[MR][NR] = {{0}};
-    for (int p = 0; p < K; p++) {
-        const float *b = B + (size_t)p * ldb;
-        for (int r = 0; r < MR; r++) {
-            float a = A[(size_t)r * lda + p];
-            for (int c = 0; c < NR; c++) acc[r][c] += a * b[c];
+void cpu_attn_pack_tiles_t(wp_kern *k, float *dst, const float *src, int b, int s, int heads, int hd) {
+    int ntiles = (s + BK - 1) / BK, blocks = b * heads * ntiles;
+#pragma omp parallel for num_threads(cpu_threads(k)) if (blocks > 1) schedule(static)
+    for (int t = 0; t < blocks; t++) {
+        int tile = t % ntiles, bh = t / ntiles, bi = bh / heads, h = bh % heads;
+        int c0 = tile * BK, n = s - c0 < BK ? s - c0 : BK;
+        float *out = dst + (size_t)t * hd * BK;
+        for (int c = 0; c < n; c++) {
+            const float *row = src + ((size_t)(bi * s + c0 + c) * heads + h) * hd;
+            for (int d = 0; d < hd; d++) out[(size_t)d * BK + c] = row[d];
         }
     }
-    for (int r = 0; r < MR; r++)
-        for (int c = 0; c < NR; c++) C[(size_t)r * ldc + c] += acc[r][c];
 }
 
-/* An edge tile: same order of operations as tile_full, variable bounds. */
-static void tile_part(float *restrict C, int ldc, const float *restrict A, int lda, const float *restrict B,
-                      int ldb, int K, int rows, int cols) {
-    float acc[MR][NR] = {{0}};
-    for (int p = 0; p < K; p++) {
-        const float *b = B + (size_t)p * ldb;
-        for (int r = 0; r < rows; r++) {
-            float a = A[(size_t)r * lda + p];
-            for (int c = 0; c < cols; c++) acc[r][c] += a * b[c];
+CPU_HOT void cpu_attn_softmax_tile(float *S, int nq, int nk, int last0, float scale, float *m, float *l, float *acc,
+                                   int hd) {
+    for (int r = 0; r < nq; r++) {
+        float *s = S + (size_t)r * BK, mx = m[r];
+        int last = last0 + r;
+#pragma omp simd reduction(max : mx)
+        for (int c = 0; c < nk; c++) {
+            s[c] = c <= last ? s[c] * scale : -INFINITY;
+            mx = s[c] > mx ? s[c] : mx;
+        }
+        float rescale = cpu_expf(m[r] - mx), sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+        for (int c = 0; c < nk; c++) {
+            s[c] = cpu_expf(s[c] - mx);
+            sum += s[c];
+        }
+        l[r] = l[r] * rescale + sum;
+        m[r] = mx;
+        float *a = acc + (size_t)r * hd;
+        for (int d = 0; d < hd; d++) a[d] *= rescale;
+    }
+}
+
+CPU_HOT void cpu_attn_probs_tile(float *S, float *dP, int nq, int nk, int last0, float scale, const float *lse,
+                                 const float *D) {
+    for (int r = 0; r < nq; r++) {
+        float *s = S + (size_t)r * BK, *dp = dP + (size_t)r * BK, lr = lse[r], dr = D[r];
+        int last = last0 + r;
+#pragma omp simd
+        for (int c = 0; c < nk; c++) {
+            float p = c <= last ? cpu_expf(s[c] * scale - lr) : 0.0f;
+            s[c] = p;
+            dp[c] = p * (dp[c] - dr);
         }
     }
-    for (int r = 0; r < rows; r++)
-        for (int c = 0; c < cols; c++) C[(size_t)r * ldc + c] += acc[r][c];
 }
 
-void cpu_attn_mm(float *C, int ldc, const float *A, int lda, const float *B, int ldb, int M, int N, int K) {
-    for (int i = 0; i < M; i += MR)
-        for (int j = 0; j < N; j += NR) {
-            int rows = M - i < MR ? M - i : MR, cols = N - j < NR ? N - j : NR;
-            float *c = C + (size_t)i * ldc + j;
-            const float *a = A + (size_t)i * lda, *b = B + j;
-            if (rows == MR && cols == NR)
-                tile_full(c, ldc, a, lda, b, ldb, K);
-            else
-                tile_part(c, ldc, a, lda, b, ldb, K, rows, cols);
-        }
+void cpu_attn_transpose_tile(float *tr, const float *x, int nq, int nk) {
+    for (int r = 0; r < nq; r++)
+        for (int c = 0; c < nk; c++) tr[(size_t)c * BQ + r] = x[(size_t)r * BK + c];
 }

@@ -16,13 +16,14 @@
 /* Scratch slots: a kernel that calls another kernel (the LM head calls the GEMM) must not
  * share a slot with it, so each user has its own: the fallback GEMM's packed panels, the fp32
  * product of a non-fp32 GEMM output, a layer's working blocks, a layer's fp32 weight
- * gradient, and index arrays. */
+ * gradient, index arrays, and attention's whole-sequence arrays. */
 enum {
     CPU_SCRATCH_GEMM_PACK,
     CPU_SCRATCH_GEMM_C,
     CPU_SCRATCH_LAYER,
     CPU_SCRATCH_GRAD,
     CPU_SCRATCH_INDEX,
+    CPU_SCRATCH_ATTN,
     CPU_SCRATCH_SLOTS
 };
 
@@ -114,31 +115,46 @@ void cpu_store(void *dst, wp_dtype t, size_t first, const float *src, size_t n);
 /* dst[first + i] += src[i]: loaded to fp32, added, rounded once. */
 void cpu_add_into(void *dst, wp_dtype t, size_t first, const float *src, size_t n);
 
-/* e^x for fp32 in a form compilers vectorise: Cody-Waite reduction by ln 2 and a degree-7
- * polynomial, relative error a few ulp (tested against expf); exactly 0 below -87.3 and for
+/* e^x for fp32 in a form compilers vectorise: Cody-Waite reduction by ln 2 and Cephes' degree-7
+ * polynomial, relative error a few ulp (tested against exp); exactly 0 below -87.3 and for
  * -inf (masked attention scores), +inf above 88 (softmax and sigmoid never get there). NaN
- * is not propagated: callers pass finite values or -inf. */
+ * is not propagated: callers pass finite values or -inf. The range checks are integer masks on
+ * the bit pattern, not float selects: under the default -ftrapping-math GCC would otherwise
+ * split the loop body into branches and give up vectorising it. */
 static inline float cpu_expf(float x) {
-    const float lo = -87.3f, hi = 88.0f; /* 2^n stays a normal float */
-    float xc = x < lo ? lo : x;
-    xc = xc > hi ? hi : xc;
-    float n = (xc * 1.44269504f + 12582912.0f) - 12582912.0f; /* round(x / ln 2) */
-    float r = xc - n * 0.693359375f;                           /* ln 2 = hi + lo, hi exact */
+    const uint32_t lo = 0xc2ae999au, hi = 0x42b00000u; /* -87.3f and 88.0f */
+    uint32_t ux = cpu_f32_bits(x);
+    uint32_t below = 0u - (uint32_t)(ux > lo);                   /* x < -87.3, -inf included */
+    uint32_t above = 0u - (uint32_t)((int32_t)ux > (int32_t)hi); /* x > 88, +inf included */
+    float xc = cpu_bits_f32((ux & ~(below | above)) | (lo & below) | (hi & above));
+    float t = xc * 1.44269504f + 12582912.0f; /* 1.5 * 2^23: round(x / ln 2) in the low bits */
+    float n = t - 12582912.0f;
+    float r = xc - n * 0.693359375f; /* ln 2 = 0.693359375 - 2.12194440e-4, the first part exact */
     r = r - n * -2.12194440e-4f;
-    float p = 1.9875691500e-4f; /* Cephes expf minimax coefficients */
+    float p = 1.9875691500e-4f;
     p = p * r + 1.3981999507e-3f;
     p = p * r + 8.3334519073e-3f;
     p = p * r + 4.1665795894e-2f;
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     p = p * r * r + r + 1.0f;
-    int32_t bits = ((int32_t)n + 127) << 23;
-    float scale;
-    memcpy(&scale, &bits, sizeof scale);
-    float y = p * scale;
-    y = x < lo ? 0.0f : y;
-    return x > hi ? INFINITY : y;
+    float y = p * cpu_bits_f32((cpu_f32_bits(t) - 0x4b400000u + 127u) << 23); /* times 2^n */
+    return cpu_bits_f32((cpu_f32_bits(y) & ~(below | above)) | (0x7f800000u & above));
 }
+
+/* Hot loops get a second, AVX2 build picked once at load time (GCC/Clang function clones over
+ * ifunc); the library itself stays built for the baseline x86-64. */
+#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__)
+#define CPU_HOT __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define CPU_HOT
+#endif
+
+/* C[M,N] += A[M,K] @ B[K,N], row-major with leading dimensions (cpu/microkernel.c). Each
+ * element sums its K terms from zero and in order, then adds to C once, whichever register
+ * tile computes it: the same inputs give the same bits. */
+void cpu_mm_acc(float *restrict C, int ldc, const float *restrict A, int lda, const float *restrict B, int ldb, int M,
+                int N, int K);
 
 /* ---- GEMM (cpu/gemm.c) ---- */
 /* fp32 C: C = alpha op(A) op(B) + beta C through OpenBLAS when built with it, else the C loops. */
@@ -152,36 +168,58 @@ void cpu_gemm_fallback(wp_kern *k, bool ta, bool tb, int m, int n, int kk, float
 bool cpu_gemm_use_blas(wp_kern *k, bool on);
 
 /* ---- attention internals (cpu/attention_*.c) ----
- * Tiles of BQ queries x BK keys; per-thread workspace independent of s, so attention memory is
- * O(s) (FlashAttention's blockwise online softmax; the backward recomputes P from lse). */
+ * Tiles of BQ queries x BK keys (FlashAttention's blocking). Per-thread workspaces do not
+ * depend on s; the whole-sequence arrays (inputs repacked per head, D = rowsum(dO * O)) are
+ * the size of the inputs, so attention memory is O(s). Repacking once per call makes every
+ * tile a contiguous block: the products never stride through memory at the sequence's row
+ * pitch, which would map a tile's rows onto a few L1 sets. */
 enum { CPU_ATTN_BQ = 64, CPU_ATTN_BK = 64 };
 
 typedef struct {
     int b, sq, skv, nh, nkv, hd;
-    int rep;     /* query heads per kv head */
-    int offset;  /* position of query 0: skv - sq */
-    int nqt, nkt;
-    float scale; /* 1/sqrt(hd) */
+    int rep;               /* query heads per kv head */
+    int offset;            /* position of query 0: skv - sq */
+    int nqt, nkt;          /* query and key tiles */
+    int qstride, kvstride; /* row strides of q/o and of k/v: nh*hd, nkv*hd */
+    float scale;           /* 1/sqrt(hd) */
 } cpu_attn_shape;
 
-/* One thread's tiles: q (scaled), dO, K and V both transposed [hd][BK] and by rows [BK][hd],
- * scores/probabilities, dP/dS, a transpose buffer, accumulators and per-row statistics. */
+/* One thread's tiles: scores or probabilities, dP or dS, a transpose, the query tile, the
+ * output accumulator, dK and dV accumulators, and the running max and sum of each query row. */
 typedef struct {
-    float *qs, *dout, *kt, *vt, *kr, *vr, *s, *dp, *tr, *acc, *dkacc, *dvacc, *lse, *dd, *m, *l;
+    float *s, *dp, *tr, *q, *acc, *dkacc, *dvacc, *m, *l;
 } cpu_attn_ws;
 
 cpu_attn_shape cpu_attn_shape_of(int b, int sq, int skv, int nh, int nkv, int hd);
-/* Workspaces for `threads` threads from the layer scratch; NULL + error when out of memory. */
+/* Workspaces for `threads` threads; NULL + error when out of memory. */
 float *cpu_attn_workspace(wp_kern *k, int hd, int threads);
 cpu_attn_ws cpu_attn_ws_of(float *base, int hd, int thread);
-/* dst[r*hd + d] = mul * src[(row0 + r) * stride + col0 + d] for r < n */
-void cpu_attn_load_rows(float *dst, const float *src, size_t row0, int n, int stride, int col0, int hd, float mul);
-/* dst[d*BK + r] = src[(row0 + r) * stride + col0 + d] for r < n */
-void cpu_attn_load_cols(float *dst, const float *src, size_t row0, int n, int stride, int col0, int hd);
-/* C[M,N] += A[M,K] @ B[K,N] (row-major, leading dimensions given). Each element sums its K
- * terms in order from zero, then adds to C once: the same inputs give the same bits whatever
- * tile or thread computes them. */
-void cpu_attn_mm(float *C, int ldc, const float *A, int lda, const float *B, int ldb, int M, int N, int K);
+/* Whole-sequence scratch of `floats` floats; NULL + error. */
+float *cpu_attn_sequence_scratch(wp_kern *k, size_t floats);
+
+/* [b*s, heads*hd] rows -> [b][head][s][hd]: each head's rows contiguous. */
+void cpu_attn_pack_heads(wp_kern *k, float *dst, const float *src, int b, int s, int heads, int hd);
+/* [b*s, heads*hd] rows -> [b][head][tile][hd][BK]: each tile of BK positions transposed. */
+void cpu_attn_pack_tiles_t(wp_kern *k, float *dst, const float *src, int b, int s, int heads, int hd);
+/* Row i of (batch*heads + head) bh in a pack_heads array of s rows. */
+static inline const float *cpu_attn_head_row(const float *p, int s, int hd, int bh, int i) {
+    return p + ((size_t)bh * s + i) * hd;
+}
+/* Tile t of bh in a pack_tiles_t array of ntiles tiles: [hd][BK]. */
+static inline const float *cpu_attn_tile_t(const float *p, int ntiles, int hd, int bh, int t) {
+    return p + ((size_t)bh * ntiles + t) * hd * CPU_ATTN_BK;
+}
+
+/* Online softmax step on a tile of raw scores S[nq][BK] (FlashAttention): row r sees the
+ * tile's columns c <= last0 + r; scores are scaled, the running max m and sum l updated, the
+ * row's accumulated output (acc[r][hd]) rescaled, and S turned into exp(scale*S - m). */
+void cpu_attn_softmax_tile(float *S, int nq, int nk, int last0, float scale, float *m, float *l, float *acc, int hd);
+/* Backward tile: S (raw scores) becomes P = exp(scale*S - lse), dP becomes dS = P (dP - D);
+ * columns past last0 + r are masked to 0. */
+void cpu_attn_probs_tile(float *S, float *dP, int nq, int nk, int last0, float scale, const float *lse,
+                         const float *D);
+/* tr[c][r] = x[r][c] for r < nq, c < nk; x has rows of BK, tr of BQ. */
+void cpu_attn_transpose_tile(float *tr, const float *x, int nq, int nk);
 
 /* ---- the kernels of wp_cpu_ops, one file per family ---- */
 int cpu_init(wp_kern *k, const wp_kern_opts *opts, char *err, size_t errlen);

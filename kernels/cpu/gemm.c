@@ -11,9 +11,9 @@
 #include <cblas.h>
 #endif
 
-/* Block sizes of the fallback: an MB x KB panel of op(A) and a KB x NB panel of op(B) stay in
- * L2 while an MR x NR tile of C lives in registers. */
-enum { MB = 64, NB = 256, KB = 256, MR = 4, NR = 16 };
+/* Block sizes of the fallback: an MB x KB panel of op(A) and a KB x NB panel of op(B), packed
+ * contiguous, stay in L2 while cpu_mm_acc runs its register tiles over them. */
+enum { MB = 64, NB = 256, KB = 256, PANEL = 8 };
 
 bool cpu_gemm_use_blas(wp_kern *k, bool on) {
     bool was = cpu_of(k)->use_blas;
@@ -32,46 +32,31 @@ static void scale_c(float *C, int m, int n, int ldc, float beta) {
     }
 }
 
-/* op(X)[r, c] for a row-major X with row stride ld. */
-static inline float op_at(const float *X, int ld, bool trans, int r, int c) {
-    return trans ? X[(size_t)c * ld + r] : X[(size_t)r * ld + c];
-}
-
-/* Packs alpha * op(A)[i0:i0+mb, p0:p0+kb] row-major into Ap, rows padded with zeros to MR. */
+/* Packs alpha * op(A)[i0:i0+mb, p0:p0+kb] row-major into Ap [mb][kb]. */
 static void pack_a(float *Ap, const float *A, int lda, bool ta, int i0, int mb, int p0, int kb, float alpha) {
-    int mb_pad = (mb + MR - 1) / MR * MR;
-    for (int i = 0; i < mb_pad; i++)
-        for (int p = 0; p < kb; p++) Ap[(size_t)i * kb + p] = i < mb ? alpha * op_at(A, lda, ta, i0 + i, p0 + p) : 0.0f;
+    for (int i = 0; i < mb; i++)
+        for (int p = 0; p < kb; p++)
+            Ap[(size_t)i * kb + p] = alpha * (ta ? A[(size_t)(p0 + p) * lda + i0 + i] : A[(size_t)(i0 + i) * lda + p0 + p]);
 }
 
-/* Packs op(B)[p0:p0+kb, j0:j0+nb] row-major into Bp with row length padded with zeros to NR. */
+/* Packs op(B)[p0:p0+kb, j0:j0+nb] as panels of PANEL columns, each [kb][PANEL] contiguous:
+ * a register tile then streams one contiguous panel instead of rows NB apart (which would
+ * share a handful of L1 sets). */
 static void pack_b(float *Bp, const float *B, int ldb, bool tb, int p0, int kb, int j0, int nb) {
-    int nb_pad = (nb + NR - 1) / NR * NR;
-    for (int p = 0; p < kb; p++)
-        for (int j = 0; j < nb_pad; j++) Bp[(size_t)p * nb_pad + j] = j < nb ? op_at(B, ldb, tb, p0 + p, j0 + j) : 0.0f;
-}
-
-/* C[0:rows, 0:cols] += Ap[MR, kb] @ Bp[kb, NR-wide column strip]; the tile sums in registers. */
-static void micro_tile(const float *restrict Ap, const float *restrict Bp, int kb, int nb_pad, float *restrict C,
-                       int ldc, int rows, int cols) {
-    float acc[MR][NR] = {{0}};
-    for (int p = 0; p < kb; p++) {
-        const float *b = Bp + (size_t)p * nb_pad;
-        for (int r = 0; r < MR; r++) {
-            float a = Ap[(size_t)r * kb + p];
-            for (int j = 0; j < NR; j++) acc[r][j] += a * b[j];
-        }
+    for (int jp = 0; jp < nb; jp += PANEL) {
+        int w = nb - jp < PANEL ? nb - jp : PANEL;
+        float *panel = Bp + (size_t)jp * kb;
+        for (int p = 0; p < kb; p++)
+            for (int j = 0; j < w; j++)
+                panel[(size_t)p * PANEL + j] =
+                    tb ? B[(size_t)(j0 + jp + j) * ldb + p0 + p] : B[(size_t)(p0 + p) * ldb + j0 + jp + j];
     }
-    for (int r = 0; r < rows; r++)
-        for (int j = 0; j < cols; j++) C[(size_t)r * ldc + j] += acc[r][j];
 }
 
-static void block_product(const float *Ap, const float *Bp, int mb, int nb, int kb, float *C, int ldc) {
-    int nb_pad = (nb + NR - 1) / NR * NR;
-    for (int i = 0; i < mb; i += MR)
-        for (int j = 0; j < nb; j += NR)
-            micro_tile(Ap + (size_t)i * kb, Bp + j, kb, nb_pad, C + (size_t)i * ldc + j, ldc,
-                       mb - i < MR ? mb - i : MR, nb - j < NR ? nb - j : NR);
+/* C block += Ap [mb][kb] @ the packed panels. */
+static void block_product(float *C, int ldc, const float *Ap, const float *Bp, int mb, int nb, int kb) {
+    for (int jp = 0; jp < nb; jp += PANEL)
+        cpu_mm_acc(C + jp, ldc, Ap, kb, Bp + (size_t)jp * kb, PANEL, mb, nb - jp < PANEL ? nb - jp : PANEL, kb);
 }
 
 void cpu_gemm_fallback(wp_kern *k, bool ta, bool tb, int m, int n, int kk, float alpha, const float *A,
@@ -93,7 +78,7 @@ void cpu_gemm_fallback(wp_kern *k, bool ta, bool tb, int m, int n, int kk, float
             int kb = kk - p0 < KB ? kk - p0 : KB;
             pack_a(Ap, A, lda, ta, i0, mb, p0, kb, alpha);
             pack_b(Bp, B, ldb, tb, p0, kb, j0, nb);
-            block_product(Ap, Bp, mb, nb, kb, C + (size_t)i0 * ldc + j0, ldc);
+            block_product(C + (size_t)i0 * ldc + j0, ldc, Ap, Bp, mb, nb, kb);
         }
     }
 }
