@@ -57,7 +57,6 @@ static int backward_walk(wp_model *m, int chunk, const void *w, wp_acts *a, cons
         G.datt = m->sg.datt;
         block_backward(k, d, w, &cm->blocks[i], &A, &G, dx2, dx, gw, gt);       /* dx [T,h] */
     }
-    if (n == 0 && !cm->first) kern_copy(k, g_in, top, act_bytes);
     if (cm->first && fused)
         kern_embedding_bwd(k, g_at(gw, gt, cm->embed), gt, a->tokens, m->sgx[0], d->T, d->h); /* dwte [V,h] */
     return kern_error(k) ? -1 : 0;
