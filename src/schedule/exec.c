@@ -15,6 +15,7 @@
 
 enum { DONE = 0, BLOCKED = 1, ERROR = 2 };
 enum { X_WAIT, X_SERIAL, X_FLIGHT };
+enum { WHY_NONE, WHY_ARRIVE, WHY_SEND, WHY_REDUCE };
 
 typedef struct inst {
     wp_buf b;       /* W: absolute version */
@@ -41,7 +42,9 @@ typedef struct {
     int n_held, cap_held;
     freed_rec *freed;
     int n_freed, cap_freed;
-    char why[200];
+    int why;         /* what the rank waits for (WHY_*), formatted only for a deadlock message */
+    wp_buf why_buf;  /* relative to why_step */
+    int why_step;
     int n_kind[WP_BUF_KINDS], n_acts;
     size_t acts_bytes, bytes;
 } rstate;
@@ -75,6 +78,7 @@ typedef struct {
 typedef struct {
     xfer **x;
     int n, cap;
+    bool listed; /* in eng.busy_links */
     double bw, lat;
 } link;
 
@@ -98,6 +102,8 @@ typedef struct {
     chan **chans;   /* the ones in use */
     int n_chans, cap_chans;
     link *ln;       /* [N*N] */
+    int *busy_links; /* indices into ln of links with transfers on them */
+    int n_busy_links;
     xfer **flight;
     int n_flight, cap_flight;
     stepst st[MAX_STEPS];
@@ -174,6 +180,12 @@ static inst *find(rstate *R, wp_buf b) {
     for (int i = 0; i < R->n_held; i++)
         if (buf_eq(R->held[i]->b, b)) return R->held[i];
     return NULL;
+}
+
+static void wait_for(rstate *R, int why, wp_buf b, int step) {
+    R->why = why;
+    R->why_buf = b;
+    R->why_step = step;
 }
 
 /* " (it was freed at action 12)" when it was, for use-after-free messages. */
@@ -287,6 +299,10 @@ static int start(eng *e, chan *c) {
     }
     link *l = &e->ln[x->src * e->N + x->dst];
     if (grow((void **)&l->x, &l->cap, l->n + 1, sizeof *l->x)) return -1;
+    if (!l->listed) {
+        e->busy_links[e->n_busy_links++] = x->src * e->N + x->dst;
+        l->listed = true;
+    }
     l->x[l->n++] = x;
     e->progress = true;
     return 0;
@@ -416,11 +432,11 @@ static int need(eng *e, int r, int step, int idx, wp_buf b, bool write, inst **o
         return fail_at(e, r, step, idx, "needs %s, which rank %d does not hold%s", rel_name(b, step, nm, sizeof nm), r,
                        freed_note(e, R, b, step, note, sizeof note));
     if (!in->present) {
-        snprintf(R->why, sizeof R->why, "%s to arrive", rel_name(b, step, nm, sizeof nm));
+        wait_for(R, WHY_ARRIVE, b, step);
         return BLOCKED;
     }
     if (write && in->sends > 0) {
-        snprintf(R->why, sizeof R->why, "its send of %s to complete", rel_name(b, step, nm, sizeof nm));
+        wait_for(R, WHY_SEND, b, step);
         return BLOCKED;
     }
     *out = in;
@@ -638,7 +654,7 @@ static int do_reduce(eng *e, int r, int step, int idx) {
         e->progress = true;
     }
     if (!st->done) {
-        snprintf(R->why, sizeof R->why, "the REDUCE of every rank (%d of %d arrived)", st->arrived, e->N);
+        wait_for(R, WHY_REDUCE, buf_gw(0), step);
         return BLOCKED;
     }
     R->passed[step] = true;
@@ -669,8 +685,7 @@ static int do_free(eng *e, int r, int step, int idx, const wp_action *a) {
         return fail_at(e, r, step, idx, "frees %s, which rank %d does not hold%s", buf_name(a->buf, nm, sizeof nm), r,
                        freed_note(e, R, b, step, note, sizeof note));
     if (!in->present || in->sends > 0) {
-        snprintf(R->why, sizeof R->why, "%s to %s", buf_name(a->buf, nm, sizeof nm),
-                 in->present ? "finish sending" : "arrive");
+        wait_for(R, in->present ? WHY_SEND : WHY_ARRIVE, b, step);
         return BLOCKED;
     }
     return destroy(e, r, in, step, idx) ? oom(e) : DONE;
@@ -706,7 +721,7 @@ static void advance_rank(eng *e, int r) {
         }
         int step = R->pc / n, idx = R->pc % n;
         if (exec_action(e, r, step, idx) != DONE) break;
-        R->why[0] = '\0';
+        R->why = WHY_NONE;
         R->pc++;
         e->progress = true;
         if (R->pc % n == 0) {
@@ -724,8 +739,8 @@ static double next_time(const eng *e) {
         if (e->r[r].busy_until > e->now && e->r[r].busy_until < t) t = e->r[r].busy_until;
     for (int i = 0; i < e->n_flight; i++)
         if (e->flight[i]->t_arrive < t) t = e->flight[i]->t_arrive;
-    for (int i = 0; i < e->N * e->N; i++) {
-        const link *l = &e->ln[i];
+    for (int i = 0; i < e->n_busy_links; i++) {
+        const link *l = &e->ln[e->busy_links[i]];
         for (int j = 0; j < l->n; j++) {
             double d = l->bw > 0 ? l->x[j]->remaining * l->n / l->bw : 0;
             if (e->now + d < t) t = e->now + d;
@@ -739,9 +754,10 @@ static double next_time(const eng *e) {
 static int advance_time(eng *e, double t) {
     double dt = t - e->now, tol = 1e-12 * fmax(1.0, fabs(t));
     e->now = t;
-    for (int i = 0; i < e->N * e->N; i++) {
-        link *l = &e->ln[i];
-        if (l->n == 0) continue;
+    /* only the links busy during the interval just ended: a transfer starting now has used nothing */
+    const int busy = e->n_busy_links;
+    for (int i = 0; i < busy; i++) {
+        link *l = &e->ln[e->busy_links[i]];
         /* the rate of the interval just ended; a transfer is through when less than tol is left */
         double rate = l->bw / l->n;
         int n = l->n;
@@ -755,6 +771,13 @@ static int advance_time(eng *e, double t) {
         for (int j = 0; j < k; j++)
             if (left(e, through[j], get_chan(e, through[j]->src, through[j]->dst, through[j]->ch))) return -1;
     }
+    int kept = 0;
+    for (int i = 0; i < e->n_busy_links; i++) {
+        link *l = &e->ln[e->busy_links[i]];
+        if (l->n > 0) e->busy_links[kept++] = e->busy_links[i];
+        else l->listed = false;
+    }
+    e->n_busy_links = kept;
     for (int i = 0; i < e->n_flight;) {
         xfer *x = e->flight[i];
         if (x->t_arrive > t + tol) {
@@ -868,11 +891,17 @@ static int deadlock(eng *e) {
         blocked++;
         if (shown == 3) continue;
         int len = e->s->rank[r].n, step = R->pc / len, idx = R->pc % len;
-        char at[96];
+        char at[96], nm[48], why[120];
         action_text(&e->s->rank[r].a[idx], at, sizeof at);
+        rel_name(R->why_buf, R->why_step, nm, sizeof nm);
+        if (R->why == WHY_ARRIVE) snprintf(why, sizeof why, "%s to arrive", nm);
+        else if (R->why == WHY_SEND) snprintf(why, sizeof why, "its send of %s to complete", nm);
+        else if (R->why == WHY_REDUCE)
+            snprintf(why, sizeof why, "the REDUCE of every rank (%d of %d arrived)", e->st[R->why_step].arrived, e->N);
+        else snprintf(why, sizeof why, "its peer");
         if (n < (int)sizeof msg)
             n += snprintf(msg + n, sizeof msg - (size_t)n, "%s rank %d, action %d (%s)%s waits for %s", shown ? ";" : "",
-                          r, idx, at, step_note(e, step), R->why[0] ? R->why : "its peer");
+                          r, idx, at, step_note(e, step), why);
         shown++;
     }
     if (blocked > shown && n < (int)sizeof msg) snprintf(msg + n, sizeof msg - (size_t)n, "; %d more ranks wait", blocked - shown);
@@ -887,10 +916,11 @@ static int setup(eng *e) {
     e->r = calloc((size_t)e->N, sizeof *e->r);
     e->ch = calloc(NN * WP_SCH_COUNT, sizeof *e->ch);
     e->ln = calloc(NN, sizeof *e->ln);
+    e->busy_links = calloc(NN, sizeof *e->busy_links);
     run->rank = calloc((size_t)e->N, sizeof *run->rank);
     run->step_end = calloc((size_t)e->steps, sizeof *run->step_end);
     run->reduce_at = calloc((size_t)e->steps, sizeof *run->reduce_at);
-    if (!e->r || !e->ch || !e->ln || !run->rank || !run->step_end || !run->reduce_at) return -1;
+    if (!e->r || !e->ch || !e->ln || !e->busy_links || !run->rank || !run->step_end || !run->reduce_at) return -1;
     for (int s = 0; s < e->steps; s++) {
         stepst *st = &e->st[s];
         int **arrs[6] = {&st->f_rank, &st->b_rank, &st->w_rank, &st->f_idx, &st->b_idx, &st->w_idx};
@@ -948,6 +978,7 @@ static void teardown(eng *e) {
     free(e->chans);
     free(e->ch);
     free(e->ln);
+    free(e->busy_links);
     free(e->r);
 }
 

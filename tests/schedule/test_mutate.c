@@ -1,7 +1,8 @@
 /* The validator catches each invariant broken on purpose, with the right message: for every
  * strategy and N = 1..5 (M = 2N) each applicable mutation of mutate.h; a hand-written two-rank
- * schedule whose gradient is forked so that one contribution reaches the owner twice; and carried
- * state that the end of the step does not restore. */
+ * schedule whose gradient is forked so that one contribution reaches the owner twice; the same
+ * schedule with a cyclic wait (deadlock); and carried state that the end of the step does not
+ * restore. */
 #include <string.h>
 
 #include "schedule/mutate.h"
@@ -54,7 +55,7 @@ static void mutations(wp_strategy st, int N) {
 
 /* Rank 0 runs micro-batch 0 through both chunks; rank 1 owns chunk 1 and lends its weights. With
  * fork set, rank 0 sends its gradient of chunk 1 twice and rank 1 drains both copies. */
-static void handmade(wp_schedule *s, bool fork) {
+static void handmade(wp_schedule *s, bool fork, bool late_send) {
     sched_init(s, WP_STRAT_NAIVE, 2, 1, 2);
     s->owner[0] = 0;
     s->owner[1] = 1;
@@ -91,21 +92,39 @@ static void handmade(wp_schedule *s, bool fork) {
     };
     for (size_t i = 0; i < sizeof r0 / sizeof r0[0]; i++)
         if (fork || i != 8) sched_push(s, 0, r0[i]);
-    for (size_t i = 0; i < sizeof r1 / sizeof r1[0]; i++)
+    for (size_t i = 0; i < sizeof r1 / sizeof r1[0]; i++) {
+        if (late_send && (i == 1 || i == 2)) continue;
         if (fork || i < 6 || i > 8) sched_push(s, 1, r1[i]);
+        if (late_send && i == 4) { /* lend the weights only after draining the gradient they produce */
+            sched_push(s, 1, r1[1]);
+            sched_push(s, 1, r1[2]);
+        }
+    }
 }
 
 static void forked_gradient(void) {
     char err[1024] = "";
     wp_schedule s;
-    handmade(&s, false);
+    handmade(&s, false, false);
     int rc = validate(&s, err, sizeof err);
     CHECK(rc == 0, "hand-written schedule: %s", err);
     sched_free(&s);
-    handmade(&s, true);
+    handmade(&s, true, false);
     rc = validate(&s, err, sizeof err);
     CHECK(rc == 1 && strstr(err, "rank 1, action 7 (ACC(1))") && strstr(err, "micro-batch 0's contribution to the owner a second time"),
           "forked gradient: rc %d '%s'", rc, err);
+    caught += rc == 1;
+    sched_free(&s);
+}
+
+/* Rank 1 sends the weights rank 0 needs only after draining the gradient they would produce. */
+static void cyclic_wait(void) {
+    char err[1024] = "";
+    wp_schedule s;
+    handmade(&s, false, true);
+    int rc = validate(&s, err, sizeof err);
+    CHECK(rc == 1 && strstr(err, "deadlock: rank 0, action 3 (F(1,0)) waits for W[1]@0 to arrive; rank 1, action 2 (ACC(1)) "
+                                 "waits for GW[1] to arrive"), "cyclic wait: rc %d '%s'", rc, err);
     caught += rc == 1;
     sched_free(&s);
 }
@@ -135,6 +154,7 @@ int main(void) {
     for (int st = 0; st < WP_STRAT_COUNT; st++)
         for (int N = 1; N <= 5; N++) mutations((wp_strategy)st, N);
     forked_gradient();
+    cyclic_wait();
     broken_carry();
     printf("%d broken schedules caught, %d failures\n", caught, st_failures);
     return st_failures ? 1 : 0;
