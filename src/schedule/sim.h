@@ -31,7 +31,7 @@
 #include "exec.h"
 
 typedef struct {
-    double flops;    /* device FLOP/s; 0 = unit model */
+    double flops;    /* device FLOP/s, > 0 (costs_unit is the model without a device speed) */
     double mem_bw;   /* bytes/s for memory-bound ops; 0 = free */
     int ranks_per_node;
     double link_bw, link_lat, node_bw, node_lat; /* bytes/s (0 = unlimited), s */
