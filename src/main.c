@@ -18,6 +18,7 @@ static const struct {
     {C_EVAL, cmd_eval},
     {C_SCHEDULE, cmd_schedule},
     {C_SIMULATE, cmd_simulate},
+    {C_TRAIN, cmd_train},
     {0, NULL}, /* end */
 };
 

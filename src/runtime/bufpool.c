@@ -1,0 +1,139 @@
+/* The rank's buffer pool (bufpool.h). Counts are small (tens of buffers), so entries are found
+ * by a linear scan; what matters is that memory is reused, not how fast a name is looked up. */
+#include "bufpool.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void pool_init(rt_pool *p, wp_kern *k, const wp_layout *L) {
+    memset(p, 0, sizeof *p);
+    p->k = k;
+    p->L = L;
+    p->compute = kern_compute_dtype(k);
+}
+
+static void slot_free(rt_pool *p, void *data, void *view) {
+    if (data) kern_free(p->k, data);
+    if (view) kern_free(p->k, view);
+}
+
+void pool_free(rt_pool *p) {
+    for (int i = 0; i < p->n; i++) {
+        if (p->e[i]->used) slot_free(p, p->e[i]->data, p->e[i]->view);
+        free(p->e[i]);
+    }
+    for (int i = 0; i < p->n_free; i++) slot_free(p, p->free[i].data, p->free[i].view);
+    free(p->e);
+    free(p->free);
+    memset(p, 0, sizeof *p);
+}
+
+wp_dtype pool_wire_dtype(const rt_pool *p, wp_buf b) {
+    wp_precision pr = p->L->cfg.precision;
+    switch (b.kind) {
+    case WP_BUF_W: return precision_weight_dtype(pr);
+    case WP_BUF_GW: return precision_grad_dtype(pr);
+    default: return precision_act_dtype(pr);
+    }
+}
+
+rt_entry *pool_find(rt_pool *p, wp_buf b) {
+    for (int i = 0; i < p->n; i++)
+        if (p->e[i]->used && buf_eq(p->e[i]->name, b)) return p->e[i];
+    return NULL;
+}
+
+/* A free slot of exactly this size, or new memory. */
+static int take_slot(rt_pool *p, size_t bytes, rt_slot *out) {
+    for (int i = 0; i < p->n_free; i++)
+        if (p->free[i].bytes == bytes) {
+            *out = p->free[i];
+            p->free[i] = p->free[--p->n_free];
+            return 0;
+        }
+    memset(out, 0, sizeof *out);
+    out->bytes = bytes;
+    out->data = kern_alloc(p->k, bytes);
+    if (!out->data) return -1;
+    p->allocated += bytes;
+    return 0;
+}
+
+/* Entries are allocated one by one so that a pointer to one stays valid while others come. */
+static rt_entry *new_entry(rt_pool *p) {
+    for (int i = 0; i < p->n; i++)
+        if (!p->e[i]->used) return p->e[i];
+    if (p->n == p->cap) {
+        int cap = p->cap ? 2 * p->cap : 32;
+        rt_entry **e = realloc(p->e, (size_t)cap * sizeof *e);
+        if (!e) return NULL;
+        p->e = e;
+        p->cap = cap;
+    }
+    rt_entry *fresh = calloc(1, sizeof *fresh);
+    if (!fresh) return NULL;
+    p->e[p->n++] = fresh;
+    return fresh;
+}
+
+rt_entry *pool_create(rt_pool *p, wp_buf b, char *err, size_t errlen) {
+    char name[64];
+    if (pool_find(p, b)) {
+        snprintf(err, errlen, "buffer %s is already held", buf_name(b, name, sizeof name));
+        return NULL;
+    }
+    rt_entry *e = new_entry(p);
+    rt_slot s;
+    size_t bytes = buf_bytes(p->L, b);
+    if (!e || take_slot(p, bytes, &s) != 0) {
+        snprintf(err, errlen, "out of memory for buffer %s (%zu bytes)%s%s", buf_name(b, name, sizeof name), bytes,
+                 kern_error(p->k) ? ": " : "", kern_error(p->k) ? kern_error(p->k) : "");
+        return NULL;
+    }
+    memset(e, 0, sizeof *e);
+    e->used = true;
+    e->name = b;
+    e->bytes = bytes;
+    e->wire = pool_wire_dtype(p, b);
+    e->data = s.data;
+    e->view = s.view;
+    e->view_bytes = s.view_bytes;
+    if (++p->held[b.kind] > p->peak[b.kind]) p->peak[b.kind] = p->held[b.kind];
+    return e;
+}
+
+void pool_release(rt_pool *p, rt_entry *e) {
+    if (p->n_free == p->cap_free) {
+        int cap = p->cap_free ? 2 * p->cap_free : 32;
+        rt_slot *f = realloc(p->free, (size_t)cap * sizeof *f);
+        if (!f) { /* cannot keep it for reuse: give the memory back instead */
+            slot_free(p, e->data, e->view);
+            p->allocated -= e->bytes + e->view_bytes;
+            goto done;
+        }
+        p->free = f;
+        p->cap_free = cap;
+    }
+    p->free[p->n_free++] = (rt_slot){.bytes = e->bytes, .view_bytes = e->view_bytes, .data = e->data, .view = e->view};
+done:
+    p->held[e->name.kind]--;
+    memset(e, 0, sizeof *e);
+}
+
+void *pool_view(rt_pool *p, rt_entry *e) {
+    if (e->wire == p->compute) return e->data;
+    size_t n = e->bytes / wp_dtype_size(e->wire);
+    size_t vb = n * wp_dtype_size(p->compute);
+    if (!e->view) {
+        e->view = kern_alloc(p->k, vb);
+        if (!e->view) return NULL;
+        e->view_bytes = vb;
+        p->allocated += vb;
+    }
+    if (!e->view_valid) {
+        kern_convert(p->k, e->view, p->compute, e->data, e->wire, n);
+        e->view_valid = true;
+    }
+    return e->view;
+}

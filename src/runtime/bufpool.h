@@ -1,0 +1,74 @@
+/* A rank's named buffers (ir.h's W[c]@v, GW[c], A[c][mb], GA[c][mb]) in backend memory.
+ *
+ * Each buffer lives in its WIRE dtype (W: precision_weight_dtype, GW: precision_grad_dtype,
+ * A/GA: precision_act_dtype), sized by buf_bytes, because that is what travels. Compute reads a
+ * view in the backend's compute dtype: when the two differ (the CPU computes in fp32) the view
+ * is a per-entry copy converted on first read, so every strategy rounds weights and activations
+ * through the wire dtype at the same places (mixed precision then compares across strategies);
+ * when they agree (fp32, or a GPU computing in fp16) the view is the buffer itself.
+ *
+ * An entry also carries its transfer state: the pending receive, the pending sends, and whether
+ * its data is present. Memory comes from a free list keyed by size, so a step reuses the slots
+ * of the previous one and the pool never grows past the validator's peak counts. */
+#ifndef WP_RUNTIME_BUFPOOL_H
+#define WP_RUNTIME_BUFPOOL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "kernels.h"
+#include "ring/transport.h"
+#include "schedule/ir.h"
+
+#define RT_MAX_SENDS 8 /* sends of one buffer in flight at once (a relay sends each copy once) */
+
+typedef struct rt_entry {
+    bool used;
+    wp_buf name;
+    size_t bytes;        /* wire bytes */
+    wp_dtype wire;
+    void *data;          /* backend memory, wire dtype */
+    void *view;          /* compute-dtype copy, or NULL when wire == compute */
+    size_t view_bytes;
+    bool view_valid;
+    bool arrived;        /* data present (written locally, or its receive completed) */
+    wp_request *recv;
+    wp_request *sends[RT_MAX_SENDS];
+    int n_sends;
+    int n_deferred;      /* SENDs posted by the list but waiting for the data to arrive */
+} rt_entry;
+
+typedef struct rt_slot {
+    size_t bytes, view_bytes;
+    void *data, *view;
+} rt_slot;
+
+typedef struct {
+    wp_kern *k;
+    const wp_layout *L;
+    wp_dtype compute;
+    int n, cap;          /* entries (used or not) */
+    rt_entry **e;        /* each allocated once: pointers stay valid */
+    int n_free, cap_free;
+    rt_slot *free;
+    int held[WP_BUF_KINDS], peak[WP_BUF_KINDS];
+    size_t allocated;    /* backend bytes owned by the pool (entries + free slots) */
+} rt_pool;
+
+void pool_init(rt_pool *p, wp_kern *k, const wp_layout *L);
+/* Frees every slot; pending requests must be gone (the transport closed or completed). */
+void pool_free(rt_pool *p);
+
+wp_dtype pool_wire_dtype(const rt_pool *p, wp_buf b);
+rt_entry *pool_find(rt_pool *p, wp_buf b);
+/* A new entry named b (not present yet). NULL with a reason when b is already held or memory
+ * runs out. */
+rt_entry *pool_create(rt_pool *p, wp_buf b, char *err, size_t errlen);
+/* Back to the free list (its requests must be complete). */
+void pool_release(rt_pool *p, rt_entry *e);
+/* The compute-dtype view (converted on first use after the data changed); NULL on failure. */
+void *pool_view(rt_pool *p, rt_entry *e);
+/* The data changed: the next view converts again. */
+static inline void pool_touch(rt_entry *e) { e->view_valid = false; }
+
+#endif

@@ -1,0 +1,100 @@
+/* weipipe train: prepare the job once, then run its ranks: one rank in this thread (N = 1),
+ * N threads over the local transport (--transport local), or N processes over tcp (started by
+ * our own launcher, or by torchrun / srun / mpirun, which bootstrap.h recognises). */
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+#include "io/stop.h"
+#include "log.h"
+#include "ring/bootstrap.h"
+#include "ring/launch.h"
+#include "ring/local.h"
+#include "train.h"
+
+static int open_trace(train_job *j, int rank, char *err, size_t errlen) {
+    if (!j->o.trace[0]) return 0;
+    char path[WP_PATH_MAX + 32];
+    if (rank > 0)
+        snprintf(path, sizeof path, "%s.rank-%d", j->o.trace, rank);
+    else
+        snprintf(path, sizeof path, "%s", j->o.trace);
+    j->trace = fopen(path, "w");
+    if (!j->trace) return snprintf(err, errlen, "--trace %.512s: cannot open for writing", path), 1;
+    fputs("{\"traceEvents\": [", j->trace);
+    j->trace_first = true;
+    return 0;
+}
+
+static int close_trace(train_job *j, char *err, size_t errlen) {
+    if (!j->trace) return 0;
+    fputs("\n]}\n", j->trace);
+    int bad = ferror(j->trace) | fclose(j->trace);
+    j->trace = NULL;
+    if (bad) return snprintf(err, errlen, "--trace %.200s: write failed", j->o.trace), 1;
+    return 0;
+}
+
+static int rank_thread(wp_rank_ctx *ctx, void *arg) {
+    return train_rank(arg, ctx->rank, 0, ctx->t, ctx->ctl, ctx->err, sizeof ctx->err);
+}
+
+static int run_single(train_job *j, char *err, size_t errlen) {
+    wp_local_world *w;
+    if (local_world_create(1, &j->net, &w, err, errlen)) return 1;
+    int rc = train_rank(j, 0, 0, local_transport(w, 0), local_control(w, 0), err, errlen);
+    local_world_destroy(w);
+    return rc;
+}
+
+/* A rank of a launched job: rendezvous over tcp, train, and on failure abort the job. */
+static int run_tcp_rank(train_job *j, char *err, size_t errlen) {
+    wp_boot_info bi;
+    int rc = boot_from_environ(&bi, err, errlen);
+    if (rc) return 2;
+    if (bi.world != j->nranks)
+        return snprintf(err, errlen, "--nranks %d but the launcher started %d ranks", j->nranks, bi.world), 2;
+    wp_transport *t;
+    wp_control *ctl;
+    if (wp_job_open_tcp(&bi, &j->net, &t, &ctl, err, errlen)) return 1;
+    rc = open_trace(j, bi.rank, err, errlen);
+    if (!rc) rc = train_rank(j, bi.rank, bi.local_rank, t, ctl, err, errlen);
+    if (rc) ctl_abort(ctl, err);
+    ctl_close(ctl);
+    tp_close(t);
+    if (!rc) rc = close_trace(j, err, errlen);
+    return rc;
+}
+
+static int run_ranks(train_job *j, char *err, size_t errlen) {
+    const char *tr = j->o.transport;
+    if (strcmp(tr, "tcp") == 0 && boot_launched()) return run_tcp_rank(j, err, errlen);
+    int rc = 0;
+    if (j->nranks == 1 || strcmp(tr, "local") == 0) {
+        rc = open_trace(j, 0, err, errlen);
+        if (!rc) rc = j->nranks == 1 ? run_single(j, err, errlen) : launch_threads(j->nranks, &j->net, rank_thread, j, err, errlen);
+        if (!rc) rc = close_trace(j, err, errlen);
+        return rc;
+    }
+    if (strcmp(tr, "tcp") == 0) return launch_local(0, NULL, j->nranks, j->o.timeout, NULL, err, errlen);
+    snprintf(err, errlen, "--transport %s: not built into this weipipe (local and tcp are)", tr);
+    return 2;
+}
+
+int cmd_train(const wp_opts *o) {
+    static train_job j; /* holds a copy of the options: large */
+    char err[2048];
+    if (o->nargs != 0) {
+        wp_error("train: takes no positional arguments, got '%s'", o->args[0]);
+        return 2;
+    }
+    if (stop_install(err, sizeof err)) {
+        wp_error("%s", err);
+        return 1;
+    }
+    int rc = train_job_prepare(&j, o, err, sizeof err);
+    if (!rc) rc = run_ranks(&j, err, sizeof err);
+    if (rc) wp_error("%s", err);
+    train_job_free(&j);
+    return rc;
+}

@@ -1,0 +1,407 @@
+/* The executor's actions (executor.h): one function per IR op, run in list order. */
+#include "executor.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ring/clock.h"
+#include "rt_impl.h"
+
+static size_t tokens_per_mb(const wp_layout *L) { return (size_t)L->cfg.mb * (size_t)L->cfg.seq; }
+
+int rt_create(wp_rt **out, const rt_config *cfg, char *err, size_t errlen) {
+    wp_rt *rt = calloc(1, sizeof *rt);
+    if (!rt) return snprintf(err, errlen, "executor: out of memory"), 1;
+    rt->c = *cfg;
+    rt->k = model_kern(cfg->m);
+    rt->ai = -1;
+    rt->t_origin = wp_now();
+    pool_init(&rt->pool, rt->k, cfg->L);
+    const wp_layout *L = cfg->L;
+    size_t T = tokens_per_mb(L), max_chunk = 0;
+    for (int c = 0; c < L->cfg.n_chunks; c++)
+        if (L->chunk_numel[c] > max_chunk) max_chunk = L->chunk_numel[c];
+    rt->blocked = calloc((size_t)cfg->s->nranks * WP_MAX_CHANNELS, sizeof *rt->blocked);
+    rt->h_tok = malloc(T * sizeof *rt->h_tok);
+    rt->h_tgt = malloc(T * sizeof *rt->h_tgt);
+    rt->scratch_out = kern_alloc(rt->k, T * (size_t)L->cfg.h * wp_dtype_size(kern_compute_dtype(rt->k)));
+    rt->scratch_w = kern_alloc(rt->k, max_chunk * wp_dtype_size(precision_weight_dtype(L->cfg.precision)));
+    *out = rt;
+    if (!rt->blocked || !rt->h_tok || !rt->h_tgt || !rt->scratch_out || !rt->scratch_w) {
+        snprintf(err, errlen, "executor: out of memory for its scratch buffers");
+        return 1;
+    }
+    return 0;
+}
+
+void rt_destroy(wp_rt *rt) {
+    if (!rt) return;
+    for (int i = 0; i < rt->n_acts; i++) {
+        rt_act *a = &rt->acts[i];
+        if (a->a) model_acts_destroy(rt->c.m, a->a);
+        if (a->d_tok) kern_free(rt->k, a->d_tok);
+        if (a->d_tgt) kern_free(rt->k, a->d_tgt);
+    }
+    pool_free(&rt->pool);
+    if (rt->scratch_out) kern_free(rt->k, rt->scratch_out);
+    if (rt->scratch_w) kern_free(rt->k, rt->scratch_w);
+    free(rt->acts);
+    free(rt->def);
+    free(rt->blocked);
+    free(rt->h_tok);
+    free(rt->h_tgt);
+    free(rt->ev);
+    free(rt);
+}
+
+wp_loss_scaler rt_scaler(const wp_rt *rt) { return rt->c.scaler; }
+
+void rt_op_times(const wp_rt *rt, double *sum_s, double *count) {
+    for (int op = 0; op < 4; op++)
+        for (int c = 0; c < WP_MAX_CHUNKS; c++) {
+            sum_s[op * WP_MAX_CHUNKS + c] = rt->op_sum[op][c];
+            count[op * WP_MAX_CHUNKS + c] = rt->op_n[op][c];
+        }
+}
+
+const rt_event *rt_events(const wp_rt *rt, int *n) {
+    *n = rt->n_ev;
+    return rt->ev;
+}
+
+void rt_peak_buffers(const wp_rt *rt, int peak[WP_BUF_KINDS]) {
+    for (int k = 0; k < WP_BUF_KINDS; k++) peak[k] = rt->pool.peak[k];
+}
+
+/* ---- activation states ---- */
+
+static rt_act *act_find(wp_rt *rt, int chunk, int mb) {
+    for (int i = 0; i < rt->n_acts; i++)
+        if (rt->acts[i].used && rt->acts[i].chunk == chunk && rt->acts[i].mb == mb) return &rt->acts[i];
+    return NULL;
+}
+
+/* A free state of this chunk (its memory reused), or a new one. */
+static rt_act *act_take(wp_rt *rt, int chunk, int mb) {
+    rt_act *a = NULL;
+    for (int i = 0; i < rt->n_acts && !a; i++)
+        if (!rt->acts[i].used && rt->acts[i].chunk == chunk) a = &rt->acts[i];
+    if (!a) {
+        if (rt->n_acts == rt->cap_acts) {
+            int cap = rt->cap_acts ? 2 * rt->cap_acts : 16;
+            rt_act *n = realloc(rt->acts, (size_t)cap * sizeof *n);
+            if (!n) return NULL;
+            rt->acts = n;
+            rt->cap_acts = cap;
+        }
+        a = &rt->acts[rt->n_acts++];
+        memset(a, 0, sizeof *a);
+        a->chunk = chunk;
+        size_t tb = tokens_per_mb(rt->c.L) * sizeof(int32_t);
+        a->a = model_acts_create(rt->c.m, chunk);
+        a->d_tok = kern_alloc(rt->k, tb);
+        a->d_tgt = kern_alloc(rt->k, tb);
+        if (!a->a || !a->d_tok || !a->d_tgt) return NULL;
+    }
+    a->used = true;
+    a->mb = mb;
+    return a;
+}
+
+/* ---- buffers read and written by compute ---- */
+
+static int input(wp_rt *rt, wp_buf b, void **view, char *err, size_t errlen) {
+    char name[64];
+    rt_entry *e = pool_find(&rt->pool, b);
+    if (!e) return rt_fail(rt, err, errlen, "reads %s, which this rank does not hold", buf_name(b, name, sizeof name));
+    if (rt_wait(rt, e, false, err, errlen)) return 1;
+    *view = pool_view(&rt->pool, e);
+    if (!*view) return rt_fail(rt, err, errlen, "out of memory converting %s", buf_name(b, name, sizeof name));
+    return 0;
+}
+
+/* An output A/GA buffer: the model writes compute dtype, the buffer holds the wire dtype. */
+static rt_entry *output(wp_rt *rt, wp_buf b, void **dst, char *err, size_t errlen) {
+    char why[300];
+    rt_entry *e = pool_create(&rt->pool, b, why, sizeof why);
+    if (!e) {
+        rt_fail(rt, err, errlen, "%s", why);
+        return NULL;
+    }
+    *dst = e->wire == rt->pool.compute ? e->data : rt->scratch_out;
+    return e;
+}
+
+static void output_done(wp_rt *rt, rt_entry *e, void *dst) {
+    if (dst != e->data) kern_convert(rt->k, e->data, e->wire, dst, rt->pool.compute, e->bytes / wp_dtype_size(e->wire));
+    e->arrived = true;
+    pool_touch(e);
+}
+
+static int kern_check(wp_rt *rt, int rc, const char *what, char *err, size_t errlen) {
+    const char *ke = kern_error(rt->k);
+    if (rc == 0 && !ke) return 0;
+    return rt_fail(rt, err, errlen, "%s failed: %s", what, ke ? ke : "model error");
+}
+
+static int last_chunk(const wp_rt *rt) { return rt->c.L->cfg.n_chunks - 1; }
+
+/* dloss: gradients of all micro-batches add up to the mean loss's gradient, times the scale. */
+static float dloss_of(const wp_rt *rt) {
+    double tokens = (double)rt->c.s->nmb * (double)tokens_per_mb(rt->c.L);
+    return (float)(rt->c.scaler.scale / tokens);
+}
+
+static int load_tokens(wp_rt *rt, rt_act *a, int chunk, int mb, char *err, size_t errlen) {
+    if (chunk != 0 && chunk != last_chunk(rt)) return 0;
+    if (!rt->c.data) return rt_fail(rt, err, errlen, "no training data");
+    if (loader_get(rt->c.data, rt->step, mb, rt->h_tok, rt->h_tgt))
+        return rt_fail(rt, err, errlen, "%s", loader_error(rt->c.data));
+    size_t tb = tokens_per_mb(rt->c.L) * sizeof(int32_t);
+    kern_to_device(rt->k, a->d_tok, rt->h_tok, tb);
+    kern_to_device(rt->k, a->d_tgt, rt->h_tgt, tb);
+    return 0;
+}
+
+static int do_forward(wp_rt *rt, const wp_action *x, char *err, size_t errlen) {
+    const int c = x->chunk, mb = x->mb, last = last_chunk(rt);
+    void *w, *x_in = NULL, *x_out = NULL;
+    if (input(rt, x->buf, &w, err, errlen)) return 1;
+    if (c > 0 && input(rt, buf_a(c - 1, mb), &x_in, err, errlen)) return 1;
+    rt_act *a = act_take(rt, c, mb);
+    if (!a) return rt_fail(rt, err, errlen, "out of memory for an activation state");
+    if (load_tokens(rt, a, c, mb, err, errlen)) return 1;
+    rt_entry *out = c < last ? output(rt, buf_a(c, mb), &x_out, err, errlen) : NULL;
+    if (c < last && !out) return 1;
+    double loss = 0;
+    int rc = model_forward(rt->c.m, c, w, a->a, x_in, c == 0 ? a->d_tok : NULL, c == last ? a->d_tgt : NULL, x_out,
+                           &loss);
+    if (out) output_done(rt, out, x_out);
+    if (c == last) {
+        rt->loss_sum += loss;
+        rt->tokens += (int64_t)tokens_per_mb(rt->c.L);
+    }
+    return kern_check(rt, rc, "forward", err, errlen);
+}
+
+/* Where the W-pass adds: the owner's fp32 accumulator, or the travelling GW[c]. */
+static int grad_target(wp_rt *rt, const wp_action *x, void **gw, wp_dtype *gt, rt_entry **ge, char *err,
+                       size_t errlen) {
+    *ge = NULL;
+    if (x->to_master) {
+        *gw = optim_grad(rt->c.o, x->chunk);
+        *gt = WP_F32;
+        if (!*gw) return rt_fail(rt, err, errlen, "to_master on a chunk this rank does not own");
+        return 0;
+    }
+    *ge = pool_find(&rt->pool, buf_gw(x->chunk));
+    if (!*ge) return rt_fail(rt, err, errlen, "GW[%d] is not held here", x->chunk);
+    if (rt_wait(rt, *ge, true, err, errlen)) return 1;
+    *gw = (*ge)->data;
+    *gt = (*ge)->wire;
+    return 0;
+}
+
+static void act_release(rt_act *a) { a->used = false; }
+
+static int do_backward(wp_rt *rt, const wp_action *x, char *err, size_t errlen) {
+    const int c = x->chunk, mb = x->mb, last = last_chunk(rt);
+    bool input_part = x->op != WP_OP_W, weight_part = x->op != WP_OP_B;
+    rt_act *a = act_find(rt, c, mb);
+    if (!a) return rt_fail(rt, err, errlen, "no activation state of (%d,%d) on this rank", c, mb);
+    void *w = NULL, *g_out = NULL, *g_in = NULL, *gw = NULL;
+    wp_dtype gt = WP_F32;
+    rt_entry *ge = NULL, *out = NULL;
+    if (input_part) {
+        if (input(rt, x->buf, &w, err, errlen)) return 1;
+        if (c < last && input(rt, buf_ga(c, mb), &g_out, err, errlen)) return 1;
+    }
+    if (weight_part && grad_target(rt, x, &gw, &gt, &ge, err, errlen)) return 1;
+    if (input_part && c > 0 && !(out = output(rt, buf_ga(c - 1, mb), &g_in, err, errlen))) return 1;
+    int rc;
+    if (x->op == WP_OP_BW)
+        rc = model_backward(rt->c.m, c, w, a->a, g_out, dloss_of(rt), g_in, gw, gt);
+    else if (x->op == WP_OP_B)
+        rc = model_backward_input(rt->c.m, c, w, a->a, g_out, dloss_of(rt), g_in);
+    else
+        rc = model_backward_weight(rt->c.m, c, a->a, gw, gt);
+    if (out) output_done(rt, out, g_in);
+    if (ge) pool_touch(ge);
+    if (weight_part) act_release(a);
+    return kern_check(rt, rc, op_name(x->op), err, errlen);
+}
+
+/* ---- owner and bookkeeping actions ---- */
+
+static int do_load(wp_rt *rt, wp_buf b, char *err, size_t errlen) {
+    char why[300];
+    rt_entry *e = pool_create(&rt->pool, b, why, sizeof why);
+    if (!e) return rt_fail(rt, err, errlen, "%s", why);
+    if (optim_working_copy(rt->c.o, b.chunk, e->data, e->wire))
+        return rt_fail(rt, err, errlen, "LOAD: %s", optim_error(rt->c.o));
+    e->arrived = true;
+    return 0;
+}
+
+static int do_zero(wp_rt *rt, wp_buf b, char *err, size_t errlen) {
+    char why[300];
+    rt_entry *e = pool_create(&rt->pool, b, why, sizeof why);
+    if (!e) return rt_fail(rt, err, errlen, "%s", why);
+    kern_zero(rt->k, e->data, e->bytes);
+    e->arrived = true;
+    return kern_check(rt, 0, "ZERO", err, errlen);
+}
+
+static int do_acc(wp_rt *rt, int chunk, char *err, size_t errlen) {
+    rt_entry *e = pool_find(&rt->pool, buf_gw(chunk));
+    if (!e) return rt_fail(rt, err, errlen, "GW[%d] is not held here", chunk);
+    if (rt_wait(rt, e, true, err, errlen)) return 1;
+    if (optim_accumulate(rt->c.o, chunk, e->data, e->wire)) return rt_fail(rt, err, errlen, "%s", optim_error(rt->c.o));
+    kern_zero(rt->k, e->data, e->bytes);
+    pool_touch(e);
+    return kern_check(rt, 0, "ACC", err, errlen);
+}
+
+/* The global exchange (decision.h's protocol): per-chunk sums of squares from their owners,
+ * the loss sum and the token count, summed over ranks; then every rank decides alike. */
+static int do_reduce(wp_rt *rt, char *err, size_t errlen) {
+    const int C = rt->c.L->cfg.n_chunks;
+    double v[WP_MAX_CHUNKS + 2];
+    if (rt_drain_deferred(rt, err, errlen)) return 1;
+    for (int c = 0; c < C; c++) v[c] = optim_owns(rt->c.o, c) ? optim_chunk_sumsq(rt->c.o, c) : 0.0;
+    v[C] = rt->loss_sum;
+    v[C + 1] = (double)rt->tokens;
+    char why[300];
+    ctl_set_status(rt->c.ctl, "step %lld action %d REDUCE: waiting for every rank", (long long)rt->step, rt->ai);
+    double t0 = wp_now();
+    if (ctl_allreduce(rt->c.ctl, CTL_SUM, v, C + 2, why, sizeof why)) return rt_fail(rt, err, errlen, "%s", why);
+    rt->wait_s += wp_now() - t0;
+    rt->d = step_decide(grad_total_sumsq(v, C), rt->c.scaler.scale, rt->c.clip);
+    rt->loss_sum = v[C];
+    rt->tokens = (int64_t)v[C + 1];
+    return 0;
+}
+
+static int do_update(wp_rt *rt, int chunk, char *err, size_t errlen) {
+    wp_dtype wt = precision_weight_dtype(rt->c.L->cfg.precision);
+    if (!rt->d.skip && optim_step_chunk(rt->c.o, chunk, (float)rt->lr, rt->d.grad_scale, rt->scratch_w, wt))
+        return rt_fail(rt, err, errlen, "UPDATE: %s", optim_error(rt->c.o));
+    float *g = optim_grad(rt->c.o, chunk);
+    if (!g) return rt_fail(rt, err, errlen, "UPDATE of a chunk this rank does not own");
+    kern_zero(rt->k, g, rt->c.L->chunk_numel[chunk] * sizeof(float));
+    return kern_check(rt, 0, "UPDATE", err, errlen);
+}
+
+static int do_free(wp_rt *rt, wp_buf b, char *err, size_t errlen) {
+    char name[64];
+    rt_entry *e = pool_find(&rt->pool, b);
+    if (!e) return rt_fail(rt, err, errlen, "FREE of %s, which this rank does not hold", buf_name(b, name, sizeof name));
+    if (rt_wait(rt, e, true, err, errlen)) return 1;
+    pool_release(&rt->pool, e);
+    return 0;
+}
+
+/* ---- the step ---- */
+
+static void record(wp_rt *rt, const wp_action *x, double t0, double t1) {
+    if (x->op <= WP_OP_BW && x->chunk >= 0 && x->chunk < WP_MAX_CHUNKS) {
+        rt->op_sum[x->op][x->chunk] += t1 - t0;
+        rt->op_n[x->op][x->chunk] += 1;
+    }
+    if (!rt->c.record) return;
+    if (rt->n_ev == rt->cap_ev) {
+        int cap = rt->cap_ev ? 2 * rt->cap_ev : 256;
+        rt_event *e = realloc(rt->ev, (size_t)cap * sizeof *e);
+        if (!e) return; /* a trace is best effort: training goes on without more events */
+        rt->ev = e;
+        rt->cap_ev = cap;
+    }
+    rt->ev[rt->n_ev++] = (rt_event){.op = x->op, .chunk = x->chunk, .mb = x->mb, .step = rt->step,
+                                    .t0 = t0 - rt->t_origin, .t1 = t1 - rt->t_origin};
+}
+
+static int run_action(wp_rt *rt, const wp_action *x, char *err, size_t errlen) {
+    switch (x->op) {
+    case WP_OP_F: return do_forward(rt, x, err, errlen);
+    case WP_OP_B:
+    case WP_OP_W:
+    case WP_OP_BW: return do_backward(rt, x, err, errlen);
+    case WP_OP_SEND: return rt_send(rt, x, err, errlen);
+    case WP_OP_RECV: return rt_recv(rt, x, err, errlen);
+    case WP_OP_LOAD: return do_load(rt, x->buf, err, errlen);
+    case WP_OP_ZERO: return do_zero(rt, x->buf, err, errlen);
+    case WP_OP_ACC: return do_acc(rt, x->chunk, err, errlen);
+    case WP_OP_REDUCE: return do_reduce(rt, err, errlen);
+    case WP_OP_UPDATE: return do_update(rt, x->chunk, err, errlen);
+    case WP_OP_FREE: return do_free(rt, x->buf, err, errlen);
+    default: return rt_fail(rt, err, errlen, "unknown op %d", x->op);
+    }
+}
+
+int rt_load_carry(wp_rt *rt, char *err, size_t errlen) {
+    const wp_rank_prog *p = &rt->c.s->rank[rt->c.rank];
+    for (int i = 0; i < p->n_carry; i++)
+        if (do_load(rt, p->carry[i], err, errlen)) return 1;
+    kern_sync(rt->k);
+    return kern_check(rt, 0, "LOAD", err, errlen);
+}
+
+/* Carried weights were named relative to the step that ended (@1): the next step calls them @0. */
+static void shift_versions(wp_rt *rt) {
+    for (int i = 0; i < rt->pool.n; i++) {
+        rt_entry *e = rt->pool.e[i];
+        if (e->used && e->name.kind == WP_BUF_W) e->name.idx--;
+    }
+    for (int i = 0; i < rt->n_def; i++)
+        if (rt->def[i].b.kind == WP_BUF_W) rt->def[i].b.idx--;
+}
+
+static void begin_step(wp_rt *rt, int64_t step, double lr, rt_step_stats *st) {
+    memset(st, 0, sizeof *st);
+    rt->step = step;
+    rt->lr = lr;
+    rt->loss_sum = 0;
+    rt->tokens = 0;
+    rt->wait_s = 0;
+    rt->d = (wp_step_decision){.skip = false, .grad_norm = 0, .clip_factor = 1, .grad_scale = 1};
+    st->loss_scale = rt->c.scaler.scale;
+}
+
+int exec_step(wp_rt *rt, int64_t step, double lr, rt_step_stats *st, char *err, size_t errlen) {
+    const wp_rank_prog *p = &rt->c.s->rank[rt->c.rank];
+    wp_transport_stats s0 = {0}, s1 = {0};
+    begin_step(rt, step, lr, st);
+    if (rt->c.t) tp_stats(rt->c.t, &s0);
+    double t_start = wp_now();
+    for (rt->ai = 0; rt->ai < p->n; rt->ai++) {
+        const wp_action *x = &p->a[rt->ai];
+        if (rt_progress(rt, err, errlen)) return 1;
+        bool compute = op_is_compute(x->op);
+        double w0 = rt->wait_s, t0 = wp_now();
+        if (run_action(rt, x, err, errlen)) return 1;
+        if (compute) {
+            kern_sync(rt->k); /* compute actions finish before the next starts (ir.h) */
+            double t1 = wp_now(), waited = rt->wait_s - w0;
+            st->compute_s += t1 - t0 - waited;
+            record(rt, x, t0 + waited, t1);
+        }
+    }
+    rt->ai = -1;
+    if (rt_progress(rt, err, errlen)) return 1;
+    shift_versions(rt);
+    ctl_set_status(rt->c.ctl, "step %lld done", (long long)step);
+    st->step_s = wp_now() - t_start;
+    st->wait_s = rt->wait_s;
+    if (rt->c.t) {
+        tp_stats(rt->c.t, &s1);
+        st->sent = s1.payload_sent - s0.payload_sent;
+        st->recv = s1.payload_recv - s0.payload_recv;
+    }
+    st->d = rt->d;
+    st->tokens = rt->tokens;
+    st->loss = rt->tokens > 0 ? rt->loss_sum / (double)rt->tokens : NAN;
+    rt->c.scaler = loss_scaler_next(rt->c.scaler, !rt->d.skip);
+    return 0;
+}

@@ -1,0 +1,78 @@
+/* The one executor: runs a rank's action list (schedule/ir.h) for one optimizer step, exactly
+ * with the IR's semantics, whatever the strategy. Every strategy-specific decision is in the
+ * lists; nothing here branches on the strategy.
+ *
+ * Transfers: SEND/RECV are posted through the transport with the buffer's name as label and the
+ * action's channel. A SEND of a buffer still arriving (a relay) is queued and posted as soon as
+ * its receive completes; the queue keeps FIFO order per (peer, channel), as the IR requires.
+ * Pending requests are polled (tp_test) between actions and serviced inside every wait, so a
+ * relay is delayed at most by the one compute action running when its receive completes.
+ * Every wait sets the rank's status note first and fails after --timeout without progress. */
+#ifndef WP_RUNTIME_EXECUTOR_H
+#define WP_RUNTIME_EXECUTOR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "decision.h"
+#include "io/loader.h"
+#include "model/model.h"
+#include "optim.h"
+#include "ring/control.h"
+#include "ring/transport.h"
+#include "schedule/ir.h"
+
+typedef struct wp_rt wp_rt;
+
+typedef struct {
+    int rank;
+    const wp_schedule *s;
+    const wp_layout *L;
+    wp_model *m;        /* its kern is the rank's backend */
+    wp_optim *o;        /* the chunks this rank owns (s->owner) */
+    wp_transport *t;    /* NULL only for N = 1 */
+    wp_control *ctl;    /* never NULL (a world of one for N = 1) */
+    wp_loader *data;    /* train split */
+    double timeout;     /* seconds without progress before a wait fails */
+    double clip;        /* global-norm clip; <= 0 off */
+    wp_loss_scaler scaler;
+    bool record;        /* keep compute events for a trace */
+} rt_config;
+
+typedef struct {
+    double loss;            /* mean loss of the step over all ranks' micro-batches */
+    int64_t tokens;         /* tokens that carried a loss */
+    wp_step_decision d;
+    double loss_scale;      /* the scale this step ran with */
+    double step_s, compute_s, wait_s;
+    uint64_t sent, recv;    /* payload bytes this step (tp_stats) */
+} rt_step_stats;
+
+typedef struct {
+    int op;
+    int chunk, mb;
+    int64_t step;
+    double t0, t1; /* seconds since rt_create */
+} rt_event;
+
+/* Returns 0, or 1 with a reason (out of memory). */
+int rt_create(wp_rt **out, const rt_config *cfg, char *err, size_t errlen);
+void rt_destroy(wp_rt *rt);
+
+/* Owners create the carried weights from their masters (LOAD), before the first step. */
+int rt_load_carry(wp_rt *rt, char *err, size_t errlen);
+
+/* Run the rank's list once as optimizer step `step` with learning rate lr. Returns 0, or 1 with
+ * one line naming the step, the action and what failed. */
+int exec_step(wp_rt *rt, int64_t step, double lr, rt_step_stats *st, char *err, size_t errlen);
+
+wp_loss_scaler rt_scaler(const wp_rt *rt);
+/* Mean measured seconds of each compute op per chunk so far (0 where none ran on this rank);
+ * op_s[op * WP_MAX_CHUNKS + c] for op F, B, W, BW. n[] the counts. */
+void rt_op_times(const wp_rt *rt, double *sum_s, double *count);
+/* Recorded compute events (cfg.record). */
+const rt_event *rt_events(const wp_rt *rt, int *n);
+/* Most buffers of each kind held at once so far. */
+void rt_peak_buffers(const wp_rt *rt, int peak[WP_BUF_KINDS]);
+
+#endif

@@ -1,0 +1,30 @@
+/* What train tells the user: a progress line and a JSON metrics line per step (rank 0), and at
+ * the end the measured bubble of every rank next to the simulator's prediction for the same
+ * lists with the measured op times, and the payload bytes per step next to the validator's. */
+#ifndef WP_RUNTIME_REPORT_H
+#define WP_RUNTIME_REPORT_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "executor.h"
+#include "train.h"
+
+typedef struct {
+    int64_t steps;              /* steps run by this process */
+    double compute_s, step_s;   /* summed over the steps after the first (warm-up excluded) */
+    int64_t steady_steps;
+    wp_transport_stats start;   /* transport counters when training began */
+    bool have_start;
+} train_totals;
+
+/* Adds st to the totals; on rank 0 prints the progress line and appends the metrics line. */
+void report_step(const train_job *j, int rank, int64_t step, double lr, const rt_step_stats *st, double t_begin,
+                 train_totals *tot, FILE *metrics);
+
+/* Collective (every rank calls it): gathers each rank's bubble and bytes, rank 0 prints the
+ * summary (and the trace when --trace is set, see train.h). Returns 0 or 1. */
+int report_final(train_job *j, int rank, wp_control *ctl, wp_transport *t, wp_rt *rt, const train_totals *tot,
+                 char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,60 @@
+/* The executor's state, shared by executor.c (actions) and xfer.c (transfers and waits). */
+#ifndef WP_RUNTIME_RT_IMPL_H
+#define WP_RUNTIME_RT_IMPL_H
+
+#include "bufpool.h"
+#include "executor.h"
+
+/* Activation state of one (chunk, mb), with the token ids it reads in its backward. */
+typedef struct {
+    bool used;
+    int chunk, mb;
+    wp_acts *a;
+    int32_t *d_tok, *d_tgt; /* backend [b*s] */
+} rt_act;
+
+/* A SEND waiting for its buffer to arrive. */
+typedef struct {
+    wp_buf b;
+    int peer, channel;
+} rt_deferred;
+
+struct wp_rt {
+    rt_config c;
+    wp_kern *k;
+    rt_pool pool;
+    int n_acts, cap_acts;
+    rt_act *acts;
+    int n_def, cap_def;
+    rt_deferred *def;
+    bool *blocked;          /* [nranks * WP_MAX_CHANNELS], scratch of post_deferred */
+    void *scratch_out;      /* compute dtype [T*h]: an output before it is rounded to the wire */
+    void *scratch_w;        /* weight dtype, largest chunk: UPDATE's working copy (LOAD makes the real one) */
+    int32_t *h_tok, *h_tgt; /* host [b*s] */
+    /* the current step */
+    int64_t step;
+    int ai;                 /* action index */
+    double loss_sum;
+    int64_t tokens;
+    wp_step_decision d;
+    double lr;
+    double wait_s;
+    /* measurements */
+    double t_origin;
+    double op_sum[4][WP_MAX_CHUNKS], op_n[4][WP_MAX_CHUNKS];
+    int n_ev, cap_ev;
+    rt_event *ev;
+};
+
+/* xfer.c */
+int rt_fail(wp_rt *rt, char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* Poll every pending request and post the queued sends whose data arrived. */
+int rt_progress(wp_rt *rt, char *err, size_t errlen);
+/* Wait until e's data is present and, with writable, its sends are all done (queued ones too). */
+int rt_wait(wp_rt *rt, rt_entry *e, bool writable, char *err, size_t errlen);
+/* Wait until no SEND is queued (before REDUCE: a relay must not wait behind a collective). */
+int rt_drain_deferred(wp_rt *rt, char *err, size_t errlen);
+int rt_send(wp_rt *rt, const wp_action *a, char *err, size_t errlen);
+int rt_recv(wp_rt *rt, const wp_action *a, char *err, size_t errlen);
+
+#endif

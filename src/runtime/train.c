@@ -1,0 +1,296 @@
+/* `weipipe train`, shared part: the job every rank runs (model, schedule, memory check) and the
+ * per-rank loop around exec_step (progress, metrics, checkpoints, stop requests). */
+#include "train.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "executor.h"
+#include "io/checkpoint.h"
+#include "io/hf.h"
+#include "io/loader.h"
+#include "io/stop.h"
+#include "log.h"
+#include "model/model.h"
+#include "report.h"
+#include "ring/clock.h"
+
+static int fail(char *err, size_t errlen, int rc, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static int fail(char *err, size_t errlen, int rc, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+/* ---- the job ---- */
+
+static int prepare_model(train_job *j, char *err, size_t errlen) {
+    wp_model_cfg cfg;
+    if (j->o.init_from[0]) {
+        int rc = hf_config_apply(j->o.init_from, &j->o, err, errlen);
+        if (rc) return rc;
+    }
+    int rc = model_cfg_from_opts(&j->o, j->nranks, &cfg, err, errlen);
+    if (rc) return rc;
+    if (layout_build(&cfg, &j->L, err, errlen)) return 2;
+    j->have_layout = true;
+    return 0;
+}
+
+static int prepare_schedule(train_job *j, char *err, size_t errlen) {
+    wp_strategy st;
+    if (strategy_parse(j->o.strategy, &st) != 0)
+        return fail(err, errlen, 2, "--strategy: '%s' cannot train (one of 1f1b, weipipe-naive, weipipe-interleave, wzb1, wzb2)",
+                    j->o.strategy);
+    wp_gen_opts go = {0};
+    int rc = schedule_generate(st, j->nranks, j->nmb, j->L.cfg.n_chunks, &go, &j->s, err, errlen);
+    if (rc) return rc;
+    j->have_sched = true;
+    wp_sizes sz;
+    sizes_from_layout(&sz, &j->L, j->s.split);
+    char why[512];
+    rc = exec_run(&j->s, &sz, NULL, 2, false, &j->run, why, sizeof why);
+    j->have_run = rc == 0;
+    if (rc) return fail(err, errlen, 1, "schedule %s does not validate: %s", j->o.strategy, why);
+    return 0;
+}
+
+/* Predicted peak per rank against --device-memory, or the machine's memory shared by N ranks. */
+static int check_memory(train_job *j, char *err, size_t errlen) {
+    double limit = (double)j->o.device_memory;
+    const char *what = "--device-memory";
+    if (limit <= 0 && strcmp(j->o.backend, "cpu") == 0) {
+        long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+        if (pages > 0 && page > 0) limit = (double)pages * (double)page / j->nranks;
+        what = "this machine's memory / --nranks";
+    }
+    for (int r = 0; r < j->nranks; r++) {
+        const wp_rank_report *rr = &j->run.rank[r];
+        double need = (double)rr->peak_bytes + (double)rr->owner_bytes;
+        if (!j->o.quiet && r == 0) fprintf(stderr, "predicted peak memory per rank (buffers + activations + optimizer):\n");
+        if (!j->o.quiet) fprintf(stderr, "  rank %d: %.1f MiB\n", r, need / 1048576.0);
+        if (limit > 0 && need > limit)
+            return fail(err, errlen, 2, "rank %d needs about %.1f MiB, more than %s (%.1f MiB)", r, need / 1048576.0, what,
+                        limit / 1048576.0);
+    }
+    return 0;
+}
+
+static int prepare_resume(train_job *j, char *err, size_t errlen) {
+    j->resume_dir[0] = 0;
+    j->start_step = 0;
+    if (!j->o.resume[0]) return 0;
+    int rc = ckpt_resolve(j->o.resume, j->o.save, j->resume_dir, sizeof j->resume_dir, err, errlen);
+    if (rc || !j->resume_dir[0]) return rc;
+    wp_ckpt *c;
+    if ((rc = ckpt_open(&c, j->resume_dir, err, errlen)) != 0) return rc;
+    rc = ckpt_check_model(c, &j->L.cfg, err, errlen);
+    j->start_step = ckpt_info(c)->step;
+    if (rc == 0 && ckpt_info(c)->seed != j->o.seed)
+        wp_warn("--resume: checkpoint was trained with --seed %" PRId64 ", continuing with %" PRId64 " (other data order)",
+                ckpt_info(c)->seed, j->o.seed);
+    ckpt_close(c);
+    return rc;
+}
+
+static int check_flags(train_job *j, char *err, size_t errlen) {
+    const wp_opts *o = &j->o;
+    if (o->nranks < 1 || o->nranks > 4096) return fail(err, errlen, 2, "--nranks: %" PRId64 " must be 1..4096", o->nranks);
+    if (o->num_microbatches < 0) return fail(err, errlen, 2, "--num-microbatches: must be 0 (= N) or more");
+    if (o->steps < 1) return fail(err, errlen, 2, "--steps: %" PRId64 " must be at least 1", o->steps);
+    if (!o->data[0]) return fail(err, errlen, 2, "--data: train needs a token shard or a directory of shards");
+    if (o->save_every < 0 || o->keep_last < 0) return fail(err, errlen, 2, "--save-every/--keep-last: must be 0 or more");
+    if (o->save_every > 0 && !o->save[0]) return fail(err, errlen, 2, "--save-every: needs --save DIR");
+    if (o->resume[0] && o->init_from[0]) return fail(err, errlen, 2, "--resume and --init-from: give one of them");
+    if (o->eval_every != 0) return fail(err, errlen, 2, "--eval-every: not supported by train yet (use weipipe eval on a checkpoint)");
+    j->nranks = (int)o->nranks;
+    j->nmb = o->num_microbatches ? (int)o->num_microbatches : j->nranks;
+    return 0;
+}
+
+int train_job_prepare(train_job *j, const wp_opts *o, char *err, size_t errlen) {
+    memset(j, 0, sizeof *j);
+    j->o = *o;
+    pthread_mutex_init(&j->trace_mu, NULL);
+    int rc = check_flags(j, err, errlen);
+    if (!rc) rc = prepare_model(j, err, errlen);
+    if (!rc) rc = lr_schedule_from_opts(&j->o, &j->lr, err, errlen);
+    if (!rc) rc = adamw_hparams_from_opts(&j->o, &j->hp, err, errlen);
+    if (!rc) rc = tp_net_from_opts(&j->o, &j->net, err, errlen);
+    if (!rc) rc = prepare_schedule(j, err, errlen);
+    if (!rc) rc = check_memory(j, err, errlen);
+    if (!rc) rc = prepare_resume(j, err, errlen);
+    if (!rc && j->start_step >= o->steps)
+        rc = fail(err, errlen, 2, "--steps: %" PRId64 " already done by the checkpoint in %s (step %" PRId64 ")", o->steps,
+                  j->resume_dir, j->start_step);
+    return rc;
+}
+
+void train_job_free(train_job *j) {
+    if (j->have_run) run_free(&j->run);
+    if (j->have_sched) sched_free(&j->s);
+    if (j->have_layout) layout_free(&j->L);
+    pthread_mutex_destroy(&j->trace_mu);
+    memset(j, 0, sizeof *j);
+}
+
+/* ---- one rank ---- */
+
+typedef struct {
+    train_job *j;
+    int rank;
+    wp_transport *t;
+    wp_control *ctl;
+    wp_kern *k;
+    wp_model *m;
+    wp_optim *o;
+    wp_loader *data;
+    wp_rt *rt;
+    FILE *metrics;
+    double t_begin;
+    int64_t tokens_done;
+    train_totals tot;
+} rank_state;
+
+static int open_backend(rank_state *r, int device, char *err, size_t errlen) {
+    const wp_opts *o = &r->j->o;
+    int threads = (int)o->threads;
+    if (threads <= 0) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = cores > r->j->nranks ? (int)(cores / r->j->nranks) : 1;
+    }
+    wp_kern_opts ko = {.kind = strcmp(o->backend, "cuda") == 0 ? WP_BACKEND_CUDA : WP_BACKEND_CPU,
+                       .compute = precision_act_dtype(r->j->L.cfg.precision),
+                       .threads = threads,
+                       .device = device};
+    char why[512];
+    r->k = kern_create(&ko, why, sizeof why);
+    if (!r->k) return fail(err, errlen, 1, "--backend %s: %s", o->backend, why);
+    r->m = model_create(&r->j->L, r->k, why, sizeof why);
+    if (!r->m) return fail(err, errlen, 1, "model: %s", why);
+    return 0;
+}
+
+static int open_optim(rank_state *r, wp_loss_scaler *scaler, char *err, size_t errlen) {
+    train_job *j = r->j;
+    int owned[WP_MAX_CHUNKS], n = 0;
+    for (int c = 0; c < j->s.nchunks; c++)
+        if (j->s.owner[c] == r->rank) owned[n++] = c;
+    r->o = optim_create(&j->L, r->k, owned, n, &j->hp, err, errlen);
+    if (!r->o) return 1;
+    *scaler = loss_scaler_init(j->L.cfg.precision, j->o.loss_scale, j->o.loss_scale_window);
+    if (j->o.init_from[0]) return hf_load_masters(j->o.init_from, r->o, err, errlen);
+    if (!j->resume_dir[0]) return optim_init_from_seed(r->o, (uint64_t)j->o.seed) ? fail(err, errlen, 1, "init: %s", optim_error(r->o)) : 0;
+    wp_ckpt *c;
+    int rc = ckpt_open(&c, j->resume_dir, err, errlen);
+    if (rc) return rc;
+    rc = ckpt_load_optim(c, r->o, err, errlen);
+    scaler->scale = ckpt_info(c)->loss_scale;
+    scaler->clean_steps = ckpt_info(c)->loss_scale_clean_steps;
+    ckpt_close(c);
+    return rc;
+}
+
+static int open_data(rank_state *r, char *err, size_t errlen) {
+    const wp_layout *L = &r->j->L;
+    wp_loader_cfg lc = {.b = L->cfg.mb, .s = L->cfg.seq, .vocab = L->cfg.vocab, .micro_batches = r->j->nmb,
+                        .seed = (uint64_t)r->j->o.seed};
+    return loader_open(&r->data, r->j->o.data, WP_SPLIT_TRAIN, &lc, err, errlen);
+}
+
+static int open_rank(rank_state *r, int device, char *err, size_t errlen) {
+    wp_loss_scaler scaler;
+    int rc = open_backend(r, device, err, errlen);
+    if (!rc) rc = open_optim(r, &scaler, err, errlen);
+    if (!rc) rc = open_data(r, err, errlen);
+    if (rc) return rc;
+    rt_config rc_cfg = {.rank = r->rank, .s = &r->j->s, .L = &r->j->L, .m = r->m, .o = r->o,
+                        .t = r->j->nranks > 1 ? r->t : NULL, .ctl = r->ctl, .data = r->data,
+                        .timeout = r->j->o.timeout, .clip = r->j->o.clip_grad, .scaler = scaler,
+                        .record = r->j->o.trace[0] != 0};
+    if (rt_create(&r->rt, &rc_cfg, err, errlen)) return 1;
+    if (r->rank == 0 && r->j->o.metrics[0]) {
+        r->metrics = fopen(r->j->o.metrics, "a");
+        if (!r->metrics) return fail(err, errlen, 1, "--metrics %s: cannot open for appending", r->j->o.metrics);
+    }
+    return rt_load_carry(r->rt, err, errlen);
+}
+
+static void close_rank(rank_state *r) {
+    if (r->metrics) fclose(r->metrics);
+    rt_destroy(r->rt);
+    loader_close(r->data);
+    optim_destroy(r->o);
+    model_destroy(r->m);
+    kern_destroy(r->k);
+}
+
+/* Every owner writes its shard; after a barrier rank 0 commits; everyone learns the outcome. */
+static int save_checkpoint(rank_state *r, int64_t steps_done, char *err, size_t errlen) {
+    train_job *j = r->j;
+    double v[2] = {0, (double)optim_steps(r->o)};
+    char why[512] = "";
+    v[0] = ckpt_write_shard(j->o.save, steps_done, r->rank, r->o, why, sizeof why) ? 1 : 0;
+    if (ctl_allreduce(r->ctl, CTL_MAX, v, 2, err, errlen)) return 1;
+    if (v[0] != 0) return fail(err, errlen, 1, "checkpoint step %" PRId64 ": %s", steps_done, why[0] ? why : "a rank failed to write its shard");
+    double ok = 0;
+    if (r->rank == 0) {
+        wp_loss_scaler sc = rt_scaler(r->rt);
+        wp_ckpt_info info = {.step = steps_done, .optimizer_step = (int64_t)v[1], .loss_scale = sc.scale,
+                             .loss_scale_clean_steps = sc.clean_steps, .seed = j->o.seed, .micro_batches = j->nmb,
+                             .nranks = j->nranks, .cfg = j->L.cfg};
+        ok = ckpt_commit(j->o.save, steps_done, j->nranks, &info, (int)j->o.keep_last, why, sizeof why) ? 1 : 0;
+    }
+    if (ctl_allreduce(r->ctl, CTL_MAX, &ok, 1, err, errlen)) return 1;
+    if (ok != 0) return fail(err, errlen, 1, "checkpoint step %" PRId64 ": %s", steps_done, r->rank == 0 ? why : "commit failed on rank 0");
+    if (r->rank == 0 && !j->o.quiet) fprintf(stderr, "\nsaved %s/step-%" PRId64 "\n", j->o.save, steps_done);
+    return 0;
+}
+
+/* A stop request anywhere stops every rank at the same step boundary. */
+static int stop_agreed(rank_state *r, bool *stop, char *err, size_t errlen) {
+    double v = stop_requested() ? 1 : 0;
+    if (r->j->nranks > 1 && ctl_allreduce(r->ctl, CTL_MAX, &v, 1, err, errlen)) return 1;
+    *stop = v != 0;
+    return 0;
+}
+
+static int train_loop(rank_state *r, char *err, size_t errlen) {
+    train_job *j = r->j;
+    r->t_begin = wp_now();
+    if (r->t && j->nranks > 1) {
+        tp_stats(r->t, &r->tot.start);
+        r->tot.have_start = true;
+    }
+    for (int64_t step = j->start_step; step < j->o.steps; step++) {
+        bool stop;
+        if (stop_agreed(r, &stop, err, errlen)) return 1;
+        if (stop) {
+            if (r->rank == 0) fprintf(stderr, "\nstop requested: saving at step %" PRId64 "\n", step);
+            return j->o.save[0] && step > j->start_step ? save_checkpoint(r, step, err, errlen) : 0;
+        }
+        rt_step_stats st;
+        double lr = lr_at(&j->lr, step);
+        if (exec_step(r->rt, step, lr, &st, err, errlen)) return 1;
+        report_step(j, r->rank, step, lr, &st, r->t_begin, &r->tot, r->metrics);
+        bool save_now = j->o.save[0] && ((j->o.save_every > 0 && (step + 1) % j->o.save_every == 0) || step + 1 == j->o.steps);
+        if (save_now && save_checkpoint(r, step + 1, err, errlen)) return 1;
+    }
+    return 0;
+}
+
+int train_rank(train_job *j, int rank, int device, wp_transport *t, wp_control *ctl, char *err, size_t errlen) {
+    rank_state r = {.j = j, .rank = rank, .t = t, .ctl = ctl};
+    int rc = open_rank(&r, device, err, errlen);
+    if (!rc) rc = train_loop(&r, err, errlen);
+    if (!rc) rc = report_final(j, rank, ctl, t, r.rt, &r.tot, err, errlen);
+    close_rank(&r);
+    return rc;
+}

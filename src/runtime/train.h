@@ -1,0 +1,46 @@
+/* `weipipe train`: what every rank shares (model layout, validated schedule, hyper-parameters,
+ * where to resume from) and the per-rank training loop around the executor. */
+#ifndef WP_RUNTIME_TRAIN_H
+#define WP_RUNTIME_TRAIN_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "cli/cli.h"
+#include "decision.h"
+#include "io/fsutil.h"
+#include "lr_schedule.h"
+#include "optim.h"
+#include "ring/control.h"
+#include "ring/transport.h"
+#include "schedule/exec.h"
+#include "schedule/schedule.h"
+
+typedef struct {
+    wp_opts o;                  /* a copy: --init-from may fill model flags from config.json */
+    int nranks, nmb;
+    wp_layout L;
+    wp_schedule s;
+    bool have_layout, have_sched;
+    wp_lr_schedule lr;
+    wp_adamw_hparams hp;
+    wp_net_opts net;
+    char resume_dir[WP_PATH_MAX]; /* "" = fresh start */
+    int64_t start_step;
+    wp_run run;                 /* the validator's report (peaks and bytes per rank) */
+    bool have_run;
+    pthread_mutex_t trace_mu;   /* ranks as threads append their events to one trace */
+    FILE *trace;
+    bool trace_first;
+} train_job;
+
+/* Everything checked before any rank starts: model, schedule (validated), memory, flags.
+ * Returns 0, 2 (bad usage or input, reason in err) or 1. */
+int train_job_prepare(train_job *j, const wp_opts *o, char *err, size_t errlen);
+void train_job_free(train_job *j);
+
+/* The whole training run of one rank. device: the accelerator ordinal for this rank. Returns 0
+ * or 1 with one line in err (2 for bad input found late, e.g. a checkpoint of another shape). */
+int train_rank(train_job *j, int rank, int device, wp_transport *t, wp_control *ctl, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,227 @@
+/* Transfers and waits of the executor (ir.h's transfer semantics on top of transport.h).
+ *
+ * A SEND always goes through a queue: it is posted once its buffer is present and every earlier
+ * queued SEND to the same (peer, channel) has been posted, which keeps the FIFO pairing of the
+ * IR even when a relay's data is still arriving. Waits service every pending request of the
+ * rank (not only the awaited one), so relays keep moving while this rank waits. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ring/clock.h"
+#include "rt_impl.h"
+
+int rt_fail(wp_rt *rt, char *err, size_t errlen, const char *fmt, ...) {
+    char what[400], text[96];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    const wp_rank_prog *p = &rt->c.s->rank[rt->c.rank];
+    if (rt->ai >= 0 && rt->ai < p->n)
+        snprintf(err, errlen, "rank %d step %lld action %d %s: %s", rt->c.rank, (long long)rt->step, rt->ai,
+                 action_text(&p->a[rt->ai], text, sizeof text), what);
+    else
+        snprintf(err, errlen, "rank %d step %lld: %s", rt->c.rank, (long long)rt->step, what);
+    return 1;
+}
+
+static void drop_send(rt_entry *e, int i) {
+    e->sends[i] = e->sends[--e->n_sends];
+    e->sends[e->n_sends] = NULL;
+}
+
+static int poll_entry(wp_rt *rt, rt_entry *e, char *err, size_t errlen) {
+    char why[300];
+    bool done;
+    if (e->recv) {
+        if (tp_test(&e->recv, &done, why, sizeof why)) return rt_fail(rt, err, errlen, "%s", why);
+        if (done) {
+            e->arrived = true;
+            pool_touch(e);
+        }
+    }
+    for (int i = e->n_sends - 1; i >= 0; i--) {
+        if (tp_test(&e->sends[i], &done, why, sizeof why)) return rt_fail(rt, err, errlen, "%s", why);
+        if (done) drop_send(e, i);
+    }
+    return 0;
+}
+
+static int post_send(wp_rt *rt, rt_entry *e, int peer, int channel, char *err, size_t errlen) {
+    char label[64], why[300];
+    if (e->n_sends == RT_MAX_SENDS)
+        return rt_fail(rt, err, errlen, "more than %d sends of %s in flight", RT_MAX_SENDS,
+                       buf_name(e->name, label, sizeof label));
+    buf_name(e->name, label, sizeof label);
+    if (tp_post_send(rt->c.t, peer, channel, e->data, e->bytes, label, &e->sends[e->n_sends], why, sizeof why))
+        return rt_fail(rt, err, errlen, "%s", why);
+    e->n_sends++;
+    e->n_deferred--;
+    return 0;
+}
+
+/* Post queued sends in order; one that cannot go blocks the later ones of its (peer, channel). */
+static int post_deferred(wp_rt *rt, char *err, size_t errlen) {
+    if (rt->n_def == 0) return 0;
+    memset(rt->blocked, 0, (size_t)rt->c.s->nranks * WP_MAX_CHANNELS * sizeof *rt->blocked);
+    int kept = 0;
+    for (int i = 0; i < rt->n_def; i++) {
+        rt_deferred d = rt->def[i];
+        bool *blk = &rt->blocked[d.peer * WP_MAX_CHANNELS + d.channel];
+        rt_entry *e = pool_find(&rt->pool, d.b);
+        if (!*blk && e && e->arrived && e->n_sends < RT_MAX_SENDS) {
+            if (post_send(rt, e, d.peer, d.channel, err, errlen)) return 1;
+            continue;
+        }
+        *blk = true;
+        rt->def[kept++] = d;
+    }
+    rt->n_def = kept;
+    return 0;
+}
+
+int rt_progress(wp_rt *rt, char *err, size_t errlen) {
+    for (int i = 0; i < rt->pool.n; i++) {
+        rt_entry *e = rt->pool.e[i];
+        if (e->used && poll_entry(rt, e, err, errlen)) return 1;
+    }
+    return post_deferred(rt, err, errlen);
+}
+
+/* Every pending request of the rank, with where it belongs. */
+typedef struct {
+    int n, cap;
+    wp_request **req;
+    rt_entry **owner;
+    int *slot; /* -1: the receive, else the index in sends */
+} req_set;
+
+static int collect(wp_rt *rt, req_set *rs) {
+    rs->n = 0;
+    for (int i = 0; i < rt->pool.n; i++) {
+        rt_entry *e = rt->pool.e[i];
+        if (!e->used) continue;
+        int need = rs->n + 1 + e->n_sends;
+        if (need > rs->cap) {
+            int cap = need * 2;
+            wp_request **r = realloc(rs->req, (size_t)cap * sizeof *r);
+            if (r) rs->req = r;
+            rt_entry **o = realloc(rs->owner, (size_t)cap * sizeof *o);
+            if (o) rs->owner = o;
+            int *s = realloc(rs->slot, (size_t)cap * sizeof *s);
+            if (s) rs->slot = s;
+            if (!r || !o || !s) return -1;
+            rs->cap = cap;
+        }
+        if (e->recv) {
+            rs->req[rs->n] = e->recv;
+            rs->owner[rs->n] = e;
+            rs->slot[rs->n++] = -1;
+        }
+        for (int j = 0; j < e->n_sends; j++) {
+            rs->req[rs->n] = e->sends[j];
+            rs->owner[rs->n] = e;
+            rs->slot[rs->n++] = j;
+        }
+    }
+    return 0;
+}
+
+static void completed(req_set *rs, int i) {
+    rt_entry *e = rs->owner[i];
+    if (rs->slot[i] < 0) {
+        e->recv = NULL;
+        e->arrived = true;
+        pool_touch(e);
+    } else {
+        drop_send(e, rs->slot[i]);
+    }
+}
+
+static void set_status(wp_rt *rt, const char *what) {
+    char text[96];
+    const wp_rank_prog *p = &rt->c.s->rank[rt->c.rank];
+    if (rt->ai >= 0 && rt->ai < p->n)
+        ctl_set_status(rt->c.ctl, "step %lld action %d %s: waiting for %s", (long long)rt->step, rt->ai,
+                       action_text(&p->a[rt->ai], text, sizeof text), what);
+    else
+        ctl_set_status(rt->c.ctl, "step %lld: waiting for %s", (long long)rt->step, what);
+}
+
+/* Block until one pending request completes; fails when none is pending (nothing can change). */
+static int wait_one(wp_rt *rt, const char *what, char *err, size_t errlen) {
+    req_set rs = {0};
+    if (collect(rt, &rs) != 0) {
+        free(rs.req), free(rs.owner), free(rs.slot);
+        return rt_fail(rt, err, errlen, "out of memory while waiting for %s", what);
+    }
+    int rc = 0;
+    if (rs.n == 0) {
+        rc = rt_fail(rt, err, errlen, "waiting for %s, which nothing pending can bring", what);
+    } else {
+        char why[300];
+        int idx = -1;
+        set_status(rt, what);
+        double t0 = wp_now();
+        if (tp_wait_any(rs.req, rs.n, rt->c.timeout, &idx, why, sizeof why))
+            rc = rt_fail(rt, err, errlen, "while waiting for %s: %s", what, why);
+        else if (idx >= 0)
+            completed(&rs, idx);
+        rt->wait_s += wp_now() - t0;
+    }
+    free(rs.req), free(rs.owner), free(rs.slot);
+    return rc;
+}
+
+static bool ready(const rt_entry *e, bool writable) {
+    return e->arrived && (!writable || (e->n_sends == 0 && e->n_deferred == 0));
+}
+
+int rt_wait(wp_rt *rt, rt_entry *e, bool writable, char *err, size_t errlen) {
+    char name[64];
+    buf_name(e->name, name, sizeof name);
+    for (;;) {
+        if (rt_progress(rt, err, errlen)) return 1;
+        if (ready(e, writable)) return 0;
+        if (wait_one(rt, e->arrived ? "its sends" : name, err, errlen)) return 1;
+    }
+}
+
+int rt_drain_deferred(wp_rt *rt, char *err, size_t errlen) {
+    for (;;) {
+        if (rt_progress(rt, err, errlen)) return 1;
+        if (rt->n_def == 0) return 0;
+        char name[64];
+        if (wait_one(rt, buf_name(rt->def[0].b, name, sizeof name), err, errlen)) return 1;
+    }
+}
+
+int rt_send(wp_rt *rt, const wp_action *a, char *err, size_t errlen) {
+    char name[64];
+    rt_entry *e = pool_find(&rt->pool, a->buf);
+    if (!e) return rt_fail(rt, err, errlen, "SEND of %s, which this rank does not hold", buf_name(a->buf, name, sizeof name));
+    if (!rt->c.t) return rt_fail(rt, err, errlen, "SEND without a transport (one rank)");
+    if (rt->n_def == rt->cap_def) {
+        int cap = rt->cap_def ? 2 * rt->cap_def : 16;
+        rt_deferred *d = realloc(rt->def, (size_t)cap * sizeof *d);
+        if (!d) return rt_fail(rt, err, errlen, "out of memory queueing a send");
+        rt->def = d;
+        rt->cap_def = cap;
+    }
+    rt->def[rt->n_def++] = (rt_deferred){.b = a->buf, .peer = a->peer, .channel = a->channel};
+    e->n_deferred++;
+    return post_deferred(rt, err, errlen);
+}
+
+int rt_recv(wp_rt *rt, const wp_action *a, char *err, size_t errlen) {
+    char why[300], name[64];
+    if (!rt->c.t) return rt_fail(rt, err, errlen, "RECV without a transport (one rank)");
+    rt_entry *e = pool_create(&rt->pool, a->buf, why, sizeof why);
+    if (!e) return rt_fail(rt, err, errlen, "%s", why);
+    buf_name(a->buf, name, sizeof name);
+    if (tp_post_recv(rt->c.t, a->peer, a->channel, e->data, e->bytes, name, &e->recv, why, sizeof why))
+        return rt_fail(rt, err, errlen, "%s", why);
+    return 0;
+}

@@ -1,0 +1,14 @@
+#!/bin/bash
+# Payload bytes each rank sends per step, counted by the transport (tp_stats), equal the
+# validator's count for the same lists exactly, for every strategy on 4 ranks (M = 4 and 8).
+source "$(dirname "$0")/lib.sh"
+for M in 4 8; do
+  for S in 1f1b weipipe-naive weipipe-interleave wzb1 wzb2; do
+    "$W" train --config "$CFG" --data "$DATA" --threads 1 --nranks 4 --num-microbatches $M --strategy $S \
+      --transport local --steps 2 2> "$TMP/out" > /dev/null || { cat "$TMP/out"; fail "$S M=$M: train failed"; }
+    sed -n '/payload bytes\/step/,$p' "$TMP/out" | awk -v tag="$S M=$M" 'NR > 1 {
+        n++; if ($4 != $5 || $5 == 0) bad = bad " rank " $1 ": measured " $4 " schedule " $5 }
+      END { if (n != 4 || bad != "") { print "FAIL " tag ":" bad " (" n " ranks)"; exit 1 }
+            print tag ": measured bytes per step equal the schedule on all 4 ranks" }' || exit 1
+  done
+done
