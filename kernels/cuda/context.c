@@ -36,6 +36,10 @@ int cu_fail(wp_kern *k, const char *kernel, const char *fmt, ...) {
 wp_cuda *cu_ctx(wp_kern *k) {
     wp_cuda *c = k->impl;
     if (CU_CHECK(k, cudaSetDevice(c->device))) return NULL;
+    /* Drop a stale non-sticky error (say, one that teardown deliberately ignored) so that the
+     * launch checks of this call report this call's launches; a sticky error (a fault in an
+     * earlier kernel) cannot be cleared and still surfaces. */
+    (void)cudaGetLastError();
     return c;
 }
 
