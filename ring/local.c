@@ -103,11 +103,12 @@ static const tp_ops local_ops = {
 
 /* ---- the pacer: cuts matched transfers into frames no faster than each link allows ---- */
 
-static wp_request *next_source(local_link *L) {
+/* Channels take turns; the turn passes only when a frame is really cut (take = true). */
+static wp_request *next_source(local_link *L, bool take) {
     for (int k = 0; k < WP_MAX_CHANNELS; k++) {
         int c = (L->rr + k) % WP_MAX_CHANNELS;
         if (L->chans[c].head) {
-            L->rr = (c + 1) % WP_MAX_CHANNELS;
+            if (take) L->rr = (c + 1) % WP_MAX_CHANNELS;
             return L->chans[c].head;
         }
     }
@@ -117,10 +118,10 @@ static wp_request *next_source(local_link *L) {
 /* Cut frames while the link can take them; returns when it next can (or INFINITY). */
 static double schedule_link(wp_local_world *w, local_link *L, double now) {
     size_t fb = w->net.frame_bytes;
-    wp_request *s;
-    while ((s = next_source(L)) != NULL) {
+    while (next_source(L, false) != NULL) {
         double ready = wp_link_ready_at(&L->link, fb);
         if (ready > now) return ready;
+        wp_request *s = next_source(L, true);
         local_frame *f = malloc(sizeof *f);
         if (!f) {
             tp_fail_locked(s->t, -1, "rank %d: out of memory pacing %s", s->t->rank, s->label);

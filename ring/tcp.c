@@ -145,7 +145,7 @@ static int tcp_post(wp_transport *t, wp_request *r, char *err, size_t errlen) {
         return 0;
     }
     tcp_peer *P = &T->peers[r->peer];
-    if (P->closed) {
+    if (P->closed || P->closing) {
         char name[128];
         peer_name(t, r->peer, name, sizeof name);
         snprintf(err, errlen, "%s closed the connection before rank %d posted %s", name, t->rank, r->label);
@@ -153,7 +153,8 @@ static int tcp_post(wp_transport *t, wp_request *r, char *err, size_t errlen) {
         return -1;
     }
     int c = r->channel;
-    P->pending++;
+    if (r->kind == TP_SEND) P->pending_sends++;
+    else P->pending_recvs++;
     if (r->kind == TP_SEND) {
         r->seq = P->send_seq[c]++;
         tp_queue_push(&P->sends[c], r);

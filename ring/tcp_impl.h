@@ -62,8 +62,9 @@ struct tcp_peer {
     int nconnected;
     bool connected;  /* every stream is up */
     bool connecting; /* this rank is opening the streams */
-    bool closed;     /* the peer closed in an orderly way */
-    int pending;     /* posted requests with this peer not yet complete */
+    bool closing;    /* one of its streams ended: the peer is finishing */
+    bool closed;     /* every stream ended in an orderly way */
+    int pending_sends, pending_recvs; /* posted requests with this peer not yet complete */
     uint64_t send_seq[WP_MAX_CHANNELS], recv_seq[WP_MAX_CHANNELS];
     tp_queue sends[WP_MAX_CHANNELS]; /* not yet cut into frames, FIFO */
     tp_queue recvs[WP_MAX_CHANNELS]; /* not yet complete */

@@ -27,13 +27,14 @@ static int window_frames(const tcp_tp *T, const tcp_peer *P) {
     return w;
 }
 
-/* The next send with data to cut, channels taking turns (so channels share the link). */
-static wp_request *next_source(tcp_peer *P) {
+/* The next send with data to cut, channels taking turns (so channels share the link). The
+ * turn passes only when a frame is really cut (take = true), never on a mere look. */
+static wp_request *next_source(tcp_peer *P, bool take) {
     for (int k = 0; k < WP_MAX_CHANNELS; k++) {
         int c = (P->rr_chan + k) % WP_MAX_CHANNELS;
         wp_request *s = P->sends[c].head;
         if (s && s->cts) {
-            P->rr_chan = (c + 1) % WP_MAX_CHANNELS;
+            if (take) P->rr_chan = (c + 1) % WP_MAX_CHANNELS;
             return s;
         }
     }
@@ -51,9 +52,9 @@ static double schedule_peer(tcp_tp *T, tcp_peer *P, double now) {
     size_t fb = T->net.frame_bytes;
     bool paced = wp_link_paced(&P->link);
     while (P->frames_queued < window_frames(T, P)) {
-        wp_request *s = next_source(P);
-        if (!s) return INFINITY;
+        if (!next_source(P, false)) return INFINITY;
         if (paced && wp_link_ready_at(&P->link, fb) > now) return wp_link_ready_at(&P->link, fb);
+        wp_request *s = next_source(P, true);
         tcp_out *o = calloc(1, sizeof *o);
         if (!o) {
             tp_fail_locked(&T->base, -1, "rank %d: out of memory sending %s", T->base.rank, s->label);
@@ -89,7 +90,7 @@ static void frame_written(tcp_tp *T, tcp_stream *st, tcp_out *o) {
         s->frames_out--;
         tp_progress_locked(s, o->len);
         if (s->all_scheduled && s->frames_out == 0) {
-            st->peer->pending--;
+            st->peer->pending_sends--;
             tp_complete_locked(s);
         }
     }
@@ -148,11 +149,20 @@ static void close_peer(tcp_tp *T, tcp_peer *P) {
         st->fd = -1;
     }
     P->connected = false;
+    P->closing = true;
     P->closed = true;
 }
 
-/* A stream ended (err 0: orderly close). Fatal only when something with that peer is in
- * flight; otherwise the peer simply finished. */
+static void fail_closed(tcp_tp *T, tcp_peer *P, int err) {
+    if (err == 0 || err == EPIPE) tp_fail_locked(&T->base, P->rank, "closed the connection");
+    else if (err == ECONNRESET) tp_fail_locked(&T->base, P->rank, "reset the connection");
+    else tp_fail_locked(&T->base, P->rank, "connection failed: %s", strerror(err));
+}
+
+/* A stream ended (err 0: an orderly end of file). A peer that finished closes all its
+ * streams, and frames still travelling on the others must be read first: only when every
+ * stream has ended is a receive still pending a failure. A cut frame, an error, or a send
+ * that can no longer be delivered is a failure at once; otherwise the peer simply finished. */
 static void stream_error(tcp_tp *T, tcp_stream *st, int err) {
     tcp_peer *P = st->peer;
     bool mid_frame = st->hdr_got > 0 || st->cur != NULL;
@@ -160,11 +170,18 @@ static void stream_error(tcp_tp *T, tcp_stream *st, int err) {
         close_peer(T, P);
         return;
     }
-    if (P->pending > 0 || mid_frame) {
-        if (err == 0 || err == EPIPE) tp_fail_locked(&T->base, P->rank, "closed the connection");
-        else if (err == ECONNRESET) tp_fail_locked(&T->base, P->rank, "reset the connection");
-        else tp_fail_locked(&T->base, P->rank, "connection failed: %s", strerror(err));
+    bool pending = P->pending_sends > 0 || P->pending_recvs > 0;
+    if (mid_frame || P->pending_sends > 0 || (err != 0 && pending)) fail_closed(T, P, err);
+    if (mid_frame || P->pending_sends > 0 || err != 0) {
+        close_peer(T, P);
+        return;
     }
+    close(st->fd);
+    st->fd = -1;
+    P->closing = true;
+    for (int i = 0; i < T->net.tcp_streams; i++)
+        if (P->streams[i].fd >= 0) return;
+    if (P->pending_recvs > 0) fail_closed(T, P, 0);
     close_peer(T, P);
 }
 
@@ -228,7 +245,7 @@ static void end_frame(tcp_tp *T, tcp_stream *st) {
         tp_progress_locked(r, f->length);
         if (r->moved == r->bytes) {
             tp_queue_remove(&P->recvs[r->channel], r);
-            P->pending--;
+            P->pending_recvs--;
             tp_complete_locked(r);
         }
     } else if (f->type == F_CTS) {
