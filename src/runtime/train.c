@@ -18,6 +18,7 @@
 #include "log.h"
 #include "model/model.h"
 #include "report.h"
+#include "ring/bootstrap.h"
 #include "ring/clock.h"
 
 static int fail(char *err, size_t errlen, int rc, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
@@ -71,11 +72,12 @@ static int check_memory(train_job *j, char *err, size_t errlen) {
         if (pages > 0 && page > 0) limit = (double)pages * (double)page / j->nranks;
         what = "this machine's memory / --nranks";
     }
+    bool show = !j->o.quiet && !boot_launched(); /* a launched job's launcher showed it already */
     for (int r = 0; r < j->nranks; r++) {
         const wp_rank_report *rr = &j->run.rank[r];
         double need = (double)rr->peak_bytes + (double)rr->owner_bytes;
-        if (!j->o.quiet && r == 0) fprintf(stderr, "predicted peak memory per rank (buffers + activations + optimizer):\n");
-        if (!j->o.quiet) fprintf(stderr, "  rank %d: %.1f MiB\n", r, need / 1048576.0);
+        if (show && r == 0) fprintf(stderr, "predicted peak memory per rank (buffers + activations + optimizer):\n");
+        if (show) fprintf(stderr, "  rank %d: %.1f MiB\n", r, need / 1048576.0);
         if (limit > 0 && need > limit)
             return fail(err, errlen, 2, "rank %d needs about %.1f MiB, more than %s (%.1f MiB)", r, need / 1048576.0, what,
                         limit / 1048576.0);

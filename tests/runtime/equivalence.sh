@@ -2,9 +2,10 @@
 # Every strategy on N = 1..4 ranks (threads, --transport local) and M in {N, 2N}, 3 optimizer
 # steps: in fp32 every final master tensor equals the single-rank run's within 1e-5 relative
 # (||a-b||/||b||; only the order of fp32 gradient sums differs), and in mixed precision the loss
-# of every step is within 2e-3 relative (bf16 gradient sums travel in a different order).
+# of every step is within 3e-4 relative (bf16 gradient sums travel in a different order;
+# measured at most 3.4e-5).
 source "$(dirname "$0")/lib.sh"
-FP32_TOL=1e-5 MIXED_TOL=2e-3
+FP32_TOL=1e-5 MIXED_TOL=3e-4
 common=(--steps 3 --lr-decay-style constant --transport local)
 worst=0
 for N in 1 2 3 4; do
