@@ -27,6 +27,7 @@ typedef struct out_pipe {
     int to; /* 1 or 2 */
     char *buf;
     size_t len;
+    char last[256]; /* the last non-empty line */
 } out_pipe;
 
 typedef struct child {
@@ -197,7 +198,8 @@ static void write_all(int fd, const char *p, size_t n) {
     }
 }
 
-static void emit_line(int rank, int to, const char *p, size_t n) {
+static void emit_line(out_pipe *o, int rank, int to, const char *p, size_t n) {
+    if (n > 0) snprintf(o->last, sizeof o->last, "%.*s", (int)(n < sizeof o->last ? n : sizeof o->last - 1), p);
     char prefix[32];
     int k = snprintf(prefix, sizeof prefix, "[rank %d] ", rank);
     char *line = malloc((size_t)k + n + 1);
@@ -218,13 +220,13 @@ static void pump(out_pipe *o, int rank) {
     size_t start = 0;
     for (size_t i = 0; i < o->len; i++)
         if (o->buf[i] == '\n') {
-            emit_line(rank, o->to, o->buf + start, i - start);
+            emit_line(o, rank, o->to, o->buf + start, i - start);
             start = i + 1;
         }
     memmove(o->buf, o->buf + start, o->len - start);
     o->len -= start;
     if (o->len == LINE_MAX_BYTES || (r <= 0 && o->len)) {
-        emit_line(rank, o->to, o->buf, o->len);
+        emit_line(o, rank, o->to, o->buf, o->len);
         o->len = 0;
     }
     if (r <= 0) {
@@ -339,6 +341,8 @@ static void describe(const wp_launch_result *res, int n, char *err, size_t errle
     if (res->interrupted)
         snprintf(err, errlen, "interrupted by signal %d (%s), forwarded to all %d ranks%s", res->interrupted,
                  strsignal(res->interrupted), n, rest);
+    else if (res->last_words[0])
+        snprintf(err, errlen, "rank %d failed first: %s%s; its last words: %s", res->first_rank, how, rest, res->last_words);
     else
         snprintf(err, errlen, "rank %d failed first: %s%s", res->first_rank, how, rest);
 }
@@ -431,6 +435,8 @@ int launch_local(int argc, char **argv, int nranks, double timeout, wp_launch_re
     if (rc != 0 && s.pgid > 0) kill(-s.pgid, SIGKILL);
     res->pgid = (int)s.pgid;
     supervise(&s, rc != 0 ? 0 : timeout, res);
+    if (res->first_rank >= 0)
+        snprintf(res->last_words, sizeof res->last_words, "%s", s.kids[res->first_rank].out[1].last);
     if (s.pgid > 0) kill(-s.pgid, SIGKILL); /* nothing of the job outlives the launcher */
     restore(old);
     sig_write_fd = -1;

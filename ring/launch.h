@@ -26,12 +26,14 @@ typedef struct wp_launch_result {
     int pgid;       /* the children's process group */
     int killed;     /* ranks still running after the grace period, killed */
     int interrupted;/* a signal the launcher got and forwarded (SIGINT, SIGTERM), else 0 */
+    char last_words[256]; /* the first failed rank's last line on stderr (its reason, usually) */
 } wp_launch_result;
 
 /* argv: the command line to run N times (argv[0] included; NULL: this process's own, from
  * /proc/self/cmdline); the program is /proc/self/exe. Returns 0 when every rank exited 0;
  * otherwise 1 (2 when the first failure exited 2: bad usage is the same on every rank) with
- * a one-line message in err. res may be NULL. */
+ * a one-line message in err: which rank ended first and how, and its last stderr line (a
+ * rank that fails because another aborted names that one there). res may be NULL. */
 int launch_local(int argc, char **argv, int nranks, double timeout, wp_launch_result *res, char *err,
                  size_t errlen);
 
