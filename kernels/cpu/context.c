@@ -1,7 +1,7 @@
 /* CPU backend context: thread count, scratch memory, host "device" memory. */
-#include <errno.h>
 #include <omp.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "cpu.h"
@@ -15,15 +15,18 @@ enum { CPU_ALIGN = 64 };
 
 /* OpenBLAS keeps one process-wide thread count. Contexts that share the process (ranks as
  * threads) each ask for their own share; the last one created wins, which is what a run of
- * identical ranks wants. The lock keeps concurrent kern_create calls from racing in it. */
-static void set_blas_threads(int threads) {
+ * identical ranks wants. The lock keeps concurrent kern_create calls from racing in it.
+ * Returns 0, or the failing pthread call's error number. */
+static int set_blas_threads(int threads) {
 #if WP_HAVE_BLAS && defined(OPENBLAS_VERSION)
     static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-    if (pthread_mutex_lock(&lock) != 0) return;
+    int rc = pthread_mutex_lock(&lock);
+    if (rc != 0) return rc;
     if (openblas_get_num_threads() != threads) openblas_set_num_threads(threads);
-    pthread_mutex_unlock(&lock);
+    return pthread_mutex_unlock(&lock);
 #else
     (void)threads;
+    return 0;
 #endif
 }
 
@@ -39,7 +42,12 @@ int cpu_init(wp_kern *k, const wp_kern_opts *opts, char *err, size_t errlen) {
     k->impl = c;
     k->compute = WP_F32; /* the CPU computes in fp32 whatever was requested */
     k->threads = c->threads;
-    set_blas_threads(c->threads);
+    int rc = set_blas_threads(c->threads);
+    if (rc != 0) {
+        snprintf(err, errlen, "cpu: setting the BLAS thread count: pthread mutex: %s", strerror(rc));
+        cpu_fini(k);
+        return -1;
+    }
     return 0;
 }
 

@@ -11,6 +11,10 @@
 #include "kt.h"
 #include "wp_config.h"
 
+#if WP_HAVE_BLAS
+#include <cblas.h>
+#endif
+
 static double clock_s(clockid_t id) {
     struct timespec ts;
     clock_gettime(id, &ts);
@@ -121,7 +125,11 @@ int main(int argc, char **argv) {
     int threads = argc > 1 ? atoi(argv[1]) : 0;
     wp_kern *k = kt_cpu(threads);
     kt_rng r = {1};
-    printf("weipipe CPU kernels, %d thread(s)%s\n\n", k ? cpu_threads(k) : 0, WP_HAVE_BLAS ? ", OpenBLAS" : "");
+    printf("weipipe CPU kernels: %d OpenMP thread(s)", cpu_threads(k));
+#if WP_HAVE_BLAS && defined(OPENBLAS_VERSION)
+    printf(", OpenBLAS with %d thread(s)", openblas_get_num_threads());
+#endif
+    printf("\n\n");
     printf("| %-20s | %-32s | %9s | %8s | %10s | %11s |\n", "kernel", "shape", "wall ms", "GFLOP/s", "CPU ms",
            "GFLOP/CPU-s");
     printf("|%s|%s|%s|%s|%s|%s|\n", "----------------------", "----------------------------------", "-----------",

@@ -89,9 +89,10 @@ int main(void) {
     long after = peak_kib();
     kt_no_error(kern, "attention s=4096");
     double matrix_kib = (double)S * S * sizeof(float) / 1024.0;
-    printf("attention s=%d nh=%d hd=%d: peak RSS %ld KiB before, %ld KiB after fwd+bwd: growth %ld KiB; "
+    printf("attention s=%d nh=%d hd=%d: peak RSS %ld KiB before, %ld KiB after fwd+bwd: growth %ld KiB "
+           "(q is %zu KiB; the kernels keep a few repacked copies of the inputs); "
            "one s x s fp32 matrix per head would be %.0f KiB (%.0f KiB for %d heads)\n",
-           S, NH, HD, before, after, after - before, matrix_kib, NH * matrix_kib, NH);
+           S, NH, HD, before, after, after - before, nq * sizeof(float) / 1024, matrix_kib, NH * matrix_kib, NH);
     kt_check(after - before < matrix_kib / 16, "attention s=%d: RSS growth %ld KiB < %.0f KiB (1/16 of one s x s matrix)",
              S, after - before, matrix_kib / 16);
     check_rows(q, k, v, o);
