@@ -14,7 +14,7 @@
 
 #include "tcp_impl.h"
 
-#define READ_BUDGET (8u << 20) /* bytes read from one socket before looking at the others */
+#define READ_BUDGET (1u << 20) /* bytes read from one socket before looking at the others */
 
 /* ---- sending ---- */
 
