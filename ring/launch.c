@@ -149,9 +149,11 @@ static int make_secret(char *out, size_t outlen, char *err, size_t errlen) {
 
 /* In the child, between fork and exec: only async-signal-safe calls. */
 static void exec_child(launch_state *s, int rank, pid_t parent, int out_fd, int err_fd) {
-    setpgid(0, s->pgid);
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(127); /* the launcher died before prctl */
+    pid_t group = s->pgid ? s->pgid : getpid();
+    /* The parent may have moved us already; what matters is being in the group. */
+    if (setpgid(0, group) != 0 && getpgid(0) != group) _exit(127);
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) _exit(127); /* could outlive the launcher */
+    if (getppid() != parent) _exit(127);                   /* the launcher died before prctl */
     if (dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0) _exit(127);
     execve("/proc/self/exe", s->argv, s->envs[rank]);
     _exit(127);
@@ -176,7 +178,13 @@ static int spawn(launch_state *s, int rank, char *err, size_t errlen) {
         goto fail;
     }
     if (s->pgid == 0) s->pgid = pid;
-    setpgid(pid, s->pgid); /* also here, so that the group exists before the next fork */
+    /* Also here, so that the group exists before the next fork. EACCES: the child already
+     * ran exec (it joined the group itself first); ESRCH: it is already gone. */
+    if (setpgid(pid, s->pgid) != 0 && errno != EACCES && errno != ESRCH) {
+        snprintf(err, errlen, "launcher: setpgid for rank %d: %s", rank, strerror(errno));
+        kill(pid, SIGKILL);
+        return -1;
+    }
     child *c = &s->kids[rank];
     c->pid = pid;
     c->out[0] = (out_pipe){.fd = po[0], .to = 1};
@@ -347,21 +355,25 @@ static void describe(const wp_launch_result *res, int n, char *err, size_t errle
         snprintf(err, errlen, "rank %d failed first: %s%s", res->first_rank, how, rest);
 }
 
-static void install(struct sigaction *old) {
+static const int handled[3] = {SIGINT, SIGTERM, SIGCHLD};
+
+static int install(struct sigaction *old, char *err, size_t errlen) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART;
-    sigaction(SIGINT, &sa, &old[0]);
-    sigaction(SIGTERM, &sa, &old[1]);
-    sigaction(SIGCHLD, &sa, &old[2]);
+    for (int i = 0; i < 3; i++)
+        if (sigaction(handled[i], &sa, &old[i]) != 0) {
+            snprintf(err, errlen, "launcher: sigaction(%s): %s", strsignal(handled[i]), strerror(errno));
+            while (i-- > 0) sigaction(handled[i], &old[i], NULL);
+            return -1;
+        }
+    return 0;
 }
 
 static void restore(const struct sigaction *old) {
-    sigaction(SIGINT, &old[0], NULL);
-    sigaction(SIGTERM, &old[1], NULL);
-    sigaction(SIGCHLD, &old[2], NULL);
+    for (int i = 0; i < 3; i++) sigaction(handled[i], &old[i], NULL); /* restoring what was there cannot fail */
 }
 
 static void free_state(launch_state *s, bool own_argv) {
@@ -429,7 +441,10 @@ int launch_local(int argc, char **argv, int nranks, double timeout, wp_launch_re
     }
     struct sigaction old[3];
     sig_write_fd = s.sig_pipe[1];
-    install(old);
+    if (install(old, err, errlen) != 0) {
+        free_state(&s, argv == NULL);
+        return 1;
+    }
     int rc = 0;
     for (int r = 0; r < nranks && rc == 0; r++) rc = spawn(&s, r, err, errlen);
     if (rc != 0 && s.pgid > 0) kill(-s.pgid, SIGKILL);

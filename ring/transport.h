@@ -89,10 +89,13 @@ int tp_post_recv(wp_transport *t, int peer, int channel, void *buf, size_t bytes
  * Returns 0 (see *done), or 1 with a message when the transport failed. */
 int tp_test(wp_request **req, bool *done, char *err, size_t errlen);
 /* Block until *req completes (then release it, *req = NULL) or fail as described above.
- * A NULL *req returns 0 at once. Returns 0 or 1. */
+ * timeout_s (> 0, normally --timeout) bounds the silence, not the whole transfer: the wait
+ * fails only when the request moved no byte for that long since the wait began. A NULL *req
+ * returns 0 at once. Returns 0 or 1. */
 int tp_wait(wp_request **req, double timeout_s, char *err, size_t errlen);
-/* Block until one of reqs[0..n) completes; sets *index, releases it, reqs[*index] = NULL.
- * NULL entries are skipped (all NULL: returns 0 with *index = -1). */
+/* Block until one of reqs[0..n) (all of one transport) completes; sets *index, releases it,
+ * reqs[*index] = NULL. Progress on any of them counts against the silence timeout. NULL
+ * entries are skipped (all NULL: returns 0 with *index = -1). */
 int tp_wait_any(wp_request **reqs, int n, double timeout_s, int *index, char *err, size_t errlen);
 
 /* Fail the transport: every waiter wakes with `reason`; peers are told (tcp: an abort frame
