@@ -120,10 +120,14 @@ size_t layout_block_numel(const wp_model_cfg *c) {
     return 2 * h + h * q + 2 * h * kv + q * h + 3 * h * (size_t)c->ffn;
 }
 
-static void add_param(wp_layout *L, int *cap, const char *name, wp_param_kind kind, int chunk, int layer, int rows, int cols) {
+/* Appends one tensor to its chunk; false when memory runs out (the layout is then unusable). */
+static bool add_param(wp_layout *L, int *cap, const char *name, wp_param_kind kind, int chunk, int layer, int rows, int cols) {
     if (L->n_params == *cap) {
-        *cap = *cap ? *cap * 2 : 64;
-        L->params = realloc(L->params, (size_t)*cap * sizeof *L->params);
+        int grown = *cap ? *cap * 2 : 64;
+        wp_param *params = realloc(L->params, (size_t)grown * sizeof *L->params);
+        if (!params) return false;
+        L->params = params;
+        *cap = grown;
     }
     wp_param *p = &L->params[L->n_params++];
     memset(p, 0, sizeof *p);
@@ -135,6 +139,7 @@ static void add_param(wp_layout *L, int *cap, const char *name, wp_param_kind ki
     p->cols = cols;
     p->offset = L->chunk_numel[chunk];
     L->chunk_numel[chunk] += (size_t)rows * cols;
+    return true;
 }
 
 int layout_build(const wp_model_cfg *cfg, wp_layout *L, char *err, size_t errlen) {
@@ -142,13 +147,15 @@ int layout_build(const wp_model_cfg *cfg, wp_layout *L, char *err, size_t errlen
     L->cfg = *cfg;
     if (cfg->n_chunks < 1 || cfg->n_chunks > WP_MAX_CHUNKS) return fail(err, errlen, "--num-chunks: %d is out of range", cfg->n_chunks);
     int cap = 0, layer = 0;
+    bool ok = true;
     const int h = cfg->h, q = cfg->n_heads * cfg->head_dim, kv = cfg->n_kv_heads * cfg->head_dim, f = cfg->ffn;
     char name[64];
     for (int c = 0; c < cfg->n_chunks; c++) {
         L->chunk_first_layer[c] = layer;
-        if (c == 0) add_param(L, &cap, "model.embed_tokens.weight", WP_PARAM_EMBED, c, -1, cfg->vocab, h);
+        if (c == 0) ok = ok && add_param(L, &cap, "model.embed_tokens.weight", WP_PARAM_EMBED, c, -1, cfg->vocab, h);
         for (int i = 0; i < cfg->chunk_layers[c]; i++, layer++) {
-#define P(suffix, kind, r, k) (snprintf(name, sizeof name, "model.layers.%d.%s", layer, suffix), add_param(L, &cap, name, kind, c, layer, r, k))
+#define P(suffix, kind, r, k) \
+    (snprintf(name, sizeof name, "model.layers.%d.%s", layer, suffix), ok = ok && add_param(L, &cap, name, kind, c, layer, r, k))
             P("input_layernorm.weight", WP_PARAM_NORM, h, 1);
             P("self_attn.q_proj.weight", WP_PARAM_MATRIX, q, h);
             P("self_attn.k_proj.weight", WP_PARAM_MATRIX, kv, h);
@@ -161,9 +168,13 @@ int layout_build(const wp_model_cfg *cfg, wp_layout *L, char *err, size_t errlen
 #undef P
         }
         if (c == cfg->n_chunks - 1) {
-            add_param(L, &cap, "model.norm.weight", WP_PARAM_NORM, c, -1, h, 1);
-            add_param(L, &cap, "lm_head.weight", WP_PARAM_EMBED, c, -1, cfg->vocab, h);
+            ok = ok && add_param(L, &cap, "model.norm.weight", WP_PARAM_NORM, c, -1, h, 1);
+            ok = ok && add_param(L, &cap, "lm_head.weight", WP_PARAM_EMBED, c, -1, cfg->vocab, h);
         }
+    }
+    if (!ok) {
+        layout_free(L);
+        return fail(err, errlen, "out of memory building the parameter table");
     }
     if (layer != cfg->n_layers) {
         layout_free(L);
