@@ -19,20 +19,15 @@ static int open_trace(train_job *j, int rank, char *err, size_t errlen) {
         snprintf(path, sizeof path, "%s.rank-%d", j->o.trace, rank);
     else
         snprintf(path, sizeof path, "%s", j->o.trace);
-    j->trace = fopen(path, "w");
-    if (!j->trace) return snprintf(err, errlen, "--trace %.512s: cannot open for writing", path), 1;
-    fputs("{\"traceEvents\": [", j->trace);
-    j->trace_first = true;
-    return 0;
+    j->trace = trace_open(path, err, errlen);
+    return j->trace ? 0 : 1;
 }
 
 static int close_trace(train_job *j, char *err, size_t errlen) {
     if (!j->trace) return 0;
-    fputs("\n]}\n", j->trace);
-    int bad = ferror(j->trace) | fclose(j->trace);
+    wp_trace *t = j->trace;
     j->trace = NULL;
-    if (bad) return snprintf(err, errlen, "--trace %.200s: write failed", j->o.trace), 1;
-    return 0;
+    return trace_close(t, err, errlen);
 }
 
 static int rank_thread(wp_rank_ctx *ctx, void *arg) {

@@ -17,7 +17,7 @@ int rt_create(wp_rt **out, const rt_config *cfg, char *err, size_t errlen) {
     rt->c = *cfg;
     rt->k = model_kern(cfg->m);
     rt->ai = -1;
-    rt->t_origin = wp_now();
+    rt->t_origin = cfg->t_origin > 0 ? cfg->t_origin : wp_now();
     pool_init(&rt->pool, rt->k, cfg->L);
     const wp_layout *L = cfg->L;
     size_t T = tokens_per_mb(L), max_chunk = 0;
@@ -305,6 +305,11 @@ static int do_free(wp_rt *rt, wp_buf b, char *err, size_t errlen) {
 
 /* ---- the step ---- */
 
+/* Actions that run on the rank's device stream (ir.h): F, B, W, BW, LOAD, ZERO, ACC, UPDATE. */
+static bool on_device(int op) {
+    return op_is_compute(op) || op == WP_OP_LOAD || op == WP_OP_ZERO || op == WP_OP_ACC || op == WP_OP_UPDATE;
+}
+
 static void record(wp_rt *rt, const wp_action *x, double t0, double t1) {
     if (x->op <= WP_OP_BW && x->chunk >= 0 && x->chunk < WP_MAX_CHUNKS) {
         rt->op_sum[x->op][x->chunk] += t1 - t0;
@@ -318,7 +323,7 @@ static void record(wp_rt *rt, const wp_action *x, double t0, double t1) {
         rt->ev = e;
         rt->cap_ev = cap;
     }
-    rt->ev[rt->n_ev++] = (rt_event){.op = x->op, .chunk = x->chunk, .mb = x->mb, .step = rt->step,
+    rt->ev[rt->n_ev++] = (rt_event){.a = *x, .index = rt->ai, .step = rt->step,
                                     .t0 = t0 - rt->t_origin, .t1 = t1 - rt->t_origin};
 }
 
@@ -378,13 +383,13 @@ int exec_step(wp_rt *rt, int64_t step, double lr, rt_step_stats *st, char *err, 
     for (rt->ai = 0; rt->ai < p->n; rt->ai++) {
         const wp_action *x = &p->a[rt->ai];
         if (rt_progress(rt, err, errlen)) return 1;
-        bool compute = op_is_compute(x->op);
+        bool device = on_device(x->op);
         double w0 = rt->wait_s, t0 = wp_now();
         if (run_action(rt, x, err, errlen)) return 1;
-        if (compute) {
-            kern_sync(rt->k); /* compute actions finish before the next starts (ir.h) */
+        if (device) {
+            kern_sync(rt->k); /* device actions finish before the next starts (ir.h) */
             double t1 = wp_now(), waited = rt->wait_s - w0;
-            st->compute_s += t1 - t0 - waited;
+            if (op_is_compute(x->op)) st->compute_s += t1 - t0 - waited;
             record(rt, x, t0 + waited, t1);
         }
     }

@@ -37,6 +37,7 @@ typedef struct {
     double clip;        /* global-norm clip; <= 0 off */
     wp_loss_scaler scaler;
     bool record;        /* keep compute events for a trace */
+    double t_origin;    /* wp_now() that event times count from (0: rt_create's time) */
 } rt_config;
 
 typedef struct {
@@ -49,10 +50,10 @@ typedef struct {
 } rt_step_stats;
 
 typedef struct {
-    int op;
-    int chunk, mb;
+    wp_action a;
+    int index;     /* its position in the list */
     int64_t step;
-    double t0, t1; /* seconds since rt_create */
+    double t0, t1; /* seconds since cfg.t_origin */
 } rt_event;
 
 /* Returns 0, or 1 with a reason (out of memory). */
@@ -70,7 +71,7 @@ wp_loss_scaler rt_scaler(const wp_rt *rt);
 /* Mean measured seconds of each compute op per chunk so far (0 where none ran on this rank);
  * op_s[op * WP_MAX_CHUNKS + c] for op F, B, W, BW. n[] the counts. */
 void rt_op_times(const wp_rt *rt, double *sum_s, double *count);
-/* Recorded compute events (cfg.record). */
+/* Recorded compute and optimizer actions (cfg.record). */
 const rt_event *rt_events(const wp_rt *rt, int *n);
 /* Most buffers of each kind held at once so far. */
 void rt_peak_buffers(const wp_rt *rt, int peak[WP_BUF_KINDS]);

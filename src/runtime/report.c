@@ -79,24 +79,29 @@ static uint64_t schedule_sent(const train_job *j, int r) {
     return s;
 }
 
+/* The measured actions in the simulator's trace format (schedule/draw_trace.c): process = rank,
+ * track 0 = compute, names as action_text, the same args. */
 static void write_trace(train_job *j, int rank, wp_rt *rt) {
     int n;
     const rt_event *ev = rt_events(rt, &n);
-    pthread_mutex_lock(&j->trace_mu);
-    for (int i = 0; j->trace && i < n; i++) {
-        char name[64];
-        snprintf(name, sizeof name, "%s(%d,%d)", op_name((wp_op)ev[i].op), ev[i].chunk, ev[i].mb);
-        fprintf(j->trace, "%s{\"name\": \"%s\", \"cat\": \"step %" PRId64 "\", \"ph\": \"X\", \"pid\": 0, \"tid\": %d, \"ts\": %.3f, \"dur\": %.3f}",
-                j->trace_first ? "\n" : ",\n", name, ev[i].step, rank, ev[i].t0 * 1e6, (ev[i].t1 - ev[i].t0) * 1e6);
-        j->trace_first = false;
+    char name[96], args[160];
+    snprintf(name, sizeof name, "rank %d", rank);
+    trace_process(j->trace, rank, name);
+    trace_thread(j->trace, rank, WP_TRACK_COMPUTE, "compute");
+    for (int i = 0; i < n; i++) {
+        const wp_action *a = &ev[i].a;
+        action_text(a, name, sizeof name);
+        snprintf(args, sizeof args, "\"chunk\":%d,\"mb\":%d,\"step\":%" PRId64 ",\"action\":%d", a->chunk, a->mb,
+                 ev[i].step, ev[i].index);
+        trace_span(j->trace, rank, WP_TRACK_COMPUTE, name, op_is_compute(a->op) ? "compute" : "optimizer", ev[i].t0,
+                   ev[i].t1 - ev[i].t0, args);
     }
-    pthread_mutex_unlock(&j->trace_mu);
 }
 
 int report_final(train_job *j, int rank, wp_control *ctl, wp_transport *t, wp_rt *rt, const train_totals *tot,
                  char *err, size_t errlen) {
     const int N = j->nranks;
-    if (j->o.trace[0]) write_trace(j, rank, rt);
+    if (j->trace) write_trace(j, rank, rt);
     if (ctl_barrier(ctl, err, errlen)) return 1; /* every transfer of the run has completed */
     if (3 * N > CTL_MAX_VALUES || 8 * WP_MAX_CHUNKS > CTL_MAX_VALUES) return 0;
     double *v = calloc((size_t)3 * N, sizeof *v);

@@ -120,7 +120,7 @@ static int check_flags(train_job *j, char *err, size_t errlen) {
 int train_job_prepare(train_job *j, const wp_opts *o, char *err, size_t errlen) {
     memset(j, 0, sizeof *j);
     j->o = *o;
-    pthread_mutex_init(&j->trace_mu, NULL);
+    j->t_origin = wp_now();
     int rc = check_flags(j, err, errlen);
     if (!rc) rc = prepare_model(j, err, errlen);
     if (!rc) rc = lr_schedule_from_opts(&j->o, &j->lr, err, errlen);
@@ -139,7 +139,6 @@ void train_job_free(train_job *j) {
     if (j->have_run) run_free(&j->run);
     if (j->have_sched) sched_free(&j->s);
     if (j->have_layout) layout_free(&j->L);
-    pthread_mutex_destroy(&j->trace_mu);
     memset(j, 0, sizeof *j);
 }
 
@@ -216,7 +215,7 @@ static int open_rank(rank_state *r, int device, char *err, size_t errlen) {
     rt_config rc_cfg = {.rank = r->rank, .s = &r->j->s, .L = &r->j->L, .m = r->m, .o = r->o,
                         .t = r->j->nranks > 1 ? r->t : NULL, .ctl = r->ctl, .data = r->data,
                         .timeout = r->j->o.timeout, .clip = r->j->o.clip_grad, .scaler = scaler,
-                        .record = r->j->o.trace[0] != 0};
+                        .record = r->j->o.trace[0] != 0, .t_origin = r->j->t_origin};
     if (rt_create(&r->rt, &rc_cfg, err, errlen)) return 1;
     if (r->rank == 0 && r->j->o.metrics[0]) {
         r->metrics = fopen(r->j->o.metrics, "a");

@@ -3,7 +3,6 @@
 #ifndef WP_RUNTIME_TRAIN_H
 #define WP_RUNTIME_TRAIN_H
 
-#include <pthread.h>
 #include <stdint.h>
 
 #include "cli/cli.h"
@@ -15,6 +14,7 @@
 #include "ring/transport.h"
 #include "schedule/exec.h"
 #include "schedule/schedule.h"
+#include "schedule/trace.h"
 
 typedef struct {
     wp_opts o;                  /* a copy: --init-from may fill model flags from config.json */
@@ -29,9 +29,8 @@ typedef struct {
     int64_t start_step;
     wp_run run;                 /* the validator's report (peaks and bytes per rank) */
     bool have_run;
-    pthread_mutex_t trace_mu;   /* ranks as threads append their events to one trace */
-    FILE *trace;
-    bool trace_first;
+    wp_trace *trace;            /* --trace: every rank of this process writes its actions */
+    double t_origin;            /* wp_now() at the start: trace times count from here */
 } train_job;
 
 /* Everything checked before any rank starts: model, schedule (validated), memory, flags.
