@@ -34,9 +34,13 @@ static void scale_c(float *C, int m, int n, int ldc, float beta) {
 
 /* Packs alpha * op(A)[i0:i0+mb, p0:p0+kb] row-major into Ap [mb][kb]. */
 static void pack_a(float *Ap, const float *A, int lda, bool ta, int i0, int mb, int p0, int kb, float alpha) {
-    for (int i = 0; i < mb; i++)
-        for (int p = 0; p < kb; p++)
-            Ap[(size_t)i * kb + p] = alpha * (ta ? A[(size_t)(p0 + p) * lda + i0 + i] : A[(size_t)(i0 + i) * lda + p0 + p]);
+    for (int i = 0; i < mb; i++) {
+        float *dst = Ap + (size_t)i * kb;
+        if (ta)
+            for (int p = 0; p < kb; p++) dst[p] = alpha * A[(size_t)(p0 + p) * lda + i0 + i];
+        else
+            for (int p = 0; p < kb; p++) dst[p] = alpha * A[(size_t)(i0 + i) * lda + p0 + p];
+    }
 }
 
 /* Packs op(B)[p0:p0+kb, j0:j0+nb] as panels of PANEL columns, each [kb][PANEL] contiguous:
@@ -46,10 +50,13 @@ static void pack_b(float *Bp, const float *B, int ldb, bool tb, int p0, int kb, 
     for (int jp = 0; jp < nb; jp += PANEL) {
         int w = nb - jp < PANEL ? nb - jp : PANEL;
         float *panel = Bp + (size_t)jp * kb;
-        for (int p = 0; p < kb; p++)
-            for (int j = 0; j < w; j++)
-                panel[(size_t)p * PANEL + j] =
-                    tb ? B[(size_t)(j0 + jp + j) * ldb + p0 + p] : B[(size_t)(p0 + p) * ldb + j0 + jp + j];
+        if (tb)
+            for (int j = 0; j < w; j++) {
+                const float *src = B + (size_t)(j0 + jp + j) * ldb + p0;
+                for (int p = 0; p < kb; p++) panel[(size_t)p * PANEL + j] = src[p];
+            }
+        else
+            for (int p = 0; p < kb; p++) memcpy(panel + (size_t)p * PANEL, B + (size_t)(p0 + p) * ldb + j0 + jp, (size_t)w * sizeof *panel);
     }
 }
 
