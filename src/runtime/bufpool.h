@@ -33,6 +33,7 @@ typedef struct rt_entry {
     bool view_valid;
     bool arrived;        /* data present (written locally, or its receive completed) */
     wp_request *recv;
+    int src;             /* the rank its receive comes from (status notes) */
     wp_request *sends[RT_MAX_SENDS];
     int n_sends;
     int n_deferred;      /* SENDs posted by the list but waiting for the data to arrive */

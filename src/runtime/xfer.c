@@ -180,12 +180,16 @@ static bool ready(const rt_entry *e, bool writable) {
 }
 
 int rt_wait(wp_rt *rt, rt_entry *e, bool writable, char *err, size_t errlen) {
-    char name[64];
+    char name[64], what[96];
     buf_name(e->name, name, sizeof name);
     for (;;) {
         if (rt_progress(rt, err, errlen)) return 1;
         if (ready(e, writable)) return 0;
-        if (wait_one(rt, e->arrived ? "its sends" : name, err, errlen)) return 1;
+        if (e->arrived)
+            snprintf(what, sizeof what, "the sends of %s", name);
+        else
+            snprintf(what, sizeof what, "%s from rank %d", name, e->src);
+        if (wait_one(rt, what, err, errlen)) return 1;
     }
 }
 
@@ -221,6 +225,7 @@ int rt_recv(wp_rt *rt, const wp_action *a, char *err, size_t errlen) {
     rt_entry *e = pool_create(&rt->pool, a->buf, why, sizeof why);
     if (!e) return rt_fail(rt, err, errlen, "%s", why);
     buf_name(a->buf, name, sizeof name);
+    e->src = a->peer;
     if (tp_post_recv(rt->c.t, a->peer, a->channel, e->data, e->bytes, name, &e->recv, why, sizeof why))
         return rt_fail(rt, err, errlen, "%s", why);
     return 0;
