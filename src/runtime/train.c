@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "evaluate.h"
 #include "executor.h"
 #include "io/checkpoint.h"
 #include "io/hf.h"
@@ -111,7 +112,7 @@ static int check_flags(train_job *j, char *err, size_t errlen) {
     if (o->save_every < 0 || o->keep_last < 0) return fail(err, errlen, 2, "--save-every/--keep-last: must be 0 or more");
     if (o->save_every > 0 && !o->save[0]) return fail(err, errlen, 2, "--save-every: needs --save DIR");
     if (o->resume[0] && o->init_from[0]) return fail(err, errlen, 2, "--resume and --init-from: give one of them");
-    if (o->eval_every != 0) return fail(err, errlen, 2, "--eval-every: not supported by train yet (use weipipe eval on a checkpoint)");
+    if (o->eval_every < 0 || o->eval_batches < 1) return fail(err, errlen, 2, "--eval-every/--eval-batches: must be 0+ and 1+");
     j->nranks = (int)o->nranks;
     j->nmb = o->num_microbatches ? (int)o->num_microbatches : j->nranks;
     return 0;
@@ -152,8 +153,9 @@ typedef struct {
     wp_kern *k;
     wp_model *m;
     wp_optim *o;
-    wp_loader *data;
+    wp_loader *data, *val;
     wp_rt *rt;
+    rt_eval *ev;
     FILE *metrics;
     double t_begin;
     int64_t tokens_done;
@@ -203,7 +205,15 @@ static int open_data(rank_state *r, char *err, size_t errlen) {
     const wp_layout *L = &r->j->L;
     wp_loader_cfg lc = {.b = L->cfg.mb, .s = L->cfg.seq, .vocab = L->cfg.vocab, .micro_batches = r->j->nmb,
                         .seed = (uint64_t)r->j->o.seed};
-    return loader_open(&r->data, r->j->o.data, WP_SPLIT_TRAIN, &lc, err, errlen);
+    int rc = loader_open(&r->data, r->j->o.data, WP_SPLIT_TRAIN, &lc, err, errlen);
+    if (rc || r->j->o.eval_every == 0) return rc;
+    lc.micro_batches = 1;
+    if ((rc = loader_open(&r->val, r->j->o.data, WP_SPLIT_VAL, &lc, err, errlen)) != 0) return rc;
+    if (loader_windows(r->val) < r->j->o.eval_batches * L->cfg.mb)
+        return fail(err, errlen, 2, "--eval-batches: %" PRId64 " micro-batches of %d sequences asked, the validation split holds %" PRId64,
+                    r->j->o.eval_batches, L->cfg.mb, loader_windows(r->val));
+    return eval_create(&r->ev, &r->j->s, r->rank, r->m, r->o, r->t, r->ctl, r->val, (int)r->j->o.eval_batches,
+                       r->j->o.timeout, err, errlen);
 }
 
 static int open_rank(rank_state *r, int device, char *err, size_t errlen) {
@@ -227,6 +237,8 @@ static int open_rank(rank_state *r, int device, char *err, size_t errlen) {
 static void close_rank(rank_state *r) {
     if (r->metrics) fclose(r->metrics);
     rt_destroy(r->rt);
+    eval_destroy(r->ev);
+    loader_close(r->val);
     loader_close(r->data);
     optim_destroy(r->o);
     model_destroy(r->m);
@@ -252,6 +264,16 @@ static int save_checkpoint(rank_state *r, int64_t steps_done, char *err, size_t 
     if (ctl_allreduce(r->ctl, CTL_MAX, &ok, 1, err, errlen)) return 1;
     if (ok != 0) return fail(err, errlen, 1, "checkpoint step %" PRId64 ": %s", steps_done, r->rank == 0 ? why : "commit failed on rank 0");
     if (r->rank == 0 && !j->o.quiet) fprintf(stderr, "\nsaved %s/step-%" PRId64 "\n", j->o.save, steps_done);
+    return 0;
+}
+
+/* Validation loss with the masters after this step; rank 0 reports it. */
+static int evaluate(rank_state *r, int64_t step, char *err, size_t errlen) {
+    double loss;
+    if (eval_run(r->ev, &loss, err, errlen)) return 1;
+    if (r->rank != 0) return 0;
+    if (!r->j->o.quiet) fprintf(stderr, "%sstep %" PRId64 "  val loss %.4f\n", isatty(STDERR_FILENO) ? "\n" : "", step + 1, loss);
+    if (r->metrics) fprintf(r->metrics, "{\"step\": %" PRId64 ", \"val_loss\": %.17g}\n", step + 1, loss);
     return 0;
 }
 
@@ -281,6 +303,7 @@ static int train_loop(rank_state *r, char *err, size_t errlen) {
         double lr = lr_at(&j->lr, step);
         if (exec_step(r->rt, step, lr, &st, err, errlen)) return 1;
         report_step(j, r->rank, step, lr, &st, r->t_begin, &r->tot, r->metrics);
+        if (r->ev && (step + 1) % j->o.eval_every == 0 && evaluate(r, step, err, errlen)) return 1;
         bool save_now = j->o.save[0] && ((j->o.save_every > 0 && (step + 1) % j->o.save_every == 0) || step + 1 == j->o.steps);
         if (save_now && save_checkpoint(r, step + 1, err, errlen)) return 1;
     }
