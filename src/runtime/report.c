@@ -114,7 +114,7 @@ int report_final(train_job *j, int rank, wp_control *ctl, wp_transport *t, wp_rt
     if (t && N > 1) tp_stats(t, &now);
     v[3 * rank] = tot->compute_s;
     v[3 * rank + 1] = tot->step_s;
-    v[3 * rank + 2] = (double)(now.payload_sent - (tot->have_start ? tot->start.payload_sent : 0));
+    v[3 * rank + 2] = (double)(now.payload_sent - (tot->have_start ? tot->start.payload_sent : 0) - tot->eval_sent);
     rt_op_times(rt, ops, ops + 4 * WP_MAX_CHUNKS);
     int rc = ctl_allreduce(ctl, CTL_SUM, v, 3 * N, err, errlen);
     if (!rc) rc = ctl_allreduce(ctl, CTL_SUM, ops, 8 * WP_MAX_CHUNKS, err, errlen);

@@ -16,6 +16,7 @@ typedef struct {
     int64_t steady_steps;
     wp_transport_stats start;   /* transport counters when training began */
     bool have_start;
+    uint64_t eval_sent;         /* payload bytes of --eval-every traffic (not the schedule's) */
 } train_totals;
 
 /* Adds st to the totals; on rank 0 prints the progress line and appends the metrics line. */

@@ -99,6 +99,9 @@ static int prepare_resume(train_job *j, char *err, size_t errlen) {
     if (rc == 0 && ckpt_info(c)->seed != j->o.seed)
         wp_warn("--resume: checkpoint was trained with --seed %" PRId64 ", continuing with %" PRId64 " (other data order)",
                 ckpt_info(c)->seed, j->o.seed);
+    if (rc == 0 && ckpt_info(c)->micro_batches != j->nmb)
+        wp_warn("--resume: checkpoint was trained with %" PRId64 " micro-batches per step, continuing with %d (other data order)",
+                ckpt_info(c)->micro_batches, j->nmb);
     ckpt_close(c);
     return rc;
 }
@@ -270,7 +273,11 @@ static int save_checkpoint(rank_state *r, int64_t steps_done, char *err, size_t 
 /* Validation loss with the masters after this step; rank 0 reports it. */
 static int evaluate(rank_state *r, int64_t step, char *err, size_t errlen) {
     double loss;
+    wp_transport_stats s0 = {0}, s1 = {0};
+    if (r->t && r->j->nranks > 1) tp_stats(r->t, &s0);
     if (eval_run(r->ev, &loss, err, errlen)) return 1;
+    if (r->t && r->j->nranks > 1) tp_stats(r->t, &s1);
+    r->tot.eval_sent += s1.payload_sent - s0.payload_sent;
     if (r->rank != 0) return 0;
     if (!r->j->o.quiet) fprintf(stderr, "%sstep %" PRId64 "  val loss %.4f\n", isatty(STDERR_FILENO) ? "\n" : "", step + 1, loss);
     if (r->metrics) fprintf(r->metrics, "{\"step\": %" PRId64 ", \"val_loss\": %.17g}\n", step + 1, loss);

@@ -2,6 +2,7 @@
 # --eval-every: the validation loss computed across the owners' chunks (a forward-only pipeline
 # between steps) is the same on 1 and 4 ranks, and equals `weipipe eval` of the checkpoint saved
 # at that step (same 8 sequences), both within 1e-6 relative (fp32; only sum order differs).
+# --init-from the checkpoint's Hugging Face export, with lr 0, evaluates to the same loss.
 source "$(dirname "$0")/lib.sh"
 common=(--num-microbatches 4 --transport local --steps 4 --eval-every 2 --eval-batches 4 --precision fp32)
 train "${common[@]}" --nranks 1 --strategy 1f1b --metrics "$TMP/one.jsonl" || fail "one rank"
@@ -15,3 +16,10 @@ paste <(vals "$TMP/one.jsonl") <(vals "$TMP/four.jsonl") | awk -v ref=$ref '
   END { e = rel(last, ref)
         printf "evaluations %d, 4 ranks vs 1: %.2e, step 4 vs weipipe eval (%s): %.2e (tolerance 1e-6)\n", n, m, ref, e
         if (n != 2 || m > 1e-6 || e > 1e-6) { print "FAIL"; exit 1 } }'
+
+"$W" export "$TMP/ck/step-4" "$TMP/hf" > /dev/null || fail "export"
+train --nranks 2 --strategy weipipe-interleave --transport local --steps 1 --precision fp32 --lr 0 --min-lr 0 \
+  --init-from "$TMP/hf" --eval-every 1 --eval-batches 4 --metrics "$TMP/hf.jsonl" || fail "--init-from"
+vals "$TMP/hf.jsonl" | awk -v ref=$ref '{ d = ($1 - ref) / ref; if (d < 0) d = -d
+  printf "--init-from the export: val loss %s vs %s: %.2e (tolerance 1e-6)\n", $1, ref, d
+  if (d > 1e-6) { print "FAIL"; exit 1 } } END { if (NR != 1) { print "FAIL: " NR " evaluations"; exit 1 } }'
