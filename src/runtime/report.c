@@ -22,13 +22,21 @@ static void progress_line(const train_job *j, int64_t step, double lr, const rt_
     fflush(stderr);
 }
 
+/* JSON has no inf or NaN: a non-finite value (the norm of a skipped step) is written as null. */
+static const char *json_num(char *buf, size_t len, double x) {
+    if (!isfinite(x)) return "null";
+    snprintf(buf, len, "%.17g", x);
+    return buf;
+}
+
 static void metrics_line(FILE *f, int64_t step, double lr, const rt_step_stats *st, double tok_s) {
     if (!f) return;
+    char loss[32], norm[32];
     fprintf(f,
-            "{\"step\": %" PRId64 ", \"loss\": %.17g, \"lr\": %.17g, \"grad_norm\": %.17g, \"loss_scale\": %.17g, "
+            "{\"step\": %" PRId64 ", \"loss\": %s, \"lr\": %.17g, \"grad_norm\": %s, \"loss_scale\": %.17g, "
             "\"skipped\": %s, \"tokens\": %" PRId64 ", \"tokens_per_s\": %.6g, \"seconds\": %.6f, \"compute_s\": %.6f, "
             "\"wait_s\": %.6f, \"bytes_sent\": %" PRIu64 ", \"bytes_recv\": %" PRIu64 "}\n",
-            step + 1, st->loss, lr, st->d.grad_norm, st->loss_scale, st->d.skip ? "true" : "false", st->tokens, tok_s,
+            step + 1, json_num(loss, sizeof loss, st->loss), lr, json_num(norm, sizeof norm, st->d.grad_norm), st->loss_scale, st->d.skip ? "true" : "false", st->tokens, tok_s,
             st->step_s, st->compute_s, st->wait_s, st->sent, st->recv);
     fflush(f);
 }
