@@ -22,6 +22,16 @@ wp_dims model_dims(const wp_model_cfg *cfg, wp_dtype compute) {
     d.theta = (float)cfg->rope_theta;
     d.cdt = compute;
     d.ct = compute == WP_F32 ? 4 : 2;
+    d.pos0 = 0;
+    d.seq_full = cfg->seq;
+    return d;
+}
+
+wp_dims model_dims_segment(const wp_model_cfg *cfg, wp_dtype compute, int t0, int t1) {
+    wp_dims d = model_dims(cfg, compute);
+    d.s = t1 - t0;
+    d.T = cfg->mb * d.s;
+    d.pos0 = t0;
     return d;
 }
 
@@ -62,6 +72,18 @@ static void plan_block_b_only(wp_arena *ar, const wp_dims *d, wp_block_acts *b) 
     b->up = take_ct(ar, d, d->T, d->f);
 }
 
+/* A segment that later segments attend to keeps its K/V even under recompute (they read them
+ * in their F and B), and the accumulators of the dK/dV those later segments' B hand back. */
+static void plan_block_kv_later(wp_arena *ar, const wp_dims *d, bool recompute, wp_block_acts *b, void **dk_acc,
+                                void **dv_acc) {
+    if (recompute) {
+        b->k = take_ct(ar, d, d->T, d->kv);
+        b->v = take_ct(ar, d, d->T, d->kv);
+    }
+    *dk_acc = take_ct(ar, d, d->T, d->kv);
+    *dv_acc = take_ct(ar, d, d->T, d->kv);
+}
+
 void acts_plan_fwd(const wp_layout *L, int chunk, const wp_dims *d, wp_arena *ar, wp_acts *a) {
     const wp_model_cfg *cfg = &L->cfg;
     for (int i = 0; i < cfg->chunk_layers[chunk]; i++) {
@@ -70,6 +92,14 @@ void acts_plan_fwd(const wp_layout *L, int chunk, const wp_dims *d, wp_arena *ar
         if (!cfg->recompute) {
             plan_block_wpass_inputs(ar, d, b);
             plan_block_b_only(ar, d, b);
+        }
+        if (dims_kv_later(d)) {
+            void *dk = NULL, *dv = NULL;
+            plan_block_kv_later(ar, d, cfg->recompute, b, &dk, &dv);
+            if (a) {
+                a->dk_acc[i] = dk;
+                a->dv_acc[i] = dv;
+            }
         }
     }
     if (chunk == cfg->n_chunks - 1) {
@@ -144,8 +174,12 @@ void model_plan_scratch(const wp_dims *d, wp_arena *ar, wp_model *m) {
 }
 
 size_t model_acts_bytes(const wp_layout *L, int chunk, wp_dtype compute, bool split_backward) {
-    if (chunk < 0 || chunk >= L->cfg.n_chunks) return 0;
-    wp_dims d = model_dims(&L->cfg, compute);
+    return model_acts_bytes_segment(L, chunk, compute, split_backward, 0, L->cfg.seq);
+}
+
+size_t model_acts_bytes_segment(const wp_layout *L, int chunk, wp_dtype compute, bool split_backward, int t0, int t1) {
+    if (chunk < 0 || chunk >= L->cfg.n_chunks || t0 < 0 || t1 <= t0 || t1 > L->cfg.seq) return 0;
+    wp_dims d = model_dims_segment(&L->cfg, compute, t0, t1);
     wp_arena fwd = {0}, kept = {0};
     acts_plan_fwd(L, chunk, &d, &fwd, NULL);
     if (split_backward) acts_plan_kept(L, chunk, &d, &kept, NULL);

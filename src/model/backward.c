@@ -29,7 +29,8 @@ static wp_block_acts bwd_block_acts(wp_model *m, const wp_chunk_map *cm, const v
         A.n2 = kept->n2;
         A.sw = kept->sw;
     }
-    block_forward(m->k, &m->d, w, &cm->blocks[i], &A, NULL);
+    wp_seg_kv sbuf;
+    block_forward(m->k, &a->d, w, &cm->blocks[i], &A, seg_kv_of(m, a, i, &sbuf), NULL);
     return A;
 }
 
@@ -37,7 +38,7 @@ static wp_block_acts bwd_block_acts(wp_model *m, const wp_chunk_map *cm, const v
 static int backward_walk(wp_model *m, int chunk, const void *w, wp_acts *a, const void *g_out, float dloss,
                          void *g_in, void *gw, wp_dtype gt) {
     wp_kern *k = m->k;
-    const wp_dims *d = &m->d;
+    const wp_dims *d = &a->d;
     const wp_chunk_map *cm = &m->chunks[chunk];
     const int n = cm->n_layers;
     const bool fused = gw != NULL;
@@ -55,11 +56,14 @@ static int backward_walk(wp_model *m, int chunk, const void *w, wp_acts *a, cons
         wp_block_grads G = fused ? m->sg : a->kept[i];
         G.dsw = m->sg.dsw;
         G.datt = m->sg.datt;
-        block_backward(k, d, w, &cm->blocks[i], &A, &G, dx2, dx, gw, gt);       /* dx [T,h] */
+        wp_seg_kv sbuf;
+        block_backward(k, d, w, &cm->blocks[i], &A, seg_kv_of(m, a, i, &sbuf), &G, dx2, dx, gw, gt); /* dx [T,h] */
     }
     if (cm->first && fused)
         kern_embedding_bwd(k, g_at(gw, gt, cm->embed), gt, a->tokens, m->sgx[0], d->T, d->h); /* dwte [V,h] */
-    return kern_error(k) ? -1 : 0;
+    if (kern_error(k)) return -1;
+    seg_backward_end(a);
+    return 0;
 }
 
 static int check_b_io(wp_model *m, const wp_chunk_map *cm, const void *g_out, const void *g_in, const char *fn) {
@@ -72,6 +76,7 @@ int model_backward_input(wp_model *m, int chunk, const void *w, wp_acts *a, cons
                          void *g_in) {
     if (model_entry_check(m, chunk, a, "model_backward_input") != 0) return -1;
     if (check_b_io(m, &m->chunks[chunk], g_out, g_in, "model_backward_input") != 0) return -1;
+    if (seg_backward_check(m, a, "model_backward_input") != 0) return -1;
     if (a->kept_valid) {
         kern_set_error(m->k, "model_backward_input: chunk %d's previous B still awaits its W-pass", chunk);
         return -1;
@@ -88,7 +93,7 @@ int model_backward_weight(wp_model *m, int chunk, wp_acts *a, void *gw, wp_dtype
         return -1;
     }
     wp_kern *k = m->k;
-    const wp_dims *d = &m->d;
+    const wp_dims *d = &a->d;
     const wp_chunk_map *cm = &m->chunks[chunk];
     const int n = cm->n_layers;
     if (cm->last) head_backward_weight(m, cm, a, gw, gt);
@@ -104,5 +109,6 @@ int model_backward(wp_model *m, int chunk, const void *w, wp_acts *a, const void
     if (model_entry_check(m, chunk, a, "model_backward") != 0) return -1;
     if (check_b_io(m, &m->chunks[chunk], g_out, g_in, "model_backward") != 0) return -1;
     if (check_gw(m, gw, gt, "model_backward") != 0) return -1;
+    if (seg_backward_check(m, a, "model_backward") != 0) return -1;
     return backward_walk(m, chunk, w, a, g_out, dloss, g_in, gw, gt);
 }

@@ -30,15 +30,15 @@ static void linear_bwd_weight(wp_kern *k, const wp_dims *d, void *dW, wp_dtype g
 }
 
 void block_forward(wp_kern *k, const wp_dims *d, const void *w, const wp_block_offsets *o, const wp_block_acts *A,
-                   void *out) {
+                   const wp_seg_kv *S, void *out) {
     const int T = d->T, h = d->h, q = d->q, kv = d->kv, f = d->f;
     kern_rmsnorm_fwd(k, A->n1, A->rstd1, A->x, W_AT(w, o->ln1), T, h, d->eps); /* n1 [T,h], rstd1 [T] */
     linear_fwd(k, d, A->q, A->n1, W_AT(w, o->wq), q, h, 0.0f);                 /* q [T,q]   = n1 @ Wq^T */
     linear_fwd(k, d, A->k, A->n1, W_AT(w, o->wk), kv, h, 0.0f);                /* k [T,kv]  = n1 @ Wk^T */
     linear_fwd(k, d, A->v, A->n1, W_AT(w, o->wv), kv, h, 0.0f);                /* v [T,kv]  = n1 @ Wv^T */
-    kern_rope_fwd(k, A->q, d->b, d->s, d->nh, d->hd, 0, d->theta);             /* q [b*s, nh*hd] */
-    kern_rope_fwd(k, A->k, d->b, d->s, d->nkv, d->hd, 0, d->theta);            /* k [b*s, nkv*hd] */
-    kern_attention_fwd(k, A->att, A->lse, A->q, A->k, A->v, d->b, d->s, d->s, d->nh, d->nkv, d->hd); /* att [T,q] */
+    kern_rope_fwd(k, A->q, d->b, d->s, d->nh, d->hd, d->pos0, d->theta);       /* q [b*s, nh*hd] */
+    kern_rope_fwd(k, A->k, d->b, d->s, d->nkv, d->hd, d->pos0, d->theta);      /* k [b*s, nkv*hd] */
+    seg_attention_fwd(k, d, A, S);                                               /* att [T,q] */
     kern_copy(k, A->x1, A->x, (size_t)T * h * d->ct);                           /* x1 [T,h] = x */
     linear_fwd(k, d, A->x1, A->att, W_AT(w, o->wo), h, q, 1.0f);               /* x1 += att @ Wo^T */
     kern_rmsnorm_fwd(k, A->n2, A->rstd2, A->x1, W_AT(w, o->ln2), T, h, d->eps); /* n2 [T,h] */
@@ -73,7 +73,7 @@ static void wgrad_qkv(wp_kern *k, const wp_dims *d, const wp_block_offsets *o, c
 }
 
 void block_backward(wp_kern *k, const wp_dims *d, const void *w, const wp_block_offsets *o, const wp_block_acts *A,
-                    const wp_block_grads *G, const void *dx2, void *dx, void *gw, wp_dtype gt) {
+                    const wp_seg_kv *S, const wp_block_grads *G, const void *dx2, void *dx, void *gw, wp_dtype gt) {
     const int T = d->T, h = d->h, q = d->q, kv = d->kv, f = d->f;
     /* MLP: out = x1 + sw @ Wd^T */
     linear_bwd_input(k, d, G->dsw, dx2, W_AT(w, o->wd), h, f, 0.0f);           /* dsw [T,f] = dx2 @ Wd */
@@ -86,10 +86,9 @@ void block_backward(wp_kern *k, const wp_dims *d, const void *w, const wp_block_
     /* attention: x1 = x + att @ Wo^T */
     linear_bwd_input(k, d, G->datt, G->dx1, W_AT(w, o->wo), h, q, 0.0f);       /* datt [T,q] = dx1 @ Wo */
     if (gw) wgrad_attn_out(k, d, o, A, G, gw, gt);
-    kern_attention_bwd(k, G->dq, G->dk, G->dv, G->datt, A->q, A->k, A->v, A->att, A->lse, d->b, d->s, d->s, d->nh,
-                       d->nkv, d->hd);                                          /* dq [T,q], dk, dv [T,kv] */
-    kern_rope_bwd(k, G->dq, d->b, d->s, d->nh, d->hd, 0, d->theta);            /* dq before RoPE */
-    kern_rope_bwd(k, G->dk, d->b, d->s, d->nkv, d->hd, 0, d->theta);           /* dk before RoPE */
+    seg_attention_bwd(k, d, A, G, S);                                            /* dq [T,q], dk, dv [T,kv] */
+    kern_rope_bwd(k, G->dq, d->b, d->s, d->nh, d->hd, d->pos0, d->theta);       /* dq before RoPE */
+    kern_rope_bwd(k, G->dk, d->b, d->s, d->nkv, d->hd, d->pos0, d->theta);      /* dk before RoPE */
     linear_bwd_input(k, d, G->dn1, G->dq, W_AT(w, o->wq), q, h, 0.0f);         /* dn1 [T,h] = dq @ Wq */
     linear_bwd_input(k, d, G->dn1, G->dk, W_AT(w, o->wk), kv, h, 1.0f);        /* dn1 += dk @ Wk */
     linear_bwd_input(k, d, G->dn1, G->dv, W_AT(w, o->wv), kv, h, 1.0f);        /* dn1 += dv @ Wv */

@@ -21,6 +21,11 @@ static wp_block_acts fwd_block_acts(const wp_model *m, const wp_acts *a, int i) 
     if (!m->L.cfg.recompute) return a->blocks[i];
     wp_block_acts A = m->sa;
     A.x = a->blocks[i].x;
+    if (dims_kv_later(&a->d)) {
+        /* later segments attend to these: they outlive the scratch */
+        A.k = a->blocks[i].k;
+        A.v = a->blocks[i].v;
+    }
     return A;
 }
 
@@ -39,10 +44,11 @@ int model_forward(wp_model *m, int chunk, const void *w, wp_acts *a, const void 
                   const int32_t *targets, void *x_out, double *loss_sum) {
     if (model_entry_check(m, chunk, a, "model_forward") != 0) return -1;
     wp_kern *k = m->k;
-    const wp_dims *d = &m->d;
+    const wp_dims *d = &a->d;
     const wp_chunk_map *cm = &m->chunks[chunk];
     const int n = cm->n_layers;
     if (check_io(m, cm, x_in, tokens, targets, x_out) != 0) return -1;
+    if (seg_forward_begin(m, a, "model_forward") != 0) return -1;
     a->tokens = tokens;
     a->targets = targets;
     void *x0 = n > 0 ? a->blocks[0].x : cm->last ? a->x_final : x_out;
@@ -53,7 +59,8 @@ int model_forward(wp_model *m, int chunk, const void *w, wp_acts *a, const void 
     for (int i = 0; i < n; i++) {
         void *out = i + 1 < n ? a->blocks[i + 1].x : cm->last ? a->x_final : x_out;
         wp_block_acts A = fwd_block_acts(m, a, i);
-        block_forward(k, d, w, &cm->blocks[i], &A, out);                         /* out [T,h] */
+        wp_seg_kv sbuf;
+        block_forward(k, d, w, &cm->blocks[i], &A, seg_kv_of(m, a, i, &sbuf), out); /* out [T,h] */
     }
     if (cm->last) return head_forward(m, cm, w, a, loss_sum);
     return kern_error(k) ? -1 : 0;

@@ -12,7 +12,7 @@ static int head_rows(const wp_dims *d) { return d->T < WP_HEAD_ROWS ? d->T : WP_
 
 int head_forward(wp_model *m, const wp_chunk_map *cm, const void *w, wp_acts *a, double *loss_sum) {
     wp_kern *k = m->k;
-    const wp_dims *d = &m->d;
+    const wp_dims *d = &a->d;
     kern_rmsnorm_fwd(k, a->n_final, a->rstd_final, a->x_final, w_at(d, w, cm->norm), d->T, d->h, d->eps); /* [T,h] */
     kern_lmhead_ce_fwd(k, a->losses, a->lse_head, a->n_final, w_at(d, w, cm->head), a->targets, d->T, d->h,
                        d->V);                                                   /* losses, lse [T] */
@@ -46,7 +46,7 @@ static void head_dw_block(wp_kern *k, const wp_dims *d, void *acc, const void *d
 void head_backward(wp_model *m, const wp_chunk_map *cm, const void *w, wp_acts *a, float dloss, void *top, void *gw,
                    wp_dtype gt) {
     wp_kern *k = m->k;
-    const wp_dims *d = &m->d;
+    const wp_dims *d = &a->d;
     const bool fused = gw != NULL;
     void *dn = fused ? m->s_dn_final : a->dn_final;
     void *acc = fused ? head_dw_begin(m, gw, gt, cm->head) : NULL;
@@ -67,7 +67,7 @@ void head_backward(wp_model *m, const wp_chunk_map *cm, const void *w, wp_acts *
 
 void head_backward_weight(wp_model *m, const wp_chunk_map *cm, wp_acts *a, void *gw, wp_dtype gt) {
     wp_kern *k = m->k;
-    const wp_dims *d = &m->d;
+    const wp_dims *d = &a->d;
     void *acc = head_dw_begin(m, gw, gt, cm->head);
     const int R = head_rows(d);
     for (int t0 = 0; t0 < d->T && !kern_error(k); t0 += R) {

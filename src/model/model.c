@@ -68,6 +68,7 @@ void model_destroy(wp_model *m) {
     free(m->chunks);
     if (m->scratch_mem) kern_free(m->k, m->scratch_mem);
     if (m->s_head_dw) kern_free(m->k, m->s_head_dw);
+    if (m->seg_mem) kern_free(m->k, m->seg_mem);
     free(m->host_losses);
     free(m->L.params);
     free(m);
@@ -112,21 +113,30 @@ wp_acts *model_acts_create(wp_model *m, int chunk) {
         kern_set_error(m->k, "model_acts_create: chunk %d out of range [0, %d)", chunk, m->L.cfg.n_chunks);
         return NULL;
     }
+    return acts_create(m, chunk, &m->d);
+}
+
+wp_acts *acts_create(wp_model *m, int chunk, const wp_dims *d) {
     int n = m->L.cfg.chunk_layers[chunk];
     wp_acts *a = calloc(1, sizeof *a);
     if (a) {
         a->blocks = calloc((size_t)n + 1, sizeof *a->blocks);
         a->kept = calloc((size_t)n + 1, sizeof *a->kept);
         a->gx = calloc((size_t)n + 1, sizeof *a->gx);
+        if (dims_kv_later(d)) {
+            a->dk_acc = calloc((size_t)n + 1, sizeof *a->dk_acc);
+            a->dv_acc = calloc((size_t)n + 1, sizeof *a->dv_acc);
+        }
     }
-    if (!a || !a->blocks || !a->kept || !a->gx) {
+    if (!a || !a->blocks || !a->kept || !a->gx || (dims_kv_later(d) && (!a->dk_acc || !a->dv_acc))) {
         kern_set_error(m->k, "model_acts_create: out of host memory for chunk %d", chunk);
         model_acts_destroy(m, a);
         return NULL;
     }
     a->chunk = chunk;
+    a->d = *d;
     wp_arena ar = {0};
-    acts_plan_fwd(&m->L, chunk, &m->d, &ar, NULL);
+    acts_plan_fwd(&m->L, chunk, d, &ar, NULL);
     a->fwd_bytes = arena_size(&ar);
     a->fwd_mem = kern_alloc(m->k, a->fwd_bytes);
     if (!a->fwd_mem) {
@@ -134,7 +144,7 @@ wp_acts *model_acts_create(wp_model *m, int chunk) {
         return NULL;
     }
     ar = (wp_arena){.base = a->fwd_mem};
-    acts_plan_fwd(&m->L, chunk, &m->d, &ar, a);
+    acts_plan_fwd(&m->L, chunk, d, &ar, a);
     return a;
 }
 
@@ -152,12 +162,14 @@ void model_acts_destroy(wp_model *m, wp_acts *a) {
     free(a->blocks);
     free(a->kept);
     free(a->gx);
+    free(a->dk_acc);
+    free(a->dv_acc);
     free(a);
 }
 
 int acts_reserve_kept(wp_model *m, wp_acts *a) {
     wp_arena ar = {0};
-    acts_plan_kept(&m->L, a->chunk, &m->d, &ar, NULL);
+    acts_plan_kept(&m->L, a->chunk, &a->d, &ar, NULL);
     a->kept_bytes = arena_size(&ar);
     a->kept_mem = kern_alloc(m->k, a->kept_bytes);
     if (!a->kept_mem) {
@@ -165,7 +177,7 @@ int acts_reserve_kept(wp_model *m, wp_acts *a) {
         return -1;
     }
     ar = (wp_arena){.base = a->kept_mem};
-    acts_plan_kept(&m->L, a->chunk, &m->d, &ar, a);
+    acts_plan_kept(&m->L, a->chunk, &a->d, &ar, a);
     a->kept_valid = true;
     return 0;
 }

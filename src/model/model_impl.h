@@ -14,9 +14,15 @@ typedef struct {
     float eps, theta;
     wp_dtype cdt;      /* the backend's compute dtype */
     size_t ct;         /* bytes per element of it */
+    int pos0;          /* position of the first of the s tokens in its sequence (0 unless a segment) */
+    int seq_full;      /* whole sequence length; pos0 + s < seq_full: later segments follow */
 } wp_dims;
 
 wp_dims model_dims(const wp_model_cfg *cfg, wp_dtype compute);
+/* Sizes of the segment [t0, t1) of every sequence (Seq1F1B): s = t1 - t0, pos0 = t0. */
+wp_dims model_dims_segment(const wp_model_cfg *cfg, wp_dtype compute, int t0, int t1);
+/* Later segments read this segment's K/V and add gradients into it. */
+static inline bool dims_kv_later(const wp_dims *d) { return d->pos0 + d->s < d->seq_full; }
 
 /* One allocation cut into aligned pieces. With base == NULL it only measures, so that
  * model_acts_bytes and model_acts_create share one plan and cannot disagree. */
@@ -67,6 +73,7 @@ typedef struct {
 
 struct wp_acts {
     int chunk;
+    wp_dims d;                 /* sizes of what this state covers (a segment or the whole sequence) */
     wp_block_acts *blocks;     /* n_layers; with recompute only x is held between F and B */
     void *x_final;             /* last chunk: input of the final norm [T,h] */
     float *rstd_final;         /* [T] */
@@ -84,6 +91,14 @@ struct wp_acts {
     void *dlogits;             /* [T,V] */
     void *kept_mem;
     size_t kept_bytes;
+
+    /* Sequence segments (Seq1F1B, src/model/segment.c). prev is the same chunk's state of the
+     * segment ending at d.pos0 (NULL for the first). When later segments follow (dims_kv_later)
+     * each block keeps its K and V (even with recompute) and owns dK/dV accumulators that the
+     * later segments' B add into, so this segment's B must come after theirs (LIFO). */
+    wp_acts *prev;
+    void **dk_acc, **dv_acc;   /* n_layers, [T,kv] each; NULL without later segments */
+    bool later_awaits_b;       /* a later segment ran F but not yet its B */
 };
 
 struct wp_model {
@@ -100,6 +115,10 @@ struct wp_model {
     void *scratch_mem;
     void *s_head_dw;           /* [V,h] fp32, allocated on first use by a bf16 gradient */
     float *host_losses;        /* [T] host copy for the loss sum */
+    /* Segments: gathered K/V of a sequence prefix and their gradients, [b*seq, kv] each,
+     * allocated by the first segment that has a predecessor. */
+    void *seg_mem;
+    void *s_kv_k, *s_kv_v, *s_kv_dk, *s_kv_dv;
 };
 
 /* Where a tensor at element offset off of a chunk lives in its weights w (compute dtype) or
@@ -118,6 +137,16 @@ size_t model_acts_held_bytes(const wp_acts *a);
 /* Sticky-error and argument checks shared by the entry points; -1 with a kern error. */
 int model_entry_check(wp_model *m, int chunk, const wp_acts *a, const char *fn);
 
+/* A state of the sizes d (whole sequence or segment), its forward arena allocated (model.c). */
+wp_acts *acts_create(wp_model *m, int chunk, const wp_dims *d);
+
+/* Segment bookkeeping around the entry points (src/model/segment.c): F resets the
+ * accumulators and marks the predecessor as awaiting this B; B refuses to run while a later
+ * segment's B is pending, and clears the mark on its predecessor when done. */
+int seg_forward_begin(wp_model *m, wp_acts *a, const char *fn);
+int seg_backward_check(wp_model *m, const wp_acts *a, const char *fn);
+void seg_backward_end(wp_acts *a);
+
 /* The kept arena of a split backward: allocated by B, released by the W-pass (model.c). */
 int acts_reserve_kept(wp_model *m, wp_acts *a);
 void acts_release_kept(wp_model *m, wp_acts *a);
@@ -132,15 +161,34 @@ void head_backward(wp_model *m, const wp_chunk_map *cm, const void *w, wp_acts *
                    wp_dtype gt);
 void head_backward_weight(wp_model *m, const wp_chunk_map *cm, wp_acts *a, void *gw, wp_dtype gt);
 
-/* One block (src/model/block.c). w and gw point at the chunk's start; o gives the offsets.
+/* What one block's attention needs from the other segments of its sequences (Seq1F1B);
+ * NULL for a whole sequence. */
+typedef struct {
+    const wp_acts *prev;       /* the same chunk's state of the previous segment, or NULL */
+    int layer;                 /* block index in the chunk */
+    void *dk_acc, *dv_acc;     /* [T,kv]: dK/dV later segments added to this one's K/V, or NULL */
+    void *k, *v, *dk, *dv;     /* model scratch [b*seq, kv] for the gathered prefix (prev != NULL) */
+} wp_seg_kv;
+
+/* The segment context of layer i of a (NULL when a covers a whole sequence). */
+const wp_seg_kv *seg_kv_of(const wp_model *m, const wp_acts *a, int i, wp_seg_kv *buf);
+/* Attention of one block over its own and the earlier segments' K/V (src/model/segment.c).
+ * The backward writes G->dq, G->dk, G->dv of this segment (dK/dV including what later segments
+ * added) and adds the earlier segments' share of dK/dV into their accumulators. */
+void seg_attention_fwd(wp_kern *k, const wp_dims *d, const wp_block_acts *A, const wp_seg_kv *S);
+void seg_attention_bwd(wp_kern *k, const wp_dims *d, const wp_block_acts *A, const wp_block_grads *G,
+                       const wp_seg_kv *S);
+
+/* One block (src/model/block.c). w and gw point at the chunk's start; o gives the offsets;
+ * S links a segment to its sequence's other segments (NULL for a whole sequence).
  * F: out == NULL skips down_proj, for a recomputation that only needs what B reads. */
 void block_forward(wp_kern *k, const wp_dims *d, const void *w, const wp_block_offsets *o,
-                   const wp_block_acts *A, void *out);
+                   const wp_block_acts *A, const wp_seg_kv *S, void *out);
 /* B: from dx2 (gradient of the block output) to dx (of its input); G receives the output
  * gradients. With gw != NULL each weight gradient is added as soon as its dy exists (fused). */
 void block_backward(wp_kern *k, const wp_dims *d, const void *w, const wp_block_offsets *o,
-                    const wp_block_acts *A, const wp_block_grads *G, const void *dx2, void *dx,
-                    void *gw, wp_dtype gt);
+                    const wp_block_acts *A, const wp_seg_kv *S, const wp_block_grads *G, const void *dx2,
+                    void *dx, void *gw, wp_dtype gt);
 /* W-pass: the weight-gradient calls of block_backward, with the same operands. */
 void block_backward_weight(wp_kern *k, const wp_dims *d, const wp_block_offsets *o, const wp_block_acts *A,
                            const wp_block_grads *G, const void *dx2, void *gw, wp_dtype gt);
