@@ -37,6 +37,8 @@ typedef struct rt_entry {
     wp_request *sends[RT_MAX_SENDS];
     int n_sends;
     int n_deferred;      /* SENDs posted by the list but waiting for the data to arrive */
+    int recv_ev;                /* the receive's transfer event (--trace), -1 none */
+    int send_ev[RT_MAX_SENDS];  /* each pending send's transfer event, -1 none */
 } rt_entry;
 
 typedef struct rt_slot {

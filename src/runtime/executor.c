@@ -19,6 +19,7 @@ int rt_create(wp_rt **out, const rt_config *cfg, char *err, size_t errlen) {
     rt->ai = -1;
     rt->t_origin = cfg->t_origin > 0 ? cfg->t_origin : wp_now();
     pool_init(&rt->pool, rt->k, cfg->L);
+    pace_init(&rt->pace, cfg->L, cfg->s->nranks, cfg->device_tflops);
     const wp_layout *L = cfg->L;
     size_t T = tokens_per_mb(L), max_chunk = 0;
     for (int c = 0; c < L->cfg.n_chunks; c++)
@@ -53,13 +54,14 @@ void rt_destroy(wp_rt *rt) {
     free(rt->h_tok);
     free(rt->h_tgt);
     free(rt->ev);
+    free(rt->xev);
     free(rt);
 }
 
 wp_loss_scaler rt_scaler(const wp_rt *rt) { return rt->c.scaler; }
 
 void rt_op_times(const wp_rt *rt, double *sum_s, double *count) {
-    for (int op = 0; op < 4; op++)
+    for (int op = 0; op < WP_OP_COUNT; op++)
         for (int c = 0; c < WP_MAX_CHUNKS; c++) {
             sum_s[op * WP_MAX_CHUNKS + c] = rt->op_sum[op][c];
             count[op * WP_MAX_CHUNKS + c] = rt->op_n[op][c];
@@ -277,7 +279,9 @@ static int do_reduce(wp_rt *rt, char *err, size_t errlen) {
     ctl_set_status(rt->c.ctl, "step %lld action %d REDUCE: waiting for every rank", (long long)rt->step, rt->ai);
     double t0 = wp_now();
     if (ctl_allreduce(rt->c.ctl, CTL_SUM, v, C + 2, why, sizeof why)) return rt_fail(rt, err, errlen, "%s", why);
-    rt->wait_s += wp_now() - t0;
+    double t1 = wp_now();
+    rt->wait_s += t1 - t0;
+    rt_wait_event(rt, "REDUCE: every rank", t0, t1);
     rt->d = step_decide(grad_total_sumsq(v, C), rt->c.scaler.scale, rt->c.clip);
     rt->loss_sum = v[C];
     rt->tokens = (int64_t)v[C + 1];
@@ -311,7 +315,7 @@ static bool on_device(int op) {
 }
 
 static void record(wp_rt *rt, const wp_action *x, double t0, double t1) {
-    if (x->op <= WP_OP_BW && x->chunk >= 0 && x->chunk < WP_MAX_CHUNKS) {
+    if (x->chunk >= 0 && x->chunk < WP_MAX_CHUNKS) {
         rt->op_sum[x->op][x->chunk] += t1 - t0;
         rt->op_n[x->op][x->chunk] += 1;
     }
@@ -388,7 +392,9 @@ int exec_step(wp_rt *rt, int64_t step, double lr, rt_step_stats *st, char *err, 
         if (run_action(rt, x, err, errlen)) return 1;
         if (device) {
             kern_sync(rt->k); /* device actions finish before the next starts (ir.h) */
-            double t1 = wp_now(), waited = rt->wait_s - w0;
+            double waited = rt->wait_s - w0, budget = pace_min_s(&rt->pace, x->op, x->chunk);
+            if (budget > 0 && rt_pace_hold(rt, t0 + waited + budget, err, errlen)) return 1;
+            double t1 = wp_now();
             if (op_is_compute(x->op)) st->compute_s += t1 - t0 - waited;
             record(rt, x, t0 + waited, t1);
         }

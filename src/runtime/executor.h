@@ -38,6 +38,7 @@ typedef struct {
     wp_loss_scaler scaler;
     bool record;        /* keep compute events for a trace */
     double t_origin;    /* wp_now() that event times count from (0: rt_create's time) */
+    double device_tflops; /* > 0: each compute action lasts at least its FLOPs / this (pace.h) */
 } rt_config;
 
 typedef struct {
@@ -56,6 +57,22 @@ typedef struct {
     double t0, t1; /* seconds since cfg.t_origin */
 } rt_event;
 
+/* A transfer or a wait of the run (cfg.record). A send lasts from its post to the poll that saw
+ * it complete, a receive from its post to the poll that saw its data (polls run between
+ * actions, during paced holds and inside waits, so an end is late by at most the real work of
+ * one device action); a wait from blocking to waking. */
+typedef enum { RT_EV_SEND = 0, RT_EV_RECV, RT_EV_WAIT } rt_xfer_kind;
+
+typedef struct {
+    rt_xfer_kind kind;
+    wp_buf buf;      /* SEND, RECV: the buffer as named when posted */
+    int peer, channel;
+    size_t bytes;
+    int64_t step;
+    double t0, t1;   /* seconds since cfg.t_origin; t1 < t0: never completed */
+    char what[80];   /* WAIT: what the rank waited for */
+} rt_xfer_event;
+
 /* Returns 0, or 1 with a reason (out of memory). */
 int rt_create(wp_rt **out, const rt_config *cfg, char *err, size_t errlen);
 void rt_destroy(wp_rt *rt);
@@ -68,11 +85,17 @@ int rt_load_carry(wp_rt *rt, char *err, size_t errlen);
 int exec_step(wp_rt *rt, int64_t step, double lr, rt_step_stats *st, char *err, size_t errlen);
 
 wp_loss_scaler rt_scaler(const wp_rt *rt);
-/* Mean measured seconds of each compute op per chunk so far (0 where none ran on this rank);
- * op_s[op * WP_MAX_CHUNKS + c] for op F, B, W, BW. n[] the counts. */
+/* Measured seconds of each device op per chunk so far, summed, and how many ran:
+ * sum_s[op * WP_MAX_CHUNKS + c] and count[...] for every op < WP_OP_COUNT (zero for the ops that
+ * do not run on the device). Compute ops include their paced hold (pace.h). */
 void rt_op_times(const wp_rt *rt, double *sum_s, double *count);
 /* Recorded compute and optimizer actions (cfg.record). */
 const rt_event *rt_events(const wp_rt *rt, int *n);
+/* Pacing (cfg.device_tflops): compute actions paced so far, how many of them took longer than
+ * their budget for real (the machine is slower than the speed asked for), and by how much. */
+void rt_pace_overrun(const wp_rt *rt, int64_t *paced, int64_t *over, double *over_s);
+/* Recorded transfers and waits (cfg.record). */
+const rt_xfer_event *rt_xfer_events(const wp_rt *rt, int *n);
 /* Most buffers of each kind held at once so far. */
 void rt_peak_buffers(const wp_rt *rt, int peak[WP_BUF_KINDS]);
 

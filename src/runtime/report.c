@@ -9,6 +9,7 @@
 
 #include "ring/clock.h"
 #include "schedule/exec.h"
+#include "schedule/sim.h"
 
 static void progress_line(const train_job *j, int64_t step, double lr, const rt_step_stats *st, double elapsed,
                           double tok_s) {
@@ -55,28 +56,38 @@ void report_step(const train_job *j, int rank, int64_t step, double lr, const rt
     metrics_line(metrics, step, lr, st, tok_s);
 }
 
-/* The simulator on the same lists with this run's measured mean op times (links as --link-*):
- * the bubble it predicts for each rank in a steady step. */
-static int predict_bubble(train_job *j, const double *sum, const double *cnt, double *pred, char *err, size_t errlen) {
-    wp_costs costs;
-    memset(&costs, 0, sizeof costs);
-    for (int op = 0; op < 4; op++)
-        for (int c = 0; c < j->s.nchunks; c++) {
-            int i = op * WP_MAX_CHUNKS + c;
-            costs.op_s[op][c] = cnt[i] > 0 ? sum[i] / cnt[i] : 0;
+/* The costs the simulator needs to predict this run. Compute: with --device-tflops the layout's
+ * FLOPs at that speed (what `weipipe simulate` uses and what pacing enforces), else this run's
+ * measured mean per op and chunk. The memory-bound ops (LOAD, ZERO, ACC, UPDATE), which train
+ * does not pace, at their measured means. Links and the REDUCE's latency as --link-*. */
+static void run_costs(const train_job *j, const double *sum, const double *cnt, wp_costs *c) {
+    /* ring/transport.h paces every hop as --link-* when --ranks-per-node is 0; the simulator
+     * reads 0 as one node (--node-link-*): one rank per node says what the transport does. */
+    wp_machine m = {.flops = j->o.device_tflops * 1e12, .ranks_per_node = j->net.ranks_per_node > 0 ? j->net.ranks_per_node : 1,
+                    .link_bw = j->net.link_bandwidth, .link_lat = j->net.link_latency,
+                    .node_bw = j->net.node_link_bandwidth, .node_lat = j->net.node_link_latency};
+    bool paced = m.flops > 0;
+    if (!paced) m.flops = 1; /* compute times are replaced by the measured ones below */
+    costs_from_layout(c, &j->L, j->nranks, &m);
+    for (int op = 0; op < WP_OP_COUNT; op++)
+        for (int k = 0; k < j->s.nchunks; k++) {
+            if (paced && op_is_compute(op)) continue;
+            int i = op * WP_MAX_CHUNKS + k;
+            c->op_s[op][k] = cnt[i] > 0 ? sum[i] / cnt[i] : 0;
         }
-    costs.ranks_per_node = j->net.ranks_per_node;
-    costs.link_bw = j->net.link_bandwidth;
-    costs.link_lat = j->net.link_latency;
-    costs.node_bw = j->net.node_link_bandwidth;
-    costs.node_lat = j->net.node_link_latency;
+}
+
+/* The simulator on the same lists and costs: its steady step time and each rank's bubble. */
+static int predict(const train_job *j, const double *sum, const double *cnt, double *step_s, double *bubble,
+                   char *err, size_t errlen) {
+    wp_costs costs;
+    run_costs(j, sum, cnt, &costs);
     wp_sizes sz;
     sizes_from_layout(&sz, &j->L, j->s.split);
     wp_run run;
-    int rc = exec_run(&j->s, &sz, &costs, 2, false, &run, err, errlen);
-    if (rc) return 1;
-    double step = run.step_end[1] - run.step_end[0];
-    for (int r = 0; r < j->nranks; r++) pred[r] = step > 0 ? 1.0 - run.rank[r].busy / step : 0;
+    if (exec_run(&j->s, &sz, &costs, 2, false, &run, err, errlen)) return 1;
+    *step_s = run.step_end[1] - run.step_end[0];
+    for (int r = 0; r < j->nranks; r++) bubble[r] = *step_s > 0 ? 1.0 - run.rank[r].busy / *step_s : 0;
     run_free(&run);
     return 0;
 }
@@ -87,15 +98,51 @@ static uint64_t schedule_sent(const train_job *j, int r) {
     return s;
 }
 
-/* The measured actions in the simulator's trace format (schedule/draw_trace.c): process = rank,
- * track 0 = compute, names as action_text, the same args. */
+/* Tracks beyond the simulator's (compute, and 1 + channel for sends): receives and waits. */
+static int recv_track(int channel) { return 1 + WP_SCH_COUNT + channel; }
+enum { WAIT_TRACK = 1 + 2 * WP_SCH_COUNT };
+
+static void trace_tracks(wp_trace *t, int rank) {
+    char name[64];
+    snprintf(name, sizeof name, "rank %d", rank);
+    trace_process(t, rank, name);
+    trace_thread(t, rank, WP_TRACK_COMPUTE, "compute");
+    for (int ch = 0; ch < WP_SCH_COUNT; ch++) {
+        snprintf(name, sizeof name, "send %s", channel_name(ch));
+        trace_thread(t, rank, trace_track_of_channel(ch), name);
+        snprintf(name, sizeof name, "recv %s", channel_name(ch));
+        trace_thread(t, rank, recv_track(ch), name);
+    }
+    trace_thread(t, rank, WAIT_TRACK, "waits");
+}
+
+/* A transfer as the simulator names it ("W[3]@0 ->2"; receives "W[3]@0 <-1"), a wait by what
+ * it waited for. One that never completed (a failed run) is left out. */
+static void trace_xfer(wp_trace *t, int rank, const rt_xfer_event *x) {
+    char name[128], buf[48], args[160];
+    if (x->t1 < x->t0) return;
+    if (x->kind == RT_EV_WAIT) {
+        snprintf(args, sizeof args, "\"step\":%" PRId64, x->step);
+        trace_span(t, rank, WAIT_TRACK, x->what, "wait", x->t0, x->t1 - x->t0, args);
+        return;
+    }
+    bool send = x->kind == RT_EV_SEND;
+    snprintf(name, sizeof name, "%s %s%d", buf_name(x->buf, buf, sizeof buf), send ? "->" : "<-", x->peer);
+    snprintf(args, sizeof args, "\"bytes\":%zu,\"%s\":%d,\"step\":%" PRId64, x->bytes, send ? "dst" : "src", x->peer,
+             x->step);
+    int ch = x->channel < WP_SCH_COUNT ? x->channel : WP_SCH_COUNT - 1;
+    trace_span(t, rank, send ? trace_track_of_channel(ch) : recv_track(ch), name, channel_name(ch), x->t0,
+               x->t1 - x->t0, args);
+}
+
+/* The measured run in the simulator's trace format (schedule/draw_trace.c): process = rank,
+ * track 0 = compute with the action names and args, one track per channel for the sends; then
+ * what only a real run has: one track per channel for the receives, and the waits. */
 static void write_trace(train_job *j, int rank, wp_rt *rt) {
     int n;
     const rt_event *ev = rt_events(rt, &n);
     char name[96], args[160];
-    snprintf(name, sizeof name, "rank %d", rank);
-    trace_process(j->trace, rank, name);
-    trace_thread(j->trace, rank, WP_TRACK_COMPUTE, "compute");
+    trace_tracks(j->trace, rank);
     for (int i = 0; i < n; i++) {
         const wp_action *a = &ev[i].a;
         action_text(a, name, sizeof name);
@@ -104,16 +151,45 @@ static void write_trace(train_job *j, int rank, wp_rt *rt) {
         trace_span(j->trace, rank, WP_TRACK_COMPUTE, name, op_is_compute(a->op) ? "compute" : "optimizer", ev[i].t0,
                    ev[i].t1 - ev[i].t0, args);
     }
+    const rt_xfer_event *xe = rt_xfer_events(rt, &n);
+    for (int i = 0; i < n; i++) trace_xfer(j->trace, rank, &xe[i]);
+}
+
+/* Rank 0's table: measured bubble and step time beside the simulator's, bytes beside the
+ * validator's. v holds 3 values per rank (compute_s, step_s, payload sent), ops the op times. */
+static void print_summary(train_job *j, const train_totals *tot, const double *v, const double *ops, const double *pace) {
+    const int N = j->nranks;
+    double *pred = calloc((size_t)N, sizeof *pred);
+    double pred_step = NAN, meas_step = 0;
+    char why[512];
+    bool have_pred = pred && predict(j, ops, ops + WP_OP_COUNT * WP_MAX_CHUNKS, &pred_step, pred, why, sizeof why) == 0;
+    int64_t steady = tot->steady_steps;
+    for (int r = 0; r < N; r++) meas_step += steady > 0 ? v[3 * r + 1] / (double)steady / N : NAN;
+    fprintf(stderr, "\nstep time (steps after the first, mean over ranks): measured %.4g s, simulator %.4g s%s\n", meas_step,
+            have_pred ? pred_step : NAN, j->o.device_tflops > 0 ? " (paced compute)" : " (measured op times)");
+    fprintf(stderr, "rank  bubble measured  predicted  payload bytes/step measured  schedule\n");
+    for (int r = 0; r < N; r++) {
+        double meas = v[3 * r + 1] > 0 ? 1.0 - v[3 * r] / v[3 * r + 1] : NAN;
+        double sent = tot->steps > 0 ? v[3 * r + 2] / (double)tot->steps : 0;
+        fprintf(stderr, "%4d  %15.3f  %9.3f  %27.0f  %8" PRIu64 "\n", r, meas, have_pred ? pred[r] : NAN, sent,
+                schedule_sent(j, r));
+    }
+    if (!have_pred) fprintf(stderr, "(no prediction: %s)\n", pred ? why : "out of memory");
+    if (pace[1] > 0)
+        fprintf(stderr, "pacing: %.0f of %.0f compute actions took longer than FLOPs / --device-tflops for real (%.3g s in all): "
+                        "a lower --device-tflops makes the run follow the simulator\n", pace[1], pace[0], pace[2]);
+    free(pred);
 }
 
 int report_final(train_job *j, int rank, wp_control *ctl, wp_transport *t, wp_rt *rt, const train_totals *tot,
                  char *err, size_t errlen) {
     const int N = j->nranks;
+    const size_t nops = (size_t)WP_OP_COUNT * WP_MAX_CHUNKS;
     if (j->trace) write_trace(j, rank, rt);
     if (ctl_barrier(ctl, err, errlen)) return 1; /* every transfer of the run has completed */
-    if (3 * N > CTL_MAX_VALUES || 8 * WP_MAX_CHUNKS > CTL_MAX_VALUES) return 0;
+    if (3 * N > CTL_MAX_VALUES || (int)nops > CTL_MAX_VALUES) return 0;
     double *v = calloc((size_t)3 * N, sizeof *v);
-    double *ops = calloc(8 * WP_MAX_CHUNKS, sizeof *ops);
+    double *ops = calloc(2 * nops, sizeof *ops);
     if (!v || !ops) {
         free(v), free(ops);
         return 0; /* the summary is optional; training succeeded */
@@ -123,22 +199,17 @@ int report_final(train_job *j, int rank, wp_control *ctl, wp_transport *t, wp_rt
     v[3 * rank] = tot->compute_s;
     v[3 * rank + 1] = tot->step_s;
     v[3 * rank + 2] = (double)(now.payload_sent - (tot->have_start ? tot->start.payload_sent : 0) - tot->eval_sent);
-    rt_op_times(rt, ops, ops + 4 * WP_MAX_CHUNKS);
+    rt_op_times(rt, ops, ops + nops);
+    double pace[3];
+    int64_t paced, over;
+    rt_pace_overrun(rt, &paced, &over, &pace[2]);
+    pace[0] = (double)paced;
+    pace[1] = (double)over;
     int rc = ctl_allreduce(ctl, CTL_SUM, v, 3 * N, err, errlen);
-    if (!rc) rc = ctl_allreduce(ctl, CTL_SUM, ops, 8 * WP_MAX_CHUNKS, err, errlen);
-    if (!rc && rank == 0 && !j->o.quiet) {
-        double *pred = calloc((size_t)N, sizeof *pred);
-        char why[512];
-        bool have_pred = pred && predict_bubble(j, ops, ops + 4 * WP_MAX_CHUNKS, pred, why, sizeof why) == 0;
-        fprintf(stderr, "\nrank  bubble measured  predicted  payload bytes/step measured  schedule\n");
-        for (int r = 0; r < N; r++) {
-            double meas = v[3 * r + 1] > 0 ? 1.0 - v[3 * r] / v[3 * r + 1] : NAN;
-            double sent = tot->steps > 0 ? v[3 * r + 2] / (double)tot->steps : 0;
-            fprintf(stderr, "%4d  %15.3f  %9.3f  %27.0f  %8" PRIu64 "\n", r, meas, have_pred ? pred[r] : NAN, sent,
-                    schedule_sent(j, r));
-        }
-        free(pred);
-    }
+    if (!rc) rc = ctl_allreduce(ctl, CTL_SUM, ops, (int)nops, err, errlen);
+    if (!rc) rc = ctl_allreduce(ctl, CTL_SUM, ops + nops, (int)nops, err, errlen);
+    if (!rc) rc = ctl_allreduce(ctl, CTL_SUM, pace, 3, err, errlen);
+    if (!rc && rank == 0 && !j->o.quiet) print_summary(j, tot, v, ops, pace);
     free(v);
     free(ops);
     return rc;

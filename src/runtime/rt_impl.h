@@ -4,6 +4,7 @@
 
 #include "bufpool.h"
 #include "executor.h"
+#include "pace.h"
 
 /* Activation state of one (chunk, mb), with the token ids it reads in its backward. */
 typedef struct {
@@ -39,11 +40,16 @@ struct wp_rt {
     wp_step_decision d;
     double lr;
     double wait_s;
+    rt_pace pace;           /* --device-tflops: least duration of each compute action */
+    int64_t paced_n, over_n; /* compute actions paced, and those whose real work outlasted the budget */
+    double over_s;          /* by how much, in all */
     /* measurements */
     double t_origin;
-    double op_sum[4][WP_MAX_CHUNKS], op_n[4][WP_MAX_CHUNKS];
+    double op_sum[WP_OP_COUNT][WP_MAX_CHUNKS], op_n[WP_OP_COUNT][WP_MAX_CHUNKS];
     int n_ev, cap_ev;
     rt_event *ev;
+    int n_xev, cap_xev;
+    rt_xfer_event *xev;
 };
 
 /* xfer.c */
@@ -54,6 +60,13 @@ int rt_progress(wp_rt *rt, char *err, size_t errlen);
 int rt_wait(wp_rt *rt, rt_entry *e, bool writable, char *err, size_t errlen);
 /* Wait until no SEND is queued (before REDUCE: a relay must not wait behind a collective). */
 int rt_drain_deferred(wp_rt *rt, char *err, size_t errlen);
+/* events.c (cfg.record; otherwise they do nothing and return -1): a transfer posted now, its
+ * end, and a wait of [t0, t1] (wp_now() times). */
+int rt_xfer_begin(wp_rt *rt, rt_xfer_kind kind, const rt_entry *e, int peer, int channel);
+void rt_xfer_end(wp_rt *rt, int ev);
+void rt_wait_event(wp_rt *rt, const char *what, double t0, double t1);
+/* pace.c: until the monotonic time `until`, wait as an idle device (transfers keep moving). */
+int rt_pace_hold(wp_rt *rt, double until, char *err, size_t errlen);
 int rt_send(wp_rt *rt, const wp_action *a, char *err, size_t errlen);
 int rt_recv(wp_rt *rt, const wp_action *a, char *err, size_t errlen);
 

@@ -115,6 +115,7 @@ static int check_flags(train_job *j, char *err, size_t errlen) {
     if (o->save_every < 0 || o->keep_last < 0) return fail(err, errlen, 2, "--save-every/--keep-last: must be 0 or more");
     if (o->save_every > 0 && !o->save[0]) return fail(err, errlen, 2, "--save-every: needs --save DIR");
     if (o->resume[0] && o->init_from[0]) return fail(err, errlen, 2, "--resume and --init-from: give one of them");
+    if (!(o->device_tflops >= 0)) return fail(err, errlen, 2, "--device-tflops: %g must be 0 (unpaced) or more", o->device_tflops);
     if (o->eval_every < 0 || o->eval_batches < 1) return fail(err, errlen, 2, "--eval-every/--eval-batches: must be 0+ and 1+");
     j->nranks = (int)o->nranks;
     j->nmb = o->num_microbatches ? (int)o->num_microbatches : j->nranks;
@@ -228,7 +229,8 @@ static int open_rank(rank_state *r, int device, char *err, size_t errlen) {
     rt_config rc_cfg = {.rank = r->rank, .s = &r->j->s, .L = &r->j->L, .m = r->m, .o = r->o,
                         .t = r->j->nranks > 1 ? r->t : NULL, .ctl = r->ctl, .data = r->data,
                         .timeout = r->j->o.timeout, .clip = r->j->o.clip_grad, .scaler = scaler,
-                        .record = r->j->o.trace[0] != 0, .t_origin = r->j->t_origin};
+                        .record = r->j->o.trace[0] != 0, .t_origin = r->j->t_origin,
+                        .device_tflops = r->j->o.device_tflops};
     if (rt_create(&r->rt, &rc_cfg, err, errlen)) return 1;
     if (r->rank == 0 && r->j->o.metrics[0]) {
         r->metrics = fopen(r->j->o.metrics, "a");

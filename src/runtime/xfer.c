@@ -27,9 +27,19 @@ int rt_fail(wp_rt *rt, char *err, size_t errlen, const char *fmt, ...) {
     return 1;
 }
 
-static void drop_send(rt_entry *e, int i) {
-    e->sends[i] = e->sends[--e->n_sends];
+/* Send i of e completed: its event ends, the last pending send takes its place. */
+static void drop_send(wp_rt *rt, rt_entry *e, int i) {
+    rt_xfer_end(rt, e->send_ev[i]);
+    e->n_sends--;
+    e->sends[i] = e->sends[e->n_sends];
+    e->send_ev[i] = e->send_ev[e->n_sends];
     e->sends[e->n_sends] = NULL;
+}
+
+static void recv_done(wp_rt *rt, rt_entry *e) {
+    rt_xfer_end(rt, e->recv_ev);
+    e->arrived = true;
+    pool_touch(e);
 }
 
 static int poll_entry(wp_rt *rt, rt_entry *e, char *err, size_t errlen) {
@@ -37,14 +47,11 @@ static int poll_entry(wp_rt *rt, rt_entry *e, char *err, size_t errlen) {
     bool done;
     if (e->recv) {
         if (tp_test(&e->recv, &done, why, sizeof why)) return rt_fail(rt, err, errlen, "%s", why);
-        if (done) {
-            e->arrived = true;
-            pool_touch(e);
-        }
+        if (done) recv_done(rt, e);
     }
     for (int i = e->n_sends - 1; i >= 0; i--) {
         if (tp_test(&e->sends[i], &done, why, sizeof why)) return rt_fail(rt, err, errlen, "%s", why);
-        if (done) drop_send(e, i);
+        if (done) drop_send(rt, e, i);
     }
     return 0;
 }
@@ -57,6 +64,7 @@ static int post_send(wp_rt *rt, rt_entry *e, int peer, int channel, char *err, s
     buf_name(e->name, label, sizeof label);
     if (tp_post_send(rt->c.t, peer, channel, e->data, e->bytes, label, &e->sends[e->n_sends], why, sizeof why))
         return rt_fail(rt, err, errlen, "%s", why);
+    e->send_ev[e->n_sends] = rt_xfer_begin(rt, RT_EV_SEND, e, peer, channel);
     e->n_sends++;
     e->n_deferred--;
     return 0;
@@ -129,14 +137,13 @@ static int collect(wp_rt *rt, req_set *rs) {
     return 0;
 }
 
-static void completed(req_set *rs, int i) {
+static void completed(wp_rt *rt, req_set *rs, int i) {
     rt_entry *e = rs->owner[i];
     if (rs->slot[i] < 0) {
         e->recv = NULL;
-        e->arrived = true;
-        pool_touch(e);
+        recv_done(rt, e);
     } else {
-        drop_send(e, rs->slot[i]);
+        drop_send(rt, e, rs->slot[i]);
     }
 }
 
@@ -168,8 +175,10 @@ static int wait_one(wp_rt *rt, const char *what, char *err, size_t errlen) {
         if (tp_wait_any(rs.req, rs.n, rt->c.timeout, &idx, why, sizeof why))
             rc = rt_fail(rt, err, errlen, "while waiting for %s: %s", what, why);
         else if (idx >= 0)
-            completed(&rs, idx);
-        rt->wait_s += wp_now() - t0;
+            completed(rt, &rs, idx);
+        double t1 = wp_now();
+        rt->wait_s += t1 - t0;
+        rt_wait_event(rt, what, t0, t1);
     }
     free(rs.req), free(rs.owner), free(rs.slot);
     return rc;
@@ -228,5 +237,6 @@ int rt_recv(wp_rt *rt, const wp_action *a, char *err, size_t errlen) {
     e->src = a->peer;
     if (tp_post_recv(rt->c.t, a->peer, a->channel, e->data, e->bytes, name, &e->recv, why, sizeof why))
         return rt_fail(rt, err, errlen, "%s", why);
+    e->recv_ev = rt_xfer_begin(rt, RT_EV_RECV, e, a->peer, a->channel);
     return 0;
 }

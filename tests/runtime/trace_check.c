@@ -1,0 +1,205 @@
+/* Checks a `weipipe train --trace` file against the lists the run executed.
+ *
+ * usage: trace_check TRACE train ARGS...   (ARGS: the run's own flags, so that the checker builds
+ * the same layout and schedule). TRACE is rank 0's file; over tcp ranks R > 0 wrote TRACE.rank-R,
+ * which are read too when present. Checks, for every rank:
+ *   - every file parses as JSON (jansson) with a traceEvents array of complete events;
+ *   - the compute track holds every device action of the list once per step, by name (F(2,5),
+ *     UPDATE(3), ...), and nothing else;
+ *   - each channel's send track holds every SEND of the list once per step, each channel's
+ *     receive track every RECV, and their "bytes" add up to the lists' bytes times the steps;
+ *   - every span has a non-negative duration; a wait track exists;
+ *   - with --device-tflops X, every F/B/W/BW span lasts at least its FLOPs / X (pacing is a
+ *     lower bound, so this holds however loaded the machine is).
+ * Exit 0 and one summary line, or 1 naming the first difference. */
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "model/layout.h"
+#include "schedule/schedule.h"
+#include "schedule/sim.h"
+
+#define MAX_RANKS 16
+#define MAX_NAMES 4096
+
+static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int fail(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    printf("FAIL: ");
+    vprintf(fmt, ap);
+    printf("\n");
+    va_end(ap);
+    return 1;
+}
+
+/* Expected counts per (rank, name) on the compute track, and per (rank, channel) of transfers. */
+typedef struct {
+    int n;
+    char name[MAX_NAMES][32];
+    int rank[MAX_NAMES];
+    long want[MAX_NAMES], got[MAX_NAMES];
+    double min_s[MAX_NAMES];
+} name_counts;
+
+static int slot(name_counts *nc, int rank, const char *name) {
+    for (int i = 0; i < nc->n; i++)
+        if (nc->rank[i] == rank && strcmp(nc->name[i], name) == 0) return i;
+    if (nc->n == MAX_NAMES) return -1;
+    snprintf(nc->name[nc->n], sizeof nc->name[0], "%s", name);
+    nc->rank[nc->n] = rank;
+    nc->want[nc->n] = nc->got[nc->n] = 0;
+    nc->min_s[nc->n] = 0;
+    return nc->n++;
+}
+
+typedef struct {
+    long sends[MAX_RANKS][WP_SCH_COUNT], recvs[MAX_RANKS][WP_SCH_COUNT];
+    double sent_bytes[MAX_RANKS], recv_bytes[MAX_RANKS];
+    bool wait_track[MAX_RANKS];
+} xfer_counts;
+
+static bool on_device(int op) {
+    return op_is_compute(op) || op == WP_OP_LOAD || op == WP_OP_ZERO || op == WP_OP_ACC || op == WP_OP_UPDATE;
+}
+
+static void expect(const wp_schedule *s, const wp_layout *L, const wp_costs *pace, long steps, name_counts *nc,
+                   xfer_counts *want) {
+    char text[96];
+    for (int r = 0; r < s->nranks; r++) {
+        const wp_rank_prog *p = &s->rank[r];
+        for (int i = 0; i < p->n; i++) {
+            const wp_action *a = &p->a[i];
+            if (on_device(a->op)) {
+                int k = slot(nc, r, action_text(a, text, sizeof text));
+                if (k < 0) continue;
+                nc->want[k] += steps;
+                if (pace && op_is_compute(a->op)) nc->min_s[k] = pace->op_s[a->op][a->chunk];
+            } else if (a->op == WP_OP_SEND) {
+                want->sends[r][a->channel] += steps;
+                want->sent_bytes[r] += (double)buf_bytes(L, a->buf) * (double)steps;
+            } else if (a->op == WP_OP_RECV) {
+                want->recvs[r][a->channel] += steps;
+                want->recv_bytes[r] += (double)buf_bytes(L, a->buf) * (double)steps;
+            }
+        }
+    }
+}
+
+/* One span of rank r's file. Returns 0 or 1 (printed). */
+static int take_span(json_t *ev, name_counts *nc, xfer_counts *got) {
+    const char *ph = json_string_value(json_object_get(ev, "ph"));
+    int pid = (int)json_integer_value(json_object_get(ev, "pid"));
+    int tid = (int)json_integer_value(json_object_get(ev, "tid"));
+    if (!ph || pid < 0 || pid >= MAX_RANKS) return fail("event with ph %s pid %d tid %d", ph ? ph : "?", pid, tid);
+    if (strcmp(ph, "M") == 0) {
+        const char *nm = json_string_value(json_object_get(json_object_get(ev, "args"), "name"));
+        if (nm && strcmp(nm, "waits") == 0) got->wait_track[pid] = true;
+        return 0;
+    }
+    const char *name = json_string_value(json_object_get(ev, "name"));
+    double dur = json_number_value(json_object_get(ev, "dur")) * 1e-6;
+    if (strcmp(ph, "X") != 0 || !name || !(dur >= 0)) return fail("span '%s' of rank %d on track %d malformed", name ? name : "?", pid, tid);
+    if (tid == 0) {
+        int k = slot(nc, pid, name);
+        if (k < 0 || nc->want[k] == 0) return fail("compute track of rank %d holds '%s', not in its list", pid, name);
+        nc->got[k]++;
+        /* a span is written in microseconds with 3 decimals: allow that rounding */
+        if (dur + 2e-9 < nc->min_s[k])
+            return fail("'%s' of rank %d lasted %.9f s, less than its paced budget %.9f s", name, pid, dur, nc->min_s[k]);
+        return 0;
+    }
+    double bytes = json_number_value(json_object_get(json_object_get(ev, "args"), "bytes"));
+    if (tid >= 1 && tid < 1 + WP_SCH_COUNT) {
+        got->sends[pid][tid - 1]++;
+        got->sent_bytes[pid] += bytes;
+    } else if (tid >= 1 + WP_SCH_COUNT && tid < 1 + 2 * WP_SCH_COUNT) {
+        got->recvs[pid][tid - 1 - WP_SCH_COUNT]++;
+        got->recv_bytes[pid] += bytes;
+    }
+    return 0;
+}
+
+static int read_file(const char *path, name_counts *nc, xfer_counts *got) {
+    json_error_t je;
+    json_t *root = json_load_file(path, 0, &je);
+    if (!root) return fail("%s does not parse: line %d: %s", path, je.line, je.text);
+    json_t *evs = json_object_get(root, "traceEvents");
+    int rc = json_is_array(evs) ? 0 : fail("%s has no traceEvents array", path);
+    size_t i;
+    json_t *ev;
+    json_array_foreach(evs, i, ev) {
+        if (rc) break;
+        rc = take_span(ev, nc, got);
+    }
+    json_decref(root);
+    return rc;
+}
+
+static int compare(const wp_schedule *s, const name_counts *nc, const xfer_counts *want, const xfer_counts *got) {
+    for (int i = 0; i < nc->n; i++)
+        if (nc->got[i] != nc->want[i])
+            return fail("rank %d's compute track holds '%s' %ld times, its list %ld times", nc->rank[i], nc->name[i], nc->got[i], nc->want[i]);
+    for (int r = 0; r < s->nranks; r++) {
+        for (int ch = 0; ch < WP_SCH_COUNT; ch++) {
+            if (got->sends[r][ch] != want->sends[r][ch])
+                return fail("rank %d %s: %ld send spans, its list %ld", r, channel_name(ch), got->sends[r][ch], want->sends[r][ch]);
+            if (got->recvs[r][ch] != want->recvs[r][ch])
+                return fail("rank %d %s: %ld receive spans, its list %ld", r, channel_name(ch), got->recvs[r][ch], want->recvs[r][ch]);
+        }
+        if (got->sent_bytes[r] != want->sent_bytes[r] || got->recv_bytes[r] != want->recv_bytes[r])
+            return fail("rank %d: traced bytes sent %.0f received %.0f, its list %.0f and %.0f", r, got->sent_bytes[r],
+                        got->recv_bytes[r], want->sent_bytes[r], want->recv_bytes[r]);
+        if (s->nranks > 1 && !got->wait_track[r]) return fail("rank %d has no wait track", r);
+    }
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3) {
+        fprintf(stderr, "usage: trace_check TRACE train ARGS...\n");
+        return 2;
+    }
+    static wp_opts o;
+    char err[512];
+    if (cli_parse(argc - 2, argv + 2, &o, err, sizeof err)) return fprintf(stderr, "%s\n", err), 2;
+    int N = (int)o.nranks, M = o.num_microbatches ? (int)o.num_microbatches : N;
+    wp_model_cfg cfg;
+    wp_layout L;
+    wp_strategy st;
+    wp_schedule s;
+    if (N > MAX_RANKS || model_cfg_from_opts(&o, N, &cfg, err, sizeof err) || layout_build(&cfg, &L, err, sizeof err) ||
+        strategy_parse(o.strategy, &st) || schedule_generate(st, N, M, cfg.n_chunks, NULL, &s, err, sizeof err))
+        return fprintf(stderr, "cannot build the run's schedule: %s\n", err), 2;
+    wp_costs pace;
+    wp_machine m = {.flops = o.device_tflops * 1e12};
+    if (o.device_tflops > 0) costs_from_layout(&pace, &L, N, &m);
+    static name_counts nc;
+    static xfer_counts want, got;
+    expect(&s, &L, o.device_tflops > 0 ? &pace : NULL, (long)o.steps, &nc, &want);
+    int rc = read_file(argv[1], &nc, &got);
+    for (int r = 1; r < N && !rc; r++) {
+        char path[600];
+        snprintf(path, sizeof path, "%s.rank-%d", argv[1], r);
+        FILE *f = fopen(path, "r");
+        if (!f) continue; /* threads: one file holds every rank */
+        fclose(f);
+        rc = read_file(path, &nc, &got);
+    }
+    if (!rc) rc = compare(&s, &nc, &want, &got);
+    long spans = 0, xfers = 0;
+    for (int i = 0; i < nc.n; i++) spans += nc.got[i];
+    for (int r = 0; r < N; r++)
+        for (int ch = 0; ch < WP_SCH_COUNT; ch++) xfers += got.sends[r][ch] + got.recvs[r][ch];
+    if (!rc)
+        printf("trace %s: %s on %d ranks, %ld device spans and %ld transfer spans, as the lists say%s\n", argv[1], o.strategy,
+               N, spans, xfers, o.device_tflops > 0 ? "; every compute span at least its paced budget" : "");
+    sched_free(&s);
+    layout_free(&L);
+    return rc;
+}
