@@ -51,6 +51,18 @@ typedef struct wp_kern_ops {
     void (*adamw)(wp_kern *k, float *master, float *m, float *v, const float *grad, float grad_scale,
                   void *w_out, wp_dtype wtype, size_t n, float lr, float beta1, float beta2, float eps,
                   float weight_decay, float bc1, float bc2);
+    /* streams.h; NULL in a backend whose calls complete before they return (the CPU): the
+     * dispatcher then treats events as complete and copies synchronously */
+    void *(*event_create)(wp_kern *k);
+    void (*event_destroy)(wp_kern *k, void *ev);
+    void (*event_record)(wp_kern *k, void *ev);
+    bool (*event_done)(wp_kern *k, void *ev);
+    void (*event_wait)(wp_kern *k, void *ev);
+    void *(*host_alloc)(wp_kern *k, size_t bytes);
+    void (*host_free)(wp_kern *k, void *p);
+    void (*to_device_async)(wp_kern *k, void *dst, const void *src, size_t bytes);
+    void (*to_host_async)(wp_kern *k, void *dst, const void *src, size_t bytes);
+    int (*device)(const wp_kern *k);
 } wp_kern_ops;
 
 struct wp_kern {

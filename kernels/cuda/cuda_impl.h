@@ -105,6 +105,18 @@ void cu_adamw(wp_kern *k, float *master, float *m, float *v, const float *grad, 
               wp_dtype wtype, size_t n, float lr, float beta1, float beta2, float eps, float weight_decay,
               float bc1, float bc2);
 
+/* ---- streams.h (events.c) ---- */
+void *cu_event_create(wp_kern *k);
+void cu_event_destroy(wp_kern *k, void *ev);
+void cu_event_record(wp_kern *k, void *ev);
+bool cu_event_done(wp_kern *k, void *ev);
+void cu_event_wait(wp_kern *k, void *ev);
+void *cu_host_alloc(wp_kern *k, size_t bytes);
+void cu_host_free(wp_kern *k, void *p);
+void cu_to_device_async(wp_kern *k, void *dst, const void *src, size_t bytes);
+void cu_to_host_async(wp_kern *k, void *dst, const void *src, size_t bytes);
+int cu_device(const wp_kern *k);
+
 /* ---- helpers shared between files ---- */
 /* C[i] = round(acc[i] + beta * C[i]) for an m x n row-major C (row stride ldc) in ctype, where
  * acc is a dense fp32 [m, n]: the GEMM's path for output dtypes cuBLAS cannot write. */

@@ -1,0 +1,70 @@
+/* CUDA backend: events, pinned host memory and async copies (kernels/streams.h). A transfer
+ * context is a sibling with its own stream; events let it and the compute stream wait for
+ * each other on the device while the host keeps going. */
+#include <string.h>
+
+#include "cuda_impl.h"
+
+void *cu_event_create(wp_kern *k) {
+    if (!cu_ctx(k)) return NULL;
+    cudaEvent_t e = NULL;
+    /* Timing off: such events are cheaper to record and to query. */
+    if (CU_CHECK(k, cudaEventCreateWithFlags(&e, cudaEventDisableTiming))) return NULL;
+    return e;
+}
+
+void cu_event_destroy(wp_kern *k, void *ev) {
+    if (!cu_ctx(k)) return;
+    CU_CHECK(k, cudaEventDestroy((cudaEvent_t)ev));
+}
+
+void cu_event_record(wp_kern *k, void *ev) {
+    wp_cuda *c = cu_ctx(k);
+    if (!c) return;
+    CU_CHECK(k, cudaEventRecord((cudaEvent_t)ev, c->stream));
+}
+
+bool cu_event_done(wp_kern *k, void *ev) {
+    if (!cu_ctx(k)) return false;
+    cudaError_t e = cudaEventQuery((cudaEvent_t)ev);
+    if (e == cudaErrorNotReady) {
+        (void)cudaGetLastError(); /* "not ready" is an answer, not an error to keep */
+        return false;
+    }
+    return CU_CHECK(k, e) == 0;
+}
+
+void cu_event_wait(wp_kern *k, void *ev) {
+    wp_cuda *c = cu_ctx(k);
+    if (!c) return;
+    CU_CHECK(k, cudaStreamWaitEvent(c->stream, (cudaEvent_t)ev, 0));
+}
+
+void *cu_host_alloc(wp_kern *k, size_t bytes) {
+    if (!cu_ctx(k)) return NULL;
+    void *p = NULL;
+    /* Portable: any context of the process (a rank's compute and transfer siblings, other
+     * ranks' threads on the local transport) may copy from it asynchronously. */
+    if (CU_CHECK(k, cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable))) return NULL;
+    memset(p, 0, bytes);
+    return p;
+}
+
+void cu_host_free(wp_kern *k, void *p) {
+    if (!cu_ctx(k)) return;
+    CU_CHECK(k, cudaFreeHost(p));
+}
+
+void cu_to_device_async(wp_kern *k, void *dst, const void *src, size_t bytes) {
+    wp_cuda *c = cu_ctx(k);
+    if (!c) return;
+    CU_CHECK(k, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->stream));
+}
+
+void cu_to_host_async(wp_kern *k, void *dst, const void *src, size_t bytes) {
+    wp_cuda *c = cu_ctx(k);
+    if (!c) return;
+    CU_CHECK(k, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->stream));
+}
+
+int cu_device(const wp_kern *k) { return ((const wp_cuda *)k->impl)->device; }

@@ -1,0 +1,97 @@
+/* streams.h for every backend: argument checks and the sticky error, then the backend's op,
+ * or the synchronous meaning where the backend has none (the CPU: every call has completed
+ * when it returns, so an event is complete the moment it is recorded). */
+#include "streams.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "backend.h"
+
+/* The CPU's events carry no state: one shared, never-freed token stands for all of them. */
+static char sync_event_token;
+
+static bool live(wp_kern *k) { return k && !k->error[0]; }
+
+wp_kern *kern_create_sibling(wp_kern *k, char *err, size_t errlen) {
+    if (!k) {
+        snprintf(err, errlen, "kern_create_sibling: NULL context");
+        return NULL;
+    }
+    wp_kern_opts opts = {.kind = k->kind, .compute = k->compute, .threads = 1, .device = kern_device(k)};
+    return kern_create(&opts, err, errlen);
+}
+
+int kern_device(const wp_kern *k) { return k && k->ops->device ? k->ops->device(k) : 0; }
+
+wp_kern_event *kern_event_create(wp_kern *k) {
+    if (!live(k)) return NULL;
+    if (!k->ops->event_create) return (wp_kern_event *)&sync_event_token;
+    return k->ops->event_create(k);
+}
+
+void kern_event_destroy(wp_kern *k, wp_kern_event *e) {
+    if (!k || !e || (void *)e == (void *)&sync_event_token) return;
+    if (k->ops->event_destroy) k->ops->event_destroy(k, e);
+}
+
+void kern_event_record(wp_kern *k, wp_kern_event *e) {
+    if (!live(k)) return;
+    if (!e) {
+        kern_set_error(k, "kern_event_record: event is NULL");
+        return;
+    }
+    if (k->ops->event_record) k->ops->event_record(k, e);
+}
+
+bool kern_event_done(wp_kern *k, wp_kern_event *e) {
+    if (!live(k)) return false;
+    if (!e) {
+        kern_set_error(k, "kern_event_done: event is NULL");
+        return false;
+    }
+    return k->ops->event_done ? k->ops->event_done(k, e) : true;
+}
+
+void kern_event_wait(wp_kern *k, wp_kern_event *e) {
+    if (!live(k)) return;
+    if (!e) {
+        kern_set_error(k, "kern_event_wait: event is NULL");
+        return;
+    }
+    if (k->ops->event_wait) k->ops->event_wait(k, e);
+}
+
+void *kern_host_alloc(wp_kern *k, size_t bytes) {
+    if (!live(k)) return NULL;
+    if (k->ops->host_alloc) return k->ops->host_alloc(k, bytes);
+    void *p = calloc(1, bytes ? bytes : 1);
+    if (!p) kern_set_error(k, "kern_host_alloc: out of memory for %zu bytes", bytes);
+    return p;
+}
+
+void kern_host_free(wp_kern *k, void *p) {
+    if (!k || !p) return;
+    if (k->ops->host_free) k->ops->host_free(k, p);
+    else free(p);
+}
+
+void kern_to_device_async(wp_kern *k, void *dst, const void *host_src, size_t bytes) {
+    if (!live(k) || bytes == 0) return;
+    if (!dst || !host_src) {
+        kern_set_error(k, "kern_to_device_async: %s is NULL", dst ? "host_src" : "dst");
+        return;
+    }
+    if (k->ops->to_device_async) k->ops->to_device_async(k, dst, host_src, bytes);
+    else k->ops->to_device(k, dst, host_src, bytes);
+}
+
+void kern_to_host_async(wp_kern *k, void *host_dst, const void *src, size_t bytes) {
+    if (!live(k) || bytes == 0) return;
+    if (!host_dst || !src) {
+        kern_set_error(k, "kern_to_host_async: %s is NULL", host_dst ? "src" : "host_dst");
+        return;
+    }
+    if (k->ops->to_host_async) k->ops->to_host_async(k, host_dst, src, bytes);
+    else k->ops->to_host(k, host_dst, src, bytes);
+}
