@@ -7,6 +7,7 @@
 #include "commands.h"
 #include "io/stop.h"
 #include "log.h"
+#include "mpi_boot.h"
 #include "ring/bootstrap.h"
 #include "ring/launch.h"
 #include "ring/local.h"
@@ -45,6 +46,7 @@ static int run_single(train_job *j, char *err, size_t errlen) {
 /* A rank of a launched job: rendezvous over tcp, train, and on failure abort the job. */
 static int run_tcp_rank(train_job *j, char *err, size_t errlen) {
     wp_boot_info bi;
+    if (mpi_boot_env(err, errlen)) return 1;
     int rc = boot_from_environ(&bi, err, errlen);
     if (rc) return 2;
     if (bi.world != j->nranks)
