@@ -24,24 +24,27 @@ int pipe_shape_from_opts(const wp_opts *o, wp_pipe_shape *p, char *err, size_t e
     p->nranks = (int)o->nranks;
     p->nmb = (int)m;
     p->gen.wzb2_owner_last = strcmp(o->wzb2_owner, "last") == 0;
+    p->gen.i1f1b_breadth_first = strcmp(o->i1f1b_order, "breadth-first") == 0;
     return 0;
 }
 
-int layout_from_opts(const wp_opts *o, int nranks, wp_layout *L, bool *raised, char *err, size_t errlen) {
+int layout_from_opts(const wp_opts *o, int nranks, int default_chunks, wp_layout *L, bool *raised, char *err,
+                     size_t errlen) {
     wp_model_cfg cfg;
     *raised = false;
-    int rc = model_cfg_from_opts(o, nranks, &cfg, err, errlen);
-    int64_t chunks = o->num_chunks ? o->num_chunks : nranks;
+    wp_opts *copy = malloc(sizeof *copy);
+    if (!copy) return bad(err, errlen, "out of memory");
+    *copy = *o;
+    if (!o->num_chunks && !o->chunk_layers[0]) copy->num_chunks = default_chunks;
+    int rc = model_cfg_from_opts(copy, nranks, &cfg, err, errlen);
+    int64_t chunks = copy->num_chunks;
     bool model_default = !o->set[FLAG_num_layers] && !o->chunk_layers[0];
     if (rc == 2 && model_default && chunks > o->num_layers && chunks <= WP_MAX_CHUNKS) {
-        wp_opts *copy = malloc(sizeof *copy);
-        if (!copy) return bad(err, errlen, "out of memory");
-        *copy = *o;
         copy->num_layers = chunks;
         rc = model_cfg_from_opts(copy, nranks, &cfg, err, errlen);
-        free(copy);
         *raised = rc == 0;
     }
+    free(copy);
     if (rc) return rc;
     return layout_build(&cfg, L, err, errlen) ? 2 : 0;
 }

@@ -142,14 +142,14 @@ int cmd_schedule(const wp_opts *o) {
         return 2;
     }
     if (strategy_parse(o->strategy, &st) != 0) {
-        wp_error("--strategy: '%s' draws one strategy at a time: 1f1b, weipipe-naive, weipipe-interleave, wzb1 or wzb2 "
-                 "(all is for simulate)", o->strategy);
+        wp_error("--strategy: '%s' draws one strategy at a time (all is for simulate)", o->strategy);
         return 2;
     }
     wp_pipe_shape ps;
     wp_layout L;
     bool raised;
-    if (pipe_shape_from_opts(o, &ps, err, sizeof err) || layout_from_opts(o, ps.nranks, &L, &raised, err, sizeof err)) {
+    int chunks = strategy_default_chunks(st, (int)o->nranks);
+    if (pipe_shape_from_opts(o, &ps, err, sizeof err) || layout_from_opts(o, ps.nranks, chunks, &L, &raised, err, sizeof err)) {
         wp_error("%s", err);
         return 2;
     }

@@ -101,7 +101,7 @@ static void print_json(const row *rows, int n, double base, const wp_pipe_shape 
     printf("]}\n");
 }
 
-/* One strategy: generate, simulate, and (with a trace) draw. 0, or the exit code. */
+/* One strategy on the layout L: generate, simulate, and (with a trace) draw. 0, or the exit code. */
 static int one(row *r, const wp_pipe_shape *ps, const wp_layout *L, const wp_costs *c, wp_trace *t, int idx) {
     char err[1024];
     wp_schedule s;
@@ -140,6 +140,27 @@ static int one(row *r, const wp_pipe_shape *ps, const wp_layout *L, const wp_cos
     return rc ? 1 : 0;
 }
 
+/* A strategy whose default chunk count differs from the shared layout's (interleaved-1f1b: 2N
+ * when --num-chunks is not given) runs on a layout of its own, with costs of its own. */
+static int one_own_layout(row *r, const wp_opts *o, const wp_pipe_shape *ps, const wp_machine *m, wp_trace *t, int idx) {
+    char err[1024];
+    wp_layout L;
+    bool raised;
+    if (layout_from_opts(o, ps->nranks, strategy_default_chunks(r->st, ps->nranks), &L, &raised, err, sizeof err)) {
+        snprintf(r->note, sizeof r->note, "not simulated: %s", err);
+        return 2;
+    }
+    wp_costs c;
+    costs_from_layout(&c, &L, ps->nranks, m);
+    int rc = one(r, ps, &L, &c, t, idx);
+    layout_free(&L);
+    return rc;
+}
+
+static bool needs_own_layout(const wp_opts *o, wp_strategy st, int nranks, const wp_layout *L) {
+    return !o->num_chunks && !o->chunk_layers[0] && strategy_default_chunks(st, nranks) != L->cfg.n_chunks;
+}
+
 static int simulate_all(const wp_opts *o, const wp_pipe_shape *ps, const wp_layout *L, const wp_machine *m, wp_format fmt) {
     char err[1024];
     bool all = strcmp(o->strategy, "all") == 0;
@@ -155,7 +176,9 @@ static int simulate_all(const wp_opts *o, const wp_pipe_shape *ps, const wp_layo
     for (int i = 0; i < WP_STRAT_COUNT && !rc; i++) {
         rows[i] = (row){.st = (wp_strategy)i, .shown = all || strcmp(o->strategy, strategy_name((wp_strategy)i)) == 0};
         if (!rows[i].shown && i != WP_STRAT_1F1B) continue;
-        rc = one(&rows[i], ps, L, &c, rows[i].shown ? t : NULL, i);
+        wp_trace *ti = rows[i].shown ? t : NULL;
+        if (needs_own_layout(o, rows[i].st, ps->nranks, L)) rc = one_own_layout(&rows[i], o, ps, m, ti, i);
+        else rc = one(&rows[i], ps, L, &c, ti, i);
         if (rc == 2 && (all || !rows[i].shown)) rc = 0; /* a row that cannot be laid out says why */
         else if (rc == 2) wp_error("%s", rows[i].note + strlen("not simulated: "));
     }
@@ -195,7 +218,7 @@ int cmd_simulate(const wp_opts *o) {
         wp_error("--device-tflops: simulate needs the speed of one rank in TFLOP/s (e.g. 312 for an A800 in fp16)");
         return 2;
     }
-    if (layout_from_opts(o, ps.nranks, &L, &raised, err, sizeof err)) {
+    if (layout_from_opts(o, ps.nranks, ps.nranks, &L, &raised, err, sizeof err)) {
         wp_error("%s", err);
         return 2;
     }

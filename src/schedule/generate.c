@@ -12,6 +12,30 @@ static int bad(char *err, size_t errlen, const char *fmt, ...) {
     return 2;
 }
 
+/* Strategies that pass activations and run every micro-batch on every rank: any M. */
+static bool activation_passing(wp_strategy s) {
+    return s == WP_STRAT_1F1B || s == WP_STRAT_GPIPE || s == WP_STRAT_ZBH1 || s == WP_STRAT_ZBH2;
+}
+
+/* C = vN; M is checked with the loop order (check_order). */
+static int check_interleaved(int nranks, int nchunks, char *err, size_t errlen) {
+    if (nchunks < nranks || nchunks % nranks != 0 || nchunks > WP_MAX_CHUNKS)
+        return bad(err, errlen, "--num-chunks: interleaved-1f1b needs a multiple of --nranks %d (v chunks per rank, e.g. "
+                   "%d), not %d", nranks, 2 * nranks, nchunks);
+    return 0;
+}
+
+/* Depth-first interleaving walks the chunks in groups of N micro-batches (Megatron's rule). */
+static int check_order(wp_strategy s, int nranks, int nmb, const wp_gen_opts *opt, char *err, size_t errlen) {
+    if (s != WP_STRAT_I1F1B || opt->i1f1b_breadth_first || nmb % nranks == 0) return 0;
+    int lo = nmb / nranks * nranks;
+    if (lo == 0) lo = nranks;
+    return bad(err, errlen, "--num-microbatches: interleaved-1f1b depth-first needs a multiple of --nranks %d (e.g. %d or "
+               "%d), not %d; --i1f1b-order breadth-first takes any", nranks, lo, lo + nranks, nmb);
+}
+
+int strategy_default_chunks(wp_strategy s, int nranks) { return s == WP_STRAT_I1F1B ? 2 * nranks : nranks; }
+
 int schedule_check_shape(wp_strategy s, int nranks, int nmb, int nchunks, char *err, size_t errlen) {
     const int max_ranks = WP_MAX_CHUNKS, max_mb = 1 << 16;
     if (s >= WP_STRAT_COUNT) return bad(err, errlen, "--strategy: unknown strategy");
@@ -19,10 +43,12 @@ int schedule_check_shape(wp_strategy s, int nranks, int nmb, int nchunks, char *
         return bad(err, errlen, "--nranks: %d is not between 1 and %d", nranks, max_ranks);
     if (nmb < 1 || nmb > max_mb)
         return bad(err, errlen, "--num-microbatches: %d is not between 1 and %d", nmb, max_mb);
+    if (s == WP_STRAT_I1F1B) return check_interleaved(nranks, nchunks, err, errlen);
     if (nchunks != nranks)
         return bad(err, errlen, "--num-chunks: %s needs one chunk per rank (%d), not %d", strategy_name(s), nranks,
                    nchunks);
-    if (s != WP_STRAT_1F1B && nmb % nranks != 0) {
+    if (activation_passing(s)) return 0;
+    if (nmb % nranks != 0) {
         int lo = nmb / nranks * nranks;
         if (lo == 0) lo = nranks;
         return bad(err, errlen, "--num-microbatches: %s needs a multiple of --nranks %d (e.g. %d or %d), not %d",
@@ -33,20 +59,25 @@ int schedule_check_shape(wp_strategy s, int nranks, int nmb, int nchunks, char *
 
 int schedule_generate(wp_strategy s, int nranks, int nmb, int nchunks, const wp_gen_opts *opt, wp_schedule *out,
                       char *err, size_t errlen) {
+    wp_gen_opts defaults = {0};
+    if (!opt) opt = &defaults;
     int rc = schedule_check_shape(s, nranks, nmb, nchunks, err, errlen);
+    if (!rc) rc = check_order(s, nranks, nmb, opt, err, errlen);
     if (rc) return rc;
     if (sched_init(out, s, nranks, nmb, nchunks) != 0) {
         snprintf(err, errlen, "schedule: out of memory");
         return 1;
     }
-    wp_gen_opts defaults = {0};
-    if (!opt) opt = &defaults;
     switch (s) {
     case WP_STRAT_1F1B: rc = gen_1f1b(out, err, errlen); break;
     case WP_STRAT_NAIVE: rc = gen_naive(out, err, errlen); break;
     case WP_STRAT_INTERLEAVE: rc = gen_interleave(out, err, errlen); break;
     case WP_STRAT_WZB1: rc = gen_wzb1(out, err, errlen); break;
     case WP_STRAT_WZB2: rc = gen_wzb2(out, opt, err, errlen); break;
+    case WP_STRAT_GPIPE: rc = gen_gpipe(out, err, errlen); break;
+    case WP_STRAT_I1F1B: rc = gen_i1f1b(out, opt, err, errlen); break;
+    case WP_STRAT_ZBH1: rc = gen_zbh1(out, err, errlen); break;
+    case WP_STRAT_ZBH2: rc = gen_zbh2(out, err, errlen); break;
     default: rc = bad(err, errlen, "--strategy: unknown strategy"); break;
     }
     if (rc) sched_free(out);

@@ -76,6 +76,10 @@ typedef enum {
     WP_STRAT_INTERLEAVE,
     WP_STRAT_WZB1,
     WP_STRAT_WZB2,
+    WP_STRAT_GPIPE,   /* the activation-passing baselines of issue 8 (act_build.h) */
+    WP_STRAT_I1F1B,
+    WP_STRAT_ZBH1,
+    WP_STRAT_ZBH2,
     WP_STRAT_COUNT
 } wp_strategy;
 

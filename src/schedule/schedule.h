@@ -2,12 +2,16 @@
  *
  * Accepted shapes (anything else is bad input, return code 2 with a one-line reason):
  *   - N >= 1 ranks, M >= 1 micro-batches per step.
- *   - C = N chunks (one per rank) for every strategy: the stream layouts below are built for
- *     one chunk per ring position; finer chunking (C = kN) would need a second lap per turn.
- *   - 1f1b: any M. weipipe-*, wzb*: M a multiple of N (each rank runs M/N whole micro-batches,
- *     as in the authors' code).
+ *   - C = N chunks (one per rank) for every strategy but interleaved-1f1b: the stream layouts
+ *     below are built for one chunk per ring position; finer chunking (C = kN) would need a second
+ *     lap per turn. interleaved-1f1b: C = vN, v >= 1 chunks per rank (v = 1 is plain 1F1B).
+ *   - 1f1b, gpipe, zb-h1, zb-h2: any M (activation passing: a rank runs every micro-batch).
+ *     interleaved-1f1b: any M breadth-first; depth-first M a multiple of N (Megatron's groups of
+ *     N micro-batches per chunk). weipipe-*, wzb*: M a multiple of N (each rank runs M/N whole
+ *     micro-batches, as in the authors' code).
  * Ownership (owner[c]: fp32 master, AdamW state and the fp32 gradient accumulator):
- *   - 1f1b: rank c owns chunk c (weights never move).
+ *   - 1f1b, gpipe, interleaved-1f1b, zb-h1, zb-h2: rank c mod N owns chunk c (weights never
+ *     move; act_build.h).
  *   - weipipe-naive, weipipe-interleave, wzb1: owner[c] = (N - c) mod N, the rank that holds
  *     chunk c in the forward stream at turn 0, so a step starts without a transfer.
  *   - wzb2: the same spread by default, or every chunk on rank N-1 (the paper's) with
@@ -19,6 +23,7 @@
 
 typedef struct {
     bool wzb2_owner_last; /* wzb2: the last rank owns, updates and stages every chunk */
+    bool i1f1b_breadth_first; /* interleaved-1f1b: breadth-first loop order (else depth-first) */
 } wp_gen_opts;
 
 /* Fill *out (caller frees with sched_free on success). Returns 0; 2 for bad input (err says what
@@ -35,5 +40,13 @@ int gen_naive(wp_schedule *s, char *err, size_t errlen);
 int gen_interleave(wp_schedule *s, char *err, size_t errlen);
 int gen_wzb1(wp_schedule *s, char *err, size_t errlen);
 int gen_wzb2(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen);
+int gen_gpipe(wp_schedule *s, char *err, size_t errlen);
+int gen_i1f1b(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen);
+int gen_zbh1(wp_schedule *s, char *err, size_t errlen);
+int gen_zbh2(wp_schedule *s, char *err, size_t errlen);
+
+/* Chunks a strategy uses when --num-chunks is 0: two per rank for interleaved-1f1b (v = 2, the
+ * smallest interleaving), one per rank for the others. */
+int strategy_default_chunks(wp_strategy s, int nranks);
 
 #endif

@@ -23,11 +23,19 @@ expect() { # expect CODE ARGS...: exit code CODE; for 1 and 2 exactly one stderr
 
 json_ok() { python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$1" 2>/dev/null; }
 
+# every strategy the --strategy flag offers (its help lists them between braces), but 'all'
+strategies=$("$wp" simulate --help | sed -n 's/^ *--strategy *{\([^}]*\)}.*/\1/p' | tr '|' ' ' | sed 's/ all//')
+n_strategies=$(echo $strategies | wc -w)
+[ "$n_strategies" -ge 9 ] || fail "--strategy help lists $n_strategies strategies: '$strategies'"
+
 # valid lists
-for s in 1f1b weipipe-naive weipipe-interleave wzb1 wzb2; do
+for s in $strategies; do
     expect 0 schedule --strategy $s --nranks 3 --num-microbatches 6
     grep -q '^valid:' "$tmp/out" || fail "schedule $s: no 'valid:' line"
 done
+expect 0 schedule --strategy interleaved-1f1b --i1f1b-order breadth-first --nranks 3 --num-microbatches 5 --num-chunks 9
+grep -q '^valid:' "$tmp/out" || fail "interleaved-1f1b breadth-first: no 'valid:' line"
+grep -q 'owns 0,3,6' "$tmp/out" || fail "interleaved-1f1b v=3: rank 0 does not own chunks 0, 3 and 6" 
 expect 0 schedule --strategy wzb2 --wzb2-owner last --nranks 4 --num-microbatches 4
 grep -q 'starts holding .*W\[3\]@0' "$tmp/out" || fail "wzb2 --wzb2-owner last: rank 3 does not stage W[3]"
 
@@ -47,6 +55,11 @@ expect 2 schedule --strategy weipipe-interleave --nranks 4 --num-microbatches 6
 grep -q 'multiple of --nranks 4' "$tmp/err" || fail "M not a multiple: '$(cat "$tmp/err")'"
 expect 2 schedule --strategy wzb1 --nranks 4 --num-layers 8 --num-chunks 3
 grep -q 'one chunk per rank' "$tmp/err" || fail "bad chunk count: '$(cat "$tmp/err")'"
+expect 2 schedule --strategy interleaved-1f1b --nranks 4 --num-layers 8 --num-chunks 6
+grep -q 'multiple of --nranks 4' "$tmp/err" || fail "interleaved C not vN: '$(cat "$tmp/err")'"
+expect 2 schedule --strategy interleaved-1f1b --nranks 4 --num-microbatches 6
+grep -q 'breadth-first takes any' "$tmp/err" || fail "interleaved depth-first M: '$(cat "$tmp/err")'"
+expect 2 schedule --strategy interleaved-1f1b --i1f1b-order sideways --nranks 2
 expect 2 schedule --strategy 1f1b --nranks 4 --num-layers 2
 expect 2 simulate --strategy all --config "$root/configs/tiny.ini" --nranks 2
 expect 2 simulate --strategy wzb1 --config "$root/configs/tiny.ini" --nranks 4 --num-microbatches 6 --device-tflops 1
@@ -64,11 +77,14 @@ json_ok "$tmp/out" || fail "schedule --format json is not JSON"
 
 expect 0 simulate --strategy all --config "$root/configs/tiny.ini" --nranks 2 --num-microbatches 4 --device-tflops 1 \
     --link-bandwidth 1Gbit --link-latency 10us --trace "$tmp/s.json"
-n=$(grep -c -E '^(1f1b|weipipe-naive|weipipe-interleave|wzb1|wzb2) ' "$tmp/out")
-[ "$n" -eq 5 ] || fail "simulate all: $n strategy rows, want 5"
+n=0
+for s in $strategies; do
+    grep -q "^$s .*x\$" "$tmp/out" && n=$((n + 1))
+done
+[ "$n" -eq "$n_strategies" ] || fail "simulate all: $n strategy rows with a result, want $n_strategies"
 json_ok "$tmp/s.json" || fail "simulate --trace is not JSON"
 expect 0 simulate --strategy all --config "$root/configs/tiny.ini" --nranks 2 --device-tflops 1 --format csv
-[ "$(wc -l <"$tmp/out")" -eq 6 ] || fail "simulate csv: $(wc -l <"$tmp/out") lines, want 6"
+[ "$(wc -l <"$tmp/out")" -eq $((n_strategies + 1)) ] || fail "simulate csv: $(wc -l <"$tmp/out") lines, want $((n_strategies + 1))"
 expect 0 simulate --strategy wzb2 --config "$root/configs/tiny.ini" --nranks 4 --device-tflops 1 --format json
 json_ok "$tmp/out" || fail "simulate --format json is not JSON"
 "$wp" simulate --help | grep -q 'Gbit' || fail "simulate --help does not say which bandwidth units"
