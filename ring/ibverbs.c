@@ -1,0 +1,443 @@
+/* The ibverbs transport: peers, connection exchange, the progress thread (see ibverbs.h). */
+#include "ibverbs.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bootstrap.h"
+#include "cli/cli.h"
+
+#define IBV_OOB_CHANNEL 0
+#define IBV_POLL_BATCH 64
+#define IBV_IDLE_WAIT_S 0.05     /* sleep while idle; timeouts are checked at least this often */
+#define IBV_EXCHANGE_WAIT_S 0.001 /* poll the out-of-band exchange this often while it runs */
+
+/* IDLE -> EXCHANGING (our info sent, theirs awaited) -> READYING (queue pair connected and
+ * receives posted; "ready" sent, theirs awaited) -> UP (writes may flow). */
+enum { PEER_IDLE = 0, PEER_EXCHANGING, PEER_READYING, PEER_UP };
+
+typedef struct ibv_peer {
+    int state;
+    ibp_link link;
+    uint8_t *info;                  /* ours, theirs (IBP_INFO_BYTES each), our ready, theirs */
+    wp_request *oob_send, *oob_recv; /* the exchange over the out-of-band transport */
+    bool posted;                    /* both are posted */
+} ibv_peer;
+
+typedef struct ibv_tp {
+    wp_transport base;
+    wp_sync sync;
+    tp_fail fail;
+    const ib_ops *ops;
+    ib_dev *dev;
+    ibp_cfg pcfg;
+    double connect_timeout;
+    wp_transport *oob;
+    pthread_mutex_t oob_mu; /* serialises calls into oob (its contract: one driving thread) */
+    ibv_peer *peers;
+    int nexchanging;
+    pthread_t thread;
+    bool thread_started, stop, oob_told;
+    tp_queue self_sends[WP_MAX_CHANNELS], self_recvs[WP_MAX_CHANNELS];
+    char desc[320];
+} ibv_tp;
+
+static ibv_tp *ibv_of(wp_transport *t) { return (ibv_tp *)t; }
+
+static void peer_name(wp_transport *t, int peer, char *buf, size_t buflen) {
+    tp_peer_name(ibv_of(t)->oob, peer, buf, buflen);
+}
+
+/* ---- connecting: exchange the link info over the out-of-band transport ---- */
+
+/* Create the link and post the exchange. Unlocked on entry. */
+static int start_exchange(ibv_tp *T, int peer, char *err, size_t errlen) {
+    ibv_peer *P = &T->peers[peer];
+    pthread_mutex_lock(&T->sync.mu);
+    bool start = P->state == PEER_IDLE && !T->fail.failed;
+    int rc = 0;
+    if (start) {
+        P->info = calloc(1, 2 * IBP_INFO_BYTES + 2);
+        if (!P->info) {
+            snprintf(err, errlen, "rank %d: out of memory connecting to rank %d", T->base.rank, peer);
+            rc = -1;
+        } else if (ibp_link_init(&P->link, &T->base, T->ops, T->dev, peer, &T->pcfg, err, errlen) != 0) {
+            rc = -1;
+        }
+        if (rc == 0) {
+            ibp_info_encode(&P->link, P->info);
+            P->state = PEER_EXCHANGING;
+            T->nexchanging++;
+        } else {
+            tp_fail_locked(&T->base, -1, "%s", err);
+        }
+    }
+    pthread_mutex_unlock(&T->sync.mu);
+    if (!start || rc != 0) return rc;
+    wp_request *s = NULL, *r = NULL;
+    char why[400];
+    pthread_mutex_lock(&T->oob_mu);
+    int orc = tp_post_send(T->oob, peer, IBV_OOB_CHANNEL, P->info, IBP_INFO_BYTES, "RDMA connection info", &s, why,
+                           sizeof why);
+    if (orc == 0)
+        orc = tp_post_recv(T->oob, peer, IBV_OOB_CHANNEL, P->info + IBP_INFO_BYTES, IBP_INFO_BYTES,
+                           "RDMA connection info", &r, why, sizeof why);
+    pthread_mutex_unlock(&T->oob_mu);
+    pthread_mutex_lock(&T->sync.mu);
+    P->oob_send = s;
+    P->oob_recv = r;
+    P->posted = orc == 0;
+    if (orc != 0) {
+        snprintf(err, errlen, "rank %d cannot exchange RDMA connection info with rank %d: %s", T->base.rank, peer, why);
+        tp_fail_locked(&T->base, peer, "could not exchange RDMA connection info: %s", why);
+    }
+    T->base.stats.overhead_sent += IBP_INFO_BYTES;
+    pthread_mutex_unlock(&T->sync.mu);
+    T->ops->wake(T->dev);
+    return orc == 0 ? 0 : -1;
+}
+
+static int await_up(ibv_tp *T, int peer, char *err, size_t errlen) {
+    ibv_peer *P = &T->peers[peer];
+    double deadline = wp_now() + T->connect_timeout;
+    int rc = 0;
+    pthread_mutex_lock(&T->sync.mu);
+    while (P->state != PEER_UP && !T->fail.failed && wp_now() < deadline) wp_sync_wait_until(&T->sync, deadline);
+    if (T->fail.failed) {
+        snprintf(err, errlen, "rank %d: transport failed while connecting to rank %d: %s", T->base.rank, peer,
+                 T->fail.what);
+        rc = -1;
+    } else if (P->state != PEER_UP) {
+        snprintf(err, errlen, "rank %d: rank %d did not connect by RDMA within %g s", T->base.rank, peer,
+                 T->connect_timeout);
+        tp_fail_locked(&T->base, peer, "did not connect by RDMA within %g s", T->connect_timeout);
+        rc = -1;
+    }
+    pthread_mutex_unlock(&T->sync.mu);
+    return rc;
+}
+
+static int ibv_connect(wp_transport *t, int peer, bool wait, char *err, size_t errlen) {
+    ibv_tp *T = ibv_of(t);
+    if (start_exchange(T, peer, err, errlen) != 0) return -1;
+    return wait ? await_up(T, peer, err, errlen) : 0;
+}
+
+/* Post the "ready" message after our queue pair is connected (sync held; dropped around the
+ * out-of-band calls, whose lock the caller holds). */
+static int post_ready(ibv_tp *T, ibv_peer *P, int peer, char *why, size_t whylen) {
+    uint8_t *mine = P->info + 2 * IBP_INFO_BYTES;
+    wp_request *s = NULL, *r = NULL;
+    *mine = 1;
+    pthread_mutex_unlock(&T->sync.mu);
+    int rc = tp_post_send(T->oob, peer, IBV_OOB_CHANNEL, mine, 1, "RDMA ready", &s, why, whylen);
+    if (rc == 0) rc = tp_post_recv(T->oob, peer, IBV_OOB_CHANNEL, mine + 1, 1, "RDMA ready", &r, why, whylen);
+    pthread_mutex_lock(&T->sync.mu);
+    P->oob_send = s;
+    P->oob_recv = r;
+    return rc;
+}
+
+/* Both out-of-band messages of the current phase arrived: connect, or start. */
+static void phase_done(ibv_tp *T, ibv_peer *P, int peer) {
+    char why[400];
+    if (P->state == PEER_EXCHANGING) {
+        T->base.stats.overhead_recv += IBP_INFO_BYTES;
+        if (ibp_link_connect(&P->link, P->info + IBP_INFO_BYTES, why, sizeof why) != 0) {
+            tp_fail_locked(&T->base, peer, "%s", why);
+            return;
+        }
+        P->state = PEER_READYING;
+        if (post_ready(T, P, peer, why, sizeof why) != 0)
+            tp_fail_locked(&T->base, peer, "could not exchange RDMA ready messages: %s", why);
+        return;
+    }
+    P->state = PEER_UP;
+    T->nexchanging--;
+    ibp_link_start(&P->link);
+    pthread_cond_broadcast(&T->sync.cv);
+}
+
+/* The progress thread's turn at the exchanges (sync held on entry and exit; dropped while
+ * the out-of-band transport is asked, never waited for: a busy oob lock means next turn). */
+static void exchange_step(ibv_tp *T) {
+    if (pthread_mutex_trylock(&T->oob_mu) != 0) return;
+    for (int p = 0; p < T->base.world && !T->fail.failed; p++) {
+        ibv_peer *P = &T->peers[p];
+        if ((P->state != PEER_EXCHANGING && P->state != PEER_READYING) || !P->posted) continue;
+        wp_request *s = P->oob_send, *r = P->oob_recv;
+        pthread_mutex_unlock(&T->sync.mu);
+        bool sdone = true, rdone = true;
+        char why[400] = "";
+        int rc = tp_test(&s, &sdone, why, sizeof why);
+        if (rc == 0) rc = tp_test(&r, &rdone, why, sizeof why);
+        pthread_mutex_lock(&T->sync.mu);
+        P->oob_send = s;
+        P->oob_recv = r;
+        /* No deadline here: a peer may post to us long after we posted to it. Waits are
+         * bounded where someone waits: tp_connect (connect timeout) and the silence clock of
+         * every request queued meanwhile. */
+        if (rc != 0) tp_fail_locked(&T->base, p, "could not exchange RDMA connection info: %s", why);
+        else if (sdone && rdone) phase_done(T, P, p);
+    }
+    pthread_mutex_unlock(&T->oob_mu);
+}
+
+/* ---- the progress thread ---- */
+
+/* Pass our failure to the out-of-band transport (its peers learn it), or take its failure. */
+static void oob_sync_failure(ibv_tp *T) {
+    char why[600];
+    if (T->fail.failed) {
+        if (T->oob_told) return;
+        T->oob_told = true;
+        if (T->fail.peer >= 0) {
+            char name[128];
+            peer_name(&T->base, T->fail.peer, name, sizeof name);
+            snprintf(why, sizeof why, "rank %d: %s %s", T->base.rank, name, T->fail.what);
+        } else {
+            snprintf(why, sizeof why, "rank %d: %s", T->base.rank, T->fail.what);
+        }
+        pthread_mutex_unlock(&T->sync.mu);
+        pthread_mutex_lock(&T->oob_mu);
+        tp_abort(T->oob, why);
+        pthread_mutex_unlock(&T->oob_mu);
+        pthread_mutex_lock(&T->sync.mu);
+        return;
+    }
+    pthread_mutex_unlock(&T->sync.mu);
+    bool oob_failed = tp_failed(T->oob, why, sizeof why);
+    pthread_mutex_lock(&T->sync.mu);
+    if (oob_failed) {
+        T->oob_told = true;
+        tp_fail_locked(&T->base, -1, "%s", why);
+    }
+}
+
+static int poll_once(ibv_tp *T) {
+    ib_wc wc[IBV_POLL_BATCH];
+    char why[256];
+    int n = T->ops->poll_cq(T->dev, wc, IBV_POLL_BATCH, why, sizeof why);
+    if (n < 0) {
+        tp_fail_locked(&T->base, -1, "rank %d: polling the RDMA completion queue failed: %s", T->base.rank, why);
+        return 0;
+    }
+    for (int i = 0; i < n; i++) ibp_on_wc(wc[i].qp_ctx, &wc[i]);
+    return n;
+}
+
+static void check_timeouts(ibv_tp *T) {
+    double now = wp_now();
+    for (int p = 0; p < T->base.world; p++)
+        if (T->peers[p].state == PEER_UP) ibp_check_timeouts(&T->peers[p].link, now);
+}
+
+static void *progress_main(void *arg) {
+    ibv_tp *T = arg;
+    double last_check = wp_now();
+    pthread_mutex_lock(&T->sync.mu);
+    while (!T->stop) {
+        int n = poll_once(T);
+        if (T->nexchanging > 0) exchange_step(T);
+        if (T->fail.failed && !T->oob_told) oob_sync_failure(T);
+        if (wp_now() - last_check >= IBV_IDLE_WAIT_S) {
+            check_timeouts(T);
+            oob_sync_failure(T);
+            last_check = wp_now();
+        }
+        if (n > 0 || T->stop) continue;
+        double idle = T->nexchanging > 0 ? IBV_EXCHANGE_WAIT_S : IBV_IDLE_WAIT_S;
+        pthread_mutex_unlock(&T->sync.mu);
+        T->ops->wait(T->dev, idle);
+        pthread_mutex_lock(&T->sync.mu);
+    }
+    pthread_mutex_unlock(&T->sync.mu);
+    return NULL;
+}
+
+/* ---- posting ---- */
+
+/* Sends and receives to this very rank: matched and copied at once. */
+static void post_self(ibv_tp *T, wp_request *r) {
+    int c = r->channel;
+    tp_queue_push(r->kind == TP_SEND ? &T->self_sends[c] : &T->self_recvs[c], r);
+    while (T->self_sends[c].head && T->self_recvs[c].head) {
+        wp_request *s = tp_queue_pop(&T->self_sends[c]), *q = tp_queue_pop(&T->self_recvs[c]);
+        if (s->bytes != q->bytes) {
+            tp_fail_locked(&T->base, -1, "rank %d sends %s (%zu bytes) on channel %d to itself but expects %s (%zu bytes)",
+                           T->base.rank, s->label, s->bytes, c, q->label, q->bytes);
+            return;
+        }
+        if (s->bytes) memcpy(q->buf, s->buf, s->bytes);
+        tp_progress_locked(s, s->bytes);
+        tp_progress_locked(q, q->bytes);
+        tp_complete_locked(s);
+        tp_complete_locked(q);
+    }
+}
+
+static int ibv_post(wp_transport *t, wp_request *r, char *err, size_t errlen) {
+    ibv_tp *T = ibv_of(t);
+    if (r->peer == t->rank) {
+        post_self(T, r);
+        return 0;
+    }
+    ibv_peer *P = &T->peers[r->peer];
+    if (P->state == PEER_IDLE) {
+        snprintf(err, errlen, "rank %d posted %s to rank %d before connecting to it", t->rank, r->label, r->peer);
+        return -1;
+    }
+    ibp_post(&P->link, r); /* to a peer gone meanwhile: taken from what it left, or failed */
+    return 0;
+}
+
+static void ibv_failed(wp_transport *t) {
+    ibv_tp *T = ibv_of(t);
+    T->ops->wake(T->dev);
+}
+
+/* ---- closing and creation ---- */
+
+static void ibv_close(wp_transport *t) {
+    ibv_tp *T = ibv_of(t);
+    pthread_mutex_lock(&T->sync.mu);
+    T->stop = true;
+    pthread_mutex_unlock(&T->sync.mu);
+    if (T->thread_started) {
+        T->ops->wake(T->dev);
+        pthread_join(T->thread, NULL);
+    }
+    /* A failure the progress thread had no turn to pass on yet. */
+    pthread_mutex_lock(&T->sync.mu);
+    if (T->fail.failed && !T->oob_told) oob_sync_failure(T);
+    pthread_mutex_unlock(&T->sync.mu);
+    for (int p = 0; T->peers && p < t->world; p++) {
+        ibv_peer *P = &T->peers[p];
+        ibp_link_free(&P->link);
+        /* An exchange still pending holds out-of-band requests that point into P->info: the
+         * out-of-band transport may still write there, so it is left to the process. */
+        if (!P->oob_send && !P->oob_recv) free(P->info);
+    }
+    if (T->dev) T->ops->close(T->dev);
+    tp_free_requests(t);
+    free(T->peers);
+    pthread_mutex_destroy(&T->oob_mu);
+    wp_sync_destroy(&T->sync);
+    free(T);
+}
+
+static const tp_ops ibv_tp_ops = {
+    .kind = "ibverbs",
+    .connect = ibv_connect,
+    .post = ibv_post,
+    .failed = ibv_failed,
+    .peer_name = peer_name,
+    .close = ibv_close,
+};
+
+int ibv_create(const ib_ops *ops, const ib_dev_cfg *dev, const ibp_cfg *proto, double connect_timeout,
+               wp_transport *oob, wp_transport **out, char *err, size_t errlen) {
+    *out = NULL;
+    int rank = tp_rank(oob), world = tp_world(oob);
+    char why[400];
+    if (ibp_cfg_check(proto, why, sizeof why) != 0) {
+        snprintf(err, errlen, "rank %d: %s", rank, why);
+        return 1;
+    }
+    ibv_tp *T = calloc(1, sizeof *T);
+    if (!T || wp_sync_init(&T->sync) != 0) {
+        free(T);
+        snprintf(err, errlen, "rank %d: cannot create the ibverbs transport", rank);
+        return 1;
+    }
+    if (pthread_mutex_init(&T->oob_mu, NULL) != 0) {
+        wp_sync_destroy(&T->sync);
+        free(T);
+        snprintf(err, errlen, "rank %d: cannot create the ibverbs transport's mutex", rank);
+        return 1;
+    }
+    tp_init(&T->base, &ibv_tp_ops, rank, world, &T->sync, &T->fail);
+    T->fail.peer = -1;
+    T->ops = ops;
+    T->pcfg = *proto;
+    T->connect_timeout = connect_timeout;
+    T->oob = oob;
+    T->peers = calloc((size_t)world, sizeof *T->peers);
+    int rc = T->peers ? ops->open(dev, &T->dev, T->desc, sizeof T->desc, why, sizeof why) : -1;
+    if (!T->peers) snprintf(why, sizeof why, "out of memory for %d peers", world);
+    if (rc == IB_NO_DEVICE) {
+        snprintf(err, errlen, "no RDMA device: %s", why);
+    } else if (rc != 0) {
+        snprintf(err, errlen, "rank %d: cannot open the RDMA device: %s", rank, why);
+    } else if (pthread_create(&T->thread, NULL, progress_main, T) != 0) {
+        snprintf(err, errlen, "rank %d: cannot start the RDMA progress thread", rank);
+        rc = -1;
+    } else {
+        T->thread_started = true;
+    }
+    /* The ring neighbours start their exchange now: a connection needs both sides to post
+     * their info, and ranks that each wait for their previous neighbour first
+     * (tp_connect_ring) would otherwise wait for each other in a circle. */
+    int ring[2] = {(rank + world - 1) % world, (rank + 1) % world};
+    for (int i = 0; rc == 0 && i < 2; i++)
+        if (ring[i] != rank && start_exchange(T, ring[i], err, errlen) != 0) rc = -1;
+    if (rc != 0) {
+        ibv_close(&T->base);
+        return rc == IB_NO_DEVICE ? 2 : 1;
+    }
+    *out = &T->base;
+    return 0;
+}
+
+const char *ibv_describe(wp_transport *t) { return ibv_of(t)->desc; }
+
+int ibv_dev_cfg_from_opts(const wp_opts *o, ib_dev_cfg *dev, char *err, size_t errlen) {
+    memset(dev, 0, sizeof *dev);
+    if (strlen(o->ib_device) >= sizeof dev->device) {
+        snprintf(err, errlen, "--ib-device '%.40s...' is too long", o->ib_device);
+        return 2;
+    }
+    if (o->ib_port < 1 || o->ib_port > 255) {
+        snprintf(err, errlen, "--ib-port %lld: ports are numbered 1 to 255", (long long)o->ib_port);
+        return 2;
+    }
+    if (o->ib_gid_index < 0 || o->ib_gid_index > 255) {
+        snprintf(err, errlen, "--ib-gid-index %lld: give 0 to 255", (long long)o->ib_gid_index);
+        return 2;
+    }
+    snprintf(dev->device, sizeof dev->device, "%s", o->ib_device);
+    dev->port = (int)o->ib_port;
+    dev->gid_index = (int)o->ib_gid_index;
+    return 0;
+}
+
+#if WP_HAVE_IBVERBS
+int ibv_job_open(const wp_boot_info *bi, const wp_net_opts *net, const wp_opts *o, wp_transport **t,
+                 wp_transport **oob, wp_control **ctl, char *err, size_t errlen) {
+    *t = NULL;
+    ib_dev_cfg dc;
+    if (ibv_dev_cfg_from_opts(o, &dc, err, errlen) != 0) return 2;
+    if (wp_job_open_tcp(bi, net, oob, ctl, err, errlen) != 0) return 1;
+    ibp_cfg pc;
+    ibp_cfg_defaults(&pc);
+    pc.timeout = net->timeout;
+    int rc = ibv_create(&ib_verbs_ops, &dc, &pc, net->connect_timeout, *oob, t, err, errlen);
+    if (rc != 0) {
+        ctl_abort(*ctl, err);
+        wp_job_close(*oob, *ctl);
+        *oob = NULL;
+        *ctl = NULL;
+        return rc;
+    }
+    if (bi->rank == 0) fprintf(stderr, "weipipe: ibverbs transport: %s\n", ibv_describe(*t));
+    ctl_attach(*ctl, *t);
+    return 0;
+}
+
+void ibv_job_close(wp_transport *t, wp_transport *oob, wp_control *ctl) {
+    ctl_close(ctl);
+    tp_close(t);
+    tp_close(oob);
+}
+#endif
