@@ -9,17 +9,19 @@
 # bound per op, so an overloaded machine makes runs slower than predicted, never faster).
 #
 # usage: scripts/pace_check.sh [WEIPIPE]   (default build/weipipe)
-# knobs (environment): CONFIG, NRANKS, MB (micro-batches), STEPS, TFLOPS, LINK_BW, LINK_LAT,
-#                      STRATEGIES, TRANSPORTS, EXTRA (more train/simulate flags)
+# knobs (environment): MODEL (model flags), NRANKS, MB (micro-batches), STEPS, TFLOPS, LINK_BW,
+#                      LINK_LAT, STRATEGIES, TRANSPORTS, EXTRA (more train/simulate flags)
+# The default model has compute actions of 30-300 ms at the default speed and, on the default
+# link, about as much transfer as compute per step (1F1B somewhat more, weight passing less).
 set -eu
 cd "$(dirname "$0")/.."
 W=${1:-build/weipipe}
-CONFIG=${CONFIG:-configs/tiny.ini}
+MODEL=${MODEL:---num-layers 4 --hidden-size 32 --num-attention-heads 2 --num-query-groups 2 --ffn-hidden-size 88 --seq-length 512 --micro-batch-size 4 --vocab-size 256}
 NRANKS=${NRANKS:-4}
-MB=${MB:-8}
-STEPS=${STEPS:-6}
-TFLOPS=${TFLOPS:-0.0005}
-LINK_BW=${LINK_BW:-64Mbit}
+MB=${MB:-4}
+STEPS=${STEPS:-3}
+TFLOPS=${TFLOPS:-0.001}
+LINK_BW=${LINK_BW:-4Mbit}
 LINK_LAT=${LINK_LAT:-200us}
 STRATEGIES=${STRATEGIES:-1f1b weipipe-naive weipipe-interleave wzb1 wzb2}
 TRANSPORTS=${TRANSPORTS:-local tcp}
@@ -30,7 +32,7 @@ trap 'rm -rf "$TMP"' EXIT
 # shellcheck disable=SC2086
 # --ranks-per-node 1: every hop is a --link-* link, in the transport and in the simulator alike
 # (with 0 the transport paces every hop as --link-* but the simulator puts all ranks on one node).
-common="--config $CONFIG --nranks $NRANKS --num-microbatches $MB --device-tflops $TFLOPS --link-bandwidth $LINK_BW --link-latency $LINK_LAT --ranks-per-node 1 $EXTRA"
+common="$MODEL --nranks $NRANKS --num-microbatches $MB --device-tflops $TFLOPS --link-bandwidth $LINK_BW --link-latency $LINK_LAT --ranks-per-node 1 $EXTRA"
 echo "setting: $common, $STEPS steps; load average $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
 echo
 echo "| strategy | transport | measured step | simulate | error | train's own prediction | error | bubble measured (mean) | predicted |"

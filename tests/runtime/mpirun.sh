@@ -34,6 +34,8 @@ else
   echo "mpirun -np 4 without MASTER_* (no MPI in this build): refused naming MASTER_ADDR"
 fi
 
-"${MPIRUN[@]}" -np 3 "$W" train "${ARGS[@]}" --transport tcp 2> "$TMP/err" && fail "mpirun -np 3 with --nranks 4 succeeded"
+MASTER_ADDR=127.0.0.1 MASTER_PORT=$((port + 1)) WEIPIPE_SECRET=s3cret WEIPIPE_JOB_ID=mpirun-test \
+  "${MPIRUN[@]}" -np 3 -x MASTER_ADDR -x MASTER_PORT -x WEIPIPE_SECRET -x WEIPIPE_JOB_ID \
+  "$W" train "${ARGS[@]}" --transport tcp 2> "$TMP/err" && fail "mpirun -np 3 with --nranks 4 succeeded"
 grep -q "nranks 4 but the launcher started 3" "$TMP/err" || fail "mpirun -np 3: message does not name both sizes: $(tail -2 "$TMP/err")"
 echo "mpirun -np 3 with --nranks 4: refused naming both"
