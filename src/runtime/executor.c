@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "faults/nonfinite.h"
 #include "ring/clock.h"
 #include "rt_impl.h"
 
@@ -272,6 +273,7 @@ static int do_reduce(wp_rt *rt, char *err, size_t errlen) {
     const int C = rt->c.L->cfg.n_chunks;
     double v[WP_MAX_CHUNKS + 2];
     if (rt_drain_deferred(rt, err, errlen)) return 1;
+    nonfinite_inject(rt->c.o, C, rt->c.rank, rt->step); /* test hook (nonfinite.h); off unless set */
     for (int c = 0; c < C; c++) v[c] = optim_owns(rt->c.o, c) ? optim_chunk_sumsq(rt->c.o, c) : 0.0;
     v[C] = rt->loss_sum;
     v[C + 1] = (double)rt->tokens;

@@ -12,6 +12,8 @@
 
 #include "evaluate.h"
 #include "executor.h"
+#include "faults/nonfinite.h"
+#include "faults/stall.h"
 #include "io/checkpoint.h"
 #include "io/hf.h"
 #include "io/loader.h"
@@ -114,6 +116,8 @@ static int check_flags(train_job *j, char *err, size_t errlen) {
     if (!o->data[0]) return fail(err, errlen, 2, "--data: train needs a token shard or a directory of shards");
     if (o->save_every < 0 || o->keep_last < 0) return fail(err, errlen, 2, "--save-every/--keep-last: must be 0 or more");
     if (o->save_every > 0 && !o->save[0]) return fail(err, errlen, 2, "--save-every: needs --save DIR");
+    if (o->save[0] && fs_exists(o->save) && !fs_is_dir(o->save)) return fail(err, errlen, 2, "--save %s: exists and is not a directory", o->save);
+    if (o->max_skipped_steps < 0) return fail(err, errlen, 2, "--max-skipped-steps: must be 0 (no bound) or more");
     if (o->resume[0] && o->init_from[0]) return fail(err, errlen, 2, "--resume and --init-from: give one of them");
     if (!(o->device_tflops >= 0)) return fail(err, errlen, 2, "--device-tflops: %g must be 0 (unpaced) or more", o->device_tflops);
     if (o->eval_every < 0 || o->eval_batches < 1) return fail(err, errlen, 2, "--eval-every/--eval-batches: must be 0+ and 1+");
@@ -301,6 +305,7 @@ static int train_loop(rank_state *r, char *err, size_t errlen) {
         tp_stats(r->t, &r->tot.start);
         r->tot.have_start = true;
     }
+    int64_t skipped_in_row = 0;
     for (int64_t step = j->start_step; step < j->o.steps; step++) {
         bool stop;
         if (stop_agreed(r, &stop, err, errlen)) return 1;
@@ -312,6 +317,7 @@ static int train_loop(rank_state *r, char *err, size_t errlen) {
         double lr = lr_at(&j->lr, step);
         if (exec_step(r->rt, step, lr, &st, err, errlen)) return 1;
         report_step(j, r->rank, step, lr, &st, r->t_begin, &r->tot, r->metrics);
+        if (nonfinite_bound(&skipped_in_row, st.d.skip, j->o.max_skipped_steps, step, rt_scaler(r->rt).scale, err, errlen)) return 1;
         if (r->ev && (step + 1) % j->o.eval_every == 0 && evaluate(r, step, err, errlen)) return 1;
         bool save_now = j->o.save[0] && ((j->o.save_every > 0 && (step + 1) % j->o.save_every == 0) || step + 1 == j->o.steps);
         if (save_now && save_checkpoint(r, step + 1, err, errlen)) return 1;
@@ -322,7 +328,10 @@ static int train_loop(rank_state *r, char *err, size_t errlen) {
 int train_rank(train_job *j, int rank, int device, wp_transport *t, wp_control *ctl, char *err, size_t errlen) {
     rank_state r = {.j = j, .rank = rank, .t = t, .ctl = ctl};
     int rc = open_rank(&r, device, err, errlen);
+    stall_watch *stall = NULL;
+    if (!rc && j->nranks > 1 && !(stall = stall_start(ctl, j->o.timeout, err, errlen))) rc = 1;
     if (!rc) rc = train_loop(&r, err, errlen);
+    stall_stop(stall);
     if (!rc) rc = report_final(j, rank, ctl, t, r.rt, &r.tot, err, errlen);
     close_rank(&r);
     return rc;

@@ -1,0 +1,36 @@
+#!/bin/bash
+# A rank SIGKILLed at a random point of a step, 20 trials (seeded choice of strategy, ring size,
+# victim and delay; checkpoints every step so that some kills land in a save): every surviving
+# rank exits non-zero naming the lost rank, the job ends within --timeout, no process of the
+# job is left, and the last checkpoint on disk verifies (manifest, sizes, CRC-32, tensors).
+source "$(dirname "$0")/lib.sh"
+TRIALS=${FAULTS_TRIALS:-20}
+TIMEOUT=4
+RANDOM=7 # the seed of the trial choices
+strategies=(1f1b weipipe-naive weipipe-interleave wzb1 wzb2)
+worst=0
+for trial in $(seq "$TRIALS"); do
+  S=${strategies[RANDOM % 5]} N=$((3 + RANDOM % 2))
+  V=$((RANDOM % N)) delay=$(awk -v r=$RANDOM 'BEGIN {printf "%.2f", 0.2 + r / 32768}')
+  save="$TMP/save-$trial"
+  start_job "$TMP/log" --nranks $N --strategy $S --steps 1000000 --timeout ${TIMEOUT}s --save "$save" --save-every 1 --keep-last 2
+  wait_ranks $N
+  sleep "$delay"
+  victim=$(pid_of_rank $V) || { kill $LAUNCHER; fail "trial $trial: rank $V not found among [$KIDS]"; }
+  t0=$(now)
+  kill -9 "$victim"
+  wait $LAUNCHER
+  rc=$? took=$(elapsed "$t0")
+  what="trial $trial ($S, N=$N, rank $V killed after ${delay}s)"
+  [ $rc -ne 0 ] || { cat "$TMP/log"; fail "$what: the job exited 0"; }
+  awk -v e="$took" -v t=$TIMEOUT 'BEGIN {exit !(e < t + 1)}' || { cat "$TMP/log"; fail "$what: the job took ${took}s to end (--timeout ${TIMEOUT}s)"; }
+  for r in $(seq 0 $((N - 1))); do
+    [ $r = $V ] && continue
+    grep -q "^\[rank $r\] .*error: .*rank $V\b" "$TMP/log" || { cat "$TMP/log"; fail "$what: rank $r's error does not name rank $V"; }
+  done
+  no_leftovers
+  step=$(verify_latest "$save")
+  worst=$(awk -v a=$worst -v b=$took 'BEGIN {print (b > a ? b : a)}')
+  echo "$what: exit $rc after ${took}s, every other rank named rank $V, no process left, last checkpoint $step verifies"
+done
+echo "$TRIALS kills: slowest end of the job ${worst}s after the kill (--timeout ${TIMEOUT}s)"
