@@ -15,13 +15,25 @@ for N in 1 2 3 4; do
       train "${common[@]}" --nranks 1 --strategy 1f1b --num-microbatches $M --precision fp32 --save "$ref" || fail "reference M=$M"
       train "${common[@]}" --nranks 1 --strategy 1f1b --num-microbatches $M --metrics "$TMP/ref-mixed-$M.jsonl" || fail "mixed reference M=$M"
     fi
-    for S in 1f1b weipipe-naive weipipe-interleave wzb1 wzb2; do
+    for S in 1f1b weipipe-naive weipipe-interleave wzb1 wzb2 gpipe zb-h1 zb-h2 interleaved-1f1b \
+             interleaved-1f1b:breadth-first; do
+      # interleaved-1f1b: v = 2 chunks per rank (2N) of an 8-layer model, against an 8-layer reference
+      shape=() r=$ref rm=$TMP/ref-mixed-$M order=${S#*:}
+      case $S in interleaved-1f1b*)
+        [ "$order" = "$S" ] && order=depth-first
+        shape=(--num-layers 8 --num-chunks $((2 * N)) --i1f1b-order $order)
+        r=$TMP/ref8-$M rm=$TMP/ref8-mixed-$M
+        if [ ! -d "$r" ]; then
+          train "${common[@]}" --nranks 1 --strategy 1f1b --num-layers 8 --num-microbatches $M --precision fp32 --save "$r" || fail "8-layer reference M=$M"
+          train "${common[@]}" --nranks 1 --strategy 1f1b --num-layers 8 --num-microbatches $M --metrics "$rm.jsonl" || fail "8-layer mixed reference M=$M"
+        fi ;;
+      esac
       out=$TMP/$S-$N-$M
-      train "${common[@]}" --nranks $N --strategy $S --num-microbatches $M --precision fp32 --save "$out" || fail "$S N=$N M=$M fp32"
-      line=$("$DIFF" "$out/step-3" "$ref/step-3" $FP32_TOL) || fail "$S N=$N M=$M fp32: $line"
+      train "${common[@]}" "${shape[@]}" --nranks $N --strategy ${S%%:*} --num-microbatches $M --precision fp32 --save "$out" || fail "$S N=$N M=$M fp32"
+      line=$("$DIFF" "$out/step-3" "$r/step-3" $FP32_TOL) || fail "$S N=$N M=$M fp32: $line"
       echo "$S N=$N M=$M fp32: $line"
-      train "${common[@]}" --nranks $N --strategy $S --num-microbatches $M --metrics "$out.jsonl" || fail "$S N=$N M=$M mixed"
-      python_free_cmp=$(paste <(losses "$out.jsonl") <(losses "$TMP/ref-mixed-$M.jsonl") |
+      train "${common[@]}" "${shape[@]}" --nranks $N --strategy ${S%%:*} --num-microbatches $M --metrics "$out.jsonl" || fail "$S N=$N M=$M mixed"
+      python_free_cmp=$(paste <(losses "$out.jsonl") <(losses "$rm.jsonl") |
         awk -v tol=$MIXED_TOL '{d = $1 - $2; if (d < 0) d = -d; r = d / $2; if (r > m) m = r; n++}
                                END {printf "%d %.3e %s", n, m, (n == 3 && m <= tol) ? "ok" : "bad"}')
       echo "$S N=$N M=$M mixed: steps, max loss relative difference: $python_free_cmp"
