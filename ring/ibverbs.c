@@ -440,4 +440,26 @@ void ibv_job_close(wp_transport *t, wp_transport *oob, wp_control *ctl) {
     tp_close(t);
     tp_close(oob);
 }
+
+int ibv_job_run_rank(const wp_opts *o, const wp_net_opts *net, wp_rank_fn fn, void *arg, char *err, size_t errlen) {
+    wp_boot_info bi;
+    if (boot_from_environ(&bi, err, errlen) != 0) return 2;
+    if (o->set[FLAG_nranks] && o->nranks != bi.world) {
+        snprintf(err, errlen, "--nranks %lld but the launcher (%s) started %d ranks", (long long)o->nranks, bi.launcher,
+                 bi.world);
+        return 2;
+    }
+    wp_rank_ctx ctx = {.rank = bi.rank, .world = bi.world};
+    wp_transport *oob;
+    int rc = ibv_job_open(&bi, net, o, &ctx.t, &oob, &ctx.ctl, err, errlen);
+    if (rc != 0) return rc;
+    rc = fn(&ctx, arg);
+    if (rc != 0) {
+        if (!ctx.err[0]) snprintf(ctx.err, sizeof ctx.err, "failed with code %d", rc);
+        ctl_abort(ctx.ctl, ctx.err);
+        snprintf(err, errlen, "rank %d: %s", bi.rank, ctx.err);
+    }
+    ibv_job_close(ctx.t, oob, ctx.ctl);
+    return rc;
+}
 #endif

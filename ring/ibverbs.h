@@ -22,6 +22,7 @@
 
 #include "control.h"
 #include "ib_ops.h"
+#include "launch.h"
 #include "ib_proto.h"
 #include "transport.h"
 
@@ -48,6 +49,11 @@ int ibv_job_open(const struct wp_boot_info *bi, const wp_net_opts *net, const st
                  wp_transport **oob, wp_control **ctl, char *err, size_t errlen);
 /* Control channel first (as wp_job_close), then the RDMA transport, then the tcp one. */
 void ibv_job_close(wp_transport *t, wp_transport *oob, wp_control *ctl);
+/* What wp_job_run (job.h) does for a rank started by a launcher, over RDMA: launcher
+ * variables, ibv_job_open, fn, abort on failure, orderly close. Returns the exit code: 0;
+ * 1 ("rank R: why" in err); 2 (no RDMA device, bad flags or launcher variables). */
+int ibv_job_run_rank(const struct wp_opts *o, const wp_net_opts *net, wp_rank_fn fn, void *arg, char *err,
+                     size_t errlen);
 #endif
 
 #endif

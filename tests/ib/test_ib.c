@@ -20,10 +20,14 @@
  *   errors           a write completing with an error: fails naming the peer and the error
  *   mismatch         sizes that disagree: the receiver names both labels and sizes
  *   config           bad protocol settings are refused by ibv_create with the reason
- *   verbs            the matrix over libibverbs: skipped (77) with the reason without a device */
+ *   verbs            the matrix over libibverbs: skipped (77) with the reason without a device
+ *   job              a launched rank with --transport ibverbs (ibv_job_run_rank): without a
+ *                    device exit code 2 and "no RDMA device: ..."; with one a self transfer;
+ *                    --ib-port 0 refused with exit code 2 */
 #include <string.h>
 #include <unistd.h>
 
+#include "cli/cli.h"
 #include "ib_soft.h"
 #include "ibverbs.h"
 #include "../ring/rt.h"
@@ -447,6 +451,65 @@ static int mode_verbs(ib_test *T) {
 #endif
 }
 
+/* ---- job: a launched rank with --transport ibverbs ---- */
+
+#if WP_HAVE_IBVERBS
+static int job_rank(wp_rank_ctx *ctx, void *arg) {
+    (void)arg;
+    char out[1001], in[1001];
+    rt_fill(out, sizeof out, 7);
+    wp_request *s, *r;
+    RANK_CHECK(ctx, tp_post_recv(ctx->t, 0, 1, in, sizeof in, "in", &r, ctx->err, sizeof ctx->err) == 0, "%s", ctx->err);
+    RANK_CHECK(ctx, tp_post_send(ctx->t, 0, 1, out, sizeof out, "out", &s, ctx->err, sizeof ctx->err) == 0, "%s", ctx->err);
+    RANK_CHECK(ctx, tp_wait(&s, 5, ctx->err, sizeof ctx->err) == 0 && tp_wait(&r, 5, ctx->err, sizeof ctx->err) == 0,
+               "%s", ctx->err);
+    RANK_CHECK(ctx, memcmp(in, out, sizeof in) == 0, "self message differs");
+    RANK_CHECK(ctx, strcmp(tp_kind(ctx->t), "ibverbs") == 0, "transport %s", tp_kind(ctx->t));
+    return 0;
+}
+
+static int run_job(const char *const *flags, int nflags, char *err, size_t errlen) {
+    char port[16];
+    snprintf(port, sizeof port, "%d", rt_free_port());
+    RT_CHECK(setenv("RANK", "0", 1) == 0 && setenv("WORLD_SIZE", "1", 1) == 0 && setenv("LOCAL_RANK", "0", 1) == 0 &&
+                 setenv("MASTER_ADDR", "127.0.0.1", 1) == 0 && setenv("MASTER_PORT", port, 1) == 0 &&
+                 setenv("WEIPIPE_SECRET", RT_SECRET, 1) == 0 && setenv("WEIPIPE_JOB_ID", RT_JOB, 1) == 0,
+             "setenv failed");
+    char *argv[8] = {"train", "--transport", "ibverbs", "--connect-timeout", "5"};
+    for (int i = 0; i < nflags; i++) argv[5 + i] = (char *)flags[i];
+    wp_opts o;
+    RT_CHECK(cli_parse(5 + nflags, argv, &o, err, errlen) == 0, "flags: %s", err);
+    wp_net_opts net;
+    RT_CHECK(tp_net_from_opts(&o, &net, err, errlen) == 0, "net: %s", err);
+    return ibv_job_run_rank(&o, &net, job_rank, NULL, err, errlen);
+}
+#endif
+
+/* Without a device: exit code 2 and "no RDMA device: <why>"; with one: a self transfer. Bad
+ * flags: exit code 2 naming the flag, device or not. */
+static int mode_job(void) {
+#if WP_HAVE_IBVERBS
+    char err[800];
+    ib_dev_cfg dc = {.port = 1};
+    ib_dev *d;
+    char desc[320], why[400];
+    bool have = ib_verbs_ops.open(&dc, &d, desc, sizeof desc, why, sizeof why) == 0;
+    if (have) ib_verbs_ops.close(d);
+    int rc = run_job(NULL, 0, err, sizeof err);
+    printf("job: exit code %d%s%s\n", rc, rc ? ": " : "", rc ? err : "");
+    if (have) RT_CHECK(rc == 0, "a self transfer over the device failed: %s", err);
+    else RT_CHECK(rc == 2 && strncmp(err, "no RDMA device: ", 16) == 0, "expected exit code 2 and \"no RDMA device\"");
+    const char *bad_port[] = {"--ib-port", "0"};
+    rc = run_job(bad_port, 2, err, sizeof err);
+    printf("job --ib-port 0: exit code %d: %s\n", rc, err);
+    RT_CHECK(rc == 2 && strstr(err, "--ib-port 0"), "expected exit code 2 naming --ib-port");
+    return 0;
+#else
+    printf("skip: this build has no libibverbs (meson option ibverbs)\n");
+    return 77;
+#endif
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: test_ib matrix|ordering SLOT WR | credits|reuse|timeout|silence|errors|mismatch|config|verbs\n");
@@ -494,6 +557,8 @@ int main(int argc, char **argv) {
         RT_CHECK(rt_run_local(1, &net, config_rank, T, e, sizeof e) == 0, "%s", e);
     } else if (strcmp(mode, "verbs") == 0) {
         rc = mode_verbs(T);
+    } else if (strcmp(mode, "job") == 0) {
+        rc = mode_job();
     } else {
         fprintf(stderr, "unknown mode %s\n", mode);
         rc = 2;
