@@ -41,6 +41,9 @@ static int prepare_model(train_job *j, char *err, size_t errlen) {
         int rc = hf_config_apply(j->o.init_from, &j->o, err, errlen);
         if (rc) return rc;
     }
+    wp_strategy st; /* --num-chunks 0: the strategy's default (two per rank for interleaved-1f1b) */
+    if (!j->o.num_chunks && !j->o.chunk_layers[0] && strategy_parse(j->o.strategy, &st) == 0)
+        j->o.num_chunks = strategy_default_chunks(st, j->nranks);
     int rc = model_cfg_from_opts(&j->o, j->nranks, &cfg, err, errlen);
     if (rc) return rc;
     if (layout_build(&cfg, &j->L, err, errlen)) return 2;
@@ -53,7 +56,7 @@ static int prepare_schedule(train_job *j, char *err, size_t errlen) {
     if (strategy_parse(j->o.strategy, &st) != 0)
         return fail(err, errlen, 2, "--strategy: '%s' cannot train (one of 1f1b, weipipe-naive, weipipe-interleave, wzb1, wzb2)",
                     j->o.strategy);
-    wp_gen_opts go = {0};
+    wp_gen_opts go = {.i1f1b_breadth_first = strcmp(j->o.i1f1b_order, "breadth-first") == 0};
     int rc = schedule_generate(st, j->nranks, j->nmb, j->L.cfg.n_chunks, &go, &j->s, err, errlen);
     if (rc) return rc;
     j->have_sched = true;
