@@ -84,8 +84,8 @@ typedef struct {
 
 typedef struct {
     int *f_rank, *b_rank, *w_rank, *f_idx, *b_idx, *w_idx; /* [C*M] */
-    uint64_t *acc;                                          /* [C*words] */
-    int updated[WP_MAX_CHUNKS];
+    uint64_t *acc;                                          /* [C*SL*words] */
+    int *updated;                                           /* [C*SL]: per (chunk, slice) */
     int arrived;
     double arrive_max, done_at;
     bool scheduled, done;
@@ -96,6 +96,7 @@ typedef struct {
     const wp_sizes *sz;
     wp_costs costs;
     int N, M, C, steps, words;
+    int S, SL;      /* the schedule's nslices; SL = slices per master (1 when unsliced) */
     double now;
     rstate *r;
     chan **ch;      /* [N*N*WP_SCH_COUNT] */
@@ -107,7 +108,7 @@ typedef struct {
     xfer **flight;
     int n_flight, cap_flight;
     stepst st[MAX_STEPS];
-    int master[WP_MAX_CHUNKS];
+    int *master;    /* [C*SL]: version of each (chunk, slice) master */
     wp_run *run;
     char *err;
     size_t errlen;
@@ -182,6 +183,38 @@ static inst *find(rstate *R, wp_buf b) {
     return NULL;
 }
 
+/* ---------- slices (ir.h: a sliced schedule holds W and GW as slices) ---------- */
+
+static bool sliceable(wp_buf b) { return b.kind == WP_BUF_W || b.kind == WP_BUF_GW; }
+static wp_buf whole_of(wp_buf b) { return buf_slice(b, 0, 0); }
+static int slice_of(wp_buf b) { return b.nslices ? b.slice : 0; }
+
+/* The instances a name stands for: a whole W or GW in a sliced schedule is its S slices, any
+ * other name itself. Returns the count, or -1 when the name's slicing does not fit the schedule. */
+static int expand(const eng *e, wp_buf b, wp_buf *out) {
+    if (b.nslices && (!sliceable(b) || b.nslices != e->S || b.slice >= b.nslices)) return -1;
+    if (!e->S || !sliceable(b) || b.nslices) {
+        out[0] = b;
+        return 1;
+    }
+    for (int k = 0; k < e->S; k++) out[k] = buf_slice(b, k, e->S);
+    return e->S;
+}
+
+static int bad_slicing(eng *e, int r, int step, int idx, wp_buf b) {
+    char nm[48];
+    return fail_at(e, r, step, idx, "%s does not fit the schedule's slicing (%d slices per W and GW buffer)",
+                   rel_name(b, step, nm, sizeof nm), e->S);
+}
+
+/* Whether R holds a slice of b's whole other than `except` (slot pools count whole buffers). */
+static bool holds_sibling(const rstate *R, wp_buf b, const inst *except) {
+    if (!b.nslices) return false;
+    for (int i = 0; i < R->n_held; i++)
+        if (R->held[i] != except && buf_eq(whole_of(R->held[i]->b), whole_of(b))) return true;
+    return false;
+}
+
 static void wait_for(rstate *R, int why, wp_buf b, int step) {
     R->why = why;
     R->why_buf = b;
@@ -229,8 +262,8 @@ static inst *create(eng *e, int r, wp_buf b, bool present, int step, int idx) {
     in->born = idx;
     in->born_step = step;
     in->bytes = bytes_of(e, b);
+    if (!holds_sibling(R, b, NULL)) R->n_kind[b.kind]++;
     R->held[R->n_held++] = in;
-    R->n_kind[b.kind]++;
     R->bytes += in->bytes;
     note_peaks(e, r);
     return in;
@@ -238,12 +271,12 @@ static inst *create(eng *e, int r, wp_buf b, bool present, int step, int idx) {
 
 static int destroy(eng *e, int r, inst *in, int step, int idx) {
     rstate *R = &e->r[r];
+    if (!holds_sibling(R, in->b, in)) R->n_kind[in->b.kind]--;
     for (int i = 0; i < R->n_held; i++)
         if (R->held[i] == in) {
             R->held[i] = R->held[--R->n_held];
             break;
         }
-    R->n_kind[in->b.kind]--;
     R->bytes -= in->bytes;
     if (grow((void **)&R->freed, &R->cap_freed, R->n_freed + 1, sizeof *R->freed)) return -1;
     R->freed[R->n_freed++] = (freed_rec){in->b, step, idx};
@@ -414,6 +447,8 @@ static int rec_comp(eng *e, int r, int step, int idx, const wp_action *a, double
 /* Occupy the device for the op's duration. */
 static int run_for(eng *e, int r, int step, int idx, const wp_action *a) {
     double d = a->chunk >= 0 && a->chunk < e->C ? e->costs.op_s[a->op][a->chunk] : 0;
+    /* costs are per whole chunk: an action on one slice, or a sliced owner's UPDATE, does 1/S */
+    if (e->S && ((a->buf.nslices && !op_is_compute(a->op)) || a->op == WP_OP_UPDATE)) d /= e->S;
     e->r[r].busy_until = e->now + d;
     if (step == e->steps - 1) {
         if (op_is_compute(a->op)) e->run->rank[r].busy += d;
@@ -424,7 +459,7 @@ static int run_for(eng *e, int r, int step, int idx, const wp_action *a) {
 
 /* A buffer an action reads: ERROR if not held, BLOCKED while it arrives (or, for writes, while
  * earlier sends of it are on the wire), else DONE with *out set. */
-static int need(eng *e, int r, int step, int idx, wp_buf b, bool write, inst **out) {
+static int need_one(eng *e, int r, int step, int idx, wp_buf b, bool write, inst **out) {
     rstate *R = &e->r[r];
     char nm[48], note[96];
     inst *in = find(R, b);
@@ -441,6 +476,24 @@ static int need(eng *e, int r, int step, int idx, wp_buf b, bool write, inst **o
     }
     *out = in;
     return DONE;
+}
+
+/* Every instance b stands for (all slices of a whole in a sliced schedule): out[0..*n). */
+static int need_all(eng *e, int r, int step, int idx, wp_buf b, bool write, inst **out, int *n) {
+    wp_buf parts[WP_MAX_CHUNKS];
+    int k = expand(e, b, parts), rc;
+    if (k < 0) return bad_slicing(e, r, step, idx, b);
+    for (int i = 0; i < k; i++)
+        if ((rc = need_one(e, r, step, idx, parts[i], write, &out[i])) != DONE) return rc;
+    if (n) *n = k;
+    return DONE;
+}
+
+static int need(eng *e, int r, int step, int idx, wp_buf b, bool write, inst **out) {
+    inst *all[WP_MAX_CHUNKS];
+    int rc = need_all(e, r, step, idx, b, write, all, NULL);
+    if (rc == DONE) *out = all[0];
+    return rc;
 }
 
 static int weights_ok(eng *e, int r, int step, int idx, const wp_action *a, inst **w) {
@@ -509,27 +562,34 @@ static int backward_input(eng *e, int r, int step, int idx, const wp_action *a) 
 }
 
 /* The W part: where this micro-batch's gW goes. Checked before anything changes. */
-static int gradient_target(eng *e, int r, int step, int idx, const wp_action *a, inst **g) {
-    *g = NULL;
+/* *ng instances of GW[c] (its slices in a sliced schedule), or none for the fp32 accumulator. */
+static int gradient_target(eng *e, int r, int step, int idx, const wp_action *a, inst **g, int *ng) {
+    *ng = 0;
     if (a->to_master) {
-        if (e->s->owner[a->chunk] != r)
-            return fail_at(e, r, step, idx, "adds gW to the fp32 accumulator of chunk %d, which rank %d owns, not rank %d",
-                           a->chunk, e->s->owner[a->chunk], r);
+        if (!sched_owns(e->s, r, a->chunk, -1))
+            return e->S ? fail_at(e, r, step, idx, "adds gW to the fp32 accumulator of chunk %d, whose %d slices "
+                                  "rank %d does not all own", a->chunk, e->S, r)
+                        : fail_at(e, r, step, idx, "adds gW to the fp32 accumulator of chunk %d, which rank %d owns, "
+                                  "not rank %d", a->chunk, e->s->owner[a->chunk], r);
         return DONE;
     }
-    return need(e, r, step, idx, buf_gw(a->chunk), true, g);
+    return need_all(e, r, step, idx, buf_gw(a->chunk), true, g, ng);
 }
 
-static int add_contribution(eng *e, int r, int step, int idx, const wp_action *a, inst *g) {
+static int add_contribution(eng *e, int r, int step, int idx, const wp_action *a, inst **g, int ng) {
     stepst *st = &e->st[step];
-    int c = a->chunk, mb = a->mb;
-    uint64_t *set = g ? g->mbs : &st->acc[(size_t)c * e->words];
-    if (g && g->gstep >= 0 && g->gstep != step)
-        return fail_at(e, r, step, idx, "adds to GW[%d], which still holds gradients of another step", c);
-    if (bit(set, mb))
-        return fail_at(e, r, step, idx, "adds micro-batch %d's gW of chunk %d a second time", mb, c);
-    set_bit(set, mb);
-    if (g) g->gstep = step;
+    int c = a->chunk, mb = a->mb, n = ng ? ng : e->SL;
+    for (int k = 0; k < n; k++) {
+        uint64_t *set = ng ? g[k]->mbs : &st->acc[((size_t)c * e->SL + k) * e->words];
+        if (ng && g[k]->gstep >= 0 && g[k]->gstep != step)
+            return fail_at(e, r, step, idx, "adds to GW[%d], which still holds gradients of another step", c);
+        if (bit(set, mb))
+            return fail_at(e, r, step, idx, "adds micro-batch %d's gW of chunk %d a second time", mb, c);
+    }
+    for (int k = 0; k < n; k++) {
+        set_bit(ng ? g[k]->mbs : &st->acc[((size_t)c * e->SL + k) * e->words], mb);
+        if (ng) g[k]->gstep = step;
+    }
     AT(w_rank, c, mb) = r;
     AT(w_idx, c, mb) = idx;
     rstate *R = &e->r[r];
@@ -546,7 +606,8 @@ static int do_compute(eng *e, int r, int step, int idx, const wp_action *a) {
     if (c < 0 || c >= e->C || mb < 0 || mb >= e->M)
         return fail_at(e, r, step, idx, "chunk %d or micro-batch %d out of range", c, mb);
     if (a->op == WP_OP_F) return do_forward(e, r, step, idx, a);
-    inst *g = NULL;
+    inst *g[WP_MAX_CHUNKS];
+    int ng = 0;
     if (a->op == WP_OP_W) {
         if (AT(b_rank, c, mb) != r || AT(w_rank, c, mb) >= 0) {
             if (AT(w_rank, c, mb) >= 0)
@@ -554,18 +615,18 @@ static int do_compute(eng *e, int r, int step, int idx, const wp_action *a) {
                                c, mb, AT(w_rank, c, mb), AT(w_idx, c, mb));
             return fail_at(e, r, step, idx, "needs B(%d,%d) on this rank first", c, mb);
         }
-        if ((rc = gradient_target(e, r, step, idx, a, &g)) != DONE) return rc;
-        if ((rc = add_contribution(e, r, step, idx, a, g)) != DONE) return rc;
+        if ((rc = gradient_target(e, r, step, idx, a, g, &ng)) != DONE) return rc;
+        if ((rc = add_contribution(e, r, step, idx, a, g, ng)) != DONE) return rc;
         return run_for(e, r, step, idx, a);
     }
     if (a->op == WP_OP_BW) {
         if (AT(w_rank, c, mb) >= 0)
             return fail_at(e, r, step, idx, "the W-pass of (%d,%d) runs a second time (first on rank %d, action %d)", c,
                            mb, AT(w_rank, c, mb), AT(w_idx, c, mb));
-        if ((rc = gradient_target(e, r, step, idx, a, &g)) != DONE) return rc;
+        if ((rc = gradient_target(e, r, step, idx, a, g, &ng)) != DONE) return rc;
     }
     if ((rc = backward_input(e, r, step, idx, a)) != DONE) return rc;
-    if (a->op == WP_OP_BW && (rc = add_contribution(e, r, step, idx, a, g)) != DONE) return rc;
+    if (a->op == WP_OP_BW && (rc = add_contribution(e, r, step, idx, a, g, ng)) != DONE) return rc;
     return run_for(e, r, step, idx, a);
 }
 
@@ -574,7 +635,10 @@ static int do_xfer(eng *e, int r, int step, int idx, const wp_action *a) {
     char nm[48], note[96];
     if (a->peer < 0 || a->peer >= e->N || a->peer == r || a->channel >= WP_SCH_COUNT)
         return fail_at(e, r, step, idx, "peer %d or channel %d is not valid", a->peer, a->channel);
-    wp_buf b = absolute(a->buf, step);
+    wp_buf b = absolute(a->buf, step), one[WP_MAX_CHUNKS];
+    if (expand(e, b, one) != 1)
+        return fail_at(e, r, step, idx, "%s: in a sliced schedule a transfer moves one slice",
+                       buf_name(a->buf, nm, sizeof nm));
     inst *in = find(R, b);
     if (a->op == WP_OP_RECV) {
         if (in)
@@ -590,46 +654,100 @@ static int do_xfer(eng *e, int r, int step, int idx, const wp_action *a) {
     return post_xfer(e, true, r, step, idx, a->peer, a->channel, b, in);
 }
 
+/* "the owner of chunk 3 (rank 1)" or "the owner of slice 2 of chunk 3 (rank 2)". */
+static const char *owner_text(const eng *e, int c, int k, char *out, size_t len) {
+    if (e->S) snprintf(out, len, "the owner of slice %d of chunk %d (rank %d)", k, c, k);
+    else snprintf(out, len, "the owner of chunk %d (rank %d)", c, e->s->owner[c]);
+    return out;
+}
+
+static int do_load(eng *e, int r, int step, int idx, const wp_action *a, wp_buf b) {
+    char nm[48], who[80];
+    int c = b.chunk;
+    if (b.kind != WP_BUF_W) return fail_at(e, r, step, idx, "LOAD creates weights only");
+    for (int k = 0; k < e->SL; k++) {
+        if (b.nslices && k != b.slice) continue;
+        if (!sched_owns(e->s, r, c, e->S ? k : -1))
+            return fail_at(e, r, step, idx, "only %s can load it from its master", owner_text(e, c, k, who, sizeof who));
+        if (b.idx != e->master[c * e->SL + k])
+            return fail_at(e, r, step, idx, "loads %s, but the master of chunk %d holds version @%d now",
+                           buf_name(a->buf, nm, sizeof nm), c, e->master[c * e->SL + k] - step);
+    }
+    return DONE;
+}
+
 static int do_create(eng *e, int r, int step, int idx, const wp_action *a) {
     char nm[48];
-    wp_buf b = absolute(a->buf, step);
-    int c = a->buf.chunk;
+    wp_buf b = absolute(a->buf, step), parts[WP_MAX_CHUNKS];
+    int c = a->buf.chunk, rc;
     if (c < 0 || c >= e->C) return fail_at(e, r, step, idx, "chunk %d out of range", c);
     if (a->op == WP_OP_LOAD) {
-        if (a->buf.kind != WP_BUF_W) return fail_at(e, r, step, idx, "LOAD creates weights only");
-        if (e->s->owner[c] != r)
-            return fail_at(e, r, step, idx, "only the owner of chunk %d (rank %d) can load it from its master", c,
-                           e->s->owner[c]);
-        if (b.idx != e->master[c])
-            return fail_at(e, r, step, idx, "loads %s, but the master of chunk %d holds version @%d now",
-                           buf_name(a->buf, nm, sizeof nm), c, e->master[c] - step);
+        if ((rc = do_load(e, r, step, idx, a, b)) != DONE) return rc;
     } else if (a->buf.kind != WP_BUF_GW) {
         return fail_at(e, r, step, idx, "ZERO creates gradients only");
     }
-    if (find(&e->r[r], b))
-        return fail_at(e, r, step, idx, "creates %s, which rank %d already holds", buf_name(a->buf, nm, sizeof nm), r);
-    if (!create(e, r, b, true, step, idx)) return oom(e);
+    int n = expand(e, b, parts);
+    if (n < 0) return bad_slicing(e, r, step, idx, a->buf);
+    for (int i = 0; i < n; i++)
+        if (find(&e->r[r], parts[i]))
+            return fail_at(e, r, step, idx, "creates %s, which rank %d already holds",
+                           rel_name(parts[i], step, nm, sizeof nm), r);
+    for (int i = 0; i < n; i++)
+        if (!create(e, r, parts[i], true, step, idx)) return oom(e);
     return run_for(e, r, step, idx, a);
 }
 
+/* ACC drains a GW (whole, a slice, or a travelling partial) into the owner's fp32 accumulators. */
 static int do_acc(eng *e, int r, int step, int idx, const wp_action *a) {
     stepst *st = &e->st[step];
-    int c = a->chunk, rc;
+    int c = a->chunk, rc, n;
+    char who[80];
     if (c < 0 || c >= e->C) return fail_at(e, r, step, idx, "chunk %d out of range", c);
-    if (e->s->owner[c] != r) return fail_at(e, r, step, idx, "chunk %d is owned by rank %d", c, e->s->owner[c]);
-    inst *g;
-    if ((rc = need(e, r, step, idx, buf_gw(c), true, &g)) != DONE) return rc;
-    if (g->gstep >= 0 && g->gstep != step)
-        return fail_at(e, r, step, idx, "GW[%d] holds gradients of another step", c);
-    uint64_t *acc = &st->acc[(size_t)c * e->words];
-    int dup = first_common(acc, g->mbs, e->M);
-    if (dup >= 0)
-        return fail_at(e, r, step, idx, "GW[%d] brings micro-batch %d's contribution to the owner a second time", c, dup);
-    for (int i = 0; i < e->words; i++) {
-        acc[i] |= g->mbs[i];
-        g->mbs[i] = 0;
+    wp_buf b = a->buf.kind == WP_BUF_GW && a->buf.chunk == c ? a->buf : buf_gw(c);
+    inst *g[WP_MAX_CHUNKS];
+    if ((rc = need_all(e, r, step, idx, b, true, g, &n)) != DONE) return rc;
+    for (int i = 0; i < n; i++) {
+        int k = slice_of(g[i]->b);
+        if (!sched_owns(e->s, r, c, e->S ? k : -1))
+            return fail_at(e, r, step, idx, "the accumulator belongs to %s", owner_text(e, c, k, who, sizeof who));
+        if (g[i]->gstep >= 0 && g[i]->gstep != step)
+            return fail_at(e, r, step, idx, "GW[%d] holds gradients of another step", c);
+        int dup = first_common(&st->acc[((size_t)c * e->SL + k) * e->words], g[i]->mbs, e->M);
+        if (dup >= 0)
+            return fail_at(e, r, step, idx, "GW[%d] brings micro-batch %d's contribution to the owner a second time", c,
+                           dup);
     }
-    g->gstep = -1;
+    for (int i = 0; i < n; i++) {
+        uint64_t *acc = &st->acc[((size_t)c * e->SL + slice_of(g[i]->b)) * e->words];
+        for (int w = 0; w < e->words; w++) {
+            acc[w] |= g[i]->mbs[w];
+            g[i]->mbs[w] = 0;
+        }
+        g[i]->gstep = -1;
+    }
+    return run_for(e, r, step, idx, a);
+}
+
+/* FOLD: the own GW[c] slice k into the partial GW[c]/k.p (one hop of a reduce-scatter). */
+static int do_fold(eng *e, int r, int step, int idx, const wp_action *a) {
+    char nm[48];
+    wp_buf p = a->buf;
+    inst *part, *own;
+    int rc;
+    if (!e->S || p.kind != WP_BUF_GW || p.lane != WP_LANE_PART || p.nslices != e->S || p.slice >= e->S ||
+        p.chunk < 0 || p.chunk >= e->C)
+        return fail_at(e, r, step, idx, "FOLD needs a partial slice GW[c]/k:%d.p of a sliced schedule, not %s", e->S,
+                       buf_name(p, nm, sizeof nm));
+    wp_buf mine = buf_slice(buf_gw(p.chunk), p.slice, e->S);
+    if ((rc = need_one(e, r, step, idx, p, true, &part)) != DONE) return rc;
+    if ((rc = need_one(e, r, step, idx, mine, false, &own)) != DONE) return rc;
+    if ((part->gstep >= 0 && part->gstep != step) || (own->gstep >= 0 && own->gstep != step))
+        return fail_at(e, r, step, idx, "folds gradients of another step");
+    int dup = first_common(part->mbs, own->mbs, e->M);
+    if (dup >= 0)
+        return fail_at(e, r, step, idx, "the partial already holds micro-batch %d's gW of slice %d", dup, p.slice);
+    for (int w = 0; w < e->words; w++) part->mbs[w] |= own->mbs[w];
+    if (own->gstep >= 0) part->gstep = step;
     return run_for(e, r, step, idx, a);
 }
 
@@ -637,12 +755,16 @@ static int do_reduce(eng *e, int r, int step, int idx) {
     stepst *st = &e->st[step];
     rstate *R = &e->r[r];
     if (!R->arrived[step]) {
-        for (int c = 0; c < e->C; c++) {
-            if (e->s->owner[c] != r) continue;
-            for (int mb = 0; mb < e->M; mb++)
-                if (!bit(&st->acc[(size_t)c * e->words], mb))
-                    return fail_at(e, r, step, idx, "chunk %d's accumulator lacks micro-batch %d's gradient", c, mb);
-        }
+        for (int c = 0; c < e->C; c++)
+            for (int k = 0; k < e->SL; k++) {
+                if (!sched_owns(e->s, r, c, e->S ? k : -1)) continue;
+                for (int mb = 0; mb < e->M; mb++)
+                    if (!bit(&st->acc[((size_t)c * e->SL + k) * e->words], mb))
+                        return e->S ? fail_at(e, r, step, idx, "slice %d of chunk %d's accumulator lacks micro-batch "
+                                              "%d's gradient", k, c, mb)
+                                    : fail_at(e, r, step, idx, "chunk %d's accumulator lacks micro-batch %d's gradient",
+                                              c, mb);
+            }
         R->arrived[step] = true;
         R->reduce_t0[step] = e->now;
         st->arrived++;
@@ -666,29 +788,40 @@ static int do_update(eng *e, int r, int step, int idx, const wp_action *a) {
     stepst *st = &e->st[step];
     int c = a->chunk;
     if (c < 0 || c >= e->C) return fail_at(e, r, step, idx, "chunk %d out of range", c);
-    if (e->s->owner[c] != r) return fail_at(e, r, step, idx, "chunk %d is owned by rank %d", c, e->s->owner[c]);
+    int k = e->S ? r : 0;
+    if (e->S ? r >= e->S : e->s->owner[c] != r)
+        return e->S ? fail_at(e, r, step, idx, "rank %d owns no slice of chunk %d", r, c)
+                    : fail_at(e, r, step, idx, "chunk %d is owned by rank %d", c, e->s->owner[c]);
     if (!e->r[r].passed[step])
         return fail_at(e, r, step, idx, "updates before this rank's REDUCE (clipping and the inf/NaN skip need the "
                        "global norm first)");
-    if (st->updated[c]++) return fail_at(e, r, step, idx, "chunk %d is updated a second time", c);
-    e->master[c]++;
-    memset(&st->acc[(size_t)c * e->words], 0, (size_t)e->words * sizeof *st->acc);
+    if (st->updated[c * e->SL + k]++) return fail_at(e, r, step, idx, "chunk %d is updated a second time", c);
+    e->master[c * e->SL + k]++;
+    memset(&st->acc[((size_t)c * e->SL + k) * e->words], 0, (size_t)e->words * sizeof *st->acc);
     return run_for(e, r, step, idx, a);
 }
 
+/* FREE of a whole name in a sliced schedule drops every slice of it held here. */
 static int do_free(eng *e, int r, int step, int idx, const wp_action *a) {
     rstate *R = &e->r[r];
     char nm[48], note[96];
-    wp_buf b = absolute(a->buf, step);
-    inst *in = find(R, b);
-    if (!in)
+    wp_buf b = absolute(a->buf, step), parts[WP_MAX_CHUNKS];
+    inst *in[WP_MAX_CHUNKS];
+    int n = expand(e, b, parts), held = 0;
+    if (n < 0) return bad_slicing(e, r, step, idx, a->buf);
+    for (int i = 0; i < n; i++)
+        if ((in[held] = find(R, parts[i]))) held++;
+    if (!held)
         return fail_at(e, r, step, idx, "frees %s, which rank %d does not hold%s", buf_name(a->buf, nm, sizeof nm), r,
-                       freed_note(e, R, b, step, note, sizeof note));
-    if (!in->present || in->sends > 0) {
-        wait_for(R, in->present ? WHY_SEND : WHY_ARRIVE, b, step);
-        return BLOCKED;
-    }
-    return destroy(e, r, in, step, idx) ? oom(e) : DONE;
+                       freed_note(e, R, n == 1 ? b : parts[0], step, note, sizeof note));
+    for (int i = 0; i < held; i++)
+        if (!in[i]->present || in[i]->sends > 0) {
+            wait_for(R, in[i]->present ? WHY_SEND : WHY_ARRIVE, in[i]->b, step);
+            return BLOCKED;
+        }
+    for (int i = 0; i < held; i++)
+        if (destroy(e, r, in[i], step, idx)) return oom(e);
+    return DONE;
 }
 
 static int exec_action(eng *e, int r, int step, int idx) {
@@ -706,6 +839,7 @@ static int exec_action(eng *e, int r, int step, int idx) {
     case WP_OP_REDUCE: return do_reduce(e, r, step, idx);
     case WP_OP_UPDATE: return do_update(e, r, step, idx, a);
     case WP_OP_FREE: return do_free(e, r, step, idx, a);
+    case WP_OP_FOLD: return do_fold(e, r, step, idx, a);
     default: return fail_at(e, r, step, idx, "unknown op %d", a->op);
     }
 }
@@ -813,7 +947,9 @@ static int check_structure(eng *e) {
         for (int i = 0; i < s->rank[r].n_carry; i++) {
             wp_buf b = s->rank[r].carry[i];
             char nm[48];
-            if (b.kind != WP_BUF_W || b.idx != 0 || b.chunk < 0 || b.chunk >= e->C || s->owner[b.chunk] != r)
+            if (b.kind != WP_BUF_W || b.idx != 0 || b.chunk < 0 || b.chunk >= e->C ||
+                (b.nslices && (b.nslices != e->S || b.slice >= e->S)) ||
+                !sched_owns(s, r, b.chunk, b.nslices ? b.slice : e->S ? -1 : 0))
                 return fail_plain(e, "rank %d carries %s into a step: only an owner's weights of the step (@0) can be "
                                   "carried, so that it can create them before the first step", r, buf_name(b, nm, sizeof nm));
         }
@@ -848,9 +984,10 @@ static int check_work(eng *e) {
                 if (missing)
                     return fail_plain(e, "step %d: the %s of chunk %d, micro-batch %d never runs", s + 1, missing, c, mb);
             }
-            if (st->updated[c] != 1)
-                return fail_plain(e, "step %d: chunk %d is never updated (its owner, rank %d, lacks UPDATE(%d))", s + 1,
-                                  c, e->s->owner[c], c);
+            for (int k = 0; k < e->SL; k++)
+                if (st->updated[c * e->SL + k] != 1)
+                    return fail_plain(e, "step %d: chunk %d is never updated (its owner, rank %d, lacks UPDATE(%d))",
+                                      s + 1, c, e->S ? k : e->s->owner[c], c);
         }
     }
     return 0;
@@ -928,13 +1065,18 @@ static int setup(eng *e) {
             if (!(*arrs[k] = malloc(cm * sizeof(int)))) return -1;
             for (size_t i = 0; i < cm; i++) (*arrs[k])[i] = -1;
         }
-        if (!(st->acc = calloc((size_t)e->C * e->words, sizeof *st->acc))) return -1;
+        if (!(st->acc = calloc((size_t)e->C * e->SL * e->words, sizeof *st->acc))) return -1;
+        if (!(st->updated = calloc((size_t)e->C * e->SL, sizeof *st->updated))) return -1;
     }
+    if (!(e->master = calloc((size_t)e->C * e->SL, sizeof *e->master))) return -1;
     for (int a = 0; a < e->N; a++)
         for (int b = 0; b < e->N; b++) link_params(e, a, b, &e->ln[a * e->N + b].bw, &e->ln[a * e->N + b].lat);
     for (int r = 0; r < e->N; r++) {
-        for (int c = 0; c < e->C; c++)
-            if (e->s->owner[c] == r && e->sz) run->rank[r].owner_bytes += e->sz->owner_bytes[c];
+        for (int c = 0; c < e->C && e->sz; c++) {
+            size_t off, part;
+            slice_range(e->sz->owner_bytes[c], r, e->S ? e->S : 1, &off, &part);
+            if (e->S ? r < e->S : e->s->owner[c] == r) run->rank[r].owner_bytes += e->S ? part : e->sz->owner_bytes[c];
+        }
         for (int i = 0; i < e->s->rank[r].n_carry; i++)
             if (!create(e, r, e->s->rank[r].carry[i], true, 0, 0)) return -1;
     }
@@ -973,7 +1115,9 @@ static void teardown(eng *e) {
         stepst *st = &e->st[s];
         free(st->f_rank), free(st->b_rank), free(st->w_rank), free(st->f_idx), free(st->b_idx), free(st->w_idx);
         free(st->acc);
+        free(st->updated);
     }
+    free(e->master);
     free(e->flight);
     free(e->chans);
     free(e->ch);
@@ -1017,7 +1161,10 @@ int exec_run(const wp_schedule *s, const wp_sizes *sz, const wp_costs *costs, in
     run->record = record;
     if (costs) e.costs = *costs;
     e.words = (e.M + 63) / 64;
-    if (steps < 1 || steps > MAX_STEPS || e.N < 1 || e.C < 1 || e.C > WP_MAX_CHUNKS || e.M < 1) {
+    e.S = s->nslices;
+    e.SL = e.S ? e.S : 1;
+    if (steps < 1 || steps > MAX_STEPS || e.N < 1 || e.C < 1 || e.C > WP_MAX_CHUNKS || e.M < 1 || e.S < 0 ||
+        e.S > e.N) {
         snprintf(err, errlen, "schedule: bad shape (N %d, M %d, C %d, steps %d)", e.N, e.M, e.C, steps);
         return 1;
     }

@@ -78,6 +78,7 @@ int schedule_generate(wp_strategy s, int nranks, int nmb, int nchunks, const wp_
     case WP_STRAT_I1F1B: rc = gen_i1f1b(out, opt, err, errlen); break;
     case WP_STRAT_ZBH1: rc = gen_zbh1(out, err, errlen); break;
     case WP_STRAT_ZBH2: rc = gen_zbh2(out, err, errlen); break;
+    case WP_STRAT_FSDP: rc = gen_fsdp(out, err, errlen); break;
     default: rc = bad(err, errlen, "--strategy: unknown strategy"); break;
     }
     if (rc) sched_free(out);

@@ -8,6 +8,7 @@ static const char *const strategy_names[WP_STRAT_COUNT] = {
     [WP_STRAT_1F1B] = "1f1b", [WP_STRAT_NAIVE] = "weipipe-naive", [WP_STRAT_INTERLEAVE] = "weipipe-interleave",
     [WP_STRAT_WZB1] = "wzb1", [WP_STRAT_WZB2] = "wzb2",
     [WP_STRAT_GPIPE] = "gpipe", [WP_STRAT_I1F1B] = "interleaved-1f1b", [WP_STRAT_ZBH1] = "zb-h1", [WP_STRAT_ZBH2] = "zb-h2",
+    [WP_STRAT_FSDP] = "fsdp",
 };
 
 const char *strategy_name(wp_strategy s) { return s < WP_STRAT_COUNT ? strategy_names[s] : "?"; }
@@ -23,7 +24,7 @@ int strategy_parse(const char *name, wp_strategy *s) {
 
 const char *op_name(wp_op op) {
     static const char *const names[WP_OP_COUNT] = {
-        "F", "B", "W", "BW", "SEND", "RECV", "LOAD", "ZERO", "ACC", "REDUCE", "UPDATE", "FREE",
+        "F", "B", "W", "BW", "SEND", "RECV", "LOAD", "ZERO", "ACC", "REDUCE", "UPDATE", "FREE", "FOLD",
     };
     return op < WP_OP_COUNT ? names[op] : "?";
 }
@@ -34,9 +35,11 @@ const char *channel_name(int ch) {
 }
 
 char *buf_name(wp_buf b, char *out, size_t len) {
+    char sl[24] = "";
+    if (b.nslices) snprintf(sl, sizeof sl, "/%d:%d", b.slice, b.nslices);
     switch (b.kind) {
-    case WP_BUF_W: snprintf(out, len, "W[%d]@%d%s", b.chunk, b.idx, b.lane == WP_LANE_B ? ".b" : ""); break;
-    case WP_BUF_GW: snprintf(out, len, "GW[%d]", b.chunk); break;
+    case WP_BUF_W: snprintf(out, len, "W[%d]@%d%s%s", b.chunk, b.idx, sl, b.lane == WP_LANE_B ? ".b" : ""); break;
+    case WP_BUF_GW: snprintf(out, len, "GW[%d]%s%s", b.chunk, sl, b.lane == WP_LANE_PART ? ".p" : ""); break;
     case WP_BUF_A: snprintf(out, len, "A[%d][%d]", b.chunk, b.idx); break;
     case WP_BUF_GA: snprintf(out, len, "GA[%d][%d]", b.chunk, b.idx); break;
     default: snprintf(out, len, "?"); break;
@@ -59,7 +62,11 @@ char *action_text(const wp_action *a, char *out, size_t len) {
     case WP_OP_ZERO:
     case WP_OP_FREE: snprintf(out, len, "%s %s", op_name(a->op), buf_name(a->buf, nb, sizeof nb)); break;
     case WP_OP_ACC:
+        if (a->buf.nslices || a->buf.lane) snprintf(out, len, "ACC %s", buf_name(a->buf, nb, sizeof nb));
+        else snprintf(out, len, "ACC(%d)", a->chunk);
+        break;
     case WP_OP_UPDATE: snprintf(out, len, "%s(%d)", op_name(a->op), a->chunk); break;
+    case WP_OP_FOLD: snprintf(out, len, "FOLD %s", buf_name(a->buf, nb, sizeof nb)); break;
     default: snprintf(out, len, "%s", op_name(a->op)); break;
     }
     return out;
@@ -73,15 +80,36 @@ wp_buf buf_a(int chunk, int mb) { return (wp_buf){.kind = WP_BUF_A, .chunk = (in
 wp_buf buf_ga(int chunk, int mb) { return (wp_buf){.kind = WP_BUF_GA, .chunk = (int16_t)chunk, .idx = mb}; }
 
 bool buf_eq(wp_buf x, wp_buf y) {
-    return x.kind == y.kind && x.lane == y.lane && x.chunk == y.chunk && x.idx == y.idx;
+    return x.kind == y.kind && x.lane == y.lane && x.chunk == y.chunk && x.idx == y.idx && x.nslices == y.nslices &&
+           x.slice == y.slice;
+}
+
+wp_buf buf_slice(wp_buf whole, int k, int n) {
+    whole.nslices = (uint16_t)n;
+    whole.slice = (uint16_t)k;
+    return whole;
+}
+
+void slice_range(size_t E, int k, int n, size_t *off, size_t *len) {
+    size_t lo = E * (size_t)k / (size_t)n, hi = E * (size_t)(k + 1) / (size_t)n;
+    *off = lo;
+    *len = hi - lo;
+}
+
+bool sched_owns(const wp_schedule *s, int rank, int chunk, int slice) {
+    if (!s->nslices) return s->owner[chunk] == rank;
+    if (slice >= 0) return slice == rank;
+    return s->nslices == 1 && rank == 0;
 }
 
 size_t buf_bytes(const wp_layout *L, wp_buf b) {
     const wp_model_cfg *m = &L->cfg;
     if (b.chunk < 0 || b.chunk >= m->n_chunks) return 0;
+    size_t numel = L->chunk_numel[b.chunk], off;
+    if (b.nslices) slice_range(numel, b.slice, b.nslices, &off, &numel);
     switch (b.kind) {
-    case WP_BUF_W: return L->chunk_numel[b.chunk] * wp_dtype_size(precision_weight_dtype(m->precision));
-    case WP_BUF_GW: return L->chunk_numel[b.chunk] * wp_dtype_size(precision_grad_dtype(m->precision));
+    case WP_BUF_W: return numel * wp_dtype_size(precision_weight_dtype(m->precision));
+    case WP_BUF_GW: return numel * wp_dtype_size(precision_grad_dtype(m->precision));
     case WP_BUF_A:
     case WP_BUF_GA: return (size_t)m->mb * m->seq * m->h * wp_dtype_size(precision_act_dtype(m->precision));
     default: return 0;

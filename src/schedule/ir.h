@@ -13,6 +13,17 @@
  *              it was created by ZERO or drained by ACC; never more than one lap of the ring.
  *   A[c][mb]   output of chunk c for micro-batch mb (input of chunk c+1), activation dtype.
  *   GA[c][mb]  gradient of the loss w.r.t. A[c][mb], activation dtype.
+ *   W[c]@v/k:n, GW[c]/k:n   slice k of n of a W or GW buffer: elements [k*E/n, (k+1)*E/n) of
+ *              the chunk's E (slice_range). Only a sliced schedule (wp_schedule.nslices = n > 0)
+ *              names slices, always with n = nslices. There a rank holds W and GW buffers as
+ *              slices: a whole name means all n slices of it (ZERO creates them all, FREE drops
+ *              those held, F/B/W/BW need all n present), a slice name means that one slice
+ *              (SEND, RECV, LOAD, ACC, FOLD move or fill one slice at a time). A whole buffer is
+ *              present when every slice of it is: so a compute reading W[c] waits until the
+ *              last slice of an all-gather has arrived.
+ *   GW[c]/k:n.p  a partial sum of slice k travelling a ring reduce-scatter (lane WP_LANE_PART),
+ *              apart from the rank's own GW[c] that its W-passes wrote: FOLD adds the own slice
+ *              into the partial, which holds the contributions of the ranks it passed.
  * Data is not a buffer: the rank that runs F(0, mb) reads micro-batch mb's tokens, the rank that
  * runs F(last, mb) its targets, from the deterministic loader.
  * The activation state of (c, mb) (what F keeps for the backward) is not a buffer either: it
@@ -29,14 +40,23 @@
  *   BW(c,mb)  B followed by W in one action (bit-identical to B then W).
  *   SEND(buf, peer, channel) / RECV(buf, peer, channel): post a transfer (never blocks).
  *   LOAD(buf) owner only: creates W[c]@v from its fp32 master; v must be the master's version.
+ *             In a sliced schedule, rank k owns slice k of every chunk (fp32 master, AdamW state
+ *             and fp32 accumulator of that slice) and LOADs W[c]@v/k:n.
  *   ZERO(buf) creates an empty GW[c].
  *   ACC(c)    owner only: adds the GW[c] it holds into its fp32 accumulator and zeroes GW[c],
- *             so a gradient is never summed in bf16 across a whole step.
+ *             so a gradient is never summed in bf16 across a whole step. `buf` names what is
+ *             drained: GW[c], or in a sliced schedule a slice GW[c]/k:n or a partial
+ *             GW[c]/k:n.p, which rank k (the slice's owner) adds into slice k's accumulator.
+ *   FOLD(buf) buf = a partial GW[c]/k:n.p held here: adds slice k of this rank's own GW[c] into
+ *             it (the sum computed in fp32, stored once in the grad dtype); the own GW[c] is only
+ *             read. One hop of a ring reduce-scatter (gen_fsdp.c).
  *   REDUCE    every rank once per step: the global exchange of the squared gradient norm and the
  *             inf/NaN flag (control channel, not the ring). A rank's REDUCE requires each chunk it
  *             owns to hold all M contributions; it completes when every rank has reached it.
  *   UPDATE(c) owner only, after REDUCE: AdamW (clipped by the global norm, skipped on inf/NaN)
  *             turns the accumulator into the master's next version and zeroes the accumulator.
+ *             In a sliced schedule every rank runs UPDATE(c) on the slice of c it owns; W and BW
+ *             may use to_master only where the rank owns every slice (one rank).
  *   FREE(buf) drop a buffer held by this rank.
  *
  * Transfer and waiting semantics (the runtime implements exactly these):
@@ -47,11 +67,12 @@
  *   - A transfer progresses once both sides posted it and the buffer is present at the sender
  *     (a relay may SEND a buffer that is still arriving). Transfers of one (src, dst, channel)
  *     leave in FIFO order, one after the other; different channels progress independently.
- *   - An action that reads a buffer (F, B, W, BW, ACC) waits until it has arrived; one that
- *     writes a buffer (W, BW into GW, ACC) also waits until earlier SENDs of it have completed.
+ *   - An action that reads a buffer (F, B, W, BW, ACC, FOLD) waits until it has arrived (every
+ *     slice of it, for a whole name in a sliced schedule); one that writes a buffer (W, BW into
+ *     GW, ACC, FOLD into its partial) also waits until earlier SENDs of it have completed.
  *   - FREE waits until the buffer has arrived and its SENDs have completed, then drops it.
  *     A buffer that arrives stays until FREE.
- *   - Compute actions (F, B, W, BW, LOAD, ZERO, ACC, UPDATE) run on the rank's one device
+ *   - Compute actions (F, B, W, BW, LOAD, ZERO, ACC, FOLD, UPDATE) run on the rank's one device
  *     stream and finish before the next action starts.
  *   - REDUCE waits for all ranks' REDUCE of the same step.
  *
@@ -80,6 +101,7 @@ typedef enum {
     WP_STRAT_I1F1B,
     WP_STRAT_ZBH1,
     WP_STRAT_ZBH2,
+    WP_STRAT_FSDP,    /* ZeRO-3 data parallel over sliced weights (gen_fsdp.c) */
     WP_STRAT_COUNT
 } wp_strategy;
 
@@ -96,13 +118,16 @@ typedef enum {
     WP_OP_REDUCE,
     WP_OP_UPDATE,
     WP_OP_FREE,
+    WP_OP_FOLD,
     WP_OP_COUNT
 } wp_op;
 
 typedef enum { WP_BUF_W = 0, WP_BUF_GW, WP_BUF_A, WP_BUF_GA, WP_BUF_KINDS } wp_buf_kind;
 
-/* Lanes of W: the forward stream's copy and the backward stream's copy. */
+/* Lanes of W: the forward stream's copy and the backward stream's copy. Lanes of GW: the rank's
+ * own gradient and a travelling partial sum of a reduce-scatter. */
 enum { WP_LANE_F = 0, WP_LANE_B = 1 };
+enum { WP_LANE_OWN = 0, WP_LANE_PART = 1 };
 
 /* Channels; the numbers agree with ring/transport.h's conventional ones. */
 enum {
@@ -120,6 +145,8 @@ typedef struct {
     uint8_t lane;  /* W: WP_LANE_*; 0 for the others */
     int16_t chunk;
     int32_t idx;   /* W: version relative to the step; A, GA: micro-batch; GW: 0 */
+    uint16_t nslices; /* 0: the whole buffer; else this is slice `slice` of nslices (W, GW) */
+    uint16_t slice;
 } wp_buf;
 
 typedef struct {
@@ -148,6 +175,8 @@ typedef struct {
     int nchunks;     /* C */
     bool split;      /* B and W are separate actions (else fused BW) */
     int owner[WP_MAX_CHUNKS];
+    int nslices;     /* 0: owner[c] holds chunk c's whole master; n: slice k of every chunk's
+                        master on rank k (ZeRO-3), owner[] then only names rank 0 */
     wp_rank_prog *rank; /* [nranks] */
 } wp_schedule;
 
@@ -167,6 +196,13 @@ wp_buf buf_gw(int chunk);
 wp_buf buf_a(int chunk, int mb);
 wp_buf buf_ga(int chunk, int mb);
 bool buf_eq(wp_buf x, wp_buf y);
+/* Slice k of n of a whole W or GW buffer. */
+wp_buf buf_slice(wp_buf whole, int k, int n);
+/* Elements [*off, *off + *len) of E that slice k of n covers (0 <= k < n; the sizes differ by at
+ * most one element). */
+void slice_range(size_t E, int k, int n, size_t *off, size_t *len);
+/* Whether `rank` owns slice `slice` of chunk c's master (slice -1: every slice of it). */
+bool sched_owns(const wp_schedule *s, int rank, int chunk, int slice);
 
 /* Bytes of a buffer for a model layout: W in the weight dtype, GW in the grad dtype, A and GA
  * (b*s*h values) in the activation dtype. */

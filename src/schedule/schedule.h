@@ -8,14 +8,15 @@
  *   - 1f1b, gpipe, zb-h1, zb-h2: any M (activation passing: a rank runs every micro-batch).
  *     interleaved-1f1b: any M breadth-first; depth-first M a multiple of N (Megatron's groups of
  *     N micro-batches per chunk). weipipe-*, wzb*: M a multiple of N (each rank runs M/N whole
- *     micro-batches, as in the authors' code).
+ *     micro-batches, as in the authors' code). fsdp: M a multiple of N (M/N per rank).
  * Ownership (owner[c]: fp32 master, AdamW state and the fp32 gradient accumulator):
  *   - 1f1b, gpipe, interleaved-1f1b, zb-h1, zb-h2: rank c mod N owns chunk c (weights never
  *     move; act_build.h).
  *   - weipipe-naive, weipipe-interleave, wzb1: owner[c] = (N - c) mod N, the rank that holds
  *     chunk c in the forward stream at turn 0, so a step starts without a transfer.
  *   - wzb2: the same spread by default, or every chunk on rank N-1 (the paper's) with
- *     wp_gen_opts.wzb2_owner_last. */
+ *     wp_gen_opts.wzb2_owner_last.
+ *   - fsdp: sliced (ir.h): rank k owns slice k of every chunk; one rank owns every chunk whole. */
 #ifndef WP_SCHEDULE_H
 #define WP_SCHEDULE_H
 
@@ -40,6 +41,7 @@ int gen_naive(wp_schedule *s, char *err, size_t errlen);
 int gen_interleave(wp_schedule *s, char *err, size_t errlen);
 int gen_wzb1(wp_schedule *s, char *err, size_t errlen);
 int gen_wzb2(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen);
+int gen_fsdp(wp_schedule *s, char *err, size_t errlen);
 int gen_gpipe(wp_schedule *s, char *err, size_t errlen);
 int gen_i1f1b(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen);
 int gen_zbh1(wp_schedule *s, char *err, size_t errlen);
