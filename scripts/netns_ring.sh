@@ -79,23 +79,41 @@ if [ -z "${WP_NETNS_INSIDE:-}" ]; then
     done
     unshare -rnpf --mount-proc true 2>/dev/null || {
         echo "netns_ring.sh: cannot create user+network+PID namespaces here (unshare -rnpf failed)" >&2; exit 77; }
-    # --kill-child: if this outer process is killed, the namespace's first process gets SIGKILL,
-    # and with it every process of the PID namespace.
-    WP_NETNS_INSIDE=1 exec unshare -rnpf --mount-proc --kill-child "$0" "${orig_args[@]}"
+    # The namespace's first process (this script again, inside) watches a pipe whose only writer
+    # is this outer process: when the outer ends in any way (done, a signal, SIGKILL), the inner
+    # one reads end-of-file and tears down; when the inner one, PID 1 of its PID namespace, ends,
+    # the kernel ends every process in it. (unshare itself ignores SIGTERM while it waits.)
+    fifo_dir=$(mktemp -d)
+    mkfifo "$fifo_dir/alive"
+    WP_NETNS_INSIDE=1 unshare -rnpf --mount-proc --kill-child "$0" "${orig_args[@]}" 8<"$fifo_dir/alive" &
+    child=$!
+    exec 9>"$fifo_dir/alive"
+    rm -rf "$fifo_dir"
+    trap 'exec 9>&-' INT TERM
+    rc=0
+    while kill -0 "$child" 2>/dev/null; do
+        rc=0
+        wait "$child" || rc=$?
+    done
+    exit "$rc"
 fi
 
 weipipe=${WEIPIPE:-build/weipipe}
 [ "$raw" = 1 ] || [ -x "$weipipe" ] || die "$weipipe is not an executable (set WEIPIPE or build first)"
 
-holders=() ranks=()
+holders=() ranks=() watcher=""
 cleanup() {
     trap - EXIT INT TERM
-    for p in "${ranks[@]}" "${holders[@]}"; do kill "$p" 2>/dev/null || true; done
+    for p in "${ranks[@]}" "${holders[@]}" $watcher; do kill "$p" 2>/dev/null || true; done
     wait 2>/dev/null || true
 }
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
+# the outer process ended (see above): end too
+(while read -r -u 8 _; do :; done; kill -TERM $$) &
+watcher=$!
+exec 8<&-
 
 addr() { echo "10.77.0.$(( $1 + 1 ))"; }
 in_ns() { local r=$1; shift; nsenter -t "${holders[$r]}" -n "$@"; }
