@@ -31,13 +31,17 @@ size_t model_acts_bytes(const wp_layout *L, int chunk, wp_dtype compute, bool sp
 
 /* Sequence segments (Seq1F1B: a micro-batch split along the sequence). The state of positions
  * [t0, t1) of each of the micro-batch's b sequences; prev is the same chunk's state of the
- * segment that ends at t0 (NULL when t0 == 0) and must outlive this one. With such a state,
+ * segment that ends at t0 (none when t0 == 0), which must outlive this one's B; it may be given
+ * later with model_acts_relink, but before this state's F. With such a state,
  * model_forward reads tokens, targets and x_in of the segment alone ([b, t1-t0] row-major) and
  * attends to the keys and values the earlier segments kept; B hands their share of dK/dV back
  * to them, so the B (or fused backward) of a segment runs before its predecessor's (last in,
  * first out). The sum over segments equals the whole-sequence run up to fp32 rounding.
  * A segment state [0, seq) is the same as model_acts_create's. NULL and a kern error on misuse. */
 wp_acts *model_acts_create_segment(wp_model *m, int chunk, int t0, int t1, wp_acts *prev);
+/* Link a segment state to a micro-batch's state of the segment before it (NULL for the first),
+ * e.g. to reuse its memory for another micro-batch. 0, or -1 with a kern error on a mismatch. */
+int model_acts_relink(wp_model *m, wp_acts *a, wp_acts *prev);
 /* model_acts_bytes for a segment state (its K/V and dK/dV accumulators included). */
 size_t model_acts_bytes_segment(const wp_layout *L, int chunk, wp_dtype compute, bool split_backward, int t0, int t1);
 

@@ -30,6 +30,14 @@ static int seg_scratch_reserve(wp_model *m) {
     return 0;
 }
 
+/* prev, when given, must be the same chunk's state of the segment ending at t0 (none at t0 = 0). */
+static int check_prev(wp_model *m, int chunk, int t0, int t1, const wp_acts *prev, const char *fn) {
+    if (!prev || (t0 > 0 && prev->chunk == chunk && prev->d.pos0 + prev->d.s == t0)) return 0;
+    kern_set_error(m->k, "%s: segment [%d, %d) of chunk %d linked to [%d, %d) of chunk %d (want the segment ending at %d "
+                   "of the same chunk)", fn, t0, t1, chunk, prev->d.pos0, prev->d.pos0 + prev->d.s, prev->chunk, t0);
+    return -1;
+}
+
 wp_acts *model_acts_create_segment(wp_model *m, int chunk, int t0, int t1, wp_acts *prev) {
     const int seq = m->L.cfg.seq;
     const char *fn = "model_acts_create_segment";
@@ -41,16 +49,20 @@ wp_acts *model_acts_create_segment(wp_model *m, int chunk, int t0, int t1, wp_ac
         kern_set_error(m->k, "%s: segment [%d, %d) is not inside [0, %d)", fn, t0, t1, seq);
         return NULL;
     }
-    if ((t0 == 0) != (prev == NULL) || (prev && (prev->chunk != chunk || prev->d.pos0 + prev->d.s != t0))) {
-        kern_set_error(m->k, "%s: segment [%d, %d) of chunk %d needs the state of the segment ending at %d of the same chunk%s",
-                       fn, t0, t1, chunk, t0, t0 == 0 ? " to be NULL" : "");
-        return NULL;
-    }
-    if (prev && seg_scratch_reserve(m) != 0) return NULL;
+    if (check_prev(m, chunk, t0, t1, prev, fn) != 0) return NULL;
+    if (t0 > 0 && seg_scratch_reserve(m) != 0) return NULL;
     wp_dims d = model_dims_segment(&m->L.cfg, m->d.cdt, t0, t1);
     wp_acts *a = acts_create(m, chunk, &d);
     if (a) a->prev = prev;
     return a;
+}
+
+int model_acts_relink(wp_model *m, wp_acts *a, wp_acts *prev) {
+    if (kern_error(m->k)) return -1;
+    if (check_prev(m, a->chunk, a->d.pos0, a->d.pos0 + a->d.s, prev, "model_acts_relink") != 0) return -1;
+    a->prev = prev;
+    a->later_awaits_b = false;
+    return 0;
 }
 
 const wp_seg_kv *seg_kv_of(const wp_model *m, const wp_acts *a, int i, wp_seg_kv *buf) {
@@ -139,6 +151,11 @@ void seg_attention_bwd(wp_kern *k, const wp_dims *d, const wp_block_acts *A, con
 }
 
 int seg_forward_begin(wp_model *m, wp_acts *a, const char *fn) {
+    if (a->d.pos0 > 0 && !a->prev) {
+        kern_set_error(m->k, "%s: segment [%d, %d) of chunk %d is not linked to the segment before it", fn, a->d.pos0,
+                       a->d.pos0 + a->d.s, a->chunk);
+        return -1;
+    }
     if (a->prev && a->prev->later_awaits_b) {
         kern_set_error(m->k, "%s: segment at %d of chunk %d: a later segment's F already ran without its B", fn,
                        a->prev->d.pos0, a->chunk);

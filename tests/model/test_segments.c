@@ -206,7 +206,8 @@ static int check_lifo_refused(const wp_model_cfg *cfg) {
     return !refused;
 }
 
-/* A segment whose predecessor does not end where it starts, or is missing, is refused. */
+/* A segment linked to a predecessor that does not end where it starts is refused; one left
+ * without a predecessor cannot run its F. */
 static int check_link_refused(const wp_model_cfg *cfg, int t0, int t1, bool with_prev) {
     harness H;
     harness_open(&H, cfg, 7, WP_F32);
@@ -216,13 +217,25 @@ static int check_link_refused(const wp_model_cfg *cfg, int t0, int t1, bool with
     wp_acts *first = model_acts_create_segment(m, 0, 0, cfg->seq / 2, NULL);
     if (!first) die("model_acts_create_segment", kern_error(H.k));
     wp_acts *bad = model_acts_create_segment(m, 0, t0, t1, with_prev ? first : NULL);
-    printf("%s segment [%d, %d) %s predecessor [0, %d): %s\n", bad ? "FAIL" : "ok  ", t0, t1,
+    bool refused = !bad;
+    if (bad) {
+        /* unlinked: its F must refuse (it would attend to keys that are not there) */
+        size_t n = (size_t)cfg->mb * (t1 - t0);
+        int32_t *tok = dev_alloc(&H, n * sizeof *tok);
+        void *x_out = dev_alloc(&H, n * (size_t)cfg->h * sizeof(float));
+        kern_zero(H.k, tok, n * sizeof *tok);
+        refused = model_forward(m, 0, H.params, bad, NULL, tok, tok, x_out, NULL) != 0 && kern_error(H.k) &&
+                  strstr(kern_error(H.k), "not linked");
+        kern_free(H.k, tok);
+        kern_free(H.k, x_out);
+    }
+    printf("%s segment [%d, %d) %s predecessor [0, %d): %s\n", refused ? "ok  " : "FAIL", t0, t1,
            with_prev ? "after" : "without its", cfg->seq / 2, kern_error(H.k) ? kern_error(H.k) : "accepted");
     model_acts_destroy(m, bad);
     model_acts_destroy(m, first);
     model_destroy(m);
     harness_close(&H);
-    return bad != NULL;
+    return !refused;
 }
 
 static int check_shape(wp_model_cfg cfg, const int *layers, int n_chunks) {
