@@ -60,6 +60,11 @@ static int prepare_schedule(train_job *j, char *err, size_t errlen) {
     int rc = schedule_generate(st, j->nranks, j->nmb, j->L.cfg.n_chunks, &go, &j->s, err, errlen);
     if (rc) return rc;
     j->have_sched = true;
+    /* a sliced schedule (ir.h) keeps 1/N of every chunk's optimizer state per rank; the optimizer
+     * and the checkpoints here are per whole chunk, so only the simulator runs those lists */
+    if (j->s.nslices)
+        return fail(err, errlen, 2, "--strategy %s: sliced weights on %d ranks are validated and simulated, not trained "
+                    "(the optimizer and checkpoints keep whole chunks); train it with --nranks 1", j->o.strategy, j->nranks);
     wp_sizes sz;
     sizes_from_layout(&sz, &j->L, j->s.split);
     char why[512];
