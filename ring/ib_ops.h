@@ -80,7 +80,6 @@ typedef struct ib_ops {
     void (*wait)(ib_dev *dev, double timeout_s);
     void (*wake)(ib_dev *dev);
     const char *(*status_str)(int status);
-    int cq_depth; /* completions the device's queue holds: the sum over its queue pairs */
 } ib_ops;
 
 extern const ib_ops ib_soft_ops;

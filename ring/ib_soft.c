@@ -493,5 +493,4 @@ const ib_ops ib_soft_ops = {
     .wait = soft_wait,
     .wake = soft_wake,
     .status_str = soft_status_str,
-    .cq_depth = 1 << 20,
 };

@@ -43,7 +43,8 @@ struct ib_dev {
     union ibv_gid gid;
     bool use_gid;
     ib_qp *qps; /* to map a completion's qp_num to its queue pair */
-    int cq_used; /* entries the queue pairs can have outstanding together */
+    int cq_depth; /* the completion queue's size (at most VERBS_CQ_DEPTH, or the device's limit) */
+    int cq_used;  /* entries the queue pairs can have outstanding together */
     bool armed;
 };
 
@@ -117,8 +118,14 @@ static int make_queues(ib_dev *d, char *err, size_t errlen) {
         snprintf(err, errlen, "fcntl on the completion channel: %s", strerror(errno));
         return -1;
     }
-    if (!(d->cq = ibv_create_cq(d->ctx, VERBS_CQ_DEPTH, NULL, d->channel, 0))) {
-        snprintf(err, errlen, "ibv_create_cq (%d entries): %s", VERBS_CQ_DEPTH, strerror(errno));
+    struct ibv_device_attr attr;
+    if (ibv_query_device(d->ctx, &attr) != 0) {
+        snprintf(err, errlen, "ibv_query_device: %s", strerror(errno));
+        return -1;
+    }
+    d->cq_depth = attr.max_cqe < VERBS_CQ_DEPTH ? attr.max_cqe : VERBS_CQ_DEPTH;
+    if (!(d->cq = ibv_create_cq(d->ctx, d->cq_depth, NULL, d->channel, 0))) {
+        snprintf(err, errlen, "ibv_create_cq (%d entries): %s", d->cq_depth, strerror(errno));
         return -1;
     }
     if ((d->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0) {
@@ -155,7 +162,7 @@ static int verbs_open(const ib_dev_cfg *cfg, ib_dev **out, char *desc, size_t de
     if (d->use_gid) snprintf(where, sizeof where, "GID index %d", d->gid_index);
     else snprintf(where, sizeof where, "LID %u", d->port_attr.lid);
     snprintf(desc, desclen, "device %s port %d (%s, %s, MTU %d), registered pinned host staging buffers "
-             "(GPU memory is not registered directly: the executor hands the transport host memory)",
+             "(no dma-buf registration of GPU memory: GPU buffers arrive through host staging)",
              ibv_get_device_name(d->ctx->device), d->port, layer, where, 128 << d->port_attr.active_mtu);
     *out = d;
     return 0;
@@ -185,8 +192,8 @@ static void verbs_dereg_mr(ib_mr *m) {
 
 static int verbs_create_qp(ib_dev *d, void *ctx, int sq_depth, int rq_depth, ib_qp **out, ib_addr *local, char *err,
                            size_t errlen) {
-    if (d->cq_used + sq_depth + rq_depth > VERBS_CQ_DEPTH) {
-        snprintf(err, errlen, "the completion queue (%d entries) cannot serve another queue pair of %d", VERBS_CQ_DEPTH,
+    if (d->cq_used + sq_depth + rq_depth > d->cq_depth) {
+        snprintf(err, errlen, "the completion queue (%d entries) cannot serve another queue pair of %d", d->cq_depth,
                  sq_depth + rq_depth);
         return -1;
     }
@@ -369,7 +376,6 @@ const ib_ops ib_verbs_ops = {
     .wait = verbs_wait,
     .wake = verbs_wake,
     .status_str = verbs_status_str,
-    .cq_depth = VERBS_CQ_DEPTH,
 };
 
 #endif

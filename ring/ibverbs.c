@@ -413,16 +413,26 @@ int ibv_dev_cfg_from_opts(const wp_opts *o, ib_dev_cfg *dev, char *err, size_t e
 }
 
 #if WP_HAVE_IBVERBS
+int ibv_open_over(wp_transport *wire, const wp_opts *o, const wp_net_opts *net, wp_transport **t, char *err,
+                  size_t errlen) {
+    *t = NULL;
+    ib_dev_cfg dc;
+    if (ibv_dev_cfg_from_opts(o, &dc, err, errlen) != 0) return 2;
+    ibp_cfg pc;
+    ibp_cfg_defaults(&pc);
+    pc.timeout = net->timeout;
+    int rc = ibv_create(&ib_verbs_ops, &dc, &pc, net->connect_timeout, wire, t, err, errlen);
+    if (rc == 0 && tp_rank(wire) == 0) fprintf(stderr, "weipipe: ibverbs transport: %s\n", ibv_describe(*t));
+    return rc;
+}
+
 int ibv_job_open(const wp_boot_info *bi, const wp_net_opts *net, const wp_opts *o, wp_transport **t,
                  wp_transport **oob, wp_control **ctl, char *err, size_t errlen) {
     *t = NULL;
     ib_dev_cfg dc;
-    if (ibv_dev_cfg_from_opts(o, &dc, err, errlen) != 0) return 2;
+    if (ibv_dev_cfg_from_opts(o, &dc, err, errlen) != 0) return 2; /* before the rendezvous */
     if (wp_job_open_tcp(bi, net, oob, ctl, err, errlen) != 0) return 1;
-    ibp_cfg pc;
-    ibp_cfg_defaults(&pc);
-    pc.timeout = net->timeout;
-    int rc = ibv_create(&ib_verbs_ops, &dc, &pc, net->connect_timeout, *oob, t, err, errlen);
+    int rc = ibv_open_over(*oob, o, net, t, err, errlen);
     if (rc != 0) {
         ctl_abort(*ctl, err);
         wp_job_close(*oob, *ctl);
@@ -430,7 +440,6 @@ int ibv_job_open(const wp_boot_info *bi, const wp_net_opts *net, const wp_opts *
         *ctl = NULL;
         return rc;
     }
-    if (bi->rank == 0) fprintf(stderr, "weipipe: ibverbs transport: %s\n", ibv_describe(*t));
     ctl_attach(*ctl, *t);
     return 0;
 }

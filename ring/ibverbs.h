@@ -41,6 +41,11 @@ const char *ibv_describe(wp_transport *t);
 int ibv_dev_cfg_from_opts(const struct wp_opts *o, ib_dev_cfg *dev, char *err, size_t errlen);
 
 #if WP_HAVE_IBVERBS
+/* The RDMA transport over libibverbs with the device flags of o, over `wire` (the tcp
+ * transport of the rendezvous, which stays the caller's: close *t first). Rank 0 prints the
+ * start-up line. Returns 0; 2 when there is no RDMA device or a flag is wrong; 1 otherwise. */
+int ibv_open_over(wp_transport *wire, const struct wp_opts *o, const wp_net_opts *net, wp_transport **t, char *err,
+                  size_t errlen);
 /* A rank of a job with --transport ibverbs: the tcp rendezvous (wp_job_open_tcp) gives the
  * control channel and the out-of-band transport; then the RDMA transport over libibverbs,
  * attached to the control channel. Prints the start-up line on rank 0. Returns 0; 2 when
