@@ -1,5 +1,6 @@
 /* Printing schedules and reports (print.h). */
 #include "print.h"
+#include "segments.h"
 
 #include <string.h>
 
@@ -29,6 +30,10 @@ char *fmt_seconds(char *out, size_t len, double s) {
 }
 
 static void owned_list(FILE *f, const wp_schedule *s, int r) {
+    if (s->nslices) { /* ir.h: rank k owns slice k of every chunk */
+        fprintf(f, "slice %d of %d of every chunk", r, s->nslices);
+        return;
+    }
     int n = 0;
     for (int c = 0; c < s->nchunks; c++)
         if (s->owner[c] == r) fprintf(f, "%s%d", n++ ? "," : "", c);
@@ -37,8 +42,10 @@ static void owned_list(FILE *f, const wp_schedule *s, int r) {
 
 void print_schedule_text(FILE *f, const wp_schedule *s) {
     char b[96];
-    fprintf(f, "%s: %d ranks, %d micro-batches, %d chunks, %s backward\n", strategy_name(s->strategy), s->nranks,
-            s->nmb, s->nchunks, s->split ? "split (B + W)" : "fused (BW)");
+    fprintf(f, "%s: %d ranks, %d micro-batches, %d chunks, %s backward", strategy_name(s->strategy), s->nranks,
+            sched_samples(s), s->nchunks, s->split ? "split (B + W)" : "fused (BW)");
+    if (s->nseg > 1) fprintf(f, "; %d segments each, unit u = segment u %% %d of micro-batch u / %d", s->nseg, s->nseg, s->nseg);
+    fputc('\n', f);
     for (int r = 0; r < s->nranks; r++) {
         const wp_rank_prog *p = &s->rank[r];
         fprintf(f, "rank %d (owns ", r);
