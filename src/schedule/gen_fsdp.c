@@ -8,7 +8,8 @@
  *   backward  for c = C-1..0: all-gather W[c-1] ahead, ZERO GW[c], BW(c,mb), FREE W[c], then a
  *             ring reduce-scatter of GW[c] whose hops run one per later compute, so that the
  *             transfers hide behind the next chunks' backward; at most RS_IN_FLIGHT at once (the
- *             oldest finishes when a new one would exceed that), the rest at the micro-batch's end
+ *             oldest finishes when a new one would exceed that), the rest at the micro-batch's end,
+ *             after the all-gather of the next micro-batch's first chunk is posted
  *   step end  REDUCE, then every rank UPDATEs its slice of every chunk; nothing is carried.
  *
  * All-gather of W[c] at rank r (channel wfwd, r -> r+1): LOAD its slice W[c]@0/r:N from its
@@ -150,7 +151,6 @@ static void backward(fsdp_rank *g, int mb) {
         rs_hop(g, c, 0);
         g->rs[g->n_rs++] = (rs_state){c, 0};
     }
-    rs_flush(g);
 }
 
 int gen_fsdp(wp_schedule *s, char *err, size_t errlen) {
@@ -165,7 +165,8 @@ int gen_fsdp(wp_schedule *s, char *err, size_t errlen) {
             int mb = i * N + r;
             forward(&g, mb);
             backward(&g, mb);
-            if (i + 1 < k) gather(&g, 0);
+            if (i + 1 < k) gather(&g, 0); /* the next micro-batch's first chunk moves during the flush */
+            rs_flush(&g);
         }
         put(&g, act_chunk(WP_OP_REDUCE, 0, 0));
         for (int c = 0; c < s->nchunks; c++) put(&g, act_chunk(WP_OP_UPDATE, c, 0));
