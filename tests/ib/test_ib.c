@@ -2,7 +2,7 @@
  * soft fabric (ring/ib_soft.h) or on real verbs where a device exists. Ranks are threads; the
  * local transport carries the connection exchange (as tcp does in a job).
  *
- * usage: test_ib MODE [SLOT_BYTES WR_BYTES]
+ * usage: test_ib MODE [SLOT_BYTES WR_BYTES]   (modes below; verbs-MODE: over libibverbs)
  *   matrix SLOT WR   every pair and self, channels 0/2/5, sizes 0, 1, 3, slot-1, slot, slot+1,
  *                    3 slot+17 and 1 MiB+5, posted in a seeded shuffled order; every byte, the
  *                    counters, and the fabric's count of chunks, credits and work requests
@@ -19,8 +19,11 @@
  *   silence          a receive nobody sends: the wait fails naming the silent peer
  *   errors           a write completing with an error: fails naming the peer and the error
  *   mismatch         sizes that disagree: the receiver names both labels and sizes
+ *   gone             a peer that closed: no failure while nothing is pending with it; the
+ *                    next write to it fails naming it and the label
  *   config           bad protocol settings are refused by ibv_create with the reason
- *   verbs            the matrix over libibverbs: skipped (77) with the reason without a device
+ *   verbs-MODE       matrix, credits, reuse, silence, mismatch and gone over libibverbs (the
+ *                    fabric's counters unchecked): skipped (77) with the reason without a device
  *   job              a launched rank with --transport ibverbs (ibv_job_run_rank): without a
  *                    device exit code 2 and "no RDMA device: ..."; with one a self transfer;
  *                    --ib-port 0 refused with exit code 2 */
@@ -47,6 +50,8 @@ typedef struct ib_test {
     size_t max_chunk[MAX_RANKS];
     char msg[MAX_RANKS][700]; /* failure messages the error modes observed */
 } ib_test;
+
+static bool is_soft(const ib_test *T) { return T->ops == &ib_soft_ops; }
 
 static int open_ib(wp_rank_ctx *ctx, ib_test *T, wp_transport **t) {
     ib_dev_cfg dc = {.port = 1, .soft_fabric = T->fab, .soft_rank = ctx->rank};
@@ -230,15 +235,18 @@ static int credits_rank(wp_rank_ctx *ctx, void *arg) {
                        "post: %s", ctx->err);
         }
         usleep(300 * 1000);
-        ib_soft_stats s;
-        ib_soft_stats_get(T->fab, &s);
         bool done;
         RANK_CHECK(ctx, tp_test(&reqs[0], &done, ctx->err, sizeof ctx->err) == 0 && !done,
                    "a send completed although the receiver posted nothing");
-        RANK_CHECK(ctx, s.imm_writes == IBP_SLOTS && s.credit_writes == 0,
-                   "%ld chunks written before the receiver posted (expected exactly the %d free buffers)",
-                   s.imm_writes, IBP_SLOTS);
-        printf("before the receiver posted: %ld chunks written (the double buffer), no send complete\n", s.imm_writes);
+        if (is_soft(T)) {
+            ib_soft_stats s;
+            ib_soft_stats_get(T->fab, &s);
+            RANK_CHECK(ctx, s.imm_writes == IBP_SLOTS && s.credit_writes == 0,
+                       "%ld chunks written before the receiver posted (expected exactly the %d free buffers)",
+                       s.imm_writes, IBP_SLOTS);
+            printf("before the receiver posted: %ld chunks written (the double buffer), no send complete\n",
+                   s.imm_writes);
+        }
     }
     RANK_CHECK(ctx, ctl_barrier(ctx->ctl, ctx->err, sizeof ctx->err) == 0, "barrier: %s", ctx->err);
     for (int k = 0; k < CREDIT_MSGS; k++) {
@@ -392,6 +400,42 @@ static void mode_mismatch(ib_test *T) {
     expect_in(T->msg[0], "rank 1 expects want@1 (120 bytes)", 0, "mismatch");
 }
 
+/* A peer that closed: quiet while nothing is expected from it, a named failure at the
+ * next write to it. */
+static int gone_rank(wp_rank_ctx *ctx, void *arg) {
+    ib_test *T = arg;
+    wp_transport *t;
+    RANK_CHECK(ctx, open_ib(ctx, T, &t) == 0, "open: %s", ctx->err);
+    int peer = 1 - ctx->rank;
+    RANK_CHECK(ctx, tp_connect(t, &peer, 1, ctx->err, sizeof ctx->err) == 0, "connect: %s", ctx->err);
+    RANK_CHECK(ctx, ctl_barrier(ctx->ctl, ctx->err, sizeof ctx->err) == 0, "barrier: %s", ctx->err);
+    if (ctx->rank == 1) close_ib(ctx, t);
+    RANK_CHECK(ctx, ctl_barrier(ctx->ctl, ctx->err, sizeof ctx->err) == 0, "barrier: %s", ctx->err);
+    if (ctx->rank == 1) return 0;
+    usleep(100 * 1000);
+    char why[600];
+    RANK_CHECK(ctx, !tp_failed(t, why, sizeof why), "failed although nothing was pending: %s", why);
+    char buf[5000];
+    rt_fill(buf, sizeof buf, 3);
+    wp_request *r;
+    RANK_CHECK(ctx, tp_post_send(t, 1, 0, buf, sizeof buf, "late@0", &r, ctx->err, sizeof ctx->err) == 0, "post: %s",
+               ctx->err);
+    if (tp_wait(&r, 5, T->msg[0], sizeof T->msg[0]) == 0) T->msg[0][0] = 0;
+    close_ib(ctx, t);
+    return 0;
+}
+
+static void mode_gone(ib_test *T) {
+    char err[800];
+    wp_net_opts net;
+    rt_net(&net, 1);
+    RT_CHECK(rt_run_local(2, &net, gone_rank, T, err, sizeof err) == 0, "%s", err);
+    printf("gone: rank 0: %s\n", T->msg[0]);
+    expect_in(T->msg[0], "rank 1 (thread) failed an RDMA data write on channel 0: ", 0, "gone");
+    if (is_soft(T)) expect_in(T->msg[0], "remote queue pair gone", 0, "gone");
+    expect_in(T->msg[0], "late@0", 0, "gone");
+}
+
 static int config_rank(wp_rank_ctx *ctx, void *arg) {
     ib_test *T = arg;
     struct {
@@ -425,7 +469,8 @@ static void run_matrix(ib_test *T, int world, bool check) {
     if (check) check_fabric(T, world);
 }
 
-static int mode_verbs(ib_test *T) {
+/* Switch T to libibverbs: 0, or 77 after saying why not (no device, or not built). */
+static int use_verbs(ib_test *T) {
 #if WP_HAVE_IBVERBS
     ib_dev_cfg dc = {.port = 1};
     const char *dev = getenv("WEIPIPE_IB_DEVICE");
@@ -441,8 +486,6 @@ static int mode_verbs(ib_test *T) {
     ib_verbs_ops.close(d);
     printf("verbs: %s\n", desc);
     T->ops = &ib_verbs_ops;
-    T->pc = (ibp_cfg){.slot_bytes = 65536, .wr_bytes = 16384, .timeout = 10};
-    run_matrix(T, 2, false);
     return 0;
 #else
     (void)T;
@@ -510,9 +553,56 @@ static int mode_job(void) {
 #endif
 }
 
+static int run_mode(ib_test *T, const char *mode) {
+    char e[800];
+    wp_net_opts net;
+    rt_net(&net, 1);
+    if (strcmp(mode, "matrix") == 0) {
+        run_matrix(T, 3, is_soft(T));
+    } else if (strcmp(mode, "ordering") == 0) {
+        ib_soft_set_faults(T->fab, &(ib_soft_faults){.rank = -1, .send_cqe_delay_s = 0.0003, .write_delay_s = 0.0001});
+        run_matrix(T, 3, true);
+    } else if (strcmp(mode, "credits") == 0) {
+        RT_CHECK(rt_run_local(2, &net, credits_rank, T, e, sizeof e) == 0, "%s", e);
+    } else if (strcmp(mode, "reuse") == 0) {
+        RT_CHECK(rt_run_local(2, &net, reuse_rank, T, e, sizeof e) == 0, "%s", e);
+        ib_soft_stats s;
+        ib_soft_stats_get(T->fab, &s);
+        RT_CHECK(!is_soft(T) || s.src_changed == 0, "%ld staging buffers rewritten before their write completed",
+                 s.src_changed);
+    } else if (strcmp(mode, "timeout") == 0) {
+        mode_timeout(T);
+    } else if (strcmp(mode, "silence") == 0) {
+        mode_silence(T);
+    } else if (strcmp(mode, "errors") == 0) {
+        mode_errors(T);
+    } else if (strcmp(mode, "mismatch") == 0) {
+        mode_mismatch(T);
+    } else if (strcmp(mode, "gone") == 0) {
+        mode_gone(T);
+    } else if (strcmp(mode, "config") == 0) {
+        RT_CHECK(rt_run_local(1, &net, config_rank, T, e, sizeof e) == 0, "%s", e);
+    } else if (strcmp(mode, "job") == 0) {
+        return mode_job();
+    } else {
+        fprintf(stderr, "unknown mode %s\n", mode);
+        return 2;
+    }
+    return 0;
+}
+
+/* Modes that need nothing of the soft fabric (no faults, no counters) also run over verbs. */
+static bool verbs_mode(const char *mode) {
+    const char *ok[] = {"matrix", "credits", "reuse", "silence", "mismatch", "gone"};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
+        if (strcmp(mode, ok[i]) == 0) return true;
+    return false;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: test_ib matrix|ordering SLOT WR | credits|reuse|timeout|silence|errors|mismatch|config|verbs\n");
+        fprintf(stderr, "usage: test_ib [verbs-]matrix|ordering SLOT WR | [verbs-]credits|reuse|silence|mismatch|gone | "
+                        "timeout|errors|config|job\n");
         return 2;
     }
     const char *mode = argv[1];
@@ -524,47 +614,14 @@ int main(int argc, char **argv) {
     T->pc = (ibp_cfg){.slot_bytes = argc > 3 ? (size_t)atol(argv[2]) : 4096,
                       .wr_bytes = argc > 3 ? (size_t)atol(argv[3]) : 4096 + IBP_HDR_BYTES, .timeout = 10};
     int rc = 0;
-    if (strcmp(mode, "matrix") == 0) {
-        run_matrix(T, 3, true);
-    } else if (strcmp(mode, "ordering") == 0) {
-        ib_soft_set_faults(T->fab, &(ib_soft_faults){.rank = -1, .send_cqe_delay_s = 0.0003, .write_delay_s = 0.0001});
-        run_matrix(T, 3, true);
-    } else if (strcmp(mode, "credits") == 0) {
-        char e[800];
-        wp_net_opts net;
-        rt_net(&net, 1);
-        RT_CHECK(rt_run_local(2, &net, credits_rank, T, e, sizeof e) == 0, "%s", e);
-    } else if (strcmp(mode, "reuse") == 0) {
-        char e[800];
-        wp_net_opts net;
-        rt_net(&net, 1);
-        RT_CHECK(rt_run_local(2, &net, reuse_rank, T, e, sizeof e) == 0, "%s", e);
-        ib_soft_stats s;
-        ib_soft_stats_get(T->fab, &s);
-        RT_CHECK(s.src_changed == 0, "%ld staging buffers rewritten before their write completed", s.src_changed);
-    } else if (strcmp(mode, "timeout") == 0) {
-        mode_timeout(T);
-    } else if (strcmp(mode, "silence") == 0) {
-        mode_silence(T);
-    } else if (strcmp(mode, "errors") == 0) {
-        mode_errors(T);
-    } else if (strcmp(mode, "mismatch") == 0) {
-        mode_mismatch(T);
-    } else if (strcmp(mode, "config") == 0) {
-        char e[800];
-        wp_net_opts net;
-        rt_net(&net, 1);
-        RT_CHECK(rt_run_local(1, &net, config_rank, T, e, sizeof e) == 0, "%s", e);
-    } else if (strcmp(mode, "verbs") == 0) {
-        rc = mode_verbs(T);
-    } else if (strcmp(mode, "job") == 0) {
-        rc = mode_job();
-    } else {
-        fprintf(stderr, "unknown mode %s\n", mode);
-        rc = 2;
+    if (strncmp(mode, "verbs-", 6) == 0) {
+        mode += 6;
+        rc = verbs_mode(mode) ? use_verbs(T) : 2;
+        if (rc == 2) fprintf(stderr, "mode %s needs the soft fabric (its faults or counters)\n", mode);
     }
+    if (rc == 0) rc = run_mode(T, mode);
+    if (rc == 0) printf("ok: %s%s\n", mode, is_soft(T) ? "" : " over verbs");
     ib_soft_fabric_destroy(T->fab);
     free(T);
-    if (rc == 0) printf("ok: %s\n", mode);
     return rc;
 }
