@@ -181,18 +181,26 @@ static void print_summary(train_job *j, const train_totals *tot, const double *v
     free(pred);
 }
 
+/* A sum over ranks of n values, in pieces of what one all-reduce carries. */
+static int allreduce_sum(wp_control *ctl, double *v, size_t n, char *err, size_t errlen) {
+    for (size_t i = 0; i < n; i += CTL_MAX_VALUES) {
+        size_t k = n - i < CTL_MAX_VALUES ? n - i : CTL_MAX_VALUES;
+        if (ctl_allreduce(ctl, CTL_SUM, v + i, (int)k, err, errlen)) return 1;
+    }
+    return 0;
+}
+
 int report_final(train_job *j, int rank, wp_control *ctl, wp_transport *t, wp_rt *rt, const train_totals *tot,
                  char *err, size_t errlen) {
     const int N = j->nranks;
     const size_t nops = (size_t)WP_OP_COUNT * WP_MAX_CHUNKS;
     if (j->trace) write_trace(j, rank, rt);
     if (ctl_barrier(ctl, err, errlen)) return 1; /* every transfer of the run has completed */
-    if (3 * N > CTL_MAX_VALUES || (int)nops > CTL_MAX_VALUES) return 0;
     double *v = calloc((size_t)3 * N, sizeof *v);
     double *ops = calloc(2 * nops, sizeof *ops);
-    if (!v || !ops) {
+    if (!v || !ops) { /* fail rather than skip: the other ranks are about to wait in the all-reduce */
         free(v), free(ops);
-        return 0; /* the summary is optional; training succeeded */
+        return snprintf(err, errlen, "rank %d: out of memory for the end-of-run summary", rank), 1;
     }
     wp_transport_stats now = {0};
     if (t && N > 1) tp_stats(t, &now);
@@ -205,10 +213,9 @@ int report_final(train_job *j, int rank, wp_control *ctl, wp_transport *t, wp_rt
     rt_pace_overrun(rt, &paced, &over, &pace[2]);
     pace[0] = (double)paced;
     pace[1] = (double)over;
-    int rc = ctl_allreduce(ctl, CTL_SUM, v, 3 * N, err, errlen);
-    if (!rc) rc = ctl_allreduce(ctl, CTL_SUM, ops, (int)nops, err, errlen);
-    if (!rc) rc = ctl_allreduce(ctl, CTL_SUM, ops + nops, (int)nops, err, errlen);
-    if (!rc) rc = ctl_allreduce(ctl, CTL_SUM, pace, 3, err, errlen);
+    int rc = allreduce_sum(ctl, v, (size_t)3 * N, err, errlen);
+    if (!rc) rc = allreduce_sum(ctl, ops, 2 * nops, err, errlen);
+    if (!rc) rc = allreduce_sum(ctl, pace, 3, err, errlen);
     if (!rc && rank == 0 && !j->o.quiet) print_summary(j, tot, v, ops, pace);
     free(v);
     free(ops);
