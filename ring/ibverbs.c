@@ -11,7 +11,9 @@
 #define IBV_OOB_CHANNEL 0
 #define IBV_POLL_BATCH 64
 #define IBV_IDLE_WAIT_S 0.05     /* sleep while idle; timeouts are checked at least this often */
-#define IBV_EXCHANGE_WAIT_S 0.001 /* poll the out-of-band exchange this often while it runs */
+#define IBV_EXCHANGE_WAIT_S 0.001 /* first poll interval of a running out-of-band exchange; it
+                                     doubles while nothing moves, up to IBV_IDLE_WAIT_S (a peer
+                                     may post to us much later) */
 
 /* IDLE -> EXCHANGING (our info sent, theirs awaited) -> READYING (queue pair connected and
  * receives posted; "ready" sent, theirs awaited) -> UP (writes may flow). */
@@ -37,6 +39,7 @@ typedef struct ibv_tp {
     pthread_mutex_t oob_mu; /* serialises calls into oob (its contract: one driving thread) */
     ibv_peer *peers;
     int nexchanging;
+    unsigned long exchange_moves; /* exchanges started or advanced a phase (resets the poll interval) */
     pthread_t thread;
     bool thread_started, stop, oob_told;
     tp_queue self_sends[WP_MAX_CHANNELS], self_recvs[WP_MAX_CHANNELS];
@@ -69,6 +72,7 @@ static int start_exchange(ibv_tp *T, int peer, char *err, size_t errlen) {
             ibp_info_encode(&P->link, P->info);
             P->state = PEER_EXCHANGING;
             T->nexchanging++;
+            T->exchange_moves++;
         } else {
             tp_fail_locked(&T->base, -1, "%s", err);
         }
@@ -142,6 +146,7 @@ static int post_ready(ibv_tp *T, ibv_peer *P, int peer, char *why, size_t whylen
 /* Both out-of-band messages of the current phase arrived: connect, or start. */
 static void phase_done(ibv_tp *T, ibv_peer *P, int peer) {
     char why[400];
+    T->exchange_moves++;
     if (P->state == PEER_EXCHANGING) {
         T->base.stats.overhead_recv += IBP_INFO_BYTES;
         if (ibp_link_connect(&P->link, P->info + IBP_INFO_BYTES, why, sizeof why) != 0) {
@@ -186,12 +191,13 @@ static void exchange_step(ibv_tp *T) {
 
 /* ---- the progress thread ---- */
 
-/* Pass our failure to the out-of-band transport (its peers learn it), or take its failure. */
-static void oob_sync_failure(ibv_tp *T) {
+/* Pass our failure to the out-of-band transport (its peers learn it), or take its failure.
+ * The progress thread does not block on the out-of-band lock (a tcp connect may hold it for
+ * the connect timeout): it tries again next turn. */
+static void oob_sync_failure(ibv_tp *T, bool may_block) {
     char why[600];
     if (T->fail.failed) {
         if (T->oob_told) return;
-        T->oob_told = true;
         if (T->fail.peer >= 0) {
             char name[128];
             peer_name(&T->base, T->fail.peer, name, sizeof name);
@@ -200,10 +206,13 @@ static void oob_sync_failure(ibv_tp *T) {
             snprintf(why, sizeof why, "rank %d: %s", T->base.rank, T->fail.what);
         }
         pthread_mutex_unlock(&T->sync.mu);
-        pthread_mutex_lock(&T->oob_mu);
-        tp_abort(T->oob, why);
-        pthread_mutex_unlock(&T->oob_mu);
+        bool locked = may_block ? pthread_mutex_lock(&T->oob_mu) == 0 : pthread_mutex_trylock(&T->oob_mu) == 0;
+        if (locked) {
+            tp_abort(T->oob, why);
+            pthread_mutex_unlock(&T->oob_mu);
+        }
         pthread_mutex_lock(&T->sync.mu);
+        if (locked) T->oob_told = true;
         return;
     }
     pthread_mutex_unlock(&T->sync.mu);
@@ -235,19 +244,23 @@ static void check_timeouts(ibv_tp *T) {
 
 static void *progress_main(void *arg) {
     ibv_tp *T = arg;
-    double last_check = wp_now();
+    double last_check = wp_now(), exchange_wait = IBV_EXCHANGE_WAIT_S;
+    unsigned long moves = 0;
     pthread_mutex_lock(&T->sync.mu);
     while (!T->stop) {
         int n = poll_once(T);
         if (T->nexchanging > 0) exchange_step(T);
-        if (T->fail.failed && !T->oob_told) oob_sync_failure(T);
+        if (T->fail.failed && !T->oob_told) oob_sync_failure(T, false);
         if (wp_now() - last_check >= IBV_IDLE_WAIT_S) {
             check_timeouts(T);
-            oob_sync_failure(T);
+            oob_sync_failure(T, false);
             last_check = wp_now();
         }
         if (n > 0 || T->stop) continue;
-        double idle = T->nexchanging > 0 ? IBV_EXCHANGE_WAIT_S : IBV_IDLE_WAIT_S;
+        if (T->exchange_moves != moves) exchange_wait = IBV_EXCHANGE_WAIT_S; /* an exchange moved on */
+        moves = T->exchange_moves;
+        double idle = T->nexchanging > 0 ? exchange_wait : IBV_IDLE_WAIT_S;
+        if (T->nexchanging > 0 && exchange_wait < IBV_IDLE_WAIT_S) exchange_wait *= 2;
         pthread_mutex_unlock(&T->sync.mu);
         T->ops->wait(T->dev, idle);
         pthread_mutex_lock(&T->sync.mu);
@@ -310,7 +323,7 @@ static void ibv_close(wp_transport *t) {
     }
     /* A failure the progress thread had no turn to pass on yet. */
     pthread_mutex_lock(&T->sync.mu);
-    if (T->fail.failed && !T->oob_told) oob_sync_failure(T);
+    if (T->fail.failed && !T->oob_told) oob_sync_failure(T, true);
     pthread_mutex_unlock(&T->sync.mu);
     for (int p = 0; T->peers && p < t->world; p++) {
         ibv_peer *P = &T->peers[p];
