@@ -9,7 +9,9 @@
  *  badframe:  a fake rank 1 (this process, speaking the protocol by hand) answers rank 0's
  *             clear-to-send with a data frame whose checksum is wrong: rank 0's wait fails
  *             naming rank 1, the checksum and the label.
- * usage: test_hostile data|rendezvous|badframe */
+ *  cutframe:  the same fake rank 1 sends a frame header and half its payload, then closes:
+ *             rank 0's wait fails naming rank 1 and the label (no hang, no partial message).
+ * usage: test_hostile data|rendezvous|badframe|cutframe */
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -224,13 +226,13 @@ static void test_rendezvous(const char *dir) {
 /* ---- a real peer sending a bad frame ---- */
 
 static int victim_rank(wp_rank_ctx *ctx, void *arg) {
-    (void)arg;
+    const bool cut = *(const bool *)arg;
     char buf[1000], e[600];
     wp_request *r;
     RANK_CHECK(ctx, tp_post_recv(ctx->t, 1, WP_CH_WFWD, buf, sizeof buf, "W[3]@2", &r, e, sizeof e) == 0, "%s", e);
-    RANK_CHECK(ctx, tp_wait(&r, 10, e, sizeof e) != 0, "a frame with a bad checksum was accepted");
-    RANK_CHECK(ctx, strstr(e, "rank 1 (127.0.0.1:") && strstr(e, "bad checksum") && strstr(e, "W[3]@2"),
-               "rank 0's error should name rank 1, the checksum and W[3]@2: %s", e);
+    RANK_CHECK(ctx, tp_wait(&r, 10, e, sizeof e) != 0, "a %s frame was accepted", cut ? "truncated" : "bad-checksum");
+    RANK_CHECK(ctx, strstr(e, "rank 1 (127.0.0.1:") && (cut || strstr(e, "bad checksum")) && strstr(e, "W[3]@2"),
+               "rank 0's error should name rank 1,%s W[3]@2: %s", cut ? "" : " the checksum and", e);
     printf("rank 0 got: %s\n", e);
     return 0;
 }
@@ -246,12 +248,12 @@ static int accept_one(int lfd, double deadline) {
     return -1;
 }
 
-static void test_badframe(void) {
+static void test_badframe(bool cut) {
     wp_net_opts net;
     rt_net(&net, 1);
     int port = rt_free_port();
     pid_t pgid = 0;
-    pid_t p0 = rt_fork_rank(0, 2, port, RT_SECRET, &net, victim_rank, NULL, &pgid, NULL);
+    pid_t p0 = rt_fork_rank(0, 2, port, RT_SECRET, &net, victim_rank, &cut, &pgid, NULL);
     char why[256], my_addr[64];
     int lfd = sock_listen("127.0.0.1", 0, why, sizeof why);
     RT_CHECK(lfd >= 0, "%s", why);
@@ -296,17 +298,22 @@ static void test_badframe(void) {
     rt_fill(payload, sizeof payload, 3);
     wire_frame d = {.type = F_DATA, .channel = WP_CH_WFWD, .length = sizeof payload, .seq = 0, .a = 0, .b = sizeof payload};
     wire_frame_seal(&d, payload);
-    d.crc ^= 1;
+    if (!cut) d.crc ^= 1;
     wire_frame_encode(&d, hdr);
     RT_CHECK(sock_write_all(dfd, hdr, sizeof hdr, deadline, why, sizeof why) == 0 &&
-                 sock_write_all(dfd, payload, sizeof payload, deadline, why, sizeof why) == 0, "%s", why);
+                 sock_write_all(dfd, payload, cut ? sizeof payload / 2 : sizeof payload, deadline, why, sizeof why) == 0,
+             "%s", why);
+    if (cut) {
+        close(dfd);
+        dfd = -1;
+    }
     int st;
     double end = wp_now() + 15;
     pid_t got = 0;
     while ((got = waitpid(p0, &st, WNOHANG)) == 0 && wp_now() < end) nap(0.01);
     if (got != p0) kill(-pgid, SIGKILL);
     RT_CHECK(got == p0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "rank 0 did not end the job as expected");
-    close(dfd);
+    if (dfd >= 0) close(dfd);
     close(cfd);
     close(lfd);
     RT_CHECK(rt_group_gone(pgid), "badframe: processes left behind");
@@ -318,9 +325,10 @@ int main(int argc, char **argv) {
     RT_CHECK(mkdtemp(dir), "mkdtemp");
     if (strcmp(mode, "data") == 0) test_data(dir);
     else if (strcmp(mode, "rendezvous") == 0) test_rendezvous(dir);
-    else if (strcmp(mode, "badframe") == 0) test_badframe();
+    else if (strcmp(mode, "badframe") == 0) test_badframe(false);
+    else if (strcmp(mode, "cutframe") == 0) test_badframe(true);
     else {
-        fprintf(stderr, "usage: test_hostile data|rendezvous|badframe\n");
+        fprintf(stderr, "usage: test_hostile data|rendezvous|badframe|cutframe\n");
         return 2;
     }
     char path[600];
