@@ -44,7 +44,8 @@ int schedule_check_shape(wp_strategy s, int nranks, int nmb, int nchunks, char *
     if (nmb < 1 || nmb > max_mb)
         return bad(err, errlen, "--num-microbatches: %d is not between 1 and %d", nmb, max_mb);
     if (s == WP_STRAT_I1F1B) return check_interleaved(nranks, nchunks, err, errlen);
-    if (nchunks != nranks)
+    bool any_chunks = s == WP_STRAT_FSDP && nchunks >= 1 && nchunks <= WP_MAX_CHUNKS; /* a chunk = a gather unit */
+    if (nchunks != nranks && !any_chunks)
         return bad(err, errlen, "--num-chunks: %s needs one chunk per rank (%d), not %d", strategy_name(s), nranks,
                    nchunks);
     if (activation_passing(s)) return 0;

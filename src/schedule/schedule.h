@@ -8,7 +8,8 @@
  *   - 1f1b, gpipe, zb-h1, zb-h2: any M (activation passing: a rank runs every micro-batch).
  *     interleaved-1f1b: any M breadth-first; depth-first M a multiple of N (Megatron's groups of
  *     N micro-batches per chunk). weipipe-*, wzb*: M a multiple of N (each rank runs M/N whole
- *     micro-batches, as in the authors' code). fsdp: M a multiple of N (M/N per rank).
+ *     micro-batches, as in the authors' code). fsdp: M a multiple of N (M/N per rank), and any
+ *     C >= 1 (a chunk is the unit one all-gather moves; C = N by default).
  * Ownership (owner[c]: fp32 master, AdamW state and the fp32 gradient accumulator):
  *   - 1f1b, gpipe, interleaved-1f1b, zb-h1, zb-h2: rank c mod N owns chunk c (weights never
  *     move; act_build.h).

@@ -1,6 +1,6 @@
 /* FSDP (ZeRO-3) as a sliced schedule (gen_fsdp.c, ir.h):
  *   - validates for N = 1..8 and M = N, 2N, 3N over two consecutive steps, on a Llama-shaped
- *     layout whose chunk sizes do not divide by N (uneven slices);
+ *     layout whose chunk sizes do not divide by N (uneven slices); also C = 1 and C = 2N+1 chunks;
  *   - bytes per rank per step, exactly, slice by slice: the all-gather sends every slice of a
  *     chunk but the one its successor owns and receives every slice but its own, per use (two
  *     uses per micro-batch, one for the last chunk, which stays gathered from F to B); the
@@ -86,26 +86,34 @@ static void check_memory(const wp_schedule *s, const wp_layout *L, const wp_run 
     }
 }
 
+static void one(int N, int M, int C, wp_precision prec) {
+    char err[1024];
+    wp_schedule s;
+    int rc = schedule_generate(WP_STRAT_FSDP, N, M, C, NULL, &s, err, sizeof err);
+    CHECK(rc == 0, "fsdp N=%d M=%d C=%d: %s", N, M, C, err);
+    if (rc) return;
+    wp_layout L = layout(C + 1, C, 48 + 3 * N, prec);
+    wp_run rep;
+    rc = sched_validate(&s, &L, &rep, err, sizeof err);
+    CHECK(rc == 0, "fsdp N=%d M=%d C=%d: %s", N, M, C, err);
+    checks++;
+    if (!rc) {
+        check_bytes(&s, &L, &rep);
+        check_memory(&s, &L, &rep);
+    }
+    run_free(&rep);
+    sched_free(&s);
+    layout_free(&L);
+}
+
+/* C = N (the default) and other chunk counts: one chunk, and more chunks than ranks. */
 static void valid_shapes(wp_precision prec) {
     for (int N = 1; N <= 8; N++)
-        for (int k = 1; k <= 3; k++) {
-            char err[1024];
-            wp_schedule s;
-            int rc = schedule_generate(WP_STRAT_FSDP, N, k * N, N, NULL, &s, err, sizeof err);
-            CHECK(rc == 0, "fsdp N=%d M=%d: %s", N, k * N, err);
-            if (rc) continue;
-            wp_layout L = layout(N + 1, N, 48 + 3 * N, prec);
-            wp_run rep;
-            rc = sched_validate(&s, &L, &rep, err, sizeof err);
-            CHECK(rc == 0, "fsdp N=%d M=%d: %s", N, k * N, err);
-            checks++;
-            if (!rc) {
-                check_bytes(&s, &L, &rep);
-                check_memory(&s, &L, &rep);
-            }
-            run_free(&rep);
-            sched_free(&s);
-        }
+        for (int k = 1; k <= 3; k++) one(N, k * N, N, prec);
+    for (int N = 1; N <= 5; N++) {
+        one(N, 2 * N, 1, prec);
+        one(N, N, 2 * N + 1, prec);
+    }
 }
 
 /* Index of the n-th (0-based) action on rank r that satisfies op and, when kind >= 0, names a
@@ -216,6 +224,7 @@ static void simulated(void) {
     if (!rc) sim_free(&sim);
     run_free(&rep);
     sched_free(&s);
+    layout_free(&L);
 }
 
 int main(void) {
