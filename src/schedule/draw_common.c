@@ -9,6 +9,7 @@ const char *draw_op_color(int op) {
     case WP_OP_W: return "#8e24aa";
     case WP_OP_BW: return "#3949ab";
     case WP_OP_ACC: return "#ffb300";
+    case WP_OP_FOLD: return "#fdd835"; /* a reduce-scatter hop: a gradient add, like ACC */
     case WP_OP_UPDATE: return "#fb8c00";
     case WP_OP_REDUCE: return "#e53935";
     default: return "#9e9e9e";

@@ -54,7 +54,7 @@ static void axis(const canvas *c, int n, double t0, double t1, bool unit) {
 static void legend(FILE *f) {
     static const struct { int op; const char *name; } ops[] = {
         {WP_OP_F, "F"}, {WP_OP_B, "B (input grad)"}, {WP_OP_W, "W-pass"}, {WP_OP_BW, "BW (fused)"},
-        {WP_OP_ACC, "ACC"}, {WP_OP_UPDATE, "UPDATE"}, {WP_OP_REDUCE, "REDUCE wait"},
+        {WP_OP_ACC, "ACC"}, {WP_OP_FOLD, "FOLD"}, {WP_OP_UPDATE, "UPDATE"}, {WP_OP_REDUCE, "REDUCE wait"},
     };
     static const int chans[] = {WP_SCH_WFWD, WP_SCH_WBWD, WP_SCH_GRAD, WP_SCH_GRADRET, WP_SCH_ACT, WP_SCH_ACTGRAD};
     double x = LEFT;

@@ -1,6 +1,6 @@
 /* Text timeline for the terminal: one row per rank, one 3-character column per time unit; a cell
  * shows the op that fills most of it: F forward, b input gradient, w W-pass, B fused backward,
- * a ACC, U UPDATE, r waiting in REDUCE, followed by the chunk; "." is idle. */
+ * a ACC, f FOLD, U UPDATE, r waiting in REDUCE, followed by the chunk; "." is idle. */
 #include <math.h>
 
 #include "draw_common.h"
@@ -12,6 +12,7 @@ static char letter(int op) {
     case WP_OP_W: return 'w';
     case WP_OP_BW: return 'B';
     case WP_OP_ACC: return 'a';
+    case WP_OP_FOLD: return 'f';
     case WP_OP_UPDATE: return 'U';
     case WP_OP_REDUCE: return 'r';
     default: return 0;
@@ -53,8 +54,8 @@ int draw_text(FILE *f, const wp_schedule *s, const wp_run *run, const wp_draw_op
     double u = column_unit(run, o->step, t1 - t0, width > 0 ? width : 1);
     int cols = (int)ceil((t1 - t0) / u - 1e-9);
     fprintf(f, "%s\n", o->title ? o->title : strategy_name(s->strategy));
-    fprintf(f, "one column = %g%s; F forward, b input gradient, w W-pass, B fused backward, a ACC, U UPDATE, "
-               "r REDUCE wait; the number is the chunk\n", u, o->unit_time ? " (F = 1)" : " s");
+    fprintf(f, "one column = %g%s; F forward, b input gradient, w W-pass, B fused backward, a ACC, f FOLD, "
+               "U UPDATE, r REDUCE wait; the number is the chunk\n", u, o->unit_time ? " (F = 1)" : " s");
     for (int r = 0; r < s->nranks; r++) row(f, run, o->step, r, t0, u, cols);
     return ferror(f) ? 1 : 0;
 }
