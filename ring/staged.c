@@ -2,6 +2,8 @@
  * host-memory transport, driven by a progress thread. */
 #include "staged.h"
 
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,15 +26,34 @@ typedef struct st_slot {
     void *host;
 } st_slot;
 
+/* Direct mode: the handover of one message between two ranks' threads. The receiver copies
+ * from the sender's buffer on its transfer stream, after the sender's compute event; the
+ * sender completes once `copied`. Two references (sender, receiver); a message whose
+ * receiver never took it (a failed job) is not freed. */
+typedef struct st_direct {
+    const void *src;
+    size_t bytes;
+    char label[WP_LABEL_MAX];
+    wp_kern_event *ready;
+    atomic_bool copied;
+    atomic_int refs;
+} st_direct;
+
+static void direct_drop(st_direct *m) {
+    if (m && atomic_fetch_sub(&m->refs, 1) == 1) free(m);
+}
+
 /* The staging state of one outer request, in post order. */
 typedef struct st_req {
     struct st_req *next;
     wp_request *outer;
     st_phase phase;
-    wp_kern_event *ready; /* send: the compute work before the post (recorded by the poster) */
+    wp_kern_event *ready; /* the compute work queued before the post (recorded by the poster) */
     wp_kern_event *moved; /* the device <-> pinned copy */
     st_slot slot;
     wp_request *inner;
+    st_direct *msg;  /* direct mode */
+    uint64_t handle; /* direct mode: what the inner transport carries (the st_direct's address) */
 } st_req;
 
 typedef struct st_tp {
@@ -41,6 +62,7 @@ typedef struct st_tp {
     tp_fail fail;
     wp_transport *inner;
     wp_kern *compute, *xfer; /* xfer: the transfer stream, used only by the progress thread */
+    bool direct;             /* device to device between threads (WP_STAGE_DIRECT) */
     st_req *head, *tail;
     int n_free, cap_free;
     st_slot *free;          /* pinned slots not in use */
@@ -90,6 +112,7 @@ static void req_free(st_tp *s, st_req *q) {
      * compute context created (the compute context belongs to the executor's thread). */
     kern_event_destroy(s->xfer, q->ready);
     kern_event_destroy(s->xfer, q->moved);
+    direct_drop(q->msg);
     free(q);
 }
 
@@ -145,14 +168,88 @@ static int start_send(st_tp *s, st_req *q) {
 
 static int start_recv(st_tp *s, st_req *q) {
     if (slot_take(s, q->outer->bytes, &q->slot) || !(q->moved = kern_event_create(s->xfer))) return xfer_failed(s, q);
-    if (post_inner(s, q)) return -1;
+    /* The buffer may be a pool slot whose previous contents compute work queued before this
+     * post still reads: the copy into it waits for that work. */
+    kern_event_wait(s->xfer, q->ready);
+    if (xfer_failed(s, q) || post_inner(s, q)) return -1;
     q->phase = ST_INNER;
     return 0;
+}
+
+/* ---- direct mode ---- */
+
+static int post_handle(st_tp *s, st_req *q) {
+    char why[400];
+    wp_request *r = q->outer;
+    int rc = r->kind == TP_SEND
+                 ? tp_post_send(s->inner, r->peer, r->channel, &q->handle, sizeof q->handle, r->label, &q->inner, why, sizeof why)
+                 : tp_post_recv(s->inner, r->peer, r->channel, &q->handle, sizeof q->handle, r->label, &q->inner, why, sizeof why);
+    if (rc) tp_fail_locked(&s->base, -1, "%s", why);
+    return rc ? -1 : 0;
+}
+
+static int direct_start(st_tp *s, st_req *q) {
+    wp_request *r = q->outer;
+    if (!(q->moved = kern_event_create(s->xfer))) return xfer_failed(s, q);
+    if (r->kind == TP_SEND) {
+        st_direct *m = calloc(1, sizeof *m);
+        if (!m) {
+            tp_fail_locked(&s->base, -1, "rank %d: out of memory sending %s", s->base.rank, r->label);
+            return -1;
+        }
+        m->src = r->buf;
+        m->bytes = r->bytes;
+        snprintf(m->label, sizeof m->label, "%s", r->label);
+        m->ready = q->ready;
+        atomic_init(&m->copied, false);
+        atomic_init(&m->refs, 2);
+        q->msg = m;
+        q->handle = (uint64_t)(uintptr_t)m;
+    }
+    if (post_handle(s, q)) return -1;
+    q->phase = ST_INNER;
+    return 0;
+}
+
+/* The sender's handle arrived: copy from its buffer once both ranks' earlier compute is done. */
+static int direct_copy(st_tp *s, st_req *q) {
+    wp_request *r = q->outer;
+    st_direct *m = (st_direct *)(uintptr_t)q->handle;
+    q->msg = m;
+    if (m->bytes != r->bytes) {
+        tp_fail_locked(&s->base, -1, "rank %d sends %s (%zu bytes) on channel %d but rank %d expects %s (%zu bytes)",
+                       r->peer, m->label, m->bytes, r->channel, s->base.rank, r->label, r->bytes);
+        return -1;
+    }
+    kern_event_wait(s->xfer, q->ready);
+    kern_event_wait(s->xfer, m->ready);
+    kern_copy(s->xfer, r->buf, m->src, r->bytes);
+    kern_event_record(s->xfer, q->moved);
+    if (xfer_failed(s, q)) return -1;
+    q->phase = ST_LAND;
+    return 0;
+}
+
+static int direct_advance(st_tp *s, st_req *q) {
+    bool send = q->outer->kind == TP_SEND;
+    if (q->phase == ST_START && direct_start(s, q)) return -1;
+    if (q->phase == ST_INNER) {
+        int d = inner_done(s, q);
+        if (d <= 0) return d;
+        if (send) q->phase = ST_LAND;
+        else if (direct_copy(s, q)) return -1;
+    }
+    if (send) return atomic_load(&q->msg->copied) ? 1 : 0;
+    bool landed = kern_event_done(s->xfer, q->moved);
+    if (xfer_failed(s, q)) return -1;
+    if (landed) atomic_store(&q->msg->copied, true);
+    return landed ? 1 : 0;
 }
 
 /* Advance q as far as it goes now; 1 when it completed, 0 when it waits, -1 on failure.
  * *blk: this send must not pass to the inner transport yet (an earlier one of its key waits). */
 static int advance(st_tp *s, st_req *q, bool *blk) {
+    if (s->direct) return direct_advance(s, q);
     bool send = q->outer->kind == TP_SEND;
     if (q->phase == ST_START && (send ? start_send(s, q) : start_recv(s, q))) return -1;
     if (q->phase == ST_COPY) {
@@ -212,6 +309,17 @@ static void advance_all(st_tp *s) {
     }
 }
 
+/* What the inner transport spends beyond the payload (frame headers, handshakes; in direct
+ * mode the handles it carries) shows in this transport's counters, so that a report through
+ * it sees the whole wire. */
+static void mirror_overhead(st_tp *s) {
+    wp_transport_stats in;
+    tp_stats(s->inner, &in);
+    s->base.stats.overhead_sent = in.overhead_sent + (s->direct ? in.payload_sent : 0);
+    s->base.stats.overhead_recv = in.overhead_recv + (s->direct ? in.payload_recv : 0);
+    s->base.stats.rejected = in.rejected;
+}
+
 static void *progress_main(void *arg) {
     st_tp *s = arg;
     char why[400];
@@ -219,6 +327,7 @@ static void *progress_main(void *arg) {
     while (!s->stop) {
         if (!s->fail.failed && tp_failed(s->inner, why, sizeof why)) tp_fail_locked(&s->base, -1, "%s", why);
         if (!s->fail.failed) advance_all(s);
+        mirror_overhead(s);
         wp_sync_wait_until(&s->sync, wp_now() + (s->fail.failed ? ST_IDLE_S : poll_interval(s)));
     }
     pthread_mutex_unlock(&s->sync.mu);
@@ -241,16 +350,16 @@ static int st_post(wp_transport *t, wp_request *r, char *err, size_t errlen) {
         return -1;
     }
     q->outer = r;
-    if (r->kind == TP_SEND) {
-        q->ready = kern_event_create(s->compute);
-        kern_event_record(s->compute, q->ready);
-        if (kern_error(s->compute)) {
-            snprintf(err, errlen, "rank %d: ordering the send of %s after its compute: %s", t->rank, r->label,
-                     kern_error(s->compute));
-            kern_event_destroy(s->compute, q->ready);
-            free(q);
-            return -1;
-        }
+    /* A send reads what the compute work queued so far writes; a receive overwrites what it
+     * may still read (a reused pool slot): both wait for it, on the device. */
+    q->ready = kern_event_create(s->compute);
+    kern_event_record(s->compute, q->ready);
+    if (kern_error(s->compute)) {
+        snprintf(err, errlen, "rank %d: ordering the transfer of %s after the compute queued before it: %s", t->rank,
+                 r->label, kern_error(s->compute));
+        kern_event_destroy(s->compute, q->ready);
+        free(q);
+        return -1;
     }
     if (s->tail) s->tail->next = q;
     else s->head = q;
@@ -326,8 +435,15 @@ static const tp_ops staged_ops = {
 
 bool tp_is_staged(const wp_transport *t) { return t && t->ops == &staged_ops; }
 
-int tp_staged_open(wp_transport *inner, wp_kern *compute, wp_transport **out, char *err, size_t errlen) {
+int tp_staged_open(wp_transport *inner, wp_kern *compute, wp_stage_mode mode, wp_transport **out, char *err,
+                   size_t errlen) {
     *out = NULL;
+    bool local = strcmp(tp_kind(inner), "local") == 0;
+    if (mode == WP_STAGE_DIRECT && !local) {
+        snprintf(err, errlen, "rank %d: device-to-device staging needs the local transport (ranks as threads), not %s",
+                 tp_rank(inner), tp_kind(inner));
+        return 1;
+    }
     st_tp *s = calloc(1, sizeof *s);
     if (!s || wp_sync_init(&s->sync) != 0) {
         free(s);
@@ -337,6 +453,7 @@ int tp_staged_open(wp_transport *inner, wp_kern *compute, wp_transport **out, ch
     tp_init(&s->base, &staged_ops, tp_rank(inner), tp_world(inner), &s->sync, &s->fail);
     s->inner = inner;
     s->compute = compute;
+    s->direct = mode == WP_STAGE_DIRECT || (mode == WP_STAGE_AUTO && local);
     s->fail.peer = -1;
     char why[512];
     s->blocked = calloc((size_t)tp_world(inner) * WP_MAX_CHANNELS, sizeof *s->blocked);

@@ -18,6 +18,10 @@ extern "C" {
 cudaStream_t kern_cuda_stream(wp_kern *k);
 /* The CUDA device ordinal of this context. */
 int kern_cuda_device(const wp_kern *k);
+/* The CUDA event behind a streams.h event of a CUDA context (for streams outside weipipe's
+ * contexts, e.g. NCCL's, to wait on). */
+struct wp_kern_event;
+cudaEvent_t kern_cuda_event(struct wp_kern_event *e);
 /* true when a usable CUDA device exists; else false with "no CUDA device (cudaGetDeviceCount:
  * ...)" in why. Backs kern_available(WP_BACKEND_CUDA). */
 bool kern_cuda_probe(char *why, size_t whylen);

@@ -3,7 +3,9 @@
  * each other on the device while the host keeps going. */
 #include <string.h>
 
+#include "cuda_backend.h"
 #include "cuda_impl.h"
+#include "streams.h"
 
 void *cu_event_create(wp_kern *k) {
     if (!cu_ctx(k)) return NULL;
@@ -68,3 +70,5 @@ void cu_to_host_async(wp_kern *k, void *dst, const void *src, size_t bytes) {
 }
 
 int cu_device(const wp_kern *k) { return ((const wp_cuda *)k->impl)->device; }
+
+cudaEvent_t kern_cuda_event(struct wp_kern_event *e) { return (cudaEvent_t)(void *)e; }

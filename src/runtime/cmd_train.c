@@ -9,6 +9,7 @@
 #include "log.h"
 #include "mpi_boot.h"
 #include "ring/bootstrap.h"
+#include "ring/device_tp.h"
 #include "ring/launch.h"
 #include "ring/local.h"
 #include "train.h"
@@ -65,15 +66,17 @@ static int run_tcp_rank(train_job *j, char *err, size_t errlen) {
 
 static int run_ranks(train_job *j, char *err, size_t errlen) {
     const char *tr = j->o.transport;
-    if (strcmp(tr, "tcp") == 0 && boot_launched()) return run_tcp_rank(j, err, errlen);
-    int rc = 0;
+    int rc = tp_device_check(&j->o, err, errlen);
+    if (rc) return rc;
+    bool over_tcp = strcmp(tr, "tcp") == 0 || strcmp(tr, "nccl") == 0; /* nccl: opened over the tcp rendezvous */
+    if (over_tcp && boot_launched()) return run_tcp_rank(j, err, errlen);
     if (j->nranks == 1 || strcmp(tr, "local") == 0) {
         rc = open_trace(j, 0, err, errlen);
         if (!rc) rc = j->nranks == 1 ? run_single(j, err, errlen) : launch_threads(j->nranks, &j->net, rank_thread, j, err, errlen);
         if (!rc) rc = close_trace(j, err, errlen);
         return rc;
     }
-    if (strcmp(tr, "tcp") == 0) return launch_local(0, NULL, j->nranks, j->o.timeout, NULL, err, errlen);
+    if (over_tcp) return launch_local(0, NULL, j->nranks, j->o.timeout, NULL, err, errlen);
     snprintf(err, errlen, "--transport %s: not built into this weipipe (local and tcp are)", tr);
     return 2;
 }

@@ -23,6 +23,7 @@
 #include "report.h"
 #include "ring/bootstrap.h"
 #include "ring/clock.h"
+#include "ring/device_tp.h"
 
 static int fail(char *err, size_t errlen, int rc, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 static int fail(char *err, size_t errlen, int rc, const char *fmt, ...) {
@@ -235,6 +236,8 @@ static int open_data(rank_state *r, char *err, size_t errlen) {
 static int open_rank(rank_state *r, int device, char *err, size_t errlen) {
     wp_loss_scaler scaler;
     int rc = open_backend(r, device, err, errlen);
+    /* buffers in GPU memory travel through a staged or NCCL transport (ring/device_tp.h) */
+    if (!rc && r->j->nranks > 1) rc = tp_device_open(r->t, r->ctl, r->k, r->j->o.transport, &r->j->net, &r->t, err, errlen);
     if (!rc) rc = open_optim(r, &scaler, err, errlen);
     if (!rc) rc = open_data(r, err, errlen);
     if (rc) return rc;
@@ -253,6 +256,7 @@ static int open_rank(rank_state *r, int device, char *err, size_t errlen) {
 
 static void close_rank(rank_state *r) {
     if (r->metrics) fclose(r->metrics);
+    tp_device_close(r->t); /* first: its copies write into the buffers freed below */
     rt_destroy(r->rt);
     eval_destroy(r->ev);
     loader_close(r->val);
@@ -340,7 +344,7 @@ int train_rank(train_job *j, int rank, int device, wp_transport *t, wp_control *
     if (!rc && j->nranks > 1 && !(stall = stall_start(ctl, j->o.timeout, err, errlen))) rc = 1;
     if (!rc) rc = train_loop(&r, err, errlen);
     stall_stop(stall);
-    if (!rc) rc = report_final(j, rank, ctl, t, r.rt, &r.tot, err, errlen);
+    if (!rc) rc = report_final(j, rank, ctl, r.t, r.rt, &r.tot, err, errlen);
     close_rank(&r);
     return rc;
 }

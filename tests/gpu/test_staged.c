@@ -1,12 +1,13 @@
-/* The staged transport (ring/staged.h): device buffers through pinned host slots over the
- * local transport, N = 3 ranks as threads. Runs with the CPU backend everywhere (the same
- * steps, synchronous) and, where a GPU is usable, again with CUDA contexts sharing it.
+/* The staged transport (ring/staged.h) over the local transport, N = 3 ranks as threads, in
+ * both modes: through pinned host slots (HOST) and device to device (DIRECT). Runs with the
+ * CPU backend everywhere (the same steps, synchronous) and, where a GPU is usable, again with
+ * CUDA contexts sharing it.
  *
  * Checks: every message arrives bit-exact (seeded random bytes, odd sizes from 0 to 1 MiB+3);
  * FIFO per (peer, channel) with several messages queued at once; channels independent (the
  * receiver posts channel 2 before channel 0, the sender the other way round); a receive that
- * nothing sends fails after its silence bound (0.3 s) instead of hanging; an abort on one
- * rank fails the others' waits with its reason. */
+ * nothing sends fails after its silence bound (0.3 s) instead of hanging, and that failure
+ * reaches the other rank's wait; a size mismatch fails both sides naming both labels. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,7 @@
 static const size_t sizes[NMSG] = {0, 1, 4097, (1u << 20) + 3};
 
 static wp_backend_kind kind;
+static wp_stage_mode mode;
 
 /* The byte pattern of message m from rank src on channel ch. */
 static void pattern(unsigned char *p, size_t n, int src, int ch, int m) {
@@ -38,7 +40,7 @@ static int open_rank(wp_rank_ctx *ctx, rank_bufs *b) {
     wp_kern_opts o = {.kind = kind, .compute = WP_F32, .threads = 1, .device = 0};
     b->k = kern_create(&o, ctx->err, sizeof ctx->err);
     if (!b->k) return 1;
-    if (tp_staged_open(ctx->t, b->k, &b->t, ctx->err, sizeof ctx->err)) return 1;
+    if (tp_staged_open(ctx->t, b->k, mode, &b->t, ctx->err, sizeof ctx->err)) return 1;
     unsigned char *h = malloc(sizes[NMSG - 1]);
     if (!h) return snprintf(ctx->err, sizeof ctx->err, "out of memory"), 1;
     for (int c = 0; c < 2; c++)
@@ -134,14 +136,34 @@ static int rank_silent(wp_rank_ctx *ctx, void *arg) {
     return rc;
 }
 
+/* Rank 0 sends 4097 bytes, rank 1 expects 1 MiB + 3 on that channel: both waits fail and
+ * the message names the two labels. */
+static int rank_mismatch(wp_rank_ctx *ctx, void *arg) {
+    (void)arg;
+    rank_bufs b = {0};
+    int rc = open_rank(ctx, &b);
+    wp_request *r = NULL;
+    if (!rc && ctx->rank == 0) rc = tp_post_send(b.t, 1, 0, b.dev[0][0][2], sizes[2], "small", &r, ctx->err, sizeof ctx->err);
+    if (!rc && ctx->rank == 1) rc = tp_post_recv(b.t, 0, 0, b.dev[1][0][3], sizes[3], "large", &r, ctx->err, sizeof ctx->err);
+    if (!rc && ctx->rank < 2) {
+        int failed = tp_wait(&r, 10.0, ctx->err, sizeof ctx->err);
+        printf("rank %d: wait failed=%d: %s\n", ctx->rank, failed, ctx->err);
+        rc = failed && strstr(ctx->err, "small") && strstr(ctx->err, "large") ? 0 : 1;
+        if (rc) snprintf(ctx->err, sizeof ctx->err, "rank %d: the size mismatch was not reported by name", ctx->rank);
+        else ctx->err[0] = 0;
+    }
+    close_rank(&b);
+    return rc;
+}
+
 static int run(const char *what, wp_rank_fn fn) {
     wp_net_opts net;
     tp_net_defaults(&net);
     char err[2048] = "";
     double t0 = wp_now();
     int rc = launch_threads(NRANKS, &net, fn, NULL, err, sizeof err);
-    printf("%s %s (%s backend, %.2f s)%s%s\n", rc ? "FAIL" : "ok  ", what, kind == WP_BACKEND_CPU ? "cpu" : "cuda",
-           wp_now() - t0, err[0] ? ": " : "", err);
+    printf("%s %s (%s backend, %s, %.2f s)%s%s\n", rc ? "FAIL" : "ok  ", what, kind == WP_BACKEND_CPU ? "cpu" : "cuda",
+           mode == WP_STAGE_HOST ? "via pinned host" : "device to device", wp_now() - t0, err[0] ? ": " : "", err);
     return rc ? 1 : 0;
 }
 
@@ -150,10 +172,12 @@ int main(void) {
     char why[512];
     int backends = kern_available(WP_BACKEND_CUDA, why, sizeof why) ? 2 : 1;
     if (backends == 1) printf("cuda part skipped: %s\n", why);
-    for (int i = 0; i < backends; i++) {
-        kind = i == 0 ? WP_BACKEND_CPU : WP_BACKEND_CUDA;
+    for (int i = 0; i < 2 * backends; i++) {
+        kind = i < 2 ? WP_BACKEND_CPU : WP_BACKEND_CUDA;
+        mode = i % 2 == 0 ? WP_STAGE_HOST : WP_STAGE_DIRECT;
         fails += run("ring exchange, 2 channels x 4 messages (0 B .. 1 MiB+3) per rank", rank_exchange);
         fails += run("silent peer fails the wait; the failure reaches the others", rank_silent);
+        fails += run("a size mismatch fails both sides, naming both labels", rank_mismatch);
     }
     return gh_result("staged", fails);
 }

@@ -1,0 +1,702 @@
+/* The NCCL transport (nccl_tp.h): descriptors and go messages over tcp, data with
+ * ncclSend/ncclRecv on one 2-rank communicator per direction, a progress thread. Every NCCL
+ * and CUDA call here runs with the transport's lock held, so none races another. */
+#include "nccl_tp.h"
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cuda/cuda_backend.h"
+#include "streams.h"
+#include "transport_impl.h"
+
+#define NC_POLL_FLIGHT_S 50e-6 /* operations in flight */
+#define NC_POLL_WAIT_S 200e-6  /* only tcp messages or set-up outstanding */
+#define NC_IDLE_S 0.05
+
+/* A send's announcement; the receiver checks the size and learns the communicator. */
+typedef struct nc_desc {
+    uint64_t bytes;
+    ncclUniqueId id;
+    char label[WP_LABEL_MAX];
+} nc_desc;
+
+/* The receiver's answer: it issued the receive of the oldest announced send on `channel`. */
+typedef struct nc_go {
+    uint32_t channel, magic;
+} nc_go;
+#define NC_GO_MAGIC 0x6e63676fu
+
+/* One direction with one peer. */
+typedef struct nc_comm {
+    ncclComm_t comm;
+    cudaStream_t stream;
+    bool ready;
+    double since; /* when its set-up began */
+} nc_comm;
+
+typedef enum { NC_START, NC_DESC, NC_ISSUE, NC_FLIGHT } nc_phase;
+
+typedef struct nc_req {
+    struct nc_req *next, *go_next;
+    wp_request *outer;
+    nc_phase phase;
+    bool desc_done;       /* the descriptor's tcp transfer completed */
+    bool go;              /* send: its go arrived (it sits in the peer's go queue) */
+    nc_desc desc;
+    wp_request *desc_req; /* the descriptor on tcp */
+    nc_go go_msg;
+    wp_request *go_req;   /* receive: its go on tcp */
+    wp_kern_event *ready; /* the compute work queued before the post */
+    cudaEvent_t done;     /* the NCCL operation */
+} nc_req;
+
+/* A go message being received. One is posted per announced send, so that as many arrive as
+ * are awaited and none is left pending at an orderly close; they belong to the peer, not to a
+ * send (go messages come in the receiver's order, not in the order they were posted). */
+typedef struct nc_gobuf {
+    struct nc_gobuf *next;
+    nc_go msg;
+    wp_request *req;
+} nc_gobuf;
+
+typedef struct nc_peer {
+    nc_comm out, in;
+    bool have_id;
+    ncclUniqueId id;           /* of `out`, made by this rank */
+    nc_gobuf *gb_head, *gb_tail; /* go receives in post order (tcp fills them in that order) */
+    nc_req *go_head, *go_tail; /* sends whose go arrived, in go order: issue order */
+} nc_peer;
+
+typedef struct nc_tp {
+    wp_transport base;
+    wp_sync sync;
+    tp_fail fail;
+    wp_transport *inner;
+    wp_kern *compute;
+    int device;
+    double connect_timeout;
+    nc_peer *peers;
+    nc_req *head, *tail;
+    nc_req **issue;
+    int n_issue, cap_issue;
+    pthread_t thread;
+    bool started, stop, aborted;
+} nc_tp;
+
+static nc_tp *nc_of(wp_transport *t) { return (nc_tp *)t; }
+
+/* ---- failures ---- */
+
+static void nc_fail(nc_tp *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void nc_fail(nc_tp *s, const char *fmt, ...) {
+    char what[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    tp_fail_locked(&s->base, -1, "rank %d: %s", s->base.rank, what);
+}
+
+static int cuda_ok(nc_tp *s, cudaError_t e, const char *call) {
+    if (e == cudaSuccess) return 0;
+    nc_fail(s, "cuda: %s failed: %s", call, cudaGetErrorString(e));
+    return -1;
+}
+
+static int nccl_ok(nc_tp *s, ncclResult_t r, ncclComm_t comm, const char *call, int peer) {
+    if (r == ncclSuccess || r == ncclInProgress) return 0;
+    const char *last = comm ? ncclGetLastError(comm) : "";
+    nc_fail(s, "nccl: %s with rank %d failed: %s%s%s", call, peer, ncclGetErrorString(r), last && last[0] ? ": " : "",
+            last ? last : "");
+    return -1;
+}
+
+/* ---- communicators ---- */
+
+static int comm_begin(nc_tp *s, nc_comm *c, ncclUniqueId id, int my_rank, int peer) {
+    if (cuda_ok(s, cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags")) return -1;
+    /* Non-blocking: the set-up runs in the background, so a peer that never joins is a
+     * timeout we report, not a progress thread stuck inside NCCL. */
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    c->since = wp_now();
+    return nccl_ok(s, ncclCommInitRankConfig(&c->comm, 2, id, my_rank, &cfg), c->comm, "ncclCommInitRankConfig", peer);
+}
+
+/* Whether c is usable; fails the transport on an error or a set-up past the deadline. */
+static bool comm_ready(nc_tp *s, nc_comm *c, int peer) {
+    if (c->ready) return true;
+    if (!c->comm) return false;
+    ncclResult_t st;
+    if (nccl_ok(s, ncclCommGetAsyncError(c->comm, &st), c->comm, "ncclCommGetAsyncError", peer) ||
+        nccl_ok(s, st, c->comm, "setting up the communicator", peer))
+        return false;
+    if (st == ncclSuccess) return c->ready = true;
+    if (wp_now() - c->since > s->connect_timeout)
+        nc_fail(s, "nccl: the communicator with rank %d did not come up within %g s (--connect-timeout)", peer,
+                s->connect_timeout);
+    return false;
+}
+
+/* A ready communicator with no error so far (polled every turn: a dead peer shows here). */
+static void comm_check(nc_tp *s, nc_comm *c, int peer) {
+    if (!c->ready) {
+        (void)comm_ready(s, c, peer);
+        return;
+    }
+    ncclResult_t st;
+    if (!nccl_ok(s, ncclCommGetAsyncError(c->comm, &st), c->comm, "ncclCommGetAsyncError", peer))
+        (void)nccl_ok(s, st, c->comm, "a transfer", peer);
+}
+
+/* After a group on non-blocking communicators: wait until NCCL has enqueued its operations
+ * on the streams (only then may events be recorded behind them). */
+static int comm_enqueued(nc_tp *s, nc_comm *c, int peer) {
+    double t0 = wp_now();
+    for (;;) {
+        ncclResult_t st;
+        if (nccl_ok(s, ncclCommGetAsyncError(c->comm, &st), c->comm, "ncclCommGetAsyncError", peer) ||
+            nccl_ok(s, st, c->comm, "enqueueing a transfer", peer))
+            return -1;
+        if (st == ncclSuccess) return 0;
+        /* The first transfer of a direction also connects it: as long as a set-up may take. */
+        if (wp_now() - t0 > s->connect_timeout) {
+            nc_fail(s, "nccl: enqueueing a transfer with rank %d took over %g s (--connect-timeout)", peer,
+                    s->connect_timeout);
+            return -1;
+        }
+        usleep(20);
+    }
+}
+
+static void comm_abort(nc_comm *c) {
+    if (c->comm) (void)ncclCommAbort(c->comm); /* failure path: nothing left to report to */
+    c->comm = NULL;
+    c->ready = false;
+}
+
+/* Orderly end after every operation completed; aborts when that does not finish in time. */
+static void comm_end(nc_tp *s, nc_comm *c) {
+    if (!c->comm) return;
+    bool ok = cudaStreamSynchronize(c->stream) == cudaSuccess;
+    if (ok) {
+        ncclResult_t f = ncclCommFinalize(c->comm);
+        ok = f == ncclSuccess || f == ncclInProgress; /* non-blocking: finishes in the background */
+    }
+    double t0 = wp_now();
+    ncclResult_t st = ncclInProgress;
+    while (ok && st == ncclInProgress && wp_now() - t0 < s->connect_timeout) {
+        if (ncclCommGetAsyncError(c->comm, &st) != ncclSuccess) ok = false;
+        if (st == ncclInProgress) usleep(100);
+    }
+    if (ok && st == ncclSuccess) {
+        (void)ncclCommDestroy(c->comm);
+        c->comm = NULL;
+    } else {
+        comm_abort(c);
+    }
+}
+
+/* ---- requests ---- */
+
+/* Teardown of plain CUDA objects: nothing to report a failure to. The ready event came from
+ * the compute context, whose thread is busy elsewhere: destroyed here as the CUDA event it is. */
+static void req_free(nc_req *q) {
+    if (q->done) (void)cudaEventDestroy(q->done);
+    if (q->ready) (void)cudaEventDestroy(kern_cuda_event(q->ready));
+    free(q);
+}
+
+/* Poll a tcp request; 1 done, 0 pending, -1 failed (the transport too). */
+static int tcp_done(nc_tp *s, wp_request **r) {
+    char why[400];
+    bool done;
+    if (!*r) return 1;
+    if (tp_test(r, &done, why, sizeof why)) {
+        tp_fail_locked(&s->base, -1, "%s", why);
+        return -1;
+    }
+    return done ? 1 : 0;
+}
+
+static int post_go_recv(nc_tp *s, int peer) {
+    char why[400];
+    nc_peer *p = &s->peers[peer];
+    nc_gobuf *g = calloc(1, sizeof *g);
+    if (!g) {
+        nc_fail(s, "out of memory for a go message");
+        return -1;
+    }
+    if (tp_post_recv(s->inner, peer, WP_NCCL_GO_CHANNEL, &g->msg, sizeof g->msg, "nccl go", &g->req, why, sizeof why)) {
+        free(g);
+        tp_fail_locked(&s->base, -1, "%s", why);
+        return -1;
+    }
+    if (p->gb_tail) p->gb_tail->next = g;
+    else p->gb_head = g;
+    p->gb_tail = g;
+    return 0;
+}
+
+/* First send to a peer: its communicator's id and set-up. */
+static int send_setup(nc_tp *s, int peer) {
+    nc_peer *p = &s->peers[peer];
+    if (p->have_id) return 0;
+    if (nccl_ok(s, ncclGetUniqueId(&p->id), NULL, "ncclGetUniqueId", peer)) return -1;
+    p->have_id = true;
+    return comm_begin(s, &p->out, p->id, 0, peer);
+}
+
+static int start(nc_tp *s, nc_req *q) {
+    char why[400];
+    wp_request *r = q->outer;
+    if (cuda_ok(s, cudaEventCreateWithFlags(&q->done, cudaEventDisableTiming), "cudaEventCreateWithFlags")) return -1;
+    int rc;
+    if (r->kind == TP_SEND) {
+        if (send_setup(s, r->peer)) return -1;
+        q->desc.bytes = r->bytes;
+        q->desc.id = s->peers[r->peer].id;
+        snprintf(q->desc.label, sizeof q->desc.label, "%s", r->label);
+        rc = tp_post_send(s->inner, r->peer, r->channel, &q->desc, sizeof q->desc, r->label, &q->desc_req, why, sizeof why);
+        if (!rc && post_go_recv(s, r->peer)) return -1;
+    } else {
+        rc = tp_post_recv(s->inner, r->peer, r->channel, &q->desc, sizeof q->desc, r->label, &q->desc_req, why, sizeof why);
+    }
+    if (rc) {
+        tp_fail_locked(&s->base, -1, "%s", why);
+        return -1;
+    }
+    q->phase = NC_DESC;
+    return 0;
+}
+
+/* A receive's descriptor arrived: sizes must agree; the first one brings the communicator. */
+static int recv_announced(nc_tp *s, nc_req *q) {
+    wp_request *r = q->outer;
+    q->desc.label[WP_LABEL_MAX - 1] = '\0';
+    if (q->desc.bytes != r->bytes) {
+        nc_fail(s, "rank %d sends %s (%llu bytes) on channel %d but rank %d expects %s (%zu bytes)", r->peer,
+                q->desc.label, (unsigned long long)q->desc.bytes, r->channel, s->base.rank, r->label, r->bytes);
+        return -1;
+    }
+    nc_comm *in = &s->peers[r->peer].in;
+    if (!in->comm && comm_begin(s, in, q->desc.id, 1, r->peer)) return -1;
+    q->phase = NC_ISSUE;
+    return 0;
+}
+
+/* A go from `peer`: the oldest announced send on its channel without a go gets it. */
+static int go_arrived(nc_tp *s, int peer, nc_go g) {
+    nc_peer *p = &s->peers[peer];
+    if (g.magic != NC_GO_MAGIC || g.channel >= WP_NCCL_GO_CHANNEL) {
+        nc_fail(s, "rank %d sent a malformed go message (channel %u)", peer, g.channel);
+        return -1;
+    }
+    nc_req *q = s->head;
+    while (q && !(q->outer->kind == TP_SEND && q->outer->peer == peer && q->outer->channel == (int)g.channel &&
+                  q->phase == NC_DESC && !q->go))
+        q = q->next;
+    if (!q) {
+        nc_fail(s, "rank %d answered a send on channel %u that this rank never announced", peer, g.channel);
+        return -1;
+    }
+    q->go = true;
+    q->go_next = NULL;
+    if (p->go_tail) p->go_tail->go_next = q;
+    else p->go_head = q;
+    p->go_tail = q;
+    return 0;
+}
+
+/* The go messages that arrived from `peer`, in arrival order. */
+static void take_gos(nc_tp *s, int peer) {
+    nc_peer *p = &s->peers[peer];
+    while (p->gb_head && !s->fail.failed) {
+        nc_gobuf *g = p->gb_head;
+        if (tcp_done(s, &g->req) != 1 || go_arrived(s, peer, g->msg)) return;
+        p->gb_head = g->next;
+        if (!p->gb_head) p->gb_tail = NULL;
+        free(g);
+    }
+}
+
+static int queue_issue(nc_tp *s, nc_req *q) {
+    if (s->n_issue == s->cap_issue) {
+        int cap = s->cap_issue ? 2 * s->cap_issue : 16;
+        nc_req **v = realloc(s->issue, (size_t)cap * sizeof *v);
+        if (!v) {
+            nc_fail(s, "out of memory issuing transfers");
+            return -1;
+        }
+        s->issue = v;
+        s->cap_issue = cap;
+    }
+    s->issue[s->n_issue++] = q;
+    return 0;
+}
+
+/* Receives ready to go (descriptor in, communicator up), in post order: their go messages
+ * leave now, in the order their ncclRecv will be issued. */
+static int collect_recvs(nc_tp *s) {
+    char why[400];
+    for (nc_req *q = s->head; q; q = q->next) {
+        wp_request *r = q->outer;
+        if (r->kind != TP_RECV || q->phase != NC_ISSUE || !comm_ready(s, &s->peers[r->peer].in, r->peer)) continue;
+        if (cuda_ok(s, cudaStreamWaitEvent(s->peers[r->peer].in.stream, kern_cuda_event(q->ready), 0), "cudaStreamWaitEvent"))
+            return -1;
+        q->go_msg = (nc_go){.channel = (uint32_t)r->channel, .magic = NC_GO_MAGIC};
+        if (tp_post_send(s->inner, r->peer, WP_NCCL_GO_CHANNEL, &q->go_msg, sizeof q->go_msg, "nccl go", &q->go_req,
+                         why, sizeof why)) {
+            tp_fail_locked(&s->base, -1, "%s", why);
+            return -1;
+        }
+        if (queue_issue(s, q)) return -1;
+    }
+    return 0;
+}
+
+/* Sends whose go arrived, per peer in go order, once the communicator is up. */
+static int collect_sends(nc_tp *s) {
+    for (int p = 0; p < s->base.world; p++) {
+        nc_peer *pe = &s->peers[p];
+        if (!pe->go_head || !comm_ready(s, &pe->out, p)) continue;
+        for (nc_req *q = pe->go_head; q; q = q->go_next) {
+            if (cuda_ok(s, cudaStreamWaitEvent(pe->out.stream, kern_cuda_event(q->ready), 0), "cudaStreamWaitEvent"))
+                return -1;
+            if (queue_issue(s, q)) return -1;
+        }
+        pe->go_head = pe->go_tail = NULL;
+    }
+    return 0;
+}
+
+/* One group for everything ready this turn; then an event behind each operation. */
+static int issue_all(nc_tp *s) {
+    s->n_issue = 0;
+    if (collect_recvs(s) || collect_sends(s)) return -1;
+    if (s->n_issue == 0) return 0;
+    int rc = nccl_ok(s, ncclGroupStart(), NULL, "ncclGroupStart", -1);
+    for (int i = 0; !rc && i < s->n_issue; i++) {
+        wp_request *r = s->issue[i]->outer;
+        nc_peer *p = &s->peers[r->peer];
+        if (r->kind == TP_SEND)
+            rc = nccl_ok(s, ncclSend(r->buf, r->bytes, ncclUint8, 1, p->out.comm, p->out.stream), p->out.comm, "ncclSend", r->peer);
+        else
+            rc = nccl_ok(s, ncclRecv(r->buf, r->bytes, ncclUint8, 0, p->in.comm, p->in.stream), p->in.comm, "ncclRecv", r->peer);
+    }
+    ncclResult_t end = ncclGroupEnd(); /* always closes the group opened above */
+    if (rc || nccl_ok(s, end, NULL, "ncclGroupEnd", -1)) return -1;
+    for (int i = 0; i < s->n_issue; i++) {
+        nc_req *q = s->issue[i];
+        wp_request *r = q->outer;
+        nc_comm *c = r->kind == TP_SEND ? &s->peers[r->peer].out : &s->peers[r->peer].in;
+        if (comm_enqueued(s, c, r->peer) || cuda_ok(s, cudaEventRecord(q->done, c->stream), "cudaEventRecord")) return -1;
+        q->phase = NC_FLIGHT;
+        tp_progress_locked(r, 0);
+    }
+    return 0;
+}
+
+/* q's own steps this turn; 1 when complete. */
+static int advance(nc_tp *s, nc_req *q) {
+    if (q->phase == NC_START && start(s, q)) return -1;
+    if (!q->desc_done) {
+        int d = tcp_done(s, &q->desc_req);
+        if (d < 0) return -1;
+        q->desc_done = d == 1;
+        if (q->desc_done && q->outer->kind == TP_RECV && recv_announced(s, q)) return -1;
+    }
+    if (q->phase != NC_FLIGHT || !q->desc_done) return 0;
+    int g = tcp_done(s, &q->go_req);
+    if (g <= 0) return g;
+    cudaError_t e = cudaEventQuery(q->done);
+    if (e == cudaErrorNotReady) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return cuda_ok(s, e, "cudaEventQuery (a transfer)") ? -1 : 1;
+}
+
+static void remove_req(nc_tp *s, nc_req *prev, nc_req *q) {
+    if (prev) prev->next = q->next;
+    else s->head = q->next;
+    if (s->tail == q) s->tail = prev;
+}
+
+static void turn(nc_tp *s) {
+    char why[400];
+    if (tp_failed(s->inner, why, sizeof why)) {
+        tp_fail_locked(&s->base, -1, "%s", why);
+        return;
+    }
+    for (int p = 0; p < s->base.world && !s->fail.failed; p++) {
+        nc_peer *pe = &s->peers[p];
+        take_gos(s, p);
+        if (pe->out.comm) comm_check(s, &pe->out, p);
+        if (pe->in.comm) comm_check(s, &pe->in, p);
+    }
+    nc_req *prev = NULL;
+    for (nc_req *q = s->head, *next; q && !s->fail.failed; q = next) {
+        next = q->next;
+        int rc = advance(s, q);
+        if (rc <= 0) {
+            prev = q;
+            continue;
+        }
+        wp_request *r = q->outer;
+        tp_progress_locked(r, r->bytes - r->moved);
+        tp_complete_locked(r);
+        remove_req(s, prev, q);
+        req_free(q);
+    }
+    if (!s->fail.failed) (void)issue_all(s);
+}
+
+static double poll_interval(const nc_tp *s) {
+    double dt = NC_IDLE_S;
+    for (const nc_req *q = s->head; q; q = q->next) {
+        if (q->phase == NC_FLIGHT) return NC_POLL_FLIGHT_S;
+        dt = NC_POLL_WAIT_S;
+    }
+    return dt;
+}
+
+/* The tcp side (descriptors, go messages and their framing) is this transport's overhead. */
+static void mirror_overhead(nc_tp *s) {
+    wp_transport_stats in;
+    tp_stats(s->inner, &in);
+    s->base.stats.overhead_sent = in.overhead_sent + in.payload_sent;
+    s->base.stats.overhead_recv = in.overhead_recv + in.payload_recv;
+    s->base.stats.rejected = in.rejected;
+}
+
+static void *progress_main(void *arg) {
+    nc_tp *s = arg;
+    pthread_mutex_lock(&s->sync.mu);
+    if (cudaSetDevice(s->device) != cudaSuccess) nc_fail(s, "cuda: cudaSetDevice(%d) failed in the progress thread", s->device);
+    while (!s->stop) {
+        if (!s->fail.failed) turn(s);
+        mirror_overhead(s);
+        wp_sync_wait_until(&s->sync, wp_now() + (s->fail.failed ? NC_IDLE_S : poll_interval(s)));
+    }
+    pthread_mutex_unlock(&s->sync.mu);
+    return NULL;
+}
+
+/* ---- tp_ops ---- */
+
+static int nc_connect(wp_transport *t, int peer, bool wait, char *err, size_t errlen) {
+    wp_transport *in = nc_of(t)->inner;
+    return in->ops->connect(in, peer, wait, err, errlen);
+}
+
+/* On the compute context's thread, sync held. */
+static int nc_post(wp_transport *t, wp_request *r, char *err, size_t errlen) {
+    nc_tp *s = nc_of(t);
+    if (r->channel == WP_NCCL_GO_CHANNEL) {
+        snprintf(err, errlen, "rank %d: %s: channel %d is reserved by the nccl transport", t->rank, r->label, r->channel);
+        return -1;
+    }
+    if (r->peer == t->rank) {
+        snprintf(err, errlen, "rank %d: %s: the nccl transport does not send to its own rank", t->rank, r->label);
+        return -1;
+    }
+    nc_req *q = calloc(1, sizeof *q);
+    if (!q) {
+        snprintf(err, errlen, "rank %d: out of memory posting %s", t->rank, r->label);
+        return -1;
+    }
+    q->outer = r;
+    /* A send reads what the compute work queued so far writes; a receive overwrites what it
+     * may still read (a reused pool slot): both wait for it, on the device. */
+    q->ready = kern_event_create(s->compute);
+    kern_event_record(s->compute, q->ready);
+    if (kern_error(s->compute)) {
+        snprintf(err, errlen, "rank %d: ordering the transfer of %s after the compute queued before it: %s", t->rank,
+                 r->label, kern_error(s->compute));
+        kern_event_destroy(s->compute, q->ready);
+        free(q);
+        return -1;
+    }
+    if (s->tail) s->tail->next = q;
+    else s->head = q;
+    s->tail = q;
+    pthread_cond_broadcast(&s->sync.cv);
+    return 0;
+}
+
+/* Any failure: abort every communicator (no kernel stays blocked on a dead peer), tell the
+ * peers through tcp. */
+static void nc_failed(wp_transport *t) {
+    nc_tp *s = nc_of(t);
+    for (int p = 0; p < t->world; p++) {
+        comm_abort(&s->peers[p].out);
+        comm_abort(&s->peers[p].in);
+    }
+    s->aborted = true;
+    char reason[600];
+    if (s->fail.peer >= 0) {
+        char name[128];
+        s->inner->ops->peer_name(s->inner, s->fail.peer, name, sizeof name);
+        snprintf(reason, sizeof reason, "%s %s", name, s->fail.what);
+    } else {
+        snprintf(reason, sizeof reason, "%s", s->fail.what);
+    }
+    tp_abort(s->inner, reason);
+}
+
+static void nc_peer_name(wp_transport *t, int peer, char *buf, size_t buflen) {
+    wp_transport *in = nc_of(t)->inner;
+    in->ops->peer_name(in, peer, buf, buflen);
+}
+
+static void drain_tcp(wp_request **r) {
+    char why[400];
+    if (*r) (void)tp_wait(r, 5.0, why, sizeof why);
+}
+
+static void nc_close(wp_transport *t) {
+    nc_tp *s = nc_of(t);
+    if (s->started) {
+        pthread_mutex_lock(&s->sync.mu);
+        s->stop = true;
+        pthread_cond_broadcast(&s->sync.cv);
+        pthread_mutex_unlock(&s->sync.mu);
+        pthread_join(s->thread, NULL);
+    }
+    char why[400];
+    bool pending = s->head != NULL;
+    for (int p = 0; p < t->world && s->peers; p++)
+        for (nc_gobuf *g = s->peers[p].gb_head; g; g = g->next) {
+            bool done;
+            pending |= tp_test(&g->req, &done, why, sizeof why) != 0 || !done;
+        }
+    /* Outstanding tcp messages point into this struct: fail them before freeing it. */
+    if (pending) tp_abort(s->inner, "the nccl transport closed with transfers pending");
+    for (nc_req *q = s->head, *next; q; q = next) {
+        next = q->next;
+        drain_tcp(&q->desc_req);
+        drain_tcp(&q->go_req);
+        req_free(q);
+    }
+    for (int p = 0; p < t->world && s->peers; p++) {
+        nc_peer *pe = &s->peers[p];
+        for (nc_gobuf *g = pe->gb_head, *next; g; g = next) {
+            next = g->next;
+            drain_tcp(&g->req);
+            free(g);
+        }
+        if (pending || s->aborted) {
+            comm_abort(&pe->out);
+            comm_abort(&pe->in);
+        } else {
+            comm_end(s, &pe->out);
+            comm_end(s, &pe->in);
+        }
+        if (pe->out.stream) (void)cudaStreamDestroy(pe->out.stream);
+        if (pe->in.stream) (void)cudaStreamDestroy(pe->in.stream);
+    }
+    tp_free_requests(t);
+    wp_sync_destroy(&s->sync);
+    free(s->peers);
+    free(s->issue);
+    free(s);
+}
+
+static const tp_ops nccl_ops = {
+    .kind = "nccl",
+    .connect = nc_connect,
+    .post = nc_post,
+    .failed = nc_failed,
+    .peer_name = nc_peer_name,
+    .close = nc_close,
+};
+
+bool tp_is_nccl(const wp_transport *t) { return t && t->ops == &nccl_ops; }
+
+/* ---- opening: one GPU per rank ---- */
+
+typedef struct {
+    char host[64];
+    unsigned char uuid[16];
+    int device;
+    char name[64];
+} nc_gpu;
+
+static int my_gpu(int device, nc_gpu *g, char *err, size_t errlen) {
+    memset(g, 0, sizeof *g);
+    struct cudaDeviceProp p;
+    cudaError_t e = cudaGetDeviceProperties(&p, device);
+    if (e != cudaSuccess) {
+        snprintf(err, errlen, "cuda: cudaGetDeviceProperties(%d): %s", device, cudaGetErrorString(e));
+        return 1;
+    }
+    if (gethostname(g->host, sizeof g->host - 1) != 0) snprintf(g->host, sizeof g->host, "?");
+    memcpy(g->uuid, p.uuid.bytes, sizeof g->uuid);
+    g->device = device;
+    snprintf(g->name, sizeof g->name, "%.63s", p.name);
+    return 0;
+}
+
+/* Every rank learns every rank's GPU (one broadcast per rank) and all refuse a shared one. */
+static int check_gpus(wp_control *ctl, int rank, int world, int device, char *err, size_t errlen) {
+    nc_gpu mine;
+    if (my_gpu(device, &mine, err, errlen)) return 1;
+    nc_gpu *all = calloc((size_t)world, sizeof *all);
+    if (!all) return snprintf(err, errlen, "rank %d: out of memory", rank), 1;
+    int rc = 0;
+    for (int r = 0; r < world && !rc; r++) {
+        if (r == rank) all[r] = mine;
+        rc = ctl_broadcast(ctl, r, &all[r], sizeof all[r], err, errlen);
+    }
+    for (int a = 0; a < world && !rc; a++)
+        for (int b = a + 1; b < world && !rc; b++)
+            if (strcmp(all[a].host, all[b].host) == 0 && memcmp(all[a].uuid, all[b].uuid, 16) == 0) {
+                snprintf(err, errlen,
+                         "--transport nccl: ranks %d and %d both use GPU %d (%s) of %s, and NCCL cannot put two ranks on "
+                         "one GPU; give each rank its own GPU, or use --transport local to run the ranks as threads "
+                         "sharing it",
+                         a, b, all[a].device, all[a].name, all[a].host);
+                rc = 2;
+            }
+    free(all);
+    return rc;
+}
+
+int tp_nccl_open(wp_transport *wire, wp_control *ctl, wp_kern *compute, double connect_timeout, wp_transport **out,
+                 char *err, size_t errlen) {
+    *out = NULL;
+    int rank = tp_rank(wire), world = tp_world(wire);
+    if (kern_kind(compute) != WP_BACKEND_CUDA) {
+        snprintf(err, errlen, "--transport nccl needs --backend cuda");
+        return 2;
+    }
+    int rc = check_gpus(ctl, rank, world, kern_device(compute), err, errlen);
+    if (rc) return rc;
+    nc_tp *s = calloc(1, sizeof *s);
+    if (!s || wp_sync_init(&s->sync) != 0) {
+        free(s);
+        return snprintf(err, errlen, "rank %d: out of memory for the nccl transport", rank), 1;
+    }
+    tp_init(&s->base, &nccl_ops, rank, world, &s->sync, &s->fail);
+    s->fail.peer = -1;
+    s->inner = wire;
+    s->compute = compute;
+    s->device = kern_device(compute);
+    s->connect_timeout = connect_timeout;
+    s->peers = calloc((size_t)world, sizeof *s->peers);
+    s->started = s->peers && pthread_create(&s->thread, NULL, progress_main, s) == 0;
+    if (!s->started) {
+        snprintf(err, errlen, "rank %d: nccl transport: %s", rank, s->peers ? "cannot start its progress thread" : "out of memory");
+        nc_close(&s->base);
+        return 1;
+    }
+    *out = &s->base;
+    return 0;
+}
