@@ -27,7 +27,7 @@ typedef struct chunk_hdr {
 _Static_assert(sizeof(chunk_hdr) <= IBP_HDR_BYTES, "chunk header fits its reserved bytes");
 
 void ibp_cfg_defaults(ibp_cfg *c) {
-    c->slot_bytes = 512u << 10;
+    c->slot_bytes = (512u << 10) - IBP_HDR_BYTES; /* header + payload: exactly 4 work requests */
     c->wr_bytes = 128u << 10;
     c->timeout = 60;
 }

@@ -42,7 +42,8 @@ typedef struct ibp_cfg {
     double timeout;    /* a write not confirmed within this many seconds fails the transport */
 } ibp_cfg;
 
-/* Defaults: 512 KiB buffers (16 MiB registered per peer), 128 KiB work requests. */
+/* Defaults: 512 KiB buffers (header included; 16 MiB registered per peer), 128 KiB work
+ * requests. */
 void ibp_cfg_defaults(ibp_cfg *c);
 /* Bounds (slot 1 byte .. 1 GiB, work request 1 byte .. slot + header, send queue depth under
  * IBP_MAX_WRS). Returns 0 or -1 with a message. */

@@ -90,9 +90,9 @@ static void push_op(soft_op **head, soft_op **tail, soft_op *o) {
     *tail = o;
 }
 
-/* Completion into a device's queue (fabric lock held). A full queue is an overflow that
- * real hardware reports as a fatal error; here the completion is kept by growing the ring,
- * and the protocol's own accounting keeps it from happening. */
+/* Completion into a device's queue (fabric lock held). The ring grows as needed (real
+ * queues have a fixed size, which the protocol's accounting respects); when memory runs out
+ * the completion is lost, which the protocol's completion timeout then reports. */
 static void cq_push(ib_dev *d, const ib_wc *wc) {
     soft_cq *q = &d->cq;
     if (q->n == q->cap) {
