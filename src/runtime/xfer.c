@@ -8,12 +8,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ring/clock.h"
 #include "rt_impl.h"
 
 int rt_fail(wp_rt *rt, char *err, size_t errlen, const char *fmt, ...) {
-    char what[400], text[96];
+    char what[1024], text[96];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
@@ -28,6 +29,26 @@ int rt_fail(wp_rt *rt, char *err, size_t errlen, const char *fmt, ...) {
 }
 
 /* Send i of e completed: its event ends, the last pending send takes its place. */
+/* The transport failed under this rank. A peer that closed its connection may only be passing on
+ * another rank's failure: the control channel relays the first cause (the rank that died) to
+ * every rank, but it can arrive a little after the closed socket. Wait for it briefly and name
+ * that cause too, so that every rank's error names the rank that failed first. */
+#define CAUSE_GRACE_S 0.5
+
+static int transport_fail(wp_rt *rt, char *err, size_t errlen, const char *awaited, const char *why) {
+    char cause[400] = "";
+    double until = wp_now() + CAUSE_GRACE_S;
+    while (!ctl_failed(rt->c.ctl, cause, sizeof cause) && wp_now() < until) {
+        struct timespec ts = {.tv_sec = 0, .tv_nsec = 5000000};
+        nanosleep(&ts, NULL); /* an interrupted pause only shortens the grace */
+    }
+    const char *w = awaited ? "while waiting for " : "", *sep = awaited ? ": " : "";
+    if (cause[0] && !strstr(why, cause))
+        return rt_fail(rt, err, errlen, "%s%s%s%s (the job was aborted first: %s)", w, awaited ? awaited : "", sep, why,
+                       cause);
+    return rt_fail(rt, err, errlen, "%s%s%s%s", w, awaited ? awaited : "", sep, why);
+}
+
 static void drop_send(wp_rt *rt, rt_entry *e, int i) {
     rt_xfer_end(rt, e->send_ev[i]);
     e->n_sends--;
@@ -46,11 +67,11 @@ static int poll_entry(wp_rt *rt, rt_entry *e, char *err, size_t errlen) {
     char why[300];
     bool done;
     if (e->recv) {
-        if (tp_test(&e->recv, &done, why, sizeof why)) return rt_fail(rt, err, errlen, "%s", why);
+        if (tp_test(&e->recv, &done, why, sizeof why)) return transport_fail(rt, err, errlen, NULL, why);
         if (done) recv_done(rt, e);
     }
     for (int i = e->n_sends - 1; i >= 0; i--) {
-        if (tp_test(&e->sends[i], &done, why, sizeof why)) return rt_fail(rt, err, errlen, "%s", why);
+        if (tp_test(&e->sends[i], &done, why, sizeof why)) return transport_fail(rt, err, errlen, NULL, why);
         if (done) drop_send(rt, e, i);
     }
     return 0;
@@ -63,7 +84,7 @@ static int post_send(wp_rt *rt, rt_entry *e, int peer, int channel, char *err, s
                        buf_name(e->name, label, sizeof label));
     buf_name(e->name, label, sizeof label);
     if (tp_post_send(rt->c.t, peer, channel, e->data, e->bytes, label, &e->sends[e->n_sends], why, sizeof why))
-        return rt_fail(rt, err, errlen, "%s", why);
+        return transport_fail(rt, err, errlen, NULL, why);
     e->send_ev[e->n_sends] = rt_xfer_begin(rt, RT_EV_SEND, e, peer, channel);
     e->n_sends++;
     e->n_deferred--;
@@ -173,7 +194,7 @@ static int wait_one(wp_rt *rt, const char *what, char *err, size_t errlen) {
         set_status(rt, what);
         double t0 = wp_now();
         if (tp_wait_any(rs.req, rs.n, rt->c.timeout, &idx, why, sizeof why))
-            rc = rt_fail(rt, err, errlen, "while waiting for %s: %s", what, why);
+            rc = transport_fail(rt, err, errlen, what, why);
         else if (idx >= 0)
             completed(rt, &rs, idx);
         double t1 = wp_now();
@@ -236,7 +257,7 @@ int rt_recv(wp_rt *rt, const wp_action *a, char *err, size_t errlen) {
     buf_name(a->buf, name, sizeof name);
     e->src = a->peer;
     if (tp_post_recv(rt->c.t, a->peer, a->channel, e->data, e->bytes, name, &e->recv, why, sizeof why))
-        return rt_fail(rt, err, errlen, "%s", why);
+        return transport_fail(rt, err, errlen, NULL, why);
     e->recv_ev = rt_xfer_begin(rt, RT_EV_RECV, e, a->peer, a->channel);
     return 0;
 }
