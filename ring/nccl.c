@@ -213,13 +213,21 @@ static void req_free(nc_req *q) {
     free(q);
 }
 
+/* The inner transport failed a call with `why`: keep its root cause (a dead or silent peer),
+ * not the wrapped message of the call that ran into it. */
+static void inner_failed(nc_tp *s, const char *why) {
+    char cause[400];
+    if (tp_failed(s->inner, cause, sizeof cause)) tp_fail_locked(&s->base, -1, "%s", cause);
+    else tp_fail_locked(&s->base, -1, "%s", why);
+}
+
 /* Poll a tcp request; 1 done, 0 pending, -1 failed (the transport too). */
 static int tcp_done(nc_tp *s, wp_request **r) {
     char why[400];
     bool done;
     if (!*r) return 1;
     if (tp_test(r, &done, why, sizeof why)) {
-        tp_fail_locked(&s->base, -1, "%s", why);
+        inner_failed(s, why);
         return -1;
     }
     return done ? 1 : 0;
@@ -235,7 +243,7 @@ static int post_go_recv(nc_tp *s, int peer) {
     }
     if (tp_post_recv(s->inner, peer, WP_NCCL_GO_CHANNEL, &g->msg, sizeof g->msg, "nccl go", &g->req, why, sizeof why)) {
         free(g);
-        tp_fail_locked(&s->base, -1, "%s", why);
+        inner_failed(s, why);
         return -1;
     }
     if (p->gb_tail) p->gb_tail->next = g;
@@ -269,7 +277,7 @@ static int start(nc_tp *s, nc_req *q) {
         rc = tp_post_recv(s->inner, r->peer, r->channel, &q->desc, sizeof q->desc, r->label, &q->desc_req, why, sizeof why);
     }
     if (rc) {
-        tp_fail_locked(&s->base, -1, "%s", why);
+        inner_failed(s, why);
         return -1;
     }
     q->phase = NC_DESC;
@@ -353,7 +361,7 @@ static int collect_recvs(nc_tp *s) {
         q->go_msg = (nc_go){.channel = (uint32_t)r->channel, .magic = NC_GO_MAGIC};
         if (tp_post_send(s->inner, r->peer, WP_NCCL_GO_CHANNEL, &q->go_msg, sizeof q->go_msg, "nccl go", &q->go_req,
                          why, sizeof why)) {
-            tp_fail_locked(&s->base, -1, "%s", why);
+            inner_failed(s, why);
             return -1;
         }
         if (queue_issue(s, q)) return -1;
@@ -432,7 +440,7 @@ static void remove_req(nc_tp *s, nc_req *prev, nc_req *q) {
 static void turn(nc_tp *s) {
     char why[400];
     if (tp_failed(s->inner, why, sizeof why)) {
-        tp_fail_locked(&s->base, -1, "%s", why);
+        inner_failed(s, why);
         return;
     }
     for (int p = 0; p < s->base.world && !s->fail.failed; p++) {

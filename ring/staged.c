@@ -124,6 +124,14 @@ static int xfer_failed(st_tp *s, const st_req *q) {
     return -1;
 }
 
+/* The inner transport failed a call with `why`: keep its root cause (a dead or silent peer),
+ * not the wrapped message of the call that ran into it. */
+static void inner_failed(st_tp *s, const char *why) {
+    char cause[400];
+    if (tp_failed(s->inner, cause, sizeof cause)) tp_fail_locked(&s->base, -1, "%s", cause);
+    else tp_fail_locked(&s->base, -1, "%s", why);
+}
+
 /* The inner request moved bytes: that counts as progress of the outer one (silence clock). */
 static void inherit_progress(st_tp *s, st_req *q) {
     pthread_mutex_lock(&s->inner->sync->mu);
@@ -138,7 +146,7 @@ static int inner_done(st_tp *s, st_req *q) {
     bool done;
     inherit_progress(s, q);
     if (tp_test(&q->inner, &done, why, sizeof why)) {
-        tp_fail_locked(&s->base, -1, "%s", why);
+        inner_failed(s, why);
         return -1;
     }
     return done ? 1 : 0;
@@ -150,7 +158,7 @@ static int post_inner(st_tp *s, st_req *q) {
     int rc = r->kind == TP_SEND
                  ? tp_post_send(s->inner, r->peer, r->channel, q->slot.host, r->bytes, r->label, &q->inner, why, sizeof why)
                  : tp_post_recv(s->inner, r->peer, r->channel, q->slot.host, r->bytes, r->label, &q->inner, why, sizeof why);
-    if (rc) tp_fail_locked(&s->base, -1, "%s", why);
+    if (rc) inner_failed(s, why);
     return rc ? -1 : 0;
 }
 
@@ -184,7 +192,7 @@ static int post_handle(st_tp *s, st_req *q) {
     int rc = r->kind == TP_SEND
                  ? tp_post_send(s->inner, r->peer, r->channel, &q->handle, sizeof q->handle, r->label, &q->inner, why, sizeof why)
                  : tp_post_recv(s->inner, r->peer, r->channel, &q->handle, sizeof q->handle, r->label, &q->inner, why, sizeof why);
-    if (rc) tp_fail_locked(&s->base, -1, "%s", why);
+    if (rc) inner_failed(s, why);
     return rc ? -1 : 0;
 }
 

@@ -1,8 +1,8 @@
 #!/bin/sh
 # On a machine with an NVIDIA GPU (sm_80 or newer): build weipipe with CUDA, run the GPU test
 # suite (the CUDA backend against the CPU backend, repeatability, a whole model step, the ring
-# on one GPU: every strategy on 4 ranks sharing it against one rank, the staged transport,
-# the NCCL transport where 2 GPUs are) and the GPU benchmark, run PyTorch on the same GPU and shapes when a CUDA torch >= 2.0 is there,
+# on one GPU: every strategy on 4 ranks sharing it against one rank, the streams/events API,
+# the staged transport, the NCCL transport where 2 GPUs are) and the GPU benchmark, run PyTorch on the same GPU and shapes when a CUDA torch >= 2.0 is there,
 # and print one summary. Exit 0 when the build and every GPU test pass, 1 otherwise, 77 when
 # there is no usable GPU (everything skipped).
 #
@@ -56,7 +56,7 @@ for line in open(sys.argv[1]):
     name = r["name"].split(" / ")[-1]  # "weipipe:gpu / gpu/model" -> "gpu/model"
     if name.startswith("gpu/"):
         rows.append((name, r["result"], r.get("duration", 0)))
-    if name in ("gpu/ring", "gpu/nccl", "gpu/staged"):
+    if name in ("gpu/ring", "gpu/nccl", "gpu/staged", "gpu/streams"):
         rows[-1] += ([l for l in r.get("stdout", "").splitlines() if l.strip()],)
 print("| test | result | seconds |")
 print("|------|--------|---------|")
