@@ -15,7 +15,8 @@ csv` into one row per strategy; real-rows turns a `weipipe train --metrics` file
 Plots (needs matplotlib; Debian python3-matplotlib), into --img:
   scaling-<weak|strong>-<label>.png  total tokens/s as bars per N and strategy (left axis),
                                      tokens/s per rank as lines (right axis): the paper's
-                                     figures 6-9
+                                     figures 6-9; real runs carry their simulated twin
+                                     (label <label>-sim) as black ticks on the bars
   scaling-seqlen-<label>.png         tokens/s against sequence length; the dotted line is the
                                      analytic traffic crossover b*s = 18*h*L/N
   scaling-bandwidth-<label>.png      tokens/s against link bandwidth; dashed: each strategy on an
@@ -160,14 +161,14 @@ def colours(strats):
     return {s: cmap(i) for i, s in enumerate(strats)}
 
 
-def describe(r, link=True):
+def describe(r, link=True, seq=True):
     bps = float(r["link_bytes_per_s"]) * 8
     rpn = int(r["ranks_per_node"])
     where = f"{rpn} per node" if 0 < rpn else "one node"
     bw = "" if not link else (f"{bps / 1e9:g} Gbit/s link" if bps >= 1e9 else f"{bps / 1e6:g} Mbit/s link") if bps > 0 \
         else "unlimited link"
     dev = f", {float(r['device_tflops']):g} TFLOP/s" if float(r["device_tflops"]) > 0 else ""
-    return f"h {r['hidden_size']}, L {r['num_layers']}, s {r['seq_length']}, b {r['micro_batch_size']}; " \
+    return f"h {r['hidden_size']}, L {r['num_layers']}, {'s ' + r['seq_length'] + ', ' if seq else ''}b {r['micro_batch_size']}; " \
         f"{bw + ', ' if bw else ''}{where}{dev}"
 
 
@@ -177,9 +178,11 @@ def plot_scaling(plt, rows, sweep, label, path):
     strats = strategies_of(sel)
     ns = sorted({int(r["nranks"]) for r in sel})
     col = colours(strats)
-    fig, ax = plt.subplots(figsize=(max(7, 1.1 * len(ns) * max(1, len(strats)) * 0.45 + 3), 4.8))
+    fig, ax = plt.subplots(figsize=(min(12, max(7, 0.5 * len(ns) * max(1, len(strats)) * 0.45 + 3)), 5.2))
     ax2 = ax.twinx()
     width = 0.8 / max(1, len(strats))
+    twins = [r for r in rows if r["sweep"] == sweep and r["label"] == label + "-sim"]
+    said = False
     for i, s in enumerate(strats):
         pts = {int(r["nranks"]): r for r in sel if r["strategy"] == s and ok(r)}
         xs = [k for k, n in enumerate(ns) if n in pts]
@@ -189,6 +192,12 @@ def plot_scaling(plt, rows, sweep, label, path):
                color=col[s], label=s, alpha=0.85)
         ax2.plot(xs, [float(pts[ns[x]]["tokens_per_s_per_rank"]) for x in xs], "o-", color=col[s], lw=1.5,
                  markeredgecolor="black", markeredgewidth=0.5)
+        twin = {int(r["nranks"]): r for r in twins if r["strategy"] == s and ok(r)}
+        tx = [x for x in xs if ns[x] in twin]
+        if tx:  # the simulator's prediction for the same run: a black tick on the bar
+            ax.scatter([x - 0.4 + width * (i + 0.5) for x in tx], [float(twin[ns[x]]["tokens_per_s"]) for x in tx],
+                       marker="_", s=200, color="black", zorder=3, label="simulated" if not said else None)
+            said = True
     ax.set_xticks(range(len(ns)))
     batch = {}
     for r in sel:
@@ -224,7 +233,8 @@ def plot_seqlen(plt, rows, label, path):
     ax.set_yscale("log")
     ax.set_xlabel("sequence length s (tokens)")
     ax.set_ylabel("tokens/s")
-    ax.set_title(f"throughput vs sequence length, N={n}, M={r0['num_microbatches']}: {describe(r0)}", fontsize=9)
+    ax.set_title(f"throughput vs sequence length, N={n}, M={r0['num_microbatches']}:\n{describe(r0, seq=False)}",
+                 fontsize=9)
     ax.legend(fontsize=7)
     ax.grid(True, which="both", alpha=0.3)
     fig.tight_layout()
@@ -288,10 +298,13 @@ def plot(args):
     rows = read_rows(paths)
     os.makedirs(img, exist_ok=True)
     made = []
-    for sweep, label in sorted({(r["sweep"], r["label"]) for r in rows}):
+    pairs = {(r["sweep"], r["label"]) for r in rows}
+    for sweep, label in sorted(pairs):
         if not any(ok(r) for r in rows if r["sweep"] == sweep and r["label"] == label):
             continue
         path = os.path.join(img, f"scaling-{sweep}-{label}.png")
+        if sweep in ("weak", "strong") and label.endswith("-sim") and (sweep, label[:-4]) in pairs:
+            continue  # drawn as ticks on the real runs' bars
         if sweep in ("weak", "strong"):
             plot_scaling(plt, rows, sweep, label, path)
         elif sweep == "seqlen":

@@ -73,14 +73,16 @@ sim_point() {
 # real_point SWEEP LABEL CONFIG N M B S LINK LATENCY STEPS TRANSPORT TFLOPS: weipipe train for
 # every strategy, compute paced by --device-tflops, links by --link-bandwidth/--link-latency
 # (every hop a link: --ranks-per-node 1), or over netns_ring.sh's shaped links with --netns;
-# then the simulator's rows for the same point (label LABEL-sim), to compare with.
+# then the simulator's rows for the same point (label LABEL-sim), to compare with. One thread per
+# rank: OpenMP threads that spin at barriers on a shared, busy machine slow a rank down 20x.
 real_point() {
     local sweep=$1 label=$2 config=$3 n=$4 m=$5 b=$6 s=$7 link=$8 lat=$9 steps=${10} transport=${11} tflops=${12}
     local h l st source rc note
     h=$(ini_get "$config" hidden-size 64)
     l=$(ini_get "$config" num-layers 4)
     local args=(--config "$config" --nranks "$n" --num-microbatches "$m" --micro-batch-size "$b" --seq-length "$s"
-        --steps "$steps" --link-latency "$lat" --ranks-per-node 1 --device-tflops "$tflops" --quiet --timeout 120s)
+        --steps "$steps" --link-latency "$lat" --ranks-per-node 1 --device-tflops "$tflops" --threads 1 --quiet
+        --timeout 120s)
     for st in $strategies; do
         rm -f "$tmp/metrics.jsonl"
         rc=0
@@ -95,7 +97,7 @@ real_point() {
         fi
         note=""
         if [ "$rc" != 0 ]; then
-            note="train exit $rc: $(grep -v '^netns_ring' "$tmp/train.err" | tail -n 1 | tr -d '"')"
+            note="train exit $rc: $(grep -v '^netns_ring' "$tmp/train.err" | tail -n 1 | tr -d '"' || true)"
             echo "$(basename "$0"): $st N=$n: $note" >&2
         fi
         "$py" scripts/plot_scaling.py real-rows sweep="$sweep" source="$source" label="$label" nranks="$n" \
