@@ -1,7 +1,8 @@
-/* The staged transport (ring/staged.h) over the local transport, N = 3 ranks as threads, in
- * both modes: through pinned host slots (HOST) and device to device (DIRECT). Runs with the
- * CPU backend everywhere (the same steps, synchronous) and, where a GPU is usable, again with
- * CUDA contexts sharing it.
+/* The staged transport (ring/staged.h), N = 3 ranks: over the local transport (threads) in
+ * both modes, through pinned host slots (HOST) and device to device (DIRECT), and over tcp
+ * (forked processes with the real rendezvous) through pinned slots. Runs with the CPU backend
+ * everywhere (the same steps, synchronous) and, where a GPU is usable, again with CUDA
+ * contexts sharing it (the parent touches CUDA only after its last fork).
  *
  * Checks: every message arrives bit-exact (seeded random bytes, odd sizes from 0 to 1 MiB+3);
  * FIFO per (peer, channel) with several messages queued at once; channels independent (the
@@ -11,11 +12,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "gpu_harness.h"
 #include "ring/clock.h"
 #include "ring/launch.h"
 #include "ring/staged.h"
+#include "../ring/rt.h"
 
 #define NRANKS 3
 #define NMSG 4
@@ -23,6 +27,8 @@ static const size_t sizes[NMSG] = {0, 1, 4097, (1u << 20) + 3};
 
 static wp_backend_kind kind;
 static wp_stage_mode mode;
+static bool over_tcp;
+static wp_rank_fn current_fn;
 
 /* The byte pattern of message m from rank src on channel ch. */
 static void pattern(unsigned char *p, size_t n, int src, int ch, int m) {
@@ -156,28 +162,76 @@ static int rank_mismatch(wp_rank_ctx *ctx, void *arg) {
     return rc;
 }
 
+/* tcp: every rank a forked process; all must exit 0. */
+static int run_tcp(char *err, size_t errlen) {
+    wp_net_opts net;
+    rt_net(&net, 2);
+    int exits[NRANKS];
+    pid_t pgid = 0;
+    if (rt_run_tcp(NRANKS, &net, current_fn, NULL, 60.0, exits, NULL, &pgid) != 0)
+        return snprintf(err, errlen, "the ranks did not end within 60 s"), 1;
+    for (int r = 0; r < NRANKS; r++)
+        if (exits[r] != 0) return snprintf(err, errlen, "rank %d exited with %d (its reason is on stderr)", r, exits[r]), 1;
+    return 0;
+}
+
 static int run(const char *what, wp_rank_fn fn) {
     wp_net_opts net;
     tp_net_defaults(&net);
     char err[2048] = "";
     double t0 = wp_now();
-    int rc = launch_threads(NRANKS, &net, fn, NULL, err, sizeof err);
-    printf("%s %s (%s backend, %s, %.2f s)%s%s\n", rc ? "FAIL" : "ok  ", what, kind == WP_BACKEND_CPU ? "cpu" : "cuda",
-           mode == WP_STAGE_HOST ? "via pinned host" : "device to device", wp_now() - t0, err[0] ? ": " : "", err);
+    current_fn = fn;
+    int rc = over_tcp ? run_tcp(err, sizeof err) : launch_threads(NRANKS, &net, fn, NULL, err, sizeof err);
+    printf("%s %s (%s backend, %s, %s, %.2f s)%s%s\n", rc ? "FAIL" : "ok  ", what, kind == WP_BACKEND_CPU ? "cpu" : "cuda",
+           over_tcp ? "tcp" : "local", mode == WP_STAGE_HOST ? "via pinned host" : "device to device", wp_now() - t0,
+           err[0] ? ": " : "", err);
     return rc ? 1 : 0;
+}
+
+/* Whether CUDA is usable, asked in a child process: CUDA must not be initialised in a process
+ * that forks ranks afterwards. The reason comes back through a pipe. */
+static bool cuda_usable(char *why, size_t whylen) {
+    int fd[2];
+    if (pipe(fd) != 0) return snprintf(why, whylen, "pipe failed"), false;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        char w[512] = "";
+        bool ok = kern_available(WP_BACKEND_CUDA, w, sizeof w);
+        if (write(fd[1], w, strlen(w)) < 0) _exit(2);
+        _exit(ok ? 0 : 1);
+    }
+    close(fd[1]);
+    ssize_t n = pid > 0 ? read(fd[0], why, whylen - 1) : -1;
+    why[n > 0 ? n : 0] = '\0';
+    close(fd[0]);
+    int status = 0;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid) return snprintf(why, whylen, "fork failed"), false;
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+static int all_cases(void) {
+    int fails = run("ring exchange, 2 channels x 4 messages (0 B .. 1 MiB+3) per rank", rank_exchange);
+    fails += run("silent peer fails the wait; the failure reaches the others", rank_silent);
+    return fails + run("a size mismatch fails both sides, naming both labels", rank_mismatch);
 }
 
 int main(void) {
     int fails = 0;
     char why[512];
-    int backends = kern_available(WP_BACKEND_CUDA, why, sizeof why) ? 2 : 1;
+    int backends = cuda_usable(why, sizeof why) ? 2 : 1;
     if (backends == 1) printf("cuda part skipped: %s\n", why);
+    over_tcp = true;
+    mode = WP_STAGE_HOST;
+    for (int i = 0; i < backends; i++) {
+        kind = i == 0 ? WP_BACKEND_CPU : WP_BACKEND_CUDA;
+        fails += all_cases();
+    }
+    over_tcp = false;
     for (int i = 0; i < 2 * backends; i++) {
         kind = i < 2 ? WP_BACKEND_CPU : WP_BACKEND_CUDA;
         mode = i % 2 == 0 ? WP_STAGE_HOST : WP_STAGE_DIRECT;
-        fails += run("ring exchange, 2 channels x 4 messages (0 B .. 1 MiB+3) per rank", rank_exchange);
-        fails += run("silent peer fails the wait; the failure reaches the others", rank_silent);
-        fails += run("a size mismatch fails both sides, naming both labels", rank_mismatch);
+        fails += all_cases();
     }
     return gh_result("staged", fails);
 }
