@@ -1,7 +1,8 @@
 #!/bin/bash
 # The ring on one GPU: every strategy on N = 4 ranks as threads sharing the GPU (--backend
-# cuda --transport local: device buffers go through the staged transport's pinned slots and
-# transfer stream) lands on the single-rank weights, and runs repeat bit for bit.
+# cuda --transport local: the staged transport copies device to device on each receiver's
+# transfer stream) lands on the single-rank weights, so does weipipe-interleave on 4
+# processes over tcp (pinned host staging), and runs repeat bit for bit.
 #   fp32 (--precision fp32, cuBLAS in fp32): every master tensor within 1e-5 relative of the
 #     single-rank run's after 3 steps (only the order of fp32 gradient sums differs; the same
 #     bound as tests/runtime/equivalence.sh on the CPU);
@@ -42,6 +43,12 @@ for S in 1f1b weipipe-naive weipipe-interleave wzb1 wzb2 gpipe zb-h1 zb-h2; do
     echo "$S N=$N mixed: steps, max loss relative difference: $cmp"
     case $cmp in *ok) ;; *) fail "$S N=$N mixed losses differ: $cmp" ;; esac
 done
+
+# The same GPU shared by 4 processes over tcp: device buffers through pinned host slots.
+train --nranks $N --transport tcp --strategy weipipe-interleave --num-microbatches $M --precision fp32 --save "$TMP/tcp" ||
+    fail "weipipe-interleave N=$N over tcp"
+line=$("$DIFF" "$TMP/tcp/step-3" "$TMP/ref/step-3" $FP32_TOL) || fail "weipipe-interleave N=$N tcp fp32: $line"
+echo "weipipe-interleave N=$N over tcp (pinned staging) fp32: $line"
 
 for run in a b; do
     train --nranks $N --strategy weipipe-interleave --num-microbatches $M --save "$TMP/rep-$run" || fail "repeat run $run"
