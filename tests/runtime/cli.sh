@@ -11,6 +11,7 @@ expect2() { # expect2 WHAT-IN-MESSAGE ARGS...
 }
 expect2 --strategy --strategy bogus
 expect2 --steps --steps 0
+expect2 --device-tflops --device-tflops -1
 expect2 --device-memory --nranks 2 --transport local --device-memory 64K
 expect2 --num-microbatches --nranks 2 --strategy weipipe-interleave --num-microbatches 3 --transport local
 echo "bad input: exit 2 naming the flag"
