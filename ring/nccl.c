@@ -37,7 +37,8 @@ typedef struct nc_comm {
     ncclComm_t comm;
     cudaStream_t stream;
     bool ready;
-    double since; /* when its set-up began */
+    bool engaged; /* the peer is known to be setting it up too: the set-up deadline runs */
+    double since; /* when the deadline started */
 } nc_comm;
 
 typedef enum { NC_START, NC_DESC, NC_ISSUE, NC_FLIGHT } nc_phase;
@@ -119,13 +120,17 @@ static int nccl_ok(nc_tp *s, ncclResult_t r, ncclComm_t comm, const char *call, 
 
 /* ---- communicators ---- */
 
-static int comm_begin(nc_tp *s, nc_comm *c, ncclUniqueId id, int my_rank, int peer) {
+/* engaged: the peer already joined (a receiver learns the id from the sender, who began
+ * first); a sender's communicator is engaged by the first go (sent once the receiver's side
+ * is up), so a receiver that takes long to post its first receive is not a set-up timeout. */
+static int comm_begin(nc_tp *s, nc_comm *c, ncclUniqueId id, int my_rank, int peer, bool engaged) {
     if (cuda_ok(s, cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags")) return -1;
     /* Non-blocking: the set-up runs in the background, so a peer that never joins is a
      * timeout we report, not a progress thread stuck inside NCCL. */
     ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
     cfg.blocking = 0;
     c->since = wp_now();
+    c->engaged = engaged;
     return nccl_ok(s, ncclCommInitRankConfig(&c->comm, 2, id, my_rank, &cfg), c->comm, "ncclCommInitRankConfig", peer);
 }
 
@@ -138,7 +143,7 @@ static bool comm_ready(nc_tp *s, nc_comm *c, int peer) {
         nccl_ok(s, st, c->comm, "setting up the communicator", peer))
         return false;
     if (st == ncclSuccess) return c->ready = true;
-    if (wp_now() - c->since > s->connect_timeout)
+    if (c->engaged && wp_now() - c->since > s->connect_timeout)
         nc_fail(s, "nccl: the communicator with rank %d did not come up within %g s (--connect-timeout)", peer,
                 s->connect_timeout);
     return false;
@@ -258,7 +263,7 @@ static int send_setup(nc_tp *s, int peer) {
     if (p->have_id) return 0;
     if (nccl_ok(s, ncclGetUniqueId(&p->id), NULL, "ncclGetUniqueId", peer)) return -1;
     p->have_id = true;
-    return comm_begin(s, &p->out, p->id, 0, peer);
+    return comm_begin(s, &p->out, p->id, 0, peer, false);
 }
 
 static int start(nc_tp *s, nc_req *q) {
@@ -294,7 +299,7 @@ static int recv_announced(nc_tp *s, nc_req *q) {
         return -1;
     }
     nc_comm *in = &s->peers[r->peer].in;
-    if (!in->comm && comm_begin(s, in, q->desc.id, 1, r->peer)) return -1;
+    if (!in->comm && comm_begin(s, in, q->desc.id, 1, r->peer, true)) return -1;
     q->phase = NC_ISSUE;
     return 0;
 }
@@ -313,6 +318,10 @@ static int go_arrived(nc_tp *s, int peer, nc_go g) {
     if (!q) {
         nc_fail(s, "rank %d answered a send on channel %u that this rank never announced", peer, g.channel);
         return -1;
+    }
+    if (!p->out.engaged) {
+        p->out.engaged = true;
+        p->out.since = wp_now();
     }
     q->go = true;
     q->go_next = NULL;
