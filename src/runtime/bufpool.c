@@ -2,6 +2,8 @@
  * by a linear scan; what matters is that memory is reused, not how fast a name is looked up. */
 #include "bufpool.h"
 
+#include "schedule/segments.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,7 +87,7 @@ rt_entry *pool_create(rt_pool *p, wp_buf b, char *err, size_t errlen) {
     }
     rt_entry *e = new_entry(p);
     rt_slot s;
-    size_t bytes = buf_bytes(p->L, b);
+    size_t bytes = p->sched ? sched_buf_bytes(p->sched, p->seg_t, p->L, b) : buf_bytes(p->L, b);
     if (!e || take_slot(p, bytes, &s) != 0) {
         snprintf(err, errlen, "out of memory for buffer %s (%zu bytes)%s%s", buf_name(b, name, sizeof name), bytes,
                  kern_error(p->k) ? ": " : "", kern_error(p->k) ? kern_error(p->k) : "");

@@ -49,6 +49,8 @@ typedef struct rt_slot {
 typedef struct {
     wp_kern *k;
     const wp_layout *L;
+    const wp_schedule *sched; /* with seg_t: A/GA sized per sequence segment (sched_buf_bytes) */
+    const int *seg_t;
     wp_dtype compute;
     int n, cap;          /* entries (used or not) */
     rt_entry **e;        /* each allocated once: pointers stay valid */

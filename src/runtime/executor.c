@@ -9,6 +9,7 @@
 #include "faults/nonfinite.h"
 #include "ring/clock.h"
 #include "rt_impl.h"
+#include "segments.h"
 
 static size_t tokens_per_mb(const wp_layout *L) { return (size_t)L->cfg.mb * (size_t)L->cfg.seq; }
 
@@ -20,6 +21,7 @@ int rt_create(wp_rt **out, const rt_config *cfg, char *err, size_t errlen) {
     rt->ai = -1;
     rt->t_origin = cfg->t_origin > 0 ? cfg->t_origin : wp_now();
     pool_init(&rt->pool, rt->k, cfg->L);
+    if (rt_seg_init(rt, err, errlen)) return 1;
     pace_init(&rt->pace, cfg->L, cfg->s->nranks, cfg->device_tflops);
     const wp_layout *L = cfg->L;
     size_t T = tokens_per_mb(L), max_chunk = 0;
@@ -90,7 +92,7 @@ static rt_act *act_find(wp_rt *rt, int chunk, int mb) {
 static rt_act *act_take(wp_rt *rt, int chunk, int mb) {
     rt_act *a = NULL;
     for (int i = 0; i < rt->n_acts && !a; i++)
-        if (!rt->acts[i].used && rt->acts[i].chunk == chunk) a = &rt->acts[i];
+        if (!rt->acts[i].used && rt->acts[i].chunk == chunk && rt_seg_same_shape(rt, rt->acts[i].mb, mb)) a = &rt->acts[i];
     if (!a) {
         if (rt->n_acts == rt->cap_acts) {
             int cap = rt->cap_acts ? 2 * rt->cap_acts : 16;
@@ -103,7 +105,7 @@ static rt_act *act_take(wp_rt *rt, int chunk, int mb) {
         memset(a, 0, sizeof *a);
         a->chunk = chunk;
         size_t tb = tokens_per_mb(rt->c.L) * sizeof(int32_t);
-        a->a = model_acts_create(rt->c.m, chunk);
+        a->a = rt_seg_acts_create(rt, chunk, mb);
         a->d_tok = kern_alloc(rt->k, tb);
         a->d_tgt = kern_alloc(rt->k, tb);
         if (!a->a || !a->d_tok || !a->d_tgt) return NULL;
@@ -153,18 +155,15 @@ static int last_chunk(const wp_rt *rt) { return rt->c.L->cfg.n_chunks - 1; }
 
 /* dloss: gradients of all micro-batches add up to the mean loss's gradient, times the scale. */
 static float dloss_of(const wp_rt *rt) {
-    double tokens = (double)rt->c.s->nmb * (double)tokens_per_mb(rt->c.L);
-    return (float)(rt->c.scaler.scale / tokens);
+    return (float)(rt->c.scaler.scale / rt_seg_step_tokens(rt));
 }
 
 static int load_tokens(wp_rt *rt, rt_act *a, int chunk, int mb, char *err, size_t errlen) {
     if (chunk != 0 && chunk != last_chunk(rt)) return 0;
     if (!rt->c.data) return rt_fail(rt, err, errlen, "no training data");
-    if (loader_get(rt->c.data, rt->step, mb, rt->h_tok, rt->h_tgt))
+    if (loader_get(rt->c.data, rt->step, rt_seg_sample(rt, mb), rt->h_tok, rt->h_tgt))
         return rt_fail(rt, err, errlen, "%s", loader_error(rt->c.data));
-    size_t tb = tokens_per_mb(rt->c.L) * sizeof(int32_t);
-    kern_to_device(rt->k, a->d_tok, rt->h_tok, tb);
-    kern_to_device(rt->k, a->d_tgt, rt->h_tgt, tb);
+    rt_seg_upload(rt, mb, a->d_tok, a->d_tgt);
     return 0;
 }
 
@@ -175,6 +174,8 @@ static int do_forward(wp_rt *rt, const wp_action *x, char *err, size_t errlen) {
     if (c > 0 && input(rt, buf_a(c - 1, mb), &x_in, err, errlen)) return 1;
     rt_act *a = act_take(rt, c, mb);
     if (!a) return rt_fail(rt, err, errlen, "out of memory for an activation state");
+    rt_act *prev = rt_seg_has_prev(rt, mb) ? act_find(rt, c, mb - 1) : NULL;
+    if (rt_seg_link(rt, a->a, mb, prev ? prev->a : NULL, err, errlen)) return 1;
     if (load_tokens(rt, a, c, mb, err, errlen)) return 1;
     rt_entry *out = c < last ? output(rt, buf_a(c, mb), &x_out, err, errlen) : NULL;
     if (c < last && !out) return 1;
@@ -184,7 +185,7 @@ static int do_forward(wp_rt *rt, const wp_action *x, char *err, size_t errlen) {
     if (out) output_done(rt, out, x_out);
     if (c == last) {
         rt->loss_sum += loss;
-        rt->tokens += (int64_t)tokens_per_mb(rt->c.L);
+        rt->tokens += rt_seg_tokens(rt, mb);
     }
     return kern_check(rt, rc, "forward", err, errlen);
 }

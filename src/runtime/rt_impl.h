@@ -3,6 +3,7 @@
 #define WP_RUNTIME_RT_IMPL_H
 
 #include "bufpool.h"
+#include "schedule/segments.h"
 #include "executor.h"
 #include "pace.h"
 
@@ -24,6 +25,7 @@ struct wp_rt {
     rt_config c;
     wp_kern *k;
     rt_pool pool;
+    int seg_t[WP_MAX_SEGMENTS + 1]; /* sequence segment boundaries (runtime/segments.h) */
     int n_acts, cap_acts;
     rt_act *acts;
     int n_def, cap_def;

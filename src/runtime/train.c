@@ -24,6 +24,7 @@
 #include "ring/bootstrap.h"
 #include "ring/clock.h"
 #include "ring/device_tp.h"
+#include "schedule/segments.h"
 
 static int fail(char *err, size_t errlen, int rc, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 static int fail(char *err, size_t errlen, int rc, const char *fmt, ...) {
@@ -57,7 +58,14 @@ static int prepare_schedule(train_job *j, char *err, size_t errlen) {
     if (strategy_parse(j->o.strategy, &st) != 0)
         return fail(err, errlen, 2, "--strategy: '%s' cannot train (one of 1f1b, weipipe-naive, weipipe-interleave, wzb1, wzb2)",
                     j->o.strategy);
-    wp_gen_opts go = {.i1f1b_breadth_first = strcmp(j->o.i1f1b_order, "breadth-first") == 0};
+    if (j->o.seq_segments < 1 || j->o.seq_segments > WP_MAX_SEGMENTS)
+        return fail(err, errlen, 2, "--seq-segments: %lld is not between 1 and %d", (long long)j->o.seq_segments,
+                    WP_MAX_SEGMENTS);
+    if (st == WP_STRAT_SEQ1F1B && j->o.seq_segments > j->L.cfg.seq)
+        return fail(err, errlen, 2, "--seq-segments: %lld segments need at least as many tokens per sequence (%d)",
+                    (long long)j->o.seq_segments, j->L.cfg.seq);
+    wp_gen_opts go = {.i1f1b_breadth_first = strcmp(j->o.i1f1b_order, "breadth-first") == 0,
+                      .seq_segments = (int)j->o.seq_segments};
     int rc = schedule_generate(st, j->nranks, j->nmb, j->L.cfg.n_chunks, &go, &j->s, err, errlen);
     if (rc) return rc;
     j->have_sched = true;

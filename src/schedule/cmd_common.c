@@ -1,5 +1,6 @@
 /* Options shared by `weipipe schedule` and `weipipe simulate` (cmd_common.h). */
 #include "cmd_common.h"
+#include "segments.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
@@ -25,6 +26,14 @@ int pipe_shape_from_opts(const wp_opts *o, wp_pipe_shape *p, char *err, size_t e
     p->nmb = (int)m;
     p->gen.wzb2_owner_last = strcmp(o->wzb2_owner, "last") == 0;
     p->gen.i1f1b_breadth_first = strcmp(o->i1f1b_order, "breadth-first") == 0;
+    if (o->seq_segments < 1 || o->seq_segments > WP_MAX_SEGMENTS)
+        return bad(err, errlen, "--seq-segments: %lld is not between 1 and %d", (long long)o->seq_segments,
+                   WP_MAX_SEGMENTS);
+    bool seq1f1b = strcmp(o->strategy, "seq1f1b") == 0 || strcmp(o->strategy, "all") == 0;
+    if (seq1f1b && o->seq_segments > o->seq_length)
+        return bad(err, errlen, "--seq-segments: %lld segments need at least as many tokens per sequence (--seq-length "
+                   "%lld)", (long long)o->seq_segments, (long long)o->seq_length);
+    p->gen.seq_segments = (int)o->seq_segments;
     return 0;
 }
 

@@ -12,6 +12,7 @@
 #include "log.h"
 #include "mutate.h"
 #include "print.h"
+#include "segments.h"
 #include "validate.h"
 
 static int apply_break_hook(wp_schedule *s) {
@@ -34,10 +35,10 @@ static void title(char *out, size_t len, const wp_schedule *s, const wp_sim *sim
     char st[32];
     if (unit)
         snprintf(out, len, "%s: N = %d ranks, M = %d micro-batches; step %g (F = B = W = 1, transfers 0.25), bubble %.1f%%",
-                 strategy_name(s->strategy), s->nranks, s->nmb, sim->step_s, 100 * sim->bubble);
+                 strategy_name(s->strategy), s->nranks, sched_samples(s), sim->step_s, 100 * sim->bubble);
     else
         snprintf(out, len, "%s: N = %d ranks, M = %d micro-batches; step %s, bubble %.1f%%", strategy_name(s->strategy),
-                 s->nranks, s->nmb, fmt_seconds(st, sizeof st, sim->step_s), 100 * sim->bubble);
+                 s->nranks, sched_samples(s), fmt_seconds(st, sizeof st, sim->step_s), 100 * sim->bubble);
 }
 
 static int write_svg(const char *path, const wp_schedule *s, const wp_sim *sim, const wp_draw_opts *d) {

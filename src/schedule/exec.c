@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "model/model.h"
+#include "segments.h"
 
 #define MAX_STEPS 4
 
@@ -109,6 +110,8 @@ typedef struct {
     int n_flight, cap_flight;
     stepst st[MAX_STEPS];
     int *master;    /* [C*SL]: version of each (chunk, slice) master */
+    int K;          /* sequence segments per micro-batch (1: none) */
+    int seg_t[WP_MAX_SEGMENTS + 1]; /* their boundaries (segments.h) */
     wp_run *run;
     char *err;
     size_t errlen;
@@ -233,7 +236,18 @@ static const char *freed_note(const eng *e, const rstate *R, wp_buf b, int step,
     return out;
 }
 
-static size_t bytes_of(const eng *e, wp_buf b) { return e->sz && e->sz->L ? buf_bytes(e->sz->L, b) : 0; }
+static size_t bytes_of(const eng *e, wp_buf b) {
+    return e->sz && e->sz->L ? sched_buf_bytes(e->s, e->seg_t, e->sz->L, b) : 0;
+}
+
+/* One activation state of (c, mb): a segment's own size when the schedule has segments. */
+static size_t acts_bytes_of(const eng *e, int c, int mb) {
+    if (!e->sz) return 0;
+    if (e->K == 1 || !e->sz->L) return e->sz->acts_bytes[c];
+    int j = mb % e->K;
+    return model_acts_bytes_segment(e->sz->L, c, precision_act_dtype(e->sz->L->cfg.precision), e->s->split, e->seg_t[j],
+                                    e->seg_t[j + 1]);
+}
 
 static void note_peaks(eng *e, int r) {
     rstate *R = &e->r[r];
@@ -449,6 +463,11 @@ static int run_for(eng *e, int r, int step, int idx, const wp_action *a) {
     double d = a->chunk >= 0 && a->chunk < e->C ? e->costs.op_s[a->op][a->chunk] : 0;
     /* costs are per whole chunk: an action on one slice, or a sliced owner's UPDATE, does 1/S */
     if (e->S && ((a->buf.nslices && !op_is_compute(a->op)) || a->op == WP_OP_UPDATE)) d /= e->S;
+    /* costs are per whole micro-batch: a segment does its share (segments.h) */
+    if (e->K > 1 && op_is_compute(a->op)) {
+        int j = a->mb % e->K;
+        d *= seg_cost_share(e->sz ? e->sz->L : NULL, a->chunk, a->op, e->seg_t[j], e->seg_t[j + 1], e->seg_t[e->K]);
+    }
     e->r[r].busy_until = e->now + d;
     if (step == e->steps - 1) {
         if (op_is_compute(a->op)) e->run->rank[r].busy += d;
@@ -518,6 +537,9 @@ static int do_forward(eng *e, int r, int step, int idx, const wp_action *a) {
     if ((rc = weights_ok(e, r, step, idx, a, &w)) != DONE) return rc;
     if (c > 0 && (rc = need(e, r, step, idx, buf_a(c - 1, mb), false, &x)) != DONE) return rc;
     if (c > 0 && AT(f_rank, c - 1, mb) < 0) return fail_at(e, r, step, idx, "runs before F(%d,%d)", c - 1, mb);
+    if (mb % e->K > 0 && (AT(f_rank, c, mb - 1) != r || AT(w_rank, c, mb - 1) >= 0))
+        return fail_at(e, r, step, idx, "attends to the keys and values of F(%d,%d), the segment before it, which this rank "
+                       "does not hold", c, mb - 1);
     if (c < e->C - 1) {
         char nm[48];
         if (find(&e->r[r], buf_a(c, mb)))
@@ -528,7 +550,7 @@ static int do_forward(eng *e, int r, int step, int idx, const wp_action *a) {
     AT(f_idx, c, mb) = idx;
     rstate *R = &e->r[r];
     R->n_acts++;
-    size_t ab = e->sz ? e->sz->acts_bytes[c] : 0;
+    size_t ab = acts_bytes_of(e, c, mb);
     R->acts_bytes += ab;
     R->bytes += ab;
     note_peaks(e, r);
@@ -550,6 +572,9 @@ static int backward_input(eng *e, int r, int step, int idx, const wp_action *a) 
     if (c < e->C - 1 && (rc = need(e, r, step, idx, buf_ga(c, mb), false, &g)) != DONE) return rc;
     if (c < e->C - 1 && AT(b_rank, c + 1, mb) < 0)
         return fail_at(e, r, step, idx, "runs before the backward of (%d,%d)", c + 1, mb);
+    if (mb % e->K < e->K - 1 && AT(b_rank, c, mb + 1) < 0)
+        return fail_at(e, r, step, idx, "runs before the backward of (%d,%d), the segment after it, which hands this one "
+                       "its dK/dV (last in, first out)", c, mb + 1);
     if (c > 0) {
         char nm[48];
         if (find(&e->r[r], buf_ga(c - 1, mb)))
@@ -593,7 +618,7 @@ static int add_contribution(eng *e, int r, int step, int idx, const wp_action *a
     AT(w_rank, c, mb) = r;
     AT(w_idx, c, mb) = idx;
     rstate *R = &e->r[r];
-    size_t ab = e->sz ? e->sz->acts_bytes[c] : 0;
+    size_t ab = acts_bytes_of(e, c, mb);
     R->n_acts--;
     R->acts_bytes -= ab;
     R->bytes -= ab;
@@ -1161,6 +1186,11 @@ int exec_run(const wp_schedule *s, const wp_sizes *sz, const wp_costs *costs, in
     run->record = record;
     if (costs) e.costs = *costs;
     e.words = (e.M + 63) / 64;
+    e.K = s->nseg > 1 ? s->nseg : 1;
+    if (e.M % e.K || seg_split(sz ? sz->L : NULL, e.K, e.seg_t, err, errlen)) {
+        if (e.M % e.K) snprintf(err, errlen, "schedule: %d units are not whole micro-batches of %d segments", e.M, e.K);
+        return 1;
+    }
     e.S = s->nslices;
     e.SL = e.S ? e.S : 1;
     if (steps < 1 || steps > MAX_STEPS || e.N < 1 || e.C < 1 || e.C > WP_MAX_CHUNKS || e.M < 1 || e.S < 0 ||

@@ -14,7 +14,7 @@ static int bad(char *err, size_t errlen, const char *fmt, ...) {
 
 /* Strategies that pass activations and run every micro-batch on every rank: any M. */
 static bool activation_passing(wp_strategy s) {
-    return s == WP_STRAT_1F1B || s == WP_STRAT_GPIPE || s == WP_STRAT_ZBH1 || s == WP_STRAT_ZBH2;
+    return s == WP_STRAT_1F1B || s == WP_STRAT_GPIPE || s == WP_STRAT_ZBH1 || s == WP_STRAT_ZBH2 || s == WP_STRAT_SEQ1F1B;
 }
 
 /* C = vN; M is checked with the loop order (check_order). */
@@ -80,6 +80,7 @@ int schedule_generate(wp_strategy s, int nranks, int nmb, int nchunks, const wp_
     case WP_STRAT_ZBH1: rc = gen_zbh1(out, err, errlen); break;
     case WP_STRAT_ZBH2: rc = gen_zbh2(out, err, errlen); break;
     case WP_STRAT_FSDP: rc = gen_fsdp(out, err, errlen); break;
+    case WP_STRAT_SEQ1F1B: rc = gen_seq1f1b(out, opt, err, errlen); break;
     default: rc = bad(err, errlen, "--strategy: unknown strategy"); break;
     }
     if (rc) sched_free(out);

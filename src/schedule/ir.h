@@ -30,6 +30,15 @@
  * runs F(last, mb) its targets, from the deterministic loader.
  * The activation state of (c, mb) (what F keeps for the backward) is not a buffer either: it
  * lives on the rank that ran F(c, mb) until its W or BW releases it.
+ * Sequence segments (wp_schedule.nseg = k >= 2, Seq1F1B; segments.h): every micro-batch is cut
+ * along the sequence into k segments, and mb in the lists names a unit u = sample*k + j, segment
+ * j of micro-batch `sample` (nmb counts units: M*k). Segment boundaries are a function of the
+ * model (segments.h: seg_split), not of the lists. A unit reads its slice of the sample's tokens
+ * and targets; A[c][u] and GA[c][u] hold its tokens only. Two extra dependencies, because a
+ * segment's attention reads the keys and values its sample's earlier segments kept:
+ *   F(c,u) with j > 0 runs on the rank that ran F(c,u-1), while that state is still held;
+ *   B(c,u) (or BW) with j < k-1 runs after B(c,u+1): the later segment's backward hands the
+ *   earlier ones their dK/dV (last in, first out across the segments of one micro-batch).
  *
  * Actions (wp_action), run strictly in list order by each rank:
  *   F(c,mb)   forward: reads `buf` (= W[c]@0, some lane) and A[c-1][mb] (c > 0); writes
@@ -104,6 +113,7 @@ typedef enum {
     WP_STRAT_ZBH1,
     WP_STRAT_ZBH2,
     WP_STRAT_FSDP,    /* ZeRO-3 data parallel over sliced weights (gen_fsdp.c) */
+    WP_STRAT_SEQ1F1B, /* 1F1B over sequence segments (gen_seq1f1b.c, nseg) */
     WP_STRAT_COUNT
 } wp_strategy;
 
@@ -179,6 +189,7 @@ typedef struct {
     int owner[WP_MAX_CHUNKS];
     int nslices;     /* 0: owner[c] holds chunk c's whole master; n: slice k of every chunk's
                         master on rank k (ZeRO-3), owner[] then only names rank 0 */
+    int nseg;        /* 0 or 1: whole sequences; k >= 2: units of k sequence segments (above) */
     wp_rank_prog *rank; /* [nranks] */
 } wp_schedule;
 

@@ -1,5 +1,6 @@
 /* Printing schedules and reports (print.h). */
 #include "print.h"
+#include "segments.h"
 
 #include <string.h>
 
@@ -41,8 +42,10 @@ static void owned_list(FILE *f, const wp_schedule *s, int r) {
 
 void print_schedule_text(FILE *f, const wp_schedule *s) {
     char b[96];
-    fprintf(f, "%s: %d ranks, %d micro-batches, %d chunks, %s backward\n", strategy_name(s->strategy), s->nranks,
-            s->nmb, s->nchunks, s->split ? "split (B + W)" : "fused (BW)");
+    fprintf(f, "%s: %d ranks, %d micro-batches, %d chunks, %s backward", strategy_name(s->strategy), s->nranks,
+            sched_samples(s), s->nchunks, s->split ? "split (B + W)" : "fused (BW)");
+    if (s->nseg > 1) fprintf(f, "; %d segments each, unit u = segment u %% %d of micro-batch u / %d", s->nseg, s->nseg, s->nseg);
+    fputc('\n', f);
     for (int r = 0; r < s->nranks; r++) {
         const wp_rank_prog *p = &s->rank[r];
         fprintf(f, "rank %d (owns ", r);

@@ -26,7 +26,10 @@
 typedef struct {
     bool wzb2_owner_last; /* wzb2: the last rank owns, updates and stages every chunk */
     bool i1f1b_breadth_first; /* interleaved-1f1b: breadth-first loop order (else depth-first) */
+    int seq_segments; /* seq1f1b: segments k per micro-batch; 0 = WP_SEQ1F1B_DEFAULT_SEGMENTS */
 } wp_gen_opts;
+
+#define WP_SEQ1F1B_DEFAULT_SEGMENTS 2
 
 /* Fill *out (caller frees with sched_free on success). Returns 0; 2 for bad input (err says what
  * would be valid); 1 when building fails (out of memory, or an internal inconsistency). */
@@ -47,6 +50,7 @@ int gen_gpipe(wp_schedule *s, char *err, size_t errlen);
 int gen_i1f1b(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen);
 int gen_zbh1(wp_schedule *s, char *err, size_t errlen);
 int gen_zbh2(wp_schedule *s, char *err, size_t errlen);
+int gen_seq1f1b(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen);
 
 /* Chunks a strategy uses when --num-chunks is 0: two per rank for interleaved-1f1b (v = 2, the
  * smallest interleaving), one per rank for the others. */

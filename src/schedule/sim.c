@@ -1,5 +1,6 @@
 /* The simulator: costs for the executor, and the step-level results (sim.h). */
 #include "sim.h"
+#include "segments.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -65,7 +66,7 @@ int simulate(const wp_schedule *s, const wp_layout *L, const wp_costs *c, bool r
         return -1;
     }
     out->step_s = out->run.step_end[1] - out->run.step_end[0];
-    double tokens = L ? (double)s->nmb * L->cfg.mb * L->cfg.seq : (double)s->nmb;
+    double tokens = L ? (double)sched_samples(s) * L->cfg.mb * L->cfg.seq : (double)sched_samples(s);
     out->tokens_per_s = out->step_s > 0 ? tokens / out->step_s : 0;
     double busy = 0;
     for (int r = 0; r < N; r++) {

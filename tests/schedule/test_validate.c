@@ -20,6 +20,7 @@ static bool check_baseline(const wp_schedule *s, const wp_run *rep, bool breadth
     case WP_STRAT_ZBH1: want = N < M ? N : M; break;
     case WP_STRAT_ZBH2: want = 2 * N - 1 < M ? 2 * N - 1 : M; break;
     case WP_STRAT_I1F1B: break;
+    case WP_STRAT_SEQ1F1B: break;
     default: return false;
     }
     for (int r = 0; r < N; r++) {
@@ -27,6 +28,10 @@ static bool check_baseline(const wp_schedule *s, const wp_run *rep, bool breadth
         if (s->strategy == WP_STRAT_I1F1B) { /* Megatron's warm-up, plus the steady phase's one forward */
             int g = breadth ? M : N, warm = v == 1 ? N - r - 1 : 2 * (N - r - 1) + (v - 1) * g;
             want = warm + 1 < v * M ? warm + 1 : v * M;
+        }
+        if (s->strategy == WP_STRAT_SEQ1F1B) { /* 1F1B's warm-up in segments, plus k-1: M counts units */
+            int k = s->nseg > 1 ? s->nseg : 1;
+            want = N - r - 1 + k < M ? N - r - 1 + k : M;
         }
         CHECK(q->peak_acts == want, "%s N=%d M=%d v=%d%s rank %d peak activation states %d, want %d",
               strategy_name(s->strategy), N, M, v, breadth ? " breadth-first" : "", r, q->peak_acts, want);
