@@ -2,7 +2,7 @@
 # removed on exit. Runs happen over tcp (one process per rank, weipipe's own launcher) on the
 # tiny config, one thread per rank.
 set -u
-W=$1 DIFF=$2 CFG=$3 DATA=$4
+W=$(realpath "$1") DIFF=$(realpath "$2") CFG=$(realpath "$3") DATA=$(realpath "$4")
 TMP=$(mktemp -d) || exit 1
 cleanup_extra=""
 trap 'eval "$cleanup_extra"; rm -rf "$TMP"' EXIT

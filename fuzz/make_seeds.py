@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""Writes the hand-made seeds of the fuzz corpus (fuzz/corpus/<target>/seed-*): valid inputs
+that reach deep into each parser, from which libFuzzer mutates. Usage: make_seeds.py WEIPIPE
+(the binary makes the checkpoint seeds). Layouts: ring/wire.c, src/io/shard.h, fuzz/fuzz_*.c."""
+import os, struct, subprocess, sys, tempfile, zlib
+
+root = os.path.dirname(os.path.abspath(__file__))
+
+
+def put(target, name, data):
+    d = os.path.join(root, "corpus", target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "seed-" + name), "wb") as f:
+        f.write(data)
+
+
+def handshake(kind, rank, world, stream, nstreams, frame_bytes, job, secret, addr=b""):
+    h = bytearray(232)
+    h[0:8] = b"WEIPIPE\n"
+    struct.pack_into("<HHIIHHI", h, 8, 1, kind, rank, world, stream, nstreams, frame_bytes)
+    for off, s in ((32, job), (96, secret), (160, addr)):
+        h[off:off + len(s)] = s
+    struct.pack_into("<I", h, 224, zlib.crc32(bytes(h[:224])))
+    return bytes(h)
+
+
+def frame(ftype, channel, payload, seq=0, a=0, b=0):
+    h = bytearray(48)
+    struct.pack_into("<IBBxxIxxxxQQQ", h, 0, 0x52465057, ftype, channel, len(payload), seq, a, b)
+    struct.pack_into("<I", h, 40, zlib.crc32(payload, zlib.crc32(bytes(h[:40]))))
+    return bytes(h) + payload
+
+
+def frames():
+    ok = handshake(1, 0, 4, 1, 2, 1 << 20, b"job", b"secret")
+    put("frame", "data", ok + frame(1, 0, bytes(range(64)), 1, 0, 64))
+    put("frame", "cts-abort", ok + frame(2, 1, b"W[3]@1", 7, 0, 4096) + frame(3, 0, b"rank 2 failed: test"))
+    ctl = handshake(3, 2, 4, 0, 1, 0, b"job", b"secret", b"127.0.0.1:4000")
+    put("frame", "control", ctl + frame(16, 0, struct.pack("<IIII", 2, 0, 1, 0) + struct.pack("<d", 1.5), 3))
+    put("frame", "wrong-secret", handshake(1, 0, 4, 0, 2, 1 << 20, b"job", b"guess"))
+    put("frame", "wrong-version", ok[:8] + b"\x07" + ok[9:])
+
+
+def configs():
+    cfgdir = os.path.join(root, "..", "configs")
+    for n in sorted(os.listdir(cfgdir)):
+        if n.endswith(".ini"):
+            put("config", n, b"\x00" + open(os.path.join(cfgdir, n), "rb").read())
+    put("config", "sections", b"\x01[pipeline]\nstrategy = wzb2\nnranks = 4\n[links]\nlink-bandwidth = 10Gbit\nlink-latency = 5us\ndevice-memory = 8G\n")
+
+
+def clis():
+    put("cli", "train", b"\x00".join([b"train", b"--nranks", b"4", b"--strategy=wzb1", b"--link-bandwidth", b"25GByte",
+                                       b"--timeout", b"90s", b"--chunk-layers", b"3,2,3", b"--recompute", b"--lr", b"1e-3"]))
+    put("cli", "simulate", b"\x00".join([b"simulate", b"--strategy", b"all", b"--device-memory", b"80G", b"--format=json"]))
+    put("cli", "prepare", b"\x00".join([b"prepare", b"in.txt", b"--out", b"d", b"--val-fraction", b"0.1"]))
+
+
+def shards():
+    toks = list(range(200)) * 3
+    put("shard", "valid", struct.pack("<H", 255) + struct.pack("<256i", 20240520, 1, len(toks), *([0] * 253)) + struct.pack("<%dH" % len(toks), *toks))
+    put("shard", "short", struct.pack("<H", 1000) + struct.pack("<256i", 20240520, 1, 50, *([0] * 253)) + b"\x01\x00" * 10)
+
+
+def checkpoints(weipipe):
+    with tempfile.TemporaryDirectory() as d:
+        data = os.path.join(d, "tok.bin")
+        toks = [i % 256 for i in range(4096)]
+        with open(data, "wb") as f:
+            f.write(struct.pack("<256i", 20240520, 1, len(toks), *([0] * 253)) + struct.pack("<%dH" % len(toks), *toks))
+        subprocess.run([weipipe, "train", "--data", data, "--num-layers", "1", "--hidden-size", "8", "--num-attention-heads", "1",
+                        "--ffn-hidden-size", "32", "--seq-length", "8", "--steps", "1", "--nranks", "1", "--quiet",
+                        "--save", os.path.join(d, "ck")], check=True)
+        step = os.path.join(d, "ck", "step-1")
+        put("checkpoint", "manifest", b"\x00" + open(os.path.join(step, "manifest.json"), "rb").read())
+        put("checkpoint", "shard", b"\x01" + open(os.path.join(step, "rank-00000.safetensors"), "rb").read())
+
+
+frames()
+configs()
+clis()
+shards()
+checkpoints(sys.argv[1])
