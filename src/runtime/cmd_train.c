@@ -3,6 +3,7 @@
  * our own launcher, or by torchrun / srun / mpirun, which bootstrap.h recognises). */
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "commands.h"
 #include "io/stop.h"
@@ -14,22 +15,33 @@
 #include "ring/local.h"
 #include "train.h"
 
+static void trace_path(const train_job *j, int rank, char *path, size_t len) {
+    if (rank > 0)
+        snprintf(path, len, "%s.rank-%d", j->o.trace, rank);
+    else
+        snprintf(path, len, "%s", j->o.trace);
+}
+
 static int open_trace(train_job *j, int rank, char *err, size_t errlen) {
     if (!j->o.trace[0]) return 0;
     char path[WP_PATH_MAX + 32];
-    if (rank > 0)
-        snprintf(path, sizeof path, "%s.rank-%d", j->o.trace, rank);
-    else
-        snprintf(path, sizeof path, "%s", j->o.trace);
+    trace_path(j, rank, path, sizeof path);
     j->trace = trace_open(path, err, errlen);
     return j->trace ? 0 : 1;
 }
 
-static int close_trace(train_job *j, char *err, size_t errlen) {
-    if (!j->trace) return 0;
+/* A run that failed leaves no half-written trace (not valid JSON, and a bad-input run must
+ * leave no output file at all). */
+static int close_trace(train_job *j, int rank, int rc, char *err, size_t errlen) {
+    if (!j->trace) return rc;
     wp_trace *t = j->trace;
     j->trace = NULL;
-    return trace_close(t, err, errlen);
+    if (rc == 0) return trace_close(t, err, errlen);
+    char why[256], path[WP_PATH_MAX + 32];
+    trace_close(t, why, sizeof why);
+    trace_path(j, rank, path, sizeof path);
+    unlink(path);
+    return rc;
 }
 
 static int rank_thread(wp_rank_ctx *ctx, void *arg) {
@@ -60,8 +72,7 @@ static int run_tcp_rank(train_job *j, char *err, size_t errlen) {
     if (rc) ctl_abort(ctl, err);
     ctl_close(ctl);
     tp_close(t);
-    if (!rc) rc = close_trace(j, err, errlen);
-    return rc;
+    return close_trace(j, bi.rank, rc, err, errlen);
 }
 
 static int run_ranks(train_job *j, char *err, size_t errlen) {
@@ -73,8 +84,7 @@ static int run_ranks(train_job *j, char *err, size_t errlen) {
     if (j->nranks == 1 || strcmp(tr, "local") == 0) {
         rc = open_trace(j, 0, err, errlen);
         if (!rc) rc = j->nranks == 1 ? run_single(j, err, errlen) : launch_threads(j->nranks, &j->net, rank_thread, j, err, errlen);
-        if (!rc) rc = close_trace(j, err, errlen);
-        return rc;
+        return close_trace(j, 0, rc, err, errlen);
     }
     if (over_tcp) return launch_local(0, NULL, j->nranks, j->o.timeout, NULL, err, errlen);
     snprintf(err, errlen, "--transport %s: not built into this weipipe (local and tcp are)", tr);

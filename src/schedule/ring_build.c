@@ -279,6 +279,7 @@ int ring_build(ring_plan *p, char *err, size_t errlen) {
     rc = 0;
 out:
     if (b) builder_free(b);
+    free(b);
     free(p->ops);
     p->ops = NULL;
     p->n_ops = p->cap_ops = 0;
