@@ -319,7 +319,7 @@ static bool on_device(int op) {
 
 static void record(wp_rt *rt, const wp_action *x, double t0, double t1) {
     if (x->chunk >= 0 && x->chunk < WP_MAX_CHUNKS) {
-        rt->op_sum[x->op][x->chunk] += t1 - t0;
+        rt->op_sum[x->op][x->chunk] += (t1 - t0) / rt_seg_share(rt, x); /* per whole micro-batch, as costs are */
         rt->op_n[x->op][x->chunk] += 1;
     }
     if (!rt->c.record) return;
@@ -395,7 +395,7 @@ int exec_step(wp_rt *rt, int64_t step, double lr, rt_step_stats *st, char *err, 
         if (run_action(rt, x, err, errlen)) return 1;
         if (device) {
             kern_sync(rt->k); /* device actions finish before the next starts (ir.h) */
-            double waited = rt->wait_s - w0, budget = pace_min_s(&rt->pace, x->op, x->chunk);
+            double waited = rt->wait_s - w0, budget = pace_min_s(&rt->pace, x->op, x->chunk) * rt_seg_share(rt, x);
             if (budget > 0 && rt_pace_hold(rt, t0 + waited + budget, err, errlen)) return 1;
             double t1 = wp_now();
             if (op_is_compute(x->op)) st->compute_s += t1 - t0 - waited;

@@ -49,6 +49,12 @@ void rt_seg_upload(wp_rt *rt, int mb, int32_t *d_tok, int32_t *d_tgt) {
     }
 }
 
+double rt_seg_share(const wp_rt *rt, const wp_action *x) {
+    if (nseg(rt) == 1 || !op_is_compute(x->op)) return 1;
+    int j = seg_of(rt, x->mb);
+    return seg_cost_share(rt->c.L, x->chunk, x->op, rt->seg_t[j], rt->seg_t[j + 1], rt->c.L->cfg.seq);
+}
+
 int64_t rt_seg_tokens(const wp_rt *rt, int mb) {
     const int b = rt->c.L->cfg.mb, j = seg_of(rt, mb);
     int len = nseg(rt) == 1 ? rt->c.L->cfg.seq : rt->seg_t[j + 1] - rt->seg_t[j];

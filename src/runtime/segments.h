@@ -25,6 +25,9 @@ bool rt_seg_has_prev(const wp_rt *rt, int mb);
 int rt_seg_sample(const wp_rt *rt, int mb);
 /* Upload unit mb's slice of the host tokens and targets of its sample (rt->h_tok, rt->h_tgt). */
 void rt_seg_upload(wp_rt *rt, int mb, int32_t *d_tok, int32_t *d_tgt);
+/* The share of a whole micro-batch's cost that action x does (segments.h's seg_cost_share for a
+ * compute on a segment; 1 otherwise): pacing and measured op times are per whole micro-batch. */
+double rt_seg_share(const wp_rt *rt, const wp_action *x);
 /* Tokens of unit mb (b * its segment length), and of the whole step. */
 int64_t rt_seg_tokens(const wp_rt *rt, int mb);
 double rt_seg_step_tokens(const wp_rt *rt);

@@ -14,10 +14,20 @@ static void op_parts(const wp_layout *L, int c, int op, double *lin, double *att
     wp_flops f = layout_chunk_flops(L, c);
     double lin_f = f.bwd_weight, att_f = f.fwd - f.bwd_weight; /* the forward's products equal the W-pass's */
     double lin_b = f.bwd_weight, att_b = f.bwd_input - f.bwd_weight;
-    if (L->cfg.recompute) lin_b += lin_f, att_b += att_f;
-    *lin = *att = 0;
-    if (op == WP_OP_F) *lin = lin_f, *att = att_f;
-    if (op == WP_OP_B || op == WP_OP_BW) *lin += lin_b, *att += att_b;
+    if (L->cfg.recompute) {
+        lin_b += lin_f;
+        att_b += att_f;
+    }
+    *lin = 0;
+    *att = 0;
+    if (op == WP_OP_F) {
+        *lin = lin_f;
+        *att = att_f;
+    }
+    if (op == WP_OP_B || op == WP_OP_BW) {
+        *lin += lin_b;
+        *att += att_b;
+    }
     if (op == WP_OP_W || op == WP_OP_BW) *lin += f.bwd_weight;
 }
 
