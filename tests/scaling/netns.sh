@@ -7,6 +7,7 @@
 # (scripts/bench_netns.sh measures the links).
 # usage: netns.sh WEIPIPE SOURCE_ROOT
 wp=$1 root=$2
+case $wp in /*) ;; *) wp=$PWD/$wp ;; esac  # meson passes it relative to the build directory
 cd "$root" || exit 1
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT

@@ -3,6 +3,7 @@
 # directory, then check_csv.py on its CSVs and PNGs.
 # usage: sweep.sh weak|strong WEIPIPE SOURCE_ROOT
 mode=$1 wp=$2 root=$3
+case $wp in /*) ;; *) wp=$PWD/$wp ;; esac  # meson passes it relative to the build directory
 py=/usr/bin/python3
 [ -x "$py" ] || py=python3
 tmp=$(mktemp -d) || exit 1
