@@ -131,8 +131,10 @@ static void json_report(FILE *f, const wp_rank_report *q) {
 }
 
 void print_schedule_json(FILE *f, const wp_schedule *s, const wp_run *rep) {
-    fprintf(f, "{\"strategy\":\"%s\",\"nranks\":%d,\"num_microbatches\":%d,\"num_chunks\":%d,\"split_backward\":%s,"
-               "\"owner\":[", strategy_name(s->strategy), s->nranks, s->nmb, s->nchunks, s->split ? "true" : "false");
+    /* with segments, an action's mb is a unit: segment mb % segments of micro-batch mb / segments */
+    fprintf(f, "{\"strategy\":\"%s\",\"nranks\":%d,\"num_microbatches\":%d,\"segments\":%d,\"num_chunks\":%d,"
+               "\"split_backward\":%s,\"owner\":[", strategy_name(s->strategy), s->nranks, sched_samples(s), sched_nseg(s),
+            s->nchunks, s->split ? "true" : "false");
     for (int c = 0; c < s->nchunks; c++) fprintf(f, "%s%d", c ? "," : "", s->owner[c]);
     fputs("],\"ranks\":[", f);
     for (int r = 0; r < s->nranks; r++) {
