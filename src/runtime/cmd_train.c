@@ -6,11 +6,13 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "wp_config.h"
 #include "io/stop.h"
 #include "log.h"
 #include "mpi_boot.h"
 #include "ring/bootstrap.h"
 #include "ring/device_tp.h"
+#include "ring/ibverbs.h"
 #include "ring/launch.h"
 #include "ring/local.h"
 #include "train.h"
@@ -56,6 +58,34 @@ static int run_single(train_job *j, char *err, size_t errlen) {
     return rc;
 }
 
+/* The rank's transport: tcp (nccl is opened over it later), or RDMA over libibverbs whose
+ * connection set-up and control channel ride on the tcp rendezvous (oob). */
+static int open_rank_transport(train_job *j, const wp_boot_info *bi, wp_transport **t, wp_transport **oob,
+                               wp_control **ctl, char *err, size_t errlen) {
+    if (strcmp(j->o.transport, "ibverbs") != 0)
+        return wp_job_open_tcp(bi, &j->net, t, ctl, err, errlen) ? 1 : 0;
+#if WP_HAVE_IBVERBS
+    return ibv_job_open(bi, &j->net, &j->o, t, oob, ctl, err, errlen);
+#else
+    (void)oob;
+    snprintf(err, errlen, "--transport ibverbs: not built into this weipipe (configure with -Dibverbs=enabled and libibverbs-dev)");
+    return 2;
+#endif
+}
+
+static void close_rank_transport(wp_transport *t, wp_transport *oob, wp_control *ctl) {
+#if WP_HAVE_IBVERBS
+    if (oob) {
+        ibv_job_close(t, oob, ctl);
+        return;
+    }
+#else
+    (void)oob;
+#endif
+    ctl_close(ctl);
+    tp_close(t);
+}
+
 /* A rank of a launched job: rendezvous over tcp, train, and on failure abort the job. */
 static int run_tcp_rank(train_job *j, char *err, size_t errlen) {
     wp_boot_info bi;
@@ -64,14 +94,14 @@ static int run_tcp_rank(train_job *j, char *err, size_t errlen) {
     if (rc) return 2;
     if (bi.world != j->nranks)
         return snprintf(err, errlen, "--nranks %d but the launcher started %d ranks", j->nranks, bi.world), 2;
-    wp_transport *t;
+    wp_transport *t, *oob = NULL;
     wp_control *ctl;
-    if (wp_job_open_tcp(&bi, &j->net, &t, &ctl, err, errlen)) return 1;
+    rc = open_rank_transport(j, &bi, &t, &oob, &ctl, err, errlen);
+    if (rc) return rc;
     rc = open_trace(j, bi.rank, err, errlen);
     if (!rc) rc = train_rank(j, bi.rank, bi.local_rank, t, ctl, err, errlen);
     if (rc) ctl_abort(ctl, err);
-    ctl_close(ctl);
-    tp_close(t);
+    close_rank_transport(t, oob, ctl);
     return close_trace(j, bi.rank, rc, err, errlen);
 }
 
@@ -79,7 +109,8 @@ static int run_ranks(train_job *j, char *err, size_t errlen) {
     const char *tr = j->o.transport;
     int rc = tp_device_check(&j->o, err, errlen);
     if (rc) return rc;
-    bool over_tcp = strcmp(tr, "tcp") == 0 || strcmp(tr, "nccl") == 0; /* nccl: opened over the tcp rendezvous */
+    /* nccl and ibverbs: opened over the tcp rendezvous */
+    bool over_tcp = strcmp(tr, "tcp") == 0 || strcmp(tr, "nccl") == 0 || strcmp(tr, "ibverbs") == 0;
     if (over_tcp && boot_launched()) return run_tcp_rank(j, err, errlen);
     if (j->nranks == 1 || strcmp(tr, "local") == 0) {
         rc = open_trace(j, 0, err, errlen);
