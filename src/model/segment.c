@@ -8,8 +8,6 @@
  *     earlier segment's B (which must therefore come later: last in, first out) includes them.
  * The attention kernels take sq < skv keys and RoPE takes the position offset, so the only
  * work here is gathering a prefix's K/V into one [b, t1, kv] buffer and scattering dK/dV back. */
-#include <stdio.h>
-
 #include "model_impl.h"
 
 static size_t kv_row_bytes(const wp_dims *d) { return (size_t)d->kv * d->ct; }

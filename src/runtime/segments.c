@@ -1,8 +1,6 @@
 /* Sequence segments in the executor (segments.h). */
 #include "segments.h"
 
-#include <string.h>
-
 #include "schedule/segments.h"
 
 static int nseg(const wp_rt *rt) { return sched_nseg(rt->c.s); }

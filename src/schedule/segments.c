@@ -1,7 +1,6 @@
 /* Sequence segments: the computation-wise split and what a segment costs (segments.h). */
 #include "segments.h"
 
-#include <math.h>
 #include <stdio.h>
 
 /* Query-key pairs of a causal sequence's first t tokens: query i scores i+1 keys. */
