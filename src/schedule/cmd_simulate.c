@@ -29,7 +29,7 @@ static void setting(const wp_opts *o, const wp_layout *L, const wp_machine *m, c
     printf("model: %d layers, h %d, ffn %d, %d heads, s %d, b %d, V %d: %.3g B parameters, %s precision%s\n", c->n_layers,
            c->h, c->ffn, c->n_heads, c->seq, c->mb, c->vocab, (double)L->total_numel / 1e9, precision_name(c->precision),
            c->recompute ? ", recompute" : "");
-    int per = m->ranks_per_node > 0 && m->ranks_per_node < ps->nranks ? m->ranks_per_node : ps->nranks;
+    int per = m->ranks_per_node > 0 && m->ranks_per_node < ps->nranks ? m->ranks_per_node : m->ranks_per_node > 0 ? ps->nranks : 1;
     printf("ring: %d ranks, %d per node; inside a node %s/s %s, between nodes %s/s %s; %g TFLOP/s, memory %s/s\n",
            ps->nranks, per, m->node_bw > 0 ? fmt_bytes(a, sizeof a, m->node_bw) : "unlimited ",
            fmt_seconds(b, sizeof b, m->node_lat), m->link_bw > 0 ? fmt_bytes(d, sizeof d, m->link_bw) : "unlimited ",

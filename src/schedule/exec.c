@@ -323,7 +323,7 @@ static chan *get_chan(eng *e, int src, int dst, int ch) {
 }
 
 static void link_params(const eng *e, int src, int dst, double *bw, double *lat) {
-    int per = e->costs.ranks_per_node > 0 ? e->costs.ranks_per_node : e->N;
+    int per = e->costs.ranks_per_node > 0 ? e->costs.ranks_per_node : 1; /* 0: one rank per node, as ring/transport.c */
     bool same = src / per == dst / per;
     *bw = same ? e->costs.node_bw : e->costs.link_bw;
     *lat = same ? e->costs.node_lat : e->costs.link_lat;

@@ -32,8 +32,8 @@ void costs_from_layout(wp_costs *c, const wp_layout *L, int nranks, const wp_mac
     c->link_lat = m->link_lat;
     c->node_bw = m->node_bw;
     c->node_lat = m->node_lat;
-    bool two_kinds = m->ranks_per_node > 0 && m->ranks_per_node < nranks;
-    double lat = two_kinds ? fmax(m->link_lat, m->node_lat) : m->node_lat;
+    int per = m->ranks_per_node > 0 ? m->ranks_per_node : 1;
+    double lat = per >= nranks ? m->node_lat : per == 1 ? m->link_lat : fmax(m->link_lat, m->node_lat);
     c->reduce_s = nranks > 1 ? 2 * ceil(log2(nranks)) * lat : 0;
 }
 
