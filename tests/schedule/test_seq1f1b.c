@@ -8,7 +8,8 @@
  *   - the computation-wise split gives every segment about 1/k of the FLOPs (within one token's
  *     worth) with shorter later segments, while equal token counts would not; the simulator
  *     charges each segment its share, so a rank's busy time equals 1F1B's whole-sequence busy
- *     time, and activations cross each link once per token: the same bytes as 1F1B.
+ *     time, and activations cross each link once per token: the same bytes as 1F1B;
+ *   - bad segment counts (negative, above WP_MAX_SEGMENTS, more than the tokens) are bad input.
  * Tolerances: unit-model times are sums of small multiples of 1/k, exact up to double rounding
  * (1e-12 relative); FLOP shares are compared with the share of one token. */
 #include <math.h>
@@ -227,7 +228,36 @@ static void flops_and_bytes(void) {
         }
 }
 
+/* Bad segment counts are bad input (2, naming the flag); k = 0 means the default. */
+static void bad_input(void) {
+    const int ks[] = {-1, WP_MAX_SEGMENTS + 1};
+    for (int i = 0; i < 2; i++) {
+        char err[256] = "";
+        wp_schedule s;
+        wp_gen_opts g = {.seq_segments = ks[i]};
+        int rc = schedule_generate(WP_STRAT_SEQ1F1B, 2, 2, 2, &g, &s, err, sizeof err);
+        CHECK(rc == 2 && strstr(err, "--seq-segments"), "k=%d: rc %d '%s'", ks[i], rc, err);
+        if (rc == 0) sched_free(&s);
+        checks++;
+    }
+    wp_schedule s;
+    if (!gen(&s, WP_STRAT_SEQ1F1B, 2, 2, 0)) {
+        CHECK(s.nseg == WP_SEQ1F1B_DEFAULT_SEGMENTS, "k = 0 gave %d segments, want the default %d", s.nseg,
+              WP_SEQ1F1B_DEFAULT_SEGMENTS);
+        sched_free(&s);
+        checks++;
+    }
+    wp_layout L = model(2, 3, false);
+    int t[WP_MAX_SEGMENTS + 1];
+    char err[256] = "";
+    CHECK(seg_split(&L, 4, t, err, sizeof err) == 2 && strstr(err, "--seq-segments"), "4 segments of 3 tokens: '%s'", err);
+    CHECK(seg_split(&L, 3, t, err, sizeof err) == 0 && t[1] == 1 && t[2] == 2, "3 segments of 3 tokens: %d %d", t[1], t[2]);
+    checks += 2;
+    layout_free(&L);
+}
+
 int main(void) {
+    bad_input();
     validates();
     mutations();
     closed_forms();
