@@ -97,7 +97,9 @@ real_point() {
         fi
         note=""
         if [ "$rc" != 0 ]; then
-            note="train exit $rc: $(grep -v '^netns_ring' "$tmp/train.err" | tail -n 1 | tr -d '"' || true)"
+            # (over netns_ring.sh the ranks' stderr arrives on stdout, prefixed "[rank R] ")
+            note="train exit $rc: $(cat "$tmp/train.err" "$tmp/train.out" | grep -v '^netns_ring' | grep 'error' |
+                tail -n 1 | tr -d '"' || true)"
             echo "$(basename "$0"): $st N=$n: $note" >&2
         fi
         "$py" scripts/plot_scaling.py real-rows sweep="$sweep" source="$source" label="$label" nranks="$n" \
