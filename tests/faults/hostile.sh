@@ -13,11 +13,13 @@ train "${common[@]}" --metrics "$TMP/calm.jsonl" || fail "the unattacked run"
 
 start_job "$TMP/log" "${common[@]}" --metrics "$TMP/attacked.jsonl"
 wait_ranks 3
-for _ in $(seq 200); do # every rank listens once the rendezvous is done
-  listen=$(ss -ltnpH | grep -E "pid=($(echo $KIDS | tr ' ' '|')),")
-  [ "$(echo "$listen" | grep -c .)" -ge 3 ] && break
+# Once the first step is reported the rendezvous is over (its listener closed) and every rank
+# listens for data: those are the ports to attack.
+for _ in $(seq 600); do
+  [ -s "$TMP/attacked.jsonl" ] && break
   sleep 0.05
 done
+listen=$(ss -ltnpH | grep -E "pid=($(echo $KIDS | tr ' ' '|')),")
 n=$(echo "$listen" | grep -c .)
 [ "$n" -ge 3 ] || { kill $LAUNCHER; fail "found $n listening sockets of the ranks: $listen"; }
 addrs=$(echo "$listen" | awk '{print $4}')
