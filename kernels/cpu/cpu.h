@@ -143,8 +143,9 @@ static inline float cpu_expf(float x) {
 }
 
 /* Hot loops get a second, AVX2 build picked once at load time (GCC/Clang function clones over
- * ifunc); the library itself stays built for the baseline x86-64. */
-#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__)
+ * ifunc); the library itself stays built for the baseline x86-64. Not under ThreadSanitizer:
+ * the resolvers run during relocation, before TSan's runtime is up, and crash there. */
+#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) && !defined(__SANITIZE_THREAD__)
 #define CPU_HOT __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
 #define CPU_HOT
