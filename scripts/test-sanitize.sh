@@ -12,7 +12,8 @@ jobs=${WEIPIPE_TEST_JOBS:-2}
 status=0
 
 # Sanitizer reports end the process with a failing status; leaks count (a test that leaks fails).
-export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:exitcode=23:strict_string_checks=1}
+# allocator_may_return_null: a huge request returns NULL as from malloc (tests check that refusal).
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:exitcode=23:strict_string_checks=1:allocator_may_return_null=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1:exitcode=24}
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:exitcode=25:second_deadlock_stack=1}
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
