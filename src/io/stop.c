@@ -1,15 +1,18 @@
 /* Flag-setting signal handlers for a graceful stop. */
 #include <errno.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "stop.h"
 
-static volatile sig_atomic_t received;
+/* Atomic, not just volatile sig_atomic_t: rank threads read it while the handler writes it
+ * (ThreadSanitizer reported the race); a lock-free atomic is async-signal-safe. */
+static atomic_int received;
 
-static void on_signal(int sig) { received = sig; }
+static void on_signal(int sig) { atomic_store(&received, sig); }
 
 int stop_install(char *err, size_t errlen) {
     struct sigaction sa;
@@ -27,6 +30,6 @@ int stop_install(char *err, size_t errlen) {
     return 0;
 }
 
-int stop_requested(void) { return received; }
+int stop_requested(void) { return atomic_load(&received); }
 
-void stop_clear(void) { received = 0; }
+void stop_clear(void) { atomic_store(&received, 0); }
