@@ -3,8 +3,10 @@
 # validator's count for the same lists exactly, for every strategy on 4 ranks (M = 4 and 8).
 source "$(dirname "$0")/lib.sh"
 for M in 4 8; do
-  for S in 1f1b weipipe-naive weipipe-interleave wzb1 wzb2; do
-    "$W" train --config "$CFG" --data "$DATA" --threads 1 --nranks 4 --num-microbatches $M --strategy $S \
+  for S in 1f1b weipipe-naive weipipe-interleave wzb1 wzb2 gpipe zb-h1 zb-h2 seq1f1b interleaved-1f1b; do
+    shape=() # interleaved-1f1b: two chunks per rank need 8 layers
+    [ $S = interleaved-1f1b ] && shape=(--num-layers 8)
+    "$W" train --config "$CFG" --data "$DATA" --threads 1 --nranks 4 --num-microbatches $M --strategy $S "${shape[@]}" \
       --transport local --steps 2 2> "$TMP/out" > /dev/null || { cat "$TMP/out"; fail "$S M=$M: train failed"; }
     sed -n '/payload bytes\/step/,$p' "$TMP/out" | awk -v tag="$S M=$M" 'NR > 1 {
         n++; if ($4 != $5 || $5 == 0) bad = bad " rank " $1 ": measured " $4 " schedule " $5 }

@@ -5,9 +5,12 @@
 # within the --timeout, and each of the other three ranks' errors names the dead rank.
 source "$(dirname "$0")/lib.sh"
 common=(--nranks 4 --steps 3 --lr-decay-style constant --precision fp32)
-for S in 1f1b weipipe-naive weipipe-interleave wzb1 wzb2; do
-  train "${common[@]}" --strategy $S --transport local --save "$TMP/$S-local" || fail "$S local"
-  train "${common[@]}" --strategy $S --transport tcp --save "$TMP/$S-tcp" > "$TMP/out" 2>&1 || { cat "$TMP/out"; fail "$S tcp"; }
+for S in 1f1b weipipe-naive weipipe-interleave wzb1 wzb2 gpipe zb-h1 zb-h2 seq1f1b interleaved-1f1b; do
+  shape=() # interleaved-1f1b: two chunks per rank need 8 layers
+  [ $S = interleaved-1f1b ] && shape=(--num-layers 8)
+  train "${common[@]}" "${shape[@]}" --strategy $S --transport local --save "$TMP/$S-local" || fail "$S local"
+  train "${common[@]}" "${shape[@]}" --strategy $S --transport tcp --save "$TMP/$S-tcp" > "$TMP/out" 2>&1 ||
+    { cat "$TMP/out"; fail "$S tcp"; }
   line=$("$DIFF" "$TMP/$S-tcp/step-3" "$TMP/$S-local/step-3" 0) || fail "$S: tcp differs from local: $line"
   echo "$S N=4 tcp vs local: $line"
 done
