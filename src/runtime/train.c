@@ -64,7 +64,8 @@ static int prepare_schedule(train_job *j, char *err, size_t errlen) {
     if (st == WP_STRAT_SEQ1F1B && j->o.seq_segments > j->L.cfg.seq)
         return fail(err, errlen, 2, "--seq-segments: %lld segments need at least as many tokens per sequence (%d)",
                     (long long)j->o.seq_segments, j->L.cfg.seq);
-    wp_gen_opts go = {.i1f1b_breadth_first = strcmp(j->o.i1f1b_order, "breadth-first") == 0,
+    wp_gen_opts go = {.wzb2_owner_last = strcmp(j->o.wzb2_owner, "last") == 0,
+                      .i1f1b_breadth_first = strcmp(j->o.i1f1b_order, "breadth-first") == 0,
                       .seq_segments = (int)j->o.seq_segments};
     int rc = schedule_generate(st, j->nranks, j->nmb, j->L.cfg.n_chunks, &go, &j->s, err, errlen);
     if (rc) return rc;
