@@ -56,8 +56,7 @@ static int prepare_model(train_job *j, char *err, size_t errlen) {
 static int prepare_schedule(train_job *j, char *err, size_t errlen) {
     wp_strategy st;
     if (strategy_parse(j->o.strategy, &st) != 0)
-        return fail(err, errlen, 2, "--strategy: '%s' cannot train (one of 1f1b, weipipe-naive, weipipe-interleave, wzb1, wzb2)",
-                    j->o.strategy);
+        return fail(err, errlen, 2, "--strategy: '%s' is not a strategy (weipipe train --help lists them)", j->o.strategy);
     if (j->o.seq_segments < 1 || j->o.seq_segments > WP_MAX_SEGMENTS)
         return fail(err, errlen, 2, "--seq-segments: %lld is not between 1 and %d", (long long)j->o.seq_segments,
                     WP_MAX_SEGMENTS);
