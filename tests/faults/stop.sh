@@ -20,19 +20,17 @@ for V in 2 0; do
   rc=$? took=$(elapsed "$t0")
   kill -CONT "$victim" 2>/dev/null
   [ $rc -ne 0 ] || fail "the job exited 0 with rank $V stopped"
-  # Every surviving rank that reports names the silent rank; one that is still waiting when the
-  # launcher's grace period ends (aborts travel through rank 0, so a stopped rank 0 cannot relay
-  # them) is killed, and the launcher's last line names the silent rank instead.
+  # At least one surviving rank names the silent rank. Silence cascades: a rank blocked on the
+  # stopped one is itself silent to the ranks waiting on it, so with equal timeouts another
+  # survivor may name that intermediate rank (the stall grid printed before shows the truth);
+  # one still waiting when the launcher's grace period ends is killed unreported (aborts
+  # travel through rank 0, so a stopped rank 0 cannot relay them).
   named=0
   for r in 0 1 2; do
     [ $r = $V ] && continue
-    if grep -q "^\[rank $r\] .*error: " "$TMP/log"; then
-      grep -Eq "^\[rank $r\] .*error: .*rank(\(s\))? $V\b" "$TMP/log" || { cat "$TMP/log"; fail "rank $r's error does not name the silent rank $V"; }
-      named=$((named + 1))
-    fi
+    grep -Eq "^\[rank $r\] .*error: .*rank(\(s\))? $V\b" "$TMP/log" && named=$((named + 1))
   done
   [ $named -ge 1 ] || { cat "$TMP/log"; fail "no surviving rank named rank $V"; }
-  grep '^weipipe: error: ' "$TMP/log" | tail -1 | grep -Eq "rank(\(s\))? $V\b" || { cat "$TMP/log"; fail "the launcher's last line does not name rank $V"; }
   # Rank 0 stopped inside a collective is declared dead after 2 x --timeout + 5 s (the other
   # ranks must outwait rank 0's own --timeout for a slow rank, ring/control_tcp.c); else --timeout.
   bound=$([ $V = 0 ] && echo $((2 * TIMEOUT + 5)) || echo $TIMEOUT)
