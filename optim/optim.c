@@ -11,7 +11,7 @@
 
 typedef struct {
     int chunk;
-    size_t numel;
+    size_t off, numel; /* the elements [off, off + numel) of the chunk held here */
     float *buf[4]; /* indexed by wp_optim_buf: master, m, v, grad (backend memory) */
     int64_t steps;
 } owned_chunk;
@@ -47,6 +47,15 @@ int adamw_hparams_from_opts(const wp_opts *o, wp_adamw_hparams *hp, char *err, s
 
 wp_optim *optim_create(const wp_layout *L, wp_kern *k, const int *chunks, int n_chunks, const wp_adamw_hparams *hp,
                        char *err, size_t errlen) {
+    return optim_create_slices(L, k, chunks, n_chunks, 0, 0, hp, err, errlen);
+}
+
+wp_optim *optim_create_slices(const wp_layout *L, wp_kern *k, const int *chunks, int n_chunks, int slice, int nslices,
+                              const wp_adamw_hparams *hp, char *err, size_t errlen) {
+    if (nslices < 0 || (nslices > 0 && (slice < 0 || slice >= nslices))) {
+        snprintf(err, errlen, "optimizer: slice %d of %d does not exist", slice, nslices);
+        return NULL;
+    }
     wp_optim *o = calloc(1, sizeof *o);
     if (!o || !(o->owned = calloc((size_t)(n_chunks > 0 ? n_chunks : 1), sizeof *o->owned))) {
         free(o);
@@ -66,7 +75,12 @@ wp_optim *optim_create(const wp_layout *L, wp_kern *k, const int *chunks, int n_
         }
         owned_chunk *oc = &o->owned[o->n_owned++];
         oc->chunk = c;
+        oc->off = 0;
         oc->numel = L->chunk_numel[c];
+        if (nslices > 0) { /* schedule/ir.h's slice_range: sizes differ by at most one element */
+            oc->off = L->chunk_numel[c] * (size_t)slice / (size_t)nslices;
+            oc->numel = L->chunk_numel[c] * (size_t)(slice + 1) / (size_t)nslices - oc->off;
+        }
         o->slot_of[c] = i;
         for (int b = 0; b < 4; b++) oc->buf[b] = kern_alloc(k, oc->numel * sizeof(float));
     }
@@ -93,6 +107,13 @@ int optim_owned_chunk(const wp_optim *o, int i) { return o->owned[i].chunk; }
 bool optim_owns(const wp_optim *o, int chunk) { return chunk >= 0 && chunk < WP_MAX_CHUNKS && o->slot_of[chunk] >= 0; }
 const char *optim_error(const wp_optim *o) { return kern_error(o->k); }
 
+bool optim_range(const wp_optim *o, int chunk, size_t *off, size_t *len) {
+    if (!optim_owns(o, chunk)) return false;
+    *off = o->owned[o->slot_of[chunk]].off;
+    *len = o->owned[o->slot_of[chunk]].numel;
+    return true;
+}
+
 /* The owned chunk, or NULL after recording a sticky error naming the caller. */
 static owned_chunk *slot(const wp_optim *o, int chunk, const char *who) {
     if (optim_owns(o, chunk)) return &o->owned[o->slot_of[chunk]];
@@ -105,13 +126,13 @@ static int status(const wp_optim *o) { return kern_error(o->k) ? 1 : 0; }
 int optim_init_from_seed(wp_optim *o, uint64_t seed) {
     for (int i = 0; i < o->n_owned; i++) {
         owned_chunk *oc = &o->owned[i];
-        float *host = malloc(oc->numel * sizeof *host);
+        float *host = malloc(o->L->chunk_numel[oc->chunk] * sizeof *host); /* the init is per whole chunk */
         if (!host) {
             kern_set_error(o->k, "optimizer: out of memory initialising chunk %d", oc->chunk);
             return 1;
         }
         layout_init_chunk(o->L, oc->chunk, seed, host);
-        kern_to_device(o->k, oc->buf[WP_OPT_MASTER], host, oc->numel * sizeof *host);
+        kern_to_device(o->k, oc->buf[WP_OPT_MASTER], host + oc->off, oc->numel * sizeof *host);
         free(host);
     }
     return optim_reset(o);
@@ -168,17 +189,22 @@ int optim_step_chunk(wp_optim *o, int chunk, float lr, float grad_scale, void *w
     float bc2 = (float)(1.0 - pow(o->hp.beta2, (double)oc->steps));
     int first, end;
     layout_chunk_params(o->L, chunk, &first, &end);
-    /* one kernel call per run of consecutive tensors with the same decay (norms get none) */
+    const size_t lo = oc->off, hi = oc->off + oc->numel, E = o->L->chunk_numel[chunk];
+    /* one kernel call per run of consecutive tensors with the same decay (norms get none), cut
+     * to the elements held here (a slice may start or end inside a tensor) */
     for (int i = first; i < end;) {
         float wd = decay_of(o, &o->L->params[i]);
         int j = i + 1;
         while (j < end && decay_of(o, &o->L->params[j]) == wd) j++;
-        size_t off = o->L->params[i].offset;
-        size_t n = (j < end ? o->L->params[j].offset : oc->numel) - off;
+        size_t a = o->L->params[i].offset, b = j < end ? o->L->params[j].offset : E;
+        if (a < lo) a = lo;
+        if (b > hi) b = hi;
+        i = j;
+        if (a >= b) continue;
+        size_t off = a - lo, n = b - a;
         kern_adamw(o->k, oc->buf[WP_OPT_MASTER] + off, oc->buf[WP_OPT_EXP_AVG] + off, oc->buf[WP_OPT_EXP_AVG_SQ] + off,
                    oc->buf[WP_OPT_GRAD] + off, grad_scale, (char *)w_out + off * wp_dtype_size(wtype), wtype, n, lr,
                    (float)o->hp.beta1, (float)o->hp.beta2, (float)o->hp.eps, wd, bc1, bc2);
-        i = j;
     }
     return status(o);
 }

@@ -4,7 +4,11 @@
  *
  * For every owned chunk: fp32 master weights, AdamW moments m and v, an fp32 gradient
  * accumulator (the owner drains the travelling gradient into it), and the AdamW step count.
- * All buffers are backend memory (host for the CPU backend, device for CUDA). */
+ * All buffers are backend memory (host for the CPU backend, device for CUDA).
+ *
+ * A sliced schedule (schedule/ir.h, ZeRO-3) gives each rank one element range of every chunk
+ * instead (optim_create_slices): then every buffer of a chunk, and every host array exchanged
+ * with it, covers that range only (optim_range says which). */
 #ifndef WP_OPTIM_H
 #define WP_OPTIM_H
 
@@ -33,12 +37,18 @@ int adamw_hparams_from_opts(const struct wp_opts *o, wp_adamw_hparams *hp, char 
  * step count 0. L must outlive the optimizer. NULL with a reason in err. */
 wp_optim *optim_create(const wp_layout *L, wp_kern *k, const int *chunks, int n_chunks, const wp_adamw_hparams *hp,
                        char *err, size_t errlen);
+/* State for elements slice_range(chunk_numel, slice, nslices) of each chunk listed (nslices 0:
+ * the whole chunk, as optim_create). */
+wp_optim *optim_create_slices(const wp_layout *L, wp_kern *k, const int *chunks, int n_chunks, int slice, int nslices,
+                              const wp_adamw_hparams *hp, char *err, size_t errlen);
 void optim_destroy(wp_optim *o);
 
 const wp_layout *optim_layout(const wp_optim *o);
 int optim_n_owned(const wp_optim *o);
 int optim_owned_chunk(const wp_optim *o, int i); /* i-th owned chunk, in the order given */
 bool optim_owns(const wp_optim *o, int chunk);
+/* The elements [*off, *off + *len) of the chunk this optimizer holds; false when not owned. */
+bool optim_range(const wp_optim *o, int chunk, size_t *off, size_t *len);
 
 /* Masters from the layout's deterministic init (chunking-independent); moments, gradient and
  * step count zeroed. */
@@ -48,7 +58,8 @@ int optim_init_from_seed(wp_optim *o, uint64_t seed);
  * from elsewhere. */
 int optim_reset(wp_optim *o);
 
-/* Copy one buffer of a chunk (chunk_numel floats) to or from host memory. */
+/* Copy one buffer of a chunk (its owned range: chunk_numel floats when whole) to or from host
+ * memory. */
 int optim_get(wp_optim *o, int chunk, wp_optim_buf which, float *host);
 int optim_set(wp_optim *o, int chunk, wp_optim_buf which, const float *host);
 
@@ -63,7 +74,7 @@ double optim_chunk_sumsq(wp_optim *o, int chunk);
 
 /* One AdamW step of a chunk: g = grad * grad_scale (grad_scale folds 1/loss_scale and the
  * clip factor), bias-corrected moments, decoupled weight decay except on norms. Increments the
- * chunk's step count and writes the new working copy (chunk_numel elements of wtype) to w_out.
+ * chunk's step count and writes the new working copy (the owned range, in wtype) to w_out.
  * Never called for a skipped step, so a skip changes nothing. */
 int optim_step_chunk(wp_optim *o, int chunk, float lr, float grad_scale, void *w_out, wp_dtype wtype);
 
