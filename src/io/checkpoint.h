@@ -2,7 +2,12 @@
  * so that any N or chunking can load what any other wrote.
  *
  *   SAVE/step-K.tmp/rank-RRRRR.safetensors  one per rank: for each tensor of its chunks <name>,
- *                                           <name>.exp_avg, <name>.exp_avg_sq (F32)
+ *                                           <name>.exp_avg, <name>.exp_avg_sq (F32); a rank
+ *                                           holding a slice of a chunk (ZeRO-3, schedule/ir.h)
+ *                                           writes the tensors it covers partly as parts
+ *                                           <name>#<a>-<b>: row-major elements [a, b), 1-D.
+ *                                           Readers reassemble a tensor from its parts, so
+ *                                           any N, chunking or slicing loads any other's
  *   SAVE/step-K.tmp/manifest.json           written last, by rank 0: every file's size and CRC-32,
  *                                           step, optimizer step, loss scale, seed, data position,
  *                                           model shape and precision

@@ -160,12 +160,66 @@ static const st_tensor *find(const wp_ckpt *c, const char *name, const st_file *
     return NULL;
 }
 
+typedef struct {
+    size_t a, b;
+} part_span;
+
+static int span_cmp(const void *x, const void *y) {
+    const part_span *p = x, *q = y;
+    return p->a < q->a ? -1 : p->a > q->a;
+}
+
+/* One part "<name>#<a>-<b>" (checkpoint.h) of the tensor `name` of numel elements into dst + a;
+ * 0 when t is not one of its parts (*span.b stays 0). */
+static int read_part(const st_file *f, const st_tensor *t, const char *name, size_t numel, float *dst, part_span *span,
+                     char *err, size_t errlen) {
+    size_t len = strlen(name), a, b;
+    int used = 0;
+    span->a = span->b = 0;
+    if (strncmp(t->name, name, len) != 0 || t->name[len] != '#') return 0;
+    if (sscanf(t->name + len + 1, "%zu-%zu%n", &a, &b, &used) != 2 || t->name[len + 1 + used] != 0 || a >= b || b > numel)
+        return io_fail(err, errlen, 2, "%s: tensor %s names no part of %s's %zu elements", st_path(f), t->name, name, numel);
+    if (!t->known || t->dtype != WP_F32 || t->ndim != 1 || t->numel != b - a)
+        return io_fail(err, errlen, 2, "%s: tensor %s is not %zu F32 values in one dimension", st_path(f), t->name, b - a);
+    span->a = a;
+    span->b = b;
+    return st_to_f32(f, t, dst + a, err, errlen);
+}
+
+/* A tensor that slice owners wrote in parts: the parts must tile it exactly. */
+static int read_parts(const wp_ckpt *c, const char *name, size_t numel, float *dst, char *err, size_t errlen) {
+    int n = 0, cap = 0, rc = 0;
+    part_span *spans = NULL;
+    for (int i = 0; rc == 0 && i < c->manifest.n_files; i++)
+        for (int k = 0; rc == 0 && k < st_count(c->files[i]); k++) {
+            part_span sp;
+            rc = read_part(c->files[i], st_at(c->files[i], k), name, numel, dst, &sp, err, errlen);
+            if (rc || sp.b == 0) continue;
+            if (n == cap) {
+                cap = cap ? 2 * cap : 8;
+                part_span *more = realloc(spans, (size_t)cap * sizeof *more);
+                if (!more) rc = io_fail(err, errlen, 1, "%s: out of memory", c->dir);
+                else spans = more;
+            }
+            if (rc == 0) spans[n++] = sp;
+        }
+    if (rc == 0 && n == 0) rc = io_fail(err, errlen, 2, "%s: tensor %s is in none of the shard files", c->dir, name);
+    if (rc == 0) qsort(spans, (size_t)n, sizeof *spans, span_cmp);
+    size_t next = 0;
+    for (int i = 0; rc == 0 && i < n; next = spans[i++].b)
+        if (spans[i].a != next) rc = io_fail(err, errlen, 2, "%s: the parts of %s %s at element %zu", c->dir, name,
+                                             spans[i].a > next ? "leave a gap" : "overlap", next);
+    if (rc == 0 && next != numel) rc = io_fail(err, errlen, 2, "%s: the parts of %s end at element %zu of %zu", c->dir, name, next, numel);
+    free(spans);
+    return rc;
+}
+
 static int read_tensor(const wp_ckpt *c, const wp_param *p, const char *suffix, float *dst, char *err, size_t errlen) {
     char name[WP_ST_NAME_MAX];
     snprintf(name, sizeof name, "%s%s", p->name, suffix);
     const st_file *f;
     const st_tensor *t = find(c, name, &f);
-    if (!t) return io_fail(err, errlen, 2, "%s: tensor %s is in none of the shard files", c->dir, name);
+    if (!t) return read_parts(c, name, (size_t)p->rows * (size_t)p->cols, dst, err, errlen);
     if (!t->known || t->dtype != WP_F32) return io_fail(err, errlen, 2, "%s: tensor %s is %s, expected F32", st_path(f), name, t->dtype_name);
     int rc = st_check_shape(f, t, p->rows, p->cols, err, errlen);
     if (rc == 0) rc = st_to_f32(f, t, dst, err, errlen);
@@ -180,13 +234,15 @@ static int load_chunk(const wp_ckpt *c, wp_optim *o, int chunk, float *host, cha
     static const char *const suffix[3] = {"", ".exp_avg", ".exp_avg_sq"};
     const wp_layout *L = optim_layout(o);
     int first, end;
+    size_t off, len;
+    optim_range(o, chunk, &off, &len); /* the whole chunk is read, and the part held kept */
     layout_chunk_params(L, chunk, &first, &end);
     for (int kind = 0; kind < 3; kind++) {
         for (int p = first; p < end; p++) {
             int rc = read_tensor(c, &L->params[p], suffix[kind], host + L->params[p].offset, err, errlen);
             if (rc) return rc;
         }
-        if (optim_set(o, chunk, (wp_optim_buf)kind, host)) return io_fail(err, errlen, 1, "%s: %s", c->dir, optim_error(o));
+        if (optim_set(o, chunk, (wp_optim_buf)kind, host + off)) return io_fail(err, errlen, 1, "%s: %s", c->dir, optim_error(o));
     }
     return 0;
 }

@@ -21,8 +21,38 @@ static int step_dir_name(char *out, size_t len, const char *save_dir, int64_t st
     return 0;
 }
 
+/* The part of tensor p that elements [lo, hi) of its chunk cover: [*a, *b) within the tensor,
+ * false when none. */
+static bool tensor_part(const wp_param *p, size_t lo, size_t hi, size_t *a, size_t *b) {
+    size_t numel = (size_t)p->rows * (size_t)p->cols;
+    size_t first = p->offset > lo ? p->offset : lo, last = p->offset + numel < hi ? p->offset + numel : hi;
+    if (first >= last) return false;
+    *a = first - p->offset;
+    *b = last - p->offset;
+    return true;
+}
+
+/* A whole tensor under its own name; a part of one (a slice owner's, schedule/ir.h) as the 1-D
+ * run of its row-major elements under "<name>#<a>-<b>" (checkpoint.h). */
+static void describe(st_desc *d, const wp_param *pr, const char *suffix, size_t a, size_t b) {
+    size_t numel = (size_t)pr->rows * (size_t)pr->cols;
+    d->dtype = WP_F32;
+    if (a == 0 && b == numel) {
+        snprintf(d->name, sizeof d->name, "%s%s", pr->name, suffix);
+        d->ndim = pr->cols == 1 ? 1 : 2; /* norms are 1-D, as in Hugging Face */
+        d->shape[0] = pr->rows;
+        d->shape[1] = pr->cols;
+        return;
+    }
+    snprintf(d->name, sizeof d->name, "%s%s#%zu-%zu", pr->name, suffix, a, b);
+    d->ndim = 1;
+    d->shape[0] = (int64_t)(b - a);
+    d->shape[1] = 1;
+}
+
 /* Tensor list of a shard: per owned chunk, masters, then exp_avg, then exp_avg_sq, each in the
- * chunk's storage order, so each (chunk, kind) is one contiguous run of the file. */
+ * chunk's storage order over the elements the rank holds, so each (chunk, kind) is one
+ * contiguous run of the file. */
 static st_desc *shard_descs(const wp_optim *o, int *count) {
     const wp_layout *L = optim_layout(o);
     int n = 0;
@@ -35,35 +65,31 @@ static st_desc *shard_descs(const wp_optim *o, int *count) {
     if (!d) return NULL;
     int k = 0;
     for (int i = 0; i < optim_n_owned(o); i++) {
-        int first, end;
-        layout_chunk_params(L, optim_owned_chunk(o, i), &first, &end);
+        int c = optim_owned_chunk(o, i), first, end;
+        size_t off, len, a, b;
+        optim_range(o, c, &off, &len);
+        layout_chunk_params(L, c, &first, &end);
         for (int kind = 0; kind < 3; kind++)
-            for (int p = first; p < end; p++, k++) {
-                const wp_param *pr = &L->params[p];
-                snprintf(d[k].name, sizeof d[k].name, "%s%s", pr->name, kind_suffix[kind]);
-                d[k].dtype = WP_F32;
-                d[k].ndim = pr->cols == 1 ? 1 : 2; /* norms are 1-D, as in Hugging Face */
-                d[k].shape[0] = pr->rows;
-                d[k].shape[1] = pr->cols;
-            }
+            for (int p = first; p < end; p++)
+                if (tensor_part(&L->params[p], off, off + len, &a, &b)) describe(&d[k++], &L->params[p], kind_suffix[kind], a, b);
     }
-    *count = n;
+    *count = k;
     return d;
 }
 
 static int put_chunks(st_writer *w, wp_optim *o, char *err, size_t errlen) {
-    const wp_layout *L = optim_layout(o);
-    size_t most = 0;
+    size_t most = 0, off, len;
     for (int i = 0; i < optim_n_owned(o); i++)
-        if (L->chunk_numel[optim_owned_chunk(o, i)] > most) most = L->chunk_numel[optim_owned_chunk(o, i)];
+        if (optim_range(o, optim_owned_chunk(o, i), &off, &len) && len > most) most = len;
     float *host = malloc((most ? most : 1) * sizeof *host);
     if (!host) return io_fail(err, errlen, 1, "checkpoint: out of memory for %zu floats", most);
     int rc = 0;
     for (int i = 0; rc == 0 && i < optim_n_owned(o); i++) {
         int c = optim_owned_chunk(o, i);
+        optim_range(o, c, &off, &len);
         for (int kind = 0; rc == 0 && kind < 3; kind++) {
             if (optim_get(o, c, (wp_optim_buf)kind, host)) rc = io_fail(err, errlen, 1, "checkpoint: %s", optim_error(o));
-            if (rc == 0) rc = st_writer_put(w, host, L->chunk_numel[c] * sizeof *host, err, errlen);
+            if (rc == 0) rc = st_writer_put(w, host, len * sizeof *host, err, errlen);
         }
     }
     free(host);
