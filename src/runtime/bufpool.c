@@ -22,7 +22,7 @@ static void slot_free(rt_pool *p, void *data, void *view) {
 
 void pool_free(rt_pool *p) {
     for (int i = 0; i < p->n; i++) {
-        if (p->e[i]->used) slot_free(p, p->e[i]->data, p->e[i]->view);
+        if (p->e[i]->used && !p->e[i]->parent) slot_free(p, p->e[i]->data, p->e[i]->view); /* a slice's data is its parent's */
         free(p->e[i]);
     }
     for (int i = 0; i < p->n_free; i++) slot_free(p, p->free[i].data, p->free[i].view);
@@ -79,12 +79,27 @@ static rt_entry *new_entry(rt_pool *p) {
     return fresh;
 }
 
-rt_entry *pool_create(rt_pool *p, wp_buf b, char *err, size_t errlen) {
+/* A slice that lives inside its whole buffer's allocation (bufpool.h), or a whole W or GW name of
+ * a sliced schedule, which is such an allocation. Partial sums travel on their own. */
+static bool slice_of_whole(wp_buf b) {
+    return b.nslices > 0 && (b.kind == WP_BUF_W || (b.kind == WP_BUF_GW && b.lane != WP_LANE_PART));
+}
+
+static bool sliced_whole(const rt_pool *p, wp_buf b) {
+    return p->sched && p->sched->nslices > 0 && b.nslices == 0 &&
+           (b.kind == WP_BUF_W || (b.kind == WP_BUF_GW && b.lane != WP_LANE_PART));
+}
+
+void pool_elem_range(const rt_pool *p, wp_buf b, size_t *off, size_t *len) {
+    size_t E = b.chunk >= 0 && b.chunk < p->L->cfg.n_chunks ? p->L->chunk_numel[b.chunk] : 0;
+    *off = 0;
+    *len = E;
+    if (b.nslices) slice_range(E, b.slice, b.nslices, off, len);
+}
+
+/* An entry with memory of its own. */
+static rt_entry *create_own(rt_pool *p, wp_buf b, int nslices, char *err, size_t errlen) {
     char name[64];
-    if (pool_find(p, b)) {
-        snprintf(err, errlen, "buffer %s is already held", buf_name(b, name, sizeof name));
-        return NULL;
-    }
     rt_entry *e = new_entry(p);
     rt_slot s;
     size_t bytes = p->sched ? sched_buf_bytes(p->sched, p->seg_t, p->L, b) : buf_bytes(p->L, b);
@@ -101,11 +116,78 @@ rt_entry *pool_create(rt_pool *p, wp_buf b, char *err, size_t errlen) {
     e->data = s.data;
     e->view = s.view;
     e->view_bytes = s.view_bytes;
+    e->nslices = nslices;
     if (++p->held[b.kind] > p->peak[b.kind]) p->peak[b.kind] = p->held[b.kind];
     return e;
 }
 
-void pool_release(rt_pool *p, rt_entry *e) {
+/* Slice b of the held parent: an entry whose data is the parent's elements of that slice. */
+static rt_entry *create_part(rt_pool *p, rt_entry *parent, wp_buf b, char *err, size_t errlen) {
+    rt_entry *e = new_entry(p);
+    if (!e) {
+        snprintf(err, errlen, "out of memory for a buffer entry");
+        return NULL;
+    }
+    size_t off, len, es = wp_dtype_size(parent->wire);
+    pool_elem_range(p, b, &off, &len);
+    memset(e, 0, sizeof *e);
+    e->used = true;
+    e->name = b;
+    e->wire = parent->wire;
+    e->bytes = len * es;
+    e->data = (char *)parent->data + off * es;
+    e->parent = parent;
+    parent->n_parts++;
+    return e;
+}
+
+rt_entry *pool_create(rt_pool *p, wp_buf b, char *err, size_t errlen) {
+    char name[64];
+    if (pool_find(p, b)) {
+        snprintf(err, errlen, "buffer %s is already held", buf_name(b, name, sizeof name));
+        return NULL;
+    }
+    if (slice_of_whole(b)) {
+        wp_buf whole = b;
+        whole.nslices = whole.slice = 0;
+        rt_entry *parent = pool_find(p, whole);
+        if (!parent && !(parent = create_own(p, whole, b.nslices, err, errlen))) return NULL;
+        return create_part(p, parent, b, err, errlen);
+    }
+    if (!sliced_whole(p, b)) return create_own(p, b, 0, err, errlen);
+    int n = p->sched->nslices;
+    rt_entry *parent = create_own(p, b, n, err, errlen);
+    for (int k = 0; parent && k < n; k++)
+        if (!create_part(p, parent, buf_slice(b, k, n), err, errlen)) return NULL;
+    return parent;
+}
+
+void pool_mark_arrived(rt_pool *p, rt_entry *e) {
+    e->arrived = true;
+    for (int i = 0; e->nslices && i < p->n; i++)
+        if (p->e[i]->used && p->e[i]->parent == e) p->e[i]->arrived = true;
+    pool_touch(e);
+}
+
+bool pool_present(const rt_pool *p, const rt_entry *e) {
+    if (!e->nslices) return e->arrived;
+    if (e->n_parts != e->nslices) return false;
+    for (int i = 0; i < p->n; i++)
+        if (p->e[i]->used && p->e[i]->parent == e && !p->e[i]->arrived) return false;
+    return true;
+}
+
+static bool entry_idle(const rt_entry *e) { return e->n_sends == 0 && e->n_deferred == 0; }
+
+bool pool_idle(const rt_pool *p, const rt_entry *e) {
+    if (!entry_idle(e)) return false;
+    for (int i = 0; e->nslices && i < p->n; i++)
+        if (p->e[i]->used && p->e[i]->parent == e && !entry_idle(p->e[i])) return false;
+    return true;
+}
+
+/* An entry with memory of its own goes back to the free list. */
+static void release_own(rt_pool *p, rt_entry *e) {
     if (p->n_free == p->cap_free) {
         int cap = p->cap_free ? 2 * p->cap_free : 32;
         rt_slot *f = realloc(p->free, (size_t)cap * sizeof *f);
@@ -121,6 +203,18 @@ void pool_release(rt_pool *p, rt_entry *e) {
 done:
     p->held[e->name.kind]--;
     memset(e, 0, sizeof *e);
+}
+
+void pool_release(rt_pool *p, rt_entry *e) {
+    rt_entry *parent = e->parent;
+    if (parent) {
+        memset(e, 0, sizeof *e);
+        if (--parent->n_parts == 0) release_own(p, parent);
+        return;
+    }
+    for (int i = 0; e->nslices && i < p->n; i++)
+        if (p->e[i]->used && p->e[i]->parent == e) memset(p->e[i], 0, sizeof *p->e[i]);
+    release_own(p, e);
 }
 
 void *pool_view(rt_pool *p, rt_entry *e) {

@@ -39,6 +39,7 @@ int eval_create(rt_eval **out, const wp_schedule *s, int rank, wp_model *m, wp_o
     size_t T = (size_t)L->cfg.mb * L->cfg.seq, most = 0;
     wp_dtype ct = kern_compute_dtype(e->k), wt = precision_weight_dtype(L->cfg.precision);
     for (int c = 0; c < s->nchunks; c++) {
+        if (s->nslices && L->chunk_numel[c] > most) most = L->chunk_numel[c]; /* every rank stages its slice */
         if (s->owner[c] != rank) continue;
         if (L->chunk_numel[c] > most) most = L->chunk_numel[c];
         if (!(e->acts[c] = model_acts_create(m, c))) return fail(err, errlen, "out of memory for activations");
@@ -92,7 +93,30 @@ static int move(rt_eval *e, bool send, int peer, void *buf, size_t bytes, char *
     return rc ? fail(err, errlen, why) : 0;
 }
 
-/* The forward of chunk c for the current micro-batch on its owner; x[0] holds its input. */
+/* The working copy of chunk c, whole, on the rank that forwards it (s->owner[c]), in e->wire.
+ * Sliced weights (ir.h) are gathered there: every rank sends the working copy of the slice it
+ * holds, as a LOAD would make it, so the forward reads the weights training reads. */
+static int gather_weights(rt_eval *e, int c, char *err, size_t errlen) {
+    const wp_layout *L = model_layout(e->m);
+    wp_dtype wt = precision_weight_dtype(L->cfg.precision);
+    const size_t es = wp_dtype_size(wt);
+    const int owner = e->s->owner[c], n = e->s->nslices;
+    size_t off = 0, len = L->chunk_numel[c];
+    if (n && !optim_range(e->o, c, &off, &len)) return fail(err, errlen, "a rank holds no slice of a chunk");
+    char *mine = (char *)e->wire + (e->rank == owner ? off * es : 0);
+    if ((n || e->rank == owner) && optim_working_copy(e->o, c, mine, wt)) return fail(err, errlen, optim_error(e->o));
+    if (!n) return 0;
+    if (e->rank != owner) return move(e, true, owner, mine, len * es, err, errlen);
+    for (int k = 0; k < n; k++) {
+        if (k == owner) continue;
+        slice_range(L->chunk_numel[c], k, n, &off, &len);
+        if (move(e, false, k, (char *)e->wire + off * es, len * es, err, errlen)) return 1;
+    }
+    return 0;
+}
+
+/* The forward of chunk c for the current micro-batch on its owner; x[0] holds its input and
+ * e->wire the chunk's weights. */
 static int forward_chunk(rt_eval *e, int c, double *loss, char *err, size_t errlen) {
     const wp_layout *L = model_layout(e->m);
     const int last = e->s->nchunks - 1;
@@ -100,7 +124,6 @@ static int forward_chunk(rt_eval *e, int c, double *loss, char *err, size_t errl
     int prev = c > 0 ? e->s->owner[c - 1] : e->rank;
     if (prev != e->rank && move(e, false, prev, e->x[0], act_bytes, err, errlen)) return 1;
     wp_dtype wt = precision_weight_dtype(L->cfg.precision);
-    if (optim_working_copy(e->o, c, e->wire, wt)) return fail(err, errlen, optim_error(e->o));
     kern_convert(e->k, e->w, kern_compute_dtype(e->k), e->wire, wt, L->chunk_numel[c]);
     if (model_forward(e->m, c, e->w, e->acts[c], c > 0 ? e->x[0] : NULL, c == 0 ? e->d_tok : NULL,
                       c == last ? e->d_tgt : NULL, c < last ? e->x[1] : NULL, loss) != 0 || kern_error(e->k))
@@ -120,6 +143,7 @@ int eval_run(rt_eval *e, double *mean_loss, char *err, size_t errlen) {
     double v[2] = {0, 0};
     for (int i = 0; i < e->batches; i++) {
         for (int c = 0; c < e->s->nchunks; c++) {
+            if (gather_weights(e, c, err, errlen)) return 1;
             if (e->s->owner[c] != e->rank) continue;
             bool reads_data = c == 0 || c == e->s->nchunks - 1; /* tokens, or targets */
             if (reads_data && load_batch(e, i, err, errlen)) return 1;

@@ -239,13 +239,26 @@ static int do_backward(wp_rt *rt, const wp_action *x, char *err, size_t errlen) 
 
 /* ---- owner and bookkeeping actions ---- */
 
+/* The master elements a LOAD or an ACC names (a whole chunk or a slice, ir.h) must be exactly
+ * those this rank's optimizer holds. */
+static int owned_range_check(wp_rt *rt, wp_buf b, char *err, size_t errlen) {
+    char name[64];
+    size_t off, len, o_off, o_len;
+    pool_elem_range(&rt->pool, b, &off, &len);
+    if (!optim_range(rt->c.o, b.chunk, &o_off, &o_len) || o_off != off || o_len != len)
+        return rt_fail(rt, err, errlen, "%s is not the part of chunk %d this rank's optimizer holds",
+                       buf_name(b, name, sizeof name), b.chunk);
+    return 0;
+}
+
 static int do_load(wp_rt *rt, wp_buf b, char *err, size_t errlen) {
     char why[300];
     rt_entry *e = pool_create(&rt->pool, b, why, sizeof why);
     if (!e) return rt_fail(rt, err, errlen, "%s", why);
+    if (owned_range_check(rt, b, err, errlen)) return 1;
     if (optim_working_copy(rt->c.o, b.chunk, e->data, e->wire))
         return rt_fail(rt, err, errlen, "LOAD: %s", optim_error(rt->c.o));
-    e->arrived = true;
+    pool_mark_arrived(&rt->pool, e);
     return 0;
 }
 
@@ -254,18 +267,38 @@ static int do_zero(wp_rt *rt, wp_buf b, char *err, size_t errlen) {
     rt_entry *e = pool_create(&rt->pool, b, why, sizeof why);
     if (!e) return rt_fail(rt, err, errlen, "%s", why);
     kern_zero(rt->k, e->data, e->bytes);
-    e->arrived = true;
+    pool_mark_arrived(&rt->pool, e);
     return kern_check(rt, 0, "ZERO", err, errlen);
 }
 
-static int do_acc(wp_rt *rt, int chunk, char *err, size_t errlen) {
-    rt_entry *e = pool_find(&rt->pool, buf_gw(chunk));
-    if (!e) return rt_fail(rt, err, errlen, "GW[%d] is not held here", chunk);
+/* ACC drains the GW buffer it names (the whole GW[c], a slice or a partial sum of one). */
+static int do_acc(wp_rt *rt, wp_buf b, char *err, size_t errlen) {
+    char name[64];
+    rt_entry *e = pool_find(&rt->pool, b);
+    if (!e) return rt_fail(rt, err, errlen, "%s is not held here", buf_name(b, name, sizeof name));
+    if (owned_range_check(rt, b, err, errlen)) return 1;
     if (rt_wait(rt, e, true, err, errlen)) return 1;
-    if (optim_accumulate(rt->c.o, chunk, e->data, e->wire)) return rt_fail(rt, err, errlen, "%s", optim_error(rt->c.o));
+    if (optim_accumulate(rt->c.o, b.chunk, e->data, e->wire)) return rt_fail(rt, err, errlen, "%s", optim_error(rt->c.o));
     kern_zero(rt->k, e->data, e->bytes);
     pool_touch(e);
     return kern_check(rt, 0, "ACC", err, errlen);
+}
+
+/* One hop of a reduce-scatter: the partial sum b gets this rank's own GW slice of the same
+ * elements added, in fp32 and rounded once to the grad dtype (kern_accumulate). */
+static int do_fold(wp_rt *rt, wp_buf b, char *err, size_t errlen) {
+    char name[64];
+    wp_buf own_name = b;
+    own_name.lane = WP_LANE_OWN;
+    rt_entry *part = pool_find(&rt->pool, b), *own = pool_find(&rt->pool, own_name);
+    if (!part || !own)
+        return rt_fail(rt, err, errlen, "%s is not held here", buf_name(part ? own_name : b, name, sizeof name));
+    if (rt_wait(rt, own, false, err, errlen) || rt_wait(rt, part, true, err, errlen)) return 1;
+    if (own->bytes / wp_dtype_size(own->wire) != part->bytes / wp_dtype_size(part->wire))
+        return rt_fail(rt, err, errlen, "FOLD: the partial and the own slice differ in size");
+    kern_accumulate(rt->k, part->data, part->wire, own->data, own->wire, part->bytes / wp_dtype_size(part->wire));
+    pool_touch(part);
+    return kern_check(rt, 0, "FOLD", err, errlen);
 }
 
 /* The global exchange (decision.h's protocol): per-chunk sums of squares from their owners,
@@ -296,8 +329,9 @@ static int do_update(wp_rt *rt, int chunk, char *err, size_t errlen) {
     if (!rt->d.skip && optim_step_chunk(rt->c.o, chunk, (float)rt->lr, rt->d.grad_scale, rt->scratch_w, wt))
         return rt_fail(rt, err, errlen, "UPDATE: %s", optim_error(rt->c.o));
     float *g = optim_grad(rt->c.o, chunk);
-    if (!g) return rt_fail(rt, err, errlen, "UPDATE of a chunk this rank does not own");
-    kern_zero(rt->k, g, rt->c.L->chunk_numel[chunk] * sizeof(float));
+    size_t off, len;
+    if (!g || !optim_range(rt->c.o, chunk, &off, &len)) return rt_fail(rt, err, errlen, "UPDATE of a chunk this rank does not own");
+    kern_zero(rt->k, g, len * sizeof(float));
     return kern_check(rt, 0, "UPDATE", err, errlen);
 }
 
@@ -305,16 +339,22 @@ static int do_free(wp_rt *rt, wp_buf b, char *err, size_t errlen) {
     char name[64];
     rt_entry *e = pool_find(&rt->pool, b);
     if (!e) return rt_fail(rt, err, errlen, "FREE of %s, which this rank does not hold", buf_name(b, name, sizeof name));
-    if (rt_wait(rt, e, true, err, errlen)) return 1;
+    /* a whole name of a sliced buffer drops the slices held, once each has arrived and left */
+    for (int i = 0; e->nslices && i < rt->pool.n; i++) {
+        rt_entry *part = rt->pool.e[i];
+        if (part->used && part->parent == e && rt_wait(rt, part, true, err, errlen)) return 1;
+    }
+    if (!e->nslices && rt_wait(rt, e, true, err, errlen)) return 1;
     pool_release(&rt->pool, e);
     return 0;
 }
 
 /* ---- the step ---- */
 
-/* Actions that run on the rank's device stream (ir.h): F, B, W, BW, LOAD, ZERO, ACC, UPDATE. */
+/* Actions that run on the rank's device stream (ir.h): F, B, W, BW, LOAD, ZERO, ACC, FOLD, UPDATE. */
 static bool on_device(int op) {
-    return op_is_compute(op) || op == WP_OP_LOAD || op == WP_OP_ZERO || op == WP_OP_ACC || op == WP_OP_UPDATE;
+    return op_is_compute(op) || op == WP_OP_LOAD || op == WP_OP_ZERO || op == WP_OP_ACC || op == WP_OP_FOLD ||
+           op == WP_OP_UPDATE;
 }
 
 static void record(wp_rt *rt, const wp_action *x, double t0, double t1) {
@@ -344,7 +384,8 @@ static int run_action(wp_rt *rt, const wp_action *x, char *err, size_t errlen) {
     case WP_OP_RECV: return rt_recv(rt, x, err, errlen);
     case WP_OP_LOAD: return do_load(rt, x->buf, err, errlen);
     case WP_OP_ZERO: return do_zero(rt, x->buf, err, errlen);
-    case WP_OP_ACC: return do_acc(rt, x->chunk, err, errlen);
+    case WP_OP_ACC: return do_acc(rt, x->buf.kind == WP_BUF_GW ? x->buf : buf_gw(x->chunk), err, errlen);
+    case WP_OP_FOLD: return do_fold(rt, x->buf, err, errlen);
     case WP_OP_REDUCE: return do_reduce(rt, err, errlen);
     case WP_OP_UPDATE: return do_update(rt, x->chunk, err, errlen);
     case WP_OP_FREE: return do_free(rt, x->buf, err, errlen);

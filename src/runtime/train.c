@@ -69,11 +69,11 @@ static int prepare_schedule(train_job *j, char *err, size_t errlen) {
     int rc = schedule_generate(st, j->nranks, j->nmb, j->L.cfg.n_chunks, &go, &j->s, err, errlen);
     if (rc) return rc;
     j->have_sched = true;
-    /* a sliced schedule (ir.h) keeps 1/N of every chunk's optimizer state per rank; the optimizer
-     * and the checkpoints here are per whole chunk, so only the simulator runs those lists */
-    if (j->s.nslices)
-        return fail(err, errlen, 2, "--strategy %s: sliced weights on %d ranks are validated and simulated, not trained "
-                    "(the optimizer and checkpoints keep whole chunks); train it with --nranks 1", j->o.strategy, j->nranks);
+    /* a sliced schedule (ir.h) keeps 1/N of every chunk's optimizer state per rank: the executor,
+     * the optimizer and the checkpoints run it; an import still fills whole chunks */
+    if (j->s.nslices && j->o.init_from[0])
+        return fail(err, errlen, 2, "--strategy %s on %d ranks keeps sliced weights: --init-from fills whole chunks "
+                    "(import with another strategy, save, and --resume from that checkpoint)", j->o.strategy, j->nranks);
     wp_sizes sz;
     sizes_from_layout(&sz, &j->L, j->s.split);
     char why[512];
@@ -210,8 +210,9 @@ static int open_optim(rank_state *r, wp_loss_scaler *scaler, char *err, size_t e
     train_job *j = r->j;
     int owned[WP_MAX_CHUNKS], n = 0;
     for (int c = 0; c < j->s.nchunks; c++)
-        if (j->s.owner[c] == r->rank) owned[n++] = c;
-    r->o = optim_create(&j->L, r->k, owned, n, &j->hp, err, errlen);
+        if (sched_owns(&j->s, r->rank, c, j->s.nslices ? r->rank : -1)) owned[n++] = c;
+    /* a sliced schedule: rank k holds slice k of every chunk (ir.h) */
+    r->o = optim_create_slices(&j->L, r->k, owned, n, r->rank, j->s.nslices, &j->hp, err, errlen);
     if (!r->o) return 1;
     *scaler = loss_scaler_init(j->L.cfg.precision, j->o.loss_scale, j->o.loss_scale_window);
     if (j->o.init_from[0]) return hf_load_masters(j->o.init_from, r->o, err, errlen);

@@ -100,7 +100,7 @@ static int post_deferred(wp_rt *rt, char *err, size_t errlen) {
         rt_deferred d = rt->def[i];
         bool *blk = &rt->blocked[d.peer * WP_MAX_CHANNELS + d.channel];
         rt_entry *e = pool_find(&rt->pool, d.b);
-        if (!*blk && e && e->arrived && e->n_sends < RT_MAX_SENDS) {
+        if (!*blk && e && pool_present(&rt->pool, e) && e->n_sends < RT_MAX_SENDS) {
             if (post_send(rt, e, d.peer, d.channel, err, errlen)) return 1;
             continue;
         }
@@ -205,8 +205,8 @@ static int wait_one(wp_rt *rt, const char *what, char *err, size_t errlen) {
     return rc;
 }
 
-static bool ready(const rt_entry *e, bool writable) {
-    return e->arrived && (!writable || (e->n_sends == 0 && e->n_deferred == 0));
+static bool ready(const rt_pool *p, const rt_entry *e, bool writable) {
+    return pool_present(p, e) && (!writable || pool_idle(p, e));
 }
 
 int rt_wait(wp_rt *rt, rt_entry *e, bool writable, char *err, size_t errlen) {
@@ -214,9 +214,11 @@ int rt_wait(wp_rt *rt, rt_entry *e, bool writable, char *err, size_t errlen) {
     buf_name(e->name, name, sizeof name);
     for (;;) {
         if (rt_progress(rt, err, errlen)) return 1;
-        if (ready(e, writable)) return 0;
-        if (e->arrived)
+        if (ready(&rt->pool, e, writable)) return 0;
+        if (pool_present(&rt->pool, e))
             snprintf(what, sizeof what, "the sends of %s", name);
+        else if (e->nslices)
+            snprintf(what, sizeof what, "the slices of %s", name);
         else
             snprintf(what, sizeof what, "%s from rank %d", name, e->src);
         if (wait_one(rt, what, err, errlen)) return 1;

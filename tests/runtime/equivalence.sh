@@ -18,7 +18,7 @@ for N in 1 2 3 4; do
       train "${common[@]}" --nranks 1 --strategy 1f1b --num-microbatches $M --metrics "$TMP/ref-mixed-$M.jsonl" || fail "mixed reference M=$M"
     fi
     for S in 1f1b weipipe-naive weipipe-interleave wzb1 wzb2 gpipe zb-h1 zb-h2 interleaved-1f1b \
-             interleaved-1f1b:breadth-first seq1f1b wzb2:last; do
+             interleaved-1f1b:breadth-first seq1f1b wzb2:last fsdp; do
       # interleaved-1f1b: v = 2 chunks per rank (2N) of an 8-layer model, against an 8-layer reference
       shape=() r=$ref rm=$TMP/ref-mixed-$M order=${S#*:}
       [ "$order" = breadth-first ] && [ "$M" = "$N" ] && continue # the same lists as depth-first

@@ -1,21 +1,23 @@
 #!/bin/bash
 # --eval-every: the validation loss computed across the owners' chunks (a forward-only pipeline
 # between steps) is the same on 1 and 4 ranks, and equals `weipipe eval` of the checkpoint saved
-# at that step (same 8 sequences), both within 1e-6 relative (fp32; only sum order differs).
+# at that step (same 8 sequences), both within 1e-6 relative (fp32; only sum order differs); so
+# is fsdp's on 4 ranks, whose rank 0 gathers every chunk's slices to evaluate.
 # --init-from the checkpoint's Hugging Face export, with lr 0, evaluates to the same loss.
 source "$(dirname "$0")/lib.sh"
 common=(--num-microbatches 4 --transport local --steps 4 --eval-every 2 --eval-batches 4 --precision fp32)
 train "${common[@]}" --nranks 1 --strategy 1f1b --metrics "$TMP/one.jsonl" || fail "one rank"
 train "${common[@]}" --nranks 4 --strategy wzb1 --metrics "$TMP/four.jsonl" --save "$TMP/ck" || fail "four ranks"
+train "${common[@]}" --nranks 4 --strategy fsdp --metrics "$TMP/fsdp.jsonl" || fail "fsdp on four ranks"
 vals() { sed -n 's/.*"val_loss": \([^}]*\)}.*/\1/p' "$1"; }
 ref=$("$W" eval "$TMP/ck/step-4" --data "$DATA" --batches 8 --precision fp32 | sed -n 's/^eval: loss \([^ ]*\) .*/\1/p')
 [ -n "$ref" ] || fail "weipipe eval printed no loss"
-paste <(vals "$TMP/one.jsonl") <(vals "$TMP/four.jsonl") | awk -v ref=$ref '
+paste <(vals "$TMP/one.jsonl") <(vals "$TMP/four.jsonl") <(vals "$TMP/fsdp.jsonl") | awk -v ref=$ref '
   function rel(a, b) { d = (a - b) / b; return d < 0 ? -d : d }
-  { n++; if (rel($2, $1) > m) m = rel($2, $1); last = $2 }
+  { n++; if (rel($2, $1) > m) m = rel($2, $1); if (rel($3, $1) > f) f = rel($3, $1); last = $2 }
   END { e = rel(last, ref)
-        printf "evaluations %d, 4 ranks vs 1: %.2e, step 4 vs weipipe eval (%s): %.2e (tolerance 1e-6)\n", n, m, ref, e
-        if (n != 2 || m > 1e-6 || e > 1e-6) { print "FAIL"; exit 1 } }'
+        printf "evaluations %d, 4 ranks vs 1: %.2e, fsdp on 4 vs 1: %.2e, step 4 vs weipipe eval (%s): %.2e (tolerance 1e-6)\n", n, m, f, ref, e
+        if (n != 2 || m > 1e-6 || f > 1e-6 || e > 1e-6) { print "FAIL"; exit 1 } }'
 
 "$W" export "$TMP/ck/step-4" "$TMP/hf" > /dev/null || fail "export"
 train --nranks 2 --strategy weipipe-interleave --transport local --steps 1 --precision fp32 --lr 0 --min-lr 0 \

@@ -1,9 +1,10 @@
 #!/bin/bash
 # Save at step 3, resume, run to step 6: the losses of steps 4..6 equal those of an uninterrupted
-# run bit for bit (the metrics print %.17g), on one rank and on two ranks as threads, in mixed
-# precision (the loss scaler's state travels in the checkpoint too).
+# run bit for bit (the metrics print %.17g), on one rank and on two or four ranks as threads, in mixed
+# precision (the loss scaler's state travels in the checkpoint too); fsdp on four ranks saves and
+# loads slices of every chunk.
 source "$(dirname "$0")/lib.sh"
-for run in "1 1f1b" "2 weipipe-interleave" "2 wzb2"; do
+for run in "1 1f1b" "2 weipipe-interleave" "2 wzb2" "4 fsdp"; do
   set -- $run
   N=$1 S=$2 tag=$1-$2
   common=(--nranks $N --strategy $S --transport local --lr-decay-style constant)
