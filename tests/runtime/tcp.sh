@@ -5,7 +5,7 @@
 # within the --timeout, and each of the other three ranks' errors names the dead rank.
 source "$(dirname "$0")/lib.sh"
 common=(--nranks 4 --steps 3 --lr-decay-style constant --precision fp32)
-for S in 1f1b weipipe-naive weipipe-interleave wzb1 wzb2 gpipe zb-h1 zb-h2 seq1f1b interleaved-1f1b; do
+for S in 1f1b weipipe-naive weipipe-interleave wzb1 wzb2 gpipe zb-h1 zb-h2 seq1f1b interleaved-1f1b fsdp; do
   shape=() # interleaved-1f1b: two chunks per rank need 8 layers
   [ $S = interleaved-1f1b ] && shape=(--num-layers 8)
   train "${common[@]}" "${shape[@]}" --strategy $S --transport local --save "$TMP/$S-local" || fail "$S local"
