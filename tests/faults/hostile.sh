@@ -11,7 +11,9 @@ command -v ss > /dev/null || { echo "skip: ss (iproute2) is not installed"; exit
 common=(--nranks 3 --strategy weipipe-interleave --steps 100 --timeout 10s)
 train "${common[@]}" --metrics "$TMP/calm.jsonl" || fail "the unattacked run"
 
-start_job "$TMP/log" "${common[@]}" --metrics "$TMP/attacked.jsonl"
+# Link latency keeps the attacked job running while the attacker works (a quiet machine runs
+# 100 tiny steps in about a second); pacing changes no arithmetic, so the losses must still match.
+start_job "$TMP/log" "${common[@]}" --link-latency 2ms --metrics "$TMP/attacked.jsonl"
 wait_ranks 3
 # Once the first step is reported the rendezvous is over (its listener closed) and every rank
 # listens for data: those are the ports to attack.
