@@ -14,6 +14,14 @@
 /* malloc rounds and pads each block: a page for mmap'ed blocks, plus headers */
 #define HEAP_SLACK 8192
 
+/* AddressSanitizer replaces malloc, and glibc's mallinfo2 then sees none of its blocks: the
+ * heap-growth half of the check is only meaningful without it. */
+#if defined(__SANITIZE_ADDRESS__)
+#define HEAP_MEASURED 0
+#else
+#define HEAP_MEASURED 1
+#endif
+
 static size_t heap_in_use(void) {
     struct mallinfo2 mi = mallinfo2();
     return mi.uordblks + mi.hblkhd;
@@ -28,7 +36,7 @@ static int check_chunk(harness *H, wp_model *m, int c) {
         return 1;
     }
     size_t grown = heap_in_use() - before, fwd = model_acts_bytes(&H->L, c, WP_F32, false);
-    if (model_acts_held_bytes(a) != fwd || grown < fwd || grown > fwd + HEAP_SLACK) {
+    if (model_acts_held_bytes(a) != fwd || (HEAP_MEASURED && (grown < fwd || grown > fwd + HEAP_SLACK))) {
         printf("FAIL chunk %d after create: predicted %zu, held %zu, heap grew %zu\n", c, fwd, model_acts_held_bytes(a), grown);
         failures++;
     }
@@ -43,7 +51,8 @@ static int check_chunk(harness *H, wp_model *m, int c) {
     size_t before_b = heap_in_use();
     if (model_backward_input(m, c, w, a, g, 1.0f, g_in) != 0) printf("FAIL B: %s\n", kern_error(H->k)), failures++;
     size_t grown_b = heap_in_use() - before_b, peak = model_acts_bytes(&H->L, c, WP_F32, true);
-    if (model_acts_held_bytes(a) != peak || grown_b < peak - fwd || grown_b > peak - fwd + HEAP_SLACK) {
+    if (model_acts_held_bytes(a) != peak ||
+        (HEAP_MEASURED && (grown_b < peak - fwd || grown_b > peak - fwd + HEAP_SLACK))) {
         printf("FAIL chunk %d after B: predicted %zu, held %zu, heap grew %zu of %zu\n", c, peak, model_acts_held_bytes(a),
                grown_b, peak - fwd);
         failures++;
@@ -121,6 +130,7 @@ static int check_out_of_memory(void) {
 
 int main(void) {
     int failures = 0;
+    if (!HEAP_MEASURED) printf("AddressSanitizer build: checking the byte counts, not the heap growth\n");
     const int uneven[] = {3, 1}, three[] = {1, 1, 1};
     wp_model_cfg a = shape_cfg(4, 64, 4, 2, 160, 32, 2, 256), b = shape_cfg(3, 24, 3, 1, 50, 13, 3, 37);
     set_chunks(&a, uneven, 2);
