@@ -178,7 +178,10 @@ static int load_chunks(const hf_files *h, const char *dir, wp_optim *o, char *er
         int c = optim_owned_chunk(o, i), first, end;
         layout_chunk_params(L, c, &first, &end);
         for (int p = first; rc == 0 && p < end; p++) rc = load_param(h, dir, &L->params[p], host + L->params[p].offset, err, errlen);
-        if (rc == 0 && optim_set(o, c, WP_OPT_MASTER, host)) rc = io_fail(err, errlen, 1, "--init-from: %s", optim_error(o));
+        /* a slice owner (fsdp) holds one element range of the chunk: hand it that range */
+        size_t off = 0, len = 0;
+        optim_range(o, c, &off, &len);
+        if (rc == 0 && optim_set(o, c, WP_OPT_MASTER, host + off)) rc = io_fail(err, errlen, 1, "--init-from: %s", optim_error(o));
     }
     free(host);
     return rc;

@@ -69,11 +69,6 @@ static int prepare_schedule(train_job *j, char *err, size_t errlen) {
     int rc = schedule_generate(st, j->nranks, j->nmb, j->L.cfg.n_chunks, &go, &j->s, err, errlen);
     if (rc) return rc;
     j->have_sched = true;
-    /* a sliced schedule (ir.h) keeps 1/N of every chunk's optimizer state per rank: the executor,
-     * the optimizer and the checkpoints run it; an import still fills whole chunks */
-    if (j->s.nslices && j->o.init_from[0])
-        return fail(err, errlen, 2, "--strategy %s on %d ranks keeps sliced weights: --init-from fills whole chunks "
-                    "(import with another strategy, save, and --resume from that checkpoint)", j->o.strategy, j->nranks);
     wp_sizes sz;
     sizes_from_layout(&sz, &j->L, j->s.split);
     char why[512];

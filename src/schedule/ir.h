@@ -20,9 +20,9 @@
  *              those held, F/B/W/BW need all n present), a slice name means that one slice
  *              (SEND, RECV, LOAD, ACC, FOLD move or fill one slice at a time). A whole buffer is
  *              present when every slice of it is: so a compute reading W[c] waits until the
- *              last slice of an all-gather has arrived. The validator and the simulator run
- *              sliced schedules; `weipipe train` refuses them until its optimizer and its
- *              checkpoints keep slices (docs/schedules.md, FSDP).
+ *              last slice of an all-gather has arrived. The runtime keeps a whole as one
+ *              allocation with its slices inside; a slice owner's optimizer holds that element
+ *              range, and its checkpoint shards name the range (docs/schedules.md, FSDP).
  *   GW[c]/k:n.p  a partial sum of slice k travelling a ring reduce-scatter (lane WP_LANE_PART),
  *              apart from the rank's own GW[c] that its W-passes wrote: FOLD adds the own slice
  *              into the partial, which holds the contributions of the ranks it passed.

@@ -39,8 +39,3 @@ train --nranks 2 --strategy weipipe-interleave --transport local --steps $((k + 
   --metrics "$TMP/m.jsonl" || fail "resume after SIGTERM"
 grep -q "\"step\": $((k + 1))," "$TMP/m.jsonl" || fail "resumed run did not run step $((k + 1))"
 echo "SIGTERM: saved $latest, exit 0, resumed at step $((k + 1))"
-
-# fsdp on more than one rank keeps slices of every chunk; an import fills whole chunks
-"$W" export "$TMP/ck/$latest" "$TMP/hf" > /dev/null || fail "export"
-expect2 --init-from --nranks 2 --strategy fsdp --transport local --init-from "$TMP/hf"
-echo "--init-from with fsdp on 2 ranks: exit 2 naming the flag"

@@ -20,8 +20,11 @@ paste <(vals "$TMP/one.jsonl") <(vals "$TMP/four.jsonl") <(vals "$TMP/fsdp.jsonl
         if (n != 2 || m > 1e-6 || f > 1e-6 || e > 1e-6) { print "FAIL"; exit 1 } }'
 
 "$W" export "$TMP/ck/step-4" "$TMP/hf" > /dev/null || fail "export"
-train --nranks 2 --strategy weipipe-interleave --transport local --steps 1 --precision fp32 --lr 0 --min-lr 0 \
-  --init-from "$TMP/hf" --eval-every 1 --eval-batches 4 --metrics "$TMP/hf.jsonl" || fail "--init-from"
-vals "$TMP/hf.jsonl" | awk -v ref=$ref '{ d = ($1 - ref) / ref; if (d < 0) d = -d
-  printf "--init-from the export: val loss %s vs %s: %.2e (tolerance 1e-6)\n", $1, ref, d
-  if (d > 1e-6) { print "FAIL"; exit 1 } } END { if (NR != 1) { print "FAIL: " NR " evaluations"; exit 1 } }'
+# fsdp: each rank imports only the element range of every chunk it owns
+for S in weipipe-interleave fsdp; do
+  train --nranks 2 --strategy $S --transport local --steps 1 --precision fp32 --lr 0 --min-lr 0 \
+    --init-from "$TMP/hf" --eval-every 1 --eval-batches 4 --metrics "$TMP/hf-$S.jsonl" || fail "--init-from ($S)"
+  vals "$TMP/hf-$S.jsonl" | awk -v ref=$ref -v s=$S '{ d = ($1 - ref) / ref; if (d < 0) d = -d
+    printf "--init-from the export, %s on 2 ranks: val loss %s vs %s: %.2e (tolerance 1e-6)\n", s, $1, ref, d
+    if (d > 1e-6) { print "FAIL"; exit 1 } } END { if (NR != 1) { print "FAIL: " NR " evaluations"; exit 1 } }' || exit 1
+done
