@@ -78,6 +78,19 @@ static int prepare_schedule(train_job *j, char *err, size_t errlen) {
     return 0;
 }
 
+/* Opens the data once before anything is printed or started, so a missing or damaged --data
+ * fails with its one-line reason alone (each rank opens its own loader later). */
+static int check_data(train_job *j, char *err, size_t errlen) {
+    const wp_layout *L = &j->L;
+    wp_loader_cfg lc = {.b = L->cfg.mb, .s = L->cfg.seq, .vocab = L->cfg.vocab, .micro_batches = j->nmb,
+                        .seed = (uint64_t)j->o.seed};
+    wp_loader *probe;
+    int rc = loader_open(&probe, j->o.data, WP_SPLIT_TRAIN, &lc, err, errlen);
+    if (rc) return rc;
+    loader_close(probe);
+    return 0;
+}
+
 /* Predicted peak per rank against --device-memory, or the machine's memory shared by N ranks. */
 static int check_memory(train_job *j, char *err, size_t errlen) {
     double limit = (double)j->o.device_memory;
@@ -148,8 +161,9 @@ int train_job_prepare(train_job *j, const wp_opts *o, char *err, size_t errlen) 
     if (!rc) rc = adamw_hparams_from_opts(&j->o, &j->hp, err, errlen);
     if (!rc) rc = tp_net_from_opts(&j->o, &j->net, err, errlen);
     if (!rc) rc = prepare_schedule(j, err, errlen);
-    if (!rc) rc = check_memory(j, err, errlen);
+    if (!rc) rc = check_data(j, err, errlen);
     if (!rc) rc = prepare_resume(j, err, errlen);
+    if (!rc) rc = check_memory(j, err, errlen);
     if (!rc && j->start_step >= o->steps)
         rc = fail(err, errlen, 2, "--steps: %" PRId64 " already done by the checkpoint in %s (step %" PRId64 ")", o->steps,
                   j->resume_dir, j->start_step);

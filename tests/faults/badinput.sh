@@ -1,7 +1,6 @@
 #!/bin/bash
 # Malformed configs and flags across the subcommands (a table): each exits 2 with exactly one
-# error line on stderr ("weipipe: error: ...", the last line; train may print its memory
-# prediction before it), nothing on stdout, and leaves no output file behind (every output
+# error line on stderr ("weipipe: error: ...", the last and only line), nothing on stdout, and leaves no output file behind (every output
 # flag of the case points into a directory that must stay empty).
 source "$(dirname "$0")/lib.sh"
 cd "$TMP" || exit 1
@@ -69,7 +68,7 @@ for c in "${cases[@]}"; do
   # shellcheck disable=SC2086 # each case is a list of words
   "$W" $c > stdout 2> stderr
   rc=$?
-  lines=$(grep -c '^weipipe: error: ' stderr)
+  lines=$(wc -l < stderr)
   left=$(find out -mindepth 1 | head -3 | tr '\n' ' ')
   if [ $rc -ne 2 ] || [ "$lines" -ne 1 ] || [ -s stdout ] || ! tail -1 stderr | grep -q '^weipipe: error: ' || [ -n "$left" ]; then
     echo "FAIL: weipipe $c: exit $rc, $lines error line(s), $(wc -c < stdout) stdout bytes, left [$left]"
@@ -80,5 +79,26 @@ for c in "${cases[@]}"; do
   fi
   rm -rf out/* out/.[!.]* 2>/dev/null
 done
-echo "${#cases[@]} malformed invocations, $bad wrong"
+# Values holding control bytes (a newline, a terminal escape) are echoed escaped: the error stays
+# one line and no raw control byte reaches the terminal.
+ctl=0
+hostile_value() { # weipipe args...
+  "$W" "$@" > stdout 2> stderr
+  rc=$?
+  ctl=$((ctl + 1))
+  if [ $rc -ne 2 ] || [ "$(wc -l < stderr)" -ne 1 ] || LC_ALL=C grep -q $'[\x01-\x09\x0b-\x1f\x7f]' stderr \
+     || ! grep -q '\\x0a\|\\x1b' stderr; then
+    echo "FAIL: weipipe $(printf '%q ' "$@"): exit $rc, $(wc -l < stderr) stderr line(s)"
+    head -3 stderr | cat -v
+    bad=$((bad + 1))
+  else
+    echo "ok: weipipe $(printf '%q ' "$@") -> $(cat stderr)"
+  fi
+}
+hostile_value train --strategy $'zig\nweipipe: error: forged line' --data "$DATA"
+hostile_value train --config $'\e[2Jgone.ini' --data "$DATA"
+hostile_value simulate --format $'csv\n'
+hostile_value eval $'ck\e]0;title\a' --data "$DATA"
+hostile_value train --data $'shard\n.bin'
+echo "$(( ${#cases[@]} + ctl )) malformed invocations, $bad wrong"
 [ $bad = 0 ]
