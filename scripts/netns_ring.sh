@@ -83,13 +83,18 @@ if [ -z "${WP_NETNS_INSIDE:-}" ]; then
     # is this outer process: when the outer ends in any way (done, a signal, SIGKILL), the inner
     # one reads end-of-file and tears down; when the inner one, PID 1 of its PID namespace, ends,
     # the kernel ends every process in it. (unshare itself ignores SIGTERM while it waits.)
+    # A signal before this process holds the pipe's write end would leave the child blocked
+    # opening it forever, so until then a signal is only noted, and acted on once it is open.
     fifo_dir=$(mktemp -d)
     mkfifo "$fifo_dir/alive"
+    stop_asked=0
+    trap 'stop_asked=1' INT TERM
     WP_NETNS_INSIDE=1 unshare -rnpf --mount-proc --kill-child "$0" "${orig_args[@]}" 8<"$fifo_dir/alive" &
     child=$!
     exec 9>"$fifo_dir/alive"
     rm -rf "$fifo_dir"
     trap 'exec 9>&-' INT TERM
+    [ "$stop_asked" = 0 ] || exec 9>&-
     rc=0
     while kill -0 "$child" 2>/dev/null; do
         rc=0
@@ -102,10 +107,23 @@ weipipe=${WEIPIPE:-build/weipipe}
 [ "$raw" = 1 ] || [ -x "$weipipe" ] || die "$weipipe is not an executable (set WEIPIPE or build first)"
 
 holders=() ranks=() watcher=""
+# The ranks' subshells defer SIGTERM while they wait for their command, so signalling them alone
+# never ends a rank; this script is PID 1 of the namespace, so it signals every process in it,
+# gives the ranks 5 s to end on their own (weipipe saves and stops on SIGTERM), and then exits,
+# upon which the kernel kills whatever is left.
 cleanup() {
     trap - EXIT INT TERM
-    for p in "${ranks[@]}" "${holders[@]}" $watcher; do kill "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
+    if [ "$$" = 1 ]; then
+        kill -s TERM -- -1 2>/dev/null || true
+    else
+        for p in "${ranks[@]}" "${holders[@]}" $watcher; do kill "$p" 2>/dev/null || true; done
+    fi
+    for _ in $(seq 50); do
+        local alive=0 p
+        for p in "${ranks[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
+        [ "$alive" = 0 ] && break
+        sleep 0.1
+    done
 }
 trap cleanup EXIT
 trap 'exit 130' INT

@@ -55,7 +55,9 @@ gone() { # gone MARK: true once no process has MARK on its command line (5 s at 
     for _ in $(seq 50); do pgrep -f "$1" >/dev/null || return 0; sleep 0.1; done
     return 1
 }
-started() { for _ in $(seq 100); do pgrep -f "$1" >/dev/null && return 0; sleep 0.1; done; return 1; }
+# started MARK: a rank runs "sleep MARK" (anchored: the script's own command line holds MARK too,
+# and matching it would signal the script before its start-up is done)
+started() { for _ in $(seq 100); do pgrep -f "^$1" >/dev/null && return 0; sleep 0.1; done; return 1; }
 ends() { # ends PID WHAT: the script ends within 10 s of its signal (else it is killed, and that fails)
     for _ in $(seq 100); do kill -0 "$1" 2>/dev/null || { wait "$1" 2>/dev/null; return 0; }; sleep 0.1; done
     fail "$2: the script still runs 10 s after the signal"
@@ -70,6 +72,17 @@ for sig in TERM KILL; do
     kill -s "$sig" "$pid"
     ends "$pid" "SIG$sig"
     gone "sleep $mark" || fail "SIG$sig to the script left rank processes running"
+done
+# SIGTERM at several moments of the start-up (one of them could leave a process blocked opening
+# the script's pipe forever)
+for delay in 0 0.02 0.1 0.3; do
+    mark="7$$.$RANDOM"
+    $ring -n 2 -x -- sleep "$mark" >/dev/null 2>&1 &
+    pid=$!
+    sleep "$delay"
+    kill -s TERM "$pid"
+    ends "$pid" "SIGTERM after ${delay} s"
+    gone "$mark" || fail "SIGTERM ${delay} s after the start left a process running"
 done
 mark="8$$.$RANDOM"
 $ring -n 2 -x -- sh -c "[ \$RANK = 0 ] && exit 0; exec sleep $mark" >/dev/null 2>&1 &
