@@ -44,6 +44,15 @@ void kern_event_record(wp_kern *k, wp_kern_event *e) {
     if (k->ops->event_record) k->ops->event_record(k, e);
 }
 
+wp_kern_event *kern_event_after_queued(wp_kern *k) {
+    wp_kern_event *e = kern_event_create(k);
+    if (!e) return NULL;
+    kern_event_record(k, e);
+    if (!kern_error(k)) return e;
+    kern_event_destroy(k, e);
+    return NULL;
+}
+
 bool kern_event_done(wp_kern *k, wp_kern_event *e) {
     if (!live(k)) return false;
     if (!e) {

@@ -30,6 +30,9 @@ wp_kern_event *kern_event_create(wp_kern *k);
 void kern_event_destroy(wp_kern *k, wp_kern_event *e);
 /* e marks the work queued on k so far. */
 void kern_event_record(wp_kern *k, wp_kern_event *e);
+/* kern_event_create + kern_event_record: an event marking the work queued on k so far. NULL
+ * (and an error in k) on failure. */
+wp_kern_event *kern_event_after_queued(wp_kern *k);
 /* Whether the work e marks has finished; never blocks. false once k holds an error (callers
  * check kern_error), true for an event never recorded. */
 bool kern_event_done(wp_kern *k, wp_kern_event *e);

@@ -532,12 +532,10 @@ static int nc_post(wp_transport *t, wp_request *r, char *err, size_t errlen) {
     q->outer = r;
     /* A send reads what the compute work queued so far writes; a receive overwrites what it
      * may still read (a reused pool slot): both wait for it, on the device. */
-    q->ready = kern_event_create(s->compute);
-    kern_event_record(s->compute, q->ready);
-    if (kern_error(s->compute)) {
+    q->ready = kern_event_after_queued(s->compute);
+    if (!q->ready) {
         snprintf(err, errlen, "rank %d: ordering the transfer of %s after the compute queued before it: %s", t->rank,
                  r->label, kern_error(s->compute));
-        kern_event_destroy(s->compute, q->ready);
         free(q);
         return -1;
     }

@@ -119,29 +119,10 @@ static void take_early_cts(tcp_tp *T, tcp_peer *P, wp_request *s) {
     free(c);
 }
 
-/* Sends and receives to this very rank: matched and copied at once. */
-static void post_self(tcp_tp *T, wp_request *r) {
-    int c = r->channel;
-    tp_queue_push(r->kind == TP_SEND ? &T->self_sends[c] : &T->self_recvs[c], r);
-    while (T->self_sends[c].head && T->self_recvs[c].head) {
-        wp_request *s = tp_queue_pop(&T->self_sends[c]), *q = tp_queue_pop(&T->self_recvs[c]);
-        if (s->bytes != q->bytes) {
-            tp_fail_locked(&T->base, -1, "rank %d sends %s (%zu bytes) on channel %d to itself but expects %s (%zu bytes)",
-                           T->base.rank, s->label, s->bytes, c, q->label, q->bytes);
-            return;
-        }
-        if (s->bytes) memcpy(q->buf, s->buf, s->bytes);
-        tp_progress_locked(s, s->bytes);
-        tp_progress_locked(q, q->bytes);
-        tp_complete_locked(s);
-        tp_complete_locked(q);
-    }
-}
-
 static int tcp_post(wp_transport *t, wp_request *r, char *err, size_t errlen) {
     tcp_tp *T = tcp_of(t);
     if (r->peer == t->rank) {
-        post_self(T, r);
+        tp_post_self_locked(t, &T->self, r);
         return 0;
     }
     tcp_peer *P = &T->peers[r->peer];

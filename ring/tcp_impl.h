@@ -91,7 +91,7 @@ typedef struct tcp_tp {
     bool thread_started, stop;
     double flush_deadline; /* after a failure: time left to send abort frames */
     bool shut;             /* after a failure: every socket is shut down */
-    tp_queue self_sends[WP_MAX_CHANNELS], self_recvs[WP_MAX_CHANNELS];
+    tp_self self;   /* sends and receives to this rank */
 } tcp_tp;
 
 static inline tcp_tp *tcp_of(wp_transport *t) { return (tcp_tp *)t; }

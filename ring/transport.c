@@ -358,3 +358,21 @@ void tp_queue_remove(tp_queue *q, wp_request *r) {
         return;
     }
 }
+
+void tp_post_self_locked(wp_transport *t, tp_self *self, wp_request *r) {
+    int c = r->channel;
+    tp_queue_push(r->kind == TP_SEND ? &self->sends[c] : &self->recvs[c], r);
+    while (self->sends[c].head && self->recvs[c].head) {
+        wp_request *s = tp_queue_pop(&self->sends[c]), *q = tp_queue_pop(&self->recvs[c]);
+        if (s->bytes != q->bytes) {
+            tp_fail_locked(t, -1, "rank %d sends %s (%zu bytes) on channel %d to itself but expects %s (%zu bytes)",
+                           t->rank, s->label, s->bytes, c, q->label, q->bytes);
+            return;
+        }
+        if (s->bytes) memcpy(q->buf, s->buf, s->bytes);
+        tp_progress_locked(s, s->bytes);
+        tp_progress_locked(q, q->bytes);
+        tp_complete_locked(s);
+        tp_complete_locked(q);
+    }
+}

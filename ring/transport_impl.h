@@ -87,4 +87,12 @@ wp_request *tp_queue_pop(tp_queue *q);
 /* Remove r wherever it is in q (linear). */
 void tp_queue_remove(tp_queue *q, wp_request *r);
 
+/* Sends and receives a rank posts to itself (tcp, ibverbs): matched FIFO per channel and copied at
+ * once, with no wire in between. */
+typedef struct tp_self {
+    tp_queue sends[WP_MAX_CHANNELS], recvs[WP_MAX_CHANNELS];
+} tp_self;
+/* Queue r (peer == t->rank) and complete every pair it makes; a size mismatch fails t. Sync held. */
+void tp_post_self_locked(wp_transport *t, tp_self *self, wp_request *r);
+
 #endif

@@ -216,12 +216,7 @@ static void test_bad_parts(void) {
 }
 
 int main(void) {
-    wp_kern_opts ko = {.kind = WP_BACKEND_CPU, .compute = WP_F32, .threads = 1};
-    kern = kern_create(&ko, err, sizeof err);
-    if (!kern) {
-        fprintf(stderr, "cpu backend: %s\n", err);
-        return 1;
-    }
+    kern = tu_cpu_kern();
     tu_scratch(dir, sizeof dir, "slices");
     const int ns[] = {1, 2, 3, 5, MAX_SLICES};
     for (size_t i = 0; i < sizeof ns / sizeof *ns; i++) test_slices_and_checkpoints(ns[i]);

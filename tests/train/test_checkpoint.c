@@ -324,12 +324,7 @@ static void test_empty_rank(void) {
 }
 
 int main(void) {
-    wp_kern_opts ko = {.kind = WP_BACKEND_CPU, .compute = WP_F32, .threads = 1};
-    kern = kern_create(&ko, err, sizeof err);
-    if (!kern) {
-        fprintf(stderr, "cpu backend: %s\n", err);
-        return 1;
-    }
+    kern = tu_cpu_kern();
     tu_scratch(dir, sizeof dir, "ckpt");
     make_writers();
     test_reshard();

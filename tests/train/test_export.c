@@ -214,12 +214,7 @@ int main(int argc, char **argv) {
         python = argv[1];
         checker = argv[2];
     }
-    wp_kern_opts ko = {.kind = WP_BACKEND_CPU, .compute = WP_F32, .threads = 1};
-    kern = kern_create(&ko, err, sizeof err);
-    if (!kern) {
-        fprintf(stderr, "cpu backend: %s\n", err);
-        return 1;
-    }
+    kern = tu_cpu_kern();
     tu_scratch(dir, sizeof dir, "export");
     test_export();
     test_sharded_tied();

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "io/fsutil.h"
+#include "kernels.h"
 #include "model/layout.h"
 
 static int failures;
@@ -43,6 +44,19 @@ static inline double tu_uniform(uint64_t *s) { return (double)(tu_next(s) >> 11)
 static inline double tu_normal(uint64_t *s) {
     double u1 = tu_uniform(s) + 0x1.0p-54, u2 = tu_uniform(s);
     return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
+}
+
+/* The fp32, one-thread CPU context the train tests run on; exits 1 naming why when it cannot
+ * be made. */
+static inline wp_kern *tu_cpu_kern(void) {
+    wp_kern_opts ko = {.kind = WP_BACKEND_CPU, .compute = WP_F32, .threads = 1};
+    char why[256];
+    wp_kern *k = kern_create(&ko, why, sizeof why);
+    if (!k) {
+        fprintf(stderr, "cpu backend: %s\n", why);
+        exit(1);
+    }
+    return k;
 }
 
 /* A fresh directory under $TMPDIR (or /tmp); removed by tu_cleanup. */
