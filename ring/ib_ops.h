@@ -1,5 +1,5 @@
 /* The thin hardware layer under the RDMA transport: the few verbs the protocol (ib_proto.h)
- * needs, as a table of functions. Two implementations: ib_verbs.c (libibverbs: RC queue
+ * needs, as a table of functions. Two implementations: ib_hw.c (libibverbs: RC queue
  * pairs, registered memory, one completion queue per device) and ib_soft.c (threads and
  * memcpy in one process, with injectable delays, drops and errors: the unit tests' fabric).
  * Keeping the protocol's own logic (credits, chunking, slot reuse, completions, timeouts)
@@ -84,7 +84,7 @@ typedef struct ib_ops {
 
 extern const ib_ops ib_soft_ops;
 #if WP_HAVE_IBVERBS
-extern const ib_ops ib_verbs_ops;
+extern const ib_ops ib_hw_ops;
 #endif
 
 #endif

@@ -5,7 +5,7 @@
  * Mailboxes per (src, dst, channel) hold posted sends and receives; when both sides of a
  * transfer are posted it is one memcpy by whichever thread posted last (nothing is buffered).
  * With --link-bandwidth / --link-latency a pacer thread moves the bytes instead, frame by
- * frame, no faster than the emulated link (pace.h), exactly as the tcp transport paces. */
+ * frame, no faster than the emulated link (link_model.h), exactly as the tcp transport paces. */
 #ifndef WP_RING_LOCAL_H
 #define WP_RING_LOCAL_H
 

@@ -5,7 +5,7 @@
 
 #include "control_impl.h"
 #include "local.h"
-#include "pace.h"
+#include "link_model.h"
 #include "transport_impl.h"
 
 /* A frame of a paced transfer on its way: delivered (copied) at `arrive`. */

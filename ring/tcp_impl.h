@@ -5,7 +5,7 @@
 #define WP_RING_TCP_IMPL_H
 
 #include "handshake.h"
-#include "pace.h"
+#include "link_model.h"
 #include "tcp.h"
 #include "transport_impl.h"
 #include "wire.h"

@@ -12,7 +12,7 @@
 #include "mpi_boot.h"
 #include "ring/bootstrap.h"
 #include "ring/device_tp.h"
-#include "ring/ibverbs.h"
+#include "ring/rdma.h"
 #include "ring/launch.h"
 #include "ring/local.h"
 #include "train.h"
@@ -65,7 +65,7 @@ static int open_rank_transport(train_job *j, const wp_boot_info *bi, wp_transpor
     if (strcmp(j->o.transport, "ibverbs") != 0)
         return wp_job_open_tcp(bi, &j->net, t, ctl, err, errlen) ? 1 : 0;
 #if WP_HAVE_IBVERBS
-    return ibv_job_open(bi, &j->net, &j->o, t, oob, ctl, err, errlen);
+    return rdma_job_open(bi, &j->net, &j->o, t, oob, ctl, err, errlen);
 #else
     (void)oob;
     snprintf(err, errlen, "--transport ibverbs: not built into this weipipe (configure with -Dibverbs=enabled and libibverbs-dev)");
@@ -76,7 +76,7 @@ static int open_rank_transport(train_job *j, const wp_boot_info *bi, wp_transpor
 static void close_rank_transport(wp_transport *t, wp_transport *oob, wp_control *ctl) {
 #if WP_HAVE_IBVERBS
     if (oob) {
-        ibv_job_close(t, oob, ctl);
+        rdma_job_close(t, oob, ctl);
         return;
     }
 #else

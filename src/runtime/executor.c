@@ -9,7 +9,7 @@
 #include "faults/nonfinite.h"
 #include "ring/clock.h"
 #include "rt_impl.h"
-#include "segments.h"
+#include "units.h"
 
 static size_t tokens_per_mb(const wp_layout *L) { return (size_t)L->cfg.mb * (size_t)L->cfg.seq; }
 
@@ -422,7 +422,7 @@ static void begin_step(wp_rt *rt, int64_t step, double lr, rt_step_stats *st) {
     st->loss_scale = rt->c.scaler.scale;
 }
 
-int exec_step(wp_rt *rt, int64_t step, double lr, rt_step_stats *st, char *err, size_t errlen) {
+int rt_step(wp_rt *rt, int64_t step, double lr, rt_step_stats *st, char *err, size_t errlen) {
     const wp_rank_prog *p = &rt->c.s->rank[rt->c.rank];
     wp_transport_stats s0 = {0}, s1 = {0};
     begin_step(rt, step, lr, st);

@@ -38,7 +38,7 @@ typedef struct {
     wp_loss_scaler scaler;
     bool record;        /* keep compute events for a trace */
     double t_origin;    /* wp_now() that event times count from (0: rt_create's time) */
-    double device_tflops; /* > 0: each compute action lasts at least its FLOPs / this (pace.h) */
+    double device_tflops; /* > 0: each compute action lasts at least its FLOPs / this (compute_pace.h) */
 } rt_config;
 
 typedef struct {
@@ -82,12 +82,12 @@ int rt_load_carry(wp_rt *rt, char *err, size_t errlen);
 
 /* Run the rank's list once as optimizer step `step` with learning rate lr. Returns 0, or 1 with
  * one line naming the step, the action and what failed. */
-int exec_step(wp_rt *rt, int64_t step, double lr, rt_step_stats *st, char *err, size_t errlen);
+int rt_step(wp_rt *rt, int64_t step, double lr, rt_step_stats *st, char *err, size_t errlen);
 
 wp_loss_scaler rt_scaler(const wp_rt *rt);
 /* Measured seconds of each device op per chunk so far, summed, and how many ran:
  * sum_s[op * WP_MAX_CHUNKS + c] and count[...] for every op < WP_OP_COUNT (zero for the ops that
- * do not run on the device). Compute ops include their paced hold (pace.h). */
+ * do not run on the device). Compute ops include their paced hold (compute_pace.h). */
 void rt_op_times(const wp_rt *rt, double *sum_s, double *count);
 /* Recorded compute and optimizer actions (cfg.record). */
 const rt_event *rt_events(const wp_rt *rt, int *n);

@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "ring/clock.h"
-#include "schedule/exec.h"
+#include "schedule/engine.h"
 #include "schedule/sim.h"
 
 static void progress_line(const train_job *j, int64_t step, double lr, const rt_step_stats *st, double elapsed,
@@ -85,7 +85,7 @@ static int predict(const train_job *j, const double *sum, const double *cnt, dou
     wp_sizes sz;
     sizes_from_layout(&sz, &j->L, j->s.split);
     wp_run run;
-    if (exec_run(&j->s, &sz, &costs, 2, false, &run, err, errlen)) return 1;
+    if (engine_run(&j->s, &sz, &costs, 2, false, &run, err, errlen)) return 1;
     *step_s = run.step_end[1] - run.step_end[0];
     for (int r = 0; r < j->nranks; r++) bubble[r] = *step_s > 0 ? 1.0 - run.rank[r].busy / *step_s : 0;
     run_free(&run);

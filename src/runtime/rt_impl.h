@@ -3,9 +3,9 @@
 #define WP_RUNTIME_RT_IMPL_H
 
 #include "bufpool.h"
-#include "schedule/segments.h"
+#include "schedule/seq_split.h"
 #include "executor.h"
-#include "pace.h"
+#include "compute_pace.h"
 
 /* Activation state of one (chunk, mb), with the token ids it reads in its backward. */
 typedef struct {
@@ -25,7 +25,7 @@ struct wp_rt {
     rt_config c;
     wp_kern *k;
     rt_pool pool;
-    int seg_t[WP_MAX_SEGMENTS + 1]; /* sequence segment boundaries (runtime/segments.h) */
+    int seg_t[WP_MAX_SEGMENTS + 1]; /* sequence segment boundaries (runtime/units.h) */
     int n_acts, cap_acts;
     rt_act *acts;
     int n_def, cap_def;

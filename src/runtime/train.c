@@ -1,5 +1,5 @@
 /* `weipipe train`, shared part: the job every rank runs (model, schedule, memory check) and the
- * per-rank loop around exec_step (progress, metrics, checkpoints, stop requests). */
+ * per-rank loop around rt_step (progress, metrics, checkpoints, stop requests). */
 #include "train.h"
 
 #include <inttypes.h>
@@ -24,7 +24,7 @@
 #include "ring/bootstrap.h"
 #include "ring/clock.h"
 #include "ring/device_tp.h"
-#include "schedule/segments.h"
+#include "schedule/seq_split.h"
 
 static int fail(char *err, size_t errlen, int rc, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 static int fail(char *err, size_t errlen, int rc, const char *fmt, ...) {
@@ -72,7 +72,7 @@ static int prepare_schedule(train_job *j, char *err, size_t errlen) {
     wp_sizes sz;
     sizes_from_layout(&sz, &j->L, j->s.split);
     char why[512];
-    rc = exec_run(&j->s, &sz, NULL, 2, false, &j->run, why, sizeof why);
+    rc = engine_run(&j->s, &sz, NULL, 2, false, &j->run, why, sizeof why);
     j->have_run = rc == 0;
     if (rc) return fail(err, errlen, 1, "schedule %s does not validate: %s", j->o.strategy, why);
     return 0;
@@ -345,7 +345,7 @@ static int train_loop(rank_state *r, char *err, size_t errlen) {
         }
         rt_step_stats st;
         double lr = lr_at(&j->lr, step);
-        if (exec_step(r->rt, step, lr, &st, err, errlen)) return 1;
+        if (rt_step(r->rt, step, lr, &st, err, errlen)) return 1;
         report_step(j, r->rank, step, lr, &st, r->t_begin, &r->tot, r->metrics);
         if (nonfinite_bound(&skipped_in_row, st.d.skip, j->o.max_skipped_steps, step, rt_scaler(r->rt).scale, err, errlen)) return 1;
         if (r->ev && (step + 1) % j->o.eval_every == 0 && evaluate(r, step, err, errlen)) return 1;

@@ -12,7 +12,7 @@
 #include "optim.h"
 #include "ring/control.h"
 #include "ring/transport.h"
-#include "schedule/exec.h"
+#include "schedule/engine.h"
 #include "schedule/schedule.h"
 #include "schedule/trace.h"
 

@@ -22,7 +22,7 @@
  *     outputs long before rank 0 finishes its own chunk and reads them, the sender's FREE waits
  *     for the receive, and the receiver's next receive waits behind its own FREE. With the timed
  *     rule no sender waits on a FREE in the unit timing, so the lists cannot deadlock (whether
- *     they do does not depend on timing, exec.h); the receiver holds the backlog instead, which
+ *     they do does not depend on timing, engine.h); the receiver holds the backlog instead, which
  *     is the memory such an order really needs. Never later than one compute before any item from
  *     k on is read, never before the RECV of item k-1.
  *   - With one rank (N = 1) nothing moves: A and GA are written and read on the same rank.

@@ -1,6 +1,6 @@
 /* Options shared by `weipipe schedule` and `weipipe simulate` (cmd_common.h). */
 #include "cmd_common.h"
-#include "segments.h"
+#include "seq_split.h"
 
 #include <stdarg.h>
 #include <stdlib.h>

@@ -12,7 +12,7 @@
 #include "log.h"
 #include "mutate.h"
 #include "print.h"
-#include "segments.h"
+#include "seq_split.h"
 #include "validate.h"
 
 static int apply_break_hook(wp_schedule *s) {

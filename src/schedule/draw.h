@@ -1,4 +1,4 @@
-/* Drawings of a run's timeline (the event lists that exec_run records), one step of it:
+/* Drawings of a run's timeline (the event lists that engine_run records), one step of it:
  * SVG (ranks as rows, time across, F/B/W/BW blocks coloured and labelled chunk/micro-batch, the
  * transfers each rank sends as thin bars under its row, one sub-row per channel), a text timeline
  * for the terminal (one row per rank, one column per time unit), and a Chrome trace (trace.h:
@@ -8,7 +8,7 @@
 
 #include <stdio.h>
 
-#include "exec.h"
+#include "engine.h"
 #include "trace.h"
 
 typedef struct {

@@ -1,7 +1,7 @@
 /* Seq1F1B (Sun et al., "Seq1F1B: Efficient Sequence-Level Pipeline Parallelism for Large
  * Language Model Training"): 1F1B over sequence segments. Every micro-batch is cut along the
  * sequence into k segments (--seq-segments, default 2) by the computation-wise split
- * (segments.h), and the pipeline runs units u = sample*k + j (ir.h: nseg) as 1F1B runs
+ * (seq_split.h), and the pipeline runs units u = sample*k + j (ir.h: nseg) as 1F1B runs
  * micro-batches, with the paper's partially ordered queue:
  *   forwards  first in, first out: sample 0 segments 0..k-1, then sample 1, ...;
  *   backwards first in, first out across samples, last in, first out across the segments of one
@@ -21,7 +21,7 @@
 
 #include "act_build.h"
 #include "schedule.h"
-#include "segments.h"
+#include "seq_split.h"
 
 /* The backward order: samples in order, the segments of each from last to first. */
 static int backward_unit(int i, int k) { return i / k * k + (k - 1 - i % k); }

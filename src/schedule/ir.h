@@ -30,10 +30,10 @@
  * runs F(last, mb) its targets, from the deterministic loader.
  * The activation state of (c, mb) (what F keeps for the backward) is not a buffer either: it
  * lives on the rank that ran F(c, mb) until its W or BW releases it.
- * Sequence segments (wp_schedule.nseg = k >= 2, Seq1F1B; segments.h): every micro-batch is cut
+ * Sequence segments (wp_schedule.nseg = k >= 2, Seq1F1B; seq_split.h): every micro-batch is cut
  * along the sequence into k segments, and mb in the lists names a unit u = sample*k + j, segment
  * j of micro-batch `sample` (nmb counts units: M*k). Segment boundaries are a function of the
- * model (segments.h: seg_split), not of the lists. A unit reads its slice of the sample's tokens
+ * model (seq_split.h: seqsplit_bounds), not of the lists. A unit reads its slice of the sample's tokens
  * and targets; A[c][u] and GA[c][u] hold its tokens only. Two extra dependencies, because a
  * segment's attention reads the keys and values its sample's earlier segments kept:
  *   F(c,u) with j > 0 runs on the rank that ran F(c,u-1), while that state is still held;

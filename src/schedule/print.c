@@ -1,6 +1,6 @@
 /* Printing schedules and reports (print.h). */
 #include "print.h"
-#include "segments.h"
+#include "seq_split.h"
 
 #include <string.h>
 

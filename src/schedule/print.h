@@ -5,7 +5,7 @@
 
 #include <stdio.h>
 
-#include "exec.h"
+#include "engine.h"
 
 typedef enum { WP_FMT_TEXT = 0, WP_FMT_CSV, WP_FMT_JSON } wp_format;
 

@@ -1,6 +1,6 @@
-/* The simulator: costs for the executor, and the step-level results (sim.h). */
+/* The simulator: costs for the schedule engine, and the step-level results (sim.h). */
 #include "sim.h"
-#include "segments.h"
+#include "seq_split.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -55,7 +55,7 @@ int simulate(const wp_schedule *s, const wp_layout *L, const wp_costs *c, bool r
     memset(out, 0, sizeof *out);
     wp_sizes sz;
     if (L) sizes_from_layout(&sz, L, s->split);
-    int rc = exec_run(s, L ? &sz : NULL, c, 2, record, &out->run, err, errlen);
+    int rc = engine_run(s, L ? &sz : NULL, c, 2, record, &out->run, err, errlen);
     if (rc) return rc;
     const int N = s->nranks;
     out->rank_bubble = calloc((size_t)N, sizeof *out->rank_bubble);

@@ -1,4 +1,4 @@
-/* The simulator: the executor (exec.h) with costs, i.e. a discrete-event run of the very lists the
+/* The simulator: the schedule engine (engine.h) with costs, i.e. a discrete-event run of the very lists the
  * runtime executes, under the same transfer semantics.
  *
  * Cost model
@@ -14,7 +14,7 @@
  *     crosses between nodes as few times as possible: once per node). A hop inside a node uses
  *     the node link, between nodes the link. Each direction of each (src, dst) pair is one link;
  *     transfers on it at the same time share its bandwidth equally (the ring transport sends the
- *     frames of its channels round robin: ring/pace.h); a transfer arrives latency after its last
+ *     frames of its channels round robin: ring/link_model.h); a transfer arrives latency after its last
  *     byte left.
  *   - REDUCE: 2*ceil(log2 N) one-way latencies of the slowest link after the last rank arrives
  *     (a tree all-reduce of two scalars on the control connections).
@@ -28,7 +28,7 @@
 #ifndef WP_SCHEDULE_SIM_H
 #define WP_SCHEDULE_SIM_H
 
-#include "exec.h"
+#include "engine.h"
 
 typedef struct {
     double flops;    /* device FLOP/s, > 0 (costs_unit is the model without a device speed) */

@@ -1,8 +1,8 @@
-/* The validator: the executor without costs, over two consecutive steps. */
+/* The validator: the schedule engine without costs, over two consecutive steps. */
 #include "validate.h"
 
 int sched_validate(const wp_schedule *s, const wp_layout *L, wp_run *rep, char *err, size_t errlen) {
     wp_sizes sz;
     if (L) sizes_from_layout(&sz, L, s->split);
-    return exec_run(s, L ? &sz : NULL, NULL, 2, false, rep, err, errlen);
+    return engine_run(s, L ? &sz : NULL, NULL, 2, false, rep, err, errlen);
 }

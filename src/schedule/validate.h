@@ -13,13 +13,13 @@
  *   - every buffer is freed by the end of the step, except the carried ones, which must be held
  *     again (one version later) when the step ends.
  * The first broken rule is reported on one line naming rank, action index and what broke.
- * The report (wp_run, exec.h) gives per rank the peak buffers of each kind (slot pool sizes), the
+ * The report (wp_run, engine.h) gives per rank the peak buffers of each kind (slot pool sizes), the
  * peak activation states (count, and bytes via model_acts_bytes), and bytes sent and received per
  * step by kind (W in the weight dtype, GW in the grad dtype, A/GA in the activation dtype). */
 #ifndef WP_SCHEDULE_VALIDATE_H
 #define WP_SCHEDULE_VALIDATE_H
 
-#include "exec.h"
+#include "engine.h"
 
 /* L may be NULL (counts without bytes). Returns 0 when valid, 1 with the reason in err, -1 when
  * memory runs out. rep is filled in every case; free it with run_free. */

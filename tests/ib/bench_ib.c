@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "ib_soft.h"
-#include "ibverbs.h"
+#include "rdma.h"
 #include "../ring/rt.h"
 
 typedef struct bench {
@@ -61,8 +61,8 @@ static int bench_rank(wp_rank_ctx *ctx, void *arg) {
     ibp_cfg pc;
     ibp_cfg_defaults(&pc);
     wp_transport *t;
-    RANK_CHECK(ctx, ibv_create(B->ops, &dc, &pc, 10, ctx->t, &t, ctx->err, sizeof ctx->err) == 0, "%s", ctx->err);
-    if (ctx->rank == 0) printf("%s\n", ibv_describe(t));
+    RANK_CHECK(ctx, rdma_create(B->ops, &dc, &pc, 10, ctx->t, &t, ctx->err, sizeof ctx->err) == 0, "%s", ctx->err);
+    if (ctx->rank == 0) printf("%s\n", rdma_describe(t));
     ctl_attach(ctx->ctl, t);
     int rc = stream(ctx, t, B);
     ctl_attach(ctx->ctl, ctx->t);
@@ -96,14 +96,14 @@ int main(int argc, char **argv) {
         ib_dev_cfg dc = {.port = 1};
         ib_dev *d;
         char desc[320];
-        int rc = ib_verbs_ops.open(&dc, &d, desc, sizeof desc, err, sizeof err);
+        int rc = ib_hw_ops.open(&dc, &d, desc, sizeof desc, err, sizeof err);
         if (rc == IB_NO_DEVICE) {
             printf("skip: no RDMA device here (%s)\n", err);
             return 77;
         }
         RT_CHECK(rc == 0, "%s", err);
-        ib_verbs_ops.close(d);
-        B.ops = &ib_verbs_ops;
+        ib_hw_ops.close(d);
+        B.ops = &ib_hw_ops;
 #else
         printf("skip: this build has no libibverbs\n");
         return 77;

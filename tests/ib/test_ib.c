@@ -24,7 +24,7 @@
  *   config           bad protocol settings are refused by ibv_create with the reason
  *   verbs-MODE       matrix, credits, reuse, silence, mismatch and gone over libibverbs (the
  *                    fabric's counters unchecked): skipped (77) with the reason without a device
- *   job              a launched rank with --transport ibverbs (ibv_job_run_rank): without a
+ *   job              a launched rank with --transport ibverbs (rdma_job_run_rank): without a
  *                    device exit code 2 and "no RDMA device: ..."; with one a self transfer;
  *                    --ib-port 0 refused with exit code 2 */
 #include <string.h>
@@ -32,7 +32,7 @@
 
 #include "cli/cli.h"
 #include "ib_soft.h"
-#include "ibverbs.h"
+#include "rdma.h"
 #include "../ring/rt.h"
 
 #define MAX_RANKS 4
@@ -57,7 +57,7 @@ static int open_ib(wp_rank_ctx *ctx, ib_test *T, wp_transport **t) {
     ib_dev_cfg dc = {.port = 1, .soft_fabric = T->fab, .soft_rank = ctx->rank};
     const char *dev = getenv("WEIPIPE_IB_DEVICE");
     if (dev) snprintf(dc.device, sizeof dc.device, "%s", dev);
-    if (ibv_create(T->ops, &dc, &T->pc, 10.0, ctx->t, t, ctx->err, sizeof ctx->err) != 0) return -1;
+    if (rdma_create(T->ops, &dc, &T->pc, 10.0, ctx->t, t, ctx->err, sizeof ctx->err) != 0) return -1;
     ctl_attach(ctx->ctl, *t);
     return 0;
 }
@@ -448,7 +448,7 @@ static int config_rank(wp_rank_ctx *ctx, void *arg) {
         T->pc = (ibp_cfg){.slot_bytes = bad[i].slot, .wr_bytes = bad[i].wr, .timeout = bad[i].timeout};
         wp_transport *t = NULL;
         ib_dev_cfg dc = {.port = 1, .soft_fabric = T->fab, .soft_rank = ctx->rank};
-        int rc = ibv_create(T->ops, &dc, &T->pc, 1.0, ctx->t, &t, ctx->err, sizeof ctx->err);
+        int rc = rdma_create(T->ops, &dc, &T->pc, 1.0, ctx->t, &t, ctx->err, sizeof ctx->err);
         RANK_CHECK(ctx, rc == 1 && !t && strstr(ctx->err, bad[i].says), "case %zu: rc %d, message: %s", i, rc, ctx->err);
         if (ctx->rank == 0) printf("refused: %s\n", ctx->err);
     }
@@ -475,15 +475,15 @@ static int use_verbs(ib_test *T) {
     if (dev) snprintf(dc.device, sizeof dc.device, "%s", dev);
     ib_dev *d;
     char desc[320], err[400];
-    int rc = ib_verbs_ops.open(&dc, &d, desc, sizeof desc, err, sizeof err);
+    int rc = ib_hw_ops.open(&dc, &d, desc, sizeof desc, err, sizeof err);
     if (rc == IB_NO_DEVICE) {
         printf("skip: no RDMA device here (%s); the protocol is covered over the soft fabric\n", err);
         return 77;
     }
     RT_CHECK(rc == 0, "opening the RDMA device: %s", err);
-    ib_verbs_ops.close(d);
+    ib_hw_ops.close(d);
     printf("verbs: %s\n", desc);
-    T->ops = &ib_verbs_ops;
+    T->ops = &ib_hw_ops;
     return 0;
 #else
     (void)T;
@@ -522,7 +522,7 @@ static int run_job(const char *const *flags, int nflags, char *err, size_t errle
     RT_CHECK(cli_parse(5 + nflags, argv, &o, err, errlen) == 0, "flags: %s", err);
     wp_net_opts net;
     RT_CHECK(tp_net_from_opts(&o, &net, err, errlen) == 0, "net: %s", err);
-    return ibv_job_run_rank(&o, &net, job_rank, NULL, err, errlen);
+    return rdma_job_run_rank(&o, &net, job_rank, NULL, err, errlen);
 }
 #endif
 
@@ -534,8 +534,8 @@ static int mode_job(void) {
     ib_dev_cfg dc = {.port = 1};
     ib_dev *d;
     char desc[320], why[400];
-    bool have = ib_verbs_ops.open(&dc, &d, desc, sizeof desc, why, sizeof why) == 0;
-    if (have) ib_verbs_ops.close(d);
+    bool have = ib_hw_ops.open(&dc, &d, desc, sizeof desc, why, sizeof why) == 0;
+    if (have) ib_hw_ops.close(d);
     int rc = run_job(NULL, 0, err, sizeof err);
     printf("job: exit code %d%s%s\n", rc, rc ? ": " : "", rc ? err : "");
     if (have) RT_CHECK(rc == 0, "a self transfer over the device failed: %s", err);

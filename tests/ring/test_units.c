@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "bootstrap.h"
-#include "pace.h"
+#include "link_model.h"
 #include "rt.h"
 #include "sock.h"
 #include "wire.h"

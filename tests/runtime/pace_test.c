@@ -1,11 +1,11 @@
-/* The pacing arithmetic (runtime/pace.h): each compute action's least duration is its FLOPs at
+/* The pacing arithmetic (runtime/compute_pace.h): each compute action's least duration is its FLOPs at
  * the device speed, exactly the simulator's cost (B includes the forward redone under
  * --recompute, BW = B + W); other ops and pacing off give 0. Several shapes, odd sizes, uneven
  * chunks, three speeds. Tolerance: 1e-12 relative (double arithmetic on the same FLOP counts). */
 #include <math.h>
 #include <stdio.h>
 
-#include "runtime/pace.h"
+#include "runtime/compute_pace.h"
 
 static int failures, checks;
 

@@ -18,7 +18,7 @@
 
 #include "schedule/mutate.h"
 #include "schedule/schedule.h"
-#include "schedule/segments.h"
+#include "schedule/seq_split.h"
 #include "schedule/sim.h"
 #include "schedule/validate.h"
 #include "st.h"
@@ -158,7 +158,7 @@ static double split_spread(const wp_layout *L, const int *t, int k) {
         double cost = 0;
         for (int ch = 0; ch < L->cfg.n_chunks; ch++)
             for (int op = WP_OP_F; op <= WP_OP_W; op++)
-                cost += c.op_s[op][ch] * seg_cost_share(L, ch, op, t[j], t[j + 1], L->cfg.seq);
+                cost += c.op_s[op][ch] * seqsplit_cost_share(L, ch, op, t[j], t[j + 1], L->cfg.seq);
         lo = fmin(lo, cost / whole);
         hi = fmax(hi, cost / whole);
     }
@@ -172,7 +172,7 @@ static void computation_wise(void) {
             wp_layout L = model(4, seqs[i], i == 1);
             int t[WP_MAX_SEGMENTS + 1], even[WP_MAX_SEGMENTS + 1];
             char err[256];
-            if (seg_split(&L, k, t, err, sizeof err)) {
+            if (seqsplit_bounds(&L, k, t, err, sizeof err)) {
                 CHECK(0, "seg_split: %s", err);
                 layout_free(&L);
                 continue;
@@ -250,8 +250,8 @@ static void bad_input(void) {
     wp_layout L = model(2, 3, false);
     int t[WP_MAX_SEGMENTS + 1];
     char err[256] = "";
-    CHECK(seg_split(&L, 4, t, err, sizeof err) == 2 && strstr(err, "--seq-segments"), "4 segments of 3 tokens: '%s'", err);
-    CHECK(seg_split(&L, 3, t, err, sizeof err) == 0 && t[1] == 1 && t[2] == 2, "3 segments of 3 tokens: %d %d", t[1], t[2]);
+    CHECK(seqsplit_bounds(&L, 4, t, err, sizeof err) == 2 && strstr(err, "--seq-segments"), "4 segments of 3 tokens: '%s'", err);
+    CHECK(seqsplit_bounds(&L, 3, t, err, sizeof err) == 0 && t[1] == 1 && t[2] == 2, "3 segments of 3 tokens: %d %d", t[1], t[2]);
     checks += 2;
     layout_free(&L);
 }

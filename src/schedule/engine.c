@@ -1,8 +1,8 @@
-/* The executor: all ranks' lists at once, under ir.h's semantics, with checks and (optional)
+/* The schedule engine: all ranks' lists at once, under ir.h's semantics, with checks and (optional)
  * time. State per rank: a program counter, the buffers held (each an instance that may still be
  * arriving), memory counters. State per (src, dst, channel): FIFOs of posted sends and receives,
  * the matched transfers in order, the one on the wire. State per link: transfers sharing it. */
-#include "exec.h"
+#include "engine.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "model/model.h"
-#include "segments.h"
+#include "seq_split.h"
 
 #define MAX_STEPS 4
 
@@ -111,7 +111,7 @@ typedef struct {
     stepst st[MAX_STEPS];
     int *master;    /* [C*SL]: version of each (chunk, slice) master */
     int K;          /* sequence segments per micro-batch (1: none) */
-    int seg_t[WP_MAX_SEGMENTS + 1]; /* their boundaries (segments.h) */
+    int seg_t[WP_MAX_SEGMENTS + 1]; /* their boundaries (seq_split.h) */
     wp_run *run;
     char *err;
     size_t errlen;
@@ -463,10 +463,10 @@ static int run_for(eng *e, int r, int step, int idx, const wp_action *a) {
     double d = a->chunk >= 0 && a->chunk < e->C ? e->costs.op_s[a->op][a->chunk] : 0;
     /* costs are per whole chunk: an action on one slice, or a sliced owner's UPDATE, does 1/S */
     if (e->S && ((a->buf.nslices && !op_is_compute(a->op)) || a->op == WP_OP_UPDATE)) d /= e->S;
-    /* costs are per whole micro-batch: a segment does its share (segments.h) */
+    /* costs are per whole micro-batch: a segment does its share (seq_split.h) */
     if (e->K > 1 && op_is_compute(a->op)) {
         int j = a->mb % e->K;
-        d *= seg_cost_share(e->sz ? e->sz->L : NULL, a->chunk, a->op, e->seg_t[j], e->seg_t[j + 1], e->seg_t[e->K]);
+        d *= seqsplit_cost_share(e->sz ? e->sz->L : NULL, a->chunk, a->op, e->seg_t[j], e->seg_t[j + 1], e->seg_t[e->K]);
     }
     e->r[r].busy_until = e->now + d;
     if (step == e->steps - 1) {
@@ -849,7 +849,7 @@ static int do_free(eng *e, int r, int step, int idx, const wp_action *a) {
     return DONE;
 }
 
-static int exec_action(eng *e, int r, int step, int idx) {
+static int engine_action(eng *e, int r, int step, int idx) {
     const wp_action *a = &e->s->rank[r].a[idx];
     switch (a->op) {
     case WP_OP_F:
@@ -879,7 +879,7 @@ static void advance_rank(eng *e, int r) {
             break;
         }
         int step = R->pc / n, idx = R->pc % n;
-        if (exec_action(e, r, step, idx) != DONE) break;
+        if (engine_action(e, r, step, idx) != DONE) break;
         R->why = WHY_NONE;
         R->pc++;
         e->progress = true;
@@ -1176,7 +1176,7 @@ static void loop(eng *e) {
     }
 }
 
-int exec_run(const wp_schedule *s, const wp_sizes *sz, const wp_costs *costs, int steps, bool record, wp_run *run,
+int engine_run(const wp_schedule *s, const wp_sizes *sz, const wp_costs *costs, int steps, bool record, wp_run *run,
              char *err, size_t errlen) {
     memset(run, 0, sizeof *run);
     eng e = {.s = s, .sz = sz, .N = s->nranks, .M = s->nmb, .C = s->nchunks, .steps = steps, .run = run,
@@ -1187,7 +1187,7 @@ int exec_run(const wp_schedule *s, const wp_sizes *sz, const wp_costs *costs, in
     if (costs) e.costs = *costs;
     e.words = (e.M + 63) / 64;
     e.K = s->nseg > 1 ? s->nseg : 1;
-    if (e.M % e.K || seg_split(sz ? sz->L : NULL, e.K, e.seg_t, err, errlen)) {
+    if (e.M % e.K || seqsplit_bounds(sz ? sz->L : NULL, e.K, e.seg_t, err, errlen)) {
         if (e.M % e.K) snprintf(err, errlen, "schedule: %d units are not whole micro-batches of %d segments", e.M, e.K);
         return 1;
     }

@@ -15,10 +15,10 @@
  * failure there fails this transport.
  *
  * Memory path: transfers are staged through registered host buffers (the executor hands the
- * transport host memory). The start-up line (ibv_describe) names the device, port, GID index
+ * transport host memory). The start-up line (rdma_describe) names the device, port, GID index
  * and this path. */
-#ifndef WP_RING_IBVERBS_H
-#define WP_RING_IBVERBS_H
+#ifndef WP_RING_RDMA_H
+#define WP_RING_RDMA_H
 
 #include "control.h"
 #include "ib_ops.h"
@@ -32,32 +32,32 @@ struct wp_boot_info;
 /* Open the device with `ops` and create the transport of rank tp_rank(oob) in a world of
  * tp_world(oob). oob must outlive it (close this transport first). Returns 0; 2 with
  * "no RDMA device: ..." when there is none; 1 with a message otherwise. */
-int ibv_create(const ib_ops *ops, const ib_dev_cfg *dev, const ibp_cfg *proto, double connect_timeout,
+int rdma_create(const ib_ops *ops, const ib_dev_cfg *dev, const ibp_cfg *proto, double connect_timeout,
                wp_transport *oob, wp_transport **out, char *err, size_t errlen);
 /* One line: device, port, GID index and memory path (for the start-up log). */
-const char *ibv_describe(wp_transport *t);
+const char *rdma_describe(wp_transport *t);
 
 /* --ib-device, --ib-port, --ib-gid-index into a device choice. Returns 0, or 2 naming the flag. */
-int ibv_dev_cfg_from_opts(const struct wp_opts *o, ib_dev_cfg *dev, char *err, size_t errlen);
+int rdma_dev_cfg_from_opts(const struct wp_opts *o, ib_dev_cfg *dev, char *err, size_t errlen);
 
 #if WP_HAVE_IBVERBS
 /* The RDMA transport over libibverbs with the device flags of o, over `wire` (the tcp
  * transport of the rendezvous, which stays the caller's: close *t first). Rank 0 prints the
  * start-up line. Returns 0; 2 when there is no RDMA device or a flag is wrong; 1 otherwise. */
-int ibv_open_over(wp_transport *wire, const struct wp_opts *o, const wp_net_opts *net, wp_transport **t, char *err,
+int rdma_open_over(wp_transport *wire, const struct wp_opts *o, const wp_net_opts *net, wp_transport **t, char *err,
                   size_t errlen);
 /* A rank of a job with --transport ibverbs: the tcp rendezvous (wp_job_open_tcp) gives the
  * control channel and the out-of-band transport; then the RDMA transport over libibverbs,
  * attached to the control channel. Prints the start-up line on rank 0. Returns 0; 2 when
  * there is no RDMA device or a flag is wrong; 1 otherwise. */
-int ibv_job_open(const struct wp_boot_info *bi, const wp_net_opts *net, const struct wp_opts *o, wp_transport **t,
+int rdma_job_open(const struct wp_boot_info *bi, const wp_net_opts *net, const struct wp_opts *o, wp_transport **t,
                  wp_transport **oob, wp_control **ctl, char *err, size_t errlen);
 /* Control channel first (as wp_job_close), then the RDMA transport, then the tcp one. */
-void ibv_job_close(wp_transport *t, wp_transport *oob, wp_control *ctl);
+void rdma_job_close(wp_transport *t, wp_transport *oob, wp_control *ctl);
 /* What wp_job_run (job.h) does for a rank started by a launcher, over RDMA: launcher
- * variables, ibv_job_open, fn, abort on failure, orderly close. Returns the exit code: 0;
+ * variables, rdma_job_open, fn, abort on failure, orderly close. Returns the exit code: 0;
  * 1 ("rank R: why" in err); 2 (no RDMA device, bad flags or launcher variables). */
-int ibv_job_run_rank(const struct wp_opts *o, const wp_net_opts *net, wp_rank_fn fn, void *arg, char *err,
+int rdma_job_run_rank(const struct wp_opts *o, const wp_net_opts *net, wp_rank_fn fn, void *arg, char *err,
                      size_t errlen);
 #endif
 

@@ -6,12 +6,12 @@
  *   - F of a unit reads its slice of the sample's tokens and targets;
  *   - a step's tokens (the loss mean) count samples, not units.
  * Without segments every helper reduces to the whole micro-batch. */
-#ifndef WP_RUNTIME_SEGMENTS_H
-#define WP_RUNTIME_SEGMENTS_H
+#ifndef WP_RUNTIME_UNITS_H
+#define WP_RUNTIME_UNITS_H
 
 #include "rt_impl.h"
 
-/* Boundaries from the model (seg_split) and buffer sizes for the pool. 0, or 1 with a reason. */
+/* Boundaries from the model (seqsplit_bounds) and buffer sizes for the pool. 0, or 1 with a reason. */
 int rt_seg_init(wp_rt *rt, char *err, size_t errlen);
 /* Whether a state made for unit a can be reused for unit b (same segment, same sizes). */
 bool rt_seg_same_shape(const wp_rt *rt, int a, int b);
@@ -25,7 +25,7 @@ bool rt_seg_has_prev(const wp_rt *rt, int mb);
 int rt_seg_sample(const wp_rt *rt, int mb);
 /* Upload unit mb's slice of the host tokens and targets of its sample (rt->h_tok, rt->h_tgt). */
 void rt_seg_upload(wp_rt *rt, int mb, int32_t *d_tok, int32_t *d_tgt);
-/* The share of a whole micro-batch's cost that action x does (segments.h's seg_cost_share for a
+/* The share of a whole micro-batch's cost that action x does (seq_split.h's seqsplit_cost_share for a
  * compute on a segment; 1 otherwise): pacing and measured op times are per whole micro-batch. */
 double rt_seg_share(const wp_rt *rt, const wp_action *x);
 /* Tokens of unit mb (b * its segment length), and of the whole step. */

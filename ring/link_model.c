@@ -1,5 +1,5 @@
-/* Link emulation shared by the transports (see pace.h). */
-#include "pace.h"
+/* Link emulation shared by the transports (see link_model.h). */
+#include "link_model.h"
 
 void wp_link_init(wp_link *l, double bytes_per_s, double latency_s) {
     l->bytes_per_s = bytes_per_s > 0 ? bytes_per_s : 0;

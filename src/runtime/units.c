@@ -1,7 +1,7 @@
-/* Sequence segments in the executor (segments.h). */
-#include "segments.h"
+/* Sequence segments in the executor (units.h). */
+#include "units.h"
 
-#include "schedule/segments.h"
+#include "schedule/seq_split.h"
 
 static int nseg(const wp_rt *rt) { return sched_nseg(rt->c.s); }
 static int seg_of(const wp_rt *rt, int mb) { return mb % nseg(rt); }
@@ -9,7 +9,7 @@ static int seg_of(const wp_rt *rt, int mb) { return mb % nseg(rt); }
 int rt_seg_init(wp_rt *rt, char *err, size_t errlen) {
     char why[256];
     const wp_layout *L = rt->c.L;
-    if (seg_split(L, nseg(rt), rt->seg_t, why, sizeof why) != 0) return rt_fail(rt, err, errlen, "%s", why);
+    if (seqsplit_bounds(L, nseg(rt), rt->seg_t, why, sizeof why) != 0) return rt_fail(rt, err, errlen, "%s", why);
     rt->pool.sched = rt->c.s;
     rt->pool.seg_t = rt->seg_t;
     return 0;
@@ -50,7 +50,7 @@ void rt_seg_upload(wp_rt *rt, int mb, int32_t *d_tok, int32_t *d_tgt) {
 double rt_seg_share(const wp_rt *rt, const wp_action *x) {
     if (nseg(rt) == 1 || !op_is_compute(x->op)) return 1;
     int j = seg_of(rt, x->mb);
-    return seg_cost_share(rt->c.L, x->chunk, x->op, rt->seg_t[j], rt->seg_t[j + 1], rt->c.L->cfg.seq);
+    return seqsplit_cost_share(rt->c.L, x->chunk, x->op, rt->seg_t[j], rt->seg_t[j + 1], rt->c.L->cfg.seq);
 }
 
 int64_t rt_seg_tokens(const wp_rt *rt, int mb) {

@@ -1,11 +1,11 @@
-/* One executor for the validator and the simulator: it runs every rank's list at once under the
+/* The schedule engine, one for the validator and the simulator: it runs every rank's list at once under the
  * transfer semantics of ir.h, checks every invariant on the way, and (given costs) keeps time.
  * With zero costs it is the symbolic validator; with costs it is the discrete-event simulator.
  * Because every wait in ir.h is monotone (a buffer that arrived stays until its own rank frees
  * it), whether the lists deadlock does not depend on timing, and neither do the buffer counts:
  * they change only at a rank's own actions, so peaks are properties of the lists. */
-#ifndef WP_SCHEDULE_EXEC_H
-#define WP_SCHEDULE_EXEC_H
+#ifndef WP_SCHEDULE_ENGINE_H
+#define WP_SCHEDULE_ENGINE_H
 
 #include "ir.h"
 
@@ -22,7 +22,7 @@ typedef struct {
     double reduce_s;          /* REDUCE: after the last rank arrives */
 } wp_costs;
 
-/* What the executor needs to know about sizes; all zero counts buffers without bytes. */
+/* What the engine needs to know about sizes; all zero counts buffers without bytes. */
 typedef struct {
     const wp_layout *L;                   /* NULL: no bytes */
     size_t acts_bytes[WP_MAX_CHUNKS];     /* one activation state of chunk c at its peak */
@@ -70,7 +70,7 @@ typedef struct {
 /* Run the lists `steps` times in a row (1..4) from the carried state. costs may be NULL (zero).
  * Returns 0; 1 with a one-line reason naming rank, action and what broke; -1 out of memory
  * (reason set too). run->record chooses whether events are kept; free with run_free. */
-int exec_run(const wp_schedule *s, const wp_sizes *sz, const wp_costs *costs, int steps, bool record, wp_run *run,
+int engine_run(const wp_schedule *s, const wp_sizes *sz, const wp_costs *costs, int steps, bool record, wp_run *run,
              char *err, size_t errlen);
 void run_free(wp_run *run);
 

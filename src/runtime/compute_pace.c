@@ -1,5 +1,5 @@
-/* Compute pacing (pace.h) and the executor's paced hold, which keeps transfers moving. */
-#include "pace.h"
+/* Compute pacing (compute_pace.h) and the executor's paced hold, which keeps transfers moving. */
+#include "compute_pace.h"
 
 #include <errno.h>
 #include <string.h>

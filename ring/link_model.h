@@ -8,8 +8,8 @@
  * channels share the bandwidth instead of queueing behind each other. A transfer of X bytes on
  * an idle link therefore completes after X / bandwidth + latency. Small control messages (the
  * receiver's clear-to-send) are not paced. */
-#ifndef WP_RING_PACE_H
-#define WP_RING_PACE_H
+#ifndef WP_RING_LINK_MODEL_H
+#define WP_RING_LINK_MODEL_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,13 +1,13 @@
 /* Compute pacing (--device-tflops X): every compute action (F, B, W, BW) lasts at least its
  * FLOPs / X — the real work, then waiting — so that N ranks sharing a few CPU cores behave like
  * N devices of a known speed, and the simulator, fed the same speed and the same --link-*
- * settings (ring/pace.h paces the links), predicts the run's step time.
+ * settings (ring/link_model.h paces the links), predicts the run's step time.
  *
  * The least durations come from the simulator's own cost model (sim.h: costs_from_layout, the
  * layout's FLOP counts, recompute included), so the two can only differ by what really happens:
  * real work longer than its budget, scheduling jitter, a relay delayed by the real work. */
-#ifndef WP_RUNTIME_PACE_H
-#define WP_RUNTIME_PACE_H
+#ifndef WP_RUNTIME_COMPUTE_PACE_H
+#define WP_RUNTIME_COMPUTE_PACE_H
 
 #include <stdbool.h>
 

@@ -1,5 +1,5 @@
-/* Sequence segments: the computation-wise split and what a segment costs (segments.h). */
-#include "segments.h"
+/* Sequence segments: the computation-wise split and what a segment costs (seq_split.h). */
+#include "seq_split.h"
 
 #include <stdio.h>
 
@@ -30,7 +30,7 @@ static void op_parts(const wp_layout *L, int c, int op, double *lin, double *att
     if (op == WP_OP_W || op == WP_OP_BW) *lin += f.bwd_weight;
 }
 
-double seg_cost_share(const wp_layout *L, int chunk, int op, int t0, int t1, int seq) {
+double seqsplit_cost_share(const wp_layout *L, int chunk, int op, int t0, int t1, int seq) {
     if (seq <= 0) return 0;
     if (!L) return (double)(t1 - t0) / seq;
     double lin, att;
@@ -45,7 +45,7 @@ static double prefix_cost(const wp_layout *L, double lin, double att, int t) {
     return lin * t / s + att * pairs(t) / pairs(s);
 }
 
-int seg_split(const wp_layout *L, int k, int *bounds, char *err, size_t errlen) {
+int seqsplit_bounds(const wp_layout *L, int k, int *bounds, char *err, size_t errlen) {
     if (k < 1 || k > WP_MAX_SEGMENTS) {
         snprintf(err, errlen, "--seq-segments: %d is not between 1 and %d", k, WP_MAX_SEGMENTS);
         return 2;

@@ -1,5 +1,5 @@
 /* The ibverbs transport: peers, connection exchange, the progress thread (see ibverbs.h). */
-#include "ibverbs.h"
+#include "rdma.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,15 +19,15 @@
  * receives posted; "ready" sent, theirs awaited) -> UP (writes may flow). */
 enum { PEER_IDLE = 0, PEER_EXCHANGING, PEER_READYING, PEER_UP };
 
-typedef struct ibv_peer {
+typedef struct rdma_peer {
     int state;
     ibp_link link;
     uint8_t *info;                  /* ours, theirs (IBP_INFO_BYTES each), our ready, theirs */
     wp_request *oob_send, *oob_recv; /* the exchange over the out-of-band transport */
     bool posted;                    /* both are posted */
-} ibv_peer;
+} rdma_peer;
 
-typedef struct ibv_tp {
+typedef struct rdma_tp {
     wp_transport base;
     wp_sync sync;
     tp_fail fail;
@@ -37,26 +37,26 @@ typedef struct ibv_tp {
     double connect_timeout;
     wp_transport *oob;
     pthread_mutex_t oob_mu; /* serialises calls into oob (its contract: one driving thread) */
-    ibv_peer *peers;
+    rdma_peer *peers;
     int nexchanging;
     unsigned long exchange_moves; /* exchanges started or advanced a phase (resets the poll interval) */
     pthread_t thread;
     bool thread_started, stop, oob_told;
     tp_self self;   /* sends and receives to this rank */
     char desc[320];
-} ibv_tp;
+} rdma_tp;
 
-static ibv_tp *ibv_of(wp_transport *t) { return (ibv_tp *)t; }
+static rdma_tp *rdma_of(wp_transport *t) { return (rdma_tp *)t; }
 
 static void peer_name(wp_transport *t, int peer, char *buf, size_t buflen) {
-    tp_peer_name(ibv_of(t)->oob, peer, buf, buflen);
+    tp_peer_name(rdma_of(t)->oob, peer, buf, buflen);
 }
 
 /* ---- connecting: exchange the link info over the out-of-band transport ---- */
 
 /* Create the link and post the exchange. Unlocked on entry. */
-static int start_exchange(ibv_tp *T, int peer, char *err, size_t errlen) {
-    ibv_peer *P = &T->peers[peer];
+static int start_exchange(rdma_tp *T, int peer, char *err, size_t errlen) {
+    rdma_peer *P = &T->peers[peer];
     pthread_mutex_lock(&T->sync.mu);
     bool start = P->state == PEER_IDLE && !T->fail.failed;
     int rc = 0;
@@ -102,8 +102,8 @@ static int start_exchange(ibv_tp *T, int peer, char *err, size_t errlen) {
     return orc == 0 ? 0 : -1;
 }
 
-static int await_up(ibv_tp *T, int peer, char *err, size_t errlen) {
-    ibv_peer *P = &T->peers[peer];
+static int await_up(rdma_tp *T, int peer, char *err, size_t errlen) {
+    rdma_peer *P = &T->peers[peer];
     double deadline = wp_now() + T->connect_timeout;
     int rc = 0;
     pthread_mutex_lock(&T->sync.mu);
@@ -122,15 +122,15 @@ static int await_up(ibv_tp *T, int peer, char *err, size_t errlen) {
     return rc;
 }
 
-static int ibv_connect(wp_transport *t, int peer, bool wait, char *err, size_t errlen) {
-    ibv_tp *T = ibv_of(t);
+static int rdma_connect(wp_transport *t, int peer, bool wait, char *err, size_t errlen) {
+    rdma_tp *T = rdma_of(t);
     if (start_exchange(T, peer, err, errlen) != 0) return -1;
     return wait ? await_up(T, peer, err, errlen) : 0;
 }
 
 /* Post the "ready" message after our queue pair is connected (sync held; dropped around the
  * out-of-band calls, whose lock the caller holds). */
-static int post_ready(ibv_tp *T, ibv_peer *P, int peer, char *why, size_t whylen) {
+static int post_ready(rdma_tp *T, rdma_peer *P, int peer, char *why, size_t whylen) {
     uint8_t *mine = P->info + 2 * IBP_INFO_BYTES;
     wp_request *s = NULL, *r = NULL;
     *mine = 1;
@@ -144,7 +144,7 @@ static int post_ready(ibv_tp *T, ibv_peer *P, int peer, char *why, size_t whylen
 }
 
 /* Both out-of-band messages of the current phase arrived: connect, or start. */
-static void phase_done(ibv_tp *T, ibv_peer *P, int peer) {
+static void phase_done(rdma_tp *T, rdma_peer *P, int peer) {
     char why[400];
     T->exchange_moves++;
     if (P->state == PEER_EXCHANGING) {
@@ -166,10 +166,10 @@ static void phase_done(ibv_tp *T, ibv_peer *P, int peer) {
 
 /* The progress thread's turn at the exchanges (sync held on entry and exit; dropped while
  * the out-of-band transport is asked, never waited for: a busy oob lock means next turn). */
-static void exchange_step(ibv_tp *T) {
+static void exchange_step(rdma_tp *T) {
     if (pthread_mutex_trylock(&T->oob_mu) != 0) return;
     for (int p = 0; p < T->base.world && !T->fail.failed; p++) {
-        ibv_peer *P = &T->peers[p];
+        rdma_peer *P = &T->peers[p];
         if ((P->state != PEER_EXCHANGING && P->state != PEER_READYING) || !P->posted) continue;
         wp_request *s = P->oob_send, *r = P->oob_recv;
         pthread_mutex_unlock(&T->sync.mu);
@@ -194,7 +194,7 @@ static void exchange_step(ibv_tp *T) {
 /* Pass our failure to the out-of-band transport (its peers learn it), or take its failure.
  * The progress thread does not block on the out-of-band lock (a tcp connect may hold it for
  * the connect timeout): it tries again next turn. */
-static void oob_sync_failure(ibv_tp *T, bool may_block) {
+static void oob_sync_failure(rdma_tp *T, bool may_block) {
     char why[600];
     if (T->fail.failed) {
         if (T->oob_told) return;
@@ -224,7 +224,7 @@ static void oob_sync_failure(ibv_tp *T, bool may_block) {
     }
 }
 
-static int poll_once(ibv_tp *T) {
+static int poll_once(rdma_tp *T) {
     ib_wc wc[IBV_POLL_BATCH];
     char why[256];
     int n = T->ops->poll_cq(T->dev, wc, IBV_POLL_BATCH, why, sizeof why);
@@ -236,14 +236,14 @@ static int poll_once(ibv_tp *T) {
     return n;
 }
 
-static void check_timeouts(ibv_tp *T) {
+static void check_timeouts(rdma_tp *T) {
     double now = wp_now();
     for (int p = 0; p < T->base.world; p++)
         if (T->peers[p].state == PEER_UP) ibp_check_timeouts(&T->peers[p].link, now);
 }
 
 static void *progress_main(void *arg) {
-    ibv_tp *T = arg;
+    rdma_tp *T = arg;
     double last_check = wp_now(), exchange_wait = IBV_EXCHANGE_WAIT_S;
     unsigned long moves = 0;
     pthread_mutex_lock(&T->sync.mu);
@@ -271,13 +271,13 @@ static void *progress_main(void *arg) {
 
 /* ---- posting ---- */
 
-static int ibv_post(wp_transport *t, wp_request *r, char *err, size_t errlen) {
-    ibv_tp *T = ibv_of(t);
+static int rdma_post(wp_transport *t, wp_request *r, char *err, size_t errlen) {
+    rdma_tp *T = rdma_of(t);
     if (r->peer == t->rank) {
         tp_post_self_locked(t, &T->self, r);
         return 0;
     }
-    ibv_peer *P = &T->peers[r->peer];
+    rdma_peer *P = &T->peers[r->peer];
     if (P->state == PEER_IDLE) {
         snprintf(err, errlen, "rank %d posted %s to rank %d before connecting to it", t->rank, r->label, r->peer);
         return -1;
@@ -286,15 +286,15 @@ static int ibv_post(wp_transport *t, wp_request *r, char *err, size_t errlen) {
     return 0;
 }
 
-static void ibv_failed(wp_transport *t) {
-    ibv_tp *T = ibv_of(t);
+static void rdma_failed(wp_transport *t) {
+    rdma_tp *T = rdma_of(t);
     T->ops->wake(T->dev);
 }
 
 /* ---- closing and creation ---- */
 
-static void ibv_close(wp_transport *t) {
-    ibv_tp *T = ibv_of(t);
+static void rdma_close(wp_transport *t) {
+    rdma_tp *T = rdma_of(t);
     pthread_mutex_lock(&T->sync.mu);
     T->stop = true;
     pthread_mutex_unlock(&T->sync.mu);
@@ -307,7 +307,7 @@ static void ibv_close(wp_transport *t) {
     if (T->fail.failed && !T->oob_told) oob_sync_failure(T, true);
     pthread_mutex_unlock(&T->sync.mu);
     for (int p = 0; T->peers && p < t->world; p++) {
-        ibv_peer *P = &T->peers[p];
+        rdma_peer *P = &T->peers[p];
         ibp_link_free(&P->link);
         /* An exchange still pending holds out-of-band requests that point into P->info: the
          * out-of-band transport may still write there, so it is left to the process. */
@@ -321,16 +321,16 @@ static void ibv_close(wp_transport *t) {
     free(T);
 }
 
-static const tp_ops ibv_tp_ops = {
+static const tp_ops rdma_tp_ops = {
     .kind = "ibverbs",
-    .connect = ibv_connect,
-    .post = ibv_post,
-    .failed = ibv_failed,
+    .connect = rdma_connect,
+    .post = rdma_post,
+    .failed = rdma_failed,
     .peer_name = peer_name,
-    .close = ibv_close,
+    .close = rdma_close,
 };
 
-int ibv_create(const ib_ops *ops, const ib_dev_cfg *dev, const ibp_cfg *proto, double connect_timeout,
+int rdma_create(const ib_ops *ops, const ib_dev_cfg *dev, const ibp_cfg *proto, double connect_timeout,
                wp_transport *oob, wp_transport **out, char *err, size_t errlen) {
     *out = NULL;
     int rank = tp_rank(oob), world = tp_world(oob);
@@ -339,7 +339,7 @@ int ibv_create(const ib_ops *ops, const ib_dev_cfg *dev, const ibp_cfg *proto, d
         snprintf(err, errlen, "rank %d: %s", rank, why);
         return 1;
     }
-    ibv_tp *T = calloc(1, sizeof *T);
+    rdma_tp *T = calloc(1, sizeof *T);
     if (!T || wp_sync_init(&T->sync) != 0) {
         free(T);
         snprintf(err, errlen, "rank %d: cannot create the ibverbs transport", rank);
@@ -351,7 +351,7 @@ int ibv_create(const ib_ops *ops, const ib_dev_cfg *dev, const ibp_cfg *proto, d
         snprintf(err, errlen, "rank %d: cannot create the ibverbs transport's mutex", rank);
         return 1;
     }
-    tp_init(&T->base, &ibv_tp_ops, rank, world, &T->sync, &T->fail);
+    tp_init(&T->base, &rdma_tp_ops, rank, world, &T->sync, &T->fail);
     T->fail.peer = -1;
     T->ops = ops;
     T->pcfg = *proto;
@@ -377,16 +377,16 @@ int ibv_create(const ib_ops *ops, const ib_dev_cfg *dev, const ibp_cfg *proto, d
     for (int i = 0; rc == 0 && i < 2; i++)
         if (ring[i] != rank && start_exchange(T, ring[i], err, errlen) != 0) rc = -1;
     if (rc != 0) {
-        ibv_close(&T->base);
+        rdma_close(&T->base);
         return rc == IB_NO_DEVICE ? 2 : 1;
     }
     *out = &T->base;
     return 0;
 }
 
-const char *ibv_describe(wp_transport *t) { return ibv_of(t)->desc; }
+const char *rdma_describe(wp_transport *t) { return rdma_of(t)->desc; }
 
-int ibv_dev_cfg_from_opts(const wp_opts *o, ib_dev_cfg *dev, char *err, size_t errlen) {
+int rdma_dev_cfg_from_opts(const wp_opts *o, ib_dev_cfg *dev, char *err, size_t errlen) {
     memset(dev, 0, sizeof *dev);
     if (strlen(o->ib_device) >= sizeof dev->device) {
         snprintf(err, errlen, "--ib-device '%.40s...' is too long", o->ib_device);
@@ -407,26 +407,26 @@ int ibv_dev_cfg_from_opts(const wp_opts *o, ib_dev_cfg *dev, char *err, size_t e
 }
 
 #if WP_HAVE_IBVERBS
-int ibv_open_over(wp_transport *wire, const wp_opts *o, const wp_net_opts *net, wp_transport **t, char *err,
+int rdma_open_over(wp_transport *wire, const wp_opts *o, const wp_net_opts *net, wp_transport **t, char *err,
                   size_t errlen) {
     *t = NULL;
     ib_dev_cfg dc;
-    if (ibv_dev_cfg_from_opts(o, &dc, err, errlen) != 0) return 2;
+    if (rdma_dev_cfg_from_opts(o, &dc, err, errlen) != 0) return 2;
     ibp_cfg pc;
     ibp_cfg_defaults(&pc);
     pc.timeout = net->timeout;
-    int rc = ibv_create(&ib_verbs_ops, &dc, &pc, net->connect_timeout, wire, t, err, errlen);
-    if (rc == 0 && tp_rank(wire) == 0) fprintf(stderr, "weipipe: ibverbs transport: %s\n", ibv_describe(*t));
+    int rc = rdma_create(&ib_hw_ops, &dc, &pc, net->connect_timeout, wire, t, err, errlen);
+    if (rc == 0 && tp_rank(wire) == 0) fprintf(stderr, "weipipe: ibverbs transport: %s\n", rdma_describe(*t));
     return rc;
 }
 
-int ibv_job_open(const wp_boot_info *bi, const wp_net_opts *net, const wp_opts *o, wp_transport **t,
+int rdma_job_open(const wp_boot_info *bi, const wp_net_opts *net, const wp_opts *o, wp_transport **t,
                  wp_transport **oob, wp_control **ctl, char *err, size_t errlen) {
     *t = NULL;
     ib_dev_cfg dc;
-    if (ibv_dev_cfg_from_opts(o, &dc, err, errlen) != 0) return 2; /* before the rendezvous */
+    if (rdma_dev_cfg_from_opts(o, &dc, err, errlen) != 0) return 2; /* before the rendezvous */
     if (wp_job_open_tcp(bi, net, oob, ctl, err, errlen) != 0) return 1;
-    int rc = ibv_open_over(*oob, o, net, t, err, errlen);
+    int rc = rdma_open_over(*oob, o, net, t, err, errlen);
     if (rc != 0) {
         ctl_abort(*ctl, err);
         wp_job_close(*oob, *ctl);
@@ -438,13 +438,13 @@ int ibv_job_open(const wp_boot_info *bi, const wp_net_opts *net, const wp_opts *
     return 0;
 }
 
-void ibv_job_close(wp_transport *t, wp_transport *oob, wp_control *ctl) {
+void rdma_job_close(wp_transport *t, wp_transport *oob, wp_control *ctl) {
     ctl_close(ctl);
     tp_close(t);
     tp_close(oob);
 }
 
-int ibv_job_run_rank(const wp_opts *o, const wp_net_opts *net, wp_rank_fn fn, void *arg, char *err, size_t errlen) {
+int rdma_job_run_rank(const wp_opts *o, const wp_net_opts *net, wp_rank_fn fn, void *arg, char *err, size_t errlen) {
     wp_boot_info bi;
     if (boot_from_environ(&bi, err, errlen) != 0) return 2;
     if (o->set[FLAG_nranks] && o->nranks != bi.world) {
@@ -454,7 +454,7 @@ int ibv_job_run_rank(const wp_opts *o, const wp_net_opts *net, wp_rank_fn fn, vo
     }
     wp_rank_ctx ctx = {.rank = bi.rank, .world = bi.world};
     wp_transport *oob;
-    int rc = ibv_job_open(&bi, net, o, &ctx.t, &oob, &ctx.ctl, err, errlen);
+    int rc = rdma_job_open(&bi, net, o, &ctx.t, &oob, &ctx.ctl, err, errlen);
     if (rc != 0) return rc;
     rc = fn(&ctx, arg);
     if (rc != 0) {
@@ -462,7 +462,7 @@ int ibv_job_run_rank(const wp_opts *o, const wp_net_opts *net, wp_rank_fn fn, vo
         ctl_abort(ctx.ctl, ctx.err);
         snprintf(err, errlen, "rank %d: %s", bi.rank, ctx.err);
     }
-    ibv_job_close(ctx.t, oob, ctx.ctl);
+    rdma_job_close(ctx.t, oob, ctx.ctl);
     return rc;
 }
 #endif

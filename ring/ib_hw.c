@@ -361,7 +361,7 @@ static void verbs_wake(ib_dev *d) {
     if (write(d->wake_fd, &one, sizeof one) < 0 && errno != EAGAIN) return;
 }
 
-const ib_ops ib_verbs_ops = {
+const ib_ops ib_hw_ops = {
     .name = "verbs",
     .open = verbs_open,
     .close = verbs_close,
