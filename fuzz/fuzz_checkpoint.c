@@ -5,8 +5,8 @@
 #include <stdlib.h>
 
 #include "fuzz.h"
-#include "io/manifest.h"
-#include "io/safetensors.h"
+#include "manifest.h"
+#include "safetensors.h"
 
 #define MAX_CONVERT (1u << 20) /* elements converted per tensor (bounds the time per input) */
 

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli/cli.h"
+#include "cli.h"
 #include "fuzz.h"
 
 static const char *const commands[] = {"train", "simulate", "schedule", "eval", "prepare", "export", "check", "bench"};

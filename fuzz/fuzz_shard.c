@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "io/shard.h"
+#include "shard.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 2) return 0;

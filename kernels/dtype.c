@@ -1,6 +1,6 @@
 /* dtype sizes, names and scalar conversions (round to nearest even), shared by all backends;
  * the bit-level code lives in cpu/cpu.h so that CPU kernels inline it in their loops. */
-#include "cpu/cpu.h"
+#include "cpu.h"
 
 size_t wp_dtype_size(wp_dtype t) {
     switch (t) {

@@ -1,6 +1,10 @@
 /* Backend-neutral kernel API: the CPU backend (kernels/cpu, C + BLAS) is the reference,
  * the CUDA backend (kernels/cuda, cuBLAS) implements the same calls.
  *
+ * kernels/ is the lowest layer: it includes nothing else of the project. Its public headers are
+ * this one, streams.h and cuda/cuda_backend.h; backend.h (the ops table each backend fills),
+ * cpu/cpu.h and cuda/cuda_impl.h are its own (docs/architecture.md).
+ *
  * Conventions
  * - Row-major everywhere. T = b*s token rows. Linear weights use the Hugging Face layout
  *   [out, in], so y[T,out] = x[T,in] @ W^T.

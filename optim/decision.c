@@ -3,8 +3,8 @@
 
 #include <math.h>
 
-wp_loss_scaler loss_scaler_init(wp_precision p, double initial_scale, int64_t window) {
-    wp_loss_scaler s = {.scale = 1.0, .clean_steps = 0, .window = window, .dynamic = p == WP_PREC_MIXED};
+wp_loss_scaler loss_scaler_init(bool dynamic, double initial_scale, int64_t window) {
+    wp_loss_scaler s = {.scale = 1.0, .clean_steps = 0, .window = window, .dynamic = dynamic};
     if (s.dynamic) s.scale = fmin(fmax(initial_scale, WP_LOSS_SCALE_MIN), WP_LOSS_SCALE_MAX);
     return s;
 }

@@ -16,11 +16,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "model/layout.h"
 
 /* Dynamic loss scaler (fp16 gradients in mixed precision): a non-finite step halves the scale
- * (never below 1), `window` clean steps in a row double it (never above 2^24). In bf16 and
- * fp32 precision the scale is 1 and never changes. */
+ * (never below 1), `window` clean steps in a row double it (never above 2^24). Dynamic in mixed
+ * precision (fp16 compute, whose small gradients would underflow); in bf16 and fp32 the
+ * caller passes dynamic = false and the scale stays 1. */
 #define WP_LOSS_SCALE_MIN 1.0
 #define WP_LOSS_SCALE_MAX 16777216.0
 
@@ -31,7 +31,7 @@ typedef struct {
     bool dynamic;
 } wp_loss_scaler;
 
-wp_loss_scaler loss_scaler_init(wp_precision p, double initial_scale, int64_t window);
+wp_loss_scaler loss_scaler_init(bool dynamic, double initial_scale, int64_t window);
 wp_loss_scaler loss_scaler_next(wp_loss_scaler s, bool step_was_finite);
 
 typedef struct {

@@ -20,9 +20,6 @@ typedef struct {
     wp_lr_decay decay;
 } wp_lr_schedule;
 
-struct wp_opts;
-/* --lr, --min-lr, --warmup-steps, --lr-decay-style, --steps; 2 with the flag named. */
-int lr_schedule_from_opts(const struct wp_opts *o, wp_lr_schedule *s, char *err, size_t errlen);
 
 double lr_at(const wp_lr_schedule *s, int64_t step);
 

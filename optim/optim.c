@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/cli.h"
 
 typedef struct {
     int chunk;
@@ -17,69 +16,52 @@ typedef struct {
 } owned_chunk;
 
 struct wp_optim {
-    const wp_layout *L;
+    wp_optim_model m;
     wp_kern *k;
     wp_adamw_hparams hp;
     int n_owned;
     owned_chunk *owned;
-    int slot_of[WP_MAX_CHUNKS]; /* chunk -> index into owned, -1 when not owned */
+    int *slot_of; /* chunk -> index into owned, -1 when not owned; m.n_chunks entries */
 };
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return 2;
-}
-
-int adamw_hparams_from_opts(const wp_opts *o, wp_adamw_hparams *hp, char *err, size_t errlen) {
-    if (!(o->adam_beta1 >= 0 && o->adam_beta1 < 1)) return fail(err, errlen, "--adam-beta1: %g must be in [0, 1)", o->adam_beta1);
-    if (!(o->adam_beta2 >= 0 && o->adam_beta2 < 1)) return fail(err, errlen, "--adam-beta2: %g must be in [0, 1)", o->adam_beta2);
-    if (!(o->adam_eps > 0)) return fail(err, errlen, "--adam-eps: %g must be positive", o->adam_eps);
-    if (!(o->weight_decay >= 0)) return fail(err, errlen, "--weight-decay: %g must not be negative", o->weight_decay);
-    hp->beta1 = o->adam_beta1;
-    hp->beta2 = o->adam_beta2;
-    hp->eps = o->adam_eps;
-    hp->weight_decay = o->weight_decay;
-    return 0;
-}
-
-wp_optim *optim_create(const wp_layout *L, wp_kern *k, const int *chunks, int n_chunks, const wp_adamw_hparams *hp,
+wp_optim *optim_create(wp_optim_model m, wp_kern *k, const int *chunks, int n_chunks, const wp_adamw_hparams *hp,
                        char *err, size_t errlen) {
-    return optim_create_slices(L, k, chunks, n_chunks, 0, 0, hp, err, errlen);
+    return optim_create_slices(m, k, chunks, n_chunks, 0, 0, hp, err, errlen);
 }
 
-wp_optim *optim_create_slices(const wp_layout *L, wp_kern *k, const int *chunks, int n_chunks, int slice, int nslices,
+wp_optim *optim_create_slices(wp_optim_model m, wp_kern *k, const int *chunks, int n_chunks, int slice, int nslices,
                               const wp_adamw_hparams *hp, char *err, size_t errlen) {
     if (nslices < 0 || (nslices > 0 && (slice < 0 || slice >= nslices))) {
         snprintf(err, errlen, "optimizer: slice %d of %d does not exist", slice, nslices);
         return NULL;
     }
     wp_optim *o = calloc(1, sizeof *o);
-    if (!o || !(o->owned = calloc((size_t)(n_chunks > 0 ? n_chunks : 1), sizeof *o->owned))) {
+    if (!o || !(o->owned = calloc((size_t)(n_chunks > 0 ? n_chunks : 1), sizeof *o->owned)) ||
+        !(o->slot_of = malloc((size_t)(m.n_chunks > 0 ? m.n_chunks : 1) * sizeof *o->slot_of))) {
+        if (o) free(o->owned);
         free(o);
         snprintf(err, errlen, "optimizer: out of memory");
         return NULL;
     }
-    o->L = L;
+    o->m = m;
     o->k = k;
     o->hp = *hp;
-    for (int c = 0; c < WP_MAX_CHUNKS; c++) o->slot_of[c] = -1;
+    for (int c = 0; c < m.n_chunks; c++) o->slot_of[c] = -1;
     for (int i = 0; i < n_chunks; i++) {
         int c = chunks[i];
-        if (c < 0 || c >= L->cfg.n_chunks || o->slot_of[c] >= 0) {
-            snprintf(err, errlen, "optimizer: chunk %d is out of range (0..%d) or listed twice", c, L->cfg.n_chunks - 1);
+        if (c < 0 || c >= m.n_chunks || o->slot_of[c] >= 0) {
+            snprintf(err, errlen, "optimizer: chunk %d is out of range (0..%d) or listed twice", c, m.n_chunks - 1);
             optim_destroy(o);
             return NULL;
         }
         owned_chunk *oc = &o->owned[o->n_owned++];
         oc->chunk = c;
         oc->off = 0;
-        oc->numel = L->chunk_numel[c];
+        const size_t E = m.chunk_numel(m.ctx, c);
+        oc->numel = E;
         if (nslices > 0) { /* schedule/ir.h's slice_range: sizes differ by at most one element */
-            oc->off = L->chunk_numel[c] * (size_t)slice / (size_t)nslices;
-            oc->numel = L->chunk_numel[c] * (size_t)(slice + 1) / (size_t)nslices - oc->off;
+            oc->off = E * (size_t)slice / (size_t)nslices;
+            oc->numel = E * (size_t)(slice + 1) / (size_t)nslices - oc->off;
         }
         o->slot_of[c] = i;
         for (int b = 0; b < 4; b++) oc->buf[b] = kern_alloc(k, oc->numel * sizeof(float));
@@ -98,13 +80,14 @@ void optim_destroy(wp_optim *o) {
         for (int b = 0; b < 4; b++)
             if (o->owned[i].buf[b]) kern_free(o->k, o->owned[i].buf[b]);
     free(o->owned);
+    free(o->slot_of);
     free(o);
 }
 
-const wp_layout *optim_layout(const wp_optim *o) { return o->L; }
+const wp_optim_model *optim_model(const wp_optim *o) { return &o->m; }
 int optim_n_owned(const wp_optim *o) { return o->n_owned; }
 int optim_owned_chunk(const wp_optim *o, int i) { return o->owned[i].chunk; }
-bool optim_owns(const wp_optim *o, int chunk) { return chunk >= 0 && chunk < WP_MAX_CHUNKS && o->slot_of[chunk] >= 0; }
+bool optim_owns(const wp_optim *o, int chunk) { return chunk >= 0 && chunk < o->m.n_chunks && o->slot_of[chunk] >= 0; }
 const char *optim_error(const wp_optim *o) { return kern_error(o->k); }
 
 bool optim_range(const wp_optim *o, int chunk, size_t *off, size_t *len) {
@@ -126,12 +109,12 @@ static int status(const wp_optim *o) { return kern_error(o->k) ? 1 : 0; }
 int optim_init_from_seed(wp_optim *o, uint64_t seed) {
     for (int i = 0; i < o->n_owned; i++) {
         owned_chunk *oc = &o->owned[i];
-        float *host = malloc(o->L->chunk_numel[oc->chunk] * sizeof *host); /* the init is per whole chunk */
+        float *host = malloc(o->m.chunk_numel(o->m.ctx, oc->chunk) * sizeof *host); /* the init is per whole chunk */
         if (!host) {
             kern_set_error(o->k, "optimizer: out of memory initialising chunk %d", oc->chunk);
             return 1;
         }
-        layout_init_chunk(o->L, oc->chunk, seed, host);
+        o->m.init_chunk(o->m.ctx, oc->chunk, seed, host);
         kern_to_device(o->k, oc->buf[WP_OPT_MASTER], host + oc->off, oc->numel * sizeof *host);
         free(host);
     }
@@ -176,8 +159,12 @@ double optim_chunk_sumsq(wp_optim *o, int chunk) {
     return kern_sumsq(o->k, oc->buf[WP_OPT_GRAD], WP_F32, oc->numel);
 }
 
-static float decay_of(const wp_optim *o, const wp_param *p) {
-    return p->kind == WP_PARAM_NORM ? 0.0f : (float)o->hp.weight_decay;
+/* Tensor i of the chunk: where it starts and its weight decay; false past the last. */
+static bool tensor(const wp_optim *o, int chunk, int i, size_t *offset, float *wd) {
+    bool decay = false;
+    if (!o->m.tensor(o->m.ctx, chunk, i, offset, &decay)) return false;
+    *wd = decay ? (float)o->hp.weight_decay : 0.0f;
+    return true;
 }
 
 int optim_step_chunk(wp_optim *o, int chunk, float lr, float grad_scale, void *w_out, wp_dtype wtype) {
@@ -187,19 +174,20 @@ int optim_step_chunk(wp_optim *o, int chunk, float lr, float grad_scale, void *w
     /* bias corrections in fp64: beta^t underflows gracefully and stays exact for small t */
     float bc1 = (float)(1.0 - pow(o->hp.beta1, (double)oc->steps));
     float bc2 = (float)(1.0 - pow(o->hp.beta2, (double)oc->steps));
-    int first, end;
-    layout_chunk_params(o->L, chunk, &first, &end);
-    const size_t lo = oc->off, hi = oc->off + oc->numel, E = o->L->chunk_numel[chunk];
+    const size_t lo = oc->off, hi = oc->off + oc->numel, E = o->m.chunk_numel(o->m.ctx, chunk);
     /* one kernel call per run of consecutive tensors with the same decay (norms get none), cut
      * to the elements held here (a slice may start or end inside a tensor) */
-    for (int i = first; i < end;) {
-        float wd = decay_of(o, &o->L->params[i]);
-        int j = i + 1;
-        while (j < end && decay_of(o, &o->L->params[j]) == wd) j++;
-        size_t a = o->L->params[i].offset, b = j < end ? o->L->params[j].offset : E;
+    size_t a, next_off = 0;
+    float wd, next_wd = 0.0f;
+    bool more = tensor(o, chunk, 0, &next_off, &next_wd);
+    for (int i = 0; more;) {
+        a = next_off;
+        wd = next_wd;
+        do more = tensor(o, chunk, ++i, &next_off, &next_wd);
+        while (more && next_wd == wd);
+        size_t b = more ? next_off : E;
         if (a < lo) a = lo;
         if (b > hi) b = hi;
-        i = j;
         if (a >= b) continue;
         size_t off = a - lo, n = b - a;
         kern_adamw(o->k, oc->buf[WP_OPT_MASTER] + off, oc->buf[WP_OPT_EXP_AVG] + off, oc->buf[WP_OPT_EXP_AVG_SQ] + off,

@@ -8,7 +8,10 @@
  *
  * A sliced schedule (schedule/ir.h, ZeRO-3) gives each rank one element range of every chunk
  * instead (optim_create_slices): then every buffer of a chunk, and every host array exchanged
- * with it, covers that range only (optim_range says which). */
+ * with it, covers that range only (optim_range says which).
+ *
+ * optim/ sits on kernels/ only (docs/architecture.md): the model reaches it as data
+ * (wp_optim_model below), flags as plain structs (wp_adamw_hparams, wp_lr_schedule). */
 #ifndef WP_OPTIM_H
 #define WP_OPTIM_H
 
@@ -18,39 +21,52 @@
 
 #include "decision.h"
 #include "kernels.h"
-#include "model/layout.h"
 
 typedef struct {
     double beta1, beta2, eps;
-    double weight_decay; /* decoupled (AdamW); never applied to WP_PARAM_NORM tensors */
+    double weight_decay; /* decoupled (AdamW); only on the tensors the model marks as decaying */
 } wp_adamw_hparams;
+
+/* What the optimizer knows of a model: its chunks' sizes, the tensors inside each chunk (where
+ * each starts, and whether weight decay applies: not to norms), and how a chunk's masters start.
+ * The model layer describes itself this way (layout_optim_model in src/model/layout.h); optim
+ * knows nothing else about models. ctx is passed to every callback and must outlive the
+ * optimizer. */
+typedef struct {
+    const void *ctx;
+    int n_chunks;
+    size_t (*chunk_numel)(const void *ctx, int chunk);
+    /* Tensor i of the chunk, in storage order: false past the last one. */
+    bool (*tensor)(const void *ctx, int chunk, int i, size_t *offset, bool *decay);
+    /* The chunk's initial fp32 values (chunk_numel floats), a function of (seed, chunk) only. */
+    void (*init_chunk)(const void *ctx, int chunk, uint64_t seed, float *dst);
+} wp_optim_model;
 
 typedef enum { WP_OPT_MASTER = 0, WP_OPT_EXP_AVG, WP_OPT_EXP_AVG_SQ, WP_OPT_GRAD } wp_optim_buf;
 
 typedef struct wp_optim wp_optim;
 
-struct wp_opts;
-/* --adam-beta1/2, --adam-eps, --weight-decay; 2 with the flag named when out of range. */
-int adamw_hparams_from_opts(const struct wp_opts *o, wp_adamw_hparams *hp, char *err, size_t errlen);
 
-/* State for the chunks listed (each distinct, 0 <= chunk < n_chunks of L); all buffers zeroed,
- * step count 0. L must outlive the optimizer. NULL with a reason in err. */
-wp_optim *optim_create(const wp_layout *L, wp_kern *k, const int *chunks, int n_chunks, const wp_adamw_hparams *hp,
+/* State for the chunks listed (each distinct, 0 <= chunk < m.n_chunks); all buffers zeroed,
+ * step count 0. m.ctx must outlive the optimizer. NULL with a reason in err. */
+wp_optim *optim_create(wp_optim_model m, wp_kern *k, const int *chunks, int n_chunks, const wp_adamw_hparams *hp,
                        char *err, size_t errlen);
 /* State for elements slice_range(chunk_numel, slice, nslices) of each chunk listed (nslices 0:
  * the whole chunk, as optim_create). */
-wp_optim *optim_create_slices(const wp_layout *L, wp_kern *k, const int *chunks, int n_chunks, int slice, int nslices,
+wp_optim *optim_create_slices(wp_optim_model m, wp_kern *k, const int *chunks, int n_chunks, int slice, int nslices,
                               const wp_adamw_hparams *hp, char *err, size_t errlen);
 void optim_destroy(wp_optim *o);
 
-const wp_layout *optim_layout(const wp_optim *o);
+/* The model description the optimizer was made with. */
+const wp_optim_model *optim_model(const wp_optim *o);
+
 int optim_n_owned(const wp_optim *o);
 int optim_owned_chunk(const wp_optim *o, int i); /* i-th owned chunk, in the order given */
 bool optim_owns(const wp_optim *o, int chunk);
 /* The elements [*off, *off + *len) of the chunk this optimizer holds; false when not owned. */
 bool optim_range(const wp_optim *o, int chunk, size_t *off, size_t *len);
 
-/* Masters from the layout's deterministic init (chunking-independent); moments, gradient and
+/* Masters from the model's deterministic init (chunking-independent); moments, gradient and
  * step count zeroed. */
 int optim_init_from_seed(wp_optim *o, uint64_t seed);
 

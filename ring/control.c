@@ -76,6 +76,13 @@ void ctl_set_status(wp_control *c, const char *fmt, ...) {
     pthread_mutex_unlock(&c->mu);
 }
 
+double ctl_status_at(wp_control *c) {
+    pthread_mutex_lock(&c->mu);
+    double at = c->status_at;
+    pthread_mutex_unlock(&c->mu);
+    return at;
+}
+
 void ctl_status_line(wp_control *c, char *out, size_t outlen) {
     pthread_mutex_lock(&c->mu);
     snprintf(out, outlen, "%s [for %.1f s]", c->status, wp_now() - c->status_at);

@@ -44,6 +44,8 @@ int ctl_barrier(wp_control *c, char *err, size_t errlen);
 /* This rank's status note (printf-style; truncated to CTL_STATUS_MAX). Cheap, never blocks
  * on other ranks. */
 void ctl_set_status(wp_control *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* When this rank's note was last set (wp_now() seconds; 0 before the first). */
+double ctl_status_at(wp_control *c);
 /* One line per rank, "rank R: <note> [for 12.3 s]", or "(no answer within 2 s: stopped or
  * dead?)" for a rank that did not reply. *grid is malloc'd (caller frees). Any rank may call
  * it at any time. Returns 0, or 1 with a message. */

@@ -3,8 +3,9 @@
  *   --backend cpu                 the wire transport itself (local or tcp): host memory;
  *   --backend cuda, local or tcp  the staged transport over it (staged.h): pinned host slots,
  *                                 async copies on a transfer stream;
- *   --backend cuda, nccl          the NCCL transport (nccl.h) over the tcp one: device buffers
- *                                 directly, tcp only for matching and ordering.
+ *   a transport whose row has open_device (nccl, transport_table.h): that layer over the
+ *                                 wire, e.g. NCCL moving device buffers directly, tcp only
+ *                                 for matching and ordering.
  * Both wrappers leave the wire transport and the control channel to their owner. */
 #ifndef WP_RING_DEVICE_TP_H
 #define WP_RING_DEVICE_TP_H
@@ -14,19 +15,14 @@
 #include "control.h"
 #include "kernels.h"
 #include "transport.h"
-
-struct wp_opts;
-
-/* Flag combinations that cannot work, found before any rank starts: --transport nccl in a
- * build without NCCL (names the missing build option), or without --backend cuda. Returns 0,
- * or 2 with the reason. */
-int tp_device_check(const struct wp_opts *o, char *err, size_t errlen);
+#include "transport_table.h"
 
 /* *out: the transport for buffers in k's memory over `wire` (*out == wire when nothing is
- * needed). net: --connect-timeout bounds NCCL's set-up. Collective when the transport is nccl (every rank calls it at the same point).
+ * needed). net: --connect-timeout bounds NCCL's set-up. Collective when the row has open_device
+ * (every rank calls it at the same point).
  * Posts through *out must come from the thread that drives k. Returns 0, or 1 (2: bad
  * usage) with a message. */
-int tp_device_open(wp_transport *wire, wp_control *ctl, wp_kern *k, const char *transport, const wp_net_opts *net,
+int tp_device_open(wp_transport *wire, wp_control *ctl, wp_kern *k, const tp_row *kind, const wp_net_opts *net,
                    wp_transport **out, char *err, size_t errlen);
 /* Closes what tp_device_open made (nothing when it returned the wire transport). */
 void tp_device_close(wp_transport *t);

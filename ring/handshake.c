@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "clock.h"
-#include "log.h"
+#include "ring_warn.h"
 
 int hs_read_some(hs_pending *p, char *why, size_t whylen) {
     while (p->got < WIRE_HS_BYTES) {
@@ -56,7 +56,7 @@ int hs_check(const uint8_t buf[WIRE_HS_BYTES], const hs_expect *e, wire_hs *h, c
 }
 
 void hs_reject(hs_pending *p, int rank, const char *why, uint64_t *rejected) {
-    wp_warn("rank %d: refused a connection from %s: %s", rank, p->from, why);
+    ring_warn("rank %d: refused a connection from %s: %s", rank, p->from, why);
     close(p->fd);
     p->fd = -1;
     (*rejected)++;
@@ -69,7 +69,7 @@ int hs_accept_all(int listen_fd, hs_pending *pending, int *npending, double time
         int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED)
-                wp_warn("rank %d: accept failed: %s", rank, strerror(errno));
+                ring_warn("rank %d: accept failed: %s", rank, strerror(errno));
             if (errno == EINTR || errno == ECONNABORTED) continue;
             return added;
         }

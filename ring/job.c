@@ -1,58 +1,95 @@
-/* wp_job_run: one entry point for every job layout (see job.h). */
+/* The job runner (job.h). */
 #include "job.h"
 
 #include <stdio.h>
 #include <string.h>
 
 #include "bootstrap.h"
-#include "cli/cli.h"
+#include "local.h"
+#include "mpi_boot.h"
 
-/* This process is one rank of a tcp job started by a launcher. */
-static int run_launched_rank(const wp_opts *o, const wp_net_opts *net, wp_rank_fn fn, void *arg, char *err,
-                             size_t errlen) {
-    wp_boot_info bi;
-    int rc = boot_from_environ(&bi, err, errlen);
-    if (rc != 0) return 2;
-    if (o->set[FLAG_nranks] && o->nranks != bi.world) {
-        snprintf(err, errlen, "--nranks %lld but the launcher (%s) started %d ranks", (long long)o->nranks, bi.launcher,
-                 bi.world);
+int wp_job_check(const wp_job_cfg *cfg, char *err, size_t errlen) {
+    const tp_row *k = cfg->transport;
+    if (cfg->nranks < 1) {
+        snprintf(err, errlen, "--nranks %d: need at least one rank", cfg->nranks);
         return 2;
     }
-    wp_rank_ctx ctx = {.rank = bi.rank, .world = bi.world};
-    if (wp_job_open_tcp(&bi, net, &ctx.t, &ctx.ctl, err, errlen) != 0) return 1;
-    rc = fn(&ctx, arg);
-    if (rc != 0) {
-        if (!ctx.err[0]) snprintf(ctx.err, sizeof ctx.err, "failed with code %d", rc);
-        ctl_abort(ctx.ctl, ctx.err);
-        snprintf(err, errlen, "rank %d: %s", bi.rank, ctx.err);
+    if (k->device_memory && !cfg->cuda_backend) {
+        snprintf(err, errlen, "--transport %s moves GPU memory: it needs --backend cuda", k->name);
+        return 2;
     }
-    wp_job_close(ctx.t, ctx.ctl);
+    return k->check ? k->check(cfg, err, errlen) : 0;
+}
+
+static int begin(const wp_job_cfg *cfg, void *arg, int first_rank, char *err, size_t errlen) {
+    return cfg->process_begin ? cfg->process_begin(arg, first_rank, err, errlen) : 0;
+}
+
+static int end(const wp_job_cfg *cfg, void *arg, int first_rank, int rc, char *err, size_t errlen) {
+    return cfg->process_end ? cfg->process_end(arg, first_rank, rc, err, errlen) : rc;
+}
+
+/* This process is one rank of a job started by a launcher. */
+static int run_launched_rank(const wp_job_cfg *cfg, wp_rank_fn fn, void *arg, char *err, size_t errlen) {
+    if (mpi_boot_env(err, errlen)) return 1;
+    wp_boot_info bi;
+    if (boot_from_environ(&bi, err, errlen) != 0) return 2;
+    if (cfg->nranks_given && bi.world != cfg->nranks) {
+        snprintf(err, errlen, "--nranks %d but the launcher (%s) started %d ranks", cfg->nranks, bi.launcher, bi.world);
+        return 2;
+    }
+    tp_job_conn c = {0};
+    int rc = cfg->transport->open(&bi, cfg, &c, err, errlen);
+    if (rc != 0) return rc;
+    wp_rank_ctx ctx = {.rank = bi.rank, .world = bi.world, .local_rank = bi.local_rank, .t = c.t, .ctl = c.ctl};
+    rc = begin(cfg, arg, bi.rank, err, errlen);
+    if (rc == 0) {
+        rc = fn(&ctx, arg);
+        if (rc != 0) {
+            /* as the rank wrote it: the launcher labels its lines (our own launcher prefixes
+             * "[rank R] ", torchrun and srun --label theirs) */
+            snprintf(err, errlen, "%s", ctx.err[0] ? ctx.err : "failed");
+        }
+        rc = end(cfg, arg, bi.rank, rc, err, errlen);
+    }
+    if (rc != 0) ctl_abort(c.ctl, err);
+    cfg->transport->close(&c);
     return rc;
 }
 
-int wp_job_run(const wp_opts *o, wp_rank_fn fn, void *arg, char *err, size_t errlen) {
-    wp_net_opts net;
-    int rc = tp_net_from_opts(o, &net, err, errlen);
+/* A job of one rank runs in this thread, and its failure is reported as the rank wrote it
+ * (there is no other rank to tell apart). */
+static int run_single(const wp_job_cfg *cfg, wp_rank_fn fn, void *arg, char *err, size_t errlen) {
+    wp_local_world *w;
+    if (local_world_create(1, &cfg->net, &w, err, errlen)) return 1;
+    wp_rank_ctx ctx = {.rank = 0, .world = 1, .t = local_transport(w, 0), .ctl = local_control(w, 0)};
+    int rc = fn(&ctx, arg);
+    if (rc != 0) snprintf(err, errlen, "%s", ctx.err[0] ? ctx.err : "failed");
+    local_world_destroy(w);
+    return rc;
+}
+
+static int run_threads(const wp_job_cfg *cfg, int n, wp_rank_fn fn, void *arg, char *err, size_t errlen) {
+    int rc = begin(cfg, arg, 0, err, errlen);
     if (rc != 0) return rc;
-    if (cli_check_choice(FLAG_transport, o->transport, err, errlen) != 0) return 2;
-    if (o->nranks < 1) {
-        snprintf(err, errlen, "--nranks %lld: need at least one rank", (long long)o->nranks);
-        return 2;
-    }
+    rc = n == 1 ? run_single(cfg, fn, arg, err, errlen) : launch_threads(n, &cfg->net, fn, arg, err, errlen);
+    return end(cfg, arg, 0, rc, err, errlen);
+}
+
+int wp_job_run(const wp_job_cfg *cfg, wp_rank_fn fn, void *arg, char *err, size_t errlen) {
+    int rc = wp_job_check(cfg, err, errlen);
+    if (rc != 0) return rc;
     bool launched = boot_launched();
-    if (strcmp(o->transport, "local") == 0) {
+    if (cfg->transport->meet == TP_MEET_THREADS) {
         if (launched) {
-            snprintf(err, errlen, "--transport local runs all ranks as threads of one process; under a launcher "
-                                  "(RANK / SLURM_PROCID / OMPI_COMM_WORLD_RANK set) use --transport tcp");
+            snprintf(err, errlen, "--transport %s runs all ranks as threads of one process; under a launcher "
+                                  "(RANK / SLURM_PROCID / OMPI_COMM_WORLD_RANK set) use --transport tcp",
+                     cfg->transport->name);
             return 2;
         }
-        return launch_threads((int)o->nranks, &net, fn, arg, err, errlen) ? 1 : 0;
+        return run_threads(cfg, cfg->nranks, fn, arg, err, errlen);
     }
-    if (strcmp(o->transport, "tcp") != 0) {
-        snprintf(err, errlen, "--transport %s is not built into this weipipe (use tcp or local)", o->transport);
-        return 2;
-    }
-    if (launched) return run_launched_rank(o, &net, fn, arg, err, errlen);
-    if (o->nranks == 1) return launch_threads(1, &net, fn, arg, err, errlen) ? 1 : 0;
-    return launch_local(0, NULL, (int)o->nranks, o->timeout, NULL, err, errlen);
+    if (launched) return run_launched_rank(cfg, fn, arg, err, errlen);
+    if (cfg->nranks == 1) return run_threads(cfg, 1, fn, arg, err, errlen);
+    return launch_local(0, NULL, cfg->nranks, cfg->launch_grace, NULL, err, errlen);
 }

@@ -41,6 +41,7 @@ int launch_local(int argc, char **argv, int nranks, double timeout, wp_launch_re
  * ctx->err; the launcher then aborts the world so the other ranks' waits fail too. */
 typedef struct wp_rank_ctx {
     int rank, world;
+    int local_rank; /* the accelerator this rank uses on its host (0 for threads: they share one) */
     wp_transport *t;
     wp_control *ctl;
     char err[512];

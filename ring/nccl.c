@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cuda/cuda_backend.h"
+#include "cuda_backend.h"
 #include "streams.h"
 #include "transport_impl.h"
 

@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "bootstrap.h"
-#include "cli/cli.h"
 
 #define IBV_OOB_CHANNEL 0
 #define IBV_POLL_BATCH 64
@@ -386,47 +385,23 @@ int rdma_create(const ib_ops *ops, const ib_dev_cfg *dev, const ibp_cfg *proto, 
 
 const char *rdma_describe(wp_transport *t) { return rdma_of(t)->desc; }
 
-int rdma_dev_cfg_from_opts(const wp_opts *o, ib_dev_cfg *dev, char *err, size_t errlen) {
-    memset(dev, 0, sizeof *dev);
-    if (strlen(o->ib_device) >= sizeof dev->device) {
-        snprintf(err, errlen, "--ib-device '%.40s...' is too long", o->ib_device);
-        return 2;
-    }
-    if (o->ib_port < 1 || o->ib_port > 255) {
-        snprintf(err, errlen, "--ib-port %lld: ports are numbered 1 to 255", (long long)o->ib_port);
-        return 2;
-    }
-    if (o->ib_gid_index < 0 || o->ib_gid_index > 255) {
-        snprintf(err, errlen, "--ib-gid-index %lld: give 0 to 255", (long long)o->ib_gid_index);
-        return 2;
-    }
-    snprintf(dev->device, sizeof dev->device, "%s", o->ib_device);
-    dev->port = (int)o->ib_port;
-    dev->gid_index = (int)o->ib_gid_index;
-    return 0;
-}
-
 #if WP_HAVE_IBVERBS
-int rdma_open_over(wp_transport *wire, const wp_opts *o, const wp_net_opts *net, wp_transport **t, char *err,
-                  size_t errlen) {
+int rdma_open_over(wp_transport *wire, const ib_dev_cfg *dev, const wp_net_opts *net, wp_transport **t, char *err,
+                   size_t errlen) {
     *t = NULL;
-    ib_dev_cfg dc;
-    if (rdma_dev_cfg_from_opts(o, &dc, err, errlen) != 0) return 2;
     ibp_cfg pc;
     ibp_cfg_defaults(&pc);
     pc.timeout = net->timeout;
-    int rc = rdma_create(&ib_hw_ops, &dc, &pc, net->connect_timeout, wire, t, err, errlen);
+    int rc = rdma_create(&ib_hw_ops, dev, &pc, net->connect_timeout, wire, t, err, errlen);
     if (rc == 0 && tp_rank(wire) == 0) fprintf(stderr, "weipipe: ibverbs transport: %s\n", rdma_describe(*t));
     return rc;
 }
 
-int rdma_job_open(const wp_boot_info *bi, const wp_net_opts *net, const wp_opts *o, wp_transport **t,
-                 wp_transport **oob, wp_control **ctl, char *err, size_t errlen) {
+int rdma_job_open(const wp_boot_info *bi, const wp_net_opts *net, const ib_dev_cfg *dev, wp_transport **t,
+                  wp_transport **oob, wp_control **ctl, char *err, size_t errlen) {
     *t = NULL;
-    ib_dev_cfg dc;
-    if (rdma_dev_cfg_from_opts(o, &dc, err, errlen) != 0) return 2; /* before the rendezvous */
     if (wp_job_open_tcp(bi, net, oob, ctl, err, errlen) != 0) return 1;
-    int rc = rdma_open_over(*oob, o, net, t, err, errlen);
+    int rc = rdma_open_over(*oob, dev, net, t, err, errlen);
     if (rc != 0) {
         ctl_abort(*ctl, err);
         wp_job_close(*oob, *ctl);
@@ -444,25 +419,4 @@ void rdma_job_close(wp_transport *t, wp_transport *oob, wp_control *ctl) {
     tp_close(oob);
 }
 
-int rdma_job_run_rank(const wp_opts *o, const wp_net_opts *net, wp_rank_fn fn, void *arg, char *err, size_t errlen) {
-    wp_boot_info bi;
-    if (boot_from_environ(&bi, err, errlen) != 0) return 2;
-    if (o->set[FLAG_nranks] && o->nranks != bi.world) {
-        snprintf(err, errlen, "--nranks %lld but the launcher (%s) started %d ranks", (long long)o->nranks, bi.launcher,
-                 bi.world);
-        return 2;
-    }
-    wp_rank_ctx ctx = {.rank = bi.rank, .world = bi.world};
-    wp_transport *oob;
-    int rc = rdma_job_open(&bi, net, o, &ctx.t, &oob, &ctx.ctl, err, errlen);
-    if (rc != 0) return rc;
-    rc = fn(&ctx, arg);
-    if (rc != 0) {
-        if (!ctx.err[0]) snprintf(ctx.err, sizeof ctx.err, "failed with code %d", rc);
-        ctl_abort(ctx.ctl, ctx.err);
-        snprintf(err, errlen, "rank %d: %s", bi.rank, ctx.err);
-    }
-    rdma_job_close(ctx.t, oob, ctx.ctl);
-    return rc;
-}
 #endif

@@ -22,11 +22,9 @@
 
 #include "control.h"
 #include "ib_ops.h"
-#include "launch.h"
 #include "ib_proto.h"
 #include "transport.h"
 
-struct wp_opts;
 struct wp_boot_info;
 
 /* Open the device with `ops` and create the transport of rank tp_rank(oob) in a world of
@@ -37,28 +35,20 @@ int rdma_create(const ib_ops *ops, const ib_dev_cfg *dev, const ibp_cfg *proto, 
 /* One line: device, port, GID index and memory path (for the start-up log). */
 const char *rdma_describe(wp_transport *t);
 
-/* --ib-device, --ib-port, --ib-gid-index into a device choice. Returns 0, or 2 naming the flag. */
-int rdma_dev_cfg_from_opts(const struct wp_opts *o, ib_dev_cfg *dev, char *err, size_t errlen);
-
 #if WP_HAVE_IBVERBS
-/* The RDMA transport over libibverbs with the device flags of o, over `wire` (the tcp
+/* The RDMA transport over libibverbs on device dev, over `wire` (the tcp
  * transport of the rendezvous, which stays the caller's: close *t first). Rank 0 prints the
  * start-up line. Returns 0; 2 when there is no RDMA device or a flag is wrong; 1 otherwise. */
-int rdma_open_over(wp_transport *wire, const struct wp_opts *o, const wp_net_opts *net, wp_transport **t, char *err,
+int rdma_open_over(wp_transport *wire, const ib_dev_cfg *dev, const wp_net_opts *net, wp_transport **t, char *err,
                   size_t errlen);
 /* A rank of a job with --transport ibverbs: the tcp rendezvous (wp_job_open_tcp) gives the
  * control channel and the out-of-band transport; then the RDMA transport over libibverbs,
  * attached to the control channel. Prints the start-up line on rank 0. Returns 0; 2 when
  * there is no RDMA device or a flag is wrong; 1 otherwise. */
-int rdma_job_open(const struct wp_boot_info *bi, const wp_net_opts *net, const struct wp_opts *o, wp_transport **t,
+int rdma_job_open(const struct wp_boot_info *bi, const wp_net_opts *net, const ib_dev_cfg *dev, wp_transport **t,
                  wp_transport **oob, wp_control **ctl, char *err, size_t errlen);
 /* Control channel first (as wp_job_close), then the RDMA transport, then the tcp one. */
 void rdma_job_close(wp_transport *t, wp_transport *oob, wp_control *ctl);
-/* What wp_job_run (job.h) does for a rank started by a launcher, over RDMA: launcher
- * variables, rdma_job_open, fn, abort on failure, orderly close. Returns the exit code: 0;
- * 1 ("rank R: why" in err); 2 (no RDMA device, bad flags or launcher variables). */
-int rdma_job_run_rank(const struct wp_opts *o, const wp_net_opts *net, wp_rank_fn fn, void *arg, char *err,
-                     size_t errlen);
 #endif
 
 #endif

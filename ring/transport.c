@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/cli.h"
 
 void tp_net_defaults(wp_net_opts *n) {
     memset(n, 0, sizeof *n);
@@ -16,36 +15,6 @@ void tp_net_defaults(wp_net_opts *n) {
     n->connect_timeout = 30;
     n->timeout = 60;
     n->frame_bytes = WP_DEFAULT_FRAME_BYTES;
-}
-
-int tp_net_from_opts(const struct wp_opts *o, wp_net_opts *n, char *err, size_t errlen) {
-    tp_net_defaults(n);
-    if (o->tcp_streams < 1 || o->tcp_streams > 64) {
-        snprintf(err, errlen, "--tcp-streams %lld: give 1 to 64 sockets per peer", (long long)o->tcp_streams);
-        return 2;
-    }
-    if (!(o->connect_timeout > 0) || !(o->timeout > 0)) {
-        snprintf(err, errlen, "--%s must be positive", o->connect_timeout > 0 ? "timeout" : "connect-timeout");
-        return 2;
-    }
-    if (o->link_bandwidth < 0 || o->link_latency < 0 || o->node_link_bandwidth < 0 || o->node_link_latency < 0) {
-        snprintf(err, errlen, "--link-bandwidth, --link-latency and the --node-link-* flags cannot be negative");
-        return 2;
-    }
-    if (o->ranks_per_node < 0) {
-        snprintf(err, errlen, "--ranks-per-node %lld cannot be negative", (long long)o->ranks_per_node);
-        return 2;
-    }
-    n->tcp_streams = (int)o->tcp_streams;
-    snprintf(n->bind, sizeof n->bind, "%s", o->bind);
-    n->connect_timeout = o->connect_timeout;
-    n->timeout = o->timeout;
-    n->link_bandwidth = o->link_bandwidth;
-    n->link_latency = o->link_latency;
-    n->ranks_per_node = (int)o->ranks_per_node;
-    n->node_link_bandwidth = o->node_link_bandwidth;
-    n->node_link_latency = o->node_link_latency;
-    return 0;
 }
 
 void tp_net_link(const wp_net_opts *n, int src, int dst, double *bytes_per_s, double *latency_s) {

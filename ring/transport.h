@@ -18,9 +18,13 @@
  *  - Any failure is fatal to the transport: every later call fails with the same cause.
  *  - A transport is driven by one thread (the rank's executor); tp_abort may come from any.
  *
- * Backends: local.h (ranks as threads of one process) and tcp.h (processes on one or many
- * machines). NCCL and ibverbs fit behind the same calls (post/test/wait on device or
- * registered memory). */
+ * Backends (one table of them: transport_table.h): local.h (ranks as threads of one process),
+ * tcp.h (processes on one or many machines), rdma.h (RDMA over libibverbs, or the soft fabric
+ * of the tests), and two layers over another transport for device memory: staged.h (pinned
+ * host slots or device-to-device copies) and nccl_tp.h (NCCL send/recv on the GPU buffers).
+ *
+ * The ring layer (this folder) sits on kernels/ only and includes nothing of src/: its callers
+ * hand it plain structs (wp_net_opts, ib_dev_cfg, wp_job_cfg), never flags. */
 #ifndef WP_RING_TRANSPORT_H
 #define WP_RING_TRANSPORT_H
 
@@ -35,7 +39,7 @@
 /* Conventional channel numbers (any 0 .. WP_MAX_CHANNELS-1 may be used). */
 enum { WP_CH_WFWD = 0, WP_CH_WBWD = 1, WP_CH_GRAD = 2, WP_CH_ACT = 3, WP_CH_ACTGRAD = 4 };
 
-/* Network options, filled from the command line by tp_net_from_opts. */
+/* Network options (the command line's: net_cfg_from_opts in src/cli/adapters.h). */
 typedef struct wp_net_opts {
     int tcp_streams;          /* sockets per peer that large buffers are striped over */
     char bind[256];           /* interface the data listeners bind to */
@@ -48,11 +52,7 @@ typedef struct wp_net_opts {
     size_t frame_bytes;       /* largest frame on the wire (and pacing granularity) */
 } wp_net_opts;
 
-struct wp_opts;
 void tp_net_defaults(wp_net_opts *n);
-/* From --tcp-streams, --bind, --connect-timeout, --timeout, --link-*, --ranks-per-node,
- * --node-link-*. Returns 0, or 2 with a one-line reason naming the flag. */
-int tp_net_from_opts(const struct wp_opts *o, wp_net_opts *n, char *err, size_t errlen);
 /* Bandwidth (bytes/s, 0 = unlimited) and latency of the emulated link src -> dst: the
  * node link when both ranks sit on one node of ranks_per_node ranks, the link otherwise. */
 void tp_net_link(const wp_net_opts *n, int src, int dst, double *bytes_per_s, double *latency_s);
@@ -70,7 +70,7 @@ typedef struct wp_transport_stats {
 
 int tp_rank(const wp_transport *t);
 int tp_world(const wp_transport *t);
-const char *tp_kind(const wp_transport *t); /* "local" or "tcp" */
+const char *tp_kind(const wp_transport *t); /* "local", "tcp", "ibverbs", "staged" or "nccl" */
 
 /* Open the connections to these peers now (blocking, bounded by --connect-timeout), so that
  * later posts never wait. Posting to a peer not connected yet connects on demand. */

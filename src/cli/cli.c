@@ -1,5 +1,6 @@
 /* Parsing of flags and INI config files from the single table in flags.def. */
 #include "cli.h"
+#include "transport_table.h" /* the --transport choices */
 
 #include <ctype.h>
 #include <errno.h>
@@ -60,7 +61,7 @@ static int command_max_args(unsigned bit) {
     return 0;
 }
 
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
+int cli_fail(char *err, size_t errlen, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(err, errlen, fmt, ap);
@@ -167,7 +168,7 @@ int cli_check_choice(int flag, const char *value, char *err, size_t errlen) {
         if ((size_t)(q - p) == vlen && strncmp(p, value, vlen) == 0) return 0;
         p = q + 1;
     }
-    return fail(err, errlen, "--%s: '%s' is not one of %.*s", flags[flag].name, value, (int)(close - help + 1), help);
+    return cli_fail(err, errlen, "--%s: '%s' is not one of %.*s", flags[flag].name, value, (int)(close - help + 1), help);
 }
 
 static int set_value(wp_opts *o, int i, const char *value, const char *where, char *err, size_t errlen) {
@@ -191,19 +192,19 @@ static int set_value(wp_opts *o, int i, const char *value, const char *where, ch
         break;
     }
     case FT_STR:
-        if (strlen(value) >= 256) return fail(err, errlen, "%s--%s: value longer than 255 characters", where, f->name);
+        if (strlen(value) >= 256) return cli_fail(err, errlen, "%s--%s: value longer than 255 characters", where, f->name);
         if (cli_check_choice(i, value, err, errlen) != 0) return 2;
         strcpy(field, value);
         break;
     }
-    if (bad) return fail(err, errlen, "%s--%s: '%s' is not %s", where, f->name, value, expect);
+    if (bad) return cli_fail(err, errlen, "%s--%s: '%s' is not %s", where, f->name, value, expect);
     o->set[i] = true;
     return 0;
 }
 
 int cli_set(wp_opts *o, const char *key, const char *value, const char *where, char *err, size_t errlen) {
     int i = find_flag(key);
-    if (i < 0) return fail(err, errlen, "%sunknown key '%s'", where, key);
+    if (i < 0) return cli_fail(err, errlen, "%sunknown key '%s'", where, key);
     return set_value(o, i, value, where, err, errlen);
 }
 
@@ -221,7 +222,7 @@ static int on_ini_line(void *user, const char *section, const char *key, const c
     char where[512];
     snprintf(where, sizeof where, "%s: ", c->path);
     if (strcmp(key, "config") == 0) {
-        c->rc = fail(c->err, c->errlen, "%s: 'config' cannot be set inside a config file", c->path);
+        c->rc = cli_fail(c->err, c->errlen, "%s: 'config' cannot be set inside a config file", c->path);
         return 0;
     }
     c->rc = cli_set(c->o, key, value, where, c->err, c->errlen);
@@ -230,7 +231,7 @@ static int on_ini_line(void *user, const char *section, const char *key, const c
 
 static int load_config(wp_opts *o, const char *path, char *err, size_t errlen) {
     FILE *f = fopen(path, "r");
-    if (!f) return fail(err, errlen, "--config: cannot open '%s': %s", path, strerror(errno));
+    if (!f) return cli_fail(err, errlen, "--config: cannot open '%s': %s", path, strerror(errno));
     ini_ctx c = {o, path, err, errlen, 0};
     int line = ini_parse_file(f, on_ini_line, &c);
     fclose(f);
@@ -239,7 +240,7 @@ static int load_config(wp_opts *o, const char *path, char *err, size_t errlen) {
         if (line > 0 && n + 16 < errlen) snprintf(err + n, errlen - n, " (line %d)", line);
         return 2;
     }
-    if (line != 0) return fail(err, errlen, "%s: line %d is not 'key = value'", path, line);
+    if (line != 0) return cli_fail(err, errlen, "%s: line %d is not 'key = value'", path, line);
     return 0;
 }
 
@@ -255,9 +256,9 @@ static void set_defaults(wp_opts *o) {
 int cli_parse(int argc, char **argv, wp_opts *o, char *err, size_t errlen) {
     memset(o, 0, sizeof *o);
     set_defaults(o);
-    if (argc < 1) return fail(err, errlen, "no subcommand given");
+    if (argc < 1) return cli_fail(err, errlen, "no subcommand given");
     o->cmd = cli_command(argv[0]);
-    if (!o->cmd) return fail(err, errlen, "unknown subcommand '%s' (try weipipe --help)", argv[0]);
+    if (!o->cmd) return cli_fail(err, errlen, "unknown subcommand '%s' (try weipipe --help)", argv[0]);
     o->cmd_name = command_name(o->cmd);
 
     /* The config file comes first so that every flag overrides it, wherever it stands. */
@@ -276,7 +277,7 @@ int cli_parse(int argc, char **argv, wp_opts *o, char *err, size_t errlen) {
         if (only_positional || arg[0] != '-' || strcmp(arg, "-") == 0) {
             int max = command_max_args(o->cmd);
             if (o->nargs == max)
-                return fail(err, errlen, "unexpected argument '%s' ('%s' takes %s%d)", arg, o->cmd_name,
+                return cli_fail(err, errlen, "unexpected argument '%s' ('%s' takes %s%d)", arg, o->cmd_name,
                             max ? "at most " : "", max);
             o->args[o->nargs++] = arg;
             continue;
@@ -285,22 +286,22 @@ int cli_parse(int argc, char **argv, wp_opts *o, char *err, size_t errlen) {
             only_positional = true;
             continue;
         }
-        if (strncmp(arg, "--", 2) != 0) return fail(err, errlen, "unknown option '%s' (flags are --long-names)", arg);
+        if (strncmp(arg, "--", 2) != 0) return cli_fail(err, errlen, "unknown option '%s' (flags are --long-names)", arg);
         char name[128];
         const char *eq = strchr(arg + 2, '=');
         size_t n = eq ? (size_t)(eq - arg - 2) : strlen(arg + 2);
-        if (n >= sizeof name) return fail(err, errlen, "unknown flag '%s'", arg);
+        if (n >= sizeof name) return cli_fail(err, errlen, "unknown flag '%s'", arg);
         memcpy(name, arg + 2, n);
         name[n] = '\0';
         int i = find_flag(name);
-        if (i < 0) return fail(err, errlen, "unknown flag '--%s' for '%s' (see weipipe %s --help)", name, o->cmd_name, o->cmd_name);
+        if (i < 0) return cli_fail(err, errlen, "unknown flag '--%s' for '%s' (see weipipe %s --help)", name, o->cmd_name, o->cmd_name);
         if (!(flags[i].cmds & o->cmd))
-            return fail(err, errlen, "--%s does not apply to '%s' (see weipipe %s --help)", name, o->cmd_name, o->cmd_name);
+            return cli_fail(err, errlen, "--%s does not apply to '%s' (see weipipe %s --help)", name, o->cmd_name, o->cmd_name);
         const char *value = eq ? eq + 1 : NULL;
         if (!value && flags[i].type == FT_BOOL && (a + 1 >= argc || parse_bool(argv[a + 1], &(bool){0}) != 0))
             value = "true";
         if (!value) {
-            if (a + 1 >= argc) return fail(err, errlen, "--%s needs a value", name);
+            if (a + 1 >= argc) return cli_fail(err, errlen, "--%s needs a value", name);
             value = argv[++a];
         }
         int rc = set_value(o, i, value, "", err, errlen);

@@ -82,4 +82,7 @@ int cli_parse_size(const char *s, int64_t *bytes);
 
 const char *cli_flag_name(int flag);
 
+/* Writes the one-line reason into err and returns 2 (bad input): every check of a flag ends so. */
+int cli_fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 #endif

@@ -12,7 +12,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "control_impl.h" /* the age of this rank's note: status_at under mu */
 #include "clock.h"
 
 #define STALL_FRACTION (1.0 / 3) /* of --timeout without a new note before the report */
@@ -45,13 +44,6 @@ static void install_usr1(void) {
     if (sigemptyset(&sa.sa_mask) != 0 || sigaction(SIGUSR1, &sa, NULL) != 0) usr1_rc = errno ? errno : EINVAL;
 }
 
-static double note_at(wp_control *c) {
-    pthread_mutex_lock(&c->mu);
-    double at = c->status_at;
-    pthread_mutex_unlock(&c->mu);
-    return at;
-}
-
 static void print_grid(stall_watch *w, const char *why) {
     char *grid = NULL, err[300];
     if (ctl_status_grid(w->ctl, &grid, err, sizeof err) != 0) {
@@ -67,7 +59,7 @@ static void print_grid(stall_watch *w, const char *why) {
 /* Rank 0's own note unchanged for the threshold: report once for this note. */
 static void check_progress(stall_watch *w) {
     if (ctl_rank(w->ctl) != 0) return;
-    double at = note_at(w->ctl), idle = wp_now() - at;
+    double at = ctl_status_at(w->ctl), idle = wp_now() - at;
     if (idle < w->threshold || at == w->reported_note_at) return;
     w->reported_note_at = at;
     char why[96];

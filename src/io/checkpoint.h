@@ -22,7 +22,7 @@
 #include <stdint.h>
 
 #include "fsutil.h"
-#include "model/layout.h"
+#include "layout.h"
 #include "optim.h"
 
 #define WP_CKPT_FORMAT "weipipe-checkpoint"

@@ -232,7 +232,7 @@ int ckpt_read_master(const wp_ckpt *c, const wp_param *p, float *dst, char *err,
 
 static int load_chunk(const wp_ckpt *c, wp_optim *o, int chunk, float *host, char *err, size_t errlen) {
     static const char *const suffix[3] = {"", ".exp_avg", ".exp_avg_sq"};
-    const wp_layout *L = optim_layout(o);
+    const wp_layout *L = layout_of_optim(o);
     int first, end;
     size_t off, len;
     optim_range(o, chunk, &off, &len); /* the whole chunk is read, and the part held kept */
@@ -248,7 +248,7 @@ static int load_chunk(const wp_ckpt *c, wp_optim *o, int chunk, float *host, cha
 }
 
 int ckpt_load_optim(const wp_ckpt *c, wp_optim *o, char *err, size_t errlen) {
-    const wp_layout *L = optim_layout(o);
+    const wp_layout *L = layout_of_optim(o);
     int rc = ckpt_check_model(c, &L->cfg, err, errlen);
     if (rc) return rc;
     size_t most = 1;

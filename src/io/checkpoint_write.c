@@ -54,7 +54,7 @@ static void describe(st_desc *d, const wp_param *pr, const char *suffix, size_t 
  * chunk's storage order over the elements the rank holds, so each (chunk, kind) is one
  * contiguous run of the file. */
 static st_desc *shard_descs(const wp_optim *o, int *count) {
-    const wp_layout *L = optim_layout(o);
+    const wp_layout *L = layout_of_optim(o);
     int n = 0;
     for (int i = 0; i < optim_n_owned(o); i++) {
         int first, end;

@@ -6,10 +6,8 @@
 
 #include "checkpoint.h"
 #include "kernels.h"
-#include "model/layout.h"
+#include "layout.h"
 #include "optim.h"
-
-struct wp_opts;
 
 /* Writes OUT_DIR/model.safetensors (masters converted to dtype) and OUT_DIR/config.json, each
  * atomically. Returns 0, 2 (bad checkpoint) or 1. */
@@ -18,10 +16,24 @@ int hf_export(const wp_ckpt *c, const char *out_dir, wp_dtype dtype, char *err, 
 /* config.json for a model (shared by the export and tests). */
 int hf_write_config(const wp_model_cfg *cfg, const char *out_dir, wp_dtype dtype, char *err, size_t errlen);
 
-/* Reads HF_DIR/config.json: every model flag the user did not set is filled from it, a set one
- * must agree (2 naming the flag and the key). Refuses what our model does not implement
- * (biases, rope_scaling, another activation or model type). */
-int hf_config_apply(const char *hf_dir, struct wp_opts *o, char *err, size_t errlen);
+/* The model keys of HF_DIR/config.json that the model flags mirror (the command line applies
+ * them: hf_config_apply in src/cli/adapters.h). */
+typedef enum {
+    HF_NUM_HIDDEN_LAYERS, HF_HIDDEN_SIZE, HF_INTERMEDIATE_SIZE, HF_NUM_ATTENTION_HEADS,
+    HF_NUM_KEY_VALUE_HEADS, HF_VOCAB_SIZE, HF_RMS_NORM_EPS, HF_ROPE_THETA, HF_NKEYS
+} hf_key;
+typedef struct {
+    char path[WP_PATH_MAX];    /* the config.json read */
+    double value[HF_NKEYS];
+    bool present[HF_NKEYS];    /* all but rope_theta are required; num_key_value_heads defaults to the heads */
+    bool have_head_dim;
+    int64_t head_dim;
+} hf_config;
+const char *hf_key_name(hf_key k);
+bool hf_key_integer(hf_key k);
+/* Reads it, refusing what our model does not implement (biases, rope_scaling, another
+ * activation or model type) and a required key missing or not a number: 2 naming the key. */
+int hf_read_config(const char *hf_dir, hf_config *c, char *err, size_t errlen);
 
 /* Loads the owned chunks' fp32 masters from HF_DIR (F32, F16 or BF16 tensors, one file or an
  * index of shards; a missing lm_head.weight with tie_word_embeddings takes the embedding).

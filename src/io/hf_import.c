@@ -1,11 +1,10 @@
-/* --init-from: a Hugging Face Llama directory into the model flags and the owners' masters. */
+/* --init-from: a Hugging Face Llama directory's config and the owners' masters (hf.h). */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/cli.h"
 #include "hf.h"
 #include "safetensors.h"
 
@@ -43,61 +42,43 @@ static int check_supported(const char *path, json_t *j, char *err, size_t errlen
     return 0;
 }
 
-typedef struct {
+/* The model keys our flags mirror, in the order they are checked. */
+static const struct {
     const char *key;
-    int flag;
     bool integer;
-} key_map;
-
-static const key_map keys[] = {
-    {"num_hidden_layers", FLAG_num_layers, true},         {"hidden_size", FLAG_hidden_size, true},
-    {"intermediate_size", FLAG_ffn_hidden_size, true},    {"num_attention_heads", FLAG_num_attention_heads, true},
-    {"num_key_value_heads", FLAG_num_query_groups, true}, {"vocab_size", FLAG_vocab_size, true},
-    {"rms_norm_eps", FLAG_norm_eps, false},               {"rope_theta", FLAG_rope_theta, false},
+} keys[HF_NKEYS] = {
+    [HF_NUM_HIDDEN_LAYERS] = {"num_hidden_layers", true},   [HF_HIDDEN_SIZE] = {"hidden_size", true},
+    [HF_INTERMEDIATE_SIZE] = {"intermediate_size", true},   [HF_NUM_ATTENTION_HEADS] = {"num_attention_heads", true},
+    [HF_NUM_KEY_VALUE_HEADS] = {"num_key_value_heads", true}, [HF_VOCAB_SIZE] = {"vocab_size", true},
+    [HF_RMS_NORM_EPS] = {"rms_norm_eps", false},            [HF_ROPE_THETA] = {"rope_theta", false},
 };
 
-static double *num_field(wp_opts *o, int flag) {
-    return flag == FLAG_norm_eps ? &o->norm_eps : &o->rope_theta;
-}
+const char *hf_key_name(hf_key k) { return keys[k].key; }
+bool hf_key_integer(hf_key k) { return keys[k].integer; }
 
-static int64_t *int_field(wp_opts *o, int flag) {
-    switch (flag) {
-    case FLAG_num_layers: return &o->num_layers;
-    case FLAG_hidden_size: return &o->hidden_size;
-    case FLAG_ffn_hidden_size: return &o->ffn_hidden_size;
-    case FLAG_num_attention_heads: return &o->num_attention_heads;
-    case FLAG_num_query_groups: return &o->num_query_groups;
-    default: return &o->vocab_size;
-    }
-}
-
-/* One config key into its flag: filled when the user left the flag alone, else compared. */
-static int apply_key(const char *path, json_t *j, const key_map *k, wp_opts *o, char *err, size_t errlen) {
-    json_t *v = json_object_get(j, k->key);
-    if (!v && k->flag == FLAG_num_query_groups) v = json_object_get(j, "num_attention_heads");
-    if (!v && k->flag == FLAG_rope_theta) return 0; /* transformers' default equals ours, 10000 */
-    if (!json_is_number(v) || (k->integer && !json_is_integer(v)))
-        return io_fail(err, errlen, 2, "%s: key %s missing or not a%s number", path, k->key, k->integer ? "n integer" : "");
-    double value = json_number_value(v);
-    double have = k->integer ? (double)*int_field(o, k->flag) : *num_field(o, k->flag);
-    if (o->set[k->flag] && fabs(have - value) > 1e-12 * fabs(value))
-        return io_fail(err, errlen, 2, "--%s %g disagrees with %s in %s (%g)", cli_flag_name(k->flag), have, k->key, path, value);
-    if (k->integer) *int_field(o, k->flag) = json_integer_value(v);
-    else *num_field(o, k->flag) = value;
-    return 0;
-}
-
-int hf_config_apply(const char *hf_dir, wp_opts *o, char *err, size_t errlen) {
-    char path[WP_PATH_MAX];
+int hf_read_config(const char *hf_dir, hf_config *c, char *err, size_t errlen) {
+    memset(c, 0, sizeof *c);
     int rc;
-    json_t *j = load_config(hf_dir, path, sizeof path, err, errlen, &rc);
+    json_t *j = load_config(hf_dir, c->path, sizeof c->path, err, errlen, &rc);
     if (!j) return rc;
-    rc = check_supported(path, j, err, errlen);
-    for (size_t i = 0; rc == 0 && i < sizeof keys / sizeof keys[0]; i++) rc = apply_key(path, j, &keys[i], o, err, errlen);
+    rc = check_supported(c->path, j, err, errlen);
+    for (int k = 0; rc == 0 && k < HF_NKEYS; k++) {
+        json_t *v = json_object_get(j, keys[k].key);
+        if (!v && k == HF_NUM_KEY_VALUE_HEADS) v = json_object_get(j, "num_attention_heads");
+        if (!v && k == HF_ROPE_THETA) continue; /* transformers' default equals ours, 10000 */
+        if (!json_is_number(v) || (keys[k].integer && !json_is_integer(v)))
+            rc = io_fail(err, errlen, 2, "%s: key %s missing or not a%s number", c->path, keys[k].key,
+                         keys[k].integer ? "n integer" : "");
+        else {
+            c->present[k] = true;
+            c->value[k] = json_number_value(v);
+        }
+    }
     json_t *hd = json_object_get(j, "head_dim");
-    if (rc == 0 && json_is_integer(hd) && o->num_attention_heads > 0 &&
-        json_integer_value(hd) * o->num_attention_heads != o->hidden_size)
-        rc = io_fail(err, errlen, 2, "%s: head_dim %lld is not hidden_size / num_attention_heads", path, (long long)json_integer_value(hd));
+    if (rc == 0 && json_is_integer(hd)) {
+        c->have_head_dim = true;
+        c->head_dim = json_integer_value(hd);
+    }
     json_decref(j);
     return rc;
 }
@@ -167,7 +148,7 @@ static int load_param(const hf_files *h, const char *dir, const wp_param *p, flo
 }
 
 static int load_chunks(const hf_files *h, const char *dir, wp_optim *o, char *err, size_t errlen) {
-    const wp_layout *L = optim_layout(o);
+    const wp_layout *L = layout_of_optim(o);
     size_t most = 1;
     for (int i = 0; i < optim_n_owned(o); i++)
         if (L->chunk_numel[optim_owned_chunk(o, i)] > most) most = L->chunk_numel[optim_owned_chunk(o, i)];

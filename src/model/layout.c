@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/cli.h"
 
 static int fail(char *err, size_t errlen, const char *fmt, ...) {
     va_list ap;
@@ -32,88 +31,10 @@ void model_cfg_even_chunks(wp_model_cfg *cfg, int n_chunks) {
         cfg->chunk_layers[c] = cfg->n_layers / n_chunks + (c < cfg->n_layers % n_chunks);
 }
 
-static int parse_chunk_layers(const char *list, wp_model_cfg *cfg, char *err, size_t errlen) {
-    int n = 0, sum = 0;
-    const char *p = list;
-    while (*p) {
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p || v < 1 || v > 1000000)
-            return fail(err, errlen, "--chunk-layers: '%s' is not a comma-separated list of positive layer counts", list);
-        if (n == WP_MAX_CHUNKS) return fail(err, errlen, "--chunk-layers: more than %d chunks", WP_MAX_CHUNKS);
-        cfg->chunk_layers[n++] = (int)v;
-        sum += (int)v;
-        p = end;
-        if (*p == ',') p++;
-        else if (*p) return fail(err, errlen, "--chunk-layers: unexpected '%c' in '%s'", *p, list);
-    }
-    if (sum != cfg->n_layers)
-        return fail(err, errlen, "--chunk-layers: '%s' adds up to %d layers, but --num-layers is %d", list, sum, cfg->n_layers);
-    cfg->n_chunks = n;
-    return 0;
-}
-
 #define NEED(cond, ...) \
     do {                \
         if (!(cond)) return fail(err, errlen, __VA_ARGS__); \
     } while (0)
-
-int model_cfg_from_opts(const wp_opts *o, int nranks, wp_model_cfg *cfg, char *err, size_t errlen) {
-    memset(cfg, 0, sizeof *cfg);
-    const int64_t big = 1 << 24;
-    NEED(o->num_layers >= 1 && o->num_layers <= 100000, "--num-layers: %lld must be at least 1", (long long)o->num_layers);
-    NEED(o->hidden_size >= 1 && o->hidden_size <= big, "--hidden-size: %lld must be between 1 and %lld", (long long)o->hidden_size, (long long)big);
-    NEED(o->num_attention_heads >= 1, "--num-attention-heads: %lld must be at least 1", (long long)o->num_attention_heads);
-    NEED(o->hidden_size % o->num_attention_heads == 0, "--hidden-size: %lld is not divisible by --num-attention-heads %lld",
-         (long long)o->hidden_size, (long long)o->num_attention_heads);
-    int64_t hd = o->hidden_size / o->num_attention_heads;
-    NEED(hd % 2 == 0, "--num-attention-heads: head size %lld (hidden-size / heads) must be even for RoPE", (long long)hd);
-    int64_t kv = o->num_query_groups ? o->num_query_groups : o->num_attention_heads;
-    NEED(kv >= 1 && o->num_attention_heads % kv == 0, "--num-query-groups: %lld must be positive and divide --num-attention-heads %lld",
-         (long long)o->num_query_groups, (long long)o->num_attention_heads);
-    int64_t ffn = o->ffn_hidden_size;
-    if (ffn == 0) ffn = ((8 * o->hidden_size / 3 + 31) / 32) * 32;
-    NEED(ffn >= 1 && ffn <= 4 * big, "--ffn-hidden-size: %lld must be positive", (long long)o->ffn_hidden_size);
-    NEED(o->seq_length >= 1 && o->seq_length <= big, "--seq-length: %lld must be between 1 and %lld", (long long)o->seq_length, (long long)big);
-    NEED(o->micro_batch_size >= 1 && o->micro_batch_size <= big, "--micro-batch-size: %lld must be at least 1", (long long)o->micro_batch_size);
-    NEED(o->vocab_size >= 2 && o->vocab_size <= big, "--vocab-size: %lld must be between 2 and %lld", (long long)o->vocab_size, (long long)big);
-    NEED(o->micro_batch_size * o->seq_length <= INT32_MAX,
-         "--micro-batch-size x --seq-length: %lld tokens is too many", (long long)(o->micro_batch_size * o->seq_length));
-    NEED(o->rope_theta > 0, "--rope-theta: %g must be positive", o->rope_theta);
-    NEED(o->norm_eps > 0, "--norm-eps: %g must be positive", o->norm_eps);
-    NEED(o->init_std >= 0, "--init-std: %g must not be negative", o->init_std);
-
-    cfg->n_layers = (int)o->num_layers;
-    cfg->h = (int)o->hidden_size;
-    cfg->ffn = (int)ffn;
-    cfg->n_heads = (int)o->num_attention_heads;
-    cfg->n_kv_heads = (int)kv;
-    cfg->head_dim = (int)hd;
-    cfg->seq = (int)o->seq_length;
-    cfg->mb = (int)o->micro_batch_size;
-    cfg->vocab = (int)o->vocab_size;
-    cfg->rope_theta = o->rope_theta;
-    cfg->norm_eps = o->norm_eps;
-    cfg->init_std = o->init_std;
-    cfg->recompute = o->recompute;
-    cfg->precision = strcmp(o->precision, "fp32") == 0 ? WP_PREC_FP32
-                     : strcmp(o->precision, "bf16") == 0 ? WP_PREC_BF16
-                                                          : WP_PREC_MIXED;
-
-    if (o->chunk_layers[0]) {
-        int rc = parse_chunk_layers(o->chunk_layers, cfg, err, errlen);
-        if (rc) return rc;
-        NEED(!o->set[FLAG_num_chunks] || o->num_chunks == cfg->n_chunks,
-             "--num-chunks: %lld disagrees with --chunk-layers '%s' (%d chunks)", (long long)o->num_chunks, o->chunk_layers, cfg->n_chunks);
-        return 0;
-    }
-    int64_t chunks = o->num_chunks ? o->num_chunks : (nranks > 0 ? nranks : 1);
-    NEED(chunks >= 1 && chunks <= WP_MAX_CHUNKS, "--num-chunks: %lld must be between 1 and %d", (long long)chunks, WP_MAX_CHUNKS);
-    NEED(chunks <= cfg->n_layers, "--num-chunks: %lld chunks need at least as many layers, but --num-layers is %d%s",
-         (long long)chunks, cfg->n_layers, o->num_chunks ? "" : " (the default is one chunk per rank, --nranks)");
-    model_cfg_even_chunks(cfg, (int)chunks);
-    return 0;
-}
 
 size_t layout_block_numel(const wp_model_cfg *c) {
     size_t h = (size_t)c->h, q = (size_t)c->n_heads * c->head_dim, kv = (size_t)c->n_kv_heads * c->head_dim;
@@ -254,4 +175,28 @@ void layout_init_chunk(const wp_layout *L, int c, uint64_t seed, float *dst) {
         for (size_t j = 0; j < n; j++)
             w[j] = p->kind == WP_PARAM_NORM ? 1.0f : (float)(L->cfg.init_std * normal_at(key, j));
     }
+}
+
+static size_t om_chunk_numel(const void *ctx, int c) { return ((const wp_layout *)ctx)->chunk_numel[c]; }
+
+static bool om_tensor(const void *ctx, int c, int i, size_t *offset, bool *decay) {
+    const wp_layout *L = ctx;
+    int first, end;
+    layout_chunk_params(L, c, &first, &end);
+    if (i < 0 || first + i >= end) return false;
+    *offset = L->params[first + i].offset;
+    *decay = L->params[first + i].kind != WP_PARAM_NORM;
+    return true;
+}
+
+static void om_init_chunk(const void *ctx, int c, uint64_t seed, float *dst) { layout_init_chunk(ctx, c, seed, dst); }
+
+wp_optim_model layout_optim_model(const wp_layout *L) {
+    return (wp_optim_model){.ctx = L, .n_chunks = L->cfg.n_chunks, .chunk_numel = om_chunk_numel, .tensor = om_tensor,
+                            .init_chunk = om_init_chunk};
+}
+
+const wp_layout *layout_of_optim(const wp_optim *o) {
+    const wp_optim_model *m = optim_model(o);
+    return m->chunk_numel == om_chunk_numel ? m->ctx : NULL; /* made by layout_optim_model: ctx is a layout */
 }

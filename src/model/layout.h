@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "kernels.h"
+#include "optim.h"
 
 #define WP_MAX_CHUNKS 256
 
@@ -61,10 +62,6 @@ typedef struct {
     size_t total_numel;
 } wp_layout;
 
-struct wp_opts;
-/* Model config from the options; nranks gives the default chunk count (one per rank).
- * Returns 0, or 2 with a one-line reason naming the offending flag. */
-int model_cfg_from_opts(const struct wp_opts *o, int nranks, wp_model_cfg *cfg, char *err, size_t errlen);
 
 /* Split L layers into n chunks as evenly as possible (earlier chunks get the extra layers). */
 void model_cfg_even_chunks(wp_model_cfg *cfg, int n_chunks);
@@ -89,5 +86,11 @@ wp_flops layout_chunk_flops(const wp_layout *L, int c);
 /* Deterministic init of chunk c's fp32 parameters (host memory, chunk_numel[c] floats):
  * each tensor's values depend only on (seed, tensor name), never on the chunking. */
 void layout_init_chunk(const wp_layout *L, int c, uint64_t seed, float *dst);
+
+/* The layout as the optimizer sees it (optim.h): chunk sizes, each tensor's offset and weight
+ * decay (none on norms), and layout_init_chunk. L must outlive the optimizers made from it. */
+wp_optim_model layout_optim_model(const wp_layout *L);
+/* The layout an optimizer was made from with layout_optim_model, or NULL. */
+const wp_layout *layout_of_optim(const wp_optim *o);
 
 #endif

@@ -2,7 +2,7 @@
  * by a linear scan; what matters is that memory is reused, not how fast a name is looked up. */
 #include "bufpool.h"
 
-#include "schedule/seq_split.h"
+#include "seq_split.h"
 
 #include <stdio.h>
 #include <stdlib.h>

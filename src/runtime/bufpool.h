@@ -23,8 +23,8 @@
 #include <stddef.h>
 
 #include "kernels.h"
-#include "ring/transport.h"
-#include "schedule/ir.h"
+#include "transport.h"
+#include "ir.h"
 
 #define RT_MAX_SENDS 8 /* sends of one buffer in flight at once (a relay sends each copy once) */
 

@@ -5,9 +5,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "ring/clock.h"
+#include "clock.h"
 #include "rt_impl.h"
-#include "schedule/sim.h"
+#include "sim.h"
 
 void pace_init(rt_pace *p, const wp_layout *L, int nranks, double tflops) {
     memset(p, 0, sizeof *p);

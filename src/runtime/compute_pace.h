@@ -11,8 +11,8 @@
 
 #include <stdbool.h>
 
-#include "model/layout.h"
-#include "schedule/ir.h"
+#include "layout.h"
+#include "ir.h"
 
 typedef struct {
     bool on;

@@ -6,12 +6,12 @@
 #ifndef WP_RUNTIME_EVALUATE_H
 #define WP_RUNTIME_EVALUATE_H
 
-#include "io/loader.h"
-#include "model/model.h"
+#include "loader.h"
+#include "model.h"
 #include "optim.h"
-#include "ring/control.h"
-#include "ring/transport.h"
-#include "schedule/ir.h"
+#include "control.h"
+#include "transport.h"
+#include "ir.h"
 
 #define WP_EVAL_CHANNEL 7 /* unused by the schedules (ir.h's channels stop at 5) */
 

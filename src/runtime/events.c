@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "ring/clock.h"
+#include "clock.h"
 #include "rt_impl.h"
 
 static rt_xfer_event *grow(wp_rt *rt) {

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "faults/nonfinite.h"
-#include "ring/clock.h"
+#include "nonfinite.h"
+#include "clock.h"
 #include "rt_impl.h"
 #include "units.h"
 

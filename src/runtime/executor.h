@@ -15,12 +15,12 @@
 #include <stdint.h>
 
 #include "decision.h"
-#include "io/loader.h"
-#include "model/model.h"
+#include "loader.h"
+#include "model.h"
 #include "optim.h"
-#include "ring/control.h"
-#include "ring/transport.h"
-#include "schedule/ir.h"
+#include "control.h"
+#include "transport.h"
+#include "ir.h"
 
 typedef struct wp_rt wp_rt;
 

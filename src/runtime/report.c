@@ -7,9 +7,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ring/clock.h"
-#include "schedule/engine.h"
-#include "schedule/sim.h"
+#include "clock.h"
+#include "engine.h"
+#include "sim.h"
 
 static void progress_line(const train_job *j, int64_t step, double lr, const rt_step_stats *st, double elapsed,
                           double tok_s) {
@@ -63,9 +63,9 @@ void report_step(const train_job *j, int rank, int64_t step, double lr, const rt
 static void run_costs(const train_job *j, const double *sum, const double *cnt, wp_costs *c) {
     /* ring/transport.h paces every hop as --link-* when --ranks-per-node is 0; the simulator
      * reads 0 as one node (--node-link-*): one rank per node says what the transport does. */
-    wp_machine m = {.flops = j->o.device_tflops * 1e12, .ranks_per_node = j->net.ranks_per_node > 0 ? j->net.ranks_per_node : 1,
-                    .link_bw = j->net.link_bandwidth, .link_lat = j->net.link_latency,
-                    .node_bw = j->net.node_link_bandwidth, .node_lat = j->net.node_link_latency};
+    wp_machine m = {.flops = j->o.device_tflops * 1e12, .ranks_per_node = j->job.net.ranks_per_node > 0 ? j->job.net.ranks_per_node : 1,
+                    .link_bw = j->job.net.link_bandwidth, .link_lat = j->job.net.link_latency,
+                    .node_bw = j->job.net.node_link_bandwidth, .node_lat = j->job.net.node_link_latency};
     bool paced = m.flops > 0;
     if (!paced) m.flops = 1; /* compute times are replaced by the measured ones below */
     costs_from_layout(c, &j->L, j->nranks, &m);

@@ -3,7 +3,7 @@
 #define WP_RUNTIME_RT_IMPL_H
 
 #include "bufpool.h"
-#include "schedule/seq_split.h"
+#include "seq_split.h"
 #include "executor.h"
 #include "compute_pace.h"
 

@@ -1,5 +1,6 @@
 /* `weipipe train`, shared part: the job every rank runs (model, schedule, memory check) and the
  * per-rank loop around rt_step (progress, metrics, checkpoints, stop requests). */
+#include "adapters.h"
 #include "train.h"
 
 #include <inttypes.h>
@@ -12,19 +13,19 @@
 
 #include "evaluate.h"
 #include "executor.h"
-#include "faults/nonfinite.h"
-#include "faults/stall.h"
-#include "io/checkpoint.h"
-#include "io/hf.h"
-#include "io/loader.h"
-#include "io/stop.h"
+#include "nonfinite.h"
+#include "stall.h"
+#include "checkpoint.h"
+#include "hf.h"
+#include "loader.h"
+#include "stop.h"
 #include "log.h"
-#include "model/model.h"
+#include "model.h"
 #include "report.h"
-#include "ring/bootstrap.h"
-#include "ring/clock.h"
-#include "ring/device_tp.h"
-#include "schedule/seq_split.h"
+#include "bootstrap.h"
+#include "clock.h"
+#include "device_tp.h"
+#include "seq_split.h"
 
 static int fail(char *err, size_t errlen, int rc, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 static int fail(char *err, size_t errlen, int rc, const char *fmt, ...) {
@@ -159,7 +160,7 @@ int train_job_prepare(train_job *j, const wp_opts *o, char *err, size_t errlen) 
     if (!rc) rc = prepare_model(j, err, errlen);
     if (!rc) rc = lr_schedule_from_opts(&j->o, &j->lr, err, errlen);
     if (!rc) rc = adamw_hparams_from_opts(&j->o, &j->hp, err, errlen);
-    if (!rc) rc = tp_net_from_opts(&j->o, &j->net, err, errlen);
+    if (!rc) rc = job_cfg_from_opts(&j->o, &j->job, err, errlen);
     if (!rc) rc = prepare_schedule(j, err, errlen);
     if (!rc) rc = check_data(j, err, errlen);
     if (!rc) rc = prepare_resume(j, err, errlen);
@@ -221,9 +222,9 @@ static int open_optim(rank_state *r, wp_loss_scaler *scaler, char *err, size_t e
     for (int c = 0; c < j->s.nchunks; c++)
         if (sched_owns(&j->s, r->rank, c, j->s.nslices ? r->rank : -1)) owned[n++] = c;
     /* a sliced schedule: rank k holds slice k of every chunk (ir.h) */
-    r->o = optim_create_slices(&j->L, r->k, owned, n, r->rank, j->s.nslices, &j->hp, err, errlen);
+    r->o = optim_create_slices(layout_optim_model(&j->L), r->k, owned, n, r->rank, j->s.nslices, &j->hp, err, errlen);
     if (!r->o) return 1;
-    *scaler = loss_scaler_init(j->L.cfg.precision, j->o.loss_scale, j->o.loss_scale_window);
+    *scaler = loss_scaler_init(j->L.cfg.precision == WP_PREC_MIXED, j->o.loss_scale, j->o.loss_scale_window);
     if (j->o.init_from[0]) return hf_load_masters(j->o.init_from, r->o, err, errlen);
     if (!j->resume_dir[0]) return optim_init_from_seed(r->o, (uint64_t)j->o.seed) ? fail(err, errlen, 1, "init: %s", optim_error(r->o)) : 0;
     wp_ckpt *c;
@@ -255,7 +256,7 @@ static int open_rank(rank_state *r, int device, char *err, size_t errlen) {
     wp_loss_scaler scaler;
     int rc = open_backend(r, device, err, errlen);
     /* buffers in GPU memory travel through a staged or NCCL transport (ring/device_tp.h) */
-    if (!rc && r->j->nranks > 1) rc = tp_device_open(r->t, r->ctl, r->k, r->j->o.transport, &r->j->net, &r->t, err, errlen);
+    if (!rc && r->j->nranks > 1) rc = tp_device_open(r->t, r->ctl, r->k, r->j->job.transport, &r->j->job.net, &r->t, err, errlen);
     if (!rc) rc = open_optim(r, &scaler, err, errlen);
     if (!rc) rc = open_data(r, err, errlen);
     if (rc) return rc;

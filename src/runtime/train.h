@@ -5,16 +5,17 @@
 
 #include <stdint.h>
 
-#include "cli/cli.h"
+#include "cli.h"
 #include "decision.h"
-#include "io/fsutil.h"
+#include "fsutil.h"
 #include "lr_schedule.h"
 #include "optim.h"
-#include "ring/control.h"
-#include "ring/transport.h"
-#include "schedule/engine.h"
-#include "schedule/schedule.h"
-#include "schedule/trace.h"
+#include "control.h"
+#include "transport.h"
+#include "job.h"
+#include "engine.h"
+#include "schedule.h"
+#include "trace.h"
 
 typedef struct {
     wp_opts o;                  /* a copy: --init-from may fill model flags from config.json */
@@ -24,7 +25,7 @@ typedef struct {
     bool have_layout, have_sched;
     wp_lr_schedule lr;
     wp_adamw_hparams hp;
-    wp_net_opts net;
+    wp_job_cfg job;             /* transport, ranks and network (ring/job.h) */
     char resume_dir[WP_PATH_MAX]; /* "" = fresh start */
     int64_t start_step;
     wp_run run;                 /* the validator's report (peaks and bytes per rank) */

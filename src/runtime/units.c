@@ -1,7 +1,7 @@
 /* Sequence segments in the executor (units.h). */
 #include "units.h"
 
-#include "schedule/seq_split.h"
+#include "seq_split.h"
 
 static int nseg(const wp_rt *rt) { return sched_nseg(rt->c.s); }
 static int seg_of(const wp_rt *rt, int mb) { return mb % nseg(rt); }

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "ring/clock.h"
+#include "clock.h"
 #include "rt_impl.h"
 
 int rt_fail(wp_rt *rt, char *err, size_t errlen, const char *fmt, ...) {

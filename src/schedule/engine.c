@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/model.h"
+#include "model.h"
 #include "seq_split.h"
 
 #define MAX_STEPS 4

@@ -100,7 +100,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "model/layout.h"
+#include "layout.h"
 
 typedef enum {
     WP_STRAT_1F1B = 0,
@@ -108,7 +108,7 @@ typedef enum {
     WP_STRAT_INTERLEAVE,
     WP_STRAT_WZB1,
     WP_STRAT_WZB2,
-    WP_STRAT_GPIPE,   /* the activation-passing baselines of issue 8 (act_build.h) */
+    WP_STRAT_GPIPE,   /* the activation-passing baselines (act_build.h) */
     WP_STRAT_I1F1B,
     WP_STRAT_ZBH1,
     WP_STRAT_ZBH2,

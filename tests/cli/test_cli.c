@@ -6,8 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli/cli.h"
-#include "model/layout.h"
+#include "adapters.h"
+#include "layout.h"
 
 static int failures;
 #define CHECK(cond, ...)                                            \

@@ -20,9 +20,9 @@
 #include <time.h>
 
 #include "gpu_harness.h"
-#include "model/layout.h"
-#include "model/model.h"
-#include "model/whole.h"
+#include "layout.h"
+#include "model.h"
+#include "whole.h"
 
 #define WARMUP 2
 #define MIN_ITERS 3

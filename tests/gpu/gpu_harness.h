@@ -14,7 +14,7 @@
 #include <stdint.h>
 
 #include "kernels.h"
-#include "model/rng.h"
+#include "rng.h"
 
 #define GH_SKIP 77
 

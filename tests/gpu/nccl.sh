@@ -1,6 +1,6 @@
 #!/bin/bash
 # The NCCL transport. Everywhere: --transport nccl with --backend cpu exits 2 (and a build
-# without NCCL names -Dnccl=enabled). The rest needs NCCL and GPUs (else skip, 77, saying so):
+# without NCCL names -Dnccl=enabled, as every transport row of ring/transport_table.h does). The rest needs NCCL and GPUs (else skip, 77, saying so):
 #   - on fewer GPUs than ranks, --transport nccl is refused (exit 2: NCCL cannot put two ranks
 #     on one GPU);
 #   - weipipe-interleave and 1f1b on N = 2 processes, one GPU each, fp32: masters within 1e-5
@@ -17,7 +17,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 # Refused before any rank starts (any machine): NCCL moves GPU memory, so --backend cpu is an
 # error; a build without NCCL names the option that adds it.
 want="needs --backend cuda"
-[ "$HAVE_NCCL" = 1 ] || want="built without NCCL (configure with -Dnccl=enabled"
+[ "$HAVE_NCCL" = 1 ] || want="not built into this weipipe (configure with -Dnccl=enabled"
 "$W" train --config "$CFG" --data "$DATA" --quiet --steps 1 --nranks 2 --transport nccl --backend cpu 2>"$TMP/err.txt"
 rc=$?
 grep -qF "$want" "$TMP/err.txt" && [ $rc = 2 ] || fail "--transport nccl --backend cpu: exit $rc, $(cat "$TMP/err.txt")"

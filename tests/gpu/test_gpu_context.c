@@ -12,7 +12,7 @@
 #include "gpu_harness.h"
 #include "wp_config.h"
 #if WP_HAVE_CUDA
-#include "cuda/cuda_backend.h"
+#include "cuda_backend.h"
 #endif
 
 static int expect(bool ok, const char *fmt, const char *detail) {

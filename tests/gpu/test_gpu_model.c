@@ -16,8 +16,8 @@
 #include <string.h>
 
 #include "gpu_harness.h"
-#include "model/layout.h"
-#include "model/whole.h"
+#include "layout.h"
+#include "whole.h"
 
 typedef struct {
     const char *name;

@@ -16,10 +16,10 @@
 #include <unistd.h>
 
 #include "gpu_harness.h"
-#include "ring/clock.h"
-#include "ring/launch.h"
-#include "ring/staged.h"
-#include "../ring/rt.h"
+#include "clock.h"
+#include "launch.h"
+#include "staged.h"
+#include "rt.h"
 
 #define NRANKS 3
 #define NMSG 4

@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "gpu_harness.h"
-#include "ring/clock.h"
+#include "clock.h"
 #include "streams.h"
 
 #define DOUBLINGS 64

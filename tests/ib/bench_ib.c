@@ -11,7 +11,7 @@
 
 #include "ib_soft.h"
 #include "rdma.h"
-#include "../ring/rt.h"
+#include "rt.h"
 
 typedef struct bench {
     const ib_ops *ops; /* NULL: use the rank's own transport (tcp, local) */

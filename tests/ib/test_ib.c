@@ -24,16 +24,17 @@
  *   config           bad protocol settings are refused by ibv_create with the reason
  *   verbs-MODE       matrix, credits, reuse, silence, mismatch and gone over libibverbs (the
  *                    fabric's counters unchecked): skipped (77) with the reason without a device
- *   job              a launched rank with --transport ibverbs (rdma_job_run_rank): without a
+ *   job              a launched rank with --transport ibverbs (wp_job_run): without a
  *                    device exit code 2 and "no RDMA device: ..."; with one a self transfer;
  *                    --ib-port 0 refused with exit code 2 */
 #include <string.h>
 #include <unistd.h>
 
-#include "cli/cli.h"
+#include "adapters.h"
+#include "job.h"
 #include "ib_soft.h"
 #include "rdma.h"
-#include "../ring/rt.h"
+#include "rt.h"
 
 #define MAX_RANKS 4
 #define NCH 3
@@ -520,9 +521,9 @@ static int run_job(const char *const *flags, int nflags, char *err, size_t errle
     for (int i = 0; i < nflags; i++) argv[5 + i] = (char *)flags[i];
     wp_opts o;
     RT_CHECK(cli_parse(5 + nflags, argv, &o, err, errlen) == 0, "flags: %s", err);
-    wp_net_opts net;
-    RT_CHECK(tp_net_from_opts(&o, &net, err, errlen) == 0, "net: %s", err);
-    return rdma_job_run_rank(&o, &net, job_rank, NULL, err, errlen);
+    wp_job_cfg cfg; /* bad device flags: 2 naming the flag, as train says it */
+    int rc = job_cfg_from_opts(&o, &cfg, err, errlen);
+    return rc ? rc : wp_job_run(&cfg, job_rank, NULL, err, errlen);
 }
 #endif
 

@@ -7,7 +7,7 @@
  * whatever the kernel recomputes). */
 #include <time.h>
 
-#include "cpu/cpu.h"
+#include "cpu.h"
 #include "kt.h"
 #include "wp_config.h"
 

@@ -4,7 +4,7 @@
  * CPU backend's vectorisable exp against libm. */
 #include <stdint.h>
 
-#include "cpu/cpu.h"
+#include "cpu.h"
 #include "kt.h"
 
 typedef struct {

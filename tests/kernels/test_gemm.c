@@ -2,7 +2,7 @@
  * alpha/beta, row strides larger than the rows (padding filled with NaN, so reading it shows),
  * fp32 and bf16 C. The BLAS path and the C fallback are each held against an fp64 loop with
  * the classical error bound |c - ref| <= (kk + 2) u (|alpha| sum|a||b| + |beta c0|). */
-#include "cpu/cpu.h"
+#include "cpu.h"
 #include "kt.h"
 #include "wp_config.h"
 

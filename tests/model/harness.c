@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/rng.h"
+#include "rng.h"
 
 static void die(const char *what, const char *why) {
     fprintf(stderr, "FAIL: %s: %s\n", what, why ? why : "(no reason)");

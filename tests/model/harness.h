@@ -7,8 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model/layout.h"
-#include "model/whole.h"
+#include "layout.h"
+#include "whole.h"
 
 typedef struct {
     wp_layout L;

@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "harness.h"
-#include "model/rng.h"
+#include "rng.h"
 
 static double stencil(harness *H, const float *d, size_t only, double e, float *p) {
     const double steps[4] = {1, -1, 2, -2};

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 
 #include "harness.h"
-#include "model/model_impl.h"
+#include "model_impl.h"
 
 /* malloc rounds and pads each block: a page for mmap'ed blocks, plus headers */
 #define HEAP_SLACK 8192

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "harness.h"
-#include "model/model_impl.h"
+#include "model_impl.h"
 
 #define MAX_SEG 8
 

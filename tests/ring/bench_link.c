@@ -5,7 +5,7 @@
  *   e.g. bench_link tcp 64M 1Gbit 20ms 2 3 */
 #include <string.h>
 
-#include "cli/cli.h"
+#include "cli.h"
 #include "clock.h"
 #include "rt.h"
 

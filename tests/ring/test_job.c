@@ -5,7 +5,7 @@
  * usage: test_job ok|fail train --transport local|tcp --nranks N [flags] */
 #include <string.h>
 
-#include "cli/cli.h"
+#include "adapters.h"
 #include "job.h"
 #include "rt.h"
 
@@ -40,7 +40,9 @@ int main(int argc, char **argv) {
     char err[600];
     RT_CHECK(cli_parse(argc - 2, argv + 2, &o, err, sizeof err) == 0, "%s", err);
     o.timeout = 10;
-    int rc = wp_job_run(&o, ring_rank, &fail, err, sizeof err);
+    wp_job_cfg cfg;
+    RT_CHECK(job_cfg_from_opts(&o, &cfg, err, sizeof err) == 0, "%s", err);
+    int rc = wp_job_run(&cfg, ring_rank, &fail, err, sizeof err);
     if (getenv("RANK")) { /* a launched rank: the launcher reports */
         if (rc) fprintf(stderr, "%s\n", err);
         return rc;

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "io/checkpoint.h"
+#include "checkpoint.h"
 
 static int open_both(const char *a, const char *b, wp_ckpt **ca, wp_ckpt **cb, wp_layout *L) {
     char err[1024];

@@ -5,7 +5,7 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "runtime/compute_pace.h"
+#include "compute_pace.h"
 
 static int failures, checks;
 

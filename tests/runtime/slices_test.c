@@ -6,9 +6,9 @@
  * tensor. */
 #include <float.h>
 
-#include "../train/tu.h"
-#include "io/checkpoint.h"
-#include "io/safetensors.h"
+#include "tu.h"
+#include "checkpoint.h"
+#include "safetensors.h"
 #include "optim.h"
 
 #define MAX_SLICES 7
@@ -33,7 +33,7 @@ static wp_layout layout_of(int chunks) {
 static wp_optim *slices_optim(const wp_layout *L, int slice, int n) {
     int all[WP_MAX_CHUNKS];
     for (int c = 0; c < L->cfg.n_chunks; c++) all[c] = c;
-    wp_optim *o = optim_create_slices(L, kern, all, L->cfg.n_chunks, slice, n, &hp, err, sizeof err);
+    wp_optim *o = optim_create_slices(layout_optim_model(L), kern, all, L->cfg.n_chunks, slice, n, &hp, err, sizeof err);
     if (!o) {
         fprintf(stderr, "optim_create_slices: %s\n", err);
         exit(1);
@@ -129,7 +129,7 @@ static int load(const char *step_dir, wp_optim *o) {
 
 /* Every buffer of `a` equals `b`'s same elements bit for bit (both loaded from one file). */
 static void same_elements(wp_optim *a, wp_optim *b, const char *what) {
-    const wp_layout *La = optim_layout(a), *Lb = optim_layout(b);
+    const wp_layout *La = layout_of_optim(a), *Lb = layout_of_optim(b);
     float *x = malloc(La->total_numel * 4), *y = malloc(Lb->total_numel * 4);
     for (int i = 0; i < La->n_params; i++) {
         const wp_param *pa = &La->params[i], *pb = layout_find(Lb, pa->name);
@@ -153,7 +153,7 @@ static void same_elements(wp_optim *a, wp_optim *b, const char *what) {
 static void test_slices_and_checkpoints(int n) {
     wp_layout L2 = layout_of(2), L3 = layout_of(3);
     int all2[2] = {0, 1}, all3[3] = {0, 1, 2};
-    wp_optim *whole = optim_create(&L2, kern, all2, 2, &hp, err, sizeof err), *part[MAX_SLICES];
+    wp_optim *whole = optim_create(layout_optim_model(&L2), kern, all2, 2, &hp, err, sizeof err), *part[MAX_SLICES];
     optim_init_from_seed(whole, 9);
     for (int k = 0; k < n; k++) {
         part[k] = slices_optim(&L2, k, n);
@@ -165,7 +165,7 @@ static void test_slices_and_checkpoints(int n) {
     snprintf(save_dir, sizeof save_dir, "%s/n%d", dir, n);
     save_as_ranks(save_dir, &L2, part, n, step_dir, sizeof step_dir);
     if (n > 1) CHECK(parts_in(save_dir, 1) > 0, "n=%d: rank 1's shard holds no tensor part", n);
-    wp_optim *re3 = optim_create(&L3, kern, all3, 3, &hp, err, sizeof err);
+    wp_optim *re3 = optim_create(layout_optim_model(&L3), kern, all3, 3, &hp, err, sizeof err);
     CHECK(load(step_dir, re3) == 0, "n=%d: load into 3 whole chunks: %s", n, err);
     snprintf(what, sizeof what, "n=%d into 3 whole chunks", n);
     for (int k = 0; k < n; k++) same_elements(part[k], re3, what);
@@ -202,7 +202,7 @@ static void test_bad_parts(void) {
         char save_dir[400], step_dir[500];
         snprintf(save_dir, sizeof save_dir, "%s/%s", dir, cases[i].tag);
         save_as_ranks(save_dir, &L, w, cases[i].n, step_dir, sizeof step_dir);
-        wp_optim *o = optim_create(&L, kern, &one, 1, &hp, err, sizeof err);
+        wp_optim *o = optim_create(layout_optim_model(&L), kern, &one, 1, &hp, err, sizeof err);
         int rc = load(step_dir, o);
         printf("%s: %s\n", cases[i].tag, err);
         if (i == 0) /* the first tensor the gap touches is either missing or cut short */

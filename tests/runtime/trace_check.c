@@ -19,10 +19,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/cli.h"
-#include "model/layout.h"
-#include "schedule/schedule.h"
-#include "schedule/sim.h"
+#include "adapters.h"
+#include "layout.h"
+#include "schedule.h"
+#include "sim.h"
 
 #define MAX_RANKS 16
 #define MAX_NAMES 4096

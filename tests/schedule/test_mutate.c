@@ -5,9 +5,9 @@
  * restore. */
 #include <string.h>
 
-#include "schedule/mutate.h"
-#include "schedule/schedule.h"
-#include "schedule/validate.h"
+#include "mutate.h"
+#include "schedule.h"
+#include "validate.h"
 #include "st.h"
 
 static int caught;

@@ -16,11 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "schedule/mutate.h"
-#include "schedule/schedule.h"
-#include "schedule/seq_split.h"
-#include "schedule/sim.h"
-#include "schedule/validate.h"
+#include "mutate.h"
+#include "schedule.h"
+#include "seq_split.h"
+#include "sim.h"
+#include "validate.h"
 #include "st.h"
 
 static int checks;

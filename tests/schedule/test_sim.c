@@ -10,9 +10,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "schedule/schedule.h"
-#include "schedule/sim.h"
-#include "schedule/validate.h"
+#include "schedule.h"
+#include "sim.h"
+#include "validate.h"
 #include "st.h"
 
 static int checks;

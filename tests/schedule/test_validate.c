@@ -4,8 +4,8 @@
  * promise; bad shapes are refused with a reason. */
 #include <string.h>
 
-#include "schedule/schedule.h"
-#include "schedule/validate.h"
+#include "schedule.h"
+#include "validate.h"
 #include "st.h"
 
 static int validated;

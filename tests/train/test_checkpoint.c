@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "io/checkpoint.h"
+#include "checkpoint.h"
 #include "tu.h"
 
 static char dir[256], err[2048];
@@ -23,7 +23,7 @@ static wp_model_cfg shape(void) {
 
 static wp_optim *new_optim(const wp_layout *L, const int *chunks, int n) {
     wp_adamw_hparams hp = {0.9, 0.95, 1e-8, 0.1};
-    wp_optim *o = optim_create(L, kern, chunks, n, &hp, err, sizeof err);
+    wp_optim *o = optim_create(layout_optim_model(L), kern, chunks, n, &hp, err, sizeof err);
     if (!o) {
         fprintf(stderr, "optim_create: %s\n", err);
         exit(1);
@@ -92,7 +92,7 @@ static int save(const char *save_dir, int64_t step, int keep_last) {
 
 /* Every buffer of every owned tensor, by name, against the writers'; returns how many. */
 static int compare_by_name(wp_optim *o, const char *what) {
-    const wp_layout *L = optim_layout(o);
+    const wp_layout *L = layout_of_optim(o);
     int diff = 0, compared = 0;
     for (int i = 0; i < optim_n_owned(o); i++) {
         int c = optim_owned_chunk(o, i);

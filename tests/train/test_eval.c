@@ -5,8 +5,8 @@
  * argv: WEIPIPE DATA_SHARD [PYTHON HF_CHECK_PY] */
 #include <sys/wait.h>
 
-#include "io/checkpoint.h"
-#include "io/hf.h"
+#include "checkpoint.h"
+#include "hf.h"
 #include "tu.h"
 
 static char dir[256], err[2048];
@@ -35,7 +35,7 @@ static void make_checkpoint(const char *save) {
     wp_kern *k = kern_create(&ko, err, sizeof err);
     int all[2] = {0, 1};
     wp_adamw_hparams hp = {0.9, 0.95, 1e-8, 0.1};
-    wp_optim *o = optim_create(&L, k, all, 2, &hp, err, sizeof err);
+    wp_optim *o = optim_create(layout_optim_model(&L), k, all, 2, &hp, err, sizeof err);
     uint64_t rng = 8;
     for (int ch = 0; ch < 2; ch++) {
         float *m = malloc(L.chunk_numel[ch] * 4);

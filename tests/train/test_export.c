@@ -5,10 +5,10 @@
  * argv: [python3 check_export.py] (the python check is skipped, saying so, when absent). */
 #include <sys/wait.h>
 
-#include "cli/cli.h"
-#include "io/checkpoint.h"
-#include "io/hf.h"
-#include "io/safetensors.h"
+#include "adapters.h"
+#include "checkpoint.h"
+#include "hf.h"
+#include "safetensors.h"
 #include "tu.h"
 
 static char dir[256], err[2048];
@@ -19,7 +19,7 @@ static const char *python, *checker;
 
 static wp_optim *new_optim(const wp_layout *L, const int *chunks, int n) {
     wp_adamw_hparams hp = {0.9, 0.95, 1e-8, 0.1};
-    wp_optim *o = optim_create(L, kern, chunks, n, &hp, err, sizeof err);
+    wp_optim *o = optim_create(layout_optim_model(L), kern, chunks, n, &hp, err, sizeof err);
     if (!o) {
         fprintf(stderr, "optim_create: %s\n", err);
         exit(1);

@@ -2,8 +2,8 @@
  * the inputs shifted by one, each epoch reads every window exactly once shuffled across shards,
  * and the tokens of (step, micro-batch) depend only on (seed, step, g): the same from fresh
  * instances, in any reading order, whichever "rank" reads them. */
-#include "io/loader.h"
-#include "io/shard.h"
+#include "loader.h"
+#include "shard.h"
 #include "tu.h"
 
 static char dir[256], err[1024];

@@ -4,7 +4,7 @@
  * sequences, and a skipped step leaving everything bit-identical. */
 #include <float.h>
 
-#include "cli/cli.h"
+#include "adapters.h"
 #include "decision.h"
 #include "lr_schedule.h"
 #include "optim.h"
@@ -59,7 +59,7 @@ static void test_adamw(wp_kern *k, double wd, int chunks) {
     wp_adamw_hparams hp = {0.9, 0.95, 1e-8, wd};
     int owned[8];
     for (int c = 0; c < chunks; c++) owned[c] = chunks - 1 - c; /* any order */
-    wp_optim *o = optim_create(&L, k, owned, chunks, &hp, err, sizeof err);
+    wp_optim *o = optim_create(layout_optim_model(&L), k, owned, chunks, &hp, err, sizeof err);
     CHECK(o != NULL, "optim_create: %s", err);
     CHECK(optim_init_from_seed(o, 7) == 0, "init: %s", optim_error(o));
     uint64_t rng = 1000 + (uint64_t)chunks;
@@ -120,7 +120,7 @@ static void test_no_decay_on_norms(wp_kern *k) {
     layout_build(&cfg, &L, err, sizeof err);
     wp_adamw_hparams hp = {0.9, 0.95, 1e-8, 0.5};
     int c0 = 0;
-    wp_optim *o = optim_create(&L, k, &c0, 1, &hp, err, sizeof err);
+    wp_optim *o = optim_create(layout_optim_model(&L), k, &c0, 1, &hp, err, sizeof err);
     optim_init_from_seed(o, 3);
     size_t n = L.chunk_numel[0];
     float *before = malloc(n * 4), *after = malloc(n * 4), *w = malloc(n * 4);
@@ -218,7 +218,7 @@ static void test_clip(void) {
 }
 
 static void test_scaler(void) {
-    wp_loss_scaler s = loss_scaler_init(WP_PREC_MIXED, 1024, 3);
+    wp_loss_scaler s = loss_scaler_init(true, 1024, 3);
     /* script: finite x3 -> double; inf -> halve; finite x2; nan -> halve; finite x3 -> double */
     const bool finite[] = {1, 1, 1, 0, 1, 1, 0, 1, 1, 1};
     const double want[] = {1024, 1024, 2048, 1024, 1024, 1024, 512, 512, 512, 1024};
@@ -228,14 +228,14 @@ static void test_scaler(void) {
         s = loss_scaler_next(s, !d.skip);
         CHECK(s.scale == want[i], "step %d: scale %g, want %g", i, s.scale, want[i]);
     }
-    s = loss_scaler_init(WP_PREC_MIXED, 2, 1000);
+    s = loss_scaler_init(true, 2, 1000);
     for (int i = 0; i < 5; i++) s = loss_scaler_next(s, false);
     CHECK(s.scale == WP_LOSS_SCALE_MIN, "scale backs off to the floor %g, got %g", WP_LOSS_SCALE_MIN, s.scale);
-    s = loss_scaler_init(WP_PREC_MIXED, WP_LOSS_SCALE_MAX, 1);
+    s = loss_scaler_init(true, WP_LOSS_SCALE_MAX, 1);
     s = loss_scaler_next(s, true);
     CHECK(s.scale == WP_LOSS_SCALE_MAX, "scale grows past the cap: %g", s.scale);
     for (int p = WP_PREC_BF16; p <= WP_PREC_FP32; p++) {
-        s = loss_scaler_init((wp_precision)p, 65536, 2);
+        s = loss_scaler_init((wp_precision)p == WP_PREC_MIXED, 65536, 2);
         for (int i = 0; i < 6; i++) s = loss_scaler_next(s, i % 2 == 0);
         CHECK(s.scale == 1.0 && !s.dynamic, "%s: scale %g, want a static 1", precision_name((wp_precision)p), s.scale);
     }
@@ -251,7 +251,7 @@ static void test_skip(wp_kern *k) {
     layout_build(&cfg, &L, err, sizeof err);
     wp_adamw_hparams hp = {0.9, 0.95, 1e-8, 0.1};
     int owned[3] = {0, 1, 2};
-    wp_optim *o = optim_create(&L, k, owned, 3, &hp, err, sizeof err);
+    wp_optim *o = optim_create(layout_optim_model(&L), k, owned, 3, &hp, err, sizeof err);
     optim_init_from_seed(o, 11);
     uint64_t rng = 17;
     void *w[3];

@@ -5,8 +5,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "io/prepare.h"
-#include "io/shard.h"
+#include "prepare.h"
+#include "shard.h"
 #include "tu.h"
 
 static char dir[256], err[1024];

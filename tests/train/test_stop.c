@@ -2,7 +2,7 @@
  * one-shot, so the process keeps the default action for a second signal of that kind. */
 #include <signal.h>
 
-#include "io/stop.h"
+#include "stop.h"
 #include "tu.h"
 
 int main(void) {

@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/fsutil.h"
+#include "fsutil.h"
 #include "kernels.h"
-#include "model/layout.h"
+#include "layout.h"
 
 static int failures;
 #define CHECK(cond, ...)                                          \

@@ -7,10 +7,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "adapters.h"
 #include "commands.h"
 #include "log.h"
-#include "model/rng.h"
-#include "model/whole.h"
+#include "rng.h"
+#include "whole.h"
 
 #define BENCH_WARMUP 2
 #define BENCH_MIN_ITERS 3

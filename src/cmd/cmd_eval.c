@@ -7,12 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/cli.h"
+#include "cli.h"
 #include "commands.h"
-#include "io/checkpoint.h"
-#include "io/loader.h"
+#include "checkpoint.h"
+#include "loader.h"
 #include "log.h"
-#include "model/model.h"
+#include "model.h"
 
 typedef struct {
     wp_layout L;

@@ -2,9 +2,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli/cli.h"
+#include "cli.h"
 #include "commands.h"
 #include "log.h"
+#include "ring_warn.h"
 #include "wp_config.h"
 
 static const struct {
@@ -29,7 +30,11 @@ static void usage(FILE *f) {
     cli_print_flags(f, 0);
 }
 
+/* The ring layer's warnings go through the command's log (one line, control bytes escaped). */
+static void ring_warning(const char *line) { wp_warn("%s", line); }
+
 int main(int argc, char **argv) {
+    ring_set_warn(ring_warning);
     if (argc < 2) {
         wp_error("no subcommand given (try weipipe --help)");
         return 2;

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ring/sock.h"
+#include "sock.h"
 
 static bool set(const char *name) {
     const char *v = getenv(name);

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cmd_common.h"
+#include "adapters.h"
 #include "commands.h"
 #include "draw.h"
 #include "log.h"

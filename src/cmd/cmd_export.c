@@ -3,11 +3,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli/cli.h"
+#include "cli.h"
 #include "commands.h"
-#include "io/checkpoint.h"
-#include "io/hf.h"
-#include "io/safetensors.h"
+#include "checkpoint.h"
+#include "hf.h"
+#include "safetensors.h"
 #include "log.h"
 
 /* fp32 unless --precision is given: then the dtype its weights travel in (fp16, bf16, fp32). */

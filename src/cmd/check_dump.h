@@ -8,8 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cli/cli.h"
-#include "model/layout.h"
+#include "cli.h"
+#include "layout.h"
 
 typedef struct {
     const char *dir;

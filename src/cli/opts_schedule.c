@@ -1,37 +1,29 @@
-/* Options shared by `weipipe schedule` and `weipipe simulate` (cmd_common.h). */
-#include "cmd_common.h"
-#include "seq_split.h"
-
-#include <stdarg.h>
+/* Flags of the schedule layer: pipeline shape, layout, machine (adapters.h). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int bad(char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return 2;
-}
+#include "adapters.h"
+#include "seq_split.h"
 
 int pipe_shape_from_opts(const wp_opts *o, wp_pipe_shape *p, char *err, size_t errlen) {
     memset(p, 0, sizeof *p);
     if (o->nranks < 1 || o->nranks > WP_MAX_CHUNKS)
-        return bad(err, errlen, "--nranks: %lld is not between 1 and %d", (long long)o->nranks, WP_MAX_CHUNKS);
+        return cli_fail(err, errlen, "--nranks: %lld is not between 1 and %d", (long long)o->nranks, WP_MAX_CHUNKS);
     int64_t m = o->num_microbatches ? o->num_microbatches : o->nranks;
     if (m < 1 || m > 65536)
-        return bad(err, errlen, "--num-microbatches: %lld is not between 1 and 65536 (0 means one per rank)",
+        return cli_fail(err, errlen, "--num-microbatches: %lld is not between 1 and 65536 (0 means one per rank)",
                    (long long)o->num_microbatches);
     p->nranks = (int)o->nranks;
     p->nmb = (int)m;
     p->gen.wzb2_owner_last = strcmp(o->wzb2_owner, "last") == 0;
     p->gen.i1f1b_breadth_first = strcmp(o->i1f1b_order, "breadth-first") == 0;
     if (o->seq_segments < 1 || o->seq_segments > WP_MAX_SEGMENTS)
-        return bad(err, errlen, "--seq-segments: %lld is not between 1 and %d", (long long)o->seq_segments,
+        return cli_fail(err, errlen, "--seq-segments: %lld is not between 1 and %d", (long long)o->seq_segments,
                    WP_MAX_SEGMENTS);
     bool seq1f1b = strcmp(o->strategy, "seq1f1b") == 0 || strcmp(o->strategy, "all") == 0;
     if (seq1f1b && o->seq_segments > o->seq_length)
-        return bad(err, errlen, "--seq-segments: %lld segments need at least as many tokens per sequence (--seq-length "
+        return cli_fail(err, errlen, "--seq-segments: %lld segments need at least as many tokens per sequence (--seq-length "
                    "%lld)", (long long)o->seq_segments, (long long)o->seq_length);
     p->gen.seq_segments = (int)o->seq_segments;
     return 0;
@@ -42,7 +34,7 @@ int layout_from_opts(const wp_opts *o, int nranks, int default_chunks, wp_layout
     wp_model_cfg cfg;
     *raised = false;
     wp_opts *copy = malloc(sizeof *copy);
-    if (!copy) return bad(err, errlen, "out of memory");
+    if (!copy) return cli_fail(err, errlen, "out of memory");
     *copy = *o;
     if (!o->num_chunks && !o->chunk_layers[0]) copy->num_chunks = default_chunks;
     int rc = model_cfg_from_opts(copy, nranks, &cfg, err, errlen);
@@ -60,8 +52,8 @@ int layout_from_opts(const wp_opts *o, int nranks, int default_chunks, wp_layout
 
 int machine_from_opts(const wp_opts *o, wp_machine *m, char *err, size_t errlen) {
     memset(m, 0, sizeof *m);
-    if (o->device_tflops < 0) return bad(err, errlen, "--device-tflops: %g must not be negative", o->device_tflops);
-    if (o->ranks_per_node < 0) return bad(err, errlen, "--ranks-per-node: %lld must not be negative", (long long)o->ranks_per_node);
+    if (o->device_tflops < 0) return cli_fail(err, errlen, "--device-tflops: %g must not be negative", o->device_tflops);
+    if (o->ranks_per_node < 0) return cli_fail(err, errlen, "--ranks-per-node: %lld must not be negative", (long long)o->ranks_per_node);
     m->flops = o->device_tflops * 1e12;
     m->mem_bw = o->device_mem_bandwidth;
     m->ranks_per_node = (int)(o->ranks_per_node > WP_MAX_CHUNKS ? WP_MAX_CHUNKS : o->ranks_per_node);

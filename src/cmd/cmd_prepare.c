@@ -2,9 +2,9 @@
 #include <inttypes.h>
 #include <stdio.h>
 
-#include "cli/cli.h"
+#include "cli.h"
 #include "commands.h"
-#include "io/prepare.h"
+#include "prepare.h"
 #include "log.h"
 
 int cmd_prepare(const wp_opts *o) {

@@ -3,7 +3,7 @@
 #ifndef WP_COMMANDS_H
 #define WP_COMMANDS_H
 
-#include "cli/cli.h"
+#include "cli.h"
 
 int cmd_train(const wp_opts *o);
 int cmd_eval(const wp_opts *o);

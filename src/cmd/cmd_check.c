@@ -6,11 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "adapters.h"
 #include "commands.h"
 #include "log.h"
-#include "model/check_dump.h"
-#include "model/rng.h"
-#include "model/whole.h"
+#include "check_dump.h"
+#include "rng.h"
+#include "whole.h"
 
 /* Directions probed, and the step |eps d| = FD_REL_STEP * ||w||. The fourth-order central
  * stencil (8 (f(e) - f(-e)) - (f(2e) - f(-2e))) / 12e has truncation error O(eps^4), so eps

@@ -1,0 +1,63 @@
+/* Flags into the plain config structs of the layers below (the one place where a wp_opts is
+ * read on their behalf): the libraries under src/cli (kernels, optim, ring, model, io,
+ * schedule, faults) take these structs and never see a flag. Each adapter checks its flags and
+ * returns 0, or 2 with a one-line reason naming the flag. */
+#ifndef WP_CLI_ADAPTERS_H
+#define WP_CLI_ADAPTERS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "cli.h"
+#include "decision.h"
+#include "hf.h"
+#include "job.h"
+#include "layout.h"
+#include "lr_schedule.h"
+#include "optim.h"
+#include "schedule.h"
+#include "sim.h"
+
+/* ---- model (opts_model.c) ---- */
+/* The model; nranks gives the default chunk count (one per rank). */
+int model_cfg_from_opts(const wp_opts *o, int nranks, wp_model_cfg *cfg, char *err, size_t errlen);
+/* --init-from DIR: every model flag the user did not set is filled from DIR/config.json, a set
+ * one must agree (2 naming the flag and the key; hf_read_config refuses what the model does
+ * not implement). */
+int hf_config_apply(const char *hf_dir, wp_opts *o, char *err, size_t errlen);
+
+/* ---- optimizer (opts_optim.c) ---- */
+/* --adam-beta1/2, --adam-eps, --weight-decay. */
+int adamw_hparams_from_opts(const wp_opts *o, wp_adamw_hparams *hp, char *err, size_t errlen);
+/* --lr, --min-lr, --warmup-steps, --lr-decay-style, --steps. */
+int lr_schedule_from_opts(const wp_opts *o, wp_lr_schedule *s, char *err, size_t errlen);
+
+/* ---- ring (opts_ring.c) ---- */
+/* --tcp-streams, --bind, --connect-timeout, --timeout, --link-*, --ranks-per-node, --node-link-*. */
+int net_cfg_from_opts(const wp_opts *o, wp_net_opts *n, char *err, size_t errlen);
+/* --ib-device, --ib-port, --ib-gid-index. */
+int ib_dev_cfg_from_opts(const wp_opts *o, ib_dev_cfg *dev, char *err, size_t errlen);
+/* --transport (a built row of the table), --nranks, the network and device flags, --backend;
+ * the process hooks are left NULL for the command to fill. */
+int job_cfg_from_opts(const wp_opts *o, wp_job_cfg *cfg, char *err, size_t errlen);
+
+/* ---- schedule (opts_schedule.c): what `weipipe schedule` and `simulate` share ---- */
+typedef struct {
+    int nranks, nmb;
+    wp_gen_opts gen;
+} wp_pipe_shape;
+
+int pipe_shape_from_opts(const wp_opts *o, wp_pipe_shape *p, char *err, size_t errlen);
+
+/* The model and its layout with default_chunks chunks (strategy_default_chunks) unless
+ * --num-chunks/--chunk-layers say otherwise. When the model's size was left at its default (no
+ * --num-layers, --chunk-layers or config file line) and has fewer layers than chunks, the layers
+ * are raised to one per chunk and *raised says so; a model given explicitly is never changed.
+ * Caller frees with layout_free. */
+int layout_from_opts(const wp_opts *o, int nranks, int default_chunks, wp_layout *L, bool *raised, char *err,
+                     size_t errlen);
+
+/* Links, device speed and memory bandwidth. */
+int machine_from_opts(const wp_opts *o, wp_machine *m, char *err, size_t errlen);
+
+#endif

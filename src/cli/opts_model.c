@@ -1,0 +1,130 @@
+/* Flags of the model: its shape and chunking (adapters.h). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "adapters.h"
+
+#define NEED(cond, ...) \
+    do {                \
+        if (!(cond)) return cli_fail(err, errlen, __VA_ARGS__); \
+    } while (0)
+
+static int parse_chunk_layers(const char *list, wp_model_cfg *cfg, char *err, size_t errlen) {
+    int n = 0, sum = 0;
+    const char *p = list;
+    while (*p) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 1 || v > 1000000)
+            return cli_fail(err, errlen, "--chunk-layers: '%s' is not a comma-separated list of positive layer counts", list);
+        if (n == WP_MAX_CHUNKS) return cli_fail(err, errlen, "--chunk-layers: more than %d chunks", WP_MAX_CHUNKS);
+        cfg->chunk_layers[n++] = (int)v;
+        sum += (int)v;
+        p = end;
+        if (*p == ',') p++;
+        else if (*p) return cli_fail(err, errlen, "--chunk-layers: unexpected '%c' in '%s'", *p, list);
+    }
+    if (sum != cfg->n_layers)
+        return cli_fail(err, errlen, "--chunk-layers: '%s' adds up to %d layers, but --num-layers is %d", list, sum, cfg->n_layers);
+    cfg->n_chunks = n;
+    return 0;
+}
+
+int model_cfg_from_opts(const wp_opts *o, int nranks, wp_model_cfg *cfg, char *err, size_t errlen) {
+    memset(cfg, 0, sizeof *cfg);
+    const int64_t big = 1 << 24;
+    NEED(o->num_layers >= 1 && o->num_layers <= 100000, "--num-layers: %lld must be at least 1", (long long)o->num_layers);
+    NEED(o->hidden_size >= 1 && o->hidden_size <= big, "--hidden-size: %lld must be between 1 and %lld", (long long)o->hidden_size, (long long)big);
+    NEED(o->num_attention_heads >= 1, "--num-attention-heads: %lld must be at least 1", (long long)o->num_attention_heads);
+    NEED(o->hidden_size % o->num_attention_heads == 0, "--hidden-size: %lld is not divisible by --num-attention-heads %lld",
+         (long long)o->hidden_size, (long long)o->num_attention_heads);
+    int64_t hd = o->hidden_size / o->num_attention_heads;
+    NEED(hd % 2 == 0, "--num-attention-heads: head size %lld (hidden-size / heads) must be even for RoPE", (long long)hd);
+    int64_t kv = o->num_query_groups ? o->num_query_groups : o->num_attention_heads;
+    NEED(kv >= 1 && o->num_attention_heads % kv == 0, "--num-query-groups: %lld must be positive and divide --num-attention-heads %lld",
+         (long long)o->num_query_groups, (long long)o->num_attention_heads);
+    int64_t ffn = o->ffn_hidden_size;
+    if (ffn == 0) ffn = ((8 * o->hidden_size / 3 + 31) / 32) * 32;
+    NEED(ffn >= 1 && ffn <= 4 * big, "--ffn-hidden-size: %lld must be positive", (long long)o->ffn_hidden_size);
+    NEED(o->seq_length >= 1 && o->seq_length <= big, "--seq-length: %lld must be between 1 and %lld", (long long)o->seq_length, (long long)big);
+    NEED(o->micro_batch_size >= 1 && o->micro_batch_size <= big, "--micro-batch-size: %lld must be at least 1", (long long)o->micro_batch_size);
+    NEED(o->vocab_size >= 2 && o->vocab_size <= big, "--vocab-size: %lld must be between 2 and %lld", (long long)o->vocab_size, (long long)big);
+    NEED(o->micro_batch_size * o->seq_length <= INT32_MAX,
+         "--micro-batch-size x --seq-length: %lld tokens is too many", (long long)(o->micro_batch_size * o->seq_length));
+    NEED(o->rope_theta > 0, "--rope-theta: %g must be positive", o->rope_theta);
+    NEED(o->norm_eps > 0, "--norm-eps: %g must be positive", o->norm_eps);
+    NEED(o->init_std >= 0, "--init-std: %g must not be negative", o->init_std);
+
+    cfg->n_layers = (int)o->num_layers;
+    cfg->h = (int)o->hidden_size;
+    cfg->ffn = (int)ffn;
+    cfg->n_heads = (int)o->num_attention_heads;
+    cfg->n_kv_heads = (int)kv;
+    cfg->head_dim = (int)hd;
+    cfg->seq = (int)o->seq_length;
+    cfg->mb = (int)o->micro_batch_size;
+    cfg->vocab = (int)o->vocab_size;
+    cfg->rope_theta = o->rope_theta;
+    cfg->norm_eps = o->norm_eps;
+    cfg->init_std = o->init_std;
+    cfg->recompute = o->recompute;
+    cfg->precision = strcmp(o->precision, "fp32") == 0 ? WP_PREC_FP32
+                     : strcmp(o->precision, "bf16") == 0 ? WP_PREC_BF16
+                                                          : WP_PREC_MIXED;
+
+    if (o->chunk_layers[0]) {
+        int rc = parse_chunk_layers(o->chunk_layers, cfg, err, errlen);
+        if (rc) return rc;
+        NEED(!o->set[FLAG_num_chunks] || o->num_chunks == cfg->n_chunks,
+             "--num-chunks: %lld disagrees with --chunk-layers '%s' (%d chunks)", (long long)o->num_chunks, o->chunk_layers, cfg->n_chunks);
+        return 0;
+    }
+    int64_t chunks = o->num_chunks ? o->num_chunks : (nranks > 0 ? nranks : 1);
+    NEED(chunks >= 1 && chunks <= WP_MAX_CHUNKS, "--num-chunks: %lld must be between 1 and %d", (long long)chunks, WP_MAX_CHUNKS);
+    NEED(chunks <= cfg->n_layers, "--num-chunks: %lld chunks need at least as many layers, but --num-layers is %d%s",
+         (long long)chunks, cfg->n_layers, o->num_chunks ? "" : " (the default is one chunk per rank, --nranks)");
+    model_cfg_even_chunks(cfg, (int)chunks);
+    return 0;
+}
+
+static int64_t *int_field(wp_opts *o, int flag) {
+    switch (flag) {
+    case FLAG_num_layers: return &o->num_layers;
+    case FLAG_hidden_size: return &o->hidden_size;
+    case FLAG_ffn_hidden_size: return &o->ffn_hidden_size;
+    case FLAG_num_attention_heads: return &o->num_attention_heads;
+    case FLAG_num_query_groups: return &o->num_query_groups;
+    default: return &o->vocab_size;
+    }
+}
+
+int hf_config_apply(const char *hf_dir, wp_opts *o, char *err, size_t errlen) {
+    static const int flag_of[HF_NKEYS] = {
+        [HF_NUM_HIDDEN_LAYERS] = FLAG_num_layers,          [HF_HIDDEN_SIZE] = FLAG_hidden_size,
+        [HF_INTERMEDIATE_SIZE] = FLAG_ffn_hidden_size,     [HF_NUM_ATTENTION_HEADS] = FLAG_num_attention_heads,
+        [HF_NUM_KEY_VALUE_HEADS] = FLAG_num_query_groups,  [HF_VOCAB_SIZE] = FLAG_vocab_size,
+        [HF_RMS_NORM_EPS] = FLAG_norm_eps,                 [HF_ROPE_THETA] = FLAG_rope_theta,
+    };
+    hf_config c;
+    int rc = hf_read_config(hf_dir, &c, err, errlen);
+    if (rc) return rc;
+    for (int k = 0; k < HF_NKEYS; k++) {
+        if (!c.present[k]) continue;
+        int flag = flag_of[k];
+        bool integer = hf_key_integer((hf_key)k);
+        double *num = flag == FLAG_norm_eps ? &o->norm_eps : &o->rope_theta;
+        double have = integer ? (double)*int_field(o, flag) : *num, value = c.value[k];
+        if (o->set[flag] && fabs(have - value) > 1e-12 * fabs(value))
+            return cli_fail(err, errlen, "--%s %g disagrees with %s in %s (%g)", cli_flag_name(flag), have,
+                        hf_key_name((hf_key)k), c.path, value);
+        if (integer)
+            *int_field(o, flag) = (int64_t)value;
+        else
+            *num = value;
+    }
+    if (c.have_head_dim && o->num_attention_heads > 0 && c.head_dim * o->num_attention_heads != o->hidden_size)
+        return cli_fail(err, errlen, "%s: head_dim %lld is not hidden_size / num_attention_heads", c.path, (long long)c.head_dim);
+    return 0;
+}

@@ -1,0 +1,37 @@
+/* Flags of the optimizer and the learning-rate schedule (adapters.h). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "adapters.h"
+
+int adamw_hparams_from_opts(const wp_opts *o, wp_adamw_hparams *hp, char *err, size_t errlen) {
+    if (!(o->adam_beta1 >= 0 && o->adam_beta1 < 1)) return cli_fail(err, errlen, "--adam-beta1: %g must be in [0, 1)", o->adam_beta1);
+    if (!(o->adam_beta2 >= 0 && o->adam_beta2 < 1)) return cli_fail(err, errlen, "--adam-beta2: %g must be in [0, 1)", o->adam_beta2);
+    if (!(o->adam_eps > 0)) return cli_fail(err, errlen, "--adam-eps: %g must be positive", o->adam_eps);
+    if (!(o->weight_decay >= 0)) return cli_fail(err, errlen, "--weight-decay: %g must not be negative", o->weight_decay);
+    hp->beta1 = o->adam_beta1;
+    hp->beta2 = o->adam_beta2;
+    hp->eps = o->adam_eps;
+    hp->weight_decay = o->weight_decay;
+    return 0;
+}
+
+int lr_schedule_from_opts(const wp_opts *o, wp_lr_schedule *s, char *err, size_t errlen) {
+    memset(s, 0, sizeof *s);
+    if (!(o->lr >= 0 && isfinite(o->lr))) return cli_fail(err, errlen, "--lr: %g must be a finite non-negative number", o->lr);
+    if (!(o->min_lr >= 0 && isfinite(o->min_lr)))
+        return cli_fail(err, errlen, "--min-lr: %g must be a finite non-negative number", o->min_lr);
+    if (o->warmup_steps < 0) return cli_fail(err, errlen, "--warmup-steps: %lld must not be negative", (long long)o->warmup_steps);
+    if (o->steps < 1) return cli_fail(err, errlen, "--steps: %lld must be at least 1", (long long)o->steps);
+    if (strcmp(o->lr_decay_style, "constant") == 0) s->decay = WP_LR_CONSTANT;
+    else if (strcmp(o->lr_decay_style, "linear") == 0) s->decay = WP_LR_LINEAR;
+    else if (strcmp(o->lr_decay_style, "cosine") == 0) s->decay = WP_LR_COSINE;
+    else return cli_fail(err, errlen, "--lr-decay-style: '%s' is not one of constant|linear|cosine", o->lr_decay_style);
+    s->lr = o->lr;
+    s->min_lr = o->min_lr;
+    s->warmup_steps = o->warmup_steps;
+    s->total_steps = o->steps;
+    return 0;
+}

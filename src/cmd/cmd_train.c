@@ -1,0 +1,71 @@
+/* weipipe train: prepare the job once (model, validated schedule, flags), then run its ranks
+ * through the job runner (ring/job.h), which reads the transport table for how they meet:
+ * threads of this process, or processes over a rendezvous started by our own launcher or by
+ * torchrun / srun / mpirun. Each process that runs ranks writes its own --trace file. */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "adapters.h"
+#include "commands.h"
+#include "job.h"
+#include "log.h"
+#include "stop.h"
+#include "train.h"
+
+static void trace_path(const train_job *j, int rank, char *path, size_t len) {
+    if (rank > 0)
+        snprintf(path, len, "%s.rank-%d", j->o.trace, rank);
+    else
+        snprintf(path, len, "%s", j->o.trace);
+}
+
+static int open_trace(void *arg, int first_rank, char *err, size_t errlen) {
+    train_job *j = arg;
+    if (!j->o.trace[0]) return 0;
+    char path[WP_PATH_MAX + 32];
+    trace_path(j, first_rank, path, sizeof path);
+    j->trace = trace_open(path, err, errlen);
+    return j->trace ? 0 : 1;
+}
+
+/* A run that failed leaves no half-written trace (not valid JSON, and a bad-input run must
+ * leave no output file at all). */
+static int close_trace(void *arg, int first_rank, int rc, char *err, size_t errlen) {
+    train_job *j = arg;
+    if (!j->trace) return rc;
+    wp_trace *t = j->trace;
+    j->trace = NULL;
+    if (rc == 0) return trace_close(t, err, errlen);
+    char why[256], path[WP_PATH_MAX + 32];
+    trace_close(t, why, sizeof why);
+    trace_path(j, first_rank, path, sizeof path);
+    unlink(path);
+    return rc;
+}
+
+static int rank_fn(wp_rank_ctx *ctx, void *arg) {
+    return train_rank(arg, ctx->rank, ctx->local_rank, ctx->t, ctx->ctl, ctx->err, sizeof ctx->err);
+}
+
+int cmd_train(const wp_opts *o) {
+    static train_job j; /* holds a copy of the options: large */
+    char err[2048];
+    if (o->nargs != 0) {
+        wp_error("train: takes no positional arguments, got '%s'", o->args[0]);
+        return 2;
+    }
+    if (stop_install(err, sizeof err)) {
+        wp_error("%s", err);
+        return 1;
+    }
+    int rc = train_job_prepare(&j, o, err, sizeof err);
+    if (!rc) {
+        j.job.process_begin = open_trace;
+        j.job.process_end = close_trace;
+        rc = wp_job_run(&j.job, rank_fn, &j, err, sizeof err);
+    }
+    if (rc) wp_error("%s", err);
+    train_job_free(&j);
+    return rc;
+}

@@ -1,0 +1,82 @@
+#!/bin/bash
+# The layers only point down, and the build enforces it (docs/architecture.md): compile a probe
+# file with the very command line ninja uses for a real object of each layer, and check that
+#   - an upward include (a header of a layer above) does not compile: "No such file";
+#   - another layer's private header (*_impl.h, a backend's internals) does not compile;
+#   - the public headers of the layers below do compile (the probe is a fair one).
+# Arguments: BUILD_DIR (with compile_commands.json).
+set -u
+B=$1
+CC_JSON=$B/compile_commands.json
+[ -f "$CC_JSON" ] || { echo "no $CC_JSON"; exit 1; }
+TMP=$(mktemp -d) || exit 1
+trap 'rm -rf "$TMP"' EXIT
+fails=0
+
+# The compile command of the first object whose source is under $1 (a folder of the tree).
+command_for() {
+    python3 - "$CC_JSON" "$1" <<'PY'
+import json, os, shlex, sys
+for e in json.load(open(sys.argv[1])):
+    src = os.path.normpath(os.path.join(e["directory"], e["file"]))
+    if f"/{sys.argv[2]}/" in src and src.endswith(".c"):
+        args = shlex.split(e["command"])
+        # drop the source, the output and the dependency-file arguments; keep the flags
+        out, skip = [], False
+        for a in args:
+            if skip: skip = False; continue
+            if a in ("-o", "-MF", "-MQ", "-MT"): skip = True; continue
+            if a in ("-c", "-MD") or a == e["file"]: continue
+            out.append(a)
+        print(e["directory"]); print(shlex.join(out)); break
+PY
+}
+
+# probe LAYER_FOLDER HEADER expect(ok|refused)
+probe() {
+    local folder=$1 header=$2 expect=$3
+    local info dir cmd
+    info=$(command_for "$folder")
+    dir=$(printf '%s\n' "$info" | sed -n 1p)
+    cmd=$(printf '%s\n' "$info" | sed -n 2p)
+    [ -n "$cmd" ] || { echo "FAIL: no compile command for $folder"; fails=$((fails + 1)); return; }
+    printf '#include "%s"\nint wp_probe;\n' "$header" >"$TMP/probe.c"
+    if (cd "$dir" && eval "$cmd -fsyntax-only $TMP/probe.c") >"$TMP/out.txt" 2>&1; then got=ok; else got=refused; fi
+    if [ "$got" = refused ] && ! grep -q "No such file" "$TMP/out.txt"; then
+        echo "FAIL: $folder including $header failed for another reason:"; cat "$TMP/out.txt"; fails=$((fails + 1)); return
+    fi
+    if [ "$got" = "$expect" ]; then
+        echo "ok: $folder -> \"$header\": $got"
+    else
+        echo "FAIL: $folder -> \"$header\": $got, expected $expect"; fails=$((fails + 1))
+    fi
+}
+
+# kernels: the bottom
+probe kernels kernels.h ok
+probe kernels transport.h refused
+probe kernels optim.h refused
+probe kernels layout.h refused
+# ring: kernels only
+probe ring kernels.h ok
+probe ring cli.h refused
+probe ring train.h refused
+probe ring layout.h refused
+probe ring optim.h refused
+probe ring cpu.h refused          # a backend's internals
+# optim: kernels only
+probe optim kernels.h ok
+probe optim layout.h refused
+probe optim cli.h refused
+probe optim transport.h refused
+# src: the public headers below, never their internals
+probe src/runtime transport.h ok
+probe src/runtime optim.h ok
+probe src/runtime kernels.h ok
+probe src/runtime control_impl.h refused
+probe src/faults control_impl.h refused
+probe src/runtime tcp_impl.h refused
+probe src/model backend.h refused
+probe src/model cuda_impl.h refused
+[ $fails -eq 0 ] && echo "every layer sees only what is below it" && exit 0
+exit 1
