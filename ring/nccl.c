@@ -1,23 +1,19 @@
 /* The NCCL transport (nccl_tp.h): descriptors and go messages over tcp, data with
- * ncclSend/ncclRecv on one 2-rank communicator per direction, a progress thread. Every NCCL
- * and CUDA call here runs with the transport's lock held, so none races another. */
+ * ncclSend/ncclRecv on one 2-rank communicator per direction; the layer (layered_impl.h) runs
+ * the progress thread, the queue and the failures. Every NCCL and CUDA call here runs with
+ * the transport's lock held, so none races another. */
 #include "nccl_tp.h"
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "cuda_backend.h"
+#include "layered_impl.h"
 #include "streams.h"
-#include "transport_impl.h"
-
-#define NC_POLL_FLIGHT_S 50e-6 /* operations in flight */
-#define NC_POLL_WAIT_S 200e-6  /* only tcp messages or set-up outstanding */
-#define NC_IDLE_S 0.05
 
 /* A send's announcement; the receiver checks the size and learns the communicator. */
 typedef struct nc_desc {
@@ -43,9 +39,11 @@ typedef struct nc_comm {
 
 typedef enum { NC_START, NC_DESC, NC_ISSUE, NC_FLIGHT } nc_phase;
 
+/* One outer request (base.ready: the compute work queued before the post, which its stream
+ * waits for). */
 typedef struct nc_req {
-    struct nc_req *next, *go_next;
-    wp_request *outer;
+    tp_layer_req base;
+    struct nc_req *go_next;
     nc_phase phase;
     bool desc_done;       /* the descriptor's tcp transfer completed */
     bool go;              /* send: its go arrived (it sits in the peer's go queue) */
@@ -53,7 +51,6 @@ typedef struct nc_req {
     wp_request *desc_req; /* the descriptor on tcp */
     nc_go go_msg;
     wp_request *go_req;   /* receive: its go on tcp */
-    wp_kern_event *ready; /* the compute work queued before the post */
     cudaEvent_t done;     /* the NCCL operation */
 } nc_req;
 
@@ -75,46 +72,33 @@ typedef struct nc_peer {
 } nc_peer;
 
 typedef struct nc_tp {
-    wp_transport base;
-    wp_sync sync;
-    tp_fail fail;
-    wp_transport *inner;
-    wp_kern *compute;
+    tp_layer l;
     int device;
     double connect_timeout;
     nc_peer *peers;
-    nc_req *head, *tail;
     nc_req **issue;
     int n_issue, cap_issue;
-    pthread_t thread;
-    bool started, stop, aborted;
+    /* The communicators end by abort, not by an orderly finalize: the transport failed (they
+     * were aborted then) or it closed with transfers pending. */
+    bool abort_comms;
 } nc_tp;
 
-static nc_tp *nc_of(wp_transport *t) { return (nc_tp *)t; }
+static nc_tp *nc_of(tp_layer *l) { return (nc_tp *)l; }
+static nc_req *req_of(tp_layer_req *q) { return (nc_req *)q; }
 
 /* ---- failures ---- */
 
-static void nc_fail(nc_tp *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void nc_fail(nc_tp *s, const char *fmt, ...) {
-    char what[400];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
-    va_end(ap);
-    tp_fail_locked(&s->base, -1, "rank %d: %s", s->base.rank, what);
-}
-
 static int cuda_ok(nc_tp *s, cudaError_t e, const char *call) {
     if (e == cudaSuccess) return 0;
-    nc_fail(s, "cuda: %s failed: %s", call, cudaGetErrorString(e));
+    tp_layer_fail(&s->l, "cuda: %s failed: %s", call, cudaGetErrorString(e));
     return -1;
 }
 
 static int nccl_ok(nc_tp *s, ncclResult_t r, ncclComm_t comm, const char *call, int peer) {
     if (r == ncclSuccess || r == ncclInProgress) return 0;
     const char *last = comm ? ncclGetLastError(comm) : "";
-    nc_fail(s, "nccl: %s with rank %d failed: %s%s%s", call, peer, ncclGetErrorString(r), last && last[0] ? ": " : "",
-            last ? last : "");
+    tp_layer_fail(&s->l, "nccl: %s with rank %d failed: %s%s%s", call, peer, ncclGetErrorString(r),
+                  last && last[0] ? ": " : "", last ? last : "");
     return -1;
 }
 
@@ -144,8 +128,8 @@ static bool comm_ready(nc_tp *s, nc_comm *c, int peer) {
         return false;
     if (st == ncclSuccess) return c->ready = true;
     if (c->engaged && wp_now() - c->since > s->connect_timeout)
-        nc_fail(s, "nccl: the communicator with rank %d did not come up within %g s (--connect-timeout)", peer,
-                s->connect_timeout);
+        tp_layer_fail(&s->l, "nccl: the communicator with rank %d did not come up within %g s (--connect-timeout)",
+                      peer, s->connect_timeout);
     return false;
 }
 
@@ -172,8 +156,8 @@ static int comm_enqueued(nc_tp *s, nc_comm *c, int peer) {
         if (st == ncclSuccess) return 0;
         /* The first transfer of a direction also connects it: as long as a set-up may take. */
         if (wp_now() - t0 > s->connect_timeout) {
-            nc_fail(s, "nccl: enqueueing a transfer with rank %d took over %g s (--connect-timeout)", peer,
-                    s->connect_timeout);
+            tp_layer_fail(&s->l, "nccl: enqueueing a transfer with rank %d took over %g s (--connect-timeout)", peer,
+                          s->connect_timeout);
             return -1;
         }
         usleep(20);
@@ -210,45 +194,15 @@ static void comm_end(nc_tp *s, nc_comm *c) {
 
 /* ---- requests ---- */
 
-/* Teardown of plain CUDA objects: nothing to report a failure to. The ready event came from
- * the compute context, whose thread is busy elsewhere: destroyed here as the CUDA event it is. */
-static void req_free(nc_req *q) {
-    if (q->done) (void)cudaEventDestroy(q->done);
-    if (q->ready) (void)cudaEventDestroy(kern_cuda_event(q->ready));
-    free(q);
-}
-
-/* The inner transport failed a call with `why`: keep its root cause (a dead or silent peer),
- * not the wrapped message of the call that ran into it. */
-static void inner_failed(nc_tp *s, const char *why) {
-    char cause[400];
-    if (tp_failed(s->inner, cause, sizeof cause)) tp_fail_locked(&s->base, -1, "%s", cause);
-    else tp_fail_locked(&s->base, -1, "%s", why);
-}
-
-/* Poll a tcp request; 1 done, 0 pending, -1 failed (the transport too). */
-static int tcp_done(nc_tp *s, wp_request **r) {
-    char why[400];
-    bool done;
-    if (!*r) return 1;
-    if (tp_test(r, &done, why, sizeof why)) {
-        inner_failed(s, why);
-        return -1;
-    }
-    return done ? 1 : 0;
-}
-
 static int post_go_recv(nc_tp *s, int peer) {
-    char why[400];
     nc_peer *p = &s->peers[peer];
     nc_gobuf *g = calloc(1, sizeof *g);
     if (!g) {
-        nc_fail(s, "out of memory for a go message");
+        tp_layer_fail(&s->l, "out of memory for a go message");
         return -1;
     }
-    if (tp_post_recv(s->inner, peer, WP_NCCL_GO_CHANNEL, &g->msg, sizeof g->msg, "nccl go", &g->req, why, sizeof why)) {
+    if (tp_layer_post_inner(&s->l, TP_RECV, peer, WP_NCCL_GO_CHANNEL, &g->msg, sizeof g->msg, "nccl go", &g->req)) {
         free(g);
-        inner_failed(s, why);
         return -1;
     }
     if (p->gb_tail) p->gb_tail->next = g;
@@ -267,35 +221,29 @@ static int send_setup(nc_tp *s, int peer) {
 }
 
 static int start(nc_tp *s, nc_req *q) {
-    char why[400];
-    wp_request *r = q->outer;
+    wp_request *r = q->base.outer;
     if (cuda_ok(s, cudaEventCreateWithFlags(&q->done, cudaEventDisableTiming), "cudaEventCreateWithFlags")) return -1;
-    int rc;
     if (r->kind == TP_SEND) {
         if (send_setup(s, r->peer)) return -1;
         q->desc.bytes = r->bytes;
         q->desc.id = s->peers[r->peer].id;
         snprintf(q->desc.label, sizeof q->desc.label, "%s", r->label);
-        rc = tp_post_send(s->inner, r->peer, r->channel, &q->desc, sizeof q->desc, r->label, &q->desc_req, why, sizeof why);
-        if (!rc && post_go_recv(s, r->peer)) return -1;
-    } else {
-        rc = tp_post_recv(s->inner, r->peer, r->channel, &q->desc, sizeof q->desc, r->label, &q->desc_req, why, sizeof why);
     }
-    if (rc) {
-        inner_failed(s, why);
+    /* A send announces itself; a receive awaits the announcement. */
+    if (tp_layer_post_inner(&s->l, r->kind, r->peer, r->channel, &q->desc, sizeof q->desc, r->label, &q->desc_req))
         return -1;
-    }
+    if (r->kind == TP_SEND && post_go_recv(s, r->peer)) return -1;
     q->phase = NC_DESC;
     return 0;
 }
 
 /* A receive's descriptor arrived: sizes must agree; the first one brings the communicator. */
 static int recv_announced(nc_tp *s, nc_req *q) {
-    wp_request *r = q->outer;
+    wp_request *r = q->base.outer;
     q->desc.label[WP_LABEL_MAX - 1] = '\0';
     if (q->desc.bytes != r->bytes) {
-        nc_fail(s, "rank %d sends %s (%llu bytes) on channel %d but rank %d expects %s (%zu bytes)", r->peer,
-                q->desc.label, (unsigned long long)q->desc.bytes, r->channel, s->base.rank, r->label, r->bytes);
+        tp_layer_fail(&s->l, "rank %d sends %s (%llu bytes) on channel %d but rank %d expects %s (%zu bytes)", r->peer,
+                      q->desc.label, (unsigned long long)q->desc.bytes, r->channel, s->l.base.rank, r->label, r->bytes);
         return -1;
     }
     nc_comm *in = &s->peers[r->peer].in;
@@ -308,15 +256,18 @@ static int recv_announced(nc_tp *s, nc_req *q) {
 static int go_arrived(nc_tp *s, int peer, nc_go g) {
     nc_peer *p = &s->peers[peer];
     if (g.magic != NC_GO_MAGIC || g.channel >= WP_NCCL_GO_CHANNEL) {
-        nc_fail(s, "rank %d sent a malformed go message (channel %u)", peer, g.channel);
+        tp_layer_fail(&s->l, "rank %d sent a malformed go message (channel %u)", peer, g.channel);
         return -1;
     }
-    nc_req *q = s->head;
-    while (q && !(q->outer->kind == TP_SEND && q->outer->peer == peer && q->outer->channel == (int)g.channel &&
-                  q->phase == NC_DESC && !q->go))
-        q = q->next;
+    nc_req *q = NULL;
+    for (tp_layer_req *lq = s->l.head; lq && !q; lq = lq->next) {
+        const wp_request *r = lq->outer;
+        if (r->kind == TP_SEND && r->peer == peer && r->channel == (int)g.channel && req_of(lq)->phase == NC_DESC &&
+            !req_of(lq)->go)
+            q = req_of(lq);
+    }
     if (!q) {
-        nc_fail(s, "rank %d answered a send on channel %u that this rank never announced", peer, g.channel);
+        tp_layer_fail(&s->l, "rank %d answered a send on channel %u that this rank never announced", peer, g.channel);
         return -1;
     }
     if (!p->out.engaged) {
@@ -334,9 +285,9 @@ static int go_arrived(nc_tp *s, int peer, nc_go g) {
 /* The go messages that arrived from `peer`, in arrival order. */
 static void take_gos(nc_tp *s, int peer) {
     nc_peer *p = &s->peers[peer];
-    while (p->gb_head && !s->fail.failed) {
+    while (p->gb_head && !s->l.fail.failed) {
         nc_gobuf *g = p->gb_head;
-        if (tcp_done(s, &g->req) != 1 || go_arrived(s, peer, g->msg)) return;
+        if (tp_layer_test_inner(&s->l, &g->req) != 1 || go_arrived(s, peer, g->msg)) return;
         p->gb_head = g->next;
         if (!p->gb_head) p->gb_tail = NULL;
         free(g);
@@ -348,7 +299,7 @@ static int queue_issue(nc_tp *s, nc_req *q) {
         int cap = s->cap_issue ? 2 * s->cap_issue : 16;
         nc_req **v = realloc(s->issue, (size_t)cap * sizeof *v);
         if (!v) {
-            nc_fail(s, "out of memory issuing transfers");
+            tp_layer_fail(&s->l, "out of memory issuing transfers");
             return -1;
         }
         s->issue = v;
@@ -361,18 +312,17 @@ static int queue_issue(nc_tp *s, nc_req *q) {
 /* Receives ready to go (descriptor in, communicator up), in post order: their go messages
  * leave now, in the order their ncclRecv will be issued. */
 static int collect_recvs(nc_tp *s) {
-    char why[400];
-    for (nc_req *q = s->head; q; q = q->next) {
-        wp_request *r = q->outer;
+    for (tp_layer_req *lq = s->l.head; lq; lq = lq->next) {
+        nc_req *q = req_of(lq);
+        wp_request *r = lq->outer;
         if (r->kind != TP_RECV || q->phase != NC_ISSUE || !comm_ready(s, &s->peers[r->peer].in, r->peer)) continue;
-        if (cuda_ok(s, cudaStreamWaitEvent(s->peers[r->peer].in.stream, kern_cuda_event(q->ready), 0), "cudaStreamWaitEvent"))
+        if (cuda_ok(s, cudaStreamWaitEvent(s->peers[r->peer].in.stream, kern_cuda_event(lq->ready), 0),
+                    "cudaStreamWaitEvent"))
             return -1;
         q->go_msg = (nc_go){.channel = (uint32_t)r->channel, .magic = NC_GO_MAGIC};
-        if (tp_post_send(s->inner, r->peer, WP_NCCL_GO_CHANNEL, &q->go_msg, sizeof q->go_msg, "nccl go", &q->go_req,
-                         why, sizeof why)) {
-            inner_failed(s, why);
+        if (tp_layer_post_inner(&s->l, TP_SEND, r->peer, WP_NCCL_GO_CHANNEL, &q->go_msg, sizeof q->go_msg, "nccl go",
+                                &q->go_req))
             return -1;
-        }
         if (queue_issue(s, q)) return -1;
     }
     return 0;
@@ -380,11 +330,12 @@ static int collect_recvs(nc_tp *s) {
 
 /* Sends whose go arrived, per peer in go order, once the communicator is up. */
 static int collect_sends(nc_tp *s) {
-    for (int p = 0; p < s->base.world; p++) {
+    for (int p = 0; p < s->l.base.world; p++) {
         nc_peer *pe = &s->peers[p];
         if (!pe->go_head || !comm_ready(s, &pe->out, p)) continue;
         for (nc_req *q = pe->go_head; q; q = q->go_next) {
-            if (cuda_ok(s, cudaStreamWaitEvent(pe->out.stream, kern_cuda_event(q->ready), 0), "cudaStreamWaitEvent"))
+            if (cuda_ok(s, cudaStreamWaitEvent(pe->out.stream, kern_cuda_event(q->base.ready), 0),
+                        "cudaStreamWaitEvent"))
                 return -1;
             if (queue_issue(s, q)) return -1;
         }
@@ -400,7 +351,7 @@ static int issue_all(nc_tp *s) {
     if (s->n_issue == 0) return 0;
     int rc = nccl_ok(s, ncclGroupStart(), NULL, "ncclGroupStart", -1);
     for (int i = 0; !rc && i < s->n_issue; i++) {
-        wp_request *r = s->issue[i]->outer;
+        wp_request *r = s->issue[i]->base.outer;
         nc_peer *p = &s->peers[r->peer];
         if (r->kind == TP_SEND)
             rc = nccl_ok(s, ncclSend(r->buf, r->bytes, ncclUint8, 1, p->out.comm, p->out.stream), p->out.comm, "ncclSend", r->peer);
@@ -411,7 +362,7 @@ static int issue_all(nc_tp *s) {
     if (rc || nccl_ok(s, end, NULL, "ncclGroupEnd", -1)) return -1;
     for (int i = 0; i < s->n_issue; i++) {
         nc_req *q = s->issue[i];
-        wp_request *r = q->outer;
+        wp_request *r = q->base.outer;
         nc_comm *c = r->kind == TP_SEND ? &s->peers[r->peer].out : &s->peers[r->peer].in;
         if (comm_enqueued(s, c, r->peer) || cuda_ok(s, cudaEventRecord(q->done, c->stream), "cudaEventRecord")) return -1;
         q->phase = NC_FLIGHT;
@@ -420,17 +371,53 @@ static int issue_all(nc_tp *s) {
     return 0;
 }
 
+/* ---- the layer's ops ---- */
+
+/* On the compute context's thread, sync held. */
+static int nc_admit(tp_layer *l, const wp_request *r, char *err, size_t errlen) {
+    if (r->channel == WP_NCCL_GO_CHANNEL) {
+        snprintf(err, errlen, "rank %d: %s: channel %d is reserved by the nccl transport", l->base.rank, r->label,
+                 r->channel);
+        return -1;
+    }
+    if (r->peer == l->base.rank) {
+        snprintf(err, errlen, "rank %d: %s: the nccl transport does not send to its own rank", l->base.rank, r->label);
+        return -1;
+    }
+    return 0;
+}
+
+/* The progress thread issues CUDA calls on the compute context's device. */
+static void nc_thread_init(tp_layer *l) {
+    nc_tp *s = nc_of(l);
+    if (cudaSetDevice(s->device) != cudaSuccess)
+        tp_layer_fail(l, "cuda: cudaSetDevice(%d) failed in the progress thread", s->device);
+}
+
+/* Before the requests' steps: the go messages that arrived, and every communicator's health. */
+static void nc_turn_begin(tp_layer *l) {
+    nc_tp *s = nc_of(l);
+    for (int p = 0; p < l->base.world && !l->fail.failed; p++) {
+        nc_peer *pe = &s->peers[p];
+        take_gos(s, p);
+        if (pe->out.comm) comm_check(s, &pe->out, p);
+        if (pe->in.comm) comm_check(s, &pe->in, p);
+    }
+}
+
 /* q's own steps this turn; 1 when complete. */
-static int advance(nc_tp *s, nc_req *q) {
+static int nc_advance(tp_layer *l, tp_layer_req *lq) {
+    nc_tp *s = nc_of(l);
+    nc_req *q = req_of(lq);
     if (q->phase == NC_START && start(s, q)) return -1;
     if (!q->desc_done) {
-        int d = tcp_done(s, &q->desc_req);
+        int d = tp_layer_test_inner(l, &q->desc_req);
         if (d < 0) return -1;
         q->desc_done = d == 1;
-        if (q->desc_done && q->outer->kind == TP_RECV && recv_announced(s, q)) return -1;
+        if (q->desc_done && lq->outer->kind == TP_RECV && recv_announced(s, q)) return -1;
     }
     if (q->phase != NC_FLIGHT || !q->desc_done) return 0;
-    int g = tcp_done(s, &q->go_req);
+    int g = tp_layer_test_inner(l, &q->go_req);
     if (g <= 0) return g;
     cudaError_t e = cudaEventQuery(q->done);
     if (e == cudaErrorNotReady) {
@@ -440,135 +427,20 @@ static int advance(nc_tp *s, nc_req *q) {
     return cuda_ok(s, e, "cudaEventQuery (a transfer)") ? -1 : 1;
 }
 
-static void remove_req(nc_tp *s, nc_req *prev, nc_req *q) {
-    if (prev) prev->next = q->next;
-    else s->head = q->next;
-    if (s->tail == q) s->tail = prev;
-}
+/* After the requests' steps: issue what became ready. */
+static void nc_turn_end(tp_layer *l) { (void)issue_all(nc_of(l)); }
 
-static void turn(nc_tp *s) {
-    char why[400];
-    if (tp_failed(s->inner, why, sizeof why)) {
-        inner_failed(s, why);
-        return;
-    }
-    for (int p = 0; p < s->base.world && !s->fail.failed; p++) {
-        nc_peer *pe = &s->peers[p];
-        take_gos(s, p);
-        if (pe->out.comm) comm_check(s, &pe->out, p);
-        if (pe->in.comm) comm_check(s, &pe->in, p);
-    }
-    nc_req *prev = NULL;
-    for (nc_req *q = s->head, *next; q && !s->fail.failed; q = next) {
-        next = q->next;
-        int rc = advance(s, q);
-        if (rc <= 0) {
-            prev = q;
-            continue;
-        }
-        wp_request *r = q->outer;
-        tp_progress_locked(r, r->bytes - r->moved);
-        tp_complete_locked(r);
-        remove_req(s, prev, q);
-        req_free(q);
-    }
-    if (!s->fail.failed) (void)issue_all(s);
-}
+static bool nc_device_busy(const tp_layer_req *lq) { return ((const nc_req *)lq)->phase == NC_FLIGHT; }
 
-static double poll_interval(const nc_tp *s) {
-    double dt = NC_IDLE_S;
-    for (const nc_req *q = s->head; q; q = q->next) {
-        if (q->phase == NC_FLIGHT) return NC_POLL_FLIGHT_S;
-        dt = NC_POLL_WAIT_S;
-    }
-    return dt;
-}
-
-/* The tcp side (descriptors, go messages and their framing) is this transport's overhead. */
-static void mirror_overhead(nc_tp *s) {
-    wp_transport_stats in;
-    tp_stats(s->inner, &in);
-    s->base.stats.overhead_sent = in.overhead_sent + in.payload_sent;
-    s->base.stats.overhead_recv = in.overhead_recv + in.payload_recv;
-    s->base.stats.rejected = in.rejected;
-}
-
-static void *progress_main(void *arg) {
-    nc_tp *s = arg;
-    pthread_mutex_lock(&s->sync.mu);
-    if (cudaSetDevice(s->device) != cudaSuccess) nc_fail(s, "cuda: cudaSetDevice(%d) failed in the progress thread", s->device);
-    while (!s->stop) {
-        if (!s->fail.failed) turn(s);
-        mirror_overhead(s);
-        wp_sync_wait_until(&s->sync, wp_now() + (s->fail.failed ? NC_IDLE_S : poll_interval(s)));
-    }
-    pthread_mutex_unlock(&s->sync.mu);
-    return NULL;
-}
-
-/* ---- tp_ops ---- */
-
-static int nc_connect(wp_transport *t, int peer, bool wait, char *err, size_t errlen) {
-    wp_transport *in = nc_of(t)->inner;
-    return in->ops->connect(in, peer, wait, err, errlen);
-}
-
-/* On the compute context's thread, sync held. */
-static int nc_post(wp_transport *t, wp_request *r, char *err, size_t errlen) {
-    nc_tp *s = nc_of(t);
-    if (r->channel == WP_NCCL_GO_CHANNEL) {
-        snprintf(err, errlen, "rank %d: %s: channel %d is reserved by the nccl transport", t->rank, r->label, r->channel);
-        return -1;
-    }
-    if (r->peer == t->rank) {
-        snprintf(err, errlen, "rank %d: %s: the nccl transport does not send to its own rank", t->rank, r->label);
-        return -1;
-    }
-    nc_req *q = calloc(1, sizeof *q);
-    if (!q) {
-        snprintf(err, errlen, "rank %d: out of memory posting %s", t->rank, r->label);
-        return -1;
-    }
-    q->outer = r;
-    /* A send reads what the compute work queued so far writes; a receive overwrites what it
-     * may still read (a reused pool slot): both wait for it, on the device. */
-    q->ready = kern_event_after_queued(s->compute);
-    if (!q->ready) {
-        snprintf(err, errlen, "rank %d: ordering the transfer of %s after the compute queued before it: %s", t->rank,
-                 r->label, kern_error(s->compute));
-        free(q);
-        return -1;
-    }
-    if (s->tail) s->tail->next = q;
-    else s->head = q;
-    s->tail = q;
-    pthread_cond_broadcast(&s->sync.cv);
-    return 0;
-}
-
-/* Any failure: abort every communicator (no kernel stays blocked on a dead peer), tell the
- * peers through tcp. */
-static void nc_failed(wp_transport *t) {
-    nc_tp *s = nc_of(t);
-    for (int p = 0; p < t->world; p++) {
+/* Any failure: abort every communicator, so that no kernel stays blocked on a dead peer (the
+ * layer then tells the peers through tcp). */
+static void nc_failed(tp_layer *l) {
+    nc_tp *s = nc_of(l);
+    for (int p = 0; p < l->base.world; p++) {
         comm_abort(&s->peers[p].out);
         comm_abort(&s->peers[p].in);
     }
-    s->aborted = true;
-    char reason[600];
-    if (s->fail.peer >= 0) {
-        char name[128];
-        s->inner->ops->peer_name(s->inner, s->fail.peer, name, sizeof name);
-        snprintf(reason, sizeof reason, "%s %s", name, s->fail.what);
-    } else {
-        snprintf(reason, sizeof reason, "%s", s->fail.what);
-    }
-    tp_abort(s->inner, reason);
-}
-
-static void nc_peer_name(wp_transport *t, int peer, char *buf, size_t buflen) {
-    wp_transport *in = nc_of(t)->inner;
-    in->ops->peer_name(in, peer, buf, buflen);
+    s->abort_comms = true;
 }
 
 static void drain_tcp(wp_request **r) {
@@ -576,38 +448,45 @@ static void drain_tcp(wp_request **r) {
     if (*r) (void)tp_wait(r, 5.0, why, sizeof why);
 }
 
-static void nc_close(wp_transport *t) {
-    nc_tp *s = nc_of(t);
-    if (s->started) {
-        pthread_mutex_lock(&s->sync.mu);
-        s->stop = true;
-        pthread_cond_broadcast(&s->sync.cv);
-        pthread_mutex_unlock(&s->sync.mu);
-        pthread_join(s->thread, NULL);
-    }
+/* Outstanding tcp messages point into this transport's structs: fail them before freeing. */
+static void nc_drain(tp_layer *l) {
+    nc_tp *s = nc_of(l);
     char why[400];
-    bool pending = s->head != NULL;
-    for (int p = 0; p < t->world && s->peers; p++)
+    bool pending = l->head != NULL;
+    for (int p = 0; p < l->base.world && s->peers; p++)
         for (nc_gobuf *g = s->peers[p].gb_head; g; g = g->next) {
             bool done;
             pending |= tp_test(&g->req, &done, why, sizeof why) != 0 || !done;
         }
-    /* Outstanding tcp messages point into this struct: fail them before freeing it. */
-    if (pending) tp_abort(s->inner, "the nccl transport closed with transfers pending");
-    for (nc_req *q = s->head, *next; q; q = next) {
-        next = q->next;
-        drain_tcp(&q->desc_req);
-        drain_tcp(&q->go_req);
-        req_free(q);
+    if (pending) {
+        tp_abort(l->inner, "the nccl transport closed with transfers pending");
+        s->abort_comms = true;
     }
-    for (int p = 0; p < t->world && s->peers; p++) {
+    for (tp_layer_req *lq = l->head; lq; lq = lq->next) {
+        drain_tcp(&req_of(lq)->desc_req);
+        drain_tcp(&req_of(lq)->go_req);
+    }
+}
+
+/* Teardown of plain CUDA objects: nothing to report a failure to. The ready event came from
+ * the compute context, whose thread is busy elsewhere: destroyed here as the CUDA event it is. */
+static void nc_release(tp_layer *l, tp_layer_req *lq) {
+    (void)l;
+    nc_req *q = req_of(lq);
+    if (q->done) (void)cudaEventDestroy(q->done);
+    if (lq->ready) (void)cudaEventDestroy(kern_cuda_event(lq->ready));
+}
+
+static void nc_destroy(tp_layer *l) {
+    nc_tp *s = nc_of(l);
+    for (int p = 0; p < l->base.world && s->peers; p++) {
         nc_peer *pe = &s->peers[p];
         for (nc_gobuf *g = pe->gb_head, *next; g; g = next) {
             next = g->next;
             drain_tcp(&g->req);
             free(g);
         }
-        if (pending || s->aborted) {
+        if (s->abort_comms) {
             comm_abort(&pe->out);
             comm_abort(&pe->in);
         } else {
@@ -617,23 +496,27 @@ static void nc_close(wp_transport *t) {
         if (pe->out.stream) (void)cudaStreamDestroy(pe->out.stream);
         if (pe->in.stream) (void)cudaStreamDestroy(pe->in.stream);
     }
-    tp_free_requests(t);
-    wp_sync_destroy(&s->sync);
     free(s->peers);
     free(s->issue);
-    free(s);
 }
 
-static const tp_ops nccl_ops = {
-    .kind = "nccl",
-    .connect = nc_connect,
-    .post = nc_post,
+static const tp_layer_ops nccl_ops = {
+    .tp = TP_LAYER_TP_OPS("nccl"),
+    .req_bytes = sizeof(nc_req),
+    .post_verb = "posting",
+    .admit = nc_admit,
+    .thread_init = nc_thread_init,
+    .turn_begin = nc_turn_begin,
+    .advance = nc_advance,
+    .turn_end = nc_turn_end,
+    .device_busy = nc_device_busy,
     .failed = nc_failed,
-    .peer_name = nc_peer_name,
-    .close = nc_close,
+    .drain = nc_drain,
+    .release = nc_release,
+    .destroy = nc_destroy,
 };
 
-bool tp_is_nccl(const wp_transport *t) { return t && t->ops == &nccl_ops; }
+bool tp_is_nccl(const wp_transport *t) { return t && t->ops == &nccl_ops.tp; }
 
 /* ---- opening: one GPU per rank ---- */
 
@@ -695,23 +578,19 @@ int tp_nccl_open(wp_transport *wire, wp_control *ctl, wp_kern *compute, double c
     int rc = check_gpus(ctl, rank, world, kern_device(compute), err, errlen);
     if (rc) return rc;
     nc_tp *s = calloc(1, sizeof *s);
-    if (!s || wp_sync_init(&s->sync) != 0) {
+    if (!s || tp_layer_init(&s->l, &nccl_ops, wire, compute) != 0) {
         free(s);
         return snprintf(err, errlen, "rank %d: out of memory for the nccl transport", rank), 1;
     }
-    tp_init(&s->base, &nccl_ops, rank, world, &s->sync, &s->fail);
-    s->fail.peer = -1;
-    s->inner = wire;
-    s->compute = compute;
+    s->l.inner_payload_is_overhead = true; /* tcp carries the descriptors and go messages */
     s->device = kern_device(compute);
     s->connect_timeout = connect_timeout;
     s->peers = calloc((size_t)world, sizeof *s->peers);
-    s->started = s->peers && pthread_create(&s->thread, NULL, progress_main, s) == 0;
-    if (!s->started) {
+    if (!s->peers || tp_layer_start(&s->l) != 0) {
         snprintf(err, errlen, "rank %d: nccl transport: %s", rank, s->peers ? "cannot start its progress thread" : "out of memory");
-        nc_close(&s->base);
+        tp_layer_close(&s->l.base);
         return 1;
     }
-    *out = &s->base;
+    *out = &s->l.base;
     return 0;
 }
