@@ -31,18 +31,18 @@ static void table_complete(const wp_kern_ops *ops) {
 /* Every required slot, cleared in turn in a copy of `ops`, is the one reported. */
 static void each_slot_cleared(const wp_kern_ops *ops) {
     int bad = 0, n = 0;
-#define CLEAR_ONE(s, g)                                                                                   \
-    if (g == WP_SLOT_CONTEXT || g == WP_SLOT_MEMORY || g == WP_SLOT_OP) {                                 \
-        wp_kern_ops t = *ops;                                                                             \
-        t.s = NULL;                                                                                       \
-        char err[256] = "";                                                                               \
-        const char *m = wp_kern_ops_missing(&t);                                                          \
-        int rc = wp_kern_ops_check(&t, err, sizeof err);                                                  \
-        n++;                                                                                              \
-        if (!m || strcmp(m, #s) != 0 || rc != -1 || !strstr(err, #s) || !strstr(err, ops->name)) {       \
-            bad++;                                                                                        \
-            printf("     %s without %s: reported %s, check %d \"%s\"\n", ops->name, #s, m ? m : "nothing", rc, err); \
-        }                                                                                                 \
+#define CLEAR_ONE(s, g)                                                                                                \
+    if (g == WP_SLOT_CONTEXT || g == WP_SLOT_MEMORY || g == WP_SLOT_OP) {                                              \
+        wp_kern_ops t = *ops;                                                                                          \
+        t.s = NULL;                                                                                                    \
+        char err[256] = "";                                                                                            \
+        const char *m = wp_kern_ops_missing(&t);                                                                       \
+        int rc = wp_kern_ops_check(&t, err, sizeof err);                                                               \
+        n++;                                                                                                           \
+        if (!m || strcmp(m, #s) != 0 || rc != -1 || !strstr(err, #s) || !strstr(err, ops->name)) {                     \
+            bad++;                                                                                                     \
+            printf("     %s without %s: reported %s, check %d \"%s\"\n", ops->name, #s, m ? m : "nothing", rc, err);   \
+        }                                                                                                              \
     }
     WP_KERN_OPS_SLOTS(CLEAR_ONE)
 #undef CLEAR_ONE
