@@ -1,13 +1,99 @@
 /* kernels.h for every backend: the sticky error, argument checks (so each backend only sees
  * valid shapes and skips empty work), then a call through the backend's wp_kern_ops table. */
+#include <assert.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend.h"
+#include "ops_slots.h"
 #include "wp_config.h"
+
+/* ---- completeness of a backend's table (kernels/ops_slots.h) ---- */
+
+typedef void (*any_fn)(void);
+
+enum {
+#define SLOT_INDEX(s, g) SLOT_INDEX_##s,
+    WP_KERN_OPS_SLOTS(SLOT_INDEX)
+#undef SLOT_INDEX
+    SLOT_COUNT
+};
+
+/* The list and the struct agree: the name string first, then exactly the listed slots, each
+ * the size of a function pointer, in the listed order. A slot added to wp_kern_ops without
+ * being listed fails the size check; a listed name the struct lacks does not compile. */
+static_assert(offsetof(wp_kern_ops, name) == 0 && offsetof(wp_kern_ops, init) == sizeof(const char *),
+              "wp_kern_ops starts with its name string, then the slots");
+#define SLOT_ASSERT(s, g)                                                                                     \
+    static_assert(sizeof(((wp_kern_ops *)0)->s) == sizeof(any_fn), "wp_kern_ops." #s " is not a function pointer"); \
+    static_assert(offsetof(wp_kern_ops, s) == offsetof(wp_kern_ops, init) + SLOT_INDEX_##s * sizeof(any_fn),        \
+                  "kernels/ops_slots.h lists wp_kern_ops." #s " out of the struct's order");
+WP_KERN_OPS_SLOTS(SLOT_ASSERT)
+#undef SLOT_ASSERT
+static_assert(sizeof(wp_kern_ops) == offsetof(wp_kern_ops, init) + SLOT_COUNT * sizeof(any_fn),
+              "wp_kern_ops has a member that kernels/ops_slots.h does not list");
+
+static const char *const slot_names[SLOT_COUNT] = {
+#define SLOT_NAME(s, g) #s,
+    WP_KERN_OPS_SLOTS(SLOT_NAME)
+#undef SLOT_NAME
+};
+
+static const wp_slot_group slot_groups[SLOT_COUNT] = {
+#define SLOT_GROUP(s, g) g,
+    WP_KERN_OPS_SLOTS(SLOT_GROUP)
+#undef SLOT_GROUP
+};
+
+size_t wp_kern_ops_slot_count(void) { return SLOT_COUNT; }
+const char *wp_kern_ops_slot_name(size_t i) { return i < SLOT_COUNT ? slot_names[i] : NULL; }
+int wp_kern_ops_slot_group(size_t i) { return i < SLOT_COUNT ? (int)slot_groups[i] : -1; }
+
+static bool slot_required(wp_slot_group g) { return g == WP_SLOT_CONTEXT || g == WP_SLOT_MEMORY || g == WP_SLOT_OP; }
+
+/* -1 when the table is complete, SLOT_COUNT when it has no name, else the slot's index */
+static int missing_slot(const wp_kern_ops *ops) {
+    if (!ops || !ops->name) return SLOT_COUNT;
+    bool present[SLOT_COUNT];
+#define SLOT_PRESENT(s, g) present[SLOT_INDEX_##s] = ops->s != NULL;
+    WP_KERN_OPS_SLOTS(SLOT_PRESENT)
+#undef SLOT_PRESENT
+    int filled[WP_SLOT_OPTIONAL + 1] = {0};
+    for (int i = 0; i < SLOT_COUNT; i++) filled[slot_groups[i]] += present[i];
+    for (int i = 0; i < SLOT_COUNT; i++) {
+        wp_slot_group g = slot_groups[i];
+        if (present[i] || g == WP_SLOT_OPTIONAL) continue;
+        if (slot_required(g) || filled[g] > 0) return i;
+    }
+    return -1;
+}
+
+const char *wp_kern_ops_missing(const wp_kern_ops *ops) {
+    int i = missing_slot(ops);
+    return i < 0 ? NULL : i == SLOT_COUNT ? "name" : slot_names[i];
+}
+
+int wp_kern_ops_check(const wp_kern_ops *ops, char *err, size_t errlen) {
+    int i = missing_slot(ops);
+    if (i < 0) return 0;
+    if (i == SLOT_COUNT)
+        snprintf(err, errlen, "kern_create: a backend's dispatch table (wp_kern_ops) has no name");
+    else if (slot_required(slot_groups[i]))
+        snprintf(err, errlen,
+                 "kern_create: the %s backend's dispatch table has no entry for %s (every op of kernels.h needs one; "
+                 "kernels/ops_slots.h)",
+                 ops->name, slot_names[i]);
+    else
+        snprintf(err, errlen,
+                 "kern_create: the %s backend's dispatch table has no entry for %s but fills others of its group "
+                 "(streams.h events, pinned memory: all or none; kernels/ops_slots.h)",
+                 ops->name, slot_names[i]);
+    return -1;
+}
 
 /* ---- context ---- */
 
@@ -40,7 +126,7 @@ wp_kern *kern_create(const wp_kern_opts *opts, char *err, size_t errlen) {
         return NULL;
     }
     const wp_kern_ops *ops = ops_for(opts->kind, err, errlen);
-    if (!ops) return NULL;
+    if (!ops || wp_kern_ops_check(ops, err, errlen) != 0) return NULL; /* not a NULL call later */
     wp_kern *k = calloc(1, sizeof *k);
     if (!k) {
         snprintf(err, errlen, "kern_create: out of memory");

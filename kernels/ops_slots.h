@@ -1,0 +1,86 @@
+/* The slots of a backend's dispatch table (wp_kern_ops, kernels/backend.h) by name, in the
+ * struct's order, so that a missing entry is found when a context is created rather than as a
+ * NULL call at runtime. kernels/dispatch.c checks at compile time that this list and the struct
+ * agree (same members, same order, nothing else but the name string).
+ *
+ * Groups, and what a backend must fill:
+ *   WP_SLOT_CONTEXT  lifetime of a context                     always
+ *   WP_SLOT_MEMORY   allocation, copies, sync                  always
+ *   WP_SLOT_OP       the compute calls of kernels.h            always
+ *   WP_SLOT_EVENTS   streams.h events                          all or none (none: calls are
+ *                                                              synchronous, events complete)
+ *   WP_SLOT_PINNED   streams.h pinned host memory              both or neither
+ *   WP_SLOT_OPTIONAL async copies, device ordinal              may be NULL (streams.c falls
+ *                                                              back to the synchronous copy, 0)
+ */
+#ifndef WP_KERNELS_OPS_SLOTS_H
+#define WP_KERNELS_OPS_SLOTS_H
+
+#include <stddef.h>
+
+#define WP_KERN_OPS_SLOTS(X)                \
+    X(init, WP_SLOT_CONTEXT)                \
+    X(fini, WP_SLOT_CONTEXT)                \
+    X(alloc, WP_SLOT_MEMORY)                \
+    X(free, WP_SLOT_MEMORY)                 \
+    X(to_device, WP_SLOT_MEMORY)            \
+    X(to_host, WP_SLOT_MEMORY)              \
+    X(copy, WP_SLOT_MEMORY)                 \
+    X(zero, WP_SLOT_MEMORY)                 \
+    X(sync, WP_SLOT_MEMORY)                 \
+    X(convert, WP_SLOT_OP)                  \
+    X(accumulate, WP_SLOT_OP)               \
+    X(scale, WP_SLOT_OP)                    \
+    X(sumsq, WP_SLOT_OP)                    \
+    X(add, WP_SLOT_OP)                      \
+    X(gemm, WP_SLOT_OP)                     \
+    X(rmsnorm_fwd, WP_SLOT_OP)              \
+    X(rmsnorm_bwd_input, WP_SLOT_OP)        \
+    X(rmsnorm_bwd_weight, WP_SLOT_OP)       \
+    X(rope_fwd, WP_SLOT_OP)                 \
+    X(rope_bwd, WP_SLOT_OP)                 \
+    X(attention_fwd, WP_SLOT_OP)            \
+    X(attention_bwd, WP_SLOT_OP)            \
+    X(swiglu_fwd, WP_SLOT_OP)               \
+    X(swiglu_bwd, WP_SLOT_OP)               \
+    X(embedding_fwd, WP_SLOT_OP)            \
+    X(embedding_bwd, WP_SLOT_OP)            \
+    X(lmhead_ce_fwd, WP_SLOT_OP)            \
+    X(lmhead_ce_bwd, WP_SLOT_OP)            \
+    X(adamw, WP_SLOT_OP)                    \
+    X(event_create, WP_SLOT_EVENTS)         \
+    X(event_destroy, WP_SLOT_EVENTS)        \
+    X(event_record, WP_SLOT_EVENTS)         \
+    X(event_done, WP_SLOT_EVENTS)           \
+    X(event_wait, WP_SLOT_EVENTS)           \
+    X(host_alloc, WP_SLOT_PINNED)           \
+    X(host_free, WP_SLOT_PINNED)            \
+    X(to_device_async, WP_SLOT_OPTIONAL)    \
+    X(to_host_async, WP_SLOT_OPTIONAL)      \
+    X(device, WP_SLOT_OPTIONAL)
+
+typedef enum {
+    WP_SLOT_CONTEXT,
+    WP_SLOT_MEMORY,
+    WP_SLOT_OP,
+    WP_SLOT_EVENTS,
+    WP_SLOT_PINNED,
+    WP_SLOT_OPTIONAL
+} wp_slot_group;
+
+struct wp_kern_ops;
+
+/* The slot that makes the table incomplete: the first NULL slot that must be filled (or of a
+ * group that is filled only in part), "name" when the name string is NULL; NULL when the
+ * table is complete. */
+const char *wp_kern_ops_missing(const struct wp_kern_ops *ops);
+/* 0 when complete; -1 with "kern_create: the <name> backend's dispatch table has no <slot>
+ * ..." in err. kern_create refuses a backend that fails this. */
+int wp_kern_ops_check(const struct wp_kern_ops *ops, char *err, size_t errlen);
+
+/* The slots in the struct's order: count, name and group of slot i (NULL / -1 past the end). */
+size_t wp_kern_ops_slot_count(void);
+const char *wp_kern_ops_slot_name(size_t i);
+int wp_kern_ops_slot_group(size_t i);
+
+#endif
