@@ -94,6 +94,7 @@ static void local_close(wp_transport *t) { (void)t; }
 
 static const tp_ops local_ops = {
     .kind = "local",
+    .one_process = true,
     .connect = local_connect,
     .post = local_post,
     .failed = local_failed,

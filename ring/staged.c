@@ -308,7 +308,7 @@ bool tp_is_staged(const wp_transport *t) { return t && t->ops == &staged_ops.tp;
 int tp_staged_open(wp_transport *inner, wp_kern *compute, wp_stage_mode mode, wp_transport **out, char *err,
                    size_t errlen) {
     *out = NULL;
-    bool local = strcmp(tp_kind(inner), "local") == 0;
+    bool local = tp_one_process(inner);
     if (mode == WP_STAGE_DIRECT && !local) {
         snprintf(err, errlen, "rank %d: device-to-device staging needs the local transport (ranks as threads), not %s",
                  tp_rank(inner), tp_kind(inner));

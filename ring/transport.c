@@ -36,6 +36,7 @@ int tp_init(wp_transport *t, const tp_ops *ops, int rank, int world, wp_sync *sy
 int tp_rank(const wp_transport *t) { return t->rank; }
 int tp_world(const wp_transport *t) { return t->world; }
 const char *tp_kind(const wp_transport *t) { return t->ops->kind; }
+bool tp_one_process(const wp_transport *t) { return t->ops->one_process; }
 
 void tp_peer_name(wp_transport *t, int peer, char *buf, size_t buflen) { t->ops->peer_name(t, peer, buf, buflen); }
 

@@ -71,6 +71,7 @@ typedef struct wp_transport_stats {
 int tp_rank(const wp_transport *t);
 int tp_world(const wp_transport *t);
 const char *tp_kind(const wp_transport *t); /* "local", "tcp", "ibverbs", "staged" or "nccl" */
+bool tp_one_process(const wp_transport *t);  /* every rank a thread of this process (local) */
 
 /* Open the connections to these peers now (blocking, bounded by --connect-timeout), so that
  * later posts never wait. Posting to a peer not connected yet connects on demand. */

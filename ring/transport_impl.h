@@ -20,6 +20,9 @@ typedef struct tp_fail {
 
 typedef struct tp_ops {
     const char *kind;
+    /* Every rank is a thread of this process: a peer's buffer pointer is valid here (the staged
+     * layer then copies device to device instead of through the host). */
+    bool one_process;
     /* Make sure the connection to one peer exists or is on its way. wait: also wait (up to
      * the connect timeout) for a connection the peer opens. Unlocked. */
     int (*connect)(wp_transport *t, int peer, bool wait, char *err, size_t errlen);

@@ -1,4 +1,5 @@
-/* Messages for users: errors name the culprit on one line; progress goes to stderr. */
+/* Messages for users: errors name the culprit on one line; progress goes to stderr.
+ * src/base is the bottom of src/ and uses nothing of the project (docs/architecture.md). */
 #ifndef WP_LOG_H
 #define WP_LOG_H
 

@@ -1,4 +1,7 @@
-/* Command line and INI config: one table (flags.def) drives parsing, config keys and --help. */
+/* Command line and INI config: one table (flags.def) drives parsing, config keys and --help.
+ * src/cli is where flags end: adapters.h turns them into the plain structs of every layer below
+ * (it uses all of them but src/faults), and nothing below it sees a wp_opts
+ * (docs/architecture.md). */
 #ifndef WP_CLI_H
 #define WP_CLI_H
 

@@ -1,4 +1,5 @@
 /* The stall report: when a step stops moving, print where every rank of the ring stands.
+ * (src/faults sits on src/base, ring/ and optim/: docs/architecture.md.)
  *
  * Pipeline jobs that hang are debugged by asking "which rank waits for what from whom". Each
  * rank's executor already keeps a status note before every blocking wait (ring/control.h:

@@ -1,5 +1,6 @@
 /* Checkpoints: the owners' fp32 masters and AdamW moments, indexed by Hugging Face tensor name
- * so that any N or chunking can load what any other wrote.
+ * so that any N or chunking can load what any other wrote. (src/io sits on src/model only:
+ * docs/architecture.md.)
  *
  *   SAVE/step-K.tmp/rank-RRRRR.safetensors  one per rank: for each tensor of its chunks <name>,
  *                                           <name>.exp_avg, <name>.exp_avg_sq (F32); a rank

@@ -1,6 +1,7 @@
 /* Model configuration and the parameter layout: which tensors exist, which chunk each lives
  * in, and where. A chunk's parameters are one contiguous range, so a chunk travels the ring
- * as one pointer and a length. Computed once from the config; every rank computes the same. */
+ * as one pointer and a length. Computed once from the config; every rank computes the same.
+ * src/model sits on kernels/ and optim/ only (docs/architecture.md). */
 #ifndef WP_LAYOUT_H
 #define WP_LAYOUT_H
 

@@ -1,5 +1,6 @@
 /* `weipipe train`: what every rank shares (model layout, validated schedule, hyper-parameters,
- * where to resume from) and the per-rank training loop around the executor. */
+ * where to resume from) and the per-rank training loop around the executor.
+ * src/runtime is the top library: it uses every layer below (docs/architecture.md). */
 #ifndef WP_RUNTIME_TRAIN_H
 #define WP_RUNTIME_TRAIN_H
 

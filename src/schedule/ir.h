@@ -1,6 +1,7 @@
 /* The schedule IR: for every rank, the ordered list of actions of ONE optimizer step. The ring
  * runtime executes these lists as they are, step after step; the validator, the simulator and
  * the drawings read the very same lists (docs/schedules.md explains every strategy).
+ * src/schedule sits on src/model only (docs/architecture.md).
  *
  * Buffers are named by what they hold (wp_buf):
  *   W[c]@v     weights of chunk c after v optimizer steps, v counted from the step the list

@@ -69,7 +69,7 @@ probe optim kernels.h ok
 probe optim layout.h refused
 probe optim cli.h refused
 probe optim transport.h refused
-# src: the public headers below, never their internals
+# src/: the public headers below, never their internals ...
 probe src/runtime transport.h ok
 probe src/runtime optim.h ok
 probe src/runtime kernels.h ok
@@ -78,5 +78,29 @@ probe src/faults control_impl.h refused
 probe src/runtime tcp_impl.h refused
 probe src/model backend.h refused
 probe src/model cuda_impl.h refused
+# ... and inside src/: base < model < io, schedule < faults < cli < runtime < cmd
+probe src/base layout.h refused
+probe src/model layout.h ok
+probe src/model log.h refused
+probe src/model checkpoint.h refused
+probe src/model ir.h refused
+probe src/io layout.h ok
+probe src/io ir.h refused
+probe src/io cli.h refused
+probe src/schedule layout.h ok
+probe src/schedule checkpoint.h refused
+probe src/schedule train.h refused
+probe src/faults control.h ok
+probe src/faults layout.h refused
+probe src/cli sim.h ok
+probe src/cli hf.h ok
+probe src/cli train.h refused
+probe src/cli stall.h refused
+probe src/runtime train.h ok
+probe src/runtime cli.h ok
+probe src/runtime rt_impl.h ok    # its own
+probe src/cli model_impl.h refused
+probe src/io rt_impl.h refused
+probe src/runtime commands.h refused
 [ $fails -eq 0 ] && echo "every layer sees only what is below it" && exit 0
 exit 1
