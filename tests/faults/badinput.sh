@@ -2,7 +2,7 @@
 # Malformed configs and flags across the subcommands (a table): each exits 2 with exactly one
 # error line on stderr ("weipipe: error: ...", the last and only line), nothing on stdout, and leaves no output file behind (every output
 # flag of the case points into a directory that must stay empty).
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/faults_lib.sh"
 cd "$TMP" || exit 1
 mkdir out
 printf '[model]\nhidden-sise = 64\n' > unknown-key.ini

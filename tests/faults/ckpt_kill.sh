@@ -4,7 +4,7 @@
 # loaded, and --resume from the survivor reproduces the uninterrupted run's losses bit for bit.
 # Each victim (rank 0, which commits, and rank 1, which only writes its shard) is tried until a
 # kill lands inside a save (a bigger model than tiny makes the write window a few ms wide).
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/faults_lib.sh"
 N=3 STEPS=12
 common=(--nranks $N --strategy weipipe-interleave --hidden-size 128 --ffn-hidden-size 352 --timeout 4s --steps $STEPS)
 train "${common[@]}" --metrics "$TMP/full.jsonl" || fail "the uninterrupted run"

@@ -5,7 +5,7 @@
 #   - the same tmpfs remounted read-only: EROFS;
 #   - RLIMIT_FSIZE below a shard's size (any user; SIGXFSZ ignored, so writes fail with EFBIG);
 #   - a regular file where the --save directory should be: refused up front, exit 2.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/faults_lib.sh"
 common=(--nranks 3 --strategy wzb1 --timeout 10s --save-every 2)
 
 # expect_failed_save SAVE LOG STEP WHAT: the run failed with a one-line checkpoint error and

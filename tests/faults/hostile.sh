@@ -4,7 +4,7 @@
 # version, a handshake cut short, a silent connection and a 256 KiB blast. Each is refused and
 # logged; the job is not disturbed (its losses equal an unattacked run's bit for bit). Every
 # listener is bound to --bind's address (127.0.0.1 by default), not to every interface.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/faults_lib.sh"
 PY=/usr/bin/python3
 [ -x $PY ] || PY=python3
 command -v ss > /dev/null || { echo "skip: ss (iproute2) is not installed"; exit 77; }

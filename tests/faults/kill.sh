@@ -3,7 +3,7 @@
 # victim and delay; checkpoints every step so that some kills land in a save): every surviving
 # rank exits non-zero naming the lost rank, the job ends within --timeout, no process of the
 # job is left, and the last checkpoint on disk verifies (manifest, sizes, CRC-32, tensors).
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/faults_lib.sh"
 TRIALS=${FAULTS_TRIALS:-20}
 TIMEOUT=4
 RANDOM=7 # the seed of the trial choices

@@ -3,7 +3,7 @@
 # the step is skipped on every rank alike (the masters after it equal those before it, bit for
 # bit, on every rank's chunks), the loss scale halves, training then goes on; gradients that
 # stay non-finite stop every rank after --max-skipped-steps skips in a row with one clear message.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/faults_lib.sh"
 common=(--nranks 3 --strategy weipipe-interleave --lr-decay-style constant --timeout 10s)
 for V in 1 2; do
   train "${common[@]}" --steps 1 --save "$TMP/one-$V" || fail "1 step"

@@ -3,7 +3,7 @@
 # other rank exits naming it within about --timeout. Before that, rank 0's stall report prints
 # the whole ring as one grid (each rank's action and the buffer and peer it waits for; the
 # stopped rank as "no answer"). SIGUSR1 prints the same grid on demand while the job runs on.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/faults_lib.sh"
 TIMEOUT=3
 for V in 2 0; do
   start_job "$TMP/log" --nranks 3 --strategy weipipe-interleave --steps 1000000 --timeout ${TIMEOUT}s

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Payload bytes each rank sends per step, counted by the transport (tp_stats), equal the
 # validator's count for the same lists exactly, for every strategy on 4 ranks (M = 4 and 8).
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/runtime_lib.sh"
 for M in 4 8; do
   for S in 1f1b weipipe-naive weipipe-interleave wzb1 wzb2 gpipe zb-h1 zb-h2 seq1f1b interleaved-1f1b fsdp; do
     shape=() # interleaved-1f1b: two chunks per rank need 8 layers

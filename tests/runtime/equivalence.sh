@@ -7,7 +7,7 @@
 # interleaved-1f1b adds fp16 chunk boundaries; measured at most 1.07e-4). seq1f1b is held to its
 # own one-rank run (measured 0), and that run to 1f1b within 1e-4 (measured 2.2e-6..9.8e-6 here,
 # 5e-5 in sanitizer builds).
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/runtime_lib.sh"
 FP32_TOL=1e-5 MIXED_TOL=3e-4 SEG_TOL=1e-4
 common=(--steps 3 --lr-decay-style constant --transport local)
 worst=0

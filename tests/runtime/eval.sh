@@ -4,7 +4,7 @@
 # at that step (same 8 sequences), both within 1e-6 relative (fp32; only sum order differs); so
 # is fsdp's on 4 ranks, whose rank 0 gathers every chunk's slices to evaluate.
 # --init-from the checkpoint's Hugging Face export, with lr 0, evaluates to the same loss.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/runtime_lib.sh"
 common=(--num-microbatches 4 --transport local --steps 4 --eval-every 2 --eval-batches 4 --precision fp32)
 train "${common[@]}" --nranks 1 --strategy 1f1b --metrics "$TMP/one.jsonl" || fail "one rank"
 train "${common[@]}" --nranks 4 --strategy wzb1 --metrics "$TMP/four.jsonl" --save "$TMP/ck" || fail "four ranks"

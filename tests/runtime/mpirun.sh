@@ -5,7 +5,7 @@
 # Both land on the local (threads) run's losses bit for bit. A world size other than --nranks is
 # refused naming both. Skips (77) without mpirun. Extra arguments: TRACE_CHECK,
 # mpi|no-mpi|mpi-sanitized (the last: a sanitizer build, where the MPI bootstrap is not run).
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/runtime_lib.sh"
 HAVE_MPI=$6
 command -v mpirun > /dev/null || { echo "mpirun not found (Debian: openmpi-bin): skipped"; exit 77; }
 MPIRUN=(mpirun --oversubscribe)

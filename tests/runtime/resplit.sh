@@ -4,7 +4,7 @@
 # (shards hold tensor parts) -> 1f1b on 2, and 1f1b on 2 -> fsdp on 4. The losses of steps 4..6
 # equal a one-rank uninterrupted run within 1e-5 relative (fp32; only the order of fp32 sums
 # differs).
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/runtime_lib.sh"
 common=(--transport local --lr-decay-style constant --precision fp32 --num-microbatches 4)
 train "${common[@]}" --nranks 1 --strategy 1f1b --steps 6 --metrics "$TMP/full.jsonl" || fail "uninterrupted run"
 for run in "4 weipipe-interleave 2 1f1b" "4 fsdp 2 1f1b" "2 1f1b 4 fsdp"; do

@@ -3,7 +3,7 @@
 # run bit for bit (the metrics print %.17g), on one rank and on two or four ranks as threads, in mixed
 # precision (the loss scaler's state travels in the checkpoint too); fsdp on four ranks saves and
 # loads slices of every chunk.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/runtime_lib.sh"
 for run in "1 1f1b" "2 weipipe-interleave" "2 wzb2" "4 fsdp"; do
   set -- $run
   N=$1 S=$2 tag=$1-$2

@@ -3,7 +3,7 @@
 # the step together (global decision after REDUCE), the scale halves each time, and the masters
 # stay bit-identical to the initial ones (compared with a run at lr 0); once the scale fits, the
 # step is taken. The metrics stay valid JSON (a non-finite norm is null).
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/runtime_lib.sh"
 common=(--nranks 2 --strategy weipipe-interleave --transport local --steps 3)
 train "${common[@]}" --loss-scale 1e30 --metrics "$TMP/m.jsonl" --save "$TMP/skip" || fail "overflowing run"
 train "${common[@]}" --lr 0 --min-lr 0 --save "$TMP/still" || fail "lr 0 run"

@@ -3,7 +3,7 @@
 # bit-for-bit the masters of the same run over the local transport (the executor does the same
 # arithmetic; only the wire differs). Then one rank is SIGKILLed mid-run: the job exits non-zero
 # within the --timeout, and each of the other three ranks' errors names the dead rank.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/runtime_lib.sh"
 common=(--nranks 4 --steps 3 --lr-decay-style constant --precision fp32)
 for S in 1f1b weipipe-naive weipipe-interleave wzb1 wzb2 gpipe zb-h1 zb-h2 seq1f1b interleaved-1f1b fsdp; do
   shape=() # interleaved-1f1b: two chunks per rank need 8 layers

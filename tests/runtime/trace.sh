@@ -5,7 +5,7 @@
 # threads (one file) and tcp processes (a file per rank), paced and unpaced. Under
 # --device-tflops every compute span lasts at least its FLOPs / speed.
 # Extra argument: TRACE_CHECK.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/runtime_lib.sh"
 CHECK=$5
 run() { # run NAME TRAIN-ARGS...: train with a trace, then check it against the same flags
   local name=$1; shift

@@ -2,7 +2,7 @@
 # train's command-line contract: bad input exits 2 naming the flag; a predicted peak above
 # --device-memory is refused with 2; --trace writes one span per compute action of the run;
 # SIGTERM saves a checkpoint at the next step boundary and exits 0, and the run resumes from it.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/runtime_lib.sh"
 expect2() { # expect2 WHAT-IN-MESSAGE ARGS...
   local want=$1; shift
   train "$@" 2> "$TMP/err"; local rc=$?
