@@ -84,13 +84,13 @@ int main(int argc, char **argv) {
     if (strcmp(mode, "tcp") == 0) {
         int exits[2];
         pid_t pgid;
-        RT_CHECK(rt_run_tcp(2, &net, bench_rank, &B, 120, exits, NULL, &pgid) == 0, "tcp ranks hung");
-        RT_CHECK(exits[0] == 0 && exits[1] == 0, "ranks exited %d, %d", exits[0], exits[1]);
+        CHECK(rt_run_tcp(2, &net, bench_rank, &B, 120, exits, NULL, &pgid) == 0, "tcp ranks hung");
+        CHECK(exits[0] == 0 && exits[1] == 0, "ranks exited %d, %d", exits[0], exits[1]);
         return 0;
     }
     if (strcmp(mode, "soft") == 0) {
         B.ops = &ib_soft_ops;
-        RT_CHECK(ib_soft_fabric_create(&B.fab, err, sizeof err) == 0, "%s", err);
+        CHECK(ib_soft_fabric_create(&B.fab, err, sizeof err) == 0, "%s", err);
     } else if (strcmp(mode, "verbs") == 0) {
 #if WP_HAVE_IBVERBS
         ib_dev_cfg dc = {.port = 1};
@@ -101,7 +101,7 @@ int main(int argc, char **argv) {
             printf("skip: no RDMA device here (%s)\n", err);
             return 77;
         }
-        RT_CHECK(rc == 0, "%s", err);
+        CHECK(rc == 0, "%s", err);
         ib_verbs_ops.close(d);
         B.ops = &ib_verbs_ops;
 #else
@@ -112,7 +112,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "unknown mode %s\n", mode);
         return 2;
     }
-    RT_CHECK(rt_run_local(2, &net, bench_rank, &B, err, sizeof err) == 0, "%s", err);
+    CHECK(rt_run_local(2, &net, bench_rank, &B, err, sizeof err) == 0, "%s", err);
     if (B.fab) ib_soft_fabric_destroy(B.fab);
     return 0;
 }

@@ -199,13 +199,13 @@ static void check_fabric(ib_test *T, int world) {
     size_t want_max = IBP_HDR_BYTES + biggest < T->pc.wr_bytes ? IBP_HDR_BYTES + biggest : T->pc.wr_bytes;
     printf("fabric: %ld writes (%ld with immediate, %ld credits), largest %zu B; expected %ld chunks in %ld work "
            "requests, largest %zu B\n", s.writes, s.imm_writes, s.credit_writes, s.max_write, chunks, wrs, want_max);
-    RT_CHECK(s.credit_writes == chunks, "%ld credits for %ld chunks", s.credit_writes, chunks);
-    RT_CHECK(s.imm_writes == 2 * chunks, "%ld writes with immediate for %ld chunks (+ as many credits)", s.imm_writes,
+    CHECK(s.credit_writes == chunks, "%ld credits for %ld chunks", s.credit_writes, chunks);
+    CHECK(s.imm_writes == 2 * chunks, "%ld writes with immediate for %ld chunks (+ as many credits)", s.imm_writes,
              chunks);
-    RT_CHECK(s.writes == wrs + chunks, "%ld writes, expected %ld data work requests + %ld credits", s.writes, wrs, chunks);
-    RT_CHECK(s.max_write == want_max, "largest work request %zu B, expected %zu (limit %zu)", s.max_write, want_max,
+    CHECK(s.writes == wrs + chunks, "%ld writes, expected %ld data work requests + %ld credits", s.writes, wrs, chunks);
+    CHECK(s.max_write == want_max, "largest work request %zu B, expected %zu (limit %zu)", s.max_write, want_max,
              T->pc.wr_bytes);
-    RT_CHECK(s.src_changed == 0, "%ld staging buffers rewritten before their write completed", s.src_changed);
+    CHECK(s.src_changed == 0, "%ld staging buffers rewritten before their write completed", s.src_changed);
 }
 
 /* ---- credits: a late receiver ---- */
@@ -352,12 +352,12 @@ static void run_fail(ib_test *T, const char *mode) {
     char err[800];
     wp_net_opts net;
     rt_net(&net, 1);
-    RT_CHECK(rt_run_local(2, &net, fail_rank, T, err, sizeof err) == 0, "%s", err);
+    CHECK(rt_run_local(2, &net, fail_rank, T, err, sizeof err) == 0, "%s", err);
     for (int r = 0; r < 2; r++) printf("%s: rank %d: %s\n", mode, r, T->msg[r]);
 }
 
 static void expect_in(const char *msg, const char *part, int rank, const char *mode) {
-    RT_CHECK(strstr(msg, part) != NULL, "%s: rank %d's message lacks \"%s\": %s", mode, rank, part, msg);
+    CHECK(strstr(msg, part) != NULL, "%s: rank %d's message lacks \"%s\": %s", mode, rank, part, msg);
 }
 
 static void mode_timeout(ib_test *T) {
@@ -427,7 +427,7 @@ static void mode_gone(ib_test *T) {
     char err[800];
     wp_net_opts net;
     rt_net(&net, 1);
-    RT_CHECK(rt_run_local(2, &net, gone_rank, T, err, sizeof err) == 0, "%s", err);
+    CHECK(rt_run_local(2, &net, gone_rank, T, err, sizeof err) == 0, "%s", err);
     printf("gone: rank 0: %s\n", T->msg[0]);
     expect_in(T->msg[0], "rank 1 (thread) failed an RDMA data write on channel 0: ", 0, "gone");
     if (is_soft(T)) expect_in(T->msg[0], "remote queue pair gone", 0, "gone");
@@ -463,7 +463,7 @@ static void run_matrix(ib_test *T, int world, bool check) {
     wp_net_opts net;
     rt_net(&net, 1);
     int rc = rt_run_local(world, &net, matrix_rank, T, err, sizeof err);
-    RT_CHECK(rc == 0, "%s", err);
+    CHECK(rc == 0, "%s", err);
     if (check) check_fabric(T, world);
 }
 
@@ -480,7 +480,7 @@ static int use_verbs(ib_test *T) {
         printf("skip: no RDMA device here (%s); the protocol is covered over the soft fabric\n", err);
         return 77;
     }
-    RT_CHECK(rc == 0, "opening the RDMA device: %s", err);
+    CHECK(rc == 0, "opening the RDMA device: %s", err);
     ib_verbs_ops.close(d);
     printf("verbs: %s\n", desc);
     T->ops = &ib_verbs_ops;
@@ -512,16 +512,16 @@ static int job_rank(wp_rank_ctx *ctx, void *arg) {
 static int run_job(const char *const *flags, int nflags, char *err, size_t errlen) {
     char port[16];
     snprintf(port, sizeof port, "%d", rt_free_port());
-    RT_CHECK(setenv("RANK", "0", 1) == 0 && setenv("WORLD_SIZE", "1", 1) == 0 && setenv("LOCAL_RANK", "0", 1) == 0 &&
+    CHECK(setenv("RANK", "0", 1) == 0 && setenv("WORLD_SIZE", "1", 1) == 0 && setenv("LOCAL_RANK", "0", 1) == 0 &&
                  setenv("MASTER_ADDR", "127.0.0.1", 1) == 0 && setenv("MASTER_PORT", port, 1) == 0 &&
                  setenv("WEIPIPE_SECRET", RT_SECRET, 1) == 0 && setenv("WEIPIPE_JOB_ID", RT_JOB, 1) == 0,
              "setenv failed");
     char *argv[8] = {"train", "--transport", "ibverbs", "--connect-timeout", "5"};
     for (int i = 0; i < nflags; i++) argv[5 + i] = (char *)flags[i];
     wp_opts o;
-    RT_CHECK(cli_parse(5 + nflags, argv, &o, err, errlen) == 0, "flags: %s", err);
+    CHECK(cli_parse(5 + nflags, argv, &o, err, errlen) == 0, "flags: %s", err);
     wp_net_opts net;
-    RT_CHECK(tp_net_from_opts(&o, &net, err, errlen) == 0, "net: %s", err);
+    CHECK(tp_net_from_opts(&o, &net, err, errlen) == 0, "net: %s", err);
     return ibv_job_run_rank(&o, &net, job_rank, NULL, err, errlen);
 }
 #endif
@@ -538,12 +538,12 @@ static int mode_job(void) {
     if (have) ib_verbs_ops.close(d);
     int rc = run_job(NULL, 0, err, sizeof err);
     printf("job: exit code %d%s%s\n", rc, rc ? ": " : "", rc ? err : "");
-    if (have) RT_CHECK(rc == 0, "a self transfer over the device failed: %s", err);
-    else RT_CHECK(rc == 2 && strncmp(err, "no RDMA device: ", 16) == 0, "expected exit code 2 and \"no RDMA device\"");
+    if (have) CHECK(rc == 0, "a self transfer over the device failed: %s", err);
+    else CHECK(rc == 2 && strncmp(err, "no RDMA device: ", 16) == 0, "expected exit code 2 and \"no RDMA device\"");
     const char *bad_port[] = {"--ib-port", "0"};
     rc = run_job(bad_port, 2, err, sizeof err);
     printf("job --ib-port 0: exit code %d: %s\n", rc, err);
-    RT_CHECK(rc == 2 && strstr(err, "--ib-port 0"), "expected exit code 2 naming --ib-port");
+    CHECK(rc == 2 && strstr(err, "--ib-port 0"), "expected exit code 2 naming --ib-port");
     return 0;
 #else
     printf("skip: this build has no libibverbs (meson option ibverbs)\n");
@@ -561,12 +561,12 @@ static int run_mode(ib_test *T, const char *mode) {
         ib_soft_set_faults(T->fab, &(ib_soft_faults){.rank = -1, .send_cqe_delay_s = 0.0003, .write_delay_s = 0.0001});
         run_matrix(T, 3, true);
     } else if (strcmp(mode, "credits") == 0) {
-        RT_CHECK(rt_run_local(2, &net, credits_rank, T, e, sizeof e) == 0, "%s", e);
+        CHECK(rt_run_local(2, &net, credits_rank, T, e, sizeof e) == 0, "%s", e);
     } else if (strcmp(mode, "reuse") == 0) {
-        RT_CHECK(rt_run_local(2, &net, reuse_rank, T, e, sizeof e) == 0, "%s", e);
+        CHECK(rt_run_local(2, &net, reuse_rank, T, e, sizeof e) == 0, "%s", e);
         ib_soft_stats s;
         ib_soft_stats_get(T->fab, &s);
-        RT_CHECK(!is_soft(T) || s.src_changed == 0, "%ld staging buffers rewritten before their write completed",
+        CHECK(!is_soft(T) || s.src_changed == 0, "%ld staging buffers rewritten before their write completed",
                  s.src_changed);
     } else if (strcmp(mode, "timeout") == 0) {
         mode_timeout(T);
@@ -579,7 +579,7 @@ static int run_mode(ib_test *T, const char *mode) {
     } else if (strcmp(mode, "gone") == 0) {
         mode_gone(T);
     } else if (strcmp(mode, "config") == 0) {
-        RT_CHECK(rt_run_local(1, &net, config_rank, T, e, sizeof e) == 0, "%s", e);
+        CHECK(rt_run_local(1, &net, config_rank, T, e, sizeof e) == 0, "%s", e);
     } else if (strcmp(mode, "job") == 0) {
         return mode_job();
     } else {
@@ -606,7 +606,7 @@ int main(int argc, char **argv) {
     const char *mode = argv[1];
     ib_test *T = calloc(1, sizeof *T);
     char err[400];
-    RT_CHECK(T && ib_soft_fabric_create(&T->fab, err, sizeof err) == 0, "fabric: %s", T ? err : "out of memory");
+    CHECK(T && ib_soft_fabric_create(&T->fab, err, sizeof err) == 0, "fabric: %s", T ? err : "out of memory");
     T->ops = &ib_soft_ops;
     T->seed = 0x1bfab0001;
     T->pc = (ibp_cfg){.slot_bytes = argc > 3 ? (size_t)atol(argv[2]) : 4096,

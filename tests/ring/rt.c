@@ -99,10 +99,10 @@ static int run_child(int rank, int n, const wp_net_opts *net, wp_rank_fn fn, voi
 int rt_free_port(void) {
     char why[128], addr[64], host[64];
     int port = -1, fd = sock_listen("127.0.0.1", 0, why, sizeof why);
-    RT_CHECK(fd >= 0, "no free port: %s", why);
+    CHECK(fd >= 0, "no free port: %s", why);
     sock_local_addr(fd, addr, sizeof addr);
     close(fd);
-    RT_CHECK(sock_split_addr(addr, host, sizeof host, &port, why, sizeof why) == 0, "%s", why);
+    CHECK(sock_split_addr(addr, host, sizeof host, &port, why, sizeof why) == 0, "%s", why);
     return port;
 }
 
@@ -110,7 +110,7 @@ pid_t rt_fork_rank(int rank, int n, int port, const char *secret, const wp_net_o
                    pid_t *pgid, const char *stderr_dir) {
     fflush(NULL);
     pid_t pid = fork();
-    RT_CHECK(pid >= 0, "fork: %s", strerror(errno));
+    CHECK(pid >= 0, "fork: %s", strerror(errno));
     if (pid == 0) {
         setpgid(0, *pgid);
         if (stderr_dir) {
@@ -131,7 +131,7 @@ int rt_run_tcp(int n, const wp_net_opts *net, wp_rank_fn fn, void *arg, double d
                const char *stderr_dir, pid_t *pgid_out) {
     int port = rt_free_port();
     pid_t *pids = calloc((size_t)n, sizeof *pids), pgid = 0;
-    RT_CHECK(pids, "out of memory");
+    CHECK(pids, "out of memory");
     for (int r = 0; r < n; r++) pids[r] = rt_fork_rank(r, n, port, RT_SECRET, net, fn, arg, &pgid, stderr_dir);
     if (pgid_out) *pgid_out = pgid;
     double end = wp_now() + deadline_s;

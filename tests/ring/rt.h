@@ -1,6 +1,6 @@
-/* Helpers of the ring tests: seeded payloads, checks that exit with a message, and running a
- * rank function over N threads (local transport) or N forked processes (tcp transport with
- * the real rendezvous from launcher variables). */
+/* Helpers of the ring tests: seeded payloads, the check of rank functions (the others come
+ * from tests/check.h), and running a rank function over N threads (local transport) or N
+ * forked processes (tcp transport with the real rendezvous from launcher variables). */
 #ifndef WP_TESTS_RING_RT_H
 #define WP_TESTS_RING_RT_H
 
@@ -10,18 +10,9 @@
 #include <stdlib.h>
 #include <sys/types.h>
 
+#include "../check.h"
 #include "launch.h"
 #include "transport.h"
-
-#define RT_CHECK(cond, ...)                                                      \
-    do {                                                                         \
-        if (!(cond)) {                                                           \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                 \
-            fprintf(stderr, __VA_ARGS__);                                        \
-            fputc('\n', stderr);                                                 \
-            exit(1);                                                             \
-        }                                                                        \
-    } while (0)
 
 /* Inside a rank function: record a reason and return 1 (the harness reports it). */
 #define RANK_CHECK(ctx, cond, ...)                                               \

@@ -88,11 +88,11 @@ static void run(bool tcp, const wp_net_opts *net, wp_rank_fn fn, const char *nam
     if (tcp) {
         int exits[2];
         pid_t pgid;
-        RT_CHECK(rt_run_tcp(2, net, fn, NULL, 30, exits, NULL, &pgid) == 0, "%s: ranks hung", name);
-        RT_CHECK(exits[0] == 0 && exits[1] == 0, "%s: ranks exited %d, %d", name, exits[0], exits[1]);
-        RT_CHECK(rt_group_gone(pgid), "%s: processes left behind", name);
+        CHECK(rt_run_tcp(2, net, fn, NULL, 30, exits, NULL, &pgid) == 0, "%s: ranks hung", name);
+        CHECK(exits[0] == 0 && exits[1] == 0, "%s: ranks exited %d, %d", name, exits[0], exits[1]);
+        CHECK(rt_group_gone(pgid), "%s: processes left behind", name);
     } else {
-        RT_CHECK(rt_run_local(2, net, fn, NULL, err, sizeof err) == 0, "%s: %s", name, err);
+        CHECK(rt_run_local(2, net, fn, NULL, err, sizeof err) == 0, "%s: %s", name, err);
     }
     printf("ok: %s over %s\n", name, tcp ? "tcp" : "local");
 }

@@ -112,12 +112,12 @@ static void run(bool tcp, wp_rank_fn fn, const char *name) {
     if (tcp) {
         int exits[4];
         pid_t pgid;
-        RT_CHECK(rt_run_tcp(n, &net, fn, NULL, 30, exits, NULL, &pgid) == 0, "%s: ranks hung", name);
-        for (int r = 0; r < n; r++) RT_CHECK(exits[r] == 0, "%s: rank %d exited with %d", name, r, exits[r]);
-        RT_CHECK(rt_group_gone(pgid), "%s: processes left behind", name);
+        CHECK(rt_run_tcp(n, &net, fn, NULL, 30, exits, NULL, &pgid) == 0, "%s: ranks hung", name);
+        for (int r = 0; r < n; r++) CHECK(exits[r] == 0, "%s: rank %d exited with %d", name, r, exits[r]);
+        CHECK(rt_group_gone(pgid), "%s: processes left behind", name);
     } else {
         char err[600];
-        RT_CHECK(rt_run_local(n, &net, fn, NULL, err, sizeof err) == 0, "%s: %s", name, err);
+        CHECK(rt_run_local(n, &net, fn, NULL, err, sizeof err) == 0, "%s: %s", name, err);
     }
     printf("ok: %s over %s\n", name, tcp ? "tcp" : "local");
 }

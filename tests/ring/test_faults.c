@@ -154,9 +154,9 @@ int main(int argc, char **argv) {
         return 2;
     }
     pid_t pgid;
-    RT_CHECK(rt_run_tcp(n, &net, fn, NULL, 20, exits, NULL, &pgid) == 0, "%s: the job hung", mode);
-    for (int r = 0; r < n; r++) RT_CHECK(exits[r] == want[r], "%s: rank %d exited with %d, expected %d", mode, r, exits[r], want[r]);
-    RT_CHECK(rt_group_gone(pgid), "%s: processes left behind", mode);
+    CHECK(rt_run_tcp(n, &net, fn, NULL, 20, exits, NULL, &pgid) == 0, "%s: the job hung", mode);
+    for (int r = 0; r < n; r++) CHECK(exits[r] == want[r], "%s: rank %d exited with %d, expected %d", mode, r, exits[r], want[r]);
+    CHECK(rt_group_gone(pgid), "%s: processes left behind", mode);
     printf("ok: %s\n", mode);
     return 0;
 }

@@ -153,16 +153,16 @@ static void test_data(const char *dir) {
     net.link_bandwidth = 40e6;  /* the transfer runs while the attacks do */
     int exits[2];
     pid_t pgid;
-    RT_CHECK(rt_run_tcp(2, &net, data_rank, NULL, 40, exits, dir, &pgid) == 0, "data: ranks hung");
-    RT_CHECK(exits[0] == 0 && exits[1] == 0, "data: ranks exited %d, %d", exits[0], exits[1]);
-    RT_CHECK(rt_group_gone(pgid), "data: processes left behind");
+    CHECK(rt_run_tcp(2, &net, data_rank, NULL, 40, exits, dir, &pgid) == 0, "data: ranks hung");
+    CHECK(exits[0] == 0 && exits[1] == 0, "data: ranks exited %d, %d", exits[0], exits[1]);
+    CHECK(rt_group_gone(pgid), "data: processes left behind");
     char path[600];
     snprintf(path, sizeof path, "%s/rank1.err", dir);
     char *log = rt_slurp(path);
     int lines = 0;
     for (const char *p = log; (p = strstr(p, "refused a connection")); p++) lines++;
     printf("rank 1 logged %d refusals:\n%s", lines, log);
-    RT_CHECK(lines == 9, "rank 1 logged %d refusals, expected 9", lines);
+    CHECK(lines == 9, "rank 1 logged %d refusals, expected 9", lines);
     free(log);
 }
 
@@ -185,7 +185,7 @@ static void test_rendezvous(const char *dir) {
     pid_t pgid = 0;
     fflush(NULL);
     pid_t attacker = fork();
-    RT_CHECK(attacker >= 0, "fork");
+    CHECK(attacker >= 0, "fork");
     if (attacker == 0) {
         /* wait until rank 0 listens, then attack (the cut-and-closed case leaves no trace the
          * attacker could check, so it is covered by the data test) */
@@ -208,18 +208,18 @@ static void test_rendezvous(const char *dir) {
     pid_t p1 = rt_fork_rank(1, 2, port, RT_SECRET, &net, plain_rank, NULL, &pgid, dir);
     rt_join_delay[1] = 0;
     int st;
-    RT_CHECK(waitpid(attacker, &st, 0) == attacker && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+    CHECK(waitpid(attacker, &st, 0) == attacker && WIFEXITED(st) && WEXITSTATUS(st) == 0,
              "the attacker saw %d handshakes accepted", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
-    RT_CHECK(waitpid(p0, &st, 0) == p0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "rank 0 failed");
-    RT_CHECK(waitpid(p1, &st, 0) == p1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "rank 1 failed");
-    RT_CHECK(rt_group_gone(pgid), "rendezvous: processes left behind");
+    CHECK(waitpid(p0, &st, 0) == p0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "rank 0 failed");
+    CHECK(waitpid(p1, &st, 0) == p1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "rank 1 failed");
+    CHECK(rt_group_gone(pgid), "rendezvous: processes left behind");
     char path[600];
     snprintf(path, sizeof path, "%s/rank0.err", dir);
     char *log = rt_slurp(path);
     int lines = 0;
     for (const char *p = log; (p = strstr(p, "refused a connection")); p++) lines++;
     printf("rank 0 logged %d refusals:\n%s", lines, log);
-    RT_CHECK(lines == 9, "rank 0 logged %d refusals, expected 9 (a probe and 8 attacks)", lines);
+    CHECK(lines == 9, "rank 0 logged %d refusals, expected 9 (a probe and 8 attacks)", lines);
     free(log);
 }
 
@@ -256,41 +256,41 @@ static void test_badframe(bool cut) {
     pid_t p0 = rt_fork_rank(0, 2, port, RT_SECRET, &net, victim_rank, &cut, &pgid, NULL);
     char why[256], my_addr[64];
     int lfd = sock_listen("127.0.0.1", 0, why, sizeof why);
-    RT_CHECK(lfd >= 0, "%s", why);
+    CHECK(lfd >= 0, "%s", why);
     sock_local_addr(lfd, my_addr, sizeof my_addr);
     double deadline = wp_now() + 10;
     /* rendezvous as rank 1 */
     int cfd = sock_connect("127.0.0.1", port, deadline, why, sizeof why);
-    RT_CHECK(cfd >= 0, "%s", why);
+    CHECK(cfd >= 0, "%s", why);
     uint8_t hs[WIRE_HS_BYTES];
     wire_hs h = {.version = WIRE_VERSION, .kind = HS_CONTROL, .rank = 1, .world = 2};
     snprintf(h.job, sizeof h.job, RT_JOB);
     snprintf(h.secret, sizeof h.secret, RT_SECRET);
     snprintf(h.addr, sizeof h.addr, "%s", my_addr);
     wire_hs_encode(&h, hs);
-    RT_CHECK(sock_write_all(cfd, hs, sizeof hs, deadline, why, sizeof why) == 0 &&
+    CHECK(sock_write_all(cfd, hs, sizeof hs, deadline, why, sizeof why) == 0 &&
                  sock_read_all(cfd, hs, sizeof hs, deadline, why, sizeof why) == 0, "rendezvous: %s", why);
     int type;
     uint64_t seq;
     char *table;
     size_t len;
-    RT_CHECK(ctl_read_frame(cfd, &type, &seq, &table, &len, 4096, deadline, why, sizeof why) == 0 && type == F_TABLE,
+    CHECK(ctl_read_frame(cfd, &type, &seq, &table, &len, 4096, deadline, why, sizeof why) == 0 && type == F_TABLE,
              "no table: %s", why);
     free(table);
     /* rank 0 opens the data stream when it posts its receive */
     int dfd = accept_one(lfd, deadline);
-    RT_CHECK(dfd >= 0, "rank 0 did not connect");
-    RT_CHECK(sock_read_all(dfd, hs, sizeof hs, deadline, why, sizeof why) == 0, "%s", why);
+    CHECK(dfd >= 0, "rank 0 did not connect");
+    CHECK(sock_read_all(dfd, hs, sizeof hs, deadline, why, sizeof why) == 0, "%s", why);
     h = (wire_hs){.version = WIRE_VERSION, .kind = HS_DATA_ACK, .rank = 1, .world = 2, .nstreams = 1,
                   .frame_bytes = (uint32_t)net.frame_bytes};
     snprintf(h.job, sizeof h.job, RT_JOB);
     snprintf(h.secret, sizeof h.secret, RT_SECRET);
     wire_hs_encode(&h, hs);
-    RT_CHECK(sock_write_all(dfd, hs, sizeof hs, deadline, why, sizeof why) == 0, "%s", why);
+    CHECK(sock_write_all(dfd, hs, sizeof hs, deadline, why, sizeof why) == 0, "%s", why);
     uint8_t hdr[WIRE_FRAME_BYTES], label[64];
     wire_frame f;
     uint32_t crc;
-    RT_CHECK(sock_read_all(dfd, hdr, sizeof hdr, deadline, why, sizeof why) == 0 &&
+    CHECK(sock_read_all(dfd, hdr, sizeof hdr, deadline, why, sizeof why) == 0 &&
                  wire_frame_decode(hdr, &f, &crc, why, sizeof why) == 0 && f.type == F_CTS && f.a == 1000 &&
                  f.length < sizeof label && sock_read_all(dfd, label, f.length, deadline, why, sizeof why) == 0,
              "no clear-to-send: %s", why);
@@ -300,7 +300,7 @@ static void test_badframe(bool cut) {
     wire_frame_seal(&d, payload);
     if (!cut) d.crc ^= 1;
     wire_frame_encode(&d, hdr);
-    RT_CHECK(sock_write_all(dfd, hdr, sizeof hdr, deadline, why, sizeof why) == 0 &&
+    CHECK(sock_write_all(dfd, hdr, sizeof hdr, deadline, why, sizeof why) == 0 &&
                  sock_write_all(dfd, payload, cut ? sizeof payload / 2 : sizeof payload, deadline, why, sizeof why) == 0,
              "%s", why);
     if (cut) {
@@ -312,17 +312,17 @@ static void test_badframe(bool cut) {
     pid_t got = 0;
     while ((got = waitpid(p0, &st, WNOHANG)) == 0 && wp_now() < end) nap(0.01);
     if (got != p0) kill(-pgid, SIGKILL);
-    RT_CHECK(got == p0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "rank 0 did not end the job as expected");
+    CHECK(got == p0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "rank 0 did not end the job as expected");
     if (dfd >= 0) close(dfd);
     close(cfd);
     close(lfd);
-    RT_CHECK(rt_group_gone(pgid), "badframe: processes left behind");
+    CHECK(rt_group_gone(pgid), "badframe: processes left behind");
 }
 
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
     char dir[] = "/tmp/weipipe-ring-XXXXXX";
-    RT_CHECK(mkdtemp(dir), "mkdtemp");
+    CHECK(mkdtemp(dir), "mkdtemp");
     if (strcmp(mode, "data") == 0) test_data(dir);
     else if (strcmp(mode, "rendezvous") == 0) test_rendezvous(dir);
     else if (strcmp(mode, "badframe") == 0) test_badframe(false);

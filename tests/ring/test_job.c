@@ -34,11 +34,11 @@ static int ring_rank(wp_rank_ctx *ctx, void *arg) {
 }
 
 int main(int argc, char **argv) {
-    RT_CHECK(argc > 3, "usage: test_job ok|fail train --transport T --nranks N");
+    CHECK(argc > 3, "usage: test_job ok|fail train --transport T --nranks N");
     bool fail = strcmp(argv[1], "fail") == 0;
     static wp_opts o;
     char err[600];
-    RT_CHECK(cli_parse(argc - 2, argv + 2, &o, err, sizeof err) == 0, "%s", err);
+    CHECK(cli_parse(argc - 2, argv + 2, &o, err, sizeof err) == 0, "%s", err);
     o.timeout = 10;
     int rc = wp_job_run(&o, ring_rank, &fail, err, sizeof err);
     if (getenv("RANK")) { /* a launched rank: the launcher reports */
@@ -46,11 +46,11 @@ int main(int argc, char **argv) {
         return rc;
     }
     printf("wp_job_run returned %d%s%s\n", rc, rc ? ": " : "", rc ? err : "");
-    if (!fail) RT_CHECK(rc == 0, "the job failed");
+    if (!fail) CHECK(rc == 0, "the job failed");
     else
-        RT_CHECK(rc == 1 && strstr(err, "rank") && (strstr(err, "planned failure of rank 1") || strstr(err, "failed first")),
+        CHECK(rc == 1 && strstr(err, "rank") && (strstr(err, "planned failure of rank 1") || strstr(err, "failed first")),
                  "a failing rank should fail the job with a message");
-    if (fail && strcmp(o.transport, "local") == 0) RT_CHECK(strstr(err, "rank 1: "), "local: the first failure is rank 1's");
+    if (fail && strcmp(o.transport, "local") == 0) CHECK(strstr(err, "rank 1: "), "local: the first failure is rank 1's");
     printf("ok\n");
     return 0;
 }

@@ -141,13 +141,13 @@ int main(int argc, char **argv) {
             net.link_latency = 1e-4;
         }
         int rc = rt_run_local(world, &net, matrix_rank, &p, err, sizeof err);
-        RT_CHECK(rc == 0, "%s", err);
+        CHECK(rc == 0, "%s", err);
     } else {
         int exits[4];
         pid_t pgid;
-        RT_CHECK(rt_run_tcp(world, &net, matrix_rank, &p, 60, exits, NULL, &pgid) == 0, "tcp ranks hung");
-        for (int r = 0; r < world; r++) RT_CHECK(exits[r] == 0, "rank %d exited with %d", r, exits[r]);
-        RT_CHECK(rt_group_gone(pgid), "processes left behind");
+        CHECK(rt_run_tcp(world, &net, matrix_rank, &p, 60, exits, NULL, &pgid) == 0, "tcp ranks hung");
+        for (int r = 0; r < world; r++) CHECK(exits[r] == 0, "rank %d exited with %d", r, exits[r]);
+        CHECK(rt_group_gone(pgid), "processes left behind");
     }
     printf("ok: %s, %d ranks, %d streams, %zu-byte frames\n", argv[1], world, net.tcp_streams, net.frame_bytes);
     return 0;
