@@ -105,9 +105,9 @@ static int run_job(const char *const *flags, int nflags, char *err, size_t errle
     char port[16];
     snprintf(port, sizeof port, "%d", rt_free_port());
     CHECK(setenv("RANK", "0", 1) == 0 && setenv("WORLD_SIZE", "1", 1) == 0 && setenv("LOCAL_RANK", "0", 1) == 0 &&
-                 setenv("MASTER_ADDR", "127.0.0.1", 1) == 0 && setenv("MASTER_PORT", port, 1) == 0 &&
-                 setenv("WEIPIPE_SECRET", RT_SECRET, 1) == 0 && setenv("WEIPIPE_JOB_ID", RT_JOB, 1) == 0,
-             "setenv failed");
+              setenv("MASTER_ADDR", "127.0.0.1", 1) == 0 && setenv("MASTER_PORT", port, 1) == 0 &&
+              setenv("WEIPIPE_SECRET", RT_SECRET, 1) == 0 && setenv("WEIPIPE_JOB_ID", RT_JOB, 1) == 0,
+          "setenv failed");
     char *argv[8] = {"train", "--transport", "ibverbs", "--connect-timeout", "5"};
     for (int i = 0; i < nflags; i++) argv[5 + i] = (char *)flags[i];
     wp_opts o;

@@ -209,7 +209,7 @@ static void test_rendezvous(const char *dir) {
     rt_join_delay[1] = 0;
     int st;
     CHECK(waitpid(attacker, &st, 0) == attacker && WIFEXITED(st) && WEXITSTATUS(st) == 0,
-             "the attacker saw %d handshakes accepted", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+          "the attacker saw %d handshakes accepted", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
     CHECK(waitpid(p0, &st, 0) == p0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "rank 0 failed");
     CHECK(waitpid(p1, &st, 0) == p1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "rank 1 failed");
     CHECK(rt_group_gone(pgid), "rendezvous: processes left behind");
@@ -269,13 +269,13 @@ static void test_badframe(bool cut) {
     snprintf(h.addr, sizeof h.addr, "%s", my_addr);
     wire_hs_encode(&h, hs);
     CHECK(sock_write_all(cfd, hs, sizeof hs, deadline, why, sizeof why) == 0 &&
-                 sock_read_all(cfd, hs, sizeof hs, deadline, why, sizeof why) == 0, "rendezvous: %s", why);
+              sock_read_all(cfd, hs, sizeof hs, deadline, why, sizeof why) == 0, "rendezvous: %s", why);
     int type;
     uint64_t seq;
     char *table;
     size_t len;
     CHECK(ctl_read_frame(cfd, &type, &seq, &table, &len, 4096, deadline, why, sizeof why) == 0 && type == F_TABLE,
-             "no table: %s", why);
+          "no table: %s", why);
     free(table);
     /* rank 0 opens the data stream when it posts its receive */
     int dfd = accept_one(lfd, deadline);
@@ -291,9 +291,9 @@ static void test_badframe(bool cut) {
     wire_frame f;
     uint32_t crc;
     CHECK(sock_read_all(dfd, hdr, sizeof hdr, deadline, why, sizeof why) == 0 &&
-                 wire_frame_decode(hdr, &f, &crc, why, sizeof why) == 0 && f.type == F_CTS && f.a == 1000 &&
-                 f.length < sizeof label && sock_read_all(dfd, label, f.length, deadline, why, sizeof why) == 0,
-             "no clear-to-send: %s", why);
+              wire_frame_decode(hdr, &f, &crc, why, sizeof why) == 0 && f.type == F_CTS && f.a == 1000 &&
+              f.length < sizeof label && sock_read_all(dfd, label, f.length, deadline, why, sizeof why) == 0,
+          "no clear-to-send: %s", why);
     char payload[1000];
     rt_fill(payload, sizeof payload, 3);
     wire_frame d = {.type = F_DATA, .channel = WP_CH_WFWD, .length = sizeof payload, .seq = 0, .a = 0, .b = sizeof payload};
@@ -301,8 +301,8 @@ static void test_badframe(bool cut) {
     if (!cut) d.crc ^= 1;
     wire_frame_encode(&d, hdr);
     CHECK(sock_write_all(dfd, hdr, sizeof hdr, deadline, why, sizeof why) == 0 &&
-                 sock_write_all(dfd, payload, cut ? sizeof payload / 2 : sizeof payload, deadline, why, sizeof why) == 0,
-             "%s", why);
+              sock_write_all(dfd, payload, cut ? sizeof payload / 2 : sizeof payload, deadline, why, sizeof why) == 0,
+          "%s", why);
     if (cut) {
         close(dfd);
         dfd = -1;

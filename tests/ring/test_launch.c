@@ -132,17 +132,17 @@ int main(int argc, char **argv) {
         CHECK(rc == 0, "ranks could not form a job from the launcher's variables: %s", err);
     } else if (strcmp(mode, "fail3") == 0) {
         CHECK(rc != 0 && res.first_rank == 2 && res.exit_code == 3 && res.signal == 0 && res.killed == 3,
-                 "expected rank 2 with status 3 first and 3 ranks killed, got rank %d status %d signal %d killed %d",
-                 res.first_rank, res.exit_code, res.signal, res.killed);
+              "expected rank 2 with status 3 first and 3 ranks killed, got rank %d status %d signal %d killed %d",
+              res.first_rank, res.exit_code, res.signal, res.killed);
         CHECK(strstr(err, "rank 2 failed first: exit status 3"), "message: %s", err);
     } else if (strcmp(mode, "signal") == 0) {
         CHECK(rc != 0 && res.first_rank == 1 && res.signal == SIGKILL && res.killed == 0,
-                 "expected rank 1 killed by signal 9 and nobody else killed, got rank %d signal %d killed %d",
-                 res.first_rank, res.signal, res.killed);
+              "expected rank 1 killed by signal 9 and nobody else killed, got rank %d signal %d killed %d",
+              res.first_rank, res.signal, res.killed);
         CHECK(strstr(err, "rank 1 failed first: killed by signal 9"), "message: %s", err);
     } else if (strcmp(mode, "sigterm") == 0) {
         CHECK(rc != 0 && res.interrupted == SIGTERM && res.killed == 0, "expected an interruption by SIGTERM, got %d (killed %d)",
-                 res.interrupted, res.killed);
+              res.interrupted, res.killed);
     } else {
         fprintf(stderr, "usage: test_launch ok|env|fail3|signal|sigterm\n");
         return 2;

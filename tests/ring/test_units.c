@@ -37,8 +37,8 @@ static void test_handshake(void) {
         CHECK(wire_hs_decode(bad, &back, why, sizeof why) != 0, "random handshake %llu accepted", (unsigned long long)s);
     }
     CHECK(wire_secret_equal("abc", "abc") && !wire_secret_equal("abc", "abd") && !wire_secret_equal("abc", "abcd") &&
-                 !wire_secret_equal("", "a"),
-             "secret comparison");
+              !wire_secret_equal("", "a"),
+          "secret comparison");
     printf("ok: handshake (%d bytes): round trip, %zu bit flips and 2000 random buffers refused\n", WIRE_HS_BYTES,
            sizeof buf * 8);
 }
@@ -54,8 +54,8 @@ static void test_frames(void) {
     char why[200];
     CHECK(wire_frame_decode(hdr, &back, &crc, why, sizeof why) == 0, "%s", why);
     CHECK(back.type == f.type && back.channel == f.channel && back.length == f.length && back.seq == f.seq &&
-                 back.a == f.a && back.b == f.b && back.crc == f.crc,
-             "frame header fields differ after a round trip");
+              back.a == f.a && back.b == f.b && back.crc == f.crc,
+          "frame header fields differ after a round trip");
     CHECK(wire_crc(crc, payload, sizeof payload) == back.crc, "checksum of an intact frame");
     /* a flipped bit in the header or the payload changes the checksum (or the magic) */
     for (size_t i = 0; i < WIRE_FRAME_BYTES + sizeof payload; i++) {
@@ -66,7 +66,7 @@ static void test_frames(void) {
         else p2[i - WIRE_FRAME_BYTES] ^= 0x10;
         if (wire_frame_decode(h2, &back, &crc, why, sizeof why) != 0) continue;
         CHECK(wire_crc(crc, p2, back.length <= sizeof p2 ? back.length : sizeof p2) != back.crc,
-                 "a flipped bit at byte %zu went unnoticed", i);
+              "a flipped bit at byte %zu went unnoticed", i);
     }
     printf("ok: frames (%d-byte header): round trip, every flipped bit detected\n", WIRE_FRAME_BYTES);
 }
@@ -109,9 +109,9 @@ static void test_addresses(void) {
     char host[64], why[128];
     int port;
     CHECK(sock_split_addr("127.0.0.1:29500", host, sizeof host, &port, why, sizeof why) == 0 &&
-                 strcmp(host, "127.0.0.1") == 0 && port == 29500, "ipv4");
+              strcmp(host, "127.0.0.1") == 0 && port == 29500, "ipv4");
     CHECK(sock_split_addr("[fe80::1]:80", host, sizeof host, &port, why, sizeof why) == 0 && strcmp(host, "fe80::1") == 0 &&
-                 port == 80, "ipv6");
+              port == 80, "ipv6");
     CHECK(sock_split_addr("node7:1", host, sizeof host, &port, why, sizeof why) == 0 && strcmp(host, "node7") == 0, "name");
     const char *bad[] = {"nohost", ":80", "h:", "h:70000", "h:-1", "h:8x"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
@@ -121,9 +121,9 @@ static void test_addresses(void) {
     } slurm[] = {{"node1", "node1"}, {"gpu[03-05,9],cpu1", "gpu03"}, {"a-b[7]", "a-b7"}, {"x1,x2", "x1"}, {"n[12,3]", "n12"}};
     for (size_t i = 0; i < sizeof slurm / sizeof slurm[0]; i++)
         CHECK(boot_slurm_first_host(slurm[i].list, host, sizeof host) == 0 && strcmp(host, slurm[i].first) == 0,
-                 "nodelist %s -> %s", slurm[i].list, host);
+              "nodelist %s -> %s", slurm[i].list, host);
     CHECK(boot_slurm_first_host("[1-2]", host, sizeof host) != 0 && boot_slurm_first_host("n[x]", host, sizeof host) != 0,
-             "bad node lists accepted");
+          "bad node lists accepted");
     printf("ok: addresses and Slurm node lists\n");
 }
 
@@ -146,14 +146,14 @@ static void test_boot(void) {
     const char *torch[] = {"RANK=3", "WORLD_SIZE=8", "LOCAL_RANK=1", "MASTER_ADDR=10.0.0.1", "MASTER_PORT=29500",
                            "WEIPIPE_SECRET=s3cret", "WEIPIPE_JOB_ID=j1", NULL};
     CHECK(boot(torch, &bi, err) == 0 && bi.rank == 3 && bi.world == 8 && bi.local_rank == 1 &&
-                 strcmp(bi.master_addr, "10.0.0.1") == 0 && bi.master_port == 29500 && strcmp(bi.job_id, "j1") == 0 &&
-                 strcmp(bi.launcher, "torchrun") == 0,
-             "torchrun: %s", err);
+              strcmp(bi.master_addr, "10.0.0.1") == 0 && bi.master_port == 29500 && strcmp(bi.job_id, "j1") == 0 &&
+              strcmp(bi.launcher, "torchrun") == 0,
+          "torchrun: %s", err);
     const char *slurm[] = {"SLURM_PROCID=5", "SLURM_NTASKS=16", "SLURM_LOCALID=1", "SLURM_JOB_ID=123456",
                            "SLURM_JOB_NODELIST=gpu[07-08]", "WEIPIPE_SECRET=x", NULL};
     CHECK(boot(slurm, &bi, err) == 0 && bi.rank == 5 && bi.world == 16 && strcmp(bi.master_addr, "gpu07") == 0 &&
-                 bi.master_port == 20000 + 123456 % 20000 && strcmp(bi.job_id, "123456") == 0,
-             "slurm: %s (%s:%d)", err, bi.master_addr, bi.master_port);
+              bi.master_port == 20000 + 123456 % 20000 && strcmp(bi.job_id, "123456") == 0,
+          "slurm: %s (%s:%d)", err, bi.master_addr, bi.master_port);
     const char *ompi[] = {"OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=4", "MASTER_ADDR=h", "MASTER_PORT=1",
                           "WEIPIPE_SECRET=x", "WEIPIPE_JOB_ID=m", NULL};
     CHECK(boot(ompi, &bi, err) == 0 && bi.rank == 1 && bi.world == 4 && strcmp(bi.launcher, "openmpi") == 0, "ompi: %s", err);
@@ -177,7 +177,7 @@ static void test_boot(void) {
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         err[0] = 0;
         CHECK(boot(bad[i].env, &bi, err) == 2 && strstr(err, bad[i].names) && !strchr(err, '\n'),
-                 "case %zu: expected an error naming %s, got '%s'", i, bad[i].names, err);
+              "case %zu: expected an error naming %s, got '%s'", i, bad[i].names, err);
     }
     printf("ok: rank discovery (torchrun, Slurm, Open MPI) and %zu named errors\n", sizeof bad / sizeof bad[0]);
 }
