@@ -10,12 +10,12 @@
  *                           "FAIL message"; a failure is counted as by EXPECT (for tests that
  *                           print every measurement next to its bound).
  *   check_close(a, b, rel)  |a - b| <= rel * max(|a|, |b|).
- *   check_failures()        failures counted so far (by this translation unit).
+ *   check_failures()        failures counted so far.
  *   check_result(name)      0 after "name: all checks passed", or 1 after "name: N check(s)
  *                           failed"; what main returns.
  *
- * Header-only: the count lives in each translation unit that includes this file, so the
- * counting checks belong in the test's main file (helpers in other files use CHECK). */
+ * Header-only: the count is one weak symbol, shared by every file of a test executable that
+ * includes this one (a harness library's checks count with the test's own). */
 #ifndef WP_TESTS_CHECK_H
 #define WP_TESTS_CHECK_H
 
@@ -25,12 +25,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-static inline int *check_count_(void) {
-    static int failures;
-    return &failures;
-}
+__attribute__((weak)) int check_failures_;
 
-static inline int check_failures(void) { return *check_count_(); }
+static inline int check_failures(void) { return check_failures_; }
 
 /* "FAIL file:line: message[: got G, want W (tolerance T)]"; then exit 1 (fatal) or count. */
 __attribute__((format(printf, 3, 0))) static inline void check_vfail_(const char *file, int line, const char *fmt,
@@ -40,7 +37,7 @@ __attribute__((format(printf, 3, 0))) static inline void check_vfail_(const char
     if (near) fprintf(stderr, ": got %.17g, want %.17g (tolerance %.3g)", near[0], near[1], near[2]);
     fputc('\n', stderr);
     if (fatal) exit(1);
-    ++*check_count_();
+    check_failures_++;
 }
 
 __attribute__((format(printf, 4, 5))) static inline void check_fail_(bool fatal, const char *file, int line,
@@ -85,7 +82,7 @@ __attribute__((format(printf, 2, 3))) static inline bool check_say(bool ok, cons
     vprintf(fmt, ap);
     putchar('\n');
     va_end(ap);
-    if (!ok) ++*check_count_();
+    if (!ok) check_failures_++;
     return ok;
 }
 
