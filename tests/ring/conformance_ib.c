@@ -7,6 +7,7 @@
  * buffer is rewritten before its write completed. */
 #include <string.h>
 
+#include "../check.h"
 #include "conformance.h"
 #include "ibverbs.h"
 
@@ -126,7 +127,8 @@ static int soft_after_case(conf_transport *X, const conf_report *R, char *err, s
 
 /* ---- opening ---- */
 
-/* libibverbs with a device: 0; else 77 after saying why not (no device, or not built). */
+/* libibverbs with a device: 0; else 77 after saying why not (no device, or not built). A
+ * device that fails to open fails the test. */
 static int verbs_here(void) {
 #if WP_HAVE_IBVERBS
     ib_dev_cfg dc = {.port = 1};
@@ -139,10 +141,7 @@ static int verbs_here(void) {
         printf("skip: no RDMA device here (%s); the protocol is covered over the soft fabric (ib-soft)\n", err);
         return 77;
     }
-    if (rc != 0) {
-        fprintf(stderr, "FAIL opening the RDMA device: %s\n", err);
-        return 1;
-    }
+    CHECK(rc == 0, "opening the RDMA device: %s", err);
     ib_verbs_ops.close(d);
     printf("verbs: %s\n", desc);
     return 0;
@@ -158,7 +157,7 @@ int conf_open_ib(conf_transport *X, bool over_soft) {
         if (rc != 0) return rc;
     }
     conf_ib *ib = calloc(1, sizeof *ib);
-    if (!ib) return fprintf(stderr, "FAIL: out of memory\n"), 1;
+    CHECK(ib, "out of memory");
     ib->ops = over_soft ? &ib_soft_ops : NULL;
 #if WP_HAVE_IBVERBS
     if (!over_soft) ib->ops = &ib_verbs_ops;
