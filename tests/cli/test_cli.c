@@ -7,18 +7,9 @@
 #include <unistd.h>
 
 #include "adapters.h"
+#include "check.h"
+#include "cli.h"
 #include "layout.h"
-
-static int failures;
-#define CHECK(cond, ...)                                            \
-    do {                                                            \
-        if (!(cond)) {                                              \
-            failures++;                                             \
-            fprintf(stderr, "%s:%d: FAIL: ", __FILE__, __LINE__);   \
-            fprintf(stderr, __VA_ARGS__);                           \
-            fputc('\n', stderr);                                    \
-        }                                                           \
-    } while (0)
 
 static wp_opts opts;
 static char err[512];
@@ -35,9 +26,9 @@ static int parse(const char *line) {
 /* A rejected command line must exit 2 and name 'culprit' in a single-line message. */
 static void expect_bad(const char *line, const char *culprit) {
     int rc = parse(line);
-    CHECK(rc == 2, "'%s' gave %d, want 2", line, rc);
-    CHECK(strstr(err, culprit) != NULL, "'%s': message '%s' does not name '%s'", line, err, culprit);
-    CHECK(strchr(err, '\n') == NULL, "'%s': message has several lines", line);
+    EXPECT(rc == 2, "'%s' gave %d, want 2", line, rc);
+    EXPECT(strstr(err, culprit) != NULL, "'%s': message '%s' does not name '%s'", line, err, culprit);
+    EXPECT(strchr(err, '\n') == NULL, "'%s': message has several lines", line);
 }
 
 static void test_bad_flags(void) {
@@ -61,25 +52,25 @@ static void test_bad_flags(void) {
 static void test_units(void) {
     double v;
     int64_t s;
-    CHECK(cli_parse_rate("10Gbit", &v) == 0 && fabs(v - 1.25e9) < 1, "10Gbit -> %g", v);
-    CHECK(cli_parse_rate("400GByte", &v) == 0 && fabs(v - 4e11) < 1, "400GByte -> %g", v);
-    CHECK(cli_parse_rate("1.5Mbit/s", &v) == 0 && fabs(v - 187500) < 1e-6, "1.5Mbit/s -> %g", v);
-    CHECK(cli_parse_rate("0", &v) == 0 && v == 0, "0 -> %g", v);
-    CHECK(cli_parse_rate("-1Gbit", &v) != 0, "negative rate accepted");
-    CHECK(cli_parse_time("20us", &v) == 0 && fabs(v - 20e-6) < 1e-15, "20us -> %g", v);
-    CHECK(cli_parse_time("5ms", &v) == 0 && fabs(v - 5e-3) < 1e-15, "5ms -> %g", v);
-    CHECK(cli_parse_time("2m", &v) == 0 && v == 120, "2m -> %g", v);
-    CHECK(cli_parse_time("30", &v) == 0 && v == 30, "30 -> %g", v);
-    CHECK(cli_parse_size("80G", &s) == 0 && s == 80ll << 30, "80G -> %lld", (long long)s);
-    CHECK(cli_parse_size("512MiB", &s) == 0 && s == 512ll << 20, "512MiB -> %lld", (long long)s);
-    CHECK(cli_parse_size("1e30", &s) != 0, "1e30 bytes accepted");
+    EXPECT(cli_parse_rate("10Gbit", &v) == 0 && fabs(v - 1.25e9) < 1, "10Gbit -> %g", v);
+    EXPECT(cli_parse_rate("400GByte", &v) == 0 && fabs(v - 4e11) < 1, "400GByte -> %g", v);
+    EXPECT(cli_parse_rate("1.5Mbit/s", &v) == 0 && fabs(v - 187500) < 1e-6, "1.5Mbit/s -> %g", v);
+    EXPECT(cli_parse_rate("0", &v) == 0 && v == 0, "0 -> %g", v);
+    EXPECT(cli_parse_rate("-1Gbit", &v) != 0, "negative rate accepted");
+    EXPECT(cli_parse_time("20us", &v) == 0 && fabs(v - 20e-6) < 1e-15, "20us -> %g", v);
+    EXPECT(cli_parse_time("5ms", &v) == 0 && fabs(v - 5e-3) < 1e-15, "5ms -> %g", v);
+    EXPECT(cli_parse_time("2m", &v) == 0 && v == 120, "2m -> %g", v);
+    EXPECT(cli_parse_time("30", &v) == 0 && v == 30, "30 -> %g", v);
+    EXPECT(cli_parse_size("80G", &s) == 0 && s == 80ll << 30, "80G -> %lld", (long long)s);
+    EXPECT(cli_parse_size("512MiB", &s) == 0 && s == 512ll << 20, "512MiB -> %lld", (long long)s);
+    EXPECT(cli_parse_size("1e30", &s) != 0, "1e30 bytes accepted");
 }
 
 /* Random values for every numeric model flag, written as INI and read back. */
 static void test_ini_round_trip(void) {
     char path[] = "/tmp/wp_test_cli_XXXXXX";
     int fd = mkstemp(path);
-    CHECK(fd >= 0, "mkstemp");
+    EXPECT(fd >= 0, "mkstemp");
     if (fd < 0) return;
     close(fd);
     srand(7);
@@ -87,17 +78,17 @@ static void test_ini_round_trip(void) {
         char line[256];
         snprintf(line, sizeof line, "train --hidden-size %d --num-layers %d --lr %.9g --link-bandwidth %dMbit --timeout %dms",
                  1 + rand() % 4096, 1 + rand() % 64, (rand() % 100000) * 1e-7, 1 + rand() % 10000, 1 + rand() % 5000);
-        CHECK(parse(line) == 0, "%s: %s", line, err);
+        EXPECT(parse(line) == 0, "%s: %s", line, err);
         wp_opts first = opts;
         FILE *f = fopen(path, "w");
         cli_write_ini(f, &first, C_ALL);
         fclose(f);
         char again[512];
         snprintf(again, sizeof again, "train --config %s", path);
-        CHECK(parse(again) == 0, "reading back: %s", err);
-        CHECK(opts.hidden_size == first.hidden_size && opts.num_layers == first.num_layers && opts.lr == first.lr &&
-                  opts.link_bandwidth == first.link_bandwidth && opts.timeout == first.timeout,
-              "round trip of '%s' changed a value", line);
+        EXPECT(parse(again) == 0, "reading back: %s", err);
+        EXPECT(opts.hidden_size == first.hidden_size && opts.num_layers == first.num_layers && opts.lr == first.lr &&
+                   opts.link_bandwidth == first.link_bandwidth && opts.timeout == first.timeout,
+               "round trip of '%s' changed a value", line);
     }
     unlink(path);
 }
@@ -111,17 +102,17 @@ static void test_config_file(void) {
     fclose(f);
     char line[256];
     snprintf(line, sizeof line, "train --num-layers 5 --config %s", path);
-    CHECK(parse(line) == 0, "%s", err);
-    CHECK(opts.hidden_size == 96 && opts.num_layers == 5, "flags must override the file: h=%lld L=%lld",
-          (long long)opts.hidden_size, (long long)opts.num_layers);
-    CHECK(opts.set[FLAG_hidden_size] && !opts.set[FLAG_seq_length], "set[] marks given keys only");
+    EXPECT(parse(line) == 0, "%s", err);
+    EXPECT(opts.hidden_size == 96 && opts.num_layers == 5, "flags must override the file: h=%lld L=%lld",
+           (long long)opts.hidden_size, (long long)opts.num_layers);
+    EXPECT(opts.set[FLAG_hidden_size] && !opts.set[FLAG_seq_length], "set[] marks given keys only");
 
     f = fopen(path, "w");
     fprintf(f, "hidden-size = 96\nhiden-size = 3\n");
     fclose(f);
     snprintf(line, sizeof line, "train --config %s", path);
     expect_bad(line, "hiden-size");
-    CHECK(strstr(err, path) && strstr(err, "line 2"), "message '%s' names file and line", err);
+    EXPECT(strstr(err, path) && strstr(err, "line 2"), "message '%s' names file and line", err);
 
     f = fopen(path, "w");
     fprintf(f, "this line has no equals sign\n");
@@ -133,10 +124,10 @@ static void test_config_file(void) {
 static void expect_bad_model(const char *line, const char *culprit) {
     wp_model_cfg cfg;
     int rc = parse(line);
-    CHECK(rc == 0, "'%s' should parse: %s", line, err);
+    EXPECT(rc == 0, "'%s' should parse: %s", line, err);
     rc = model_cfg_from_opts(&opts, 1, &cfg, err, sizeof err);
-    CHECK(rc == 2, "'%s' gave %d, want 2", line, rc);
-    CHECK(strstr(err, culprit) != NULL, "'%s': message '%s' does not name '%s'", line, err, culprit);
+    EXPECT(rc == 2, "'%s' gave %d, want 2", line, rc);
+    EXPECT(strstr(err, culprit) != NULL, "'%s': message '%s' does not name '%s'", line, err, culprit);
 }
 
 static void test_model_validation(void) {
@@ -167,16 +158,16 @@ static void test_model_validation(void) {
                  heads * hd, heads, groups_div, L, chunks, V, f);
         wp_model_cfg cfg;
         wp_layout lay;
-        CHECK(parse(line) == 0, "%s: %s", line, err);
-        CHECK(model_cfg_from_opts(&opts, 1, &cfg, err, sizeof err) == 0, "%s: %s", line, err);
-        CHECK(layout_build(&cfg, &lay, err, sizeof err) == 0, "%s: %s", line, err);
+        EXPECT(parse(line) == 0, "%s: %s", line, err);
+        EXPECT(model_cfg_from_opts(&opts, 1, &cfg, err, sizeof err) == 0, "%s: %s", line, err);
+        EXPECT(layout_build(&cfg, &lay, err, sizeof err) == 0, "%s: %s", line, err);
         size_t h = (size_t)heads * hd, kv = (size_t)groups_div * hd;
         size_t block = 2 * h + 2 * h * h + 2 * h * kv + 3 * h * (size_t)f;
         size_t total = (size_t)L * block + 2 * (size_t)V * h + h;
-        CHECK(lay.total_numel == total, "%s: %zu parameters, closed form %zu", line, lay.total_numel, total);
+        EXPECT(lay.total_numel == total, "%s: %zu parameters, closed form %zu", line, lay.total_numel, total);
         size_t sum = 0;
         for (int c = 0; c < cfg.n_chunks; c++) {
-            CHECK(lay.chunk_offset[c] == sum, "chunk %d offset", c);
+            EXPECT(lay.chunk_offset[c] == sum, "chunk %d offset", c);
             sum += lay.chunk_numel[c];
         }
         layout_free(&lay);
@@ -189,6 +180,5 @@ int main(void) {
     test_ini_round_trip();
     test_config_file();
     test_model_validation();
-    if (failures) fprintf(stderr, "%d checks failed\n", failures);
-    return failures ? 1 : 0;
+    return check_result("cli");
 }

@@ -34,10 +34,8 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static void die(wp_kern *k, const char *what) {
-    fprintf(stderr, "bench_gpu: %s: %s\n", what, kern_error(k) ? kern_error(k) : "failed");
-    exit(1);
-}
+/* The context's error, or "failed" (for the message of a failed call). */
+static const char *why(wp_kern *k) { return kern_error(k) ? kern_error(k) : "failed"; }
 
 /* Nominal dense fp16/bf16 tensor-core peak by device name (TFLOP/s); 0 when unknown. */
 static double nominal_peak(const char *name) {
@@ -64,7 +62,7 @@ static double best_time(wp_kern *k, timed_fn fn, void *ctx) {
         double dt = now_s() - t0;
         total += dt;
         if (dt < best) best = dt;
-        if (kern_error(k)) die(k, "timed call");
+        CHECK(!kern_error(k), "timed call: %s", why(k));
     }
     return best;
 }
@@ -75,7 +73,7 @@ static void *random_device(wp_kern *k, size_t n, float scale, uint64_t seed) {
     gh_fill(&g, h, n, scale, WP_F32);
     void *staging = gh_upload(k, h, n, WP_F32);
     void *d = kern_alloc(k, n * wp_dtype_size(kern_compute_dtype(k)));
-    if (!d) die(k, "alloc");
+    CHECK(d, "alloc: %s", why(k));
     kern_convert(k, d, kern_compute_dtype(k), staging, WP_F32, n);
     kern_free(k, staging);
     free(h);
@@ -137,17 +135,11 @@ static row bench_block(wp_kern *k, int seq) {
     char err[512];
     wp_model_cfg cfg = paper_cfg(3, seq, 3);
     wp_layout L;
-    if (layout_build(&cfg, &L, err, sizeof err)) {
-        fprintf(stderr, "bench_gpu: %s\n", err);
-        exit(1);
-    }
+    CHECK(layout_build(&cfg, &L, err, sizeof err) == 0, "%s", err);
     block_ctx b = {0};
     const size_t T = (size_t)seq, es = wp_dtype_size(kern_compute_dtype(k)), n = L.chunk_numel[1];
     b.m = model_create(&L, k, err, sizeof err);
-    if (!b.m) {
-        fprintf(stderr, "bench_gpu: %s\n", err);
-        exit(1);
-    }
+    CHECK(b.m, "%s", err);
     b.a = model_acts_create(b.m, 1);
     b.w = random_device(k, n, 0.02f, 1);
     b.x_in = random_device(k, T * cfg.h, 1.0f, 2);
@@ -157,7 +149,7 @@ static row bench_block(wp_kern *k, int seq) {
     b.gw = kern_alloc(k, n * 2);
     b.tokens = kern_alloc(k, T * sizeof(int32_t));
     b.dloss = 1.0f / (float)T;
-    if (!b.a || !b.gw || !b.tokens) die(k, "block buffers");
+    CHECK(b.a && b.gw && b.tokens, "block buffers: %s", why(k));
     wp_flops f = layout_chunk_flops(&L, 1);
     row r = {"block", seq, best_time(k, block_step, &b), f.fwd + f.bwd_input + f.bwd_weight};
     void *bufs[] = {b.w, b.x_in, b.g_out, b.x_out, b.g_in, b.gw, b.tokens};
@@ -179,15 +171,9 @@ static row bench_model(wp_kern *k, int seq) {
     char err[512];
     wp_model_cfg cfg = paper_cfg(4, seq, 1);
     wp_layout L;
-    if (layout_build(&cfg, &L, err, sizeof err)) {
-        fprintf(stderr, "bench_gpu: %s\n", err);
-        exit(1);
-    }
+    CHECK(layout_build(&cfg, &L, err, sizeof err) == 0, "%s", err);
     wp_whole *W = whole_create(&L, k, WP_BF16, err, sizeof err);
-    if (!W) {
-        fprintf(stderr, "bench_gpu: %s\n", err);
-        exit(1);
-    }
+    CHECK(W, "%s", err);
     /* uniform weights: cheaper than layout_init_chunk's normals for a billion parameters,
      * and the speed does not depend on the values */
     float *params = gh_floats(L.total_numel);
@@ -196,7 +182,7 @@ static row bench_model(wp_kern *k, int seq) {
     int32_t *tok = malloc(2 * (size_t)seq * sizeof *tok);
     wp_rng g = rng_seeded(5);
     for (int t = 0; t < 2 * seq; t++) tok[t] = (int32_t)rng_below(&g, (uint64_t)cfg.vocab);
-    if (whole_set_params(W, params) || whole_set_tokens(W, tok, tok + seq)) die(k, "model setup");
+    CHECK(!whole_set_params(W, params) && !whole_set_tokens(W, tok, tok + seq), "model setup: %s", why(k));
     free(params);
     free(tok);
     wp_flops f = layout_chunk_flops(&L, 0);
@@ -285,10 +271,7 @@ int main(int argc, char **argv) {
     char err[512];
     wp_kern_opts o = {.kind = WP_BACKEND_CUDA, .compute = ct, .threads = 1, .device = 0};
     wp_kern *k = kern_create(&o, err, sizeof err);
-    if (!k) {
-        fprintf(stderr, "bench_gpu: %s\n", err);
-        return 1;
-    }
+    CHECK(k, "%s", err);
     struct cudaDeviceProp prop;
     if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) snprintf(prop.name, sizeof prop.name, "unknown");
     double peak = nominal_peak(prop.name), ceiling = gemm_ceiling(k);

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "check.h"
 #include "kernels.h"
 #include "rng.h"
 
@@ -44,16 +45,13 @@ void *gh_upload_ints(wp_kern *k, const int32_t *host, size_t n);
 
 /* ||got - ref||_2 / ||ref||_2 (0 when both are all zero) */
 double gh_rel_l2(const float *got, const float *ref, size_t n);
-/* Prints the check with its measured value and bound; returns 1 when it fails (also when
- * got holds a non-finite value the reference does not). */
-int gh_expect(const char *what, const float *got, const float *ref, size_t n, double bound);
-/* Bitwise equality of two byte ranges; prints and returns 1 on the first difference. */
-int gh_expect_same_bits(const char *what, const void *a, const void *b, size_t bytes);
+/* The check with its measured value and bound, as a check_say verdict line (a failure is
+ * counted for check_result; also when got holds a non-finite value the reference does not). */
+void gh_expect(const char *what, const float *got, const float *ref, size_t n, double bound);
+/* Bitwise equality of two byte ranges, a verdict line naming the first difference. */
+void gh_expect_same_bits(const char *what, const void *a, const void *b, size_t bytes);
 
-/* Exits with 1 and the message when the context holds an error. */
+/* Ends the test (CHECK) with the message when the context holds an error. */
 void gh_ok(wp_kern *k, const char *where);
-
-/* 0 if all checks passed, else prints the count and returns 1. */
-int gh_result(const char *test, int failures);
 
 #endif

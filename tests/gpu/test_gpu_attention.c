@@ -18,7 +18,7 @@ typedef struct {
     int b, sq, skv, nh, nkv, hd;
 } attn_case;
 
-static int check_case(gh_pair *p, const attn_case *a) {
+static void check_case(gh_pair *p, const attn_case *a) {
     const wp_dtype ct = p->ct;
     const size_t nq = (size_t)a->b * a->sq * a->nh * a->hd, nkv = (size_t)a->b * a->skv * a->nkv * a->hd;
     const size_t nl = (size_t)a->b * a->nh * a->sq;
@@ -39,7 +39,6 @@ static int check_case(gh_pair *p, const attn_case *a) {
     char shape[96], what[160];
     snprintf(shape, sizeof shape, "%s b=%d sq=%d skv=%d nh=%d nkv=%d hd=%d", wp_dtype_name(ct), a->b, a->sq, a->skv, a->nh,
              a->nkv, a->hd);
-    int fails = 0;
 
     kern_attention_fwd(p->cpu, co, clse, cq, ck, cv, a->b, a->sq, a->skv, a->nh, a->nkv, a->hd);
     kern_attention_fwd(p->gpu, go, glse, gq, gk, gv, a->b, a->sq, a->skv, a->nh, a->nkv, a->hd);
@@ -47,11 +46,11 @@ static int check_case(gh_pair *p, const attn_case *a) {
     gh_download(p->cpu, o_ref, co, nq, WP_F32);
     gh_download(p->gpu, got, go, nq, ct);
     snprintf(what, sizeof what, "attention_fwd o %s", shape);
-    fails += gh_expect(what, got, o_ref, nq, 4 * u + extra);
+    gh_expect(what, got, o_ref, nq, 4 * u + extra);
     gh_download(p->cpu, lse_ref, clse, nl, WP_F32);
     gh_download(p->gpu, got, glse, nl, WP_F32);
     snprintf(what, sizeof what, "attention_fwd lse %s", shape);
-    fails += gh_expect(what, got, lse_ref, nl, 1e-5);
+    gh_expect(what, got, lse_ref, nl, 1e-5);
 
     /* backward from the same o (rounded to ct), lse and dout on both sides */
     for (size_t i = 0; i < nq; i++) o_ref[i] = wp_round_to(o_ref[i], ct);
@@ -71,12 +70,11 @@ static int check_case(gh_pair *p, const attn_case *a) {
         gh_download(p->cpu, ref, cg[i], counts[i], WP_F32);
         gh_download(p->gpu, got, gg[i], counts[i], ct);
         snprintf(what, sizeof what, "attention_bwd %s %s", names[i], shape);
-        fails += gh_expect(what, got, ref, counts[i], 8 * u + extra);
+        gh_expect(what, got, ref, counts[i], 8 * u + extra);
     }
     void *bc[] = {cq, ck, cv, co, clse, co2, cdo, cdq, cdk, cdv}, *bg[] = {gq, gk, gv, go, glse, go2, gdo, gdq, gdk, gdv};
     for (int i = 0; i < 10; i++) kern_free(p->cpu, bc[i]), kern_free(p->gpu, bg[i]);
     free(q), free(k), free(v), free(dout), free(ref), free(got), free(o_ref), free(lse_ref);
-    return fails;
 }
 
 int main(void) {
@@ -93,12 +91,11 @@ int main(void) {
         {1, 130, 130, 2, 1, 256}, /* the SIMT kernels' largest head size */
     };
     const wp_dtype cts[] = {WP_F16, WP_BF16, WP_F32};
-    int fails = 0;
     for (int t = 0; t < 3; t++) {
         gh_pair p;
         gh_open(&p, cts[t]);
-        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) fails += check_case(&p, &cases[c]);
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) check_case(&p, &cases[c]);
         gh_close(&p);
     }
-    return gh_result("gpu/attention", fails);
+    return check_result("gpu/attention");
 }

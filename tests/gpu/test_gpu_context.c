@@ -15,85 +15,79 @@
 #include "cuda_backend.h"
 #endif
 
-static int expect(bool ok, const char *fmt, const char *detail) {
-    printf("%s ", ok ? "ok  " : "FAIL");
-    printf(fmt, detail);
-    printf("\n");
-    return ok ? 0 : 1;
-}
-
-static int without_gpu(const char *why) {
-    int fails = 0;
+static void without_gpu(const char *why) {
 #if WP_HAVE_CUDA
     /* no device at all, or one too old for this build's sm_80 / sm_90 code */
     bool clear = strncmp(why, "no CUDA device (cudaGetDeviceCount: ", 36) == 0 || strstr(why, "compute capability");
-    fails += expect(clear, "kern_available says: %s", why);
+    check_say(clear, "kern_available says: %s", why);
 #else
-    fails += expect(strstr(why, "without the CUDA backend") != NULL, "kern_available says: %s", why);
+    check_say(strstr(why, "without the CUDA backend") != NULL, "kern_available says: %s", why);
 #endif
     char err[512] = "";
     wp_kern_opts o = {.kind = WP_BACKEND_CUDA, .compute = WP_BF16, .threads = 1, .device = 0};
     wp_kern *k = kern_create(&o, err, sizeof err);
-    fails += expect(k == NULL && strncmp(err, why, 16) == 0, "kern_create fails with: %s", err);
+    check_say(k == NULL && strncmp(err, why, 16) == 0, "kern_create fails with: %s", err);
     if (k) kern_destroy(k);
-    return fails;
 }
 
 #if WP_HAVE_CUDA
-static int with_gpu(void) {
-    int fails = 0;
+static void with_gpu(void) {
     char err[512] = "";
     const wp_dtype cts[] = {WP_F16, WP_BF16, WP_F32};
     for (int i = 0; i < 3; i++) {
         wp_kern_opts o = {.kind = WP_BACKEND_CUDA, .compute = cts[i], .threads = 1, .device = 0};
         wp_kern *k = kern_create(&o, err, sizeof err);
-        fails += expect(k && kern_compute_dtype(k) == cts[i] && kern_kind(k) == WP_BACKEND_CUDA && kern_cuda_stream(k),
-                        "context with %s compute, its own stream", wp_dtype_name(cts[i]));
+        check_say(k && kern_compute_dtype(k) == cts[i] && kern_kind(k) == WP_BACKEND_CUDA && kern_cuda_stream(k),
+                  "context with %s compute, its own stream", wp_dtype_name(cts[i]));
         if (k) kern_destroy(k);
     }
     wp_kern_opts bad = {.kind = WP_BACKEND_CUDA, .compute = WP_BF16, .threads = 1, .device = 9999};
     wp_kern *none = kern_create(&bad, err, sizeof err);
-    fails += expect(!none && strstr(err, "device 9999 does not exist"), "device 9999 refused: %s", err);
+    check_say(!none && strstr(err, "device 9999 does not exist"), "device 9999 refused: %s", err);
     if (none) kern_destroy(none);
 
     wp_kern_opts o = {.kind = WP_BACKEND_CUDA, .compute = WP_BF16, .threads = 1, .device = 0};
     wp_kern *k = kern_create(&o, err, sizeof err);
-    if (!k) return expect(false, "context: %s", err);
+    if (!k) {
+        check_say(false, "context: %s", err);
+        return;
+    }
     void *huge = kern_alloc(k, (size_t)1 << 60);
     const char *e = kern_error(k);
-    fails += expect(!huge && e && strstr(e, "cudaMalloc"), "impossible allocation: %s", e ? e : "(no error)");
+    check_say(!huge && e && strstr(e, "cudaMalloc"), "impossible allocation: %s", e ? e : "(no error)");
     kern_destroy(k);
 
     k = kern_create(&o, err, sizeof err);
-    if (!k) return expect(false, "context: %s", err);
+    if (!k) {
+        check_say(false, "context: %s", err);
+        return;
+    }
     const int hd = 320; /* above what either attention implementation supports */
     void *buf = kern_alloc(k, (size_t)4 * hd * 2);
     float *lse = kern_alloc(k, 64);
     kern_attention_fwd(k, buf, lse, buf, buf, buf, 1, 4, 4, 1, 1, hd);
     e = kern_error(k);
-    fails += expect(e && strstr(e, "head size 320"), "unsupported head size: %s", e ? e : "(no error)");
+    check_say(e && strstr(e, "head size 320"), "unsupported head size: %s", e ? e : "(no error)");
     char first[512];
     snprintf(first, sizeof first, "%s", e ? e : "");
     kern_scale(k, buf, WP_BF16, 2.0f, 8);
     kern_sync(k);
-    fails += expect(kern_error(k) && strcmp(kern_error(k), first) == 0, "the first error sticks: %s", first);
+    check_say(kern_error(k) && strcmp(kern_error(k), first) == 0, "the first error sticks: %s", first);
     kern_destroy(k); /* buffers go with the context's device memory on exit */
-    return fails;
 }
 #endif
 
 int main(void) {
     char why[256] = "";
-    int fails;
     if (!kern_available(WP_BACKEND_CUDA, why, sizeof why)) {
         printf("no usable CUDA device; checking that this is reported cleanly\n");
-        fails = without_gpu(why);
+        without_gpu(why);
     } else {
 #if WP_HAVE_CUDA
-        fails = with_gpu();
+        with_gpu();
 #else
-        fails = expect(false, "%s", "kern_available(CUDA) is true in a build without CUDA");
+        check_say(false, "%s", "kern_available(CUDA) is true in a build without CUDA");
 #endif
     }
-    return gh_result("gpu/context", fails);
+    return check_result("gpu/context");
 }

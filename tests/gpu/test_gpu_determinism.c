@@ -11,7 +11,7 @@
 
 static void *download_bytes(wp_kern *k, const void *dev, size_t bytes) {
     void *h = malloc(bytes);
-    if (!h) exit(1);
+    CHECK(h, "out of host memory (%zu bytes)", bytes);
     kern_to_host(k, h, dev, bytes);
     gh_ok(k, "download");
     return h;
@@ -25,7 +25,7 @@ static void *random_buffer(wp_kern *k, wp_rng *g, size_t n, wp_dtype t, float sc
     return d;
 }
 
-static int attention_twice(wp_dtype ct, int s, int nh, int nkv, int hd) {
+static void attention_twice(wp_dtype ct, int s, int nh, int nkv, int hd) {
     gh_pair p;
     gh_open(&p, ct);
     wp_kern *k = p.gpu;
@@ -44,7 +44,6 @@ static int attention_twice(wp_dtype ct, int s, int nh, int nkv, int hd) {
         kern_attention_bwd(k, grads[run][0], grads[run][1], grads[run][2], dout, q, kk, v, o, lse, 1, s, s, nh, nkv, hd);
     }
     gh_ok(k, "attention");
-    int fails = 0;
     const char *names[3] = {"dq", "dk", "dv"};
     const size_t bytes[3] = {nq * es, nkvn * es, nkvn * es};
     for (int i = 0; i < 3; i++) {
@@ -52,18 +51,17 @@ static int attention_twice(wp_dtype ct, int s, int nh, int nkv, int hd) {
         char what[128];
         snprintf(what, sizeof what, "attention_bwd %s twice, %s s=%d nh=%d nkv=%d hd=%d", names[i], wp_dtype_name(ct), s, nh,
                  nkv, hd);
-        fails += gh_expect_same_bits(what, a, b, bytes[i]);
+        gh_expect_same_bits(what, a, b, bytes[i]);
         free(a), free(b);
         kern_free(k, grads[0][i]), kern_free(k, grads[1][i]);
     }
     void *bufs[] = {q, kk, v, dout, o, lse};
     for (int i = 0; i < 6; i++) kern_free(k, bufs[i]);
     gh_close(&p);
-    return fails;
 }
 
 /* embedding, RMSNorm weight and LM-head weight gradients (bf16 and fp32 accumulators) */
-static int weight_grads_twice(wp_dtype ct, wp_dtype dwtype) {
+static void weight_grads_twice(wp_dtype ct, wp_dtype dwtype) {
     gh_pair p;
     gh_open(&p, ct);
     wp_kern *k = p.gpu;
@@ -87,13 +85,12 @@ static int weight_grads_twice(wp_dtype ct, wp_dtype dwtype) {
         kern_lmhead_ce_bwd(k, dx, NULL, dw[run][2], dwtype, x, w, gtok, lse, 1.0f / T, T, h, V);
     }
     gh_ok(k, "weight gradients");
-    int fails = 0;
     const char *names[3] = {"embedding_bwd", "rmsnorm_bwd_weight", "lmhead_ce_bwd dW"};
     for (int i = 0; i < 3; i++) {
         void *a = download_bytes(k, dw[0][i], dw_bytes[i]), *b = download_bytes(k, dw[1][i], dw_bytes[i]);
         char what[128];
         snprintf(what, sizeof what, "%s twice, %s into %s, T=%d", names[i], wp_dtype_name(ct), wp_dtype_name(dwtype), T);
-        fails += gh_expect_same_bits(what, a, b, dw_bytes[i]);
+        gh_expect_same_bits(what, a, b, dw_bytes[i]);
         free(a), free(b);
         kern_free(k, dw[0][i]), kern_free(k, dw[1][i]);
     }
@@ -101,18 +98,16 @@ static int weight_grads_twice(wp_dtype ct, wp_dtype dwtype) {
     for (int i = 0; i < 9; i++) kern_free(k, bufs[i]);
     free(tok);
     gh_close(&p);
-    return fails;
 }
 
 int main(void) {
     int rc = gh_require_gpu("gpu/determinism");
     if (rc) return rc;
-    int fails = 0;
-    fails += attention_twice(WP_BF16, 1000, 4, 2, 64);  /* tensor cores */
-    fails += attention_twice(WP_F16, 777, 2, 1, 128);   /* tensor cores */
-    fails += attention_twice(WP_F32, 500, 4, 1, 40);    /* SIMT */
-    fails += weight_grads_twice(WP_BF16, WP_BF16);
-    fails += weight_grads_twice(WP_F16, WP_BF16);
-    fails += weight_grads_twice(WP_F32, WP_F32);
-    return gh_result("gpu/determinism", fails);
+    attention_twice(WP_BF16, 1000, 4, 2, 64);  /* tensor cores */
+    attention_twice(WP_F16, 777, 2, 1, 128);   /* tensor cores */
+    attention_twice(WP_F32, 500, 4, 1, 40);    /* SIMT */
+    weight_grads_twice(WP_BF16, WP_BF16);
+    weight_grads_twice(WP_F16, WP_BF16);
+    weight_grads_twice(WP_F32, WP_F32);
+    return check_result("gpu/determinism");
 }

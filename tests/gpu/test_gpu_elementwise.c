@@ -12,7 +12,7 @@
 static const wp_dtype all_types[] = {WP_F32, WP_F16, WP_BF16};
 
 /* widen every 16-bit pattern of t on the GPU and on the host; NaNs need only stay NaN */
-static int check_widen_all_patterns(gh_pair *p, wp_dtype t) {
+static void check_widen_all_patterns(gh_pair *p, wp_dtype t) {
     uint16_t *bits = malloc(65536 * sizeof *bits);
     float *got = gh_floats(65536);
     for (int i = 0; i < 65536; i++) bits[i] = (uint16_t)i;
@@ -25,20 +25,19 @@ static int check_widen_all_patterns(gh_pair *p, wp_dtype t) {
     for (int i = 0; i < 65536 && !bad; i++) {
         float want = t == WP_F16 ? wp_f16_to_f32(bits[i]) : wp_bf16_to_f32(bits[i]);
         if (isnan(want) ? !isnan(got[i]) : memcmp(&want, &got[i], 4) != 0) {
-            printf("FAIL %s -> f32 of 0x%04x: got %a, want %a\n", wp_dtype_name(t), i, got[i], want);
+            check_say(false, "%s -> f32 of 0x%04x: got %a, want %a", wp_dtype_name(t), i, got[i], want);
             bad = 1;
         }
     }
-    if (!bad) printf("ok   %s -> f32: all 65536 patterns match the host conversion\n", wp_dtype_name(t));
+    if (!bad) check_say(true, "%s -> f32: all 65536 patterns match the host conversion", wp_dtype_name(t));
     kern_free(p->gpu, src);
     kern_free(p->gpu, dst);
     free(bits);
     free(got);
-    return bad;
 }
 
 /* random floats over a wide exponent range plus edge cases, narrowed on GPU vs host */
-static int check_narrow(gh_pair *p, wp_dtype t) {
+static void check_narrow(gh_pair *p, wp_dtype t) {
     enum { N = 200000 };
     float *x = gh_floats(N);
     wp_rng g = rng_seeded(11 + t);
@@ -57,26 +56,24 @@ static int check_narrow(gh_pair *p, wp_dtype t) {
     for (size_t i = 0; i < N && !bad; i++) {
         uint16_t want = t == WP_F16 ? wp_f32_to_f16(x[i]) : wp_f32_to_bf16(x[i]);
         if (got[i] != want) {
-            printf("FAIL f32 -> %s of %a: got 0x%04x, want 0x%04x\n", wp_dtype_name(t), x[i], got[i], want);
+            check_say(false, "f32 -> %s of %a: got 0x%04x, want 0x%04x", wp_dtype_name(t), x[i], got[i], want);
             bad = 1;
         }
     }
-    if (!bad) printf("ok   f32 -> %s: %d values (incl. %zu edge cases) match the host bit for bit\n", wp_dtype_name(t), N, ne);
+    if (!bad) check_say(true, "f32 -> %s: %d values (incl. %zu edge cases) match the host bit for bit", wp_dtype_name(t), N, ne);
     kern_free(p->gpu, src);
     kern_free(p->gpu, dst);
     free(got);
     free(x);
-    return bad;
 }
 
 /* dst(dt) += src(st), and x(t) *= a: identical bits to the CPU backend */
-static int check_accumulate_scale(gh_pair *p, wp_dtype dt, wp_dtype st, size_t n) {
+static void check_accumulate_scale(gh_pair *p, wp_dtype dt, wp_dtype st, size_t n) {
     wp_rng g = rng_seeded(100 + 3 * dt + st);
     float *d0 = gh_floats(n), *s0 = gh_floats(n), *ref = gh_floats(n), *got = gh_floats(n);
     gh_fill(&g, d0, n, 3.0f, dt);
     gh_fill(&g, s0, n, 3.0f, st);
     char what[96];
-    int fails = 0;
     for (int op = 0; op < 2; op++) {
         void *cd = gh_upload(p->cpu, d0, n, dt), *cs = gh_upload(p->cpu, s0, n, st);
         void *gd = gh_upload(p->gpu, d0, n, dt), *gs = gh_upload(p->gpu, s0, n, st);
@@ -91,7 +88,7 @@ static int check_accumulate_scale(gh_pair *p, wp_dtype dt, wp_dtype st, size_t n
         }
         gh_download(p->cpu, ref, cd, n, dt);
         gh_download(p->gpu, got, gd, n, dt);
-        fails += gh_expect(what, got, ref, n, 0.0);
+        gh_expect(what, got, ref, n, 0.0);
         kern_free(p->cpu, cd);
         kern_free(p->cpu, cs);
         kern_free(p->gpu, gd);
@@ -99,11 +96,10 @@ static int check_accumulate_scale(gh_pair *p, wp_dtype dt, wp_dtype st, size_t n
         if (st != dt) break; /* scale once per dtype */
     }
     free(d0), free(s0), free(ref), free(got);
-    return fails;
 }
 
 /* y = a + b and SwiGLU fwd/bwd on ct buffers; the CPU result rounded to ct is the reference */
-static int check_add_swiglu(wp_dtype ct, size_t n) {
+static void check_add_swiglu(wp_dtype ct, size_t n) {
     gh_pair p;
     gh_open(&p, ct);
     wp_rng g = rng_seeded(200 + ct);
@@ -112,7 +108,6 @@ static int check_add_swiglu(wp_dtype ct, size_t n) {
     gh_fill(&g, b, n, 2.0f, ct);
     gh_fill(&g, dy, n, 1.0f, ct);
     const double u = gh_unit_roundoff(ct);
-    int fails = 0;
     void *ca = gh_upload(p.cpu, a, n, WP_F32), *cb = gh_upload(p.cpu, b, n, WP_F32), *cdy = gh_upload(p.cpu, dy, n, WP_F32);
     void *ga = gh_upload(p.gpu, a, n, ct), *gb = gh_upload(p.gpu, b, n, ct), *gdy = gh_upload(p.gpu, dy, n, ct);
     void *cy = kern_alloc(p.cpu, n * 4), *cy2 = kern_alloc(p.cpu, n * 4);
@@ -125,7 +120,7 @@ static int check_add_swiglu(wp_dtype ct, size_t n) {
     for (size_t i = 0; i < n; i++) ref[i] = wp_round_to(ref[i], ct);
     gh_download(p.gpu, got, gy, n, ct);
     snprintf(what, sizeof what, "add %s n=%zu (bit for bit)", wp_dtype_name(ct), n);
-    fails += gh_expect(what, got, ref, n, 0.0);
+    gh_expect(what, got, ref, n, 0.0);
 
     /* SwiGLU: one rounding per output; expf on the GPU and in libm may differ by an ulp */
     const double bound = u + 4e-6;
@@ -134,27 +129,26 @@ static int check_add_swiglu(wp_dtype ct, size_t n) {
     gh_download(p.cpu, ref, cy, n, WP_F32);
     gh_download(p.gpu, got, gy, n, ct);
     snprintf(what, sizeof what, "swiglu_fwd %s n=%zu", wp_dtype_name(ct), n);
-    fails += gh_expect(what, got, ref, n, bound);
+    gh_expect(what, got, ref, n, bound);
     kern_swiglu_bwd(p.cpu, cy, cy2, cdy, ca, cb, n);
     kern_swiglu_bwd(p.gpu, gy, gy2, gdy, ga, gb, n);
     gh_download(p.cpu, ref, cy, n, WP_F32);
     gh_download(p.gpu, got, gy, n, ct);
     snprintf(what, sizeof what, "swiglu_bwd dgate %s n=%zu", wp_dtype_name(ct), n);
-    fails += gh_expect(what, got, ref, n, bound);
+    gh_expect(what, got, ref, n, bound);
     gh_download(p.cpu, ref, cy2, n, WP_F32);
     gh_download(p.gpu, got, gy2, n, ct);
     snprintf(what, sizeof what, "swiglu_bwd dup %s n=%zu", wp_dtype_name(ct), n);
-    fails += gh_expect(what, got, ref, n, bound);
+    gh_expect(what, got, ref, n, bound);
 
     void *bufs_c[] = {ca, cb, cdy, cy, cy2}, *bufs_g[] = {ga, gb, gdy, gy, gy2};
     for (int i = 0; i < 5; i++) kern_free(p.cpu, bufs_c[i]), kern_free(p.gpu, bufs_g[i]);
     free(a), free(b), free(dy), free(ref), free(got);
     gh_close(&p);
-    return fails;
 }
 
 /* fp64 sum of squares: summation order differs, so 1e-12 relative; inf and NaN propagate */
-static int check_sumsq(gh_pair *p, wp_dtype t, size_t n) {
+static void check_sumsq(gh_pair *p, wp_dtype t, size_t n) {
     wp_rng g = rng_seeded(300 + t);
     float *x = gh_floats(n);
     gh_fill(&g, x, n, 10.0f, t);
@@ -162,9 +156,8 @@ static int check_sumsq(gh_pair *p, wp_dtype t, size_t n) {
     double want = kern_sumsq(p->cpu, cx, t, n), got = kern_sumsq(p->gpu, gx, t, n);
     gh_ok(p->gpu, "sumsq");
     double rel = fabs(got - want) / want;
-    int fails = rel <= 1e-12 ? 0 : 1;
-    printf("%s sumsq %s n=%zu: %.17g vs CPU %.17g, rel %.3g (bound 1e-12)\n", fails ? "FAIL" : "ok  ", wp_dtype_name(t),
-           n, got, want, rel);
+    check_say(rel <= 1e-12, "sumsq %s n=%zu: %.17g vs CPU %.17g, rel %.3g (bound 1e-12)", wp_dtype_name(t), n, got, want,
+              rel);
     const float specials[3][2] = {{INFINITY, 1.0f}, {NAN, 1.0f}, {INFINITY, NAN}};
     for (int c = 0; c < 3; c++) {
         float xs[2] = {specials[c][0], specials[c][1]};
@@ -172,20 +165,17 @@ static int check_sumsq(gh_pair *p, wp_dtype t, size_t n) {
         x[n - 1] = xs[1];
         void *gs = gh_upload(p->gpu, x, n, t);
         double r = kern_sumsq(p->gpu, gs, t, n);
-        bool ok = c == 0 ? isinf(r) && r > 0 : isnan(r);
-        printf("%s sumsq %s with %g and %g: %g\n", ok ? "ok  " : "FAIL", wp_dtype_name(t), xs[0], xs[1], r);
-        fails += !ok;
+        check_say(c == 0 ? isinf(r) && r > 0 : isnan(r), "sumsq %s with %g and %g: %g", wp_dtype_name(t), xs[0], xs[1], r);
         kern_free(p->gpu, gs);
     }
     kern_free(p->cpu, cx);
     kern_free(p->gpu, gx);
     free(x);
-    return fails;
 }
 
 /* AdamW: fp32 masters and moments within fp32 rounding (FMA contraction on the GPU),
  * the working copy within one rounding of wtype */
-static int check_adamw(gh_pair *p, wp_dtype wtype, size_t n) {
+static void check_adamw(gh_pair *p, wp_dtype wtype, size_t n) {
     wp_rng g = rng_seeded(400 + wtype);
     float *init[4], *ref = gh_floats(n), *got = gh_floats(n);
     for (int i = 0; i < 4; i++) init[i] = gh_floats(n);
@@ -200,23 +190,21 @@ static int check_adamw(gh_pair *p, wp_dtype wtype, size_t n) {
     kern_adamw(p->cpu, c[0], c[1], c[2], c[3], 0.5f, cw, wtype, n, 1e-3f, b1, b2, 1e-8f, 0.1f, bc1, bc2);
     kern_adamw(p->gpu, gg[0], gg[1], gg[2], gg[3], 0.5f, gw, wtype, n, 1e-3f, b1, b2, 1e-8f, 0.1f, bc1, bc2);
     const char *names[3] = {"master", "m", "v"};
-    int fails = 0;
     char what[96];
     for (int i = 0; i < 3; i++) {
         gh_download(p->cpu, ref, c[i], n, WP_F32);
         gh_download(p->gpu, got, gg[i], n, WP_F32);
         snprintf(what, sizeof what, "adamw %s (w_out %s) n=%zu", names[i], wp_dtype_name(wtype), n);
-        fails += gh_expect(what, got, ref, n, 1e-6);
+        gh_expect(what, got, ref, n, 1e-6);
     }
     gh_download(p->cpu, ref, cw, n, wtype);
     gh_download(p->gpu, got, gw, n, wtype);
     snprintf(what, sizeof what, "adamw w_out %s n=%zu", wp_dtype_name(wtype), n);
-    fails += gh_expect(what, got, ref, n, gh_unit_roundoff(wtype) + 1e-6);
+    gh_expect(what, got, ref, n, gh_unit_roundoff(wtype) + 1e-6);
     for (int i = 0; i < 4; i++) kern_free(p->cpu, c[i]), kern_free(p->gpu, gg[i]), free(init[i]);
     kern_free(p->cpu, cw);
     kern_free(p->gpu, gw);
     free(ref), free(got);
-    return fails;
 }
 
 int main(void) {
@@ -224,23 +212,22 @@ int main(void) {
     if (rc) return rc;
     gh_pair p;
     gh_open(&p, WP_F32);
-    int fails = 0;
-    fails += check_widen_all_patterns(&p, WP_F16);
-    fails += check_widen_all_patterns(&p, WP_BF16);
-    fails += check_narrow(&p, WP_F16);
-    fails += check_narrow(&p, WP_BF16);
+    check_widen_all_patterns(&p, WP_F16);
+    check_widen_all_patterns(&p, WP_BF16);
+    check_narrow(&p, WP_F16);
+    check_narrow(&p, WP_BF16);
     const size_t sizes[] = {1, 1000, 1 << 20 | 77};
     for (int i = 0; i < 3; i++)
         for (int d = 0; d < 3; d++)
-            for (int s = 0; s < 3; s++) fails += check_accumulate_scale(&p, all_types[d], all_types[s], sizes[i]);
+            for (int s = 0; s < 3; s++) check_accumulate_scale(&p, all_types[d], all_types[s], sizes[i]);
     for (int d = 0; d < 3; d++) {
-        fails += check_sumsq(&p, all_types[d], 3000017);
-        fails += check_adamw(&p, all_types[d], 100003);
+        check_sumsq(&p, all_types[d], 3000017);
+        check_adamw(&p, all_types[d], 100003);
     }
     gh_close(&p);
     for (int d = 0; d < 3; d++) {
-        fails += check_add_swiglu(all_types[d], 7);
-        fails += check_add_swiglu(all_types[d], 500009);
+        check_add_swiglu(all_types[d], 7);
+        check_add_swiglu(all_types[d], 500009);
     }
-    return gh_result("gpu/elementwise", fails);
+    return check_result("gpu/elementwise");
 }

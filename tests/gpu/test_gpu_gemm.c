@@ -14,7 +14,7 @@ typedef struct {
     int m, n, kk, pad; /* pad: extra row-stride elements of A, B and C */
 } gemm_case;
 
-static int check_case(gh_pair *p, const gemm_case *gc, bool ta, bool tb, wp_dtype ctype, float alpha, float beta) {
+static void check_case(gh_pair *p, const gemm_case *gc, bool ta, bool tb, wp_dtype ctype, float alpha, float beta) {
     const int a_rows = ta ? gc->kk : gc->m, a_cols = ta ? gc->m : gc->kk;
     const int b_rows = tb ? gc->n : gc->kk, b_cols = tb ? gc->kk : gc->n;
     const int lda = a_cols + gc->pad, ldb = b_cols + gc->pad, ldc = gc->n + gc->pad;
@@ -33,23 +33,22 @@ static int check_case(gh_pair *p, const gemm_case *gc, bool ta, bool tb, wp_dtyp
     gh_download(p->cpu, ref, cC, nc, cpu_ctype);
     gh_download(p->gpu, got, gC, nc, ctype);
     /* the padding columns of C must be untouched */
-    int fails = 0;
-    for (int i = 0; i < gc->m && !fails; i++)
+    bool padding_kept = true;
+    for (int i = 0; i < gc->m && padding_kept; i++)
         for (int j = gc->n; j < ldc; j++)
             if (got[(size_t)i * ldc + j] != wp_round_to(C[(size_t)i * ldc + j], ctype)) {
-                printf("FAIL gemm wrote C's padding at row %d col %d\n", i, j);
-                fails = 1;
+                EXPECT(false, "gemm wrote C's padding at row %d col %d", i, j);
+                padding_kept = false;
                 break;
             }
     char what[160];
     snprintf(what, sizeof what, "gemm %s%s m=%d n=%d k=%d pad=%d in %s, C %s, alpha=%g beta=%g", ta ? "T" : "N",
              tb ? "T" : "N", gc->m, gc->n, gc->kk, gc->pad, wp_dtype_name(p->ct), wp_dtype_name(ctype), alpha, beta);
     double bound = gh_unit_roundoff(ctype) + (cpu_ctype == WP_BF16 ? gh_unit_roundoff(WP_BF16) : 0) + gc->kk * 0x1p-24 + 1e-6;
-    fails += gh_expect(what, got, ref, nc, bound);
+    gh_expect(what, got, ref, nc, bound);
     kern_free(p->cpu, cA), kern_free(p->cpu, cB), kern_free(p->cpu, cC);
     kern_free(p->gpu, gA), kern_free(p->gpu, gB), kern_free(p->gpu, gC);
     free(A), free(B), free(C), free(ref), free(got);
-    return fails;
 }
 
 int main(void) {
@@ -57,7 +56,6 @@ int main(void) {
     if (rc) return rc;
     const gemm_case cases[] = {{37, 53, 29, 0}, {1, 300, 77, 3}, {130, 96, 200, 5}, {64, 64, 1, 0}, {257, 129, 513, 2}};
     const wp_dtype cts[] = {WP_F16, WP_BF16, WP_F32};
-    int fails = 0;
     for (int t = 0; t < 3; t++) {
         gh_pair p;
         gh_open(&p, cts[t]);
@@ -68,9 +66,9 @@ int main(void) {
                     for (int o = 0; o < 3; o++) {
                         if (o > 0 && ctypes[o] == cts[t]) continue;
                         float beta = o == 0 ? 0.0f : 1.0f; /* gradients accumulate with beta = 1 */
-                        fails += check_case(&p, &cases[c], ta, tb, ctypes[o], c % 2 ? 0.7f : 1.0f, c == 2 ? 0.3f : beta);
+                        check_case(&p, &cases[c], ta, tb, ctypes[o], c % 2 ? 0.7f : 1.0f, c == 2 ? 0.3f : beta);
                     }
         gh_close(&p);
     }
-    return gh_result("gpu/gemm", fails);
+    return check_result("gpu/gemm");
 }

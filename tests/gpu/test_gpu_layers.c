@@ -14,7 +14,7 @@
 
 static double tol(wp_dtype t, double units) { return units * gh_unit_roundoff(t) + 4e-6; }
 
-static int check_rmsnorm(gh_pair *p, int T, int h) {
+static void check_rmsnorm(gh_pair *p, int T, int h) {
     const wp_dtype ct = p->ct;
     const size_t n = (size_t)T * h;
     wp_rng g = rng_seeded(2000 + T + h + ct);
@@ -30,18 +30,17 @@ static int check_rmsnorm(gh_pair *p, int T, int h) {
     void *cy = kern_alloc(p->cpu, n * 4), *gy = kern_alloc(p->gpu, n * wp_dtype_size(ct));
     float *crstd = kern_alloc(p->cpu, T * 4), *grstd = kern_alloc(p->gpu, T * 4);
     char what[128];
-    int fails = 0;
 
     kern_rmsnorm_fwd(p->cpu, cy, crstd, cx, cw, T, h, 1e-5f);
     kern_rmsnorm_fwd(p->gpu, gy, grstd, gx, gw, T, h, 1e-5f);
     gh_download(p->cpu, ref, cy, n, WP_F32);
     gh_download(p->gpu, got, gy, n, ct);
     snprintf(what, sizeof what, "rmsnorm_fwd y %s T=%d h=%d", wp_dtype_name(ct), T, h);
-    fails += gh_expect(what, got, ref, n, tol(ct, 1));
+    gh_expect(what, got, ref, n, tol(ct, 1));
     gh_download(p->cpu, ref, crstd, T, WP_F32);
     gh_download(p->gpu, got, grstd, T, WP_F32);
     snprintf(what, sizeof what, "rmsnorm_fwd rstd %s T=%d h=%d", wp_dtype_name(ct), T, h);
-    fails += gh_expect(what, got, ref, T, 4e-6);
+    gh_expect(what, got, ref, T, 4e-6);
 
     /* both backends use the CPU's rstd from here on, so only the kernel under test differs */
     kern_to_device(p->gpu, grstd, ref, T * 4);
@@ -52,7 +51,7 @@ static int check_rmsnorm(gh_pair *p, int T, int h) {
         gh_download(p->cpu, ref, cdx, n, WP_F32);
         gh_download(p->gpu, got, gdx, n, ct);
         snprintf(what, sizeof what, "rmsnorm_bwd_input%s %s T=%d h=%d", acc ? " (+=)" : "", wp_dtype_name(ct), T, h);
-        fails += gh_expect(what, got, ref, n, tol(ct, 1));
+        gh_expect(what, got, ref, n, tol(ct, 1));
         kern_free(p->cpu, cdx), kern_free(p->gpu, gdx);
     }
     const wp_dtype dwts[] = {WP_F32, WP_BF16};
@@ -63,22 +62,20 @@ static int check_rmsnorm(gh_pair *p, int T, int h) {
         gh_download(p->cpu, ref, cdw, h, dwts[d]);
         gh_download(p->gpu, got, gdw, h, dwts[d]);
         snprintf(what, sizeof what, "rmsnorm_bwd_weight dw %s (+=) %s T=%d h=%d", wp_dtype_name(dwts[d]), wp_dtype_name(ct), T, h);
-        fails += gh_expect(what, got, ref, h, 1e-5 + (dwts[d] == WP_BF16 ? gh_unit_roundoff(WP_BF16) : 0));
+        gh_expect(what, got, ref, h, 1e-5 + (dwts[d] == WP_BF16 ? gh_unit_roundoff(WP_BF16) : 0));
         kern_free(p->cpu, cdw), kern_free(p->gpu, gdw);
     }
     void *bc[] = {cx, cdy, cw, cy, crstd}, *bg[] = {gx, gdy, gw, gy, grstd};
     for (int i = 0; i < 5; i++) kern_free(p->cpu, bc[i]), kern_free(p->gpu, bg[i]);
     free(x), free(dy), free(dx0), free(w), free(dw0), free(ref), free(got);
-    return fails;
 }
 
-static int check_rope(gh_pair *p, int b, int s, int nheads, int hd, int pos0) {
+static void check_rope(gh_pair *p, int b, int s, int nheads, int hd, int pos0) {
     const wp_dtype ct = p->ct;
     const size_t n = (size_t)b * s * nheads * hd;
     wp_rng g = rng_seeded(3000 + s + hd + pos0 + ct);
     float *x = gh_floats(n), *ref = gh_floats(n), *got = gh_floats(n);
     gh_fill(&g, x, n, 1.0f, ct);
-    int fails = 0;
     char what[128];
     for (int dir = 0; dir < 2; dir++) {
         void *cx = gh_upload(p->cpu, x, n, WP_F32), *gx = gh_upload(p->gpu, x, n, ct);
@@ -93,14 +90,13 @@ static int check_rope(gh_pair *p, int b, int s, int nheads, int hd, int pos0) {
         gh_download(p->gpu, got, gx, n, ct);
         snprintf(what, sizeof what, "rope_%s %s b=%d s=%d heads=%d hd=%d pos0=%d", dir ? "bwd" : "fwd", wp_dtype_name(ct), b,
                  s, nheads, hd, pos0);
-        fails += gh_expect(what, got, ref, n, tol(ct, 1));
+        gh_expect(what, got, ref, n, tol(ct, 1));
         kern_free(p->cpu, cx), kern_free(p->gpu, gx);
     }
     free(x), free(ref), free(got);
-    return fails;
 }
 
-static int check_embedding(gh_pair *p, int T, int h, int V) {
+static void check_embedding(gh_pair *p, int T, int h, int V) {
     const wp_dtype ct = p->ct;
     wp_rng g = rng_seeded(4000 + T + h + V + ct);
     const size_t nw = (size_t)V * h, ny = (size_t)T * h;
@@ -115,13 +111,12 @@ static int check_embedding(gh_pair *p, int T, int h, int V) {
     void *cw = gh_upload(p->cpu, wte, nw, WP_F32), *gw = gh_upload(p->gpu, wte, nw, ct);
     void *cy = kern_alloc(p->cpu, ny * 4), *gy = kern_alloc(p->gpu, ny * wp_dtype_size(ct));
     char what[128];
-    int fails = 0;
     kern_embedding_fwd(p->cpu, cy, ctok, cw, T, h);
     kern_embedding_fwd(p->gpu, gy, gtok, gw, T, h);
     gh_download(p->cpu, ref, cy, ny, WP_F32);
     gh_download(p->gpu, got, gy, ny, ct);
     snprintf(what, sizeof what, "embedding_fwd %s T=%d h=%d V=%d (bit for bit)", wp_dtype_name(ct), T, h, V);
-    fails += gh_expect(what, got, ref, ny, 0.0);
+    gh_expect(what, got, ref, ny, 0.0);
 
     void *cdy = gh_upload(p->cpu, dy, ny, WP_F32), *gdy = gh_upload(p->gpu, dy, ny, ct);
     const wp_dtype dwts[] = {WP_F32, WP_BF16};
@@ -133,33 +128,31 @@ static int check_embedding(gh_pair *p, int T, int h, int V) {
         gh_download(p->gpu, got, gdw, nw, dwts[d]);
         snprintf(what, sizeof what, "embedding_bwd dw %s (+=) %s T=%d h=%d V=%d", wp_dtype_name(dwts[d]), wp_dtype_name(ct), T,
                  h, V);
-        fails += gh_expect(what, got, ref, nw, 4e-6 + (dwts[d] == WP_BF16 ? gh_unit_roundoff(WP_BF16) : 0));
+        gh_expect(what, got, ref, nw, 4e-6 + (dwts[d] == WP_BF16 ? gh_unit_roundoff(WP_BF16) : 0));
         kern_free(p->cpu, cdw), kern_free(p->gpu, gdw);
     }
     void *bc[] = {ctok, cw, cy, cdy}, *bg[] = {gtok, gw, gy, gdy};
     for (int i = 0; i < 4; i++) kern_free(p->cpu, bc[i]), kern_free(p->gpu, bg[i]);
     free(wte), free(dy), free(dw0), free(ref), free(got), free(tok);
-    return fails;
 }
 
 int main(void) {
     int rc = gh_require_gpu("gpu/layers");
     if (rc) return rc;
     const wp_dtype cts[] = {WP_F16, WP_BF16, WP_F32};
-    int fails = 0;
     for (int t = 0; t < 3; t++) {
         gh_pair p;
         gh_open(&p, cts[t]);
-        fails += check_rmsnorm(&p, 7, 12);
-        fails += check_rmsnorm(&p, 300, 257);
-        fails += check_rmsnorm(&p, 1000, 4096);
-        fails += check_rope(&p, 2, 7, 3, 6, 0);
-        fails += check_rope(&p, 1, 129, 4, 64, 1000);
-        fails += check_rope(&p, 3, 50, 2, 128, 16000);
-        fails += check_embedding(&p, 7, 12, 37);
-        fails += check_embedding(&p, 1000, 257, 300);
-        fails += check_embedding(&p, 4096, 64, 50);
+        check_rmsnorm(&p, 7, 12);
+        check_rmsnorm(&p, 300, 257);
+        check_rmsnorm(&p, 1000, 4096);
+        check_rope(&p, 2, 7, 3, 6, 0);
+        check_rope(&p, 1, 129, 4, 64, 1000);
+        check_rope(&p, 3, 50, 2, 128, 16000);
+        check_embedding(&p, 7, 12, 37);
+        check_embedding(&p, 1000, 257, 300);
+        check_embedding(&p, 4096, 64, 50);
         gh_close(&p);
     }
-    return gh_result("gpu/layers", fails);
+    return check_result("gpu/layers");
 }

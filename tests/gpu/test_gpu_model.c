@@ -58,10 +58,7 @@ typedef struct {
 static void data_open(model_data *d, const model_case *mc, bool recompute, wp_dtype ct) {
     char err[256];
     wp_model_cfg cfg = make_cfg(mc, recompute);
-    if (layout_build(&cfg, &d->L, err, sizeof err)) {
-        fprintf(stderr, "%s: %s\n", mc->name, err);
-        exit(1);
-    }
+    CHECK(layout_build(&cfg, &d->L, err, sizeof err) == 0, "%s: %s", mc->name, err);
     d->N = d->L.total_numel;
     d->T = (size_t)mc->batch * mc->seq;
     d->params = gh_floats(d->N);
@@ -83,24 +80,19 @@ static void data_close(model_data *d) {
 static double step(wp_kern *k, model_data *d, wp_dtype gw, bool split, float *grads) {
     char err[512];
     wp_whole *W = whole_create(&d->L, k, gw, err, sizeof err);
-    if (!W) {
-        fprintf(stderr, "whole_create: %s\n", err);
-        exit(1);
-    }
+    CHECK(W, "whole_create: %s", err);
     double loss = 0;
-    if (whole_set_params(W, d->params) || whole_set_tokens(W, d->inputs, d->targets) || whole_step(W, split, &loss) ||
-        whole_get_grads(W, grads)) {
-        fprintf(stderr, "step: %s\n", kern_error(k) ? kern_error(k) : "failed");
-        exit(1);
-    }
+    CHECK(!whole_set_params(W, d->params) && !whole_set_tokens(W, d->inputs, d->targets) && !whole_step(W, split, &loss) &&
+              !whole_get_grads(W, grads),
+          "step: %s", kern_error(k) ? kern_error(k) : "failed");
     whole_destroy(W);
     return loss;
 }
 
 /* overall and worst per-tensor relative L2 error of got against ref */
-static int compare_grads(const char *what, const wp_layout *L, const float *got, const float *ref, double bound_all,
-                         double bound_tensor) {
-    int fails = gh_expect(what, got, ref, L->total_numel, bound_all);
+static void compare_grads(const char *what, const wp_layout *L, const float *got, const float *ref, double bound_all,
+                          double bound_tensor) {
+    gh_expect(what, got, ref, L->total_numel, bound_all);
     double worst = 0;
     const char *worst_name = "";
     for (int i = 0; i < L->n_params; i++) {
@@ -113,12 +105,10 @@ static int compare_grads(const char *what, const wp_layout *L, const float *got,
         }
         if (isnan(worst)) break; /* a NaN tensor stays the worst */
     }
-    bool ok = worst <= bound_tensor;
-    printf("%s %s: worst tensor %s, rel L2 %.3g (bound %.3g)\n", ok ? "ok  " : "FAIL", what, worst_name, worst, bound_tensor);
-    return fails + !ok;
+    check_say(worst <= bound_tensor, "%s: worst tensor %s, rel L2 %.3g (bound %.3g)", what, worst_name, worst, bound_tensor);
 }
 
-static int check_model(const model_case *mc, wp_dtype ct) {
+static void check_model(const model_case *mc, wp_dtype ct) {
     gh_pair p;
     gh_open(&p, ct);
     model_data d;
@@ -127,41 +117,38 @@ static int check_model(const model_case *mc, wp_dtype ct) {
     const bool f32 = ct == WP_F32;
     float *ref = gh_floats(d.N), *got = gh_floats(d.N), *again = gh_floats(d.N);
     char what[160];
-    int fails = 0;
 
     double loss_cpu = step(p.cpu, &d, WP_F32, false, ref);
     double loss_gpu = step(p.gpu, &d, WP_F32, false, got);
     double rel = fabs(loss_gpu - loss_cpu) / fabs(loss_cpu), bound = f32 ? 1e-5 : 2 * u;
-    printf("%s %s %s: loss %.7f vs CPU %.7f, rel %.3g (bound %.3g)\n", rel <= bound ? "ok  " : "FAIL", mc->name,
-           wp_dtype_name(ct), loss_gpu, loss_cpu, rel, bound);
-    fails += !(rel <= bound);
+    check_say(rel <= bound, "%s %s: loss %.7f vs CPU %.7f, rel %.3g (bound %.3g)", mc->name, wp_dtype_name(ct), loss_gpu,
+              loss_cpu, rel, bound);
     snprintf(what, sizeof what, "%s %s gradients vs CPU", mc->name, wp_dtype_name(ct));
-    fails += compare_grads(what, &d.L, got, ref, f32 ? 1e-4 : 16 * u, f32 ? 1e-3 : 32 * u);
+    compare_grads(what, &d.L, got, ref, f32 ? 1e-4 : 16 * u, f32 ? 1e-3 : 32 * u);
 
     step(p.gpu, &d, WP_F32, false, again);
     snprintf(what, sizeof what, "%s %s: the same step twice", mc->name, wp_dtype_name(ct));
-    fails += gh_expect_same_bits(what, got, again, d.N * sizeof(float));
+    gh_expect_same_bits(what, got, again, d.N * sizeof(float));
     step(p.gpu, &d, WP_F32, true, again);
     snprintf(what, sizeof what, "%s %s: B + W-pass vs fused backward", mc->name, wp_dtype_name(ct));
-    fails += gh_expect_same_bits(what, got, again, d.N * sizeof(float));
+    gh_expect_same_bits(what, got, again, d.N * sizeof(float));
 
     model_data dr;
     data_open(&dr, mc, true, ct);
     step(p.gpu, &dr, WP_F32, false, again);
     snprintf(what, sizeof what, "%s %s: recompute on vs off", mc->name, wp_dtype_name(ct));
-    fails += gh_expect_same_bits(what, got, again, d.N * sizeof(float));
+    gh_expect_same_bits(what, got, again, d.N * sizeof(float));
     data_close(&dr);
 
     if (!f32) { /* the paper's mixed precision: fp16/bf16 compute, bf16 gradients */
         step(p.gpu, &d, WP_BF16, false, got);
         snprintf(what, sizeof what, "%s %s compute, bf16 gradients vs CPU", mc->name, wp_dtype_name(ct));
         double ub = gh_unit_roundoff(WP_BF16);
-        fails += compare_grads(what, &d.L, got, ref, 16 * u + ub, 32 * u + 2 * ub);
+        compare_grads(what, &d.L, got, ref, 16 * u + ub, 32 * u + 2 * ub);
     }
     free(ref), free(got), free(again);
     data_close(&d);
     gh_close(&p);
-    return fails;
 }
 
 int main(void) {
@@ -173,8 +160,7 @@ int main(void) {
         {"odd (hd 24, SIMT attention)", 2, 96, 4, 4, 200, 45, 3, 77, {2, 0}},
     };
     const wp_dtype cts[] = {WP_F32, WP_BF16, WP_F16};
-    int fails = 0;
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
-        for (int t = 0; t < 3; t++) fails += check_model(&cases[c], cts[t]);
-    return gh_result("gpu/model", fails);
+        for (int t = 0; t < 3; t++) check_model(&cases[c], cts[t]);
+    return check_result("gpu/model");
 }

@@ -19,7 +19,7 @@
 #include "clock.h"
 #include "launch.h"
 #include "staged.h"
-#include "rt.h"
+#include "ring_harness.h"
 
 #define NRANKS 3
 #define NMSG 4
@@ -165,27 +165,26 @@ static int rank_mismatch(wp_rank_ctx *ctx, void *arg) {
 /* tcp: every rank a forked process; all must exit 0. */
 static int run_tcp(char *err, size_t errlen) {
     wp_net_opts net;
-    rt_net(&net, 2);
+    rh_net(&net, 2);
     int exits[NRANKS];
     pid_t pgid = 0;
-    if (rt_run_tcp(NRANKS, &net, current_fn, NULL, 60.0, exits, NULL, &pgid) != 0)
+    if (rh_run_tcp(NRANKS, &net, current_fn, NULL, 60.0, exits, NULL, &pgid) != 0)
         return snprintf(err, errlen, "the ranks did not end within 60 s"), 1;
     for (int r = 0; r < NRANKS; r++)
         if (exits[r] != 0) return snprintf(err, errlen, "rank %d exited with %d (its reason is on stderr)", r, exits[r]), 1;
     return 0;
 }
 
-static int run(const char *what, wp_rank_fn fn) {
+static void run(const char *what, wp_rank_fn fn) {
     wp_net_opts net;
     tp_net_defaults(&net);
     char err[2048] = "";
     double t0 = wp_now();
     current_fn = fn;
     int rc = over_tcp ? run_tcp(err, sizeof err) : launch_threads(NRANKS, &net, fn, NULL, err, sizeof err);
-    printf("%s %s (%s backend, %s, %s, %.2f s)%s%s\n", rc ? "FAIL" : "ok  ", what, kind == WP_BACKEND_CPU ? "cpu" : "cuda",
-           over_tcp ? "tcp" : "local", mode == WP_STAGE_HOST ? "via pinned host" : "device to device", wp_now() - t0,
-           err[0] ? ": " : "", err);
-    return rc ? 1 : 0;
+    check_say(rc == 0, "%s (%s backend, %s, %s, %.2f s)%s%s", what, kind == WP_BACKEND_CPU ? "cpu" : "cuda",
+              over_tcp ? "tcp" : "local", mode == WP_STAGE_HOST ? "via pinned host" : "device to device", wp_now() - t0,
+              err[0] ? ": " : "", err);
 }
 
 /* Whether CUDA is usable, asked in a child process: CUDA must not be initialised in a process
@@ -210,14 +209,13 @@ static bool cuda_usable(char *why, size_t whylen) {
     return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
-static int all_cases(void) {
-    int fails = run("ring exchange, 2 channels x 4 messages (0 B .. 1 MiB+3) per rank", rank_exchange);
-    fails += run("silent peer fails the wait; the failure reaches the others", rank_silent);
-    return fails + run("a size mismatch fails both sides, naming both labels", rank_mismatch);
+static void all_cases(void) {
+    run("ring exchange, 2 channels x 4 messages (0 B .. 1 MiB+3) per rank", rank_exchange);
+    run("silent peer fails the wait; the failure reaches the others", rank_silent);
+    run("a size mismatch fails both sides, naming both labels", rank_mismatch);
 }
 
 int main(void) {
-    int fails = 0;
     char why[512];
     int backends = cuda_usable(why, sizeof why) ? 2 : 1;
     if (backends == 1) printf("cuda part skipped: %s\n", why);
@@ -225,13 +223,13 @@ int main(void) {
     mode = WP_STAGE_HOST;
     for (int i = 0; i < backends; i++) {
         kind = i == 0 ? WP_BACKEND_CPU : WP_BACKEND_CUDA;
-        fails += all_cases();
+        all_cases();
     }
     over_tcp = false;
     for (int i = 0; i < 2 * backends; i++) {
         kind = i < 2 ? WP_BACKEND_CPU : WP_BACKEND_CUDA;
         mode = i % 2 == 0 ? WP_STAGE_HOST : WP_STAGE_DIRECT;
-        fails += all_cases();
+        all_cases();
     }
-    return gh_result("staged", fails);
+    return check_result("staged");
 }

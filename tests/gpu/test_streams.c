@@ -22,13 +22,6 @@
 
 #define DOUBLINGS 64
 
-static int fails;
-
-static void check(bool ok, const char *what, const char *backend, size_t n) {
-    printf("%s %s (%s, n = %zu)\n", ok ? "ok  " : "FAIL", what, backend, n);
-    if (!ok) fails++;
-}
-
 /* Poll until e is done (the host never blocks in the transports either); false after 10 s. */
 static bool await(wp_kern *k, wp_kern_event *e) {
     double t0 = wp_now();
@@ -58,7 +51,7 @@ static void one_size(wp_kern *k, wp_kern *x, const char *backend, size_t n, wp_r
     bool done = await(x, ev2);
     size_t bad = 0;
     for (size_t i = 0; i < n; i++) bad += pin[i] != ldexpf(x0[i], DOUBLINGS);
-    check(done && bad == 0, "compute -> transfer: the copy sees all 64 doublings", backend, n);
+    check_say(done && bad == 0, "compute -> transfer: the copy sees all 64 doublings (%s, n = %zu)", backend, n);
 
     memcpy(pin, y0, bytes);
     kern_to_device_async(x, dev2, pin, bytes);
@@ -68,7 +61,7 @@ static void one_size(wp_kern *k, wp_kern *x, const char *backend, size_t n, wp_r
     kern_to_host(k, x0, dev2, bytes);
     bad = 0;
     for (size_t i = 0; i < n; i++) bad += x0[i] != 0.5f * y0[i];
-    check(bad == 0, "transfer -> compute: the kernel sees the upload", backend, n);
+    check_say(bad == 0, "transfer -> compute: the kernel sees the upload (%s, n = %zu)", backend, n);
     gh_ok(k, "compute context");
     gh_ok(x, "transfer context");
     kern_event_destroy(k, ev);
@@ -87,14 +80,13 @@ static void backend(wp_backend_kind kind) {
     wp_kern *k = kern_create(&o, err, sizeof err);
     wp_kern *x = k ? kern_create_sibling(k, err, sizeof err) : NULL;
     if (!x) {
-        printf("FAIL %s contexts: %s\n", name, err);
-        fails++;
+        check_say(false, "%s contexts: %s", name, err);
         kern_destroy(k);
         return;
     }
-    check(kern_device(k) == kern_device(x), "the sibling is on the compute context's device", name, 0);
+    check_say(kern_device(k) == kern_device(x), "the sibling is on the compute context's device (%s, n = 0)", name);
     wp_kern_event *never = kern_event_create(x);
-    check(never && kern_event_done(x, never), "an event never recorded counts as done", name, 0);
+    check_say(never && kern_event_done(x, never), "an event never recorded counts as done (%s, n = 0)", name);
     kern_event_destroy(x, never);
     wp_rng g = rng_seeded(42);
     const size_t sizes[] = {1, 4097, (1u << 20) + 3};
@@ -108,5 +100,5 @@ int main(void) {
     backend(WP_BACKEND_CPU);
     if (kern_available(WP_BACKEND_CUDA, why, sizeof why)) backend(WP_BACKEND_CUDA);
     else printf("cuda part skipped: %s\n", why);
-    return gh_result("streams", fails);
+    return check_result("streams");
 }

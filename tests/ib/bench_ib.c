@@ -11,7 +11,7 @@
 
 #include "ib_soft.h"
 #include "rdma.h"
-#include "rt.h"
+#include "ring_harness.h"
 
 typedef struct bench {
     const ib_ops *ops; /* NULL: use the rank's own transport (tcp, local) */
@@ -23,8 +23,8 @@ typedef struct bench {
 static int stream(wp_rank_ctx *ctx, wp_transport *t, const bench *B) {
     char *buf[2] = {malloc(B->bytes), malloc(B->bytes)};
     RANK_CHECK(ctx, buf[0] && buf[1], "out of memory");
-    rt_fill(buf[0], B->bytes, 1);
-    rt_fill(buf[1], B->bytes, 2);
+    rh_fill(buf[0], B->bytes, 1);
+    rh_fill(buf[1], B->bytes, 2);
     int peer = 1 - ctx->rank;
     RANK_CHECK(ctx, tp_connect(t, &peer, 1, ctx->err, sizeof ctx->err) == 0, "connect: %s", ctx->err);
     RANK_CHECK(ctx, ctl_barrier(ctx->ctl, ctx->err, sizeof ctx->err) == 0, "barrier: %s", ctx->err);
@@ -41,7 +41,7 @@ static int stream(wp_rank_ctx *ctx, wp_transport *t, const bench *B) {
         RANK_CHECK(ctx, tp_wait(&req[i], 30, ctx->err, sizeof ctx->err) == 0, "wait: %s", ctx->err);
     double s = wp_now() - t0;
     if (ctx->rank == 1) {
-        long bad = rt_mismatch(buf[(B->reps - 1) % 2], B->bytes, (uint64_t)((B->reps - 1) % 2 + 1));
+        long bad = rh_mismatch(buf[(B->reps - 1) % 2], B->bytes, (uint64_t)((B->reps - 1) % 2 + 1));
         RANK_CHECK(ctx, bad < 0, "last message differs at byte %ld", bad);
         printf("%s: %d x %zu B in %.3f s = %.2f GB/s\n", tp_kind(t), B->reps, B->bytes, s,
                (double)B->bytes * B->reps / s / 1e9);
@@ -78,19 +78,19 @@ int main(int argc, char **argv) {
     bench B = {.bytes = (size_t)atol(argv[2]), .reps = atoi(argv[3])};
     const char *mode = argv[1];
     wp_net_opts net;
-    rt_net(&net, 1);
+    rh_net(&net, 1);
     net.frame_bytes = WP_DEFAULT_FRAME_BYTES;
     char err[800];
     if (strcmp(mode, "tcp") == 0) {
         int exits[2];
         pid_t pgid;
-        RT_CHECK(rt_run_tcp(2, &net, bench_rank, &B, 120, exits, NULL, &pgid) == 0, "tcp ranks hung");
-        RT_CHECK(exits[0] == 0 && exits[1] == 0, "ranks exited %d, %d", exits[0], exits[1]);
+        CHECK(rh_run_tcp(2, &net, bench_rank, &B, 120, exits, NULL, &pgid) == 0, "tcp ranks hung");
+        CHECK(exits[0] == 0 && exits[1] == 0, "ranks exited %d, %d", exits[0], exits[1]);
         return 0;
     }
     if (strcmp(mode, "soft") == 0) {
         B.ops = &ib_soft_ops;
-        RT_CHECK(ib_soft_fabric_create(&B.fab, err, sizeof err) == 0, "%s", err);
+        CHECK(ib_soft_fabric_create(&B.fab, err, sizeof err) == 0, "%s", err);
     } else if (strcmp(mode, "verbs") == 0) {
 #if WP_HAVE_IBVERBS
         ib_dev_cfg dc = {.port = 1};
@@ -101,7 +101,7 @@ int main(int argc, char **argv) {
             printf("skip: no RDMA device here (%s)\n", err);
             return 77;
         }
-        RT_CHECK(rc == 0, "%s", err);
+        CHECK(rc == 0, "%s", err);
         ib_hw_ops.close(d);
         B.ops = &ib_hw_ops;
 #else
@@ -112,7 +112,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "unknown mode %s\n", mode);
         return 2;
     }
-    RT_CHECK(rt_run_local(2, &net, bench_rank, &B, err, sizeof err) == 0, "%s", err);
+    CHECK(rh_run_local(2, &net, bench_rank, &B, err, sizeof err) == 0, "%s", err);
     if (B.fab) ib_soft_fabric_destroy(B.fab);
     return 0;
 }

@@ -143,5 +143,5 @@ int main(int argc, char **argv) {
     }
     kt_no_error(k, "bench");
     kern_destroy(k);
-    return kt_failures ? 1 : 0;
+    return check_failures() ? 1 : 0;
 }

@@ -1,36 +1,19 @@
-/* Helpers shared by the kernel tests: a seeded generator, CPU contexts, error measures and a
- * failure counter. Every check prints its measured value next to its tolerance. */
+/* Helpers shared by the kernel tests: a seeded generator, CPU contexts and error measures.
+ * Checks are tests/check.h's: each test states every measured value next to its tolerance
+ * with check_say and ends with check_result. */
 #ifndef WP_TESTS_KT_H
 #define WP_TESTS_KT_H
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "kernels.h"
 
 /* fp32 unit roundoff: tolerances below are stated as multiples of it. */
 #define KT_U32 (0x1p-24)
-
-static int kt_failures;
-
-static inline void kt_check(int ok, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    printf("%s ", ok ? "ok  " : "FAIL");
-    vprintf(fmt, ap);
-    printf("\n");
-    va_end(ap);
-    if (!ok) kt_failures++;
-}
-
-static inline int kt_result(const char *name) {
-    if (kt_failures) printf("%s: %d check(s) failed\n", name, kt_failures);
-    else printf("%s: all checks passed\n", name);
-    return kt_failures ? 1 : 0;
-}
 
 /* splitmix64: small, seedable, identical everywhere. */
 typedef struct {
@@ -55,10 +38,7 @@ static inline void kt_fill(kt_rng *r, float *x, size_t n, float lo, float hi) {
 
 static inline void *kt_alloc(size_t bytes) {
     void *p = calloc(bytes ? bytes : 1, 1);
-    if (!p) {
-        fprintf(stderr, "test: out of memory (%zu bytes)\n", bytes);
-        exit(1);
-    }
+    CHECK(p, "out of memory (%zu bytes)", bytes);
     return p;
 }
 static inline float *kt_floats(size_t n) { return kt_alloc(n * sizeof(float)); }
@@ -68,17 +48,14 @@ static inline wp_kern *kt_cpu(int threads) {
     wp_kern_opts o = {.kind = WP_BACKEND_CPU, .compute = WP_F32, .threads = threads, .device = 0};
     char err[256];
     wp_kern *k = kern_create(&o, err, sizeof err);
-    if (!k) {
-        fprintf(stderr, "test: kern_create failed: %s\n", err);
-        exit(1);
-    }
+    CHECK(k, "kern_create failed: %s", err);
     return k;
 }
 
 /* Fails the test (and says which call) when the context holds an error. */
 static inline void kt_no_error(wp_kern *k, const char *where) {
     const char *e = kern_error(k);
-    if (e) kt_check(0, "%s: unexpected kernel error: %s", where, e);
+    EXPECT(!e, "%s: unexpected kernel error: %s", where, e);
 }
 
 /* ||a - b|| / ||b||, fp32 result against an fp64 reference. */

@@ -99,8 +99,8 @@ static void check_forward(const bufs *x, const ref_ctx *c, sizes n, const char *
     double *o = kt_doubles(n.nq), *lse = kt_doubles((size_t)c->b * c->nh * c->sq);
     ref_forward(c, o, lse);
     double e_o = kt_rel(x->o, o, n.nq), e_l = kt_rel(x->lse, lse, (size_t)c->b * c->nh * c->sq);
-    kt_check(e_o <= TOL_FWD && e_l <= TOL_FWD, "attention fwd %s: rel err O %.2e lse %.2e (tol %.1e)", what, e_o, e_l,
-             TOL_FWD);
+    check_say(e_o <= TOL_FWD && e_l <= TOL_FWD, "attention fwd %s: rel err O %.2e lse %.2e (tol %.1e)", what, e_o, e_l,
+              TOL_FWD);
     free(o), free(lse);
 }
 
@@ -117,9 +117,9 @@ static void elementwise_case(wp_kern *k, kt_rng *r, int b, int sq, int skv, int 
     kt_fd_grad(gk, c.k, n.nkv, FD_STEP, ref_loss, &c);
     kt_fd_grad(gv, c.v, n.nkv, FD_STEP, ref_loss, &c);
     double eq = kt_rel(x.dq, gq, n.nq), ek = kt_rel(x.dk, gk, n.nkv), ev = kt_rel(x.dv, gv, n.nkv);
-    kt_check(eq <= TOL_BWD && ek <= TOL_BWD && ev <= TOL_BWD,
-             "attention bwd %s: rel err vs finite differences dq %.2e dk %.2e dv %.2e (tol %.1e)", what, eq, ek, ev,
-             TOL_BWD);
+    check_say(eq <= TOL_BWD && ek <= TOL_BWD && ev <= TOL_BWD,
+              "attention bwd %s: rel err vs finite differences dq %.2e dk %.2e dv %.2e (tol %.1e)", what, eq, ek, ev,
+              TOL_BWD);
     free(gq), free(gk), free(gv);
     free_ref(&c);
     release(&x);
@@ -148,8 +148,8 @@ static void direction_case(wp_kern *k, kt_rng *r, int b, int sq, int skv, int nh
     check_forward(&x, &c, n, what);
     double eq = direction_error(x.dq, c.q, n.nq, r, &c), ek = direction_error(x.dk, c.k, n.nkv, r, &c),
            ev = direction_error(x.dv, c.v, n.nkv, r, &c);
-    kt_check(eq <= TOL_DIR && ek <= TOL_DIR && ev <= TOL_DIR,
-             "attention bwd %s: directional err dq %.2e dk %.2e dv %.2e (tol %.0e)", what, eq, ek, ev, TOL_DIR);
+    check_say(eq <= TOL_DIR && ek <= TOL_DIR && ev <= TOL_DIR,
+              "attention bwd %s: directional err dq %.2e dk %.2e dv %.2e (tol %.0e)", what, eq, ek, ev, TOL_DIR);
     free_ref(&c);
     release(&x);
 }
@@ -176,9 +176,9 @@ static void determinism_case(kt_rng *r, int b, int sq, int skv, int nh, int nkv,
     for (int i = 1; i < 3; i++)
         threads = threads && kt_same_bits(x[i].o, x[0].o, n.nq * 4) && kt_same_bits(x[i].dq, x[0].dq, n.nq * 4) &&
                   kt_same_bits(x[i].dk, x[0].dk, n.nkv * 4) && kt_same_bits(x[i].dv, x[0].dv, n.nkv * 4);
-    kt_check(again && threads,
-             "attention b=%d sq=%d skv=%d nh=%d nkv=%d: bwd twice identical (%s), 1/2/3 threads identical (%s)", b, sq,
-             skv, nh, nkv, again ? "yes" : "no", threads ? "yes" : "no");
+    check_say(again && threads,
+              "attention b=%d sq=%d skv=%d nh=%d nkv=%d: bwd twice identical (%s), 1/2/3 threads identical (%s)", b, sq,
+              skv, nh, nkv, again ? "yes" : "no", threads ? "yes" : "no");
     for (int i = 0; i < 3; i++) {
         release(&x[i]);
         kern_destroy(k[i]);
@@ -198,5 +198,5 @@ int main(void) {
     kern_destroy(k);
     determinism_case(&r, 1, 150, 170, 2, 1, 8);  /* one kv head: threads 2, 3 take the two-pass path */
     determinism_case(&r, 2, 100, 100, 4, 2, 16); /* 4 pairs: all fused */
-    return kt_result("kernels/attention");
+    return check_result("kernels/attention");
 }

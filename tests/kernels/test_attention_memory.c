@@ -3,6 +3,7 @@
  * this length: sampled output rows against fp64, and two identities of the backward that
  * hold for any input: sum over keys of dV = sum over queries of dO (each softmax row sums to
  * one), and sum over keys of dK = 0 (each row of dS sums to zero). */
+#include <errno.h>
 #include <sys/resource.h>
 
 #include "kt.h"
@@ -11,10 +12,7 @@ enum { S = 4096, NH = 2, NKV = 2, HD = 16 };
 
 static long peak_kib(void) {
     struct rusage ru;
-    if (getrusage(RUSAGE_SELF, &ru) != 0) {
-        perror("getrusage");
-        exit(1);
-    }
+    CHECK(getrusage(RUSAGE_SELF, &ru) == 0, "getrusage: %s", strerror(errno));
     return ru.ru_maxrss; /* KiB on Linux */
 }
 
@@ -48,8 +46,8 @@ static void check_rows(const float *q, const float *k, const float *v, const flo
             double e = kt_rel(o + ((size_t)rows[r] * NH + j) * HD, want, HD);
             if (e > worst) worst = e;
         }
-    kt_check(worst <= 256 * KT_U32, "attention s=%d: sampled output rows, max rel err %.2e (tol %.1e)", S, worst,
-             256 * KT_U32);
+    check_say(worst <= 256 * KT_U32, "attention s=%d: sampled output rows, max rel err %.2e (tol %.1e)", S, worst,
+              256 * KT_U32);
 }
 
 /* Both identities per (kv head, feature), relative to the size of the terms summed. */
@@ -67,9 +65,9 @@ static void check_identities(const float *dout, const float *dk, const float *dv
             worst_v = fmax(worst_v, fabs(sv - so) / mag_v);
             worst_k = fmax(worst_k, fabs(sk) / mag_k);
         }
-    kt_check(worst_v <= 1e-5 && worst_k <= 1e-5,
-             "attention s=%d bwd: |sum dV - sum dO| / sum|dV| = %.2e, |sum dK| / sum|dK| = %.2e (tol 1e-5)", S, worst_v,
-             worst_k);
+    check_say(worst_v <= 1e-5 && worst_k <= 1e-5,
+              "attention s=%d bwd: |sum dV - sum dO| / sum|dV| = %.2e, |sum dK| / sum|dK| = %.2e (tol 1e-5)", S, worst_v,
+              worst_k);
 }
 
 int main(void) {
@@ -93,11 +91,11 @@ int main(void) {
            "(q is %zu KiB; the kernels keep a few repacked copies of the inputs); "
            "one s x s fp32 matrix per head would be %.0f KiB (%.0f KiB for %d heads)\n",
            S, NH, HD, before, after, after - before, nq * sizeof(float) / 1024, matrix_kib, NH * matrix_kib, NH);
-    kt_check(after - before < matrix_kib / 16, "attention s=%d: RSS growth %ld KiB < %.0f KiB (1/16 of one s x s matrix)",
-             S, after - before, matrix_kib / 16);
+    check_say(after - before < matrix_kib / 16, "attention s=%d: RSS growth %ld KiB < %.0f KiB (1/16 of one s x s matrix)",
+              S, after - before, matrix_kib / 16);
     check_rows(q, k, v, o);
     check_identities(dout, dk, dv);
     kern_destroy(kern);
     free(q), free(k), free(v), free(o), free(dout), free(dq), free(dk), free(dv), free(lse);
-    return kt_result("kernels/attention_memory");
+    return check_result("kernels/attention_memory");
 }

@@ -61,27 +61,19 @@ int main(void) {
         rank_main(&alone[i]);
     }
     pthread_t tid[RANKS];
-    int started = 0;
     for (int i = 0; i < RANKS; i++) {
         int rc = pthread_create(&tid[i], NULL, rank_main, &together[i]);
-        if (rc != 0) {
-            fprintf(stderr, "test: pthread_create: %s\n", strerror(rc));
-            return 1;
-        }
-        started++;
-    }
-    for (int i = 0; i < started; i++) {
-        int rc = pthread_join(tid[i], NULL);
-        if (rc != 0) {
-            fprintf(stderr, "test: pthread_join: %s\n", strerror(rc));
-            return 1;
-        }
+        CHECK(rc == 0, "pthread_create: %s", strerror(rc));
     }
     for (int i = 0; i < RANKS; i++) {
-        kt_check(!alone[i].error && !together[i].error &&
-                     kt_same_bits(alone[i].out, together[i].out, out_floats() * sizeof(float)),
-                 "rank %d (%d thread(s)): concurrent run gives the same bits as running alone", i, alone[i].threads);
+        int rc = pthread_join(tid[i], NULL);
+        CHECK(rc == 0, "pthread_join: %s", strerror(rc));
+    }
+    for (int i = 0; i < RANKS; i++) {
+        check_say(!alone[i].error && !together[i].error &&
+                      kt_same_bits(alone[i].out, together[i].out, out_floats() * sizeof(float)),
+                  "rank %d (%d thread(s)): concurrent run gives the same bits as running alone", i, alone[i].threads);
         free(alone[i].out), free(together[i].out);
     }
-    return kt_result("kernels/concurrent");
+    return check_result("kernels/concurrent");
 }

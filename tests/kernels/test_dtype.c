@@ -60,9 +60,9 @@ static void roundtrip_all(const fmt16 *f) {
         int is_nan = isnan(decode(f, h));
         if (is_nan ? back != (h | f->quiet) : back != h) bad_trip++;
     }
-    kt_check(bad_value == 0, "%s: all 65536 patterns decode to their exact value (%d wrong)", f->name, bad_value);
-    kt_check(bad_trip == 0, "%s: all 65536 patterns round-trip through fp32 (NaNs quieted; %d wrong)", f->name,
-             bad_trip);
+    check_say(bad_value == 0, "%s: all 65536 patterns decode to their exact value (%d wrong)", f->name, bad_value);
+    check_say(bad_trip == 0, "%s: all 65536 patterns round-trip through fp32 (NaNs quieted; %d wrong)", f->name,
+              bad_trip);
 }
 
 static int check_one(const fmt16 *f, float x, int *printed) {
@@ -104,8 +104,8 @@ static void rounding(const fmt16 *f, kt_rng *r) {
                      0x1p-149f,     0x1.ffp-127f,   0x1.FEp127f,    0x1.FFp127f,    0x1.FE8p127f,
                      3.14159265f,   1.0f / 3.0f,    0x1.0001p0f,    0x1.00008p0f,   0x1.00018p0f};
     for (size_t i = 0; i < sizeof edges / sizeof *edges; i++, n++) bad += check_one(f, edges[i], &printed);
-    kt_check(bad == 0, "%s: rounding of %d floats (random, near range limits, ties, edges) matches rint() (%d wrong)",
-             f->name, n, bad);
+    check_say(bad == 0, "%s: rounding of %d floats (random, near range limits, ties, edges) matches rint() (%d wrong)",
+              f->name, n, bad);
 }
 
 /* An independent second opinion where the compiler has a native half type. */
@@ -120,7 +120,7 @@ static void compiler_half(kt_rng *r) {
         uint16_t got = wp_f32_to_f16(x);
         if (isnan(x) ? !isnan((float)h) || (got & 0x7c00) != 0x7c00 || !(got & 0x3ff) : got != want) bad++;
     }
-    kt_check(bad == 0, "fp16: 1e6 random floats convert like the compiler's _Float16 (%d differ)", bad);
+    check_say(bad == 0, "fp16: 1e6 random floats convert like the compiler's _Float16 (%d differ)", bad);
 #else
     (void)r;
     printf("note: no _Float16 in this compiler; the fp64 reference alone checks fp16 rounding\n");
@@ -135,29 +135,29 @@ static void fast_exp(void) {
         double want = exp((double)xf), got = cpu_expf(xf), rel = fabs(got - want) / want;
         if (rel > worst) worst = rel, at = xf;
     }
-    kt_check(worst <= 8 * 0x1p-24, "cpu_expf: max relative error %.3g at x = %.4f on [-87.3, 88] (tolerance %.3g)",
-             worst, at, 8 * 0x1p-24);
-    kt_check(cpu_expf(-INFINITY) == 0.0f && cpu_expf(-90.0f) == 0.0f && cpu_expf(0.0f) == 1.0f &&
-                 isinf(cpu_expf(89.0f)),
-             "cpu_expf: exp(-inf) = exp(-90) = 0, exp(0) = 1, exp(89) = inf");
+    check_say(worst <= 8 * 0x1p-24, "cpu_expf: max relative error %.3g at x = %.4f on [-87.3, 88] (tolerance %.3g)",
+              worst, at, 8 * 0x1p-24);
+    check_say(cpu_expf(-INFINITY) == 0.0f && cpu_expf(-90.0f) == 0.0f && cpu_expf(0.0f) == 1.0f &&
+                  isinf(cpu_expf(89.0f)),
+              "cpu_expf: exp(-inf) = exp(-90) = 0, exp(0) = 1, exp(89) = inf");
 }
 
 int main(void) {
     kt_rng r = {20240601};
-    kt_check(wp_dtype_size(WP_F32) == 4 && wp_dtype_size(WP_F16) == 2 && wp_dtype_size(WP_BF16) == 2,
-             "dtype sizes 4/2/2");
-    kt_check(!strcmp(wp_dtype_name(WP_F32), "fp32") && !strcmp(wp_dtype_name(WP_F16), "fp16") &&
-                 !strcmp(wp_dtype_name(WP_BF16), "bf16"),
-             "dtype names");
+    check_say(wp_dtype_size(WP_F32) == 4 && wp_dtype_size(WP_F16) == 2 && wp_dtype_size(WP_BF16) == 2,
+              "dtype sizes 4/2/2");
+    check_say(!strcmp(wp_dtype_name(WP_F32), "fp32") && !strcmp(wp_dtype_name(WP_F16), "fp16") &&
+                  !strcmp(wp_dtype_name(WP_BF16), "bf16"),
+              "dtype names");
     roundtrip_all(&F16);
     roundtrip_all(&BF16);
     rounding(&F16, &r);
     rounding(&BF16, &r);
     compiler_half(&r);
     float x = kt_uniform(&r, -3, 3);
-    kt_check(wp_round_to(x, WP_F32) == x && wp_round_to(x, WP_BF16) == wp_bf16_to_f32(wp_f32_to_bf16(x)) &&
-                 wp_round_to(x, WP_F16) == wp_f16_to_f32(wp_f32_to_f16(x)),
-             "wp_round_to agrees with the scalar conversions");
+    check_say(wp_round_to(x, WP_F32) == x && wp_round_to(x, WP_BF16) == wp_bf16_to_f32(wp_f32_to_bf16(x)) &&
+                  wp_round_to(x, WP_F16) == wp_f16_to_f32(wp_f32_to_f16(x)),
+              "wp_round_to agrees with the scalar conversions");
     fast_exp();
-    return kt_result("kernels/dtype");
+    return check_result("kernels/dtype");
 }

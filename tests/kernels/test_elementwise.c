@@ -47,8 +47,8 @@ static void convert_accumulate_scale(wp_kern *k, kt_rng *r, size_t n) {
             for (size_t i = 0; i < n; i++) want[i] = wp_round_to(get(src, st, i), dt);
             kern_convert(k, dst, dt, src, st, n);
             size_t bad_conv = count_diff(dst, dt, want, n);
-            kt_check(bad_acc == 0 && bad_conv == 0, "convert/accumulate %s <- %s n=%zu: %zu / %zu elements differ",
-                     wp_dtype_name(dt), wp_dtype_name(st), n, bad_conv, bad_acc);
+            check_say(bad_acc == 0 && bad_conv == 0, "convert/accumulate %s <- %s n=%zu: %zu / %zu elements differ",
+                      wp_dtype_name(dt), wp_dtype_name(st), n, bad_conv, bad_acc);
             free(src), free(dst), free(want);
         }
     for (int a = 0; a < 3; a++) {
@@ -59,7 +59,7 @@ static void convert_accumulate_scale(wp_kern *k, kt_rng *r, size_t n) {
         for (size_t i = 0; i < n; i++) want[i] = wp_round_to(get(x, t, i) * s, t);
         kern_scale(k, x, t, s, n);
         size_t bad = count_diff(x, t, want, n);
-        kt_check(bad == 0, "scale %s n=%zu by %g: %zu elements differ", wp_dtype_name(t), n, s, bad);
+        check_say(bad == 0, "scale %s n=%zu by %g: %zu elements differ", wp_dtype_name(t), n, s, bad);
         free(x), free(want);
     }
 }
@@ -74,15 +74,15 @@ static void sumsq(wp_kern *k, wp_kern *k3, kt_rng *r, size_t n) {
         double got = kern_sumsq(k, x, t, n), got3 = kern_sumsq(k3, x, t, n);
         /* fp64 sums of exact fp64 squares: error below n * 2^-53 relative */
         double tol = (double)n * 0x1p-53;
-        kt_check(fabs(got - ref) <= tol * ref && got == got3,
-                 "sumsq %s n=%zu: rel err %.2e (tol %.1e), 1 and 3 threads identical", wp_dtype_name(t), n,
-                 fabs(got - ref) / ref, tol);
+        check_say(fabs(got - ref) <= tol * ref && got == got3,
+                  "sumsq %s n=%zu: rel err %.2e (tol %.1e), 1 and 3 threads identical", wp_dtype_name(t), n,
+                  fabs(got - ref) / ref, tol);
         put(x, t, n / 2, INFINITY);
         double with_inf = kern_sumsq(k, x, t, n);
         put(x, t, n / 3, NAN);
         double with_nan = kern_sumsq(k, x, t, n);
-        kt_check(isinf(with_inf) && isnan(with_nan), "sumsq %s n=%zu: an inf gives inf (%g), a NaN gives NaN (%g)",
-                 wp_dtype_name(t), n, with_inf, with_nan);
+        check_say(isinf(with_inf) && isnan(with_nan), "sumsq %s n=%zu: an inf gives inf (%g), a NaN gives NaN (%g)",
+                  wp_dtype_name(t), n, with_inf, with_nan);
         free(x);
     }
 }
@@ -95,7 +95,7 @@ static void add(wp_kern *k, kt_rng *r, size_t n) {
     size_t bad = 0;
     for (size_t i = 0; i < n; i++) bad += y[i] != a[i] + b[i];
     kern_add(k, a, a, b, n); /* aliasing y = a */
-    kt_check(bad == 0 && kt_same_bits(a, y, n * sizeof *a), "add n=%zu: exact (%zu differ), in place identical", n, bad);
+    check_say(bad == 0 && kt_same_bits(a, y, n * sizeof *a), "add n=%zu: exact (%zu differ), in place identical", n, bad);
     free(a), free(b), free(y);
 }
 
@@ -111,5 +111,5 @@ int main(void) {
     kt_no_error(k, "elementwise");
     kern_destroy(k);
     kern_destroy(k3);
-    return kt_result("kernels/elementwise");
+    return check_result("kernels/elementwise");
 }

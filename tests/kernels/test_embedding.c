@@ -32,7 +32,7 @@ static void run_case(wp_kern *k, wp_kern *k4, kt_rng *r, int T, int h, int V) {
     kern_embedding_fwd(k, y, tokens, wte, T, h);
     int fwd_bad = 0;
     for (int t = 0; t < T; t++) fwd_bad += memcmp(y + (size_t)t * h, wte + (size_t)tokens[t] * h, h * sizeof *y) != 0;
-    kt_check(fwd_bad == 0, "embedding fwd T=%d h=%d V=%d: rows gathered exactly (%d wrong)", T, h, V, fwd_bad);
+    check_say(fwd_bad == 0, "embedding fwd T=%d h=%d V=%d: rows gathered exactly (%d wrong)", T, h, V, fwd_bad);
 
     ref_ctx c = {T, h, tokens, kt_doubles(nw), kt_doubles(ny)};
     kt_to_double(c.wte, wte, nw), kt_to_double(c.R, R, ny);
@@ -40,13 +40,13 @@ static void run_case(wp_kern *k, wp_kern *k4, kt_rng *r, int T, int h, int V) {
     kern_embedding_bwd(k, dw, WP_F32, tokens, R, T, h);
     kt_fd_grad(g, c.wte, nw, FD_STEP, ref_loss, &c);
     double e = kt_rel(dw, g, nw);
-    kt_check(e <= TOL_BWD, "embedding bwd T=%d h=%d V=%d: rel err vs finite differences %.2e (tol %.1e)", T, h, V, e,
-             TOL_BWD);
+    check_say(e <= TOL_BWD, "embedding bwd T=%d h=%d V=%d: rel err vs finite differences %.2e (tol %.1e)", T, h, V, e,
+              TOL_BWD);
 
     kern_embedding_bwd(k, dw2, WP_F32, tokens, R, T, h);
     kern_embedding_bwd(k4, dw4, WP_F32, tokens, R, T, h);
-    kt_check(kt_same_bits(dw, dw2, nw * sizeof *dw) && kt_same_bits(dw, dw4, nw * sizeof *dw),
-             "embedding bwd T=%d: two runs and 1 vs 4 threads give the same bits", T);
+    check_say(kt_same_bits(dw, dw2, nw * sizeof *dw) && kt_same_bits(dw, dw4, nw * sizeof *dw),
+              "embedding bwd T=%d: two runs and 1 vs 4 threads give the same bits", T);
 
     /* bf16: start + fp32 sum of the token's rows, rounded once; the fp32 kernel from the same
      * start gives that fp32 value. */
@@ -57,7 +57,7 @@ static void run_case(wp_kern *k, wp_kern *k4, kt_rng *r, int T, int h, int V) {
     kern_embedding_bwd(k, dwf, WP_F32, tokens, R, T, h);
     int bf_bad = 0;
     for (size_t i = 0; i < nw; i++) bf_bad += dwb[i] != wp_f32_to_bf16(dwf[i]);
-    kt_check(bf_bad == 0, "embedding bwd T=%d: bf16 gradient is the fp32 one rounded once (%d differ)", T, bf_bad);
+    check_say(bf_bad == 0, "embedding bwd T=%d: bf16 gradient is the fp32 one rounded once (%d differ)", T, bf_bad);
     kt_no_error(k, "embedding");
     kt_no_error(k4, "embedding");
     free(tokens), free(wte), free(y), free(R), free(dw), free(dw2), free(dw4), free(c.wte), free(c.R), free(g);
@@ -73,5 +73,5 @@ int main(void) {
     run_case(k, k4, &r, 513, 8, 40);
     kern_destroy(k);
     kern_destroy(k4);
-    return kt_result("kernels/embedding");
+    return check_result("kernels/embedding");
 }

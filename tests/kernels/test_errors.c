@@ -10,8 +10,8 @@
         wp_kern *k = kt_cpu(1);                                                                              \
         call;                                                                                                \
         const char *e = kern_error(k);                                                                       \
-        kt_check(e && strstr(e, kernel) && strstr(e, arg), "%s with bad %s: error \"%s\"", kernel, arg,      \
-                 e ? e : "(none)");                                                                          \
+        check_say(e && strstr(e, kernel) && strstr(e, arg), "%s with bad %s: error \"%s\"", kernel, arg,     \
+                  e ? e : "(none)");                                                                         \
         kern_destroy(k);                                                                                     \
     } while (0)
 
@@ -45,11 +45,11 @@ static void bad_arguments(void) {
 
 static void sticky(void) {
     wp_kern *k = kt_cpu(1);
-    kt_check(kern_error(k) == NULL, "fresh context has no error");
+    check_say(kern_error(k) == NULL, "fresh context has no error");
     kern_set_error(k, "first failure %d", 1);
     kern_set_error(k, "second failure");
-    kt_check(kern_error(k) && !strcmp(kern_error(k), "first failure 1"), "the first error is kept: \"%s\"",
-             kern_error(k));
+    check_say(kern_error(k) && !strcmp(kern_error(k), "first failure 1"), "the first error is kept: \"%s\"",
+              kern_error(k));
     float x[16], y[16], keep[16];
     for (int i = 0; i < 16; i++) x[i] = (float)i + 0.5f, y[i] = 2.0f;
     memcpy(keep, x, sizeof x);
@@ -57,42 +57,42 @@ static void sticky(void) {
     kern_add(k, x, x, y, 16);
     kern_swiglu_fwd(k, x, y, y, 16);
     kern_copy(k, x, y, sizeof x);
-    kt_check(!memcmp(x, keep, sizeof x), "after an error, kernels leave their outputs alone");
-    kt_check(kern_alloc(k, 64) == NULL, "after an error, kern_alloc returns NULL");
-    kt_check(isnan(kern_sumsq(k, y, WP_F32, 16)), "after an error, kern_sumsq returns NaN");
+    check_say(!memcmp(x, keep, sizeof x), "after an error, kernels leave their outputs alone");
+    check_say(kern_alloc(k, 64) == NULL, "after an error, kern_alloc returns NULL");
+    check_say(isnan(kern_sumsq(k, y, WP_F32, 16)), "after an error, kern_sumsq returns NaN");
     kern_destroy(k);
 
     k = kt_cpu(1);
     kern_rope_fwd(k, x, 1, 2, 2, 3, 0, 10000.0f); /* odd hd: error */
     memcpy(keep, x, sizeof x);
     kern_rope_fwd(k, x, 1, 2, 2, 4, 0, 10000.0f); /* valid, but the context has failed */
-    kt_check(!memcmp(x, keep, sizeof x) && strstr(kern_error(k), "hd"), "a failed argument check is sticky too");
+    check_say(!memcmp(x, keep, sizeof x) && strstr(kern_error(k), "hd"), "a failed argument check is sticky too");
     kern_destroy(k);
-    kt_check(kern_error(NULL) != NULL, "kern_error(NULL) reports the missing context");
+    check_say(kern_error(NULL) != NULL, "kern_error(NULL) reports the missing context");
 }
 
 static void contexts(void) {
     char why[256] = "";
-    kt_check(kern_available(WP_BACKEND_CPU, why, sizeof why), "the CPU backend is available");
+    check_say(kern_available(WP_BACKEND_CPU, why, sizeof why), "the CPU backend is available");
     wp_kern_opts o = {.kind = WP_BACKEND_CPU, .compute = WP_BF16, .threads = 0};
     char err[256] = "";
     wp_kern *k = kern_create(&o, err, sizeof err);
-    kt_check(k && kern_compute_dtype(k) == WP_F32 && kern_kind(k) == WP_BACKEND_CPU,
-             "CPU context asked for bf16 computes in fp32");
+    check_say(k && kern_compute_dtype(k) == WP_F32 && kern_kind(k) == WP_BACKEND_CPU,
+              "CPU context asked for bf16 computes in fp32");
     void *p = kern_alloc(k, 1000);
     size_t zeros = 0;
     for (int i = 0; p && i < 1000; i++) zeros += ((unsigned char *)p)[i] == 0;
-    kt_check(p && ((uintptr_t)p % 64) == 0 && zeros == 1000, "kern_alloc: 64-byte aligned and zeroed");
+    check_say(p && ((uintptr_t)p % 64) == 0 && zeros == 1000, "kern_alloc: 64-byte aligned and zeroed");
     kern_free(k, p);
     kern_destroy(k);
     o.threads = -1;
-    kt_check(kern_create(&o, err, sizeof err) == NULL && strstr(err, "threads"), "negative threads refused: \"%s\"",
-             err);
+    check_say(kern_create(&o, err, sizeof err) == NULL && strstr(err, "threads"), "negative threads refused: \"%s\"",
+              err);
 #if !WP_HAVE_CUDA
     o.kind = WP_BACKEND_CUDA, o.threads = 0;
-    kt_check(kern_create(&o, err, sizeof err) == NULL && strstr(err, "cuda"), "CUDA context without CUDA: \"%s\"", err);
-    kt_check(!kern_available(WP_BACKEND_CUDA, why, sizeof why) && strstr(why, "cuda"), "CUDA not available: \"%s\"",
-             why);
+    check_say(kern_create(&o, err, sizeof err) == NULL && strstr(err, "cuda"), "CUDA context without CUDA: \"%s\"", err);
+    check_say(!kern_available(WP_BACKEND_CUDA, why, sizeof why) && strstr(why, "cuda"), "CUDA not available: \"%s\"",
+              why);
 #endif
 }
 
@@ -100,5 +100,5 @@ int main(void) {
     bad_arguments();
     sticky();
     contexts();
-    return kt_result("kernels/errors");
+    return check_result("kernels/errors");
 }

@@ -92,13 +92,13 @@ static void fp32_case(wp_kern *k, wp_kern *k2, kt_rng *r, bool ta, bool tb, shap
     for (int blas = 0; blas <= WP_HAVE_BLAS; blas++) {
         float *C = run(k, &p, blas);
         double w = worst_ratio(&p, C, &pad_ok);
-        kt_check(w <= 1.0 && pad_ok, "gemm %s %s: max error / bound = %.3f (<= 1), C padding untouched", blas ? "blas" : "fallback",
-                 what, w);
+        check_say(w <= 1.0 && pad_ok, "gemm %s %s: max error / bound = %.3f (<= 1), C padding untouched", blas ? "blas" : "fallback",
+                  what, w);
         free(C);
     }
     /* the fallback's result does not depend on the thread count */
     float *C1 = run(k, &p, false), *C2 = run(k2, &p, false);
-    kt_check(kt_same_bits(C1, C2, (size_t)p.m * p.ldc * sizeof *C1), "gemm fallback %s: 1 and 3 threads give the same bits", what);
+    check_say(kt_same_bits(C1, C2, (size_t)p.m * p.ldc * sizeof *C1), "gemm fallback %s: 1 and 3 threads give the same bits", what);
     free(C1), free(C2);
     release(&p);
 }
@@ -127,9 +127,9 @@ static void bf16_case(wp_kern *k, kt_rng *r, bool ta, bool tb, shape s, float al
             double e = fabs(wp_bf16_to_f32(C[at]) - ref) / (0x1p-8 * fabs(ref) + 1.01 * p.bound[(size_t)i * p.n + j]);
             if (e > worst) worst = e;
         }
-    kt_check(exact_bad == 0 && worst <= 1.0,
-             "gemm bf16 C %s%s m=%d n=%d k=%d beta=%g: rounded once (%d differ), error / (bf16 roundoff + bound) = %.3f",
-             ta ? "T" : "N", tb ? "T" : "N", s.m, s.n, s.kk, beta, exact_bad, worst);
+    check_say(exact_bad == 0 && worst <= 1.0,
+              "gemm bf16 C %s%s m=%d n=%d k=%d beta=%g: rounded once (%d differ), error / (bf16 roundoff + bound) = %.3f",
+              ta ? "T" : "N", tb ? "T" : "N", s.m, s.n, s.kk, beta, exact_bad, worst);
     free(C), free(c0), free(prod);
     release(&p);
 }
@@ -151,5 +151,5 @@ int main(void) {
     kt_no_error(k, "gemm");
     kern_destroy(k);
     kern_destroy(k3);
-    return kt_result("kernels/gemm");
+    return check_result("kernels/gemm");
 }

@@ -69,9 +69,9 @@ static void check_forward(const ref_ctx *c, const bufs *b) {
     double e_l = kt_rel(b->losses, losses, c->T), e_s = kt_rel(b->lse, lse, c->T);
     int masked_bad = 0;
     for (int t = 0; t < c->T; t++) masked_bad += c->targets[t] < 0 && b->losses[t] != 0.0f;
-    kt_check(e_l <= TOL_FWD && e_s <= TOL_FWD && masked_bad == 0,
-             "lmhead fwd T=%d h=%d V=%d: rel err losses %.2e lse %.2e (tol %.1e), masked rows 0", c->T, c->h, c->V, e_l,
-             e_s, TOL_FWD);
+    check_say(e_l <= TOL_FWD && e_s <= TOL_FWD && masked_bad == 0,
+              "lmhead fwd T=%d h=%d V=%d: rel err losses %.2e lse %.2e (tol %.1e), masked rows 0", c->T, c->h, c->V, e_l,
+              e_s, TOL_FWD);
     free(losses), free(lse);
 }
 
@@ -86,7 +86,7 @@ static void check_dlogits(const ref_ctx *c, const bufs *b) {
             *d = c->targets[t] < 0 ? 0 : (*d - (v == c->targets[t])) * c->dloss;
         }
     double e = kt_rel(b->dlogits, p, n);
-    kt_check(e <= TOL_FWD, "lmhead bwd T=%d: dlogits_out rel err %.2e (tol %.1e)", c->T, e, TOL_FWD);
+    check_say(e <= TOL_FWD, "lmhead bwd T=%d: dlogits_out rel err %.2e (tol %.1e)", c->T, e, TOL_FWD);
     free(p);
 }
 
@@ -103,9 +103,9 @@ static void elementwise_case(wp_kern *k, kt_rng *r, int T, int h, int V, float d
     kt_fd_grad(gw, c.w, (size_t)V * h, FD_STEP, ref_loss, &c);
     for (size_t i = 0; i < (size_t)V * h; i++) b.dw[i] -= b.dw0[i]; /* the kernel added to dw0 */
     double e_x = kt_rel(b.dx, gx, (size_t)T * h), e_w = kt_rel(b.dw, gw, (size_t)V * h);
-    kt_check(e_x <= TOL_BWD && e_w <= TOL_BWD,
-             "lmhead bwd T=%d h=%d V=%d: rel err vs finite differences dx %.2e dw_head %.2e (tol %.1e)", T, h, V, e_x,
-             e_w, TOL_BWD);
+    check_say(e_x <= TOL_BWD && e_w <= TOL_BWD,
+              "lmhead bwd T=%d h=%d V=%d: rel err vs finite differences dx %.2e dw_head %.2e (tol %.1e)", T, h, V, e_x,
+              e_w, TOL_BWD);
     kt_no_error(k, "lmhead");
     free(c.x), free(c.w), free(gx), free(gw);
     release(&b);
@@ -135,9 +135,9 @@ static void direction_case(wp_kern *k, kt_rng *r, int T, int h, int V, float dlo
     kern_lmhead_ce_bwd(k, b.dx, b.dlogits, b.dw, WP_F32, b.x, b.w, b.targets, b.lse, dloss, T, h, V);
     check_dlogits(&c, &b);
     double e_x = direction_error(b.dx, c.x, (size_t)T * h, r, &c), e_w = direction_error(b.dw, c.w, (size_t)V * h, r, &c);
-    kt_check(e_x <= TOL_DIR && e_w <= TOL_DIR,
-             "lmhead bwd T=%d h=%d V=%d (several row blocks): directional err dx %.2e dw_head %.2e (tol %.0e)", T, h, V,
-             e_x, e_w, TOL_DIR);
+    check_say(e_x <= TOL_DIR && e_w <= TOL_DIR,
+              "lmhead bwd T=%d h=%d V=%d (several row blocks): directional err dx %.2e dw_head %.2e (tol %.0e)", T, h, V,
+              e_x, e_w, TOL_DIR);
 
     /* bf16 dw_head: the fp32 sum over all row blocks, rounded once: within bf16's unit
      * roundoff (2^-8) of the fp32 result, and without dlogits_out the same dx. */
@@ -149,8 +149,8 @@ static void direction_case(wp_kern *k, kt_rng *r, int T, int h, int V, float dlo
         double e = fabs(wp_bf16_to_f32(dwb[i]) - b.dw[i]) / (0x1p-8 * fabs(b.dw[i]) + 1e-30);
         if (e > worst) worst = e;
     }
-    kt_check(worst <= 1.0 && kt_same_bits(dx2, b.dx, (size_t)T * h * sizeof *dx2),
-             "lmhead bwd T=%d: bf16 dw_head within one rounding of fp32 (%.2f of 2^-8), dx unchanged", T, worst);
+    check_say(worst <= 1.0 && kt_same_bits(dx2, b.dx, (size_t)T * h * sizeof *dx2),
+              "lmhead bwd T=%d: bf16 dw_head within one rounding of fp32 (%.2f of 2^-8), dx unchanged", T, worst);
     kt_no_error(k, "lmhead");
     free(c.x), free(c.w), free(dwb), free(dx2);
     release(&b);
@@ -165,5 +165,5 @@ int main(void) {
     direction_case(k, &r, 300, 16, 50, 1.0f / 300);
     direction_case(k, &r, 129, 24, 257, 0.5f);
     kern_destroy(k);
-    return kt_result("kernels/lmhead");
+    return check_result("kernels/lmhead");
 }

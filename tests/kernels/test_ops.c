@@ -1119,9 +1119,9 @@ static void cpu_row(wp_kern *cpu, const op_desc *op, int oi, int si, int code) {
         if (len >= (int)sizeof line) len = (int)sizeof line - 1;
     }
     if (e)
-        kt_check(0, "%s kernel error: %s", line, e);
+        check_say(0, "%s kernel error: %s", line, e);
     else
-        kt_check(ok, "%s", line);
+        check_say(ok, "%s", line);
     note(&cpu_stats[oi], ok, worst, worst32);
     free_result(&res);
     free_case(&c);
@@ -1164,9 +1164,9 @@ static void gpu_row(wp_kern *cpu, wp_kern *gpu, const op_desc *op, int oi, int s
         if (len >= (int)sizeof line) len = (int)sizeof line - 1;
     }
     if (e)
-        kt_check(0, "%s kernel error: %s", line, e);
+        check_say(0, "%s kernel error: %s", line, e);
     else
-        kt_check(ok, "%s", line);
+        check_say(ok, "%s", line);
     note(&gpu_stats[oi], ok, worst, worst32);
     free_result(&rc), free_result(&rg);
     free_case(&c);
@@ -1191,7 +1191,7 @@ static void coverage(void) {
             found = found || strcmp(ops[o].name, wp_kern_ops_slot_name(i)) == 0;
         if (!found) printf("     rows for %s, which is no slot of wp_kern_ops\n", ops[o].name), unknown++;
     }
-    kt_check(missing == 0 && unknown == 0,
+    check_say(missing == 0 && unknown == 0,
              "every op of kernels.h has rows in this table (%d ops, %d missing, %d unknown)", NOPS, missing, unknown);
 }
 
@@ -1234,7 +1234,7 @@ int main(void) {
             char err[256];
             wp_kern *gpu = kern_create(&o, err, sizeof err);
             if (!gpu) {
-                kt_check(0, "cuda context (%s): %s", dname(cts[t]), err);
+                check_say(0, "cuda context (%s): %s", dname(cts[t]), err);
                 continue;
             }
             for (int op = 0; op < NOPS; op++)
@@ -1248,5 +1248,5 @@ int main(void) {
     }
     kt_no_error(cpu, "ops");
     kern_destroy(cpu);
-    return kt_result("kernels/ops");
+    return check_result("kernels/ops");
 }

@@ -24,7 +24,7 @@ static void table_complete(const wp_kern_ops *ops) {
     const char *missing = wp_kern_ops_missing(ops);
     char err[256] = "";
     int rc = wp_kern_ops_check(ops, err, sizeof err);
-    kt_check(!missing && rc == 0, "%s table: every required slot of %zu filled (first missing: %s)", ops->name,
+    check_say(!missing && rc == 0, "%s table: every required slot of %zu filled (first missing: %s)", ops->name,
              wp_kern_ops_slot_count(), missing ? missing : "none");
 }
 
@@ -46,7 +46,7 @@ static void each_slot_cleared(const wp_kern_ops *ops) {
     }
     WP_KERN_OPS_SLOTS(CLEAR_ONE)
 #undef CLEAR_ONE
-    kt_check(bad == 0, "%s table: each of its %d required slots, cleared, is reported by name and refused", ops->name,
+    check_say(bad == 0, "%s table: each of its %d required slots, cleared, is reported by name and refused", ops->name,
              n);
 }
 
@@ -69,21 +69,21 @@ static void groups(void) {
     const char *m = wp_kern_ops_missing(&t);
     char err[256] = "";
     int rc = wp_kern_ops_check(&t, err, sizeof err);
-    kt_check(m && strcmp(m, "event_destroy") == 0 && rc == -1 && strstr(err, "event_destroy"),
+    check_say(m && strcmp(m, "event_destroy") == 0 && rc == -1 && strstr(err, "event_destroy"),
              "events filled in part: reported %s (\"%s\")", m ? m : "nothing", err);
     t = wp_cpu_ops;
     t.host_alloc = fake_host_alloc;
     m = wp_kern_ops_missing(&t);
-    kt_check(m && strcmp(m, "host_free") == 0, "pinned memory filled in part: reported %s", m ? m : "nothing");
+    check_say(m && strcmp(m, "host_free") == 0, "pinned memory filled in part: reported %s", m ? m : "nothing");
     t = wp_cpu_ops;
     t.to_device_async = fake_to_device_async;
     m = wp_kern_ops_missing(&t);
-    kt_check(!m, "an optional slot alone is complete: reported %s", m ? m : "nothing");
+    check_say(!m, "an optional slot alone is complete: reported %s", m ? m : "nothing");
     t = wp_cpu_ops;
     t.name = NULL;
     m = wp_kern_ops_missing(&t);
     rc = wp_kern_ops_check(&t, err, sizeof err);
-    kt_check(m && strcmp(m, "name") == 0 && rc == -1, "a table without a name: reported %s (\"%s\")", m ? m : "nothing",
+    check_say(m && strcmp(m, "name") == 0 && rc == -1, "a table without a name: reported %s (\"%s\")", m ? m : "nothing",
              err);
 }
 
@@ -94,7 +94,7 @@ static void slot_list(void) {
         ops += wp_kern_ops_slot_group(i) == WP_SLOT_OP;
         for (size_t j = 0; j < i; j++) dup += strcmp(wp_kern_ops_slot_name(i), wp_kern_ops_slot_name(j)) == 0;
     }
-    kt_check(dup == 0 && wp_kern_ops_slot_name(n) == NULL && wp_kern_ops_slot_group(n) == -1,
+    check_say(dup == 0 && wp_kern_ops_slot_name(n) == NULL && wp_kern_ops_slot_group(n) == -1,
              "slot list: %zu slots (%zu ops of kernels.h), names unique", n, ops);
     for (int g = WP_SLOT_CONTEXT; g <= WP_SLOT_OPTIONAL; g++) {
         printf("     %-8s:", group_name(g));
@@ -112,7 +112,7 @@ int main(void) {
     table_complete(&wp_cuda_ops);
     each_slot_cleared(&wp_cuda_ops);
     /* CUDA calls are queued on a stream: without events the ring would treat them as done */
-    kt_check(wp_cuda_ops.event_create && wp_cuda_ops.host_alloc && wp_cuda_ops.to_device_async &&
+    check_say(wp_cuda_ops.event_create && wp_cuda_ops.host_alloc && wp_cuda_ops.to_device_async &&
                  wp_cuda_ops.to_host_async && wp_cuda_ops.device,
              "cuda table: fills the streams.h slots too (events, pinned memory, async copies, device)");
 #else
@@ -122,5 +122,5 @@ int main(void) {
     /* kern_create runs the same check: a complete table still makes a context */
     wp_kern *k = kt_cpu(1);
     kern_destroy(k);
-    return kt_result("kernels/ops_tables");
+    return check_result("kernels/ops_tables");
 }

@@ -50,26 +50,26 @@ static void run_case(wp_kern *k, kt_rng *r, int T, int h) {
     kern_rmsnorm_fwd(k, y, rstd, x, w, T, h, eps);
     ref_forward(&c, y_ref, rstd_ref);
     double e_y = kt_rel(y, y_ref, n), e_r = kt_rel(rstd, rstd_ref, T);
-    kt_check(e_y <= TOL_FWD && e_r <= TOL_FWD, "rmsnorm fwd T=%d h=%d: rel err y %.2e rstd %.2e (tol %.1e)", T, h, e_y,
-             e_r, TOL_FWD);
+    check_say(e_y <= TOL_FWD && e_r <= TOL_FWD, "rmsnorm fwd T=%d h=%d: rel err y %.2e rstd %.2e (tol %.1e)", T, h, e_y,
+              e_r, TOL_FWD);
 
     kern_rmsnorm_bwd_input(k, dx, false, R, x, w, rstd, T, h);
     kt_fd_grad(g, c.x, n, FD_STEP, ref_loss, &c);
     double e_dx = kt_rel(dx, g, n);
-    kt_check(e_dx <= TOL_BWD, "rmsnorm bwd input T=%d h=%d: rel err vs finite differences %.2e (tol %.1e)", T, h, e_dx,
-             TOL_BWD);
+    check_say(e_dx <= TOL_BWD, "rmsnorm bwd input T=%d h=%d: rel err vs finite differences %.2e (tol %.1e)", T, h, e_dx,
+              TOL_BWD);
     memcpy(dxa, dx0, n * sizeof *dxa);
     kern_rmsnorm_bwd_input(k, dxa, true, R, x, w, rstd, T, h);
     int acc_bad = 0;
     for (size_t i = 0; i < n; i++) acc_bad += dxa[i] != dx0[i] + dx[i];
-    kt_check(acc_bad == 0, "rmsnorm bwd input T=%d h=%d: accumulate adds exactly the same gradient (%d differ)", T, h,
-             acc_bad);
+    check_say(acc_bad == 0, "rmsnorm bwd input T=%d h=%d: accumulate adds exactly the same gradient (%d differ)", T, h,
+              acc_bad);
 
     kern_rmsnorm_bwd_weight(k, dw, WP_F32, R, x, rstd, T, h);
     kt_fd_grad(gw, c.w, h, FD_STEP, ref_loss, &c);
     double e_dw = kt_rel(dw, gw, h);
-    kt_check(e_dw <= TOL_BWD, "rmsnorm bwd weight T=%d h=%d: rel err vs finite differences %.2e (tol %.1e)", T, h, e_dw,
-             TOL_BWD);
+    check_say(e_dw <= TOL_BWD, "rmsnorm bwd weight T=%d h=%d: rel err vs finite differences %.2e (tol %.1e)", T, h, e_dw,
+              TOL_BWD);
 
     /* bf16 gradient: bf16(start + fp32 sum), one rounding; the fp32 kernel from the same start
      * gives the fp32 value that must round to it. */
@@ -80,8 +80,8 @@ static void run_case(wp_kern *k, kt_rng *r, int T, int h) {
     kern_rmsnorm_bwd_weight(k, dwf, WP_F32, R, x, rstd, T, h);
     int bf_bad = 0;
     for (int j = 0; j < h; j++) bf_bad += dwb[j] != wp_f32_to_bf16(dwf[j]);
-    kt_check(bf_bad == 0, "rmsnorm bwd weight T=%d h=%d: bf16 gradient is the fp32 one rounded once (%d differ)", T, h,
-             bf_bad);
+    check_say(bf_bad == 0, "rmsnorm bwd weight T=%d h=%d: bf16 gradient is the fp32 one rounded once (%d differ)", T, h,
+              bf_bad);
     kt_no_error(k, "rmsnorm");
 
     free(x), free(w), free(R), free(y), free(rstd), free(dx), free(dx0), free(dxa), free(dw), free(dwb), free(dwf);
@@ -94,5 +94,5 @@ int main(void) {
     int shapes[][2] = {{7, 12}, {1, 5}, {33, 64}, {5, 300}, {40, 33}};
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) run_case(k, &r, shapes[i][0], shapes[i][1]);
     kern_destroy(k);
-    return kt_result("kernels/rmsnorm");
+    return check_result("kernels/rmsnorm");
 }

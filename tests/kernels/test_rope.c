@@ -49,21 +49,21 @@ static void run_case(wp_kern *k, kt_rng *r, int b, int s, int nh, int hd, int po
     kern_rope_fwd(k, y, b, s, nh, hd, pos0, theta);
     ref_forward(&c, y_ref);
     double e_fwd = kt_rel(y, y_ref, n);
-    kt_check(e_fwd <= TOL_FWD, "rope fwd b=%d s=%d nh=%d hd=%d pos0=%d theta=%g: rel err %.2e (tol %.1e)", b, s, nh, hd,
-             pos0, theta, e_fwd, TOL_FWD);
+    check_say(e_fwd <= TOL_FWD, "rope fwd b=%d s=%d nh=%d hd=%d pos0=%d theta=%g: rel err %.2e (tol %.1e)", b, s, nh, hd,
+              pos0, theta, e_fwd, TOL_FWD);
 
     memcpy(dx, R, n * sizeof *dx);
     kern_rope_bwd(k, dx, b, s, nh, hd, pos0, theta);
     kt_fd_grad(g, c.x, n, FD_STEP, ref_loss, &c);
     double e_bwd = kt_rel(dx, g, n);
-    kt_check(e_bwd <= TOL_BWD, "rope bwd b=%d s=%d nh=%d hd=%d pos0=%d: rel err vs finite differences %.2e (tol %.1e)",
-             b, s, nh, hd, pos0, e_bwd, TOL_BWD);
+    check_say(e_bwd <= TOL_BWD, "rope bwd b=%d s=%d nh=%d hd=%d pos0=%d: rel err vs finite differences %.2e (tol %.1e)",
+              b, s, nh, hd, pos0, e_bwd, TOL_BWD);
 
     kern_rope_bwd(k, y, b, s, nh, hd, pos0, theta);
     double *xd = kt_doubles(n);
     kt_to_double(xd, x, n);
     double e_inv = kt_rel(y, xd, n);
-    kt_check(e_inv <= TOL_BWD, "rope bwd(fwd(x)) = x b=%d s=%d: rel err %.2e (tol %.1e)", b, s, e_inv, TOL_BWD);
+    check_say(e_inv <= TOL_BWD, "rope bwd(fwd(x)) = x b=%d s=%d: rel err %.2e (tol %.1e)", b, s, e_inv, TOL_BWD);
     kt_no_error(k, "rope");
     free(x), free(y), free(R), free(dx), free(c.x), free(c.R), free(y_ref), free(g), free(xd);
 }
@@ -77,5 +77,5 @@ int main(void) {
     run_case(k, &r, 1, 3, 2, 64, 16381, 10000.0f); /* long-context positions */
     run_case(k, &r, 2, 7, 3, 6, 0, 10000.0f);      /* back to the first key: cache refilled */
     kern_destroy(k);
-    return kt_result("kernels/rope");
+    return check_result("kernels/rope");
 }

@@ -31,17 +31,17 @@ static void run_case(wp_kern *k, kt_rng *r, size_t n, float range) {
 
     kern_swiglu_fwd(k, y, gate, up, n);
     double e_fwd = kt_rel(y, y_ref, n);
-    kt_check(e_fwd <= TOL_FWD, "swiglu fwd n=%zu gate in +-%g: rel err %.2e (tol %.1e)", n, range, e_fwd, TOL_FWD);
+    check_say(e_fwd <= TOL_FWD, "swiglu fwd n=%zu gate in +-%g: rel err %.2e (tol %.1e)", n, range, e_fwd, TOL_FWD);
 
     kern_swiglu_bwd(k, dg, du, R, gate, up, n);
     fd_grads(g_gate, g_up, gd, ud, Rd, n);
     double e_g = kt_rel(dg, g_gate, n), e_u = kt_rel(du, g_up, n);
-    kt_check(e_g <= TOL_BWD && e_u <= TOL_BWD,
-             "swiglu bwd n=%zu: rel err vs finite differences dgate %.2e dup %.2e (tol %.1e)", n, e_g, e_u, TOL_BWD);
+    check_say(e_g <= TOL_BWD && e_u <= TOL_BWD,
+              "swiglu bwd n=%zu: rel err vs finite differences dgate %.2e dup %.2e (tol %.1e)", n, e_g, e_u, TOL_BWD);
 
     kern_swiglu_bwd(k, gate, up, R, gate, up, n); /* in place */
-    kt_check(kt_same_bits(gate, dg, n * sizeof *dg) && kt_same_bits(up, du, n * sizeof *du),
-             "swiglu bwd n=%zu: in place gives the same bits", n);
+    check_say(kt_same_bits(gate, dg, n * sizeof *dg) && kt_same_bits(up, du, n * sizeof *du),
+              "swiglu bwd n=%zu: in place gives the same bits", n);
     kt_no_error(k, "swiglu");
     free(gate), free(up), free(R), free(y), free(dg), free(du);
     free(gd), free(ud), free(Rd), free(y_ref), free(g_gate), free(g_up);
@@ -55,5 +55,5 @@ int main(void) {
     run_case(k, &r, 1000, 20);
     run_case(k, &r, 70001, 8); /* large enough for the threaded path */
     kern_destroy(k);
-    return kt_result("kernels/swiglu");
+    return check_result("kernels/swiglu");
 }

@@ -5,16 +5,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "rng.h"
 
-static void die(const char *what, const char *why) {
-    fprintf(stderr, "FAIL: %s: %s\n", what, why ? why : "(no reason)");
-    exit(1);
+const char *harness_why(const harness *H) {
+    const char *e = kern_error(H->k);
+    return e ? e : "(no reason)";
 }
 
 float *xmalloc_floats(size_t n) {
     float *p = malloc((n ? n : 1) * sizeof(float));
-    if (!p) die("malloc", "out of memory");
+    CHECK(p, "malloc: out of memory");
     return p;
 }
 
@@ -56,17 +57,17 @@ const char *chunks_str(const wp_model_cfg *cfg) {
 void harness_open(harness *H, const wp_model_cfg *cfg, uint64_t seed, wp_dtype gt) {
     char err[512];
     memset(H, 0, sizeof *H);
-    if (layout_build(cfg, &H->L, err, sizeof err) != 0) die("layout_build", err);
+    CHECK(layout_build(cfg, &H->L, err, sizeof err) == 0, "layout_build: %s", err);
     wp_kern_opts ko = {.kind = WP_BACKEND_CPU, .compute = WP_F32, .threads = 1, .device = 0};
     H->k = kern_create(&ko, err, sizeof err);
-    if (!H->k) die("kern_create", err);
+    CHECK(H->k, "kern_create: %s", err);
     H->W = whole_create(&H->L, H->k, gt, err, sizeof err);
-    if (!H->W) die("whole_create", err);
+    CHECK(H->W, "whole_create: %s", err);
     H->T = (size_t)cfg->mb * cfg->seq;
     H->N = H->L.total_numel;
     H->params = xmalloc_floats(H->N);
     H->inputs = malloc(2 * H->T * sizeof(int32_t));
-    if (!H->inputs) die("malloc", "tokens");
+    CHECK(H->inputs, "malloc: tokens");
     H->targets = H->inputs + H->T;
     for (int c = 0; c < cfg->n_chunks; c++) layout_init_chunk(&H->L, c, seed, H->params + H->L.chunk_offset[c]);
     /* norms at exactly 1 would hide a swapped weight/input in RMSNorm's gradient */
@@ -81,8 +82,8 @@ void harness_open(harness *H, const wp_model_cfg *cfg, uint64_t seed, wp_dtype g
         H->inputs[t] = (int32_t)rng_below(&g, (uint64_t)cfg->vocab);
         H->targets[t] = (int32_t)rng_below(&g, (uint64_t)cfg->vocab);
     }
-    if (whole_set_params(H->W, H->params) != 0 || whole_set_tokens(H->W, H->inputs, H->targets) != 0)
-        die("upload", kern_error(H->k));
+    CHECK(whole_set_params(H->W, H->params) == 0 && whole_set_tokens(H->W, H->inputs, H->targets) == 0, "upload: %s",
+          harness_why(H));
 }
 
 void harness_close(harness *H) {
@@ -95,20 +96,20 @@ void harness_close(harness *H) {
 
 double harness_step(harness *H, bool split, float *grads) {
     double loss = 0;
-    if (whole_set_params(H->W, H->params) != 0 || whole_step(H->W, split, &loss) != 0) die("whole_step", kern_error(H->k));
-    if (grads && whole_get_grads(H->W, grads) != 0) die("whole_get_grads", kern_error(H->k));
+    CHECK(whole_set_params(H->W, H->params) == 0 && whole_step(H->W, split, &loss) == 0, "whole_step: %s", harness_why(H));
+    CHECK(!grads || whole_get_grads(H->W, grads) == 0, "whole_get_grads: %s", harness_why(H));
     return loss;
 }
 
 double harness_loss_at(harness *H, const float *p) {
     double loss = 0;
-    if (whole_set_params(H->W, p) != 0 || whole_forward(H->W, &loss) != 0) die("whole_forward", kern_error(H->k));
+    CHECK(whole_set_params(H->W, p) == 0 && whole_forward(H->W, &loss) == 0, "whole_forward: %s", harness_why(H));
     return loss;
 }
 
 void harness_input_grad(harness *H, int c, float *dst) {
     kern_to_host(H->k, dst, whole_input_grad(H->W, c), H->T * (size_t)H->L.cfg.h * sizeof(float));
-    if (kern_error(H->k)) die("input grad", kern_error(H->k));
+    CHECK(!kern_error(H->k), "input grad: %s", harness_why(H));
 }
 
 long first_difference(const float *a, const float *b, size_t n) {

@@ -27,7 +27,7 @@ const char *chunks_str(const wp_model_cfg *cfg);  /* "3,1" (static buffer) */
 
 /* Builds layout, CPU backend (1 thread, fp32), whole model with gradients in gt; weights from
  * layout_init_chunk(seed) scaled where init_scale says (1 = as initialised), random tokens.
- * Exits with 1 and a message on failure (tests only). */
+ * A failure ends the test (tests/check.h's CHECK). */
 void harness_open(harness *H, const wp_model_cfg *cfg, uint64_t seed, wp_dtype gt);
 void harness_close(harness *H);
 /* F + backward (split or fused); loss and host gradients (N floats). Exits on failure. */
@@ -36,6 +36,9 @@ double harness_step(harness *H, bool split, float *grads);
 double harness_loss_at(harness *H, const float *p);
 /* Chunk c's input gradient after a step, to host (T*h floats); c >= 1. */
 void harness_input_grad(harness *H, int c, float *dst);
+
+/* The context's error, or "(no reason)" (for the message of a failed call). */
+const char *harness_why(const harness *H);
 
 /* First index where a and b differ bitwise, or -1. */
 long first_difference(const float *a, const float *b, size_t n);

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "harness.h"
 #include "rng.h"
 
@@ -35,7 +36,7 @@ static double stencil(harness *H, const float *d, size_t only, double e, float *
     return (8 * (f[0] - f[1]) - (f[2] - f[3])) / (12 * e);
 }
 
-static int check_directions(harness *H, const float *g, int count) {
+static void check_directions(harness *H, const float *g, int count) {
     float *d = xmalloc_floats(H->N), *p = xmalloc_floats(H->N);
     double wn = 0, gn = 0;
     for (size_t i = 0; i < H->N; i++) {
@@ -43,7 +44,7 @@ static int check_directions(harness *H, const float *g, int count) {
         gn += (double)g[i] * g[i];
     }
     double e = 5e-3 * sqrt(wn), typical = sqrt(gn / (double)H->N), worst = 0;
-    int failures = 0;
+    int before = check_failures();
     for (int j = 0; j < count; j++) {
         wp_rng r = rng_seeded(1000 + (uint64_t)j);
         double n2 = 0, dot = 0;
@@ -56,17 +57,13 @@ static int check_directions(harness *H, const float *g, int count) {
             dot += (double)g[i] * d[i];
         }
         double fd = stencil(H, d, 0, e, p), rel = fabs(fd - dot) / fmax(fabs(dot), typical);
-        if (!(rel <= 1e-3)) {
-            printf("FAIL direction %d: <g,d> %.9e, finite difference %.9e, rel err %.2e > 1e-3\n", j, dot, fd, rel);
-            failures++;
-        }
+        EXPECT(rel <= 1e-3, "direction %d: <g,d> %.9e, finite difference %.9e, rel err %.2e > 1e-3", j, dot, fd, rel);
         worst = fmax(worst, rel);
     }
     printf("%s %d random directions over %zu parameters (chunks %s): worst rel err %.2e (bound 1e-3)\n",
-           failures ? "FAIL" : "ok  ", count, H->N, chunks_str(&H->L.cfg), worst);
+           check_failures() > before ? "FAIL" : "ok  ", count, H->N, chunks_str(&H->L.cfg), worst);
     free(d);
     free(p);
-    return failures;
 }
 
 static double step_for(const wp_param *p) {
@@ -90,13 +87,13 @@ static size_t pick_element(const harness *H, const wp_param *p, const float *g, 
     }
 }
 
-static int check_elements(harness *H, const float *g, int per_tensor) {
+static void check_elements(harness *H, const float *g, int per_tensor) {
     static const char *kinds[] = {"model.embed_tokens.weight", "input_layernorm", "q_proj", "k_proj", "v_proj", "o_proj",
                                   "post_attention_layernorm", "gate_proj", "up_proj", "down_proj", "model.norm.weight",
                                   "lm_head.weight"};
     float *p = xmalloc_floats(H->N);
     wp_rng r = rng_seeded(77);
-    int failures = 0, checked = 0;
+    int before = check_failures(), checked = 0;
     double worst = 0;
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
         int layer = (int)rng_below(&r, (uint64_t)H->L.cfg.n_layers); /* layer checked for per-layer kinds */
@@ -107,55 +104,49 @@ static int check_elements(harness *H, const float *g, int per_tensor) {
                 size_t i = pick_element(H, pp, g, &r);
                 double fd = stencil(H, NULL, i, step_for(pp), p), tol = 2e-3 * fabs(g[i]) + 1e-6;
                 double err = fabs(fd - g[i]);
-                if (!(err <= tol)) {
-                    printf("FAIL %s[%zu]: gradient %.9e, finite difference %.9e, |diff| %.2e > %.2e\n", pp->name,
-                           i - H->L.chunk_offset[pp->chunk] - pp->offset, g[i], fd, err, tol);
-                    failures++;
-                }
+                EXPECT(err <= tol, "%s[%zu]: gradient %.9e, finite difference %.9e, |diff| %.2e > %.2e", pp->name,
+                       i - H->L.chunk_offset[pp->chunk] - pp->offset, g[i], fd, err, tol);
                 worst = fmax(worst, err / tol);
             }
         }
     }
-    printf("%s %d single elements of 12 tensor kinds: worst |diff| / tolerance %.2f\n", failures ? "FAIL" : "ok  ",
-           checked, worst);
+    printf("%s %d single elements of 12 tensor kinds: worst |diff| / tolerance %.2f\n",
+           check_failures() > before ? "FAIL" : "ok  ", checked, worst);
     free(p);
-    return failures;
 }
 
-static int check_unused_rows(const harness *H, const float *g) {
+static void check_unused_rows(const harness *H, const float *g) {
     const wp_param *e = layout_find(&H->L, "model.embed_tokens.weight");
-    int failures = 0, unused = 0;
+    int before = check_failures(), unused = 0;
     for (int v = 0; v < e->rows; v++) {
         bool seen = false;
         for (size_t t = 0; t < H->T; t++) seen |= H->inputs[t] == v;
         if (seen) continue;
         unused++;
-        for (int c = 0; c < e->cols; c++)
-            if (g[e->offset + (size_t)v * e->cols + c] != 0.0f) {
-                printf("FAIL embedding row %d (token never seen) has gradient %g\n", v, g[e->offset + (size_t)v * e->cols + c]);
-                failures++;
-                break;
-            }
+        int c = 0;
+        while (c < e->cols && g[e->offset + (size_t)v * e->cols + c] == 0.0f) c++;
+        EXPECT(c == e->cols, "embedding row %d (token never seen) has gradient %g", v, g[e->offset + (size_t)v * e->cols + c]);
     }
-    printf("%s %d embedding rows of unseen tokens have zero gradient\n", failures ? "FAIL" : "ok  ", unused);
-    return failures;
+    printf("%s %d embedding rows of unseen tokens have zero gradient\n", check_failures() > before ? "FAIL" : "ok  ",
+           unused);
 }
 
-static int run(wp_model_cfg cfg, const int *chunks, int n_chunks, int directions, int per_tensor) {
+static void run(wp_model_cfg cfg, const int *chunks, int n_chunks, int directions, int per_tensor) {
     set_chunks(&cfg, chunks, n_chunks);
     harness H;
     harness_open(&H, &cfg, 11, WP_F32);
     float *g = xmalloc_floats(H.N);
     harness_step(&H, false, g);
-    int failures = check_directions(&H, g, directions) + check_elements(&H, g, per_tensor) + check_unused_rows(&H, g);
+    check_directions(&H, g, directions);
+    check_elements(&H, g, per_tensor);
+    check_unused_rows(&H, g);
     free(g);
     harness_close(&H);
-    return failures;
 }
 
 int main(void) {
     const int two[] = {1, 1}, three[] = {2, 1};
-    int failures = run(shape_cfg(2, 16, 4, 2, 40, 9, 2, 29), two, 2, 6, 3);
-    failures += run(shape_cfg(3, 24, 3, 1, 50, 13, 3, 37), three, 2, 3, 1);
-    return failures ? 1 : 0;
+    run(shape_cfg(2, 16, 4, 2, 40, 9, 2, 29), two, 2, 6, 3);
+    run(shape_cfg(3, 24, 3, 1, 50, 13, 3, 37), three, 2, 3, 1);
+    return check_result("model/gradcheck");
 }

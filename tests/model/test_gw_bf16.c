@@ -7,9 +7,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "check.h"
 #include "harness.h"
 
-static int compare(const wp_model_cfg *cfg) {
+static void compare(const wp_model_cfg *cfg) {
     harness f32, b16;
     harness_open(&f32, cfg, 5, WP_F32);
     harness_open(&b16, cfg, 5, WP_BF16);
@@ -19,7 +20,7 @@ static int compare(const wp_model_cfg *cfg) {
     const double bound = 0x1p-8;
     double worst = 0, sum_err = 0;
     const char *worst_name = "";
-    int failures = 0;
+    int before = check_failures();
     for (int i = 0; i < f32.L.n_params; i++) {
         const wp_param *p = &f32.L.params[i];
         size_t off = f32.L.chunk_offset[p->chunk] + p->offset, n = (size_t)p->rows * p->cols;
@@ -30,25 +31,18 @@ static int compare(const wp_model_cfg *cfg) {
         }
         double rel = den > 0 ? sqrt(num / den) : INFINITY;
         sum_err += rel;
-        if (!(rel <= bound)) {
-            printf("FAIL %s: bf16 vs fp32 relative error %.3e > %.3e\n", p->name, rel, bound);
-            failures++;
-        }
+        EXPECT(rel <= bound, "%s: bf16 vs fp32 relative error %.3e > %.3e", p->name, rel, bound);
         if (rel > worst) worst = rel, worst_name = p->name;
     }
     /* identical results would mean the bf16 path never rounded: also a defect */
-    if (sum_err == 0) {
-        printf("FAIL chunks %s: bf16 gradients equal fp32 ones exactly\n", chunks_str(cfg));
-        failures++;
-    }
-    if (!failures)
+    EXPECT(sum_err != 0, "chunks %s: bf16 gradients equal fp32 ones exactly", chunks_str(cfg));
+    if (check_failures() == before)
         printf("ok   L=%d h=%d chunks %s: worst bf16/fp32 relative error %.3e (%s), mean %.3e, bound %.3e\n",
                cfg->n_layers, cfg->h, chunks_str(cfg), worst, worst_name, sum_err / f32.L.n_params, bound);
     free(g32);
     free(g16);
     harness_close(&f32);
     harness_close(&b16);
-    return failures;
 }
 
 int main(void) {
@@ -57,5 +51,8 @@ int main(void) {
     const int two[] = {2, 2}, odd[] = {2, 1};
     set_chunks(&a, two, 2);
     set_chunks(&b, odd, 2);
-    return compare(&a) + compare(&b) + compare(&c) ? 1 : 0;
+    compare(&a);
+    compare(&b);
+    compare(&c);
+    return check_result("model/gw_bf16");
 }

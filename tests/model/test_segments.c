@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "harness.h"
 #include "model_impl.h"
 
@@ -31,14 +32,9 @@ typedef struct {
     int32_t *tok[MAX_SEG], *tgt[MAX_SEG];
 } seg_run;
 
-static void die(const char *what, const char *why) {
-    printf("FAIL: %s: %s\n", what, why ? why : "(no reason)");
-    exit(1);
-}
-
 static void *dev_alloc(harness *H, size_t bytes) {
     void *p = kern_alloc(H->k, bytes);
-    if (!p) die("kern_alloc", kern_error(H->k));
+    CHECK(p, "kern_alloc: %s", harness_why(H));
     return p;
 }
 
@@ -46,7 +42,7 @@ static void *dev_alloc(harness *H, size_t bytes) {
 static int32_t *upload_slice(harness *H, const int32_t *src, int t0, int t1) {
     const int b = H->L.cfg.mb, s = H->L.cfg.seq, len = t1 - t0;
     int32_t *host = malloc((size_t)b * len * sizeof *host);
-    if (!host) die("malloc", "tokens");
+    CHECK(host, "malloc: tokens");
     for (int bi = 0; bi < b; bi++) memcpy(host + (size_t)bi * len, src + (size_t)bi * s + t0, (size_t)len * sizeof *host);
     int32_t *dev = dev_alloc(H, (size_t)b * len * sizeof *dev);
     kern_to_device(H->k, dev, host, (size_t)b * len * sizeof *dev);
@@ -61,7 +57,7 @@ static void seg_open(seg_run *R, harness *H, int k, const int *bounds) {
     R->k = k;
     memcpy(R->bounds, bounds, (size_t)(k + 1) * sizeof *bounds);
     R->m = model_create(&H->L, H->k, err, sizeof err);
-    if (!R->m) die("model_create", err);
+    CHECK(R->m, "model_create: %s", err);
     const int C = H->L.cfg.n_chunks, b = H->L.cfg.mb, h = H->L.cfg.h;
     for (int c = 0; c < C; c++) {
         size_t n = H->L.chunk_numel[c];
@@ -71,9 +67,9 @@ static void seg_open(seg_run *R, harness *H, int k, const int *bounds) {
         for (int j = 0; j < k; j++) {
             const int t0 = bounds[j], t1 = bounds[j + 1];
             R->acts[c][j] = model_acts_create_segment(R->m, c, t0, t1, j ? R->acts[c][j - 1] : NULL);
-            if (!R->acts[c][j]) die("model_acts_create_segment", kern_error(H->k));
+            CHECK(R->acts[c][j], "model_acts_create_segment: %s", harness_why(H));
             size_t want = model_acts_bytes_segment(&H->L, c, WP_F32, false, t0, t1);
-            if (model_acts_held_bytes(R->acts[c][j]) != want) die("model_acts_bytes_segment", "disagrees with the state");
+            CHECK(model_acts_held_bytes(R->acts[c][j]) == want, "model_acts_bytes_segment: disagrees with the state");
             size_t bytes = (size_t)b * (t1 - t0) * h * sizeof(float);
             R->x[c][j] = dev_alloc(H, bytes);
             R->g[c][j] = dev_alloc(H, bytes);
@@ -131,13 +127,12 @@ static double seg_step(seg_run *R, bool split, float *grads) {
     harness *H = R->H;
     for (int c = 0; c < H->L.cfg.n_chunks; c++) kern_zero(H->k, R->gw[c], H->L.chunk_numel[c] * sizeof(float));
     double loss_sum = 0;
-    for (int j = 0; j < R->k; j++)
-        if (forward_segment(R, j, &loss_sum)) die("segment forward", kern_error(H->k));
+    for (int j = 0; j < R->k; j++) CHECK(forward_segment(R, j, &loss_sum) == 0, "segment forward: %s", harness_why(H));
     for (int j = R->k - 1; j >= 0; j--)
-        if (backward_segment(R, j, split, 1.0f / (float)H->T)) die("segment backward", kern_error(H->k));
+        CHECK(backward_segment(R, j, split, 1.0f / (float)H->T) == 0, "segment backward: %s", harness_why(H));
     for (int c = 0; c < H->L.cfg.n_chunks; c++)
         kern_to_host(H->k, grads + H->L.chunk_offset[c], R->gw[c], H->L.chunk_numel[c] * sizeof(float));
-    if (kern_error(H->k)) die("gradients", kern_error(H->k));
+    CHECK(!kern_error(H->k), "gradients: %s", harness_why(H));
     return loss_sum / (double)H->T;
 }
 
@@ -169,7 +164,7 @@ static const char *bounds_str(const int *bounds, int k) {
     return buf;
 }
 
-static int check_split(harness *H, const float *g_ref, double l_ref, int k, const int *bounds, bool split) {
+static void check_split(harness *H, const float *g_ref, double l_ref, int k, const int *bounds, bool split) {
     seg_run R;
     seg_open(&R, H, k, bounds);
     float *g = xmalloc_floats(H->N);
@@ -177,45 +172,43 @@ static int check_split(harness *H, const float *g_ref, double l_ref, int k, cons
     const char *worst_name = "-";
     double err = worst_tensor_error(H, g, g_ref, &worst_name);
     double lerr = fabs(l - l_ref) / fabs(l_ref);
-    int failed = !(err <= GRAD_TOL) || !(lerr <= LOSS_TOL);
-    printf("%s L=%d h=%d b=%d s=%d chunks %-5s%s k=%d [%s] %s: loss rel err %.2e, worst gradient rel err %.2e (%s)\n",
-           failed ? "FAIL" : "ok  ", H->L.cfg.n_layers, H->L.cfg.h, H->L.cfg.mb, H->L.cfg.seq, chunks_str(&H->L.cfg),
-           H->L.cfg.recompute ? " recompute" : "", k, bounds_str(bounds, k), split ? "B+W" : "fused", lerr, err,
-           worst_name);
+    check_say(err <= GRAD_TOL && lerr <= LOSS_TOL,
+              "L=%d h=%d b=%d s=%d chunks %-5s%s k=%d [%s] %s: loss rel err %.2e, worst gradient rel err %.2e (%s)",
+              H->L.cfg.n_layers, H->L.cfg.h, H->L.cfg.mb, H->L.cfg.seq, chunks_str(&H->L.cfg),
+              H->L.cfg.recompute ? " recompute" : "", k, bounds_str(bounds, k), split ? "B+W" : "fused", lerr, err,
+              worst_name);
     free(g);
     seg_close(&R);
-    return failed;
 }
 
 /* A segment's B before the B of the segment after it would miss dK/dV: refused by name.
  * Kernel errors are sticky, so every misuse gets a fresh harness. */
-static int check_lifo_refused(const wp_model_cfg *cfg) {
+static void check_lifo_refused(const wp_model_cfg *cfg) {
     harness H;
     harness_open(&H, cfg, 7, WP_F32);
     const int s = cfg->seq, bounds[3] = {0, s / 2, s};
     seg_run R;
     seg_open(&R, &H, 2, bounds);
     double loss_sum = 0;
-    if (forward_segment(&R, 0, &loss_sum) || forward_segment(&R, 1, &loss_sum)) die("forward", kern_error(H.k));
-    int refused = backward_segment(&R, 0, false, 1.0f) != 0 && kern_error(H.k) &&
-                  strstr(kern_error(H.k), "last in, first out");
-    printf("%s B of segment 0 before segment 1's: %s\n", refused ? "ok  " : "FAIL",
-           kern_error(H.k) ? kern_error(H.k) : "accepted");
+    CHECK(forward_segment(&R, 0, &loss_sum) == 0 && forward_segment(&R, 1, &loss_sum) == 0, "forward: %s",
+          harness_why(&H));
+    bool refused = backward_segment(&R, 0, false, 1.0f) != 0 && kern_error(H.k) &&
+                   strstr(kern_error(H.k), "last in, first out");
+    check_say(refused, "B of segment 0 before segment 1's: %s", kern_error(H.k) ? kern_error(H.k) : "accepted");
     seg_close(&R);
     harness_close(&H);
-    return !refused;
 }
 
 /* A segment linked to a predecessor that does not end where it starts is refused; one left
  * without a predecessor cannot run its F. */
-static int check_link_refused(const wp_model_cfg *cfg, int t0, int t1, bool with_prev) {
+static void check_link_refused(const wp_model_cfg *cfg, int t0, int t1, bool with_prev) {
     harness H;
     harness_open(&H, cfg, 7, WP_F32);
     char err[256];
     wp_model *m = model_create(&H.L, H.k, err, sizeof err);
-    if (!m) die("model_create", err);
+    CHECK(m, "model_create: %s", err);
     wp_acts *first = model_acts_create_segment(m, 0, 0, cfg->seq / 2, NULL);
-    if (!first) die("model_acts_create_segment", kern_error(H.k));
+    CHECK(first, "model_acts_create_segment: %s", harness_why(&H));
     wp_acts *bad = model_acts_create_segment(m, 0, t0, t1, with_prev ? first : NULL);
     bool refused = !bad;
     if (bad) {
@@ -229,16 +222,15 @@ static int check_link_refused(const wp_model_cfg *cfg, int t0, int t1, bool with
         kern_free(H.k, tok);
         kern_free(H.k, x_out);
     }
-    printf("%s segment [%d, %d) %s predecessor [0, %d): %s\n", refused ? "ok  " : "FAIL", t0, t1,
-           with_prev ? "after" : "without its", cfg->seq / 2, kern_error(H.k) ? kern_error(H.k) : "accepted");
+    check_say(refused, "segment [%d, %d) %s predecessor [0, %d): %s", t0, t1, with_prev ? "after" : "without its",
+              cfg->seq / 2, kern_error(H.k) ? kern_error(H.k) : "accepted");
     model_acts_destroy(m, bad);
     model_acts_destroy(m, first);
     model_destroy(m);
     harness_close(&H);
-    return !refused;
 }
 
-static int check_shape(wp_model_cfg cfg, const int *layers, int n_chunks) {
+static void check_shape(wp_model_cfg cfg, const int *layers, int n_chunks) {
     set_chunks(&cfg, layers, n_chunks);
     harness H;
     harness_open(&H, &cfg, 4242, WP_F32);
@@ -252,25 +244,23 @@ static int check_shape(wp_model_cfg cfg, const int *layers, int n_chunks) {
                                 {2, 0, s - 1, s},
                                 {3, 0, s / 2, s * 3 / 4, s},
                                 {4, 0, 1, s / 3, s * 2 / 3, s}};
-    int failures = 0;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        for (int split = 0; split < 2; split++) failures += check_split(&H, g_ref, l_ref, cases[i][0], &cases[i][1], split);
+        for (int split = 0; split < 2; split++) check_split(&H, g_ref, l_ref, cases[i][0], &cases[i][1], split);
     free(g_ref);
     harness_close(&H);
-    return failures;
 }
 
 int main(void) {
     const int one[] = {2}, two[] = {1, 2}, three[] = {1, 1, 1};
-    int failures = check_shape(shape_cfg(2, 32, 4, 2, 72, 16, 2, 61), one, 1);
-    failures += check_shape(shape_cfg(3, 24, 3, 1, 50, 13, 3, 37), two, 2);
+    check_shape(shape_cfg(2, 32, 4, 2, 72, 16, 2, 61), one, 1);
+    check_shape(shape_cfg(3, 24, 3, 1, 50, 13, 3, 37), two, 2);
     wp_model_cfg rec = shape_cfg(3, 32, 4, 4, 64, 21, 1, 50);
     rec.recompute = true;
-    failures += check_shape(rec, three, 3);
-    failures += check_shape(shape_cfg(2, 64, 4, 2, 160, 150, 1, 64), one, 1); /* several attention tiles */
+    check_shape(rec, three, 3);
+    check_shape(shape_cfg(2, 64, 4, 2, 160, 150, 1, 64), one, 1); /* several attention tiles */
     wp_model_cfg cfg = shape_cfg(2, 32, 4, 2, 72, 16, 2, 61);
-    failures += check_lifo_refused(&cfg);
-    failures += check_link_refused(&cfg, 9, 16, true);  /* a gap after [0, 8) */
-    failures += check_link_refused(&cfg, 8, 16, false); /* no predecessor */
-    return failures ? 1 : 0;
+    check_lifo_refused(&cfg);
+    check_link_refused(&cfg, 9, 16, true);  /* a gap after [0, 8) */
+    check_link_refused(&cfg, 8, 16, false); /* no predecessor */
+    return check_result("model/segments");
 }

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "check.h"
 #include "harness.h"
 
 typedef struct {
@@ -11,7 +12,16 @@ typedef struct {
     int chunkings[4][5]; /* layer counts, 0-terminated */
 } shape_case;
 
-static int compare_case(const wp_model_cfg *cfg, wp_dtype gt) {
+/* The name of the tensor holding element at of the parameter vector. */
+static const char *param_at(const wp_layout *L, long at) {
+    for (int i = 0; i < L->n_params; i++) {
+        size_t off = L->chunk_offset[L->params[i].chunk] + L->params[i].offset;
+        if ((size_t)at >= off && (size_t)at < off + (size_t)L->params[i].rows * L->params[i].cols) return L->params[i].name;
+    }
+    return "?";
+}
+
+static void compare_case(const wp_model_cfg *cfg, wp_dtype gt) {
     harness H;
     harness_open(&H, cfg, 42, gt);
     const int n = cfg->n_chunks;
@@ -22,36 +32,19 @@ static int compare_case(const wp_model_cfg *cfg, wp_dtype gt) {
     for (int c = 1; c < n; c++) harness_input_grad(&H, c, is + act * (size_t)c);
     double lf = harness_step(&H, false, gf);
     for (int c = 1; c < n; c++) harness_input_grad(&H, c, inf + act * (size_t)c);
-    int failures = 0;
+    int before = check_failures();
     long at = first_difference(gs, gf, H.N);
-    if (at >= 0) {
-        const wp_param *p = NULL;
-        for (int i = 0; i < H.L.n_params; i++) {
-            size_t off = H.L.chunk_offset[H.L.params[i].chunk] + H.L.params[i].offset;
-            if ((size_t)at >= off && (size_t)at < off + (size_t)H.L.params[i].rows * H.L.params[i].cols) p = &H.L.params[i];
-        }
-        printf("FAIL chunks %s %s: weight gradient differs at %ld (%s): split %.9g fused %.9g\n", chunks_str(cfg),
-               wp_dtype_name(gt), at, p ? p->name : "?", gs[at], gf[at]);
-        failures++;
-    }
+    EXPECT(at < 0, "chunks %s %s: weight gradient differs at %ld (%s): split %.9g fused %.9g", chunks_str(cfg),
+           wp_dtype_name(gt), at, param_at(&H.L, at), gs[at], gf[at]);
     for (int c = 1; c < n; c++) {
         long d = first_difference(is + act * (size_t)c, inf + act * (size_t)c, act);
-        if (d >= 0) {
-            printf("FAIL chunks %s: chunk %d input gradient differs at %ld\n", chunks_str(cfg), c, d);
-            failures++;
-        }
+        EXPECT(d < 0, "chunks %s: chunk %d input gradient differs at %ld", chunks_str(cfg), c, d);
     }
-    if (ls != lf) {
-        printf("FAIL chunks %s: loss split %.17g fused %.17g\n", chunks_str(cfg), ls, lf);
-        failures++;
-    }
+    EXPECT(ls == lf, "chunks %s: loss split %.17g fused %.17g", chunks_str(cfg), ls, lf);
     double norm2 = 0;
     for (size_t i = 0; i < H.N; i++) norm2 += (double)gf[i] * gf[i];
-    if (!(norm2 > 0)) {
-        printf("FAIL chunks %s: gradient is zero or not finite (%g)\n", chunks_str(cfg), norm2);
-        failures++;
-    }
-    if (!failures)
+    EXPECT(norm2 > 0, "chunks %s: gradient is zero or not finite (%g)", chunks_str(cfg), norm2);
+    if (check_failures() == before)
         printf("ok   L=%d h=%d s=%d b=%d V=%d chunks %-8s gW %s: %zu gradients and %d input gradients bit-identical, "
                "loss %.7f\n",
                cfg->n_layers, cfg->h, cfg->seq, cfg->mb, cfg->vocab, chunks_str(cfg), wp_dtype_name(gt), H.N, n - 1, lf);
@@ -60,7 +53,6 @@ static int compare_case(const wp_model_cfg *cfg, wp_dtype gt) {
     free(is);
     free(inf);
     harness_close(&H);
-    return failures;
 }
 
 int main(void) {
@@ -71,15 +63,14 @@ int main(void) {
         /* T = 300 tokens: the head's backward runs in several row blocks, the last one partial */
         {shape_cfg(2, 32, 4, 2, 72, 100, 3, 50), {{2}, {1, 1}}},
     };
-    int failures = 0;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         for (int j = 0; j < 4 && cases[i].chunkings[j][0]; j++) {
             wp_model_cfg cfg = cases[i].cfg;
             int n = 0;
             while (n < 5 && cases[i].chunkings[j][n]) n++;
             set_chunks(&cfg, cases[i].chunkings[j], n);
-            failures += compare_case(&cfg, WP_F32);
-            failures += compare_case(&cfg, WP_BF16);
+            compare_case(&cfg, WP_F32);
+            compare_case(&cfg, WP_BF16);
         }
-    return failures ? 1 : 0;
+    return check_result("model/split_fused");
 }

@@ -7,7 +7,7 @@
 
 #include "cli.h"
 #include "clock.h"
-#include "rt.h"
+#include "ring_harness.h"
 
 typedef struct bench {
     size_t bytes;
@@ -20,7 +20,7 @@ static int bench_rank(wp_rank_ctx *ctx, void *arg) {
     char *buf = malloc(b->bytes ? b->bytes : 1), *e = ctx->err;
     size_t el = sizeof ctx->err;
     RANK_CHECK(ctx, buf != NULL, "out of memory");
-    rt_fill(buf, b->bytes, 9);
+    rh_fill(buf, b->bytes, 9);
     RANK_CHECK(ctx, tp_connect_ring(ctx->t, e, el) == 0, "%s", e);
     for (int i = 0; i < b->repeats; i++) {
         wp_request *r;
@@ -59,7 +59,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     wp_net_opts net;
-    rt_net(&net, argc > 5 ? atoi(argv[5]) : 1);
+    rh_net(&net, argc > 5 ? atoi(argv[5]) : 1);
     net.frame_bytes = WP_DEFAULT_FRAME_BYTES;
     net.timeout = 600;
     net.link_bandwidth = bw;
@@ -70,10 +70,10 @@ int main(int argc, char **argv) {
            net.frame_bytes);
     if (strcmp(argv[1], "tcp") == 0) {
         int exits[2];
-        if (rt_run_tcp(2, &net, bench_rank, &b, 3600, exits, NULL, NULL) != 0 || exits[0] || exits[1]) return 1;
+        if (rh_run_tcp(2, &net, bench_rank, &b, 3600, exits, NULL, NULL) != 0 || exits[0] || exits[1]) return 1;
     } else {
         char err[600];
-        if (rt_run_local(2, &net, bench_rank, &b, err, sizeof err) != 0) {
+        if (rh_run_local(2, &net, bench_rank, &b, err, sizeof err) != 0) {
             fprintf(stderr, "%s\n", err);
             return 1;
         }

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "rt.h"
+#include "ring_harness.h"
 
 #define BIG (8u << 20)
 #define SMALL 1000u
@@ -19,7 +19,7 @@ static void nap(double s) {
 }
 
 static int check_buf(wp_rank_ctx *ctx, const char *buf, size_t n, uint64_t seed, const char *what) {
-    long bad = rt_mismatch(buf, n, seed);
+    long bad = rh_mismatch(buf, n, seed);
     RANK_CHECK(ctx, bad < 0, "%s differs at byte %ld", what, bad);
     return 0;
 }
@@ -32,8 +32,8 @@ static int unmatched_rank(wp_rank_ctx *ctx, void *arg) {
     size_t el = sizeof ctx->err;
     RANK_CHECK(ctx, big != NULL, "out of memory");
     if (ctx->rank == 0) {
-        rt_fill(big, BIG, 11);
-        rt_fill(small, SMALL, 12);
+        rh_fill(big, BIG, 11);
+        rh_fill(small, SMALL, 12);
         RANK_CHECK(ctx, tp_post_send(ctx->t, 1, WP_CH_GRAD, big, BIG, "GW[0]", &rb, e, el) == 0, "%s", e);
         RANK_CHECK(ctx, tp_post_send(ctx->t, 1, WP_CH_WFWD, small, SMALL, "W[1]@0", &rs, e, el) == 0, "%s", e);
         RANK_CHECK(ctx, tp_wait(&rs, 5, e, el) == 0, "small send: %s", e);
@@ -62,8 +62,8 @@ static int inflight_rank(wp_rank_ctx *ctx, void *arg) {
         RANK_CHECK(ctx, tp_post_recv(ctx->t, 0, WP_CH_GRAD, big, BIG, "GW[0]", &rb, e, el) == 0, "%s", e);
     RANK_CHECK(ctx, ctl_barrier(ctx->ctl, e, el) == 0, "%s", e);
     if (ctx->rank == 0) {
-        rt_fill(big, BIG, 21);
-        rt_fill(small, SMALL, 22);
+        rh_fill(big, BIG, 21);
+        rh_fill(small, SMALL, 22);
         RANK_CHECK(ctx, tp_post_send(ctx->t, 1, WP_CH_GRAD, big, BIG, "GW[0]", &rb, e, el) == 0, "%s", e);
         nap(0.1);
         RANK_CHECK(ctx, tp_post_send(ctx->t, 1, WP_CH_WFWD, small, SMALL, "W[1]@0", &rs, e, el) == 0, "%s", e);
@@ -88,11 +88,11 @@ static void run(bool tcp, const wp_net_opts *net, wp_rank_fn fn, const char *nam
     if (tcp) {
         int exits[2];
         pid_t pgid;
-        RT_CHECK(rt_run_tcp(2, net, fn, NULL, 30, exits, NULL, &pgid) == 0, "%s: ranks hung", name);
-        RT_CHECK(exits[0] == 0 && exits[1] == 0, "%s: ranks exited %d, %d", name, exits[0], exits[1]);
-        RT_CHECK(rt_group_gone(pgid), "%s: processes left behind", name);
+        CHECK(rh_run_tcp(2, net, fn, NULL, 30, exits, NULL, &pgid) == 0, "%s: ranks hung", name);
+        CHECK(exits[0] == 0 && exits[1] == 0, "%s: ranks exited %d, %d", name, exits[0], exits[1]);
+        CHECK(rh_group_gone(pgid), "%s: processes left behind", name);
     } else {
-        RT_CHECK(rt_run_local(2, net, fn, NULL, err, sizeof err) == 0, "%s: %s", name, err);
+        CHECK(rh_run_local(2, net, fn, NULL, err, sizeof err) == 0, "%s: %s", name, err);
     }
     printf("ok: %s over %s\n", name, tcp ? "tcp" : "local");
 }
@@ -100,7 +100,7 @@ static void run(bool tcp, const wp_net_opts *net, wp_rank_fn fn, const char *nam
 int main(int argc, char **argv) {
     bool tcp = argc > 1 && strcmp(argv[1], "tcp") == 0;
     wp_net_opts net;
-    rt_net(&net, 2);
+    rh_net(&net, 2);
     run(tcp, &net, unmatched_rank, "unmatched big send");
     net.link_bandwidth = 10e6;
     net.link_latency = 0.001;

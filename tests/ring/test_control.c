@@ -9,12 +9,12 @@
 #include <math.h>
 #include <string.h>
 
-#include "rt.h"
+#include "ring_harness.h"
 
 #define NV 6
 
 static double value(int rank, int i) {
-    uint64_t h = rt_mix((uint64_t)rank * 131 + (uint64_t)i);
+    uint64_t h = rh_mix((uint64_t)rank * 131 + (uint64_t)i);
     double mag = (i % 2) ? 1e16 : 1.0;
     return mag * ((double)(h >> 11) / 9007199254740992.0 - 0.5) * (rank + 1);
 }
@@ -52,10 +52,10 @@ static int bcast_and_barriers(wp_rank_ctx *ctx) {
     size_t el = sizeof ctx->err;
     char buf[1001];
     int root = ctx->world - 1;
-    if (ctx->rank == root) rt_fill(buf, sizeof buf, 77);
+    if (ctx->rank == root) rh_fill(buf, sizeof buf, 77);
     else memset(buf, 0, sizeof buf);
     RANK_CHECK(ctx, ctl_broadcast(ctx->ctl, root, buf, sizeof buf, e, el) == 0, "broadcast: %s", e);
-    RANK_CHECK(ctx, rt_mismatch(buf, sizeof buf, 77) < 0, "broadcast payload differs");
+    RANK_CHECK(ctx, rh_mismatch(buf, sizeof buf, 77) < 0, "broadcast payload differs");
     for (int i = 0; i < 20; i++) {
         double x = i;
         RANK_CHECK(ctx, ctl_barrier(ctx->ctl, e, el) == 0, "barrier %d: %s", i, e);
@@ -107,17 +107,17 @@ static int mismatch_rank(wp_rank_ctx *ctx, void *arg) {
 
 static void run(bool tcp, wp_rank_fn fn, const char *name) {
     wp_net_opts net;
-    rt_net(&net, 1);
+    rh_net(&net, 1);
     const int n = 4;
     if (tcp) {
         int exits[4];
         pid_t pgid;
-        RT_CHECK(rt_run_tcp(n, &net, fn, NULL, 30, exits, NULL, &pgid) == 0, "%s: ranks hung", name);
-        for (int r = 0; r < n; r++) RT_CHECK(exits[r] == 0, "%s: rank %d exited with %d", name, r, exits[r]);
-        RT_CHECK(rt_group_gone(pgid), "%s: processes left behind", name);
+        CHECK(rh_run_tcp(n, &net, fn, NULL, 30, exits, NULL, &pgid) == 0, "%s: ranks hung", name);
+        for (int r = 0; r < n; r++) CHECK(exits[r] == 0, "%s: rank %d exited with %d", name, r, exits[r]);
+        CHECK(rh_group_gone(pgid), "%s: processes left behind", name);
     } else {
         char err[600];
-        RT_CHECK(rt_run_local(n, &net, fn, NULL, err, sizeof err) == 0, "%s: %s", name, err);
+        CHECK(rh_run_local(n, &net, fn, NULL, err, sizeof err) == 0, "%s: %s", name, err);
     }
     printf("ok: %s over %s\n", name, tcp ? "tcp" : "local");
 }

@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "rt.h"
+#include "ring_harness.h"
 
 #define BIG (32u << 20)
 
@@ -56,7 +56,7 @@ static int kill_rank(wp_rank_ctx *ctx, void *arg) {
         return wait_for_news(ctx, "rank 1", 1);
     }
     if (ctx->rank == 1) {
-        rt_fill(buf, BIG, 1);
+        rh_fill(buf, BIG, 1);
         RANK_CHECK(ctx, tp_post_send(ctx->t, 2, WP_CH_WFWD, buf, BIG, "W[3]@2", &r, e, sizeof e) == 0, "%s", e);
         nap(0.3);
         raise(SIGKILL);
@@ -87,7 +87,7 @@ static int stop_rank(wp_rank_ctx *ctx, void *arg) {
         return 0;
     }
     if (ctx->rank == 1) {
-        rt_fill(buf, BIG, 1);
+        rh_fill(buf, BIG, 1);
         RANK_CHECK(ctx, tp_post_send(ctx->t, 2, WP_CH_WFWD, buf, BIG, "W[3]@2", &r, e, sizeof e) == 0, "%s", e);
         nap(0.3);
         raise(SIGSTOP);
@@ -133,7 +133,7 @@ static int abort_rank(wp_rank_ctx *ctx, void *arg) {
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
     wp_net_opts net;
-    rt_net(&net, 2);
+    rh_net(&net, 2);
     int n = 3, exits[4], want[4] = {0, 0, 0, 0};
     wp_rank_fn fn;
     if (strcmp(mode, "kill") == 0) {
@@ -154,9 +154,9 @@ int main(int argc, char **argv) {
         return 2;
     }
     pid_t pgid;
-    RT_CHECK(rt_run_tcp(n, &net, fn, NULL, 20, exits, NULL, &pgid) == 0, "%s: the job hung", mode);
-    for (int r = 0; r < n; r++) RT_CHECK(exits[r] == want[r], "%s: rank %d exited with %d, expected %d", mode, r, exits[r], want[r]);
-    RT_CHECK(rt_group_gone(pgid), "%s: processes left behind", mode);
+    CHECK(rh_run_tcp(n, &net, fn, NULL, 20, exits, NULL, &pgid) == 0, "%s: the job hung", mode);
+    for (int r = 0; r < n; r++) CHECK(exits[r] == want[r], "%s: rank %d exited with %d, expected %d", mode, r, exits[r], want[r]);
+    CHECK(rh_group_gone(pgid), "%s: processes left behind", mode);
     printf("ok: %s\n", mode);
     return 0;
 }

@@ -24,7 +24,7 @@
 
 #include "clock.h"
 #include "control_tcp.h"
-#include "rt.h"
+#include "ring_harness.h"
 #include "sock.h"
 #include "tcp.h"
 #include "wire.h"
@@ -80,15 +80,15 @@ static int run_attacks(const char *addr, int kind, int world, int nstreams, uint
     for (int v = 0; v < 9; v++) {
         uint8_t buf[WIRE_HS_BYTES];
         attack a = {"", WIRE_HS_BYTES, false, true};
-        good_hs(buf, kind, 0, world, 0, nstreams, frame, RT_JOB, RT_SECRET);
+        good_hs(buf, kind, 0, world, 0, nstreams, frame, RH_JOB, RH_SECRET);
         switch (v) {
-        case 0: a.name = "wrong secret"; good_hs(buf, kind, 0, world, 0, nstreams, frame, RT_JOB, "guess"); break;
+        case 0: a.name = "wrong secret"; good_hs(buf, kind, 0, world, 0, nstreams, frame, RH_JOB, "guess"); break;
         case 1: a.name = "wrong version"; buf[8] = 99; break;
-        case 2: a.name = "random bytes"; rt_fill(buf, sizeof buf, 99); break;
+        case 2: a.name = "random bytes"; rh_fill(buf, sizeof buf, 99); break;
         case 3: a.name = "cut and closed"; a.bytes = 100; a.observable = false; break;
-        case 4: a.name = "wrong job"; good_hs(buf, kind, 0, world, 0, nstreams, frame, "other-job", RT_SECRET); break;
+        case 4: a.name = "wrong job"; good_hs(buf, kind, 0, world, 0, nstreams, frame, "other-job", RH_SECRET); break;
         case 5: a.name = "duplicate"; break; /* data: stream 0 of rank 0 exists; rendezvous: claims rank 0 */
-        case 6: a.name = "wrong world"; good_hs(buf, kind, 0, world + 1, 0, nstreams, frame, RT_JOB, RT_SECRET); break;
+        case 6: a.name = "wrong world"; good_hs(buf, kind, 0, world + 1, 0, nstreams, frame, RH_JOB, RH_SECRET); break;
         case 7: a.name = "flipped bit"; buf[40] ^= 4; break;
         case 8: a.name = "cut and left open"; a.bytes = 100; a.keep_open = true; break;
         }
@@ -119,7 +119,7 @@ static int data_rank(wp_rank_ctx *ctx, void *arg) {
     wp_request *r;
     RANK_CHECK(ctx, buf != NULL, "out of memory");
     if (ctx->rank == 1) {
-        rt_fill(buf, DATA_BYTES, 5);
+        rh_fill(buf, DATA_BYTES, 5);
         RANK_CHECK(ctx, tp_post_send(ctx->t, 0, WP_CH_WFWD, buf, DATA_BYTES, "W[0]@0", &r, e, el) == 0, "%s", e);
         RANK_CHECK(ctx, tp_wait(&r, 10, e, el) == 0, "send: %s", e);
         RANK_CHECK(ctx, ctl_barrier(ctx->ctl, e, el) == 0, "%s", e);
@@ -138,7 +138,7 @@ static int data_rank(wp_rank_ctx *ctx, void *arg) {
         int bad = run_attacks(tcp_peer_addr(ctx->t, 1), HS_DATA, 2, 2, 64 << 10, true);
         RANK_CHECK(ctx, bad == 0, "%d attacks were not refused", bad);
         RANK_CHECK(ctx, tp_wait(&r, 10, e, el) == 0, "receive: %s", e);
-        RANK_CHECK(ctx, rt_mismatch(buf, DATA_BYTES, 5) < 0, "the real transfer was damaged");
+        RANK_CHECK(ctx, rh_mismatch(buf, DATA_BYTES, 5) < 0, "the real transfer was damaged");
         RANK_CHECK(ctx, ctl_barrier(ctx->ctl, e, el) == 0, "%s", e);
     }
     free(buf);
@@ -148,21 +148,21 @@ static int data_rank(wp_rank_ctx *ctx, void *arg) {
 
 static void test_data(const char *dir) {
     wp_net_opts net;
-    rt_net(&net, 2);
+    rh_net(&net, 2);
     net.connect_timeout = 1.5; /* the handshake left open is dropped after this */
     net.link_bandwidth = 40e6;  /* the transfer runs while the attacks do */
     int exits[2];
     pid_t pgid;
-    RT_CHECK(rt_run_tcp(2, &net, data_rank, NULL, 40, exits, dir, &pgid) == 0, "data: ranks hung");
-    RT_CHECK(exits[0] == 0 && exits[1] == 0, "data: ranks exited %d, %d", exits[0], exits[1]);
-    RT_CHECK(rt_group_gone(pgid), "data: processes left behind");
+    CHECK(rh_run_tcp(2, &net, data_rank, NULL, 40, exits, dir, &pgid) == 0, "data: ranks hung");
+    CHECK(exits[0] == 0 && exits[1] == 0, "data: ranks exited %d, %d", exits[0], exits[1]);
+    CHECK(rh_group_gone(pgid), "data: processes left behind");
     char path[600];
     snprintf(path, sizeof path, "%s/rank1.err", dir);
-    char *log = rt_slurp(path);
+    char *log = rh_slurp(path);
     int lines = 0;
     for (const char *p = log; (p = strstr(p, "refused a connection")); p++) lines++;
     printf("rank 1 logged %d refusals:\n%s", lines, log);
-    RT_CHECK(lines == 9, "rank 1 logged %d refusals, expected 9", lines);
+    CHECK(lines == 9, "rank 1 logged %d refusals, expected 9", lines);
     free(log);
 }
 
@@ -177,15 +177,15 @@ static int plain_rank(wp_rank_ctx *ctx, void *arg) {
 
 static void test_rendezvous(const char *dir) {
     wp_net_opts net;
-    rt_net(&net, 1);
+    rh_net(&net, 1);
     net.connect_timeout = 4;
-    int port = rt_free_port();
+    int port = rh_free_port();
     char addr[64];
     snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
     pid_t pgid = 0;
     fflush(NULL);
     pid_t attacker = fork();
-    RT_CHECK(attacker >= 0, "fork");
+    CHECK(attacker >= 0, "fork");
     if (attacker == 0) {
         /* wait until rank 0 listens, then attack (the cut-and-closed case leaves no trace the
          * attacker could check, so it is covered by the data test) */
@@ -203,23 +203,23 @@ static void test_rendezvous(const char *dir) {
         }
         _exit(run_attacks(addr, HS_CONTROL, 2, 0, 0, false));
     }
-    rt_join_delay[1] = 1.5; /* rank 1 joins after the attacks */
-    pid_t p0 = rt_fork_rank(0, 2, port, RT_SECRET, &net, plain_rank, NULL, &pgid, dir);
-    pid_t p1 = rt_fork_rank(1, 2, port, RT_SECRET, &net, plain_rank, NULL, &pgid, dir);
-    rt_join_delay[1] = 0;
+    rh_join_delay[1] = 1.5; /* rank 1 joins after the attacks */
+    pid_t p0 = rh_fork_rank(0, 2, port, RH_SECRET, &net, plain_rank, NULL, &pgid, dir);
+    pid_t p1 = rh_fork_rank(1, 2, port, RH_SECRET, &net, plain_rank, NULL, &pgid, dir);
+    rh_join_delay[1] = 0;
     int st;
-    RT_CHECK(waitpid(attacker, &st, 0) == attacker && WIFEXITED(st) && WEXITSTATUS(st) == 0,
-             "the attacker saw %d handshakes accepted", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
-    RT_CHECK(waitpid(p0, &st, 0) == p0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "rank 0 failed");
-    RT_CHECK(waitpid(p1, &st, 0) == p1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "rank 1 failed");
-    RT_CHECK(rt_group_gone(pgid), "rendezvous: processes left behind");
+    CHECK(waitpid(attacker, &st, 0) == attacker && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+          "the attacker saw %d handshakes accepted", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    CHECK(waitpid(p0, &st, 0) == p0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "rank 0 failed");
+    CHECK(waitpid(p1, &st, 0) == p1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "rank 1 failed");
+    CHECK(rh_group_gone(pgid), "rendezvous: processes left behind");
     char path[600];
     snprintf(path, sizeof path, "%s/rank0.err", dir);
-    char *log = rt_slurp(path);
+    char *log = rh_slurp(path);
     int lines = 0;
     for (const char *p = log; (p = strstr(p, "refused a connection")); p++) lines++;
     printf("rank 0 logged %d refusals:\n%s", lines, log);
-    RT_CHECK(lines == 9, "rank 0 logged %d refusals, expected 9 (a probe and 8 attacks)", lines);
+    CHECK(lines == 9, "rank 0 logged %d refusals, expected 9 (a probe and 8 attacks)", lines);
     free(log);
 }
 
@@ -250,59 +250,59 @@ static int accept_one(int lfd, double deadline) {
 
 static void test_badframe(bool cut) {
     wp_net_opts net;
-    rt_net(&net, 1);
-    int port = rt_free_port();
+    rh_net(&net, 1);
+    int port = rh_free_port();
     pid_t pgid = 0;
-    pid_t p0 = rt_fork_rank(0, 2, port, RT_SECRET, &net, victim_rank, &cut, &pgid, NULL);
+    pid_t p0 = rh_fork_rank(0, 2, port, RH_SECRET, &net, victim_rank, &cut, &pgid, NULL);
     char why[256], my_addr[64];
     int lfd = sock_listen("127.0.0.1", 0, why, sizeof why);
-    RT_CHECK(lfd >= 0, "%s", why);
+    CHECK(lfd >= 0, "%s", why);
     sock_local_addr(lfd, my_addr, sizeof my_addr);
     double deadline = wp_now() + 10;
     /* rendezvous as rank 1 */
     int cfd = sock_connect("127.0.0.1", port, deadline, why, sizeof why);
-    RT_CHECK(cfd >= 0, "%s", why);
+    CHECK(cfd >= 0, "%s", why);
     uint8_t hs[WIRE_HS_BYTES];
     wire_hs h = {.version = WIRE_VERSION, .kind = HS_CONTROL, .rank = 1, .world = 2};
-    snprintf(h.job, sizeof h.job, RT_JOB);
-    snprintf(h.secret, sizeof h.secret, RT_SECRET);
+    snprintf(h.job, sizeof h.job, RH_JOB);
+    snprintf(h.secret, sizeof h.secret, RH_SECRET);
     snprintf(h.addr, sizeof h.addr, "%s", my_addr);
     wire_hs_encode(&h, hs);
-    RT_CHECK(sock_write_all(cfd, hs, sizeof hs, deadline, why, sizeof why) == 0 &&
-                 sock_read_all(cfd, hs, sizeof hs, deadline, why, sizeof why) == 0, "rendezvous: %s", why);
+    CHECK(sock_write_all(cfd, hs, sizeof hs, deadline, why, sizeof why) == 0 &&
+              sock_read_all(cfd, hs, sizeof hs, deadline, why, sizeof why) == 0, "rendezvous: %s", why);
     int type;
     uint64_t seq;
     char *table;
     size_t len;
-    RT_CHECK(ctl_read_frame(cfd, &type, &seq, &table, &len, 4096, deadline, why, sizeof why) == 0 && type == F_TABLE,
-             "no table: %s", why);
+    CHECK(ctl_read_frame(cfd, &type, &seq, &table, &len, 4096, deadline, why, sizeof why) == 0 && type == F_TABLE,
+          "no table: %s", why);
     free(table);
     /* rank 0 opens the data stream when it posts its receive */
     int dfd = accept_one(lfd, deadline);
-    RT_CHECK(dfd >= 0, "rank 0 did not connect");
-    RT_CHECK(sock_read_all(dfd, hs, sizeof hs, deadline, why, sizeof why) == 0, "%s", why);
+    CHECK(dfd >= 0, "rank 0 did not connect");
+    CHECK(sock_read_all(dfd, hs, sizeof hs, deadline, why, sizeof why) == 0, "%s", why);
     h = (wire_hs){.version = WIRE_VERSION, .kind = HS_DATA_ACK, .rank = 1, .world = 2, .nstreams = 1,
                   .frame_bytes = (uint32_t)net.frame_bytes};
-    snprintf(h.job, sizeof h.job, RT_JOB);
-    snprintf(h.secret, sizeof h.secret, RT_SECRET);
+    snprintf(h.job, sizeof h.job, RH_JOB);
+    snprintf(h.secret, sizeof h.secret, RH_SECRET);
     wire_hs_encode(&h, hs);
-    RT_CHECK(sock_write_all(dfd, hs, sizeof hs, deadline, why, sizeof why) == 0, "%s", why);
+    CHECK(sock_write_all(dfd, hs, sizeof hs, deadline, why, sizeof why) == 0, "%s", why);
     uint8_t hdr[WIRE_FRAME_BYTES], label[64];
     wire_frame f;
     uint32_t crc;
-    RT_CHECK(sock_read_all(dfd, hdr, sizeof hdr, deadline, why, sizeof why) == 0 &&
-                 wire_frame_decode(hdr, &f, &crc, why, sizeof why) == 0 && f.type == F_CTS && f.a == 1000 &&
-                 f.length < sizeof label && sock_read_all(dfd, label, f.length, deadline, why, sizeof why) == 0,
-             "no clear-to-send: %s", why);
+    CHECK(sock_read_all(dfd, hdr, sizeof hdr, deadline, why, sizeof why) == 0 &&
+              wire_frame_decode(hdr, &f, &crc, why, sizeof why) == 0 && f.type == F_CTS && f.a == 1000 &&
+              f.length < sizeof label && sock_read_all(dfd, label, f.length, deadline, why, sizeof why) == 0,
+          "no clear-to-send: %s", why);
     char payload[1000];
-    rt_fill(payload, sizeof payload, 3);
+    rh_fill(payload, sizeof payload, 3);
     wire_frame d = {.type = F_DATA, .channel = WP_CH_WFWD, .length = sizeof payload, .seq = 0, .a = 0, .b = sizeof payload};
     wire_frame_seal(&d, payload);
     if (!cut) d.crc ^= 1;
     wire_frame_encode(&d, hdr);
-    RT_CHECK(sock_write_all(dfd, hdr, sizeof hdr, deadline, why, sizeof why) == 0 &&
-                 sock_write_all(dfd, payload, cut ? sizeof payload / 2 : sizeof payload, deadline, why, sizeof why) == 0,
-             "%s", why);
+    CHECK(sock_write_all(dfd, hdr, sizeof hdr, deadline, why, sizeof why) == 0 &&
+              sock_write_all(dfd, payload, cut ? sizeof payload / 2 : sizeof payload, deadline, why, sizeof why) == 0,
+          "%s", why);
     if (cut) {
         close(dfd);
         dfd = -1;
@@ -312,17 +312,17 @@ static void test_badframe(bool cut) {
     pid_t got = 0;
     while ((got = waitpid(p0, &st, WNOHANG)) == 0 && wp_now() < end) nap(0.01);
     if (got != p0) kill(-pgid, SIGKILL);
-    RT_CHECK(got == p0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "rank 0 did not end the job as expected");
+    CHECK(got == p0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "rank 0 did not end the job as expected");
     if (dfd >= 0) close(dfd);
     close(cfd);
     close(lfd);
-    RT_CHECK(rt_group_gone(pgid), "badframe: processes left behind");
+    CHECK(rh_group_gone(pgid), "badframe: processes left behind");
 }
 
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
     char dir[] = "/tmp/weipipe-ring-XXXXXX";
-    RT_CHECK(mkdtemp(dir), "mkdtemp");
+    CHECK(mkdtemp(dir), "mkdtemp");
     if (strcmp(mode, "data") == 0) test_data(dir);
     else if (strcmp(mode, "rendezvous") == 0) test_rendezvous(dir);
     else if (strcmp(mode, "badframe") == 0) test_badframe(false);

@@ -7,7 +7,7 @@
 
 #include "adapters.h"
 #include "job.h"
-#include "rt.h"
+#include "ring_harness.h"
 
 #define BYTES 100003
 
@@ -18,11 +18,11 @@ static int ring_rank(wp_rank_ctx *ctx, void *arg) {
     RANK_CHECK(ctx, out && in, "out of memory");
     int next = (ctx->rank + 1) % ctx->world, prev = (ctx->rank + ctx->world - 1) % ctx->world;
     wp_request *s, *r;
-    rt_fill(out, BYTES, (uint64_t)ctx->rank);
+    rh_fill(out, BYTES, (uint64_t)ctx->rank);
     RANK_CHECK(ctx, tp_post_recv(ctx->t, prev, WP_CH_WFWD, in, BYTES, "W[prev]", &r, e, el) == 0, "%s", e);
     RANK_CHECK(ctx, tp_post_send(ctx->t, next, WP_CH_WFWD, out, BYTES, "W[mine]", &s, e, el) == 0, "%s", e);
     RANK_CHECK(ctx, tp_wait(&r, 10, e, el) == 0 && tp_wait(&s, 10, e, el) == 0, "%s", e);
-    RANK_CHECK(ctx, rt_mismatch(in, BYTES, (uint64_t)prev) < 0, "ring payload from rank %d differs", prev);
+    RANK_CHECK(ctx, rh_mismatch(in, BYTES, (uint64_t)prev) < 0, "ring payload from rank %d differs", prev);
     free(out);
     free(in);
     double sum = ctx->rank;
@@ -34,25 +34,25 @@ static int ring_rank(wp_rank_ctx *ctx, void *arg) {
 }
 
 int main(int argc, char **argv) {
-    RT_CHECK(argc > 3, "usage: test_job ok|fail train --transport T --nranks N");
+    CHECK(argc > 3, "usage: test_job ok|fail train --transport T --nranks N");
     bool fail = strcmp(argv[1], "fail") == 0;
     static wp_opts o;
     char err[600];
-    RT_CHECK(cli_parse(argc - 2, argv + 2, &o, err, sizeof err) == 0, "%s", err);
+    CHECK(cli_parse(argc - 2, argv + 2, &o, err, sizeof err) == 0, "%s", err);
     o.timeout = 10;
     wp_job_cfg cfg;
-    RT_CHECK(job_cfg_from_opts(&o, &cfg, err, sizeof err) == 0, "%s", err);
+    CHECK(job_cfg_from_opts(&o, &cfg, err, sizeof err) == 0, "%s", err);
     int rc = wp_job_run(&cfg, ring_rank, &fail, err, sizeof err);
     if (getenv("RANK")) { /* a launched rank: the launcher reports */
         if (rc) fprintf(stderr, "%s\n", err);
         return rc;
     }
     printf("wp_job_run returned %d%s%s\n", rc, rc ? ": " : "", rc ? err : "");
-    if (!fail) RT_CHECK(rc == 0, "the job failed");
+    if (!fail) CHECK(rc == 0, "the job failed");
     else
-        RT_CHECK(rc == 1 && strstr(err, "rank") && (strstr(err, "planned failure of rank 1") || strstr(err, "failed first")),
-                 "a failing rank should fail the job with a message");
-    if (fail && strcmp(o.transport, "local") == 0) RT_CHECK(strstr(err, "rank 1: "), "local: the first failure is rank 1's");
+        CHECK(rc == 1 && strstr(err, "rank") && (strstr(err, "planned failure of rank 1") || strstr(err, "failed first")),
+              "a failing rank should fail the job with a message");
+    if (fail && strcmp(o.transport, "local") == 0) CHECK(strstr(err, "rank 1: "), "local: the first failure is rank 1's");
     printf("ok\n");
     return 0;
 }

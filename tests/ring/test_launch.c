@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "bootstrap.h"
-#include "rt.h"
+#include "ring_harness.h"
 
 static void nap(double s) {
     struct timespec ts = {(time_t)s, (long)((s - (time_t)s) * 1e9)};
@@ -31,7 +31,7 @@ static int rank_env(int rank) {
         return 1;
     }
     wp_net_opts net;
-    rt_net(&net, 1);
+    rh_net(&net, 1);
     wp_transport *t;
     wp_control *c;
     if (wp_job_open_tcp(&bi, &net, &t, &c, err, sizeof err) != 0) {
@@ -78,7 +78,7 @@ static int launch(char *self, const char *mode, wp_launch_result *res, char *err
     char *argv[] = {self, (char *)mode, NULL};
     char outp[] = "/tmp/weipipe-launch-out-XXXXXX", errp[] = "/tmp/weipipe-launch-err-XXXXXX";
     int fo = mkstemp(outp), fe = mkstemp(errp);
-    RT_CHECK(fo >= 0 && fe >= 0, "mkstemp");
+    CHECK(fo >= 0 && fe >= 0, "mkstemp");
     fflush(NULL);
     int so = dup(1), se = dup(2);
     dup2(fo, 1);
@@ -90,8 +90,8 @@ static int launch(char *self, const char *mode, wp_launch_result *res, char *err
     close(se);
     close(fo);
     close(fe);
-    *out = rt_slurp(outp);
-    *errout = rt_slurp(errp);
+    *out = rh_slurp(outp);
+    *errout = rh_slurp(errp);
     unlink(outp);
     unlink(errp);
     return rc;
@@ -106,7 +106,7 @@ int main(int argc, char **argv) {
     if (strcmp(mode, "sigterm") == 0) {
         pid_t me = getpid();
         helper = fork();
-        RT_CHECK(helper >= 0, "fork");
+        CHECK(helper >= 0, "fork");
         if (helper == 0) {
             nap(0.5);
             kill(me, SIGTERM);
@@ -116,33 +116,33 @@ int main(int argc, char **argv) {
     int rc = launch(argv[0], mode, &res, err, sizeof err, &out, &errout);
     if (helper) waitpid(helper, NULL, 0);
     printf("launch_local returned %d: %s\n--- stdout\n%s--- stderr\n%s---\n", rc, rc ? err : "", out, errout);
-    RT_CHECK(rt_group_gone(res.pgid), "processes left behind");
+    CHECK(rh_group_gone(res.pgid), "processes left behind");
     if (strcmp(mode, "ok") == 0) {
-        RT_CHECK(rc == 0 && res.first_rank == -1, "all ranks succeeded but launch returned %d", rc);
+        CHECK(rc == 0 && res.first_rank == -1, "all ranks succeeded but launch returned %d", rc);
         for (int r = 0; r < 4; r++) {
             char line[96];
             snprintf(line, sizeof line, "[rank %d] hello from rank %d\n", r, r);
-            RT_CHECK(strstr(out, line), "stdout lacks '%s'", line);
+            CHECK(strstr(out, line), "stdout lacks '%s'", line);
             snprintf(line, sizeof line, "[rank %d] partial line without newline from rank %d\n", r, r);
-            RT_CHECK(strstr(out, line), "stdout lacks '%s'", line);
+            CHECK(strstr(out, line), "stdout lacks '%s'", line);
             snprintf(line, sizeof line, "[rank %d] note from rank %d\n", r, r);
-            RT_CHECK(strstr(errout, line) && !strstr(out, line), "stderr lacks '%s'", line);
+            CHECK(strstr(errout, line) && !strstr(out, line), "stderr lacks '%s'", line);
         }
     } else if (strcmp(mode, "env") == 0) {
-        RT_CHECK(rc == 0, "ranks could not form a job from the launcher's variables: %s", err);
+        CHECK(rc == 0, "ranks could not form a job from the launcher's variables: %s", err);
     } else if (strcmp(mode, "fail3") == 0) {
-        RT_CHECK(rc != 0 && res.first_rank == 2 && res.exit_code == 3 && res.signal == 0 && res.killed == 3,
-                 "expected rank 2 with status 3 first and 3 ranks killed, got rank %d status %d signal %d killed %d",
-                 res.first_rank, res.exit_code, res.signal, res.killed);
-        RT_CHECK(strstr(err, "rank 2 failed first: exit status 3"), "message: %s", err);
+        CHECK(rc != 0 && res.first_rank == 2 && res.exit_code == 3 && res.signal == 0 && res.killed == 3,
+              "expected rank 2 with status 3 first and 3 ranks killed, got rank %d status %d signal %d killed %d",
+              res.first_rank, res.exit_code, res.signal, res.killed);
+        CHECK(strstr(err, "rank 2 failed first: exit status 3"), "message: %s", err);
     } else if (strcmp(mode, "signal") == 0) {
-        RT_CHECK(rc != 0 && res.first_rank == 1 && res.signal == SIGKILL && res.killed == 0,
-                 "expected rank 1 killed by signal 9 and nobody else killed, got rank %d signal %d killed %d",
-                 res.first_rank, res.signal, res.killed);
-        RT_CHECK(strstr(err, "rank 1 failed first: killed by signal 9"), "message: %s", err);
+        CHECK(rc != 0 && res.first_rank == 1 && res.signal == SIGKILL && res.killed == 0,
+              "expected rank 1 killed by signal 9 and nobody else killed, got rank %d signal %d killed %d",
+              res.first_rank, res.signal, res.killed);
+        CHECK(strstr(err, "rank 1 failed first: killed by signal 9"), "message: %s", err);
     } else if (strcmp(mode, "sigterm") == 0) {
-        RT_CHECK(rc != 0 && res.interrupted == SIGTERM && res.killed == 0, "expected an interruption by SIGTERM, got %d (killed %d)",
-                 res.interrupted, res.killed);
+        CHECK(rc != 0 && res.interrupted == SIGTERM && res.killed == 0, "expected an interruption by SIGTERM, got %d (killed %d)",
+              res.interrupted, res.killed);
     } else {
         fprintf(stderr, "usage: test_launch ok|env|fail3|signal|sigterm\n");
         return 2;

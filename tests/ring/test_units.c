@@ -7,7 +7,7 @@
 
 #include "bootstrap.h"
 #include "link_model.h"
-#include "rt.h"
+#include "ring_harness.h"
 #include "sock.h"
 #include "wire.h"
 
@@ -21,42 +21,42 @@ static void test_handshake(void) {
     wire_hs_encode(&h, buf);
     wire_hs back;
     char why[200];
-    RT_CHECK(wire_hs_decode(buf, &back, why, sizeof why) == 0, "round trip: %s", why);
-    RT_CHECK(memcmp(&h, &back, sizeof h) == 0, "handshake fields differ after a round trip");
+    CHECK(wire_hs_decode(buf, &back, why, sizeof why) == 0, "round trip: %s", why);
+    CHECK(memcmp(&h, &back, sizeof h) == 0, "handshake fields differ after a round trip");
     /* every single-bit flip is refused */
     for (size_t i = 0; i < sizeof buf; i++)
         for (int b = 0; b < 8; b++) {
             memcpy(bad, buf, sizeof buf);
             bad[i] ^= (uint8_t)(1u << b);
-            RT_CHECK(wire_hs_decode(bad, &back, why, sizeof why) != 0, "flipped bit %d of byte %zu accepted", b, i);
+            CHECK(wire_hs_decode(bad, &back, why, sizeof why) != 0, "flipped bit %d of byte %zu accepted", b, i);
         }
     /* random buffers are refused (and never crash) */
     for (uint64_t s = 0; s < 2000; s++) {
-        rt_fill(bad, sizeof bad, s);
+        rh_fill(bad, sizeof bad, s);
         if (s % 2) memcpy(bad, buf, 8); /* a right magic does not help */
-        RT_CHECK(wire_hs_decode(bad, &back, why, sizeof why) != 0, "random handshake %llu accepted", (unsigned long long)s);
+        CHECK(wire_hs_decode(bad, &back, why, sizeof why) != 0, "random handshake %llu accepted", (unsigned long long)s);
     }
-    RT_CHECK(wire_secret_equal("abc", "abc") && !wire_secret_equal("abc", "abd") && !wire_secret_equal("abc", "abcd") &&
-                 !wire_secret_equal("", "a"),
-             "secret comparison");
+    CHECK(wire_secret_equal("abc", "abc") && !wire_secret_equal("abc", "abd") && !wire_secret_equal("abc", "abcd") &&
+              !wire_secret_equal("", "a"),
+          "secret comparison");
     printf("ok: handshake (%d bytes): round trip, %zu bit flips and 2000 random buffers refused\n", WIRE_HS_BYTES,
            sizeof buf * 8);
 }
 
 static void test_frames(void) {
     uint8_t payload[1000], hdr[WIRE_FRAME_BYTES];
-    rt_fill(payload, sizeof payload, 1);
+    rh_fill(payload, sizeof payload, 1);
     wire_frame f = {.type = F_DATA, .channel = 3, .length = sizeof payload, .seq = 1ull << 40, .a = 12345, .b = 999999};
     wire_frame_seal(&f, payload);
     wire_frame_encode(&f, hdr);
     wire_frame back;
     uint32_t crc;
     char why[200];
-    RT_CHECK(wire_frame_decode(hdr, &back, &crc, why, sizeof why) == 0, "%s", why);
-    RT_CHECK(back.type == f.type && back.channel == f.channel && back.length == f.length && back.seq == f.seq &&
-                 back.a == f.a && back.b == f.b && back.crc == f.crc,
-             "frame header fields differ after a round trip");
-    RT_CHECK(wire_crc(crc, payload, sizeof payload) == back.crc, "checksum of an intact frame");
+    CHECK(wire_frame_decode(hdr, &back, &crc, why, sizeof why) == 0, "%s", why);
+    CHECK(back.type == f.type && back.channel == f.channel && back.length == f.length && back.seq == f.seq &&
+              back.a == f.a && back.b == f.b && back.crc == f.crc,
+          "frame header fields differ after a round trip");
+    CHECK(wire_crc(crc, payload, sizeof payload) == back.crc, "checksum of an intact frame");
     /* a flipped bit in the header or the payload changes the checksum (or the magic) */
     for (size_t i = 0; i < WIRE_FRAME_BYTES + sizeof payload; i++) {
         uint8_t h2[WIRE_FRAME_BYTES], p2[sizeof payload];
@@ -65,8 +65,8 @@ static void test_frames(void) {
         if (i < WIRE_FRAME_BYTES) h2[i] ^= 0x10;
         else p2[i - WIRE_FRAME_BYTES] ^= 0x10;
         if (wire_frame_decode(h2, &back, &crc, why, sizeof why) != 0) continue;
-        RT_CHECK(wire_crc(crc, p2, back.length <= sizeof p2 ? back.length : sizeof p2) != back.crc,
-                 "a flipped bit at byte %zu went unnoticed", i);
+        CHECK(wire_crc(crc, p2, back.length <= sizeof p2 ? back.length : sizeof p2) != back.crc,
+              "a flipped bit at byte %zu went unnoticed", i);
     }
     printf("ok: frames (%d-byte header): round trip, every flipped bit detected\n", WIRE_FRAME_BYTES);
 }
@@ -74,23 +74,24 @@ static void test_frames(void) {
 static void test_pace(void) {
     wp_link l;
     wp_link_init(&l, 1e6, 0.01); /* 1 MB/s, 10 ms */
-    RT_CHECK(wp_link_paced(&l), "paced");
+    CHECK(wp_link_paced(&l), "paced");
     /* back-to-back frames leave one after the other, each arrives latency later */
     double t1 = wp_link_reserve(&l, 100.0, 500000), t2 = wp_link_reserve(&l, 100.0, 500000);
-    RT_CHECK(fabs(t1 - 100.51) < 1e-9 && fabs(t2 - 101.01) < 1e-9, "arrivals %.6f %.6f", t1, t2);
+    CHECK_NEAR(t1, 100.51, 1e-9, "first arrival");
+    CHECK_NEAR(t2, 101.01, 1e-9, "second arrival");
     /* the link is booked one frame ahead: ready again when the last frame starts leaving */
-    RT_CHECK(fabs(wp_link_ready_at(&l, 500000) - 100.5) < 1e-9, "ready at %.6f", wp_link_ready_at(&l, 500000));
+    CHECK_NEAR(wp_link_ready_at(&l, 500000), 100.5, 1e-9, "ready at");
     /* an idle link does not bank credit: a frame offered later starts then */
     double t3 = wp_link_reserve(&l, 200.0, 1000);
-    RT_CHECK(fabs(t3 - (200.0 + 0.001 + 0.01)) < 1e-9, "after idle %.6f", t3);
+    CHECK_NEAR(t3, 200.0 + 0.001 + 0.01, 1e-9, "after idle");
     /* X bytes in frames: X / bandwidth + latency */
     wp_link_init(&l, 125e6, 0.02); /* 1 Gbit/s */
     double last = 0;
     size_t X = 64u << 20, F = 1u << 20;
     for (size_t off = 0; off < X; off += F) last = wp_link_reserve(&l, 0.0, F);
-    RT_CHECK(fabs(last - ((double)X / 125e6 + 0.02)) < 1e-9, "64 MiB at 1 Gbit/s: %.6f", last);
+    CHECK_NEAR(last, (double)X / 125e6 + 0.02, 1e-9, "64 MiB at 1 Gbit/s");
     wp_link_init(&l, 0, 0);
-    RT_CHECK(!wp_link_paced(&l) && wp_link_reserve(&l, 5.0, 1 << 30) == 5.0, "unpaced link");
+    CHECK(!wp_link_paced(&l) && wp_link_reserve(&l, 5.0, 1 << 30) == 5.0, "unpaced link");
     wp_net_opts n;
     tp_net_defaults(&n);
     n.ranks_per_node = 2;
@@ -98,31 +99,31 @@ static void test_pace(void) {
     n.node_link_bandwidth = 2;
     double bw, lat;
     tp_net_link(&n, 0, 1, &bw, &lat);
-    RT_CHECK(bw == 2, "inside a node");
+    CHECK(bw == 2, "inside a node");
     tp_net_link(&n, 1, 2, &bw, &lat);
-    RT_CHECK(bw == 1, "between nodes");
+    CHECK(bw == 1, "between nodes");
     printf("ok: pacing arithmetic\n");
 }
 
 static void test_addresses(void) {
     char host[64], why[128];
     int port;
-    RT_CHECK(sock_split_addr("127.0.0.1:29500", host, sizeof host, &port, why, sizeof why) == 0 &&
-                 strcmp(host, "127.0.0.1") == 0 && port == 29500, "ipv4");
-    RT_CHECK(sock_split_addr("[fe80::1]:80", host, sizeof host, &port, why, sizeof why) == 0 && strcmp(host, "fe80::1") == 0 &&
-                 port == 80, "ipv6");
-    RT_CHECK(sock_split_addr("node7:1", host, sizeof host, &port, why, sizeof why) == 0 && strcmp(host, "node7") == 0, "name");
+    CHECK(sock_split_addr("127.0.0.1:29500", host, sizeof host, &port, why, sizeof why) == 0 &&
+              strcmp(host, "127.0.0.1") == 0 && port == 29500, "ipv4");
+    CHECK(sock_split_addr("[fe80::1]:80", host, sizeof host, &port, why, sizeof why) == 0 && strcmp(host, "fe80::1") == 0 &&
+              port == 80, "ipv6");
+    CHECK(sock_split_addr("node7:1", host, sizeof host, &port, why, sizeof why) == 0 && strcmp(host, "node7") == 0, "name");
     const char *bad[] = {"nohost", ":80", "h:", "h:70000", "h:-1", "h:8x"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-        RT_CHECK(sock_split_addr(bad[i], host, sizeof host, &port, why, sizeof why) != 0, "'%s' accepted", bad[i]);
+        CHECK(sock_split_addr(bad[i], host, sizeof host, &port, why, sizeof why) != 0, "'%s' accepted", bad[i]);
     struct {
         const char *list, *first;
     } slurm[] = {{"node1", "node1"}, {"gpu[03-05,9],cpu1", "gpu03"}, {"a-b[7]", "a-b7"}, {"x1,x2", "x1"}, {"n[12,3]", "n12"}};
     for (size_t i = 0; i < sizeof slurm / sizeof slurm[0]; i++)
-        RT_CHECK(boot_slurm_first_host(slurm[i].list, host, sizeof host) == 0 && strcmp(host, slurm[i].first) == 0,
-                 "nodelist %s -> %s", slurm[i].list, host);
-    RT_CHECK(boot_slurm_first_host("[1-2]", host, sizeof host) != 0 && boot_slurm_first_host("n[x]", host, sizeof host) != 0,
-             "bad node lists accepted");
+        CHECK(boot_slurm_first_host(slurm[i].list, host, sizeof host) == 0 && strcmp(host, slurm[i].first) == 0,
+              "nodelist %s -> %s", slurm[i].list, host);
+    CHECK(boot_slurm_first_host("[1-2]", host, sizeof host) != 0 && boot_slurm_first_host("n[x]", host, sizeof host) != 0,
+          "bad node lists accepted");
     printf("ok: addresses and Slurm node lists\n");
 }
 
@@ -141,21 +142,21 @@ static void test_boot(void) {
     wp_boot_info bi;
     char err[256];
     const char *none[] = {"HOME=/root", NULL};
-    RT_CHECK(boot(none, &bi, err) == 1, "no launcher variables should mean 'not launched'");
+    CHECK(boot(none, &bi, err) == 1, "no launcher variables should mean 'not launched'");
     const char *torch[] = {"RANK=3", "WORLD_SIZE=8", "LOCAL_RANK=1", "MASTER_ADDR=10.0.0.1", "MASTER_PORT=29500",
                            "WEIPIPE_SECRET=s3cret", "WEIPIPE_JOB_ID=j1", NULL};
-    RT_CHECK(boot(torch, &bi, err) == 0 && bi.rank == 3 && bi.world == 8 && bi.local_rank == 1 &&
-                 strcmp(bi.master_addr, "10.0.0.1") == 0 && bi.master_port == 29500 && strcmp(bi.job_id, "j1") == 0 &&
-                 strcmp(bi.launcher, "torchrun") == 0,
-             "torchrun: %s", err);
+    CHECK(boot(torch, &bi, err) == 0 && bi.rank == 3 && bi.world == 8 && bi.local_rank == 1 &&
+              strcmp(bi.master_addr, "10.0.0.1") == 0 && bi.master_port == 29500 && strcmp(bi.job_id, "j1") == 0 &&
+              strcmp(bi.launcher, "torchrun") == 0,
+          "torchrun: %s", err);
     const char *slurm[] = {"SLURM_PROCID=5", "SLURM_NTASKS=16", "SLURM_LOCALID=1", "SLURM_JOB_ID=123456",
                            "SLURM_JOB_NODELIST=gpu[07-08]", "WEIPIPE_SECRET=x", NULL};
-    RT_CHECK(boot(slurm, &bi, err) == 0 && bi.rank == 5 && bi.world == 16 && strcmp(bi.master_addr, "gpu07") == 0 &&
-                 bi.master_port == 20000 + 123456 % 20000 && strcmp(bi.job_id, "123456") == 0,
-             "slurm: %s (%s:%d)", err, bi.master_addr, bi.master_port);
+    CHECK(boot(slurm, &bi, err) == 0 && bi.rank == 5 && bi.world == 16 && strcmp(bi.master_addr, "gpu07") == 0 &&
+              bi.master_port == 20000 + 123456 % 20000 && strcmp(bi.job_id, "123456") == 0,
+          "slurm: %s (%s:%d)", err, bi.master_addr, bi.master_port);
     const char *ompi[] = {"OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=4", "MASTER_ADDR=h", "MASTER_PORT=1",
                           "WEIPIPE_SECRET=x", "WEIPIPE_JOB_ID=m", NULL};
-    RT_CHECK(boot(ompi, &bi, err) == 0 && bi.rank == 1 && bi.world == 4 && strcmp(bi.launcher, "openmpi") == 0, "ompi: %s", err);
+    CHECK(boot(ompi, &bi, err) == 0 && bi.rank == 1 && bi.world == 4 && strcmp(bi.launcher, "openmpi") == 0, "ompi: %s", err);
     /* each missing or malformed variable is named */
     struct {
         const char *env[8];
@@ -175,8 +176,8 @@ static void test_boot(void) {
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         err[0] = 0;
-        RT_CHECK(boot(bad[i].env, &bi, err) == 2 && strstr(err, bad[i].names) && !strchr(err, '\n'),
-                 "case %zu: expected an error naming %s, got '%s'", i, bad[i].names, err);
+        CHECK(boot(bad[i].env, &bi, err) == 2 && strstr(err, bad[i].names) && !strchr(err, '\n'),
+              "case %zu: expected an error naming %s, got '%s'", i, bad[i].names, err);
     }
     printf("ok: rank discovery (torchrun, Slurm, Open MPI) and %zu named errors\n", sizeof bad / sizeof bad[0]);
 }

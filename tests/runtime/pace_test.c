@@ -5,15 +5,16 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "check.h"
 #include "compute_pace.h"
+#include "link_model.h"
 
-static int failures, checks;
+static int checks;
 
 static void same(double got, double want, const char *what, int c) {
     checks++;
-    if (fabs(got - want) <= 1e-12 * fabs(want) && (want > 0 || got == 0)) return;
-    printf("FAIL: %s of chunk %d: %.17g s, want %.17g s\n", what, c, got, want);
-    failures++;
+    EXPECT(fabs(got - want) <= 1e-12 * fabs(want) && (want > 0 || got == 0), "%s of chunk %d: %.17g s, want %.17g s",
+           what, c, got, want);
 }
 
 static void one(int layers, int h, int heads, int kv, int ffn, int seq, int mb, int vocab, int chunks, bool recompute,
@@ -24,11 +25,9 @@ static void one(int layers, int h, int heads, int kv, int ffn, int seq, int mb, 
     model_cfg_even_chunks(&cfg, chunks);
     wp_layout L;
     char err[256];
-    if (layout_build(&cfg, &L, err, sizeof err)) {
-        printf("FAIL: layout: %s\n", err);
-        failures++;
-        return;
-    }
+    int rc = layout_build(&cfg, &L, err, sizeof err);
+    EXPECT(rc == 0, "layout: %s", err);
+    if (rc) return;
     rt_pace p;
     pace_init(&p, &L, chunks, tflops);
     double speed = tflops * 1e12;
@@ -46,7 +45,7 @@ static void one(int layers, int h, int heads, int kv, int ffn, int seq, int mb, 
     rt_pace off;
     pace_init(&off, &L, chunks, 0);
     checks++;
-    if (off.on) printf("FAIL: pacing on at 0 TFLOP/s\n"), failures++;
+    EXPECT(!off.on, "pacing on at 0 TFLOP/s");
     for (int c = 0; c < chunks; c++) same(pace_min_s(&off, WP_OP_BW, c), 0, "BW unpaced", c);
     layout_free(&L);
 }
@@ -58,7 +57,6 @@ int main(void) {
         one(7, 96, 6, 3, 250, 47, 3, 301, 3, true, speeds[i]);   /* odd sizes, uneven chunks */
         one(5, 128, 8, 8, 344, 129, 1, 1000, 5, false, speeds[i]);
     }
-    if (failures) return 1;
-    printf("pacing budgets: %d checks, each equal to FLOPs / speed within 1e-12 relative\n", checks);
-    return 0;
+    if (!check_failures()) printf("pacing budgets: %d checks, each equal to FLOPs / speed within 1e-12 relative\n", checks);
+    return check_result("runtime/pace");
 }

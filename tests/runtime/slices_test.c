@@ -23,10 +23,7 @@ static wp_layout layout_of(int chunks) {
     wp_layout L;
     tu_model(&c, 3, 12, 2, 1, 20, 37);
     model_cfg_even_chunks(&c, chunks);
-    if (layout_build(&c, &L, err, sizeof err)) {
-        fprintf(stderr, "layout: %s\n", err);
-        exit(1);
-    }
+    CHECK(layout_build(&c, &L, err, sizeof err) == 0, "layout: %s", err);
     return L;
 }
 
@@ -34,10 +31,7 @@ static wp_optim *slices_optim(const wp_layout *L, int slice, int n) {
     int all[WP_MAX_CHUNKS];
     for (int c = 0; c < L->cfg.n_chunks; c++) all[c] = c;
     wp_optim *o = optim_create_slices(layout_optim_model(L), kern, all, L->cfg.n_chunks, slice, n, &hp, err, sizeof err);
-    if (!o) {
-        fprintf(stderr, "optim_create_slices: %s\n", err);
-        exit(1);
-    }
+    CHECK(o, "optim_create_slices: %s", err);
     return o;
 }
 
@@ -62,18 +56,18 @@ static void step_and_compare(const wp_layout *L, wp_optim *whole, wp_optim **par
             optim_step_chunk(whole, c, 1e-2f, 0.5f, w, WP_F32);
             for (int k = 0; k < n; k++) {
                 size_t off, len;
-                CHECK(optim_range(part[k], c, &off, &len), "slice %d/%d holds nothing of chunk %d", k, n, c);
+                EXPECT(optim_range(part[k], c, &off, &len), "slice %d/%d holds nothing of chunk %d", k, n, c);
                 optim_set(part[k], c, WP_OPT_GRAD, g + off);
                 optim_step_chunk(part[k], c, 1e-2f, 0.5f, got, WP_F32);
                 int bad = 0;
                 for (size_t j = 0; j < len; j++) bad += !close_f32(got[j], w[off + j]);
-                CHECK(bad == 0, "n=%d slice %d chunk %d step %d: %d working-copy elements differ", n, k, c, t, bad);
+                EXPECT(bad == 0, "n=%d slice %d chunk %d step %d: %d working-copy elements differ", n, k, c, t, bad);
             }
         }
         for (int k = 0; k < n; k++) {
             size_t off, len;
             optim_range(part[k], c, &off, &len);
-            CHECK(off == covered, "n=%d chunk %d: slice %d starts at %zu, not %zu", n, c, k, off, covered);
+            EXPECT(off == covered, "n=%d chunk %d: slice %d starts at %zu, not %zu", n, c, k, off, covered);
             covered = off + len;
             lo = len < lo ? len : lo;
             hi = len > hi ? len : hi;
@@ -82,11 +76,11 @@ static void step_and_compare(const wp_layout *L, wp_optim *whole, wp_optim **par
                 optim_get(part[k], c, (wp_optim_buf)b, got);
                 int bad = 0;
                 for (size_t j = 0; j < len; j++) bad += !close_f32(got[j], want[off + j]);
-                CHECK(bad == 0, "n=%d slice %d chunk %d buffer %d: %d of %zu elements differ", n, k, c, b, bad, len);
+                EXPECT(bad == 0, "n=%d slice %d chunk %d buffer %d: %d of %zu elements differ", n, k, c, b, bad, len);
             }
         }
-        CHECK(covered == E && hi - lo <= 1, "n=%d chunk %d: slices cover %zu of %zu, sizes %zu..%zu", n, c, covered, E,
-              lo, hi);
+        EXPECT(covered == E && hi - lo <= 1, "n=%d chunk %d: slices cover %zu of %zu, sizes %zu..%zu", n, c, covered, E,
+               lo, hi);
         free(g), free(w), free(got), free(want);
     }
 }
@@ -112,9 +106,9 @@ static int parts_in(const char *save_dir, int rank) {
 static void save_as_ranks(const char *save_dir, const wp_layout *L, wp_optim **writers, int n, char *step_dir,
                           size_t len) {
     for (int r = 0; r < n; r++)
-        CHECK(ckpt_write_shard(save_dir, STEPS, r, writers[r], err, sizeof err) == 0, "shard %d: %s", r, err);
+        EXPECT(ckpt_write_shard(save_dir, STEPS, r, writers[r], err, sizeof err) == 0, "shard %d: %s", r, err);
     wp_ckpt_info in = info_of(L, n);
-    CHECK(ckpt_commit(save_dir, STEPS, n, &in, 0, err, sizeof err) == 0, "commit: %s", err);
+    EXPECT(ckpt_commit(save_dir, STEPS, n, &in, 0, err, sizeof err) == 0, "commit: %s", err);
     snprintf(step_dir, len, "%s/step-%d", save_dir, STEPS);
 }
 
@@ -144,7 +138,7 @@ static void same_elements(wp_optim *a, wp_optim *b, const char *what) {
                 if (ea < oa || ea >= oa + na || eb < ob || eb >= ob + nb) continue;
                 bad += memcmp(&x[ea - oa], &y[eb - ob], 4) != 0;
             }
-            CHECK(bad == 0, "%s: %s buffer %d: %d elements differ", what, pa->name, buf, bad);
+            EXPECT(bad == 0, "%s: %s buffer %d: %d elements differ", what, pa->name, buf, bad);
         }
     }
     free(x), free(y);
@@ -164,15 +158,15 @@ static void test_slices_and_checkpoints(int n) {
     char save_dir[400], step_dir[500], what[64];
     snprintf(save_dir, sizeof save_dir, "%s/n%d", dir, n);
     save_as_ranks(save_dir, &L2, part, n, step_dir, sizeof step_dir);
-    if (n > 1) CHECK(parts_in(save_dir, 1) > 0, "n=%d: rank 1's shard holds no tensor part", n);
+    if (n > 1) EXPECT(parts_in(save_dir, 1) > 0, "n=%d: rank 1's shard holds no tensor part", n);
     wp_optim *re3 = optim_create(layout_optim_model(&L3), kern, all3, 3, &hp, err, sizeof err);
-    CHECK(load(step_dir, re3) == 0, "n=%d: load into 3 whole chunks: %s", n, err);
+    EXPECT(load(step_dir, re3) == 0, "n=%d: load into 3 whole chunks: %s", n, err);
     snprintf(what, sizeof what, "n=%d into 3 whole chunks", n);
     for (int k = 0; k < n; k++) same_elements(part[k], re3, what);
-    CHECK(optim_steps(re3) == STEPS, "n=%d: step count %lld", n, (long long)optim_steps(re3));
+    EXPECT(optim_steps(re3) == STEPS, "n=%d: step count %lld", n, (long long)optim_steps(re3));
     for (int k = 0; k < 2; k++) { /* re-split: 2 slices of another chunking */
         wp_optim *re = slices_optim(&L3, k, 2);
-        CHECK(load(step_dir, re) == 0, "n=%d: load into slice %d of 2: %s", n, k, err);
+        EXPECT(load(step_dir, re) == 0, "n=%d: load into slice %d of 2: %s", n, k, err);
         snprintf(what, sizeof what, "n=%d into slice %d/2 of 3 chunks", n, k);
         same_elements(re, re3, what);
         optim_destroy(re);
@@ -206,9 +200,9 @@ static void test_bad_parts(void) {
         int rc = load(step_dir, o);
         printf("%s: %s\n", cases[i].tag, err);
         if (i == 0) /* the first tensor the gap touches is either missing or cut short */
-            CHECK(rc == 2 && (strstr(err, "in none of the shard files") || strstr(err, "end at")), "gap: %d %s", rc, err);
+            EXPECT(rc == 2 && (strstr(err, "in none of the shard files") || strstr(err, "end at")), "gap: %d %s", rc, err);
         else
-            CHECK_REFUSED(rc, err, "overlap", step_dir);
+            EXPECT_REFUSED(rc, err, "overlap", step_dir);
         optim_destroy(o);
         for (int r = 0; r < cases[i].n; r++) optim_destroy(w[r]);
     }
@@ -223,5 +217,5 @@ int main(void) {
     test_bad_parts();
     kern_destroy(kern);
     tu_cleanup(dir);
-    return tu_done("runtime/slices");
+    return check_result("runtime/slices");
 }

@@ -11,32 +11,22 @@
  *   - every span has a non-negative duration; a wait track exists;
  *   - with --device-tflops X, every F/B/W/BW span lasts at least its FLOPs / X (pacing is a
  *     lower bound, so this holds however loaded the machine is).
- * Exit 0 and one summary line, or 1 naming the first difference. */
+ * Exit 0 and one summary line, or 1 after a FAIL line naming the first difference. */
 #include <jansson.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "adapters.h"
+#include "check.h"
+#include "cli.h"
 #include "layout.h"
 #include "schedule.h"
 #include "sim.h"
 
 #define MAX_RANKS 16
 #define MAX_NAMES 4096
-
-static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int fail(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    printf("FAIL: ");
-    vprintf(fmt, ap);
-    printf("\n");
-    va_end(ap);
-    return 1;
-}
 
 /* Expected counts per (rank, name) on the compute track, and per (rank, channel) of transfers. */
 typedef struct {
@@ -91,28 +81,29 @@ static void expect(const wp_schedule *s, const wp_layout *L, const wp_costs *pac
     }
 }
 
-/* One span of rank r's file. Returns 0 or 1 (printed). */
-static int take_span(json_t *ev, name_counts *nc, xfer_counts *got) {
+/* One span of rank r's file; a malformed or unlisted one ends the check. */
+static void take_span(json_t *ev, name_counts *nc, xfer_counts *got) {
     const char *ph = json_string_value(json_object_get(ev, "ph"));
     int pid = (int)json_integer_value(json_object_get(ev, "pid"));
     int tid = (int)json_integer_value(json_object_get(ev, "tid"));
-    if (!ph || pid < 0 || pid >= MAX_RANKS) return fail("event with ph %s pid %d tid %d", ph ? ph : "?", pid, tid);
+    CHECK(ph && pid >= 0 && pid < MAX_RANKS, "event with ph %s pid %d tid %d", ph ? ph : "?", pid, tid);
     if (strcmp(ph, "M") == 0) {
         const char *nm = json_string_value(json_object_get(json_object_get(ev, "args"), "name"));
         if (nm && strcmp(nm, "waits") == 0) got->wait_track[pid] = true;
-        return 0;
+        return;
     }
     const char *name = json_string_value(json_object_get(ev, "name"));
     double dur = json_number_value(json_object_get(ev, "dur")) * 1e-6;
-    if (strcmp(ph, "X") != 0 || !name || !(dur >= 0)) return fail("span '%s' of rank %d on track %d malformed", name ? name : "?", pid, tid);
+    CHECK(strcmp(ph, "X") == 0 && name && dur >= 0, "span '%s' of rank %d on track %d malformed", name ? name : "?", pid,
+          tid);
     if (tid == 0) {
         int k = slot(nc, pid, name);
-        if (k < 0 || nc->want[k] == 0) return fail("compute track of rank %d holds '%s', not in its list", pid, name);
+        CHECK(k >= 0 && nc->want[k] != 0, "compute track of rank %d holds '%s', not in its list", pid, name);
         nc->got[k]++;
         /* a span is written in microseconds with 3 decimals: allow that rounding */
-        if (dur + 2e-9 < nc->min_s[k])
-            return fail("'%s' of rank %d lasted %.9f s, less than its paced budget %.9f s", name, pid, dur, nc->min_s[k]);
-        return 0;
+        CHECK(dur + 2e-9 >= nc->min_s[k], "'%s' of rank %d lasted %.9f s, less than its paced budget %.9f s", name, pid,
+              dur, nc->min_s[k]);
+        return;
     }
     double bytes = json_number_value(json_object_get(json_object_get(ev, "args"), "bytes"));
     if (tid >= 1 && tid < 1 + WP_SCH_COUNT) {
@@ -122,42 +113,36 @@ static int take_span(json_t *ev, name_counts *nc, xfer_counts *got) {
         got->recvs[pid][tid - 1 - WP_SCH_COUNT]++;
         got->recv_bytes[pid] += bytes;
     }
-    return 0;
 }
 
-static int read_file(const char *path, name_counts *nc, xfer_counts *got) {
+static void read_file(const char *path, name_counts *nc, xfer_counts *got) {
     json_error_t je;
     json_t *root = json_load_file(path, 0, &je);
-    if (!root) return fail("%s does not parse: line %d: %s", path, je.line, je.text);
+    CHECK(root, "%s does not parse: line %d: %s", path, je.line, je.text);
     json_t *evs = json_object_get(root, "traceEvents");
-    int rc = json_is_array(evs) ? 0 : fail("%s has no traceEvents array", path);
+    CHECK(json_is_array(evs), "%s has no traceEvents array", path);
     size_t i;
     json_t *ev;
-    json_array_foreach(evs, i, ev) {
-        if (rc) break;
-        rc = take_span(ev, nc, got);
-    }
+    json_array_foreach(evs, i, ev) take_span(ev, nc, got);
     json_decref(root);
-    return rc;
 }
 
-static int compare(const wp_schedule *s, const name_counts *nc, const xfer_counts *want, const xfer_counts *got) {
+static void compare(const wp_schedule *s, const name_counts *nc, const xfer_counts *want, const xfer_counts *got) {
     for (int i = 0; i < nc->n; i++)
-        if (nc->got[i] != nc->want[i])
-            return fail("rank %d's compute track holds '%s' %ld times, its list %ld times", nc->rank[i], nc->name[i], nc->got[i], nc->want[i]);
+        CHECK(nc->got[i] == nc->want[i], "rank %d's compute track holds '%s' %ld times, its list %ld times", nc->rank[i],
+              nc->name[i], nc->got[i], nc->want[i]);
     for (int r = 0; r < s->nranks; r++) {
         for (int ch = 0; ch < WP_SCH_COUNT; ch++) {
-            if (got->sends[r][ch] != want->sends[r][ch])
-                return fail("rank %d %s: %ld send spans, its list %ld", r, channel_name(ch), got->sends[r][ch], want->sends[r][ch]);
-            if (got->recvs[r][ch] != want->recvs[r][ch])
-                return fail("rank %d %s: %ld receive spans, its list %ld", r, channel_name(ch), got->recvs[r][ch], want->recvs[r][ch]);
+            CHECK(got->sends[r][ch] == want->sends[r][ch], "rank %d %s: %ld send spans, its list %ld", r,
+                  channel_name(ch), got->sends[r][ch], want->sends[r][ch]);
+            CHECK(got->recvs[r][ch] == want->recvs[r][ch], "rank %d %s: %ld receive spans, its list %ld", r,
+                  channel_name(ch), got->recvs[r][ch], want->recvs[r][ch]);
         }
-        if (got->sent_bytes[r] != want->sent_bytes[r] || got->recv_bytes[r] != want->recv_bytes[r])
-            return fail("rank %d: traced bytes sent %.0f received %.0f, its list %.0f and %.0f", r, got->sent_bytes[r],
-                        got->recv_bytes[r], want->sent_bytes[r], want->recv_bytes[r]);
-        if (s->nranks > 1 && !got->wait_track[r]) return fail("rank %d has no wait track", r);
+        CHECK(got->sent_bytes[r] == want->sent_bytes[r] && got->recv_bytes[r] == want->recv_bytes[r],
+              "rank %d: traced bytes sent %.0f received %.0f, its list %.0f and %.0f", r, got->sent_bytes[r],
+              got->recv_bytes[r], want->sent_bytes[r], want->recv_bytes[r]);
+        CHECK(s->nranks == 1 || got->wait_track[r], "rank %d has no wait track", r);
     }
-    return 0;
 }
 
 int main(int argc, char **argv) {
@@ -182,24 +167,23 @@ int main(int argc, char **argv) {
     static name_counts nc;
     static xfer_counts want, got;
     expect(&s, &L, o.device_tflops > 0 ? &pace : NULL, (long)o.steps, &nc, &want);
-    int rc = read_file(argv[1], &nc, &got);
-    for (int r = 1; r < N && !rc; r++) {
+    read_file(argv[1], &nc, &got);
+    for (int r = 1; r < N; r++) {
         char path[600];
         snprintf(path, sizeof path, "%s.rank-%d", argv[1], r);
         FILE *f = fopen(path, "r");
         if (!f) continue; /* threads: one file holds every rank */
         fclose(f);
-        rc = read_file(path, &nc, &got);
+        read_file(path, &nc, &got);
     }
-    if (!rc) rc = compare(&s, &nc, &want, &got);
+    compare(&s, &nc, &want, &got);
     long spans = 0, xfers = 0;
     for (int i = 0; i < nc.n; i++) spans += nc.got[i];
     for (int r = 0; r < N; r++)
         for (int ch = 0; ch < WP_SCH_COUNT; ch++) xfers += got.sends[r][ch] + got.recvs[r][ch];
-    if (!rc)
-        printf("trace %s: %s on %d ranks, %ld device spans and %ld transfer spans, as the lists say%s\n", argv[1], o.strategy,
-               N, spans, xfers, o.device_tflops > 0 ? "; every compute span at least its paced budget" : "");
+    printf("trace %s: %s on %d ranks, %ld device spans and %ld transfer spans, as the lists say%s\n", argv[1], o.strategy,
+           N, spans, xfers, o.device_tflops > 0 ? "; every compute span at least its paced budget" : "");
     sched_free(&s);
     layout_free(&L);
-    return rc;
+    return 0;
 }

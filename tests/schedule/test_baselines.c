@@ -17,14 +17,13 @@
 #include <math.h>
 #include <string.h>
 
+#include "check.h"
 #include "schedule.h"
 #include "sim.h"
 #include "validate.h"
-#include "st.h"
 
 static int checks;
 
-static bool close_rel(double a, double b) { return fabs(a - b) <= 1e-12 * fmax(fabs(a), fabs(b)) + 1e-300; }
 
 typedef struct {
     wp_strategy st;
@@ -40,14 +39,14 @@ static int run(const shape *x, bool record, wp_sim *sim) {
     wp_gen_opts g = {.i1f1b_breadth_first = x->breadth};
     int C = x->v * x->N;
     if (schedule_generate(x->st, x->N, x->M, C, &g, &s, err, sizeof err)) {
-        CHECK(0, "%s N=%d M=%d C=%d: %s", strategy_name(x->st), x->N, x->M, C, err);
+        EXPECT(0, "%s N=%d M=%d C=%d: %s", strategy_name(x->st), x->N, x->M, C, err);
         return -1;
     }
     wp_costs c;
     costs_unit(&c, C, 0);
     for (int k = 0; k < C; k++) costs_set_measured(&c, k, x->f, x->b, x->w);
     int rc = simulate(&s, NULL, &c, record, sim, err, sizeof err);
-    CHECK(rc == 0, "%s N=%d M=%d: %s", strategy_name(x->st), x->N, x->M, err);
+    EXPECT(rc == 0, "%s N=%d M=%d: %s", strategy_name(x->st), x->N, x->M, err);
     sched_free(&s);
     if (rc) sim_free(sim);
     return rc ? -1 : 0;
@@ -58,10 +57,10 @@ static void check_step(const shape *x, double want_step, const char *formula) {
     if (run(x, false, &sim)) return;
     double work = x->v * x->M * (x->f + x->b + x->w);
     double want_bubble = 1 - work / want_step;
-    CHECK(close_rel(sim.step_s, want_step) && fabs(sim.bubble - want_bubble) < 1e-12,
-          "%s%s N=%d M=%d v=%d F=%g B=%g W=%g: step %.12g, bubble %.12f; %s gives %.12g, %.12f", strategy_name(x->st),
-          x->breadth ? " breadth-first" : "", x->N, x->M, x->v, x->f, x->b, x->w, sim.step_s, sim.bubble, formula,
-          want_step, want_bubble);
+    EXPECT(check_close(sim.step_s, want_step, 1e-12) && fabs(sim.bubble - want_bubble) < 1e-12,
+           "%s%s N=%d M=%d v=%d F=%g B=%g W=%g: step %.12g, bubble %.12f; %s gives %.12g, %.12f", strategy_name(x->st),
+           x->breadth ? " breadth-first" : "", x->N, x->M, x->v, x->f, x->b, x->w, sim.step_s, sim.bubble, formula,
+           want_step, want_bubble);
     checks++;
     sim_free(&sim);
 }
@@ -71,12 +70,12 @@ static int peak_acts(wp_strategy st, int N, int M, int C, bool breadth, int rank
     wp_schedule s;
     wp_gen_opts g = {.i1f1b_breadth_first = breadth};
     if (schedule_generate(st, N, M, C, &g, &s, err, sizeof err)) {
-        CHECK(0, "%s: %s", strategy_name(st), err);
+        EXPECT(0, "%s: %s", strategy_name(st), err);
         return -1;
     }
     wp_run rep;
     int rc = sched_validate(&s, NULL, &rep, err, sizeof err);
-    CHECK(rc == 0, "%s N=%d M=%d: %s", strategy_name(st), N, M, err);
+    EXPECT(rc == 0, "%s N=%d M=%d: %s", strategy_name(st), N, M, err);
     int peak = -1;
     for (int r = 0; r < N; r++)
         if (!rc && (rank == r || (rank < 0 && rep.rank[r].peak_acts > peak))) peak = rep.rank[r].peak_acts;
@@ -96,7 +95,7 @@ static void gpipe(void) {
             }
             for (int r = 0; r < N; r++) {
                 int p = peak_acts(WP_STRAT_GPIPE, N, M, N, false, r);
-                CHECK(p == M, "gpipe N=%d M=%d rank %d holds %d activation states, want M", N, M, r, p);
+                EXPECT(p == M, "gpipe N=%d M=%d rank %d holds %d activation states, want M", N, M, r, p);
             }
             checks++;
         }
@@ -119,12 +118,12 @@ static size_t act_bytes_sent(wp_strategy st, int N, int M, int C, const wp_layou
     char err[1024];
     wp_schedule s;
     if (schedule_generate(st, N, M, C, NULL, &s, err, sizeof err)) {
-        CHECK(0, "%s: %s", strategy_name(st), err);
+        EXPECT(0, "%s: %s", strategy_name(st), err);
         return 0;
     }
     wp_run rep;
     int rc = sched_validate(&s, L, &rep, err, sizeof err);
-    CHECK(rc == 0, "%s: %s", strategy_name(st), err);
+    EXPECT(rc == 0, "%s: %s", strategy_name(st), err);
     size_t sum = 0;
     for (int r = 0; r < N && !rc; r++) sum += rep.rank[r].sent[WP_BUF_A] + rep.rank[r].sent[WP_BUF_GA];
     run_free(&rep);
@@ -144,13 +143,13 @@ static void interleaved_traffic(void) {
             wp_layout L;
             char err[256];
             if (layout_build(&c, &L, err, sizeof err)) {
-                CHECK(0, "layout: %s", err);
+                EXPECT(0, "layout: %s", err);
                 continue;
             }
             size_t one = buf_bytes(&L, buf_a(0, 0));
             size_t got = act_bytes_sent(WP_STRAT_I1F1B, N, M, C, &L);
-            CHECK(got == 2 * (size_t)(C - 1) * M * one, "interleaved-1f1b N=%d v=%d sends %zu activation bytes, want "
-                  "2(vN-1)M x %zu", N, v, got, one);
+            EXPECT(got == 2 * (size_t)(C - 1) * M * one, "interleaved-1f1b N=%d v=%d sends %zu activation bytes, want "
+                   "2(vN-1)M x %zu", N, v, got, one);
             layout_free(&L);
             checks++;
         }
@@ -170,11 +169,11 @@ static void zbh1(void) {
         for (int M = 1; M <= 2 * N + 1; M += N > 1 ? N - 1 : 1) {
             int h1 = peak_acts(WP_STRAT_ZBH1, N, M, N, false, -1), base = peak_acts(WP_STRAT_1F1B, N, M, N, false, -1);
             int want = N < M ? N : M;
-            CHECK(h1 == base && h1 == want, "zb-h1 N=%d M=%d peak %d activation states, 1f1b %d, want min(N,M) = %d", N,
-                  M, h1, base, want);
+            EXPECT(h1 == base && h1 == want, "zb-h1 N=%d M=%d peak %d activation states, 1f1b %d, want min(N,M) = %d", N,
+                   M, h1, base, want);
             for (int r = 0; r < N; r++) {
                 int p = peak_acts(WP_STRAT_ZBH1, N, M, N, false, r);
-                CHECK(p == want, "zb-h1 N=%d M=%d rank %d peak %d, want %d", N, M, r, p, want);
+                EXPECT(p == want, "zb-h1 N=%d M=%d rank %d peak %d, want %d", N, M, r, p, want);
             }
             checks++;
         }
@@ -203,14 +202,14 @@ static void zbh2(void) {
             if (M < 2 * N - 1 || run(&x, true, &sim)) continue; /* fewer cannot fill the warm-up */
             for (int r = 0; r < N; r++) {
                 double idle = inner_idle(&sim, r);
-                CHECK(fabs(idle) < 1e-9, "zb-h2 N=%d M=%d rank %d idles %g inside its block of work", N, M, r, idle);
+                EXPECT(fabs(idle) < 1e-9, "zb-h2 N=%d M=%d rank %d idles %g inside its block of work", N, M, r, idle);
             }
             sim_free(&sim);
             int want = 2 * N - 1 < M ? 2 * N - 1 : M;
             for (int r = 0; r < N; r++) {
                 int p = peak_acts(WP_STRAT_ZBH2, N, M, N, false, r);
-                CHECK(p == want, "zb-h2 N=%d M=%d rank %d peak %d activation states, want min(2N-1, M) = %d", N, M, r, p,
-                      want);
+                EXPECT(p == want, "zb-h2 N=%d M=%d rank %d peak %d activation states, want min(2N-1, M) = %d", N, M, r, p,
+                       want);
             }
             checks++;
         }
@@ -222,6 +221,6 @@ int main(void) {
     interleaved_traffic();
     zbh1();
     zbh2();
-    printf("%d closed-form checks, %d failures\n", checks, st_failures);
-    return st_failures ? 1 : 0;
+    printf("%d closed-form checks, %d failures\n", checks, check_failures());
+    return check_failures() ? 1 : 0;
 }

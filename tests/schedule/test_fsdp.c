@@ -17,10 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "schedule.h"
 #include "sim.h"
 #include "validate.h"
-#include "st.h"
 
 static int checks;
 
@@ -31,7 +31,7 @@ static wp_layout layout(int layers, int chunks, int h, wp_precision prec) {
     model_cfg_even_chunks(&c, chunks);
     wp_layout L;
     char err[256];
-    if (layout_build(&c, &L, err, sizeof err)) CHECK(0, "layout: %s", err);
+    if (layout_build(&c, &L, err, sizeof err)) EXPECT(0, "layout: %s", err);
     return L;
 }
 
@@ -56,15 +56,15 @@ static void check_bytes(const wp_schedule *s, const wp_layout *L, const wp_run *
             slack += (double)k * (uses + 1) * 4; /* one element (at most 4 bytes) per slice */
         }
         const wp_rank_report *q = &rep->rank[r];
-        CHECK(q->sent[WP_BUF_W] == want_ws && q->recv[WP_BUF_W] == want_wr && q->sent[WP_BUF_GW] == want_gs &&
-                  q->recv[WP_BUF_GW] == want_gr,
-              "fsdp N=%d M=%d rank %d: W sent %zu recv %zu (want %zu %zu), GW sent %zu recv %zu (want %zu %zu)", N,
-              s->nmb, r, q->sent[WP_BUF_W], q->recv[WP_BUF_W], want_ws, want_wr, q->sent[WP_BUF_GW], q->recv[WP_BUF_GW],
-              want_gs, want_gr);
-        CHECK(q->sent[WP_BUF_A] == 0 && q->sent[WP_BUF_GA] == 0, "fsdp rank %d sends activations", r);
+        EXPECT(q->sent[WP_BUF_W] == want_ws && q->recv[WP_BUF_W] == want_wr && q->sent[WP_BUF_GW] == want_gs &&
+                   q->recv[WP_BUF_GW] == want_gr,
+               "fsdp N=%d M=%d rank %d: W sent %zu recv %zu (want %zu %zu), GW sent %zu recv %zu (want %zu %zu)", N,
+               s->nmb, r, q->sent[WP_BUF_W], q->recv[WP_BUF_W], want_ws, want_wr, q->sent[WP_BUF_GW], q->recv[WP_BUF_GW],
+               want_gs, want_gr);
+        EXPECT(q->sent[WP_BUF_A] == 0 && q->sent[WP_BUF_GA] == 0, "fsdp rank %d sends activations", r);
         double sent = (double)(q->sent[WP_BUF_W] + q->sent[WP_BUF_GW]);
-        CHECK(sent >= closed - slack && sent <= closed + slack, "fsdp N=%d M=%d rank %d: %g bytes, closed form %g +- %g",
-              N, s->nmb, r, sent, closed, slack);
+        EXPECT(sent >= closed - slack && sent <= closed + slack, "fsdp N=%d M=%d rank %d: %g bytes, closed form %g +- %g",
+               N, s->nmb, r, sent, closed, slack);
         checks += 2;
     }
 }
@@ -78,10 +78,10 @@ static void check_memory(const wp_schedule *s, const wp_layout *L, const wp_run 
             slice_range(16 * L->chunk_numel[c], r, N, &off, &part);
             owned += part;
         }
-        CHECK(q->peak_n[WP_BUF_W] <= 2 && q->peak_n[WP_BUF_A] <= 2 && q->peak_n[WP_BUF_GA] <= 2 &&
-                  q->peak_acts == s->nchunks && q->owner_bytes == owned,
-              "fsdp N=%d rank %d: W %d A %d GA %d buffers, %d activation states, %zu owner bytes (want %zu)", N, r,
-              q->peak_n[WP_BUF_W], q->peak_n[WP_BUF_A], q->peak_n[WP_BUF_GA], q->peak_acts, q->owner_bytes, owned);
+        EXPECT(q->peak_n[WP_BUF_W] <= 2 && q->peak_n[WP_BUF_A] <= 2 && q->peak_n[WP_BUF_GA] <= 2 &&
+                   q->peak_acts == s->nchunks && q->owner_bytes == owned,
+               "fsdp N=%d rank %d: W %d A %d GA %d buffers, %d activation states, %zu owner bytes (want %zu)", N, r,
+               q->peak_n[WP_BUF_W], q->peak_n[WP_BUF_A], q->peak_n[WP_BUF_GA], q->peak_acts, q->owner_bytes, owned);
         checks++;
     }
 }
@@ -90,12 +90,12 @@ static void one(int N, int M, int C, wp_precision prec) {
     char err[1024];
     wp_schedule s;
     int rc = schedule_generate(WP_STRAT_FSDP, N, M, C, NULL, &s, err, sizeof err);
-    CHECK(rc == 0, "fsdp N=%d M=%d C=%d: %s", N, M, C, err);
+    EXPECT(rc == 0, "fsdp N=%d M=%d C=%d: %s", N, M, C, err);
     if (rc) return;
     wp_layout L = layout(C + 1, C, 48 + 3 * N, prec);
     wp_run rep;
     rc = sched_validate(&s, &L, &rep, err, sizeof err);
-    CHECK(rc == 0, "fsdp N=%d M=%d C=%d: %s", N, M, C, err);
+    EXPECT(rc == 0, "fsdp N=%d M=%d C=%d: %s", N, M, C, err);
     checks++;
     if (!rc) {
         check_bytes(&s, &L, &rep);
@@ -170,16 +170,16 @@ static void broken(void) {
             char err[1024] = "";
             wp_schedule s;
             if (schedule_generate(WP_STRAT_FSDP, N, 2 * N, N, NULL, &s, err, sizeof err)) {
-                CHECK(0, "fsdp N=%d: %s", N, err);
+                EXPECT(0, "fsdp N=%d: %s", N, err);
                 return;
             }
             int applied = apply(&s, (breakage)b);
-            CHECK(applied == 0, "fsdp N=%d: breakage %d found no target", N, b);
+            EXPECT(applied == 0, "fsdp N=%d: breakage %d found no target", N, b);
             wp_run rep;
             int rc = applied ? 1 : sched_validate(&s, NULL, &rep, err, sizeof err);
             if (!applied) run_free(&rep);
-            CHECK(applied || (rc == 1 && strstr(err, expect[b])), "fsdp N=%d breakage %d: rc %d, '%s' lacks '%s'", N,
-                  b, rc, err, expect[b]);
+            EXPECT(applied || (rc == 1 && strstr(err, expect[b])), "fsdp N=%d breakage %d: rc %d, '%s' lacks '%s'", N,
+                   b, rc, err, expect[b]);
             checks++;
             sched_free(&s);
         }
@@ -192,7 +192,7 @@ static void broken(void) {
         wp_run rep;
         int rc = sched_validate(&s, NULL, &rep, err, sizeof err);
         run_free(&rep);
-        CHECK(i >= 0 && rc == 1 && strstr(err, "does not fit the schedule's slicing"), "unsliced: rc %d '%s'", rc, err);
+        EXPECT(i >= 0 && rc == 1 && strstr(err, "does not fit the schedule's slicing"), "unsliced: rc %d '%s'", rc, err);
         checks++;
         sched_free(&s);
     }
@@ -205,7 +205,7 @@ static void simulated(void) {
     char err[1024];
     wp_schedule s;
     if (schedule_generate(WP_STRAT_FSDP, N, 2 * N, N, NULL, &s, err, sizeof err)) {
-        CHECK(0, "fsdp: %s", err);
+        EXPECT(0, "fsdp: %s", err);
         return;
     }
     wp_layout L = layout(N, N, 60, WP_PREC_MIXED);
@@ -217,9 +217,9 @@ static void simulated(void) {
     int rc = simulate(&s, &L, &c, false, &sim, err, sizeof err);
     int rv = sched_validate(&s, &L, &rep, err, sizeof err);
     size_t sent = rv ? 0 : rep.rank[0].sent[WP_BUF_W] + rep.rank[0].sent[WP_BUF_GW];
-    CHECK(rc == 0 && rv == 0 && sim.rank_sent[0] == sent && sim.step_s >= (double)sim.max_sent / m.link_bw,
-          "fsdp simulate: rc %d/%d, sent %zu vs %zu, step %g s < %g s", rc, rv, rc ? 0 : sim.rank_sent[0], sent,
-          rc ? 0 : sim.step_s, (double)sim.max_sent / m.link_bw);
+    EXPECT(rc == 0 && rv == 0 && sim.rank_sent[0] == sent && sim.step_s >= (double)sim.max_sent / m.link_bw,
+           "fsdp simulate: rc %d/%d, sent %zu vs %zu, step %g s < %g s", rc, rv, rc ? 0 : sim.rank_sent[0], sent,
+           rc ? 0 : sim.step_s, (double)sim.max_sent / m.link_bw);
     checks++;
     if (!rc) sim_free(&sim);
     run_free(&rep);
@@ -232,6 +232,6 @@ int main(void) {
     valid_shapes(WP_PREC_FP32);
     broken();
     simulated();
-    printf("%d fsdp checks, %d failures\n", checks, st_failures);
-    return st_failures ? 1 : 0;
+    printf("%d fsdp checks, %d failures\n", checks, check_failures());
+    return check_failures() ? 1 : 0;
 }

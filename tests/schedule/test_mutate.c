@@ -5,10 +5,10 @@
  * restore. */
 #include <string.h>
 
+#include "check.h"
 #include "mutate.h"
 #include "schedule.h"
 #include "validate.h"
-#include "st.h"
 
 static int caught;
 
@@ -40,15 +40,15 @@ static void mutations(wp_strategy st, int N) {
         char err[1024] = "";
         wp_schedule s;
         if (schedule_generate(st, N, 2 * N, strategy_default_chunks(st, N), NULL, &s, err, sizeof err)) {
-            CHECK(0, "%s N=%d: %s", strategy_name(st), N, err);
+            EXPECT(0, "%s N=%d: %s", strategy_name(st), N, err);
             return;
         }
         if (sched_mutate(&s, (wp_mutation)m) == 0) {
             applied++;
             int rc = validate(&s, err, sizeof err);
             bool ok = rc == 1 && mentions(err, mutation_expect((wp_mutation)m)) && strstr(err, "rank ");
-            CHECK(ok, "%s N=%d %s: rc %d, message '%s' lacks '%s'", strategy_name(st), N, mutation_name((wp_mutation)m),
-                  rc, err, mutation_expect((wp_mutation)m));
+            EXPECT(ok, "%s N=%d %s: rc %d, message '%s' lacks '%s'", strategy_name(st), N, mutation_name((wp_mutation)m),
+                   rc, err, mutation_expect((wp_mutation)m));
             caught += ok;
         }
         sched_free(&s);
@@ -59,7 +59,7 @@ static void mutations(wp_strategy st, int N) {
     /* fsdp: slices give two different receives on one channel even with two ranks */
     bool two_kinds = N == 2 && st != WP_STRAT_FSDP;
     int want = N == 1 ? 4 : no_travelling_gradient(st) || two_kinds ? WP_MUT_COUNT - 1 : WP_MUT_COUNT;
-    CHECK(applied == want, "%s N=%d: %d mutations applied, want %d", strategy_name(st), N, applied, want);
+    EXPECT(applied == want, "%s N=%d: %d mutations applied, want %d", strategy_name(st), N, applied, want);
 }
 
 /* Rank 0 runs micro-batch 0 through both chunks; rank 1 owns chunk 1 and lends its weights. With
@@ -116,12 +116,12 @@ static void forked_gradient(void) {
     wp_schedule s;
     handmade(&s, false, false);
     int rc = validate(&s, err, sizeof err);
-    CHECK(rc == 0, "hand-written schedule: %s", err);
+    EXPECT(rc == 0, "hand-written schedule: %s", err);
     sched_free(&s);
     handmade(&s, true, false);
     rc = validate(&s, err, sizeof err);
-    CHECK(rc == 1 && strstr(err, "rank 1, action 7 (ACC(1))") && strstr(err, "micro-batch 0's contribution to the owner a second time"),
-          "forked gradient: rc %d '%s'", rc, err);
+    EXPECT(rc == 1 && strstr(err, "rank 1, action 7 (ACC(1))") && strstr(err, "micro-batch 0's contribution to the owner a second time"),
+           "forked gradient: rc %d '%s'", rc, err);
     caught += rc == 1;
     sched_free(&s);
 }
@@ -132,8 +132,8 @@ static void cyclic_wait(void) {
     wp_schedule s;
     handmade(&s, false, true);
     int rc = validate(&s, err, sizeof err);
-    CHECK(rc == 1 && strstr(err, "deadlock: rank 0, action 3 (F(1,0)) waits for W[1]@0 to arrive; rank 1, action 2 (ACC(1)) "
-                                 "waits for GW[1] to arrive"), "cyclic wait: rc %d '%s'", rc, err);
+    EXPECT(rc == 1 && strstr(err, "deadlock: rank 0, action 3 (F(1,0)) waits for W[1]@0 to arrive; rank 1, action 2 (ACC(1)) "
+                                  "waits for GW[1] to arrive"), "cyclic wait: rc %d '%s'", rc, err);
     caught += rc == 1;
     sched_free(&s);
 }
@@ -147,13 +147,13 @@ static void broken_carry(void) {
     int victim = -1;
     for (int r = 0; r < s.nranks && victim < 0; r++)
         if (s.rank[r].n_carry) victim = r;
-    CHECK(victim >= 0, "wzb2 carries nothing");
+    EXPECT(victim >= 0, "wzb2 carries nothing");
     if (victim >= 0) {
         wp_rank_prog *p = &s.rank[victim];
-        CHECK(p->a[p->n - 1].op == WP_OP_LOAD, "wzb2 rank %d does not end with the staging LOAD", victim);
+        EXPECT(p->a[p->n - 1].op == WP_OP_LOAD, "wzb2 rank %d does not end with the staging LOAD", victim);
         sched_delete(&s, victim, p->n - 1);
         int rc = validate(&s, err, sizeof err);
-        CHECK(rc == 1 && strstr(err, "does not hold") && strstr(err, "second step"), "broken carry: rc %d '%s'", rc, err);
+        EXPECT(rc == 1 && strstr(err, "does not hold") && strstr(err, "second step"), "broken carry: rc %d '%s'", rc, err);
         caught += rc == 1;
     }
     sched_free(&s);
@@ -165,6 +165,6 @@ int main(void) {
     forked_gradient();
     cyclic_wait();
     broken_carry();
-    printf("%d broken schedules caught, %d failures\n", caught, st_failures);
-    return st_failures ? 1 : 0;
+    printf("%d broken schedules caught, %d failures\n", caught, check_failures());
+    return check_failures() ? 1 : 0;
 }

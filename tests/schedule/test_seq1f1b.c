@@ -21,17 +21,16 @@
 #include "seq_split.h"
 #include "sim.h"
 #include "validate.h"
-#include "st.h"
+#include "check.h"
 
 static int checks;
 
-static bool close_rel(double a, double b) { return fabs(a - b) <= 1e-12 * fmax(fabs(a), fabs(b)) + 1e-300; }
 
 static int gen(wp_schedule *s, wp_strategy st, int N, int M, int k) {
     char err[1024];
     wp_gen_opts g = {.seq_segments = k};
     int rc = schedule_generate(st, N, M, N, &g, s, err, sizeof err);
-    CHECK(rc == 0, "%s N=%d M=%d k=%d: %s", strategy_name(st), N, M, k, err);
+    EXPECT(rc == 0, "%s N=%d M=%d k=%d: %s", strategy_name(st), N, M, k, err);
     return rc;
 }
 
@@ -42,10 +41,7 @@ static wp_layout model(int N, int seq, bool recompute) {
     model_cfg_even_chunks(&c, N);
     wp_layout L;
     char err[256];
-    if (layout_build(&c, &L, err, sizeof err)) {
-        fprintf(stderr, "FAIL layout: %s\n", err);
-        exit(1);
-    }
+    CHECK(layout_build(&c, &L, err, sizeof err) == 0, "layout: %s", err);
     return L;
 }
 
@@ -56,16 +52,16 @@ static void validates(void) {
                 int M = (int[]){1, 2, N, 2 * N + 1}[mi];
                 wp_schedule s;
                 if (gen(&s, WP_STRAT_SEQ1F1B, N, M, k)) continue;
-                CHECK(s.nseg == k && s.nmb == k * M, "N=%d M=%d k=%d: nseg %d, %d units", N, M, k, s.nseg, s.nmb);
+                EXPECT(s.nseg == k && s.nmb == k * M, "N=%d M=%d k=%d: nseg %d, %d units", N, M, k, s.nseg, s.nmb);
                 wp_layout L = model(N, 40, false);
                 char err[1024];
                 for (int with = 0; with < 2; with++) {
                     wp_run rep;
                     int rc = sched_validate(&s, with ? &L : NULL, &rep, err, sizeof err);
-                    CHECK(rc == 0, "seq1f1b N=%d M=%d k=%d%s: %s", N, M, k, with ? " with a model" : "", err);
+                    EXPECT(rc == 0, "seq1f1b N=%d M=%d k=%d%s: %s", N, M, k, with ? " with a model" : "", err);
                     for (int r = 0; r < N && !rc; r++)
-                        CHECK(rep.rank[r].peak_acts <= N - r - 1 + k, "N=%d M=%d k=%d: rank %d holds %d segment states, "
-                              "more than N-r-1+k = %d", N, M, k, r, rep.rank[r].peak_acts, N - r - 1 + k);
+                        EXPECT(rep.rank[r].peak_acts <= N - r - 1 + k, "N=%d M=%d k=%d: rank %d holds %d segment states, "
+                               "more than N-r-1+k = %d", N, M, k, r, rep.rank[r].peak_acts, N - r - 1 + k);
                     run_free(&rep);
                     checks++;
                 }
@@ -85,8 +81,8 @@ static void expect_caught(wp_schedule *s, const char *what, const char *phrase) 
     char err[1024];
     wp_run rep;
     int rc = sched_validate(s, NULL, &rep, err, sizeof err);
-    CHECK(rc == 1 && strstr(err, phrase), "%s: validator said %d (%s), want a message with '%s'", what, rc,
-          rc ? err : "valid", phrase);
+    EXPECT(rc == 1 && strstr(err, phrase), "%s: validator said %d (%s), want a message with '%s'", what, rc,
+           rc ? err : "valid", phrase);
     if (rc == 1) fprintf(stderr, "ok   %s caught: %s\n", what, err);
     run_free(&rep);
     checks++;
@@ -96,7 +92,7 @@ static void expect_caught(wp_schedule *s, const char *what, const char *phrase) 
 static void swap_units(wp_schedule *s, int r, int op, int u0, int u1) {
     int i = find_compute(s, r, op, u0), j = find_compute(s, r, op, u1);
     if (i < 0 || j < 0) {
-        CHECK(0, "no %s of units %d and %d on rank %d", op_name(op), u0, u1, r);
+        EXPECT(0, "no %s of units %d and %d on rank %d", op_name(op), u0, u1, r);
         return;
     }
     s->rank[r].a[i].mb = u1;
@@ -120,7 +116,7 @@ static void mutations(void) {
 static double sim_step(const wp_schedule *s, const wp_layout *L, const wp_costs *c, wp_sim *sim) {
     char err[1024];
     int rc = simulate(s, L, c, false, sim, err, sizeof err);
-    CHECK(rc == 0, "simulate %s: %s", strategy_name(s->strategy), err);
+    EXPECT(rc == 0, "simulate %s: %s", strategy_name(s->strategy), err);
     return rc ? NAN : sim->step_s;
 }
 
@@ -136,9 +132,9 @@ static void closed_forms(void) {
                 wp_sim sim;
                 double step = sim_step(&s, NULL, &c, &sim), want = (k * M + N - 1) * 3.0 / k;
                 double bubble = (N - 1.0) / (k * M + N - 1.0);
-                CHECK(close_rel(step, want) && fabs(sim.bubble - bubble) < 1e-12,
-                      "N=%d M=%d k=%d: step %.12g bubble %.12f, want (kM+N-1)(F+B+W)/k = %.12g, (N-1)/(kM+N-1) = %.12f",
-                      N, M, k, step, sim.bubble, want, bubble);
+                EXPECT(check_close(step, want, 1e-12) && fabs(sim.bubble - bubble) < 1e-12,
+                       "N=%d M=%d k=%d: step %.12g bubble %.12f, want (kM+N-1)(F+B+W)/k = %.12g, (N-1)/(kM+N-1) = %.12f",
+                       N, M, k, step, sim.bubble, want, bubble);
                 checks++;
                 sim_free(&sim);
                 sched_free(&s);
@@ -173,7 +169,7 @@ static void computation_wise(void) {
             int t[WP_MAX_SEGMENTS + 1], even[WP_MAX_SEGMENTS + 1];
             char err[256];
             if (seqsplit_bounds(&L, k, t, err, sizeof err)) {
-                CHECK(0, "seg_split: %s", err);
+                EXPECT(0, "seg_split: %s", err);
                 layout_free(&L);
                 continue;
             }
@@ -184,9 +180,9 @@ static void computation_wise(void) {
             double token = 4.0 / seqs[i];
             bool shorter = true;
             for (int j = 1; j < k; j++) shorter = shorter && t[j + 1] - t[j] <= t[j] - t[j - 1];
-            CHECK(spread <= token && shorter && even_spread > spread,
-                  "s=%d k=%d: split [%d..%d] FLOP shares spread %.3g (one token %.3g), equal tokens %.3g, later "
-                  "segments %s", seqs[i], k, t[1], t[k - 1], spread, token, even_spread, shorter ? "shorter" : "longer");
+            EXPECT(spread <= token && shorter && even_spread > spread,
+                   "s=%d k=%d: split [%d..%d] FLOP shares spread %.3g (one token %.3g), equal tokens %.3g, later "
+                   "segments %s", seqs[i], k, t[1], t[k - 1], spread, token, even_spread, shorter ? "shorter" : "longer");
             if (k == 4) fprintf(stderr, "ok   s=%d k=4: boundaries %d %d %d, FLOP share spread %.2e vs %.2e for equal tokens\n",
                                 seqs[i], t[1], t[2], t[3], spread, even_spread);
             checks++;
@@ -214,12 +210,12 @@ static void flops_and_bytes(void) {
                 double ba = sa.run.rank[r].busy, bb = sb.run.rank[r].busy;
                 size_t xa = sa.run.rank[r].sent[WP_BUF_A] + sa.run.rank[r].sent[WP_BUF_GA];
                 size_t xb = sb.run.rank[r].sent[WP_BUF_A] + sb.run.rank[r].sent[WP_BUF_GA];
-                CHECK(fabs(ba - bb) <= 1e-9 * bb && xa == xb, "N=%d k=%d rank %d: busy %.9g s vs 1f1b %.9g s, "
-                      "activation bytes %zu vs %zu", N, k, r, ba, bb, xa, xb);
+                EXPECT(fabs(ba - bb) <= 1e-9 * bb && xa == xb, "N=%d k=%d rank %d: busy %.9g s vs 1f1b %.9g s, "
+                       "activation bytes %zu vs %zu", N, k, r, ba, bb, xa, xb);
                 checks++;
             }
-            CHECK(sa.step_s < sb.step_s, "N=%d k=%d: seq1f1b step %.6g s not shorter than 1f1b %.6g s", N, k, sa.step_s,
-                  sb.step_s);
+            EXPECT(sa.step_s < sb.step_s, "N=%d k=%d: seq1f1b step %.6g s not shorter than 1f1b %.6g s", N, k, sa.step_s,
+                   sb.step_s);
             sim_free(&sa);
             sim_free(&sb);
             sched_free(&a);
@@ -236,22 +232,22 @@ static void bad_input(void) {
         wp_schedule s;
         wp_gen_opts g = {.seq_segments = ks[i]};
         int rc = schedule_generate(WP_STRAT_SEQ1F1B, 2, 2, 2, &g, &s, err, sizeof err);
-        CHECK(rc == 2 && strstr(err, "--seq-segments"), "k=%d: rc %d '%s'", ks[i], rc, err);
+        EXPECT(rc == 2 && strstr(err, "--seq-segments"), "k=%d: rc %d '%s'", ks[i], rc, err);
         if (rc == 0) sched_free(&s);
         checks++;
     }
     wp_schedule s;
     if (!gen(&s, WP_STRAT_SEQ1F1B, 2, 2, 0)) {
-        CHECK(s.nseg == WP_SEQ1F1B_DEFAULT_SEGMENTS, "k = 0 gave %d segments, want the default %d", s.nseg,
-              WP_SEQ1F1B_DEFAULT_SEGMENTS);
+        EXPECT(s.nseg == WP_SEQ1F1B_DEFAULT_SEGMENTS, "k = 0 gave %d segments, want the default %d", s.nseg,
+               WP_SEQ1F1B_DEFAULT_SEGMENTS);
         sched_free(&s);
         checks++;
     }
     wp_layout L = model(2, 3, false);
     int t[WP_MAX_SEGMENTS + 1];
     char err[256] = "";
-    CHECK(seqsplit_bounds(&L, 4, t, err, sizeof err) == 2 && strstr(err, "--seq-segments"), "4 segments of 3 tokens: '%s'", err);
-    CHECK(seqsplit_bounds(&L, 3, t, err, sizeof err) == 0 && t[1] == 1 && t[2] == 2, "3 segments of 3 tokens: %d %d", t[1], t[2]);
+    EXPECT(seqsplit_bounds(&L, 4, t, err, sizeof err) == 2 && strstr(err, "--seq-segments"), "4 segments of 3 tokens: '%s'", err);
+    EXPECT(seqsplit_bounds(&L, 3, t, err, sizeof err) == 0 && t[1] == 1 && t[2] == 2, "3 segments of 3 tokens: %d %d", t[1], t[2]);
     checks += 2;
     layout_free(&L);
 }
@@ -263,6 +259,6 @@ int main(void) {
     closed_forms();
     computation_wise();
     flops_and_bytes();
-    printf("%d checks, %d failures\n", checks, st_failures);
-    return st_failures ? 1 : 0;
+    printf("%d checks, %d failures\n", checks, check_failures());
+    return check_failures() ? 1 : 0;
 }

@@ -10,19 +10,18 @@
 #include <math.h>
 #include <string.h>
 
+#include "check.h"
 #include "schedule.h"
 #include "sim.h"
 #include "validate.h"
-#include "st.h"
 
 static int checks;
 
-static bool close_rel(double a, double b, double tol) { return fabs(a - b) <= tol * fmax(fabs(a), fabs(b)) + 1e-300; }
 
 static wp_schedule gen(wp_strategy st, int N, int M) {
     wp_schedule s;
     char err[512];
-    if (schedule_generate(st, N, M, N, NULL, &s, err, sizeof err)) CHECK(0, "%s: %s", strategy_name(st), err);
+    if (schedule_generate(st, N, M, N, NULL, &s, err, sizeof err)) EXPECT(0, "%s: %s", strategy_name(st), err);
     return s;
 }
 
@@ -35,7 +34,7 @@ static wp_layout llama(int layers, int chunks, int h, int seq, int mb, int vocab
     model_cfg_even_chunks(&c, chunks);
     wp_layout L;
     char err[256];
-    if (layout_build(&c, &L, err, sizeof err)) CHECK(0, "layout: %s", err);
+    if (layout_build(&c, &L, err, sizeof err)) EXPECT(0, "layout: %s", err);
     return L;
 }
 
@@ -54,9 +53,9 @@ static void bubble_1f1b(void) {
                 char err[512];
                 int rc = simulate(&s, NULL, &c, false, &sim, err, sizeof err);
                 double want = (double)(N - 1) / (M + N - 1);
-                CHECK(rc == 0 && close_rel(sim.step_s, (M + N - 1) * (f + b), 1e-12) && fabs(sim.bubble - want) < 1e-12,
-                      "1f1b N=%d M=%d F=%g B=%g: step %g (want %g), bubble %.15f (want %.15f) %s", N, M, f, b, sim.step_s,
-                      (M + N - 1) * (f + b), sim.bubble, want, rc ? err : "");
+                EXPECT(rc == 0 && check_close(sim.step_s, (M + N - 1) * (f + b), 1e-12) && fabs(sim.bubble - want) < 1e-12,
+                       "1f1b N=%d M=%d F=%g B=%g: step %g (want %g), bubble %.15f (want %.15f) %s", N, M, f, b, sim.step_s,
+                       (M + N - 1) * (f + b), sim.bubble, want, rc ? err : "");
                 checks++;
                 sim_free(&sim);
                 sched_free(&s);
@@ -88,17 +87,17 @@ static void interleave_traffic(int N, int layers_per_chunk) {
             if (cf < 0 || cb < 0 || !lap_before) continue;
             size_t want = (s.owner[cf] == w ? 0 : L.chunk_numel[cf]) + (s.owner[cb] == w ? 0 : L.chunk_numel[cb]) +
                           (s.owner[cb] == (w + N - 1) % N ? 0 : L.chunk_numel[cb]);
-            CHECK(got == want, "interleave N=%d rank %d turn %d: received %zu values, want %zu", N, w, t, got, want);
+            EXPECT(got == want, "interleave N=%d rank %d turn %d: received %zu values, want %zu", N, w, t, got, want);
             steady++;
         }
     }
     /* laps 2 .. M/N - 1 of each rank's interleaved turns: 2 laps of N turns with M = 4N */
-    CHECK(steady == 2 * N * N, "interleave N=%d: %d steady turns, want %d", N, steady, 2 * N * N);
+    EXPECT(steady == 2 * N * N, "interleave N=%d: %d steady turns, want %d", N, steady, 2 * N * N);
     /* a middle chunk is l layers of 12h^2 + 2h: three of them are the paper's 36h^2 per layer */
     if (N >= 3) {
         size_t three = 3 * L.chunk_numel[1];
-        CHECK(three == (size_t)layers_per_chunk * (36 * h * h + 6 * h), "3 chunks = %zu values, want %d(36h^2 + 6h)", three,
-              layers_per_chunk);
+        EXPECT(three == (size_t)layers_per_chunk * (36 * h * h + 6 * h), "3 chunks = %zu values, want %d(36h^2 + 6h)", three,
+               layers_per_chunk);
     }
     checks++;
     sched_free(&s);
@@ -124,18 +123,18 @@ static void traffic_vs_tokens(void) {
             wp_run rep;
             char err[512];
             int rc = sched_validate(&s, &L, &rep, err, sizeof err);
-            CHECK(rc == 0, "%s", err);
+            EXPECT(rc == 0, "%s", err);
             sent[k] = sent_total(&rep, N);
             run_free(&rep);
             sched_free(&s);
         }
         size_t tokens = (size_t)bs[i][0] * bs[i][1];
         if (i == 0) act0 = sent[0], wei0 = sent[1];
-        CHECK(sent[0] * 16 == act0 * tokens, "1f1b b=%d s=%d sends %zu bytes, want %zu * %zu/16", bs[i][0], bs[i][1],
-              sent[0], act0, tokens);
-        CHECK(sent[0] == 2 * (size_t)(N - 1) * M * tokens * 64 * 2, "1f1b sends %zu bytes, want 2(N-1)M b s h 2", sent[0]);
-        CHECK(sent[1] == wei0, "interleave b=%d s=%d sends %zu bytes, want %zu as for any b*s", bs[i][0], bs[i][1],
-              sent[1], wei0);
+        EXPECT(sent[0] * 16 == act0 * tokens, "1f1b b=%d s=%d sends %zu bytes, want %zu * %zu/16", bs[i][0], bs[i][1],
+               sent[0], act0, tokens);
+        EXPECT(sent[0] == 2 * (size_t)(N - 1) * M * tokens * 64 * 2, "1f1b sends %zu bytes, want 2(N-1)M b s h 2", sent[0]);
+        EXPECT(sent[1] == wei0, "interleave b=%d s=%d sends %zu bytes, want %zu as for any b*s", bs[i][0], bs[i][1],
+               sent[1], wei0);
         checks++;
         layout_free(&L);
     }
@@ -153,8 +152,8 @@ static void link_bound(void) {
     char err[512];
     int rc = simulate(&s, &L, &c, false, &sim, err, sizeof err);
     double a = (double)buf_bytes(&L, buf_a(0, 0)), bound = M * a / 1e8; /* one link direction carries M activations */
-    CHECK(rc == 0 && sim.step_s >= bound && sim.step_s <= bound * (1 + 2.0 / M),
-          "link-bound 1f1b: step %g s, bytes/bandwidth %g s (%s)", sim.step_s, bound, rc ? err : "");
+    EXPECT(rc == 0 && sim.step_s >= bound && sim.step_s <= bound * (1 + 2.0 / M),
+           "link-bound 1f1b: step %g s, bytes/bandwidth %g s (%s)", sim.step_s, bound, rc ? err : "");
     checks++;
     sim_free(&sim);
     sched_free(&s);
@@ -195,7 +194,7 @@ static void link_model(void) {
     wp_sim sim;
     char err[512];
     int rc = simulate(&s, &L, &c, true, &sim, err, sizeof err);
-    CHECK(rc == 0, "link model: %s", err);
+    EXPECT(rc == 0, "link model: %s", err);
     double S0 = (double)buf_bytes(&L, w0) / 1e6, S1 = (double)buf_bytes(&L, w1) / 1e6; /* seconds alone on the link */
     double G0 = (double)buf_bytes(&L, g0) / 1e6, G1 = (double)buf_bytes(&L, g1) / 1e6;
     /* the smaller weights leave after twice their own time (sharing), the larger after both */
@@ -207,8 +206,8 @@ static void link_model(void) {
         const wp_xfer_event *x = &sim.run.xfer[i];
         if (x->step != 0) continue;
         int k = x->buf.kind == WP_BUF_W ? x->buf.chunk : 2 + x->buf.chunk;
-        CHECK(close_rel(x->t1, want[k], 1e-9), "link model: %s of chunk %d arrives at %.9f, want %.9f",
-              x->buf.kind == WP_BUF_W ? "W" : "GW", x->buf.chunk, x->t1, want[k]);
+        EXPECT(check_close(x->t1, want[k], 1e-9), "link model: %s of chunk %d arrives at %.9f, want %.9f",
+               x->buf.kind == WP_BUF_W ? "W" : "GW", x->buf.chunk, x->t1, want[k]);
     }
     checks++;
     sim_free(&sim);
@@ -225,10 +224,10 @@ static void flop_costs(void) {
         costs_from_layout(&c, &L, 2, &m);
         for (int k = 0; k < 2; k++) {
             wp_flops f = layout_chunk_flops(&L, k);
-            CHECK(close_rel(c.op_s[WP_OP_B][k], (f.bwd_input + rec * f.fwd) / 1e12, 1e-12) &&
-                      close_rel(c.op_s[WP_OP_BW][k], c.op_s[WP_OP_B][k] + c.op_s[WP_OP_W][k], 1e-12) &&
-                      close_rel(c.op_s[WP_OP_F][k], f.fwd / 1e12, 1e-12),
-                  "flop costs chunk %d recompute %d", k, rec);
+            EXPECT(check_close(c.op_s[WP_OP_B][k], (f.bwd_input + rec * f.fwd) / 1e12, 1e-12) &&
+                       check_close(c.op_s[WP_OP_BW][k], c.op_s[WP_OP_B][k] + c.op_s[WP_OP_W][k], 1e-12) &&
+                       check_close(c.op_s[WP_OP_F][k], f.fwd / 1e12, 1e-12),
+                   "flop costs chunk %d recompute %d", k, rec);
         }
     }
     checks++;
@@ -242,6 +241,6 @@ int main(void) {
     link_bound();
     link_model();
     flop_costs();
-    printf("%d closed-form checks, %d failures\n", checks, st_failures);
-    return st_failures ? 1 : 0;
+    printf("%d closed-form checks, %d failures\n", checks, check_failures());
+    return check_failures() ? 1 : 0;
 }

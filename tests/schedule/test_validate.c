@@ -4,9 +4,9 @@
  * promise; bad shapes are refused with a reason. */
 #include <string.h>
 
+#include "check.h"
 #include "schedule.h"
 #include "validate.h"
-#include "st.h"
 
 static int validated;
 
@@ -33,20 +33,20 @@ static bool check_baseline(const wp_schedule *s, const wp_run *rep, bool breadth
             int k = s->nseg > 1 ? s->nseg : 1;
             want = N - r - 1 + k < M ? N - r - 1 + k : M;
         }
-        CHECK(q->peak_acts == want, "%s N=%d M=%d v=%d%s rank %d peak activation states %d, want %d",
-              strategy_name(s->strategy), N, M, v, breadth ? " breadth-first" : "", r, q->peak_acts, want);
-        CHECK(q->peak_n[WP_BUF_W] == v && q->peak_n[WP_BUF_GW] == 0, "%s rank %d holds %d W, %d GW",
-              strategy_name(s->strategy), r, q->peak_n[WP_BUF_W], q->peak_n[WP_BUF_GW]);
+        EXPECT(q->peak_acts == want, "%s N=%d M=%d v=%d%s rank %d peak activation states %d, want %d",
+               strategy_name(s->strategy), N, M, v, breadth ? " breadth-first" : "", r, q->peak_acts, want);
+        EXPECT(q->peak_n[WP_BUF_W] == v && q->peak_n[WP_BUF_GW] == 0, "%s rank %d holds %d W, %d GW",
+               strategy_name(s->strategy), r, q->peak_n[WP_BUF_W], q->peak_n[WP_BUF_GW]);
         /* one received ahead per stream, one being read, one sent; interleaved-1f1b also holds what
          * the wrap (rank N-1 -> 0, and back) delivers before its chunk's turn comes (a whole chunk's
          * outputs breadth-first), never more than its micro-batches in flight */
         int a = q->peak_n[WP_BUF_A], ga = q->peak_n[WP_BUF_GA];
         if (s->strategy != WP_STRAT_I1F1B)
-            CHECK(a <= 3 && ga <= 3, "%s N=%d rank %d A %d GA %d", strategy_name(s->strategy), N, r, a, ga);
+            EXPECT(a <= 3 && ga <= 3, "%s N=%d rank %d A %d GA %d", strategy_name(s->strategy), N, r, a, ga);
         else
-            CHECK((breadth || a <= 3) && a <= q->peak_acts + 3 && ga <= q->peak_acts + 3,
-                  "%s N=%d M=%d v=%d%s rank %d A %d GA %d, %d in flight", strategy_name(s->strategy), N, M, v,
-                  breadth ? " breadth-first" : "", r, a, ga, q->peak_acts);
+            EXPECT((breadth || a <= 3) && a <= q->peak_acts + 3 && ga <= q->peak_acts + 3,
+                   "%s N=%d M=%d v=%d%s rank %d A %d GA %d, %d in flight", strategy_name(s->strategy), N, M, v,
+                   breadth ? " breadth-first" : "", r, a, ga, q->peak_acts);
     }
     return true;
 }
@@ -56,24 +56,24 @@ static void check_report(const wp_schedule *s, const wp_run *rep, bool owner_las
     if (check_baseline(s, rep, breadth)) return;
     for (int r = 0; r < N; r++) {
         const wp_rank_report *q = &rep->rank[r];
-        if (N == 1) CHECK(q->n_sent == 0 && q->n_recv == 0, "%s N=1 transfers %d", strategy_name(s->strategy), q->n_sent);
+        if (N == 1) EXPECT(q->n_sent == 0 && q->n_recv == 0, "%s N=1 transfers %d", strategy_name(s->strategy), q->n_sent);
         if (s->strategy == WP_STRAT_1F1B) {
             /* weights never move; one activation in and one out at a time, plus one prefetched */
-            CHECK(q->peak_n[WP_BUF_W] == 1 && q->peak_n[WP_BUF_GW] == 0, "1f1b rank %d holds %d W, %d GW", r,
-                  q->peak_n[WP_BUF_W], q->peak_n[WP_BUF_GW]);
+            EXPECT(q->peak_n[WP_BUF_W] == 1 && q->peak_n[WP_BUF_GW] == 0, "1f1b rank %d holds %d W, %d GW", r,
+                   q->peak_n[WP_BUF_W], q->peak_n[WP_BUF_GW]);
             int warm = N - r < s->nmb ? N - r : s->nmb;
-            CHECK(q->peak_acts == warm, "1f1b N=%d M=%d rank %d peak activations %d, want %d", N, s->nmb, r,
-                  q->peak_acts, warm);
+            EXPECT(q->peak_acts == warm, "1f1b N=%d M=%d rank %d peak activations %d, want %d", N, s->nmb, r,
+                   q->peak_acts, warm);
         } else if (owner_last && r == N - 1) {
             /* the paper's WZB2: the last rank stages every chunk's next version for the next step */
-            CHECK(q->peak_n[WP_BUF_W] >= N && q->peak_n[WP_BUF_W] <= N + 4, "wzb2 (owner last) N=%d holds %d W", N,
-                  q->peak_n[WP_BUF_W]);
+            EXPECT(q->peak_n[WP_BUF_W] >= N && q->peak_n[WP_BUF_W] <= N + 4, "wzb2 (owner last) N=%d holds %d W", N,
+                   q->peak_n[WP_BUF_W]);
         } else {
             /* double-buffered: per weight stream the turn's chunk and the next one */
-            CHECK(q->peak_n[WP_BUF_W] <= 4, "%s N=%d rank %d holds %d weight buffers", strategy_name(s->strategy), N, r,
-                  q->peak_n[WP_BUF_W]);
-            CHECK(q->peak_n[WP_BUF_A] <= 2 && q->peak_n[WP_BUF_GA] <= 2, "%s rank %d A %d GA %d",
-                  strategy_name(s->strategy), r, q->peak_n[WP_BUF_A], q->peak_n[WP_BUF_GA]);
+            EXPECT(q->peak_n[WP_BUF_W] <= 4, "%s N=%d rank %d holds %d weight buffers", strategy_name(s->strategy), N, r,
+                   q->peak_n[WP_BUF_W]);
+            EXPECT(q->peak_n[WP_BUF_A] <= 2 && q->peak_n[WP_BUF_GA] <= 2, "%s rank %d A %d GA %d",
+                   strategy_name(s->strategy), r, q->peak_n[WP_BUF_A], q->peak_n[WP_BUF_GA]);
         }
     }
 }
@@ -83,12 +83,12 @@ static void one_gen(wp_strategy st, int N, int M, int C, wp_gen_opts g) {
     wp_schedule s;
     bool owner_last = g.wzb2_owner_last, breadth = g.i1f1b_breadth_first;
     int rc = schedule_generate(st, N, M, C, &g, &s, err, sizeof err);
-    CHECK(rc == 0, "%s N=%d M=%d C=%d: generate: %s", strategy_name(st), N, M, C, err);
+    EXPECT(rc == 0, "%s N=%d M=%d C=%d: generate: %s", strategy_name(st), N, M, C, err);
     if (rc) return;
     wp_run rep;
     rc = sched_validate(&s, NULL, &rep, err, sizeof err);
-    CHECK(rc == 0, "%s N=%d M=%d C=%d%s%s: %s", strategy_name(st), N, M, C, owner_last ? " (owner last)" : "",
-          breadth ? " (breadth-first)" : "", err);
+    EXPECT(rc == 0, "%s N=%d M=%d C=%d%s%s: %s", strategy_name(st), N, M, C, owner_last ? " (owner last)" : "",
+           breadth ? " (breadth-first)" : "", err);
     if (!rc) {
         check_report(&s, &rep, owner_last, breadth);
         validated++;
@@ -127,7 +127,7 @@ static void bad_shapes(void) {
         char err[512] = "";
         wp_schedule s;
         int rc = schedule_generate(cases[i].st, cases[i].N, cases[i].M, cases[i].C, NULL, &s, err, sizeof err);
-        CHECK(rc == 2 && strstr(err, cases[i].phrase), "case %zu: rc %d, '%s' lacks '%s'", i, rc, err, cases[i].phrase);
+        EXPECT(rc == 2 && strstr(err, cases[i].phrase), "case %zu: rc %d, '%s' lacks '%s'", i, rc, err, cases[i].phrase);
         if (rc == 0) sched_free(&s);
     }
 }
@@ -146,6 +146,6 @@ int main(void) {
                     one_gen(WP_STRAT_I1F1B, N, M, v * N, (wp_gen_opts){.i1f1b_breadth_first = bf});
     for (int N = 1; N <= 8; N++) one(WP_STRAT_WZB2, N, 2 * N, true);
     bad_shapes();
-    printf("%d schedules validated, %d failures\n", validated, st_failures);
-    return st_failures ? 1 : 0;
+    printf("%d schedules validated, %d failures\n", validated, check_failures());
+    return check_failures() ? 1 : 0;
 }

@@ -24,10 +24,7 @@ static wp_model_cfg shape(void) {
 static wp_optim *new_optim(const wp_layout *L, const int *chunks, int n) {
     wp_adamw_hparams hp = {0.9, 0.95, 1e-8, 0.1};
     wp_optim *o = optim_create(layout_optim_model(L), kern, chunks, n, &hp, err, sizeof err);
-    if (!o) {
-        fprintf(stderr, "optim_create: %s\n", err);
-        exit(1);
-    }
+    CHECK(o, "optim_create: %s", err);
     return o;
 }
 
@@ -36,7 +33,7 @@ static wp_optim *new_optim(const wp_layout *L, const int *chunks, int n) {
 static void make_writers(void) {
     wp_model_cfg c = shape();
     model_cfg_even_chunks(&c, 4);
-    if (layout_build(&c, &L4, err, sizeof err)) exit(1);
+    CHECK(layout_build(&c, &L4, err, sizeof err) == 0, "layout: %s", err);
     uint64_t rng = 2024;
     for (int r = 0; r < 4; r++) {
         writers[r] = new_optim(&L4, &r, 1);
@@ -82,11 +79,11 @@ static int save(const char *save_dir, int64_t step, int keep_last) {
     }
     for (int r = 0; r < 4; r++) {
         pthread_join(th[r], NULL);
-        CHECK(jobs[r].rc == 0, "rank %d shard: %s", r, jobs[r].err);
+        EXPECT(jobs[r].rc == 0, "rank %d shard: %s", r, jobs[r].err);
     }
     wp_ckpt_info in = info_of(step);
     int rc = ckpt_commit(save_dir, step, 4, &in, keep_last, err, sizeof err);
-    CHECK(rc == 0, "commit step %lld: %s", (long long)step, err);
+    EXPECT(rc == 0, "commit step %lld: %s", (long long)step, err);
     return rc;
 }
 
@@ -112,8 +109,8 @@ static int compare_by_name(wp_optim *o, const char *what) {
         }
         free(got), free(src);
     }
-    CHECK(diff == 0, "%s: %d of %d tensors differ", what, diff, compared);
-    CHECK(optim_steps(o) == 3, "%s: step count %lld, want 3", what, (long long)optim_steps(o));
+    EXPECT(diff == 0, "%s: %d of %d tensors differ", what, diff, compared);
+    EXPECT(optim_steps(o) == 3, "%s: step count %lld, want 3", what, (long long)optim_steps(o));
     return compared;
 }
 
@@ -124,10 +121,10 @@ static void load_under(const char *step_dir, const char *chunk_layers, int owner
         if (*p >= '0' && *p <= '9') c.chunk_layers[n++] = *p - '0';
     c.n_chunks = n;
     wp_layout L;
-    CHECK(layout_build(&c, &L, err, sizeof err) == 0, "layout %s: %s", chunk_layers, err);
+    EXPECT(layout_build(&c, &L, err, sizeof err) == 0, "layout %s: %s", chunk_layers, err);
     wp_ckpt *ck;
     int rc = ckpt_open(&ck, step_dir, err, sizeof err);
-    CHECK(rc == 0, "open: %s", err);
+    EXPECT(rc == 0, "open: %s", err);
     if (rc) return;
     int loaded = 0, compared = 0;
     for (int r = 0; r < owners; r++) {
@@ -136,20 +133,20 @@ static void load_under(const char *step_dir, const char *chunk_layers, int owner
             if (ch % owners == r) mine[k++] = ch;
         wp_optim *o = new_optim(&L, mine, k);
         rc = ckpt_load_optim(ck, o, err, sizeof err);
-        CHECK(rc == 0, "load %s rank %d: %s", chunk_layers, r, err);
+        EXPECT(rc == 0, "load %s rank %d: %s", chunk_layers, r, err);
         char what[64];
         snprintf(what, sizeof what, "chunks %s, owner %d of %d", chunk_layers, r, owners);
         compared += compare_by_name(o, what);
         loaded += optim_n_owned(o);
         optim_destroy(o);
     }
-    CHECK(loaded == n && compared == 3 * L4.n_params, "%d of %d chunks loaded, %d of %d tensors compared", loaded, n,
-          compared, 3 * L4.n_params);
+    EXPECT(loaded == n && compared == 3 * L4.n_params, "%d of %d chunks loaded, %d of %d tensors compared", loaded, n,
+           compared, 3 * L4.n_params);
     const wp_ckpt_info *in = ckpt_info(ck);
-    CHECK(in->step == 7 && in->optimizer_step == 3 && in->loss_scale == 2048 && in->loss_scale_clean_steps == 17 &&
-              in->seed == 5 && in->micro_batches == 8 && in->nranks == 4 && in->cfg.h == 24 && in->cfg.n_kv_heads == 2 &&
-              in->cfg.precision == WP_PREC_MIXED && in->cfg.n_chunks == 4,
-          "manifest info did not round-trip");
+    EXPECT(in->step == 7 && in->optimizer_step == 3 && in->loss_scale == 2048 && in->loss_scale_clean_steps == 17 &&
+               in->seed == 5 && in->micro_batches == 8 && in->nranks == 4 && in->cfg.h == 24 && in->cfg.n_kv_heads == 2 &&
+               in->cfg.precision == WP_PREC_MIXED && in->cfg.n_chunks == 4,
+           "manifest info did not round-trip");
     ckpt_close(ck);
     layout_free(&L);
 }
@@ -159,18 +156,18 @@ static void test_reshard(void) {
     snprintf(save_dir, sizeof save_dir, "%s/run", dir);
     save(save_dir, 7, 3);
     int rc = ckpt_resolve(save_dir, NULL, step_dir, sizeof step_dir, err, sizeof err);
-    CHECK(rc == 0 && strstr(step_dir, "step-7"), "resolve save dir -> latest: %s (%s)", step_dir, err);
+    EXPECT(rc == 0 && strstr(step_dir, "step-7"), "resolve save dir -> latest: %s (%s)", step_dir, err);
     load_under(step_dir, "3,1", 1);
     load_under(step_dir, "1,2,1", 3);
     load_under(step_dir, "4", 1);
     rc = ckpt_resolve("auto", save_dir, step_dir, sizeof step_dir, err, sizeof err);
-    CHECK(rc == 0 && strstr(step_dir, "run/step-7"), "resolve auto: '%s'", step_dir);
+    EXPECT(rc == 0 && strstr(step_dir, "run/step-7"), "resolve auto: '%s'", step_dir);
     char empty[512];
     snprintf(empty, sizeof empty, "%s/fresh", dir);
     rc = ckpt_resolve("auto", empty, step_dir, sizeof step_dir, err, sizeof err);
-    CHECK(rc == 0 && step_dir[0] == '\0', "auto without a checkpoint must mean 'start fresh'");
+    EXPECT(rc == 0 && step_dir[0] == '\0', "auto without a checkpoint must mean 'start fresh'");
     rc = ckpt_resolve("auto", "", step_dir, sizeof step_dir, err, sizeof err);
-    CHECK_REFUSED(rc, err, "--save");
+    EXPECT_REFUSED(rc, err, "--save");
 }
 
 /* A damaged copy of a fresh checkpoint must be refused with the file and field named. */
@@ -183,8 +180,8 @@ static void damaged(const char *tag, void (*damage)(const char *step_dir), const
     wp_ckpt *ck = NULL;
     int rc = ckpt_resolve(step_dir, NULL, step_dir, sizeof step_dir, err, sizeof err);
     if (rc == 0) rc = ckpt_open(&ck, step_dir, err, sizeof err);
-    CHECK_REFUSED(rc, err, f1, f2);
-    CHECK(ck == NULL, "%s: a refused checkpoint was opened", tag);
+    EXPECT_REFUSED(rc, err, f1, f2);
+    EXPECT(ck == NULL, "%s: a refused checkpoint was opened", tag);
 }
 
 static void flip_byte(const char *d) {
@@ -247,21 +244,21 @@ static void test_shape_and_tmp(void) {
     int zero = 0;
     wp_optim *o = new_optim(&L, &zero, 1);
     int rc = ckpt_load_optim(ck, o, err, sizeof err);
-    CHECK_REFUSED(rc, err, "manifest.json", "hidden-size");
+    EXPECT_REFUSED(rc, err, "manifest.json", "hidden-size");
     optim_destroy(o);
     layout_free(&L);
     c = shape();
     c.n_kv_heads = 4;
     rc = ckpt_check_model(ck, &c, err, sizeof err);
-    CHECK_REFUSED(rc, err, "num-query-groups");
+    EXPECT_REFUSED(rc, err, "num-query-groups");
     ckpt_close(ck);
     /* a crash between the manifest and the rename leaves a complete-looking .tmp: never loaded */
     snprintf(tmp_dir, sizeof tmp_dir, "%s/step-9.tmp", save_dir);
     rename(step_dir, tmp_dir);
     rc = ckpt_open(&ck, tmp_dir, err, sizeof err);
-    CHECK_REFUSED(rc, err, "step-9.tmp", ".tmp");
+    EXPECT_REFUSED(rc, err, "step-9.tmp", ".tmp");
     rc = ckpt_resolve(tmp_dir, NULL, step_dir, sizeof step_dir, err, sizeof err);
-    CHECK_REFUSED(rc, err, "step-9.tmp", "never loaded");
+    EXPECT_REFUSED(rc, err, "step-9.tmp", "never loaded");
 }
 
 static int count_entries(const char *d, const char *prefix) {
@@ -280,25 +277,25 @@ static void test_keep_last_and_commit_checks(void) {
     snprintf(p, sizeof p, "%s/step-2.tmp", save_dir);
     fs_mkdirs(p, err, sizeof err); /* a stale attempt */
     for (int step = 1; step <= 5; step++) save(save_dir, step, 2);
-    CHECK(count_entries(save_dir, "step-") == 2, "keep-last 2 left %d checkpoints", count_entries(save_dir, "step-"));
+    EXPECT(count_entries(save_dir, "step-") == 2, "keep-last 2 left %d checkpoints", count_entries(save_dir, "step-"));
     snprintf(p, sizeof p, "%s/step-4", save_dir);
-    CHECK(fs_exists(p), "step-4 was pruned");
+    EXPECT(fs_exists(p), "step-4 was pruned");
     snprintf(p, sizeof p, "%s/step-2.tmp", save_dir);
-    CHECK(!fs_exists(p), "a stale .tmp directory survived");
+    EXPECT(!fs_exists(p), "a stale .tmp directory survived");
     char *latest;
     size_t n;
     snprintf(p, sizeof p, "%s/latest", save_dir);
-    CHECK(fs_read_small(p, 100, &latest, &n, err, sizeof err) == 0 && strcmp(latest, "step-5\n") == 0, "latest: %s", err);
+    EXPECT(fs_read_small(p, 100, &latest, &n, err, sizeof err) == 0 && strcmp(latest, "step-5\n") == 0, "latest: %s", err);
     free(latest);
     save(save_dir, 5, 2); /* the same step again replaces it */
-    CHECK(count_entries(save_dir, "step-") == 2, "re-saving step 5");
+    EXPECT(count_entries(save_dir, "step-") == 2, "re-saving step 5");
     /* rank 3 never wrote its shard: no checkpoint may appear */
-    for (int r = 0; r < 3; r++) CHECK(ckpt_write_shard(save_dir, 6, r, writers[r], err, sizeof err) == 0, "shard: %s", err);
+    for (int r = 0; r < 3; r++) EXPECT(ckpt_write_shard(save_dir, 6, r, writers[r], err, sizeof err) == 0, "shard: %s", err);
     wp_ckpt_info in = info_of(6);
     int rc = ckpt_commit(save_dir, 6, 4, &in, 2, err, sizeof err);
-    CHECK(rc != 0 && strstr(err, "rank 3"), "commit without rank 3's shard: rc %d, '%s'", rc, err);
+    EXPECT(rc != 0 && strstr(err, "rank 3"), "commit without rank 3's shard: rc %d, '%s'", rc, err);
     snprintf(p, sizeof p, "%s/step-6", save_dir);
-    CHECK(!fs_exists(p), "an incomplete checkpoint was committed");
+    EXPECT(!fs_exists(p), "an incomplete checkpoint was committed");
 }
 
 /* More ranks than chunks: a rank that owns nothing writes an empty shard; the commit and the
@@ -307,17 +304,17 @@ static void test_empty_rank(void) {
     char save_dir[512], step_dir[600];
     snprintf(save_dir, sizeof save_dir, "%s/empty", dir);
     wp_optim *none = new_optim(&L4, NULL, 0);
-    for (int r = 0; r < 4; r++) CHECK(ckpt_write_shard(save_dir, 1, r, writers[r], err, sizeof err) == 0, "shard: %s", err);
-    CHECK(ckpt_write_shard(save_dir, 1, 4, none, err, sizeof err) == 0, "empty shard: %s", err);
+    for (int r = 0; r < 4; r++) EXPECT(ckpt_write_shard(save_dir, 1, r, writers[r], err, sizeof err) == 0, "shard: %s", err);
+    EXPECT(ckpt_write_shard(save_dir, 1, 4, none, err, sizeof err) == 0, "empty shard: %s", err);
     wp_ckpt_info in = info_of(1);
-    CHECK(ckpt_commit(save_dir, 1, 5, &in, 0, err, sizeof err) == 0, "commit with an empty rank: %s", err);
+    EXPECT(ckpt_commit(save_dir, 1, 5, &in, 0, err, sizeof err) == 0, "commit with an empty rank: %s", err);
     snprintf(step_dir, sizeof step_dir, "%s/step-1", save_dir);
     wp_ckpt *ck;
     int all[4] = {0, 1, 2, 3};
     wp_optim *o = new_optim(&L4, all, 4);
-    CHECK(ckpt_open(&ck, step_dir, err, sizeof err) == 0 && ckpt_info(ck)->nranks == 5, "open: %s", err);
-    CHECK(ckpt_load_optim(ck, o, err, sizeof err) == 0, "load: %s", err);
-    CHECK(compare_by_name(o, "5 writers, one empty") == 3 * L4.n_params, "not every tensor compared");
+    EXPECT(ckpt_open(&ck, step_dir, err, sizeof err) == 0 && ckpt_info(ck)->nranks == 5, "open: %s", err);
+    EXPECT(ckpt_load_optim(ck, o, err, sizeof err) == 0, "load: %s", err);
+    EXPECT(compare_by_name(o, "5 writers, one empty") == 3 * L4.n_params, "not every tensor compared");
     ckpt_close(ck);
     optim_destroy(o);
     optim_destroy(none);
@@ -336,5 +333,5 @@ int main(void) {
     layout_free(&L4);
     kern_destroy(kern);
     tu_cleanup(dir);
-    return tu_done("train/checkpoint");
+    return check_result("train/checkpoint");
 }

@@ -47,9 +47,9 @@ static void make_checkpoint(const char *save) {
         optim_set(o, ch, WP_OPT_MASTER, m);
         free(m);
     }
-    CHECK(ckpt_write_shard(save, 3, 0, o, err, sizeof err) == 0, "shard: %s", err);
+    EXPECT(ckpt_write_shard(save, 3, 0, o, err, sizeof err) == 0, "shard: %s", err);
     wp_ckpt_info in = {.step = 3, .loss_scale = 1024, .seed = 1, .micro_batches = 1, .nranks = 1, .cfg = L.cfg};
-    CHECK(ckpt_commit(save, 3, 1, &in, 0, err, sizeof err) == 0, "commit: %s", err);
+    EXPECT(ckpt_commit(save, 3, 1, &in, 0, err, sizeof err) == 0, "commit: %s", err);
     optim_destroy(o);
     kern_destroy(k);
     layout_free(&L);
@@ -61,7 +61,7 @@ static double eval_loss(const char *ckpt, const char *extra) {
     int rc = run(cmd, out, sizeof out);
     double loss = NAN;
     const char *at = strstr(out, "loss ");
-    CHECK(rc == 0 && at && sscanf(at, "loss %lf", &loss) == 1, "%s: exit %d: %s", cmd, rc, out);
+    EXPECT(rc == 0 && at && sscanf(at, "loss %lf", &loss) == 1, "%s: exit %d: %s", cmd, rc, out);
     printf("%s", out);
     return loss;
 }
@@ -70,7 +70,7 @@ static void expect_exit2(const char *args, const char *culprit) {
     char cmd[2048], out[4096];
     snprintf(cmd, sizeof cmd, "'%s' eval %s", weipipe, args);
     int rc = run(cmd, out, sizeof out);
-    CHECK(rc == 2 && strstr(out, culprit), "'%s': exit %d, '%s' (want 2 naming '%s')", args, rc, out, culprit);
+    EXPECT(rc == 2 && strstr(out, culprit), "'%s': exit %d, '%s' (want 2 naming '%s')", args, rc, out, culprit);
 }
 
 int main(int argc, char **argv) {
@@ -87,14 +87,14 @@ int main(int argc, char **argv) {
     make_checkpoint(save);
     double fp32 = eval_loss(save, "--precision fp32"); /* a save directory means its latest */
     double mixed = eval_loss(ckpt, "");
-    CHECK(isfinite(fp32) && fp32 > 1.0 && fp32 < 50.0, "loss %g is not a plausible cross-entropy", fp32);
+    EXPECT(isfinite(fp32) && fp32 > 1.0 && fp32 < 50.0, "loss %g is not a plausible cross-entropy", fp32);
     /* the checkpoint's own precision rounds the weights to fp16: close, not equal */
-    CHECK(fabs(mixed - fp32) < 1e-2 && mixed != fp32, "fp16 weights: loss %.8f vs fp32 %.8f", mixed, fp32);
+    EXPECT(fabs(mixed - fp32) < 1e-2 && mixed != fp32, "fp16 weights: loss %.8f vs fp32 %.8f", mixed, fp32);
 
     wp_ckpt *ck;
     snprintf(out_dir, sizeof out_dir, "%s/hf", dir);
     if (ckpt_open(&ck, ckpt, err, sizeof err) == 0) {
-        CHECK(hf_export(ck, out_dir, WP_F32, err, sizeof err) == 0, "export: %s", err);
+        EXPECT(hf_export(ck, out_dir, WP_F32, err, sizeof err) == 0, "export: %s", err);
         ckpt_close(ck);
     }
     if (argc == 5) {
@@ -104,7 +104,7 @@ int main(int argc, char **argv) {
         int rc = run(cmd, out, sizeof out);
         printf("%s", out);
         if (rc == 77) printf("hf_check skipped: torch or numpy missing\n");
-        else CHECK(rc == 0, "hf_check exited %d", rc);
+        else EXPECT(rc == 0, "hf_check exited %d", rc);
     } else {
         printf("hf_check skipped: no python3 given\n");
     }
@@ -121,5 +121,5 @@ int main(int argc, char **argv) {
     snprintf(args, sizeof args, "'%s/nothing' --data '%s'", dir, data);
     expect_exit2(args, "nothing");
     tu_cleanup(dir);
-    return tu_done("train/eval");
+    return check_result("train/eval");
 }

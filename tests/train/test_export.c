@@ -20,10 +20,7 @@ static const char *python, *checker;
 static wp_optim *new_optim(const wp_layout *L, const int *chunks, int n) {
     wp_adamw_hparams hp = {0.9, 0.95, 1e-8, 0.1};
     wp_optim *o = optim_create(layout_optim_model(L), kern, chunks, n, &hp, err, sizeof err);
-    if (!o) {
-        fprintf(stderr, "optim_create: %s\n", err);
-        exit(1);
-    }
+    CHECK(o, "optim_create: %s", err);
     return o;
 }
 
@@ -41,10 +38,10 @@ static void make_checkpoint(const char *save) {
         for (size_t j = 0; j < n; j++) m[j] = (float)(0.3 * tu_normal(&rng));
         optim_set(writers[r], r, WP_OPT_MASTER, m);
         free(m);
-        CHECK(ckpt_write_shard(save, 12, r, writers[r], err, sizeof err) == 0, "shard: %s", err);
+        EXPECT(ckpt_write_shard(save, 12, r, writers[r], err, sizeof err) == 0, "shard: %s", err);
     }
     wp_ckpt_info in = {.step = 12, .loss_scale = 1, .seed = 1, .micro_batches = 2, .nranks = 2, .cfg = Lw.cfg};
-    CHECK(ckpt_commit(save, 12, 2, &in, 0, err, sizeof err) == 0, "commit: %s", err);
+    EXPECT(ckpt_commit(save, 12, 2, &in, 0, err, sizeof err) == 0, "commit: %s", err);
 }
 
 static float master_of(const char *name, size_t j) {
@@ -66,7 +63,7 @@ static void python_check(const char *out, const char *step_dir) {
     int st = system(cmd);
     int rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
     if (rc == 77) printf("python check skipped (numpy missing)\n");
-    else CHECK(rc == 0, "%s exited %d", cmd, rc);
+    else EXPECT(rc == 0, "%s exited %d", cmd, rc);
 }
 
 static void default_opts(wp_opts *o) {
@@ -79,19 +76,19 @@ static void import_and_compare(const char *out, wp_dtype dtype) {
     static wp_opts o;
     default_opts(&o);
     int rc = hf_config_apply(out, &o, err, sizeof err);
-    CHECK(rc == 0, "config apply: %s", err);
-    CHECK(o.num_layers == 3 && o.hidden_size == 24 && o.ffn_hidden_size == 44 && o.num_attention_heads == 4 &&
-              o.num_query_groups == 2 && o.vocab_size == 53 && o.norm_eps == 1e-5 && o.rope_theta == 10000,
-          "config.json did not fill the model flags");
+    EXPECT(rc == 0, "config apply: %s", err);
+    EXPECT(o.num_layers == 3 && o.hidden_size == 24 && o.ffn_hidden_size == 44 && o.num_attention_heads == 4 &&
+               o.num_query_groups == 2 && o.vocab_size == 53 && o.norm_eps == 1e-5 && o.rope_theta == 10000,
+           "config.json did not fill the model flags");
     o.num_chunks = 3;
     o.set[FLAG_num_chunks] = true;
     wp_model_cfg c;
     wp_layout L;
-    CHECK(model_cfg_from_opts(&o, 1, &c, err, sizeof err) == 0 && layout_build(&c, &L, err, sizeof err) == 0, "cfg: %s", err);
+    EXPECT(model_cfg_from_opts(&o, 1, &c, err, sizeof err) == 0 && layout_build(&c, &L, err, sizeof err) == 0, "cfg: %s", err);
     int all[3] = {2, 0, 1};
     wp_optim *imp = new_optim(&L, all, 3);
     rc = hf_load_masters(out, imp, err, sizeof err);
-    CHECK(rc == 0, "import %s: %s", wp_dtype_name(dtype), err);
+    EXPECT(rc == 0, "import %s: %s", wp_dtype_name(dtype), err);
     int bad = 0;
     for (int ch = 0; ch < 3; ch++) {
         float *buf = malloc(L.chunk_numel[ch] * 4);
@@ -105,8 +102,8 @@ static void import_and_compare(const char *out, wp_dtype dtype) {
         for (size_t j = 0; j < L.chunk_numel[ch]; j++) bad += buf[j] != 0;
         free(buf);
     }
-    CHECK(bad == 0, "import(export(x)) in %s: %d values differ", wp_dtype_name(dtype), bad);
-    CHECK(optim_steps(imp) == 0, "imported weights start at step 0");
+    EXPECT(bad == 0, "import(export(x)) in %s: %d values differ", wp_dtype_name(dtype), bad);
+    EXPECT(optim_steps(imp) == 0, "imported weights start at step 0");
     optim_destroy(imp);
     layout_free(&L);
     /* a flag the user set that disagrees is refused */
@@ -114,7 +111,7 @@ static void import_and_compare(const char *out, wp_dtype dtype) {
     o.hidden_size = 32;
     o.set[FLAG_hidden_size] = true;
     rc = hf_config_apply(out, &o, err, sizeof err);
-    CHECK_REFUSED(rc, err, "--hidden-size", "hidden_size", "config.json");
+    EXPECT_REFUSED(rc, err, "--hidden-size", "hidden_size", "config.json");
 }
 
 static void test_export(void) {
@@ -124,14 +121,14 @@ static void test_export(void) {
     snprintf(step_dir, sizeof step_dir, "%s/step-12", save);
     wp_ckpt *ck;
     if (ckpt_open(&ck, step_dir, err, sizeof err)) {
-        CHECK(0, "open: %s", err);
+        EXPECT(0, "open: %s", err);
         return;
     }
     const wp_dtype types[3] = {WP_F32, WP_F16, WP_BF16};
     for (int t = 0; t < 3; t++) {
         char out[600];
         snprintf(out, sizeof out, "%s/hf-%s", dir, wp_dtype_name(types[t]));
-        CHECK(hf_export(ck, out, types[t], err, sizeof err) == 0, "export: %s", err);
+        EXPECT(hf_export(ck, out, types[t], err, sizeof err) == 0, "export: %s", err);
         python_check(out, step_dir);
         import_and_compare(out, types[t]);
     }
@@ -168,7 +165,7 @@ static void test_sharded_tied(void) {
         }
         snprintf(p, sizeof p, "%s/part-%d.safetensors", hf, part);
         st_writer *w;
-        CHECK(st_writer_open(&w, p, d, n, NULL, NULL, 0, err, sizeof err) == 0, "writer: %s", err);
+        EXPECT(st_writer_open(&w, p, d, n, NULL, NULL, 0, err, sizeof err) == 0, "writer: %s", err);
         for (int k = 0; k < n; k++) {
             const wp_param *q = layout_find(&Lw, d[k].name);
             float *buf = malloc(Lw.chunk_numel[q->chunk] * 4);
@@ -176,7 +173,7 @@ static void test_sharded_tied(void) {
             st_writer_put(w, buf + q->offset, (size_t)q->rows * q->cols * 4, err, sizeof err);
             free(buf);
         }
-        CHECK(st_writer_finish(w, NULL, NULL, err, sizeof err) == 0, "finish: %s", err);
+        EXPECT(st_writer_finish(w, NULL, NULL, err, sizeof err) == 0, "finish: %s", err);
     }
     strcat(index, "}}");
     snprintf(p, sizeof p, "%s/model.safetensors.index.json", hf);
@@ -188,24 +185,24 @@ static void test_sharded_tied(void) {
     int all[2] = {0, 1};
     wp_optim *o = new_optim(&Lw, all, 2);
     int rc = hf_load_masters(hf, o, err, sizeof err);
-    CHECK(rc == 0, "sharded import: %s", err);
+    EXPECT(rc == 0, "sharded import: %s", err);
     const wp_param *head = layout_find(&Lw, "lm_head.weight"), *emb = layout_find(&Lw, "model.embed_tokens.weight");
     float *hb = malloc(Lw.chunk_numel[head->chunk] * 4), *eb = malloc(Lw.chunk_numel[emb->chunk] * 4);
     optim_get(o, head->chunk, WP_OPT_MASTER, hb);
     optim_get(writers[emb->chunk], emb->chunk, WP_OPT_MASTER, eb);
-    CHECK(memcmp(hb + head->offset, eb + emb->offset, (size_t)head->rows * head->cols * 4) == 0, "tied head != embedding");
+    EXPECT(memcmp(hb + head->offset, eb + emb->offset, (size_t)head->rows * head->cols * 4) == 0, "tied head != embedding");
     optim_get(o, 0, WP_OPT_MASTER, eb);
-    CHECK(eb[Lw.params[3].offset + 5] == master_of(Lw.params[3].name, 5), "sharded import: values");
+    EXPECT(eb[Lw.params[3].offset + 5] == master_of(Lw.params[3].name, 5), "sharded import: values");
     free(hb), free(eb);
     /* what the model does not implement, or a missing config, is refused by name */
     write_file(p, "{\"model_type\": \"llama\", \"attention_bias\": true}");
     static wp_opts op;
     default_opts(&op);
     rc = hf_config_apply(hf, &op, err, sizeof err);
-    CHECK_REFUSED(rc, err, "config.json", "attention_bias");
+    EXPECT_REFUSED(rc, err, "config.json", "attention_bias");
     unlink(p);
     rc = hf_load_masters(hf, o, err, sizeof err);
-    CHECK_REFUSED(rc, err, "config.json", "missing");
+    EXPECT_REFUSED(rc, err, "config.json", "missing");
     optim_destroy(o);
 }
 
@@ -222,5 +219,5 @@ int main(int argc, char **argv) {
     layout_free(&Lw);
     kern_destroy(kern);
     tu_cleanup(dir);
-    return tu_done("train/export");
+    return check_result("train/export");
 }

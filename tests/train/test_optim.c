@@ -55,13 +55,13 @@ static void test_adamw(wp_kern *k, double wd, int chunks) {
     model_cfg_even_chunks(&cfg, chunks);
     wp_layout L;
     char err[256];
-    CHECK(layout_build(&cfg, &L, err, sizeof err) == 0, "layout: %s", err);
+    EXPECT(layout_build(&cfg, &L, err, sizeof err) == 0, "layout: %s", err);
     wp_adamw_hparams hp = {0.9, 0.95, 1e-8, wd};
     int owned[8];
     for (int c = 0; c < chunks; c++) owned[c] = chunks - 1 - c; /* any order */
     wp_optim *o = optim_create(layout_optim_model(&L), k, owned, chunks, &hp, err, sizeof err);
-    CHECK(o != NULL, "optim_create: %s", err);
-    CHECK(optim_init_from_seed(o, 7) == 0, "init: %s", optim_error(o));
+    EXPECT(o != NULL, "optim_create: %s", err);
+    EXPECT(optim_init_from_seed(o, 7) == 0, "init: %s", optim_error(o));
     uint64_t rng = 1000 + (uint64_t)chunks;
     double worst_p = 0, worst_mv = 0;
     for (int c = 0; c < chunks; c++) {
@@ -76,7 +76,7 @@ static void test_adamw(wp_kern *k, double wd, int chunks) {
             for (size_t j = 0; j < n; j++) grad[j] = (float)(tu_normal(&rng) * (1 << t) * 0.1);
             optim_set(o, c, WP_OPT_GRAD, grad);
             wp_dtype wt = t % 3 == 0 ? WP_F16 : t % 3 == 1 ? WP_BF16 : WP_F32;
-            CHECK(optim_step_chunk(o, c, (float)lr, (float)scale, w16, WP_F16) == 0, "step: %s", optim_error(o));
+            EXPECT(optim_step_chunk(o, c, (float)lr, (float)scale, w16, WP_F16) == 0, "step: %s", optim_error(o));
             ref_step(&r, grad, n, &L, c, (float)lr, (float)scale, &hp, t);
             optim_get(o, c, WP_OPT_MASTER, host);
             optim_get(o, c, WP_OPT_EXP_AVG, m);
@@ -95,16 +95,16 @@ static void test_adamw(wp_kern *k, double wd, int chunks) {
                 float got = wt == WP_F32 ? ((float *)w)[j] : wt == WP_F16 ? wp_f16_to_f32(((uint16_t *)w)[j]) : wp_bf16_to_f32(((uint16_t *)w)[j]);
                 bad += got != want;
             }
-            CHECK(bad == 0, "working copy in %s: %d elements differ from the rounded master", wp_dtype_name(wt), bad);
+            EXPECT(bad == 0, "working copy in %s: %d elements differ from the rounded master", wp_dtype_name(wt), bad);
             for (size_t j = 0; j < n; j++) bad += wp_f16_to_f32(w16[j]) != wp_round_to(host[j], WP_F16);
-            CHECK(bad == 0, "optim_step_chunk's fp16 working copy: %d elements differ", bad);
+            EXPECT(bad == 0, "optim_step_chunk's fp16 working copy: %d elements differ", bad);
             free(w);
         }
         free(r.p), free(r.m), free(r.v), free(r.m_size), free(host), free(grad), free(m), free(v), free(w16);
     }
-    CHECK(optim_steps(o) == 6, "step count %lld, want 6", (long long)optim_steps(o));
-    CHECK(worst_p < 1e-5, "masters: worst relative error %.3g against the fp64 reference (tolerance 1e-5)", worst_p);
-    CHECK(worst_mv < 1e-5, "moments: worst relative error %.3g (tolerance 1e-5)", worst_mv);
+    EXPECT(optim_steps(o) == 6, "step count %lld, want 6", (long long)optim_steps(o));
+    EXPECT(worst_p < 1e-5, "masters: worst relative error %.3g against the fp64 reference (tolerance 1e-5)", worst_p);
+    EXPECT(worst_mv < 1e-5, "moments: worst relative error %.3g (tolerance 1e-5)", worst_mv);
     printf("adamw wd=%.2f chunks=%d: masters rel err %.2e, moments %.2e over 6 steps\n", wd, chunks, worst_p, worst_mv);
     optim_destroy(o);
     layout_free(&L);
@@ -137,8 +137,8 @@ static void test_no_decay_on_norms(wp_kern *k) {
             else matrix_wrong += fabsf(after[j] - before[j] * (1 - 0.1f * 0.5f)) > 2 * FLT_EPSILON * fabsf(before[j]);
         }
     }
-    CHECK(norms > 0 && norm_moved == 0, "%d of %d norm weights decayed", norm_moved, norms);
-    CHECK(matrix_wrong == 0, "%d matrix/embedding weights did not decay by (1 - lr*wd)", matrix_wrong);
+    EXPECT(norms > 0 && norm_moved == 0, "%d of %d norm weights decayed", norm_moved, norms);
+    EXPECT(matrix_wrong == 0, "%d matrix/embedding weights did not decay by (1 - lr*wd)", matrix_wrong);
     free(before), free(after), free(w);
     optim_destroy(o);
     layout_free(&L);
@@ -146,7 +146,7 @@ static void test_no_decay_on_norms(wp_kern *k) {
 
 static void check_lr(const wp_lr_schedule *s, int64_t step, double want, const char *what) {
     double got = lr_at(s, step);
-    CHECK(fabs(got - want) <= 1e-12 * fmax(1e-3, fabs(want)), "%s at step %lld: %.15g, want %.15g", what, (long long)step, got, want);
+    EXPECT(fabs(got - want) <= 1e-12 * fmax(1e-3, fabs(want)), "%s at step %lld: %.15g, want %.15g", what, (long long)step, got, want);
 }
 
 static void test_schedule(void) {
@@ -170,7 +170,7 @@ static void test_schedule(void) {
     check_lr(&s, 0, 3e-3, "no warm-up");
     int monotone = 1;
     for (int64_t k = 1; k <= 110; k++) monotone &= lr_at(&s, k) <= lr_at(&s, k - 1);
-    CHECK(monotone, "cosine decay is not monotone");
+    EXPECT(monotone, "cosine decay is not monotone");
 }
 
 /* The flags reach the schedule and the optimizer; bad values are refused naming the flag. */
@@ -178,43 +178,43 @@ static void test_flags(void) {
     static wp_opts o;
     char err[256];
     char *good[] = {"train", "--lr", "6e-4", "--min-lr", "6e-5", "--warmup-steps", "7", "--steps", "70", "--lr-decay-style", "linear"};
-    CHECK(cli_parse(11, good, &o, err, sizeof err) == 0, "parse: %s", err);
+    EXPECT(cli_parse(11, good, &o, err, sizeof err) == 0, "parse: %s", err);
     wp_lr_schedule s;
-    CHECK(lr_schedule_from_opts(&o, &s, err, sizeof err) == 0 && s.lr == 6e-4 && s.min_lr == 6e-5 && s.warmup_steps == 7 &&
-              s.total_steps == 70 && s.decay == WP_LR_LINEAR,
-          "schedule from flags: %s", err);
+    EXPECT(lr_schedule_from_opts(&o, &s, err, sizeof err) == 0 && s.lr == 6e-4 && s.min_lr == 6e-5 && s.warmup_steps == 7 &&
+               s.total_steps == 70 && s.decay == WP_LR_LINEAR,
+           "schedule from flags: %s", err);
     wp_adamw_hparams hp;
-    CHECK(adamw_hparams_from_opts(&o, &hp, err, sizeof err) == 0 && hp.beta2 == 0.95 && hp.weight_decay == 0.1, "hparams: %s", err);
+    EXPECT(adamw_hparams_from_opts(&o, &hp, err, sizeof err) == 0 && hp.beta2 == 0.95 && hp.weight_decay == 0.1, "hparams: %s", err);
     o.warmup_steps = -1;
     int rc = lr_schedule_from_opts(&o, &s, err, sizeof err);
-    CHECK_REFUSED(rc, err, "--warmup-steps");
+    EXPECT_REFUSED(rc, err, "--warmup-steps");
     o.warmup_steps = 0;
     o.min_lr = NAN;
     rc = lr_schedule_from_opts(&o, &s, err, sizeof err);
-    CHECK_REFUSED(rc, err, "--min-lr");
+    EXPECT_REFUSED(rc, err, "--min-lr");
     o.adam_beta1 = 1.0;
     rc = adamw_hparams_from_opts(&o, &hp, err, sizeof err);
-    CHECK_REFUSED(rc, err, "--adam-beta1");
+    EXPECT_REFUSED(rc, err, "--adam-beta1");
 }
 
 static void test_clip(void) {
     /* norm of the true gradient = sqrt(sumsq) / loss_scale */
     wp_step_decision d = step_decide(16.0 * 1024 * 1024, 1024, 1.0);
-    CHECK(!d.skip && fabs(d.grad_norm - 4.0) < 1e-15, "norm %g, want 4", d.grad_norm);
-    CHECK(fabs(d.clip_factor - 1.0 / (4.0 + 1e-6)) < 1e-15, "clip factor %.17g", d.clip_factor);
-    CHECK(d.grad_scale == (float)(d.clip_factor / 1024), "grad_scale %.9g", (double)d.grad_scale);
+    EXPECT(!d.skip && fabs(d.grad_norm - 4.0) < 1e-15, "norm %g, want 4", d.grad_norm);
+    EXPECT(fabs(d.clip_factor - 1.0 / (4.0 + 1e-6)) < 1e-15, "clip factor %.17g", d.clip_factor);
+    EXPECT(d.grad_scale == (float)(d.clip_factor / 1024), "grad_scale %.9g", (double)d.grad_scale);
     d = step_decide(0.25, 1, 1.0);
-    CHECK(d.clip_factor == 1.0 && d.grad_scale == 1.0f, "a norm of 0.5 under clip 1 must not be clipped (%g)", d.clip_factor);
+    EXPECT(d.clip_factor == 1.0 && d.grad_scale == 1.0f, "a norm of 0.5 under clip 1 must not be clipped (%g)", d.clip_factor);
     d = step_decide(100, 1, 0);
-    CHECK(d.clip_factor == 1.0 && d.grad_norm == 10.0, "clip 0 disables clipping (%g)", d.clip_factor);
-    CHECK(step_decide(INFINITY, 8, 1).skip && step_decide(NAN, 8, 1).skip && step_decide(-INFINITY, 1, 1).skip,
-          "a non-finite norm must skip");
+    EXPECT(d.clip_factor == 1.0 && d.grad_norm == 10.0, "clip 0 disables clipping (%g)", d.clip_factor);
+    EXPECT(step_decide(INFINITY, 8, 1).skip && step_decide(NAN, 8, 1).skip && step_decide(-INFINITY, 1, 1).skip,
+           "a non-finite norm must skip");
     /* per-chunk slots summed across ranks in any order give the chunk-order sum exactly */
     double chunk[5] = {1e-3, 7.25, 3e8, 1e-12, 42.0}, ranks[3][5] = {{0}}, a[5] = {0}, b[5] = {0};
     for (int c = 0; c < 5; c++) ranks[c % 3][c] = chunk[c];
     for (int c = 0; c < 5; c++) a[c] = (ranks[0][c] + ranks[1][c]) + ranks[2][c], b[c] = ranks[2][c] + (ranks[1][c] + ranks[0][c]);
-    CHECK(grad_total_sumsq(a, 5) == grad_total_sumsq(chunk, 5) && grad_total_sumsq(b, 5) == grad_total_sumsq(chunk, 5),
-          "per-chunk exchange is not order-independent");
+    EXPECT(grad_total_sumsq(a, 5) == grad_total_sumsq(chunk, 5) && grad_total_sumsq(b, 5) == grad_total_sumsq(chunk, 5),
+           "per-chunk exchange is not order-independent");
 }
 
 static void test_scaler(void) {
@@ -224,20 +224,20 @@ static void test_scaler(void) {
     const double want[] = {1024, 1024, 2048, 1024, 1024, 1024, 512, 512, 512, 1024};
     for (int i = 0; i < 10; i++) {
         wp_step_decision d = step_decide(finite[i] ? 4.0 : INFINITY, s.scale, 1.0);
-        CHECK(d.skip == !finite[i], "step %d: skip %d", i, d.skip);
+        EXPECT(d.skip == !finite[i], "step %d: skip %d", i, d.skip);
         s = loss_scaler_next(s, !d.skip);
-        CHECK(s.scale == want[i], "step %d: scale %g, want %g", i, s.scale, want[i]);
+        EXPECT(s.scale == want[i], "step %d: scale %g, want %g", i, s.scale, want[i]);
     }
     s = loss_scaler_init(true, 2, 1000);
     for (int i = 0; i < 5; i++) s = loss_scaler_next(s, false);
-    CHECK(s.scale == WP_LOSS_SCALE_MIN, "scale backs off to the floor %g, got %g", WP_LOSS_SCALE_MIN, s.scale);
+    EXPECT(s.scale == WP_LOSS_SCALE_MIN, "scale backs off to the floor %g, got %g", WP_LOSS_SCALE_MIN, s.scale);
     s = loss_scaler_init(true, WP_LOSS_SCALE_MAX, 1);
     s = loss_scaler_next(s, true);
-    CHECK(s.scale == WP_LOSS_SCALE_MAX, "scale grows past the cap: %g", s.scale);
+    EXPECT(s.scale == WP_LOSS_SCALE_MAX, "scale grows past the cap: %g", s.scale);
     for (int p = WP_PREC_BF16; p <= WP_PREC_FP32; p++) {
         s = loss_scaler_init((wp_precision)p == WP_PREC_MIXED, 65536, 2);
         for (int i = 0; i < 6; i++) s = loss_scaler_next(s, i % 2 == 0);
-        CHECK(s.scale == 1.0 && !s.dynamic, "%s: scale %g, want a static 1", precision_name((wp_precision)p), s.scale);
+        EXPECT(s.scale == 1.0 && !s.dynamic, "%s: scale %g, want a static 1", precision_name((wp_precision)p), s.scale);
     }
 }
 
@@ -265,7 +265,7 @@ static void test_skip(wp_kern *k) {
         free(g);
     }
     wp_step_decision d = step_decide(1.0, 1, 1.0); /* one real step so moments are non-zero */
-    CHECK(optim_apply(o, &d, 1e-3f, w, WP_F32) == 0, "apply: %s", optim_error(o));
+    EXPECT(optim_apply(o, &d, 1e-3f, w, WP_F32) == 0, "apply: %s", optim_error(o));
     float nan_grad = NAN;
     float *g1 = malloc(L.chunk_numel[1] * 4);
     optim_get(o, 1, WP_OPT_GRAD, g1);
@@ -273,21 +273,21 @@ static void test_skip(wp_kern *k) {
     optim_set(o, 1, WP_OPT_GRAD, g1);
     double sumsq[3];
     for (int c = 0; c < 3; c++) sumsq[c] = optim_chunk_sumsq(o, c);
-    CHECK(isfinite(sumsq[0]) && isnan(sumsq[1]) && isfinite(sumsq[2]), "NaN must show in chunk 1's sum of squares only");
+    EXPECT(isfinite(sumsq[0]) && isnan(sumsq[1]) && isfinite(sumsq[2]), "NaN must show in chunk 1's sum of squares only");
     d = step_decide(grad_total_sumsq(sumsq, 3), 1, 1.0);
-    CHECK(d.skip, "a NaN gradient must skip the step");
+    EXPECT(d.skip, "a NaN gradient must skip the step");
     for (int c = 0; c < 3; c++)
         for (int b = 0; b < 3; b++) {
             before[c][b] = malloc(L.chunk_numel[c] * 4);
             optim_get(o, c, (wp_optim_buf)b, before[c][b]);
         }
     int64_t t = optim_steps(o);
-    CHECK(optim_apply(o, &d, 1e-3f, w, WP_F32) == 0, "apply (skip)");
-    CHECK(optim_steps(o) == t, "a skipped step changed the step count");
+    EXPECT(optim_apply(o, &d, 1e-3f, w, WP_F32) == 0, "apply (skip)");
+    EXPECT(optim_steps(o) == t, "a skipped step changed the step count");
     for (int c = 0; c < 3; c++)
         for (int b = 0; b < 3; b++) {
             optim_get(o, c, (wp_optim_buf)b, after);
-            CHECK(memcmp(after, before[c][b], L.chunk_numel[c] * 4) == 0, "skip changed chunk %d buffer %d", c, b);
+            EXPECT(memcmp(after, before[c][b], L.chunk_numel[c] * 4) == 0, "skip changed chunk %d buffer %d", c, b);
             free(before[c][b]);
         }
     for (int c = 0; c < 3; c++) free(w[c]);
@@ -312,7 +312,7 @@ int main(void) {
     test_clip();
     test_scaler();
     test_skip(k);
-    CHECK(kern_error(k) == NULL, "kernel error: %s", kern_error(k));
+    EXPECT(kern_error(k) == NULL, "kernel error: %s", kern_error(k));
     kern_destroy(k);
-    return tu_done("train/optim");
+    return check_result("train/optim");
 }

@@ -22,10 +22,7 @@ static void write_raw(const char *path, int32_t magic, int32_t version, int32_t 
     memcpy(buf + WP_SHARD_HEADER_BYTES, tok, 2 * n);
     size_t size = WP_SHARD_HEADER_BYTES + 2 * n - cut;
     FILE *f = fopen(path, "wb");
-    if (!f || fwrite(buf, 1, size, f) != size || fclose(f) != 0) {
-        perror(path);
-        exit(1);
-    }
+    CHECK(f && fwrite(buf, 1, size, f) == size && fclose(f) == 0, "%s: %s", path, strerror(errno));
     free(buf);
 }
 
@@ -38,20 +35,20 @@ static void test_round_trip(void) {
         for (int64_t j = 0; j < n; j++) tok[j] = (uint16_t)(tu_next(&rng) % 50257);
         char path[512];
         path_of(path, sizeof path, "rt.bin");
-        CHECK(shard_write(path, tok, n, err, sizeof err) == 0, "write %lld: %s", (long long)n, err);
+        EXPECT(shard_write(path, tok, n, err, sizeof err) == 0, "write %lld: %s", (long long)n, err);
         wp_shard s;
         int rc = shard_open(&s, path, 50257, err, sizeof err);
-        CHECK(rc == 0, "open %lld tokens: %s", (long long)n, err);
+        EXPECT(rc == 0, "open %lld tokens: %s", (long long)n, err);
         if (rc == 0) {
-            CHECK(s.n_tokens == n, "count %lld, want %lld", (long long)s.n_tokens, (long long)n);
-            CHECK(n == 0 || memcmp(s.tokens, tok, (size_t)n * 2) == 0, "tokens differ after a round trip of %lld", (long long)n);
+            EXPECT(s.n_tokens == n, "count %lld, want %lld", (long long)s.n_tokens, (long long)n);
+            EXPECT(n == 0 || memcmp(s.tokens, tok, (size_t)n * 2) == 0, "tokens differ after a round trip of %lld", (long long)n);
             shard_close(&s);
         }
         struct stat st;
-        CHECK(stat(path, &st) == 0 && st.st_size == WP_SHARD_HEADER_BYTES + 2 * n, "file size of %lld tokens", (long long)n);
+        EXPECT(stat(path, &st) == 0 && st.st_size == WP_SHARD_HEADER_BYTES + 2 * n, "file size of %lld tokens", (long long)n);
         char tmp[520];
         snprintf(tmp, sizeof tmp, "%s.tmp", path);
-        CHECK(!fs_exists(tmp), "temp file left behind");
+        EXPECT(!fs_exists(tmp), "temp file left behind");
         free(tok);
     }
 }
@@ -62,7 +59,7 @@ static void expect_refused(const char *name, int vocab, const char *f1, const ch
     wp_shard s;
     err[0] = '\0';
     int rc = shard_open(&s, path, vocab, err, sizeof err);
-    CHECK_REFUSED(rc, err, path, f1, f2);
+    EXPECT_REFUSED(rc, err, path, f1, f2);
 }
 
 static void test_corruptions(void) {
@@ -88,7 +85,7 @@ static void test_corruptions(void) {
     expect_refused("missing.bin", 512, "missing.bin", "No such file");
     /* the same file is fine when the vocabulary holds its tokens */
     wp_shard s;
-    CHECK(shard_open(&s, p, 298, err, sizeof err) == 0, "vocab 298: %s", err);
+    EXPECT(shard_open(&s, p, 298, err, sizeof err) == 0, "vocab 298: %s", err);
     shard_close(&s);
 }
 
@@ -100,7 +97,7 @@ static void test_llmc_gpt2(void) {
     path_of(p, sizeof p, "gpt2_val_000000.bin");
     write_raw(p, WP_SHARD_MAGIC, 1, 64, tok, 64, 0);
     wp_shard s;
-    CHECK(shard_open(&s, p, 50257, err, sizeof err) == 0 && s.n_tokens == 64 && s.tokens[16] == 50256, "GPT-2 shard: %s", err);
+    EXPECT(shard_open(&s, p, 50257, err, sizeof err) == 0 && s.n_tokens == 64 && s.tokens[16] == 50256, "GPT-2 shard: %s", err);
     shard_close(&s);
     expect_refused("gpt2_val_000000.bin", 256, "token 50256 at position 0", "vocabulary size 256");
 }
@@ -111,21 +108,18 @@ static void test_writer_abort(void) {
     snprintf(tmp, sizeof tmp, "%s.tmp", p);
     wp_shard_writer w;
     uint16_t tok[10] = {1, 2, 3};
-    CHECK(shard_writer_open(&w, p, err, sizeof err) == 0, "open: %s", err);
+    EXPECT(shard_writer_open(&w, p, err, sizeof err) == 0, "open: %s", err);
     shard_writer_append(&w, tok, 10, err, sizeof err);
-    CHECK(!fs_exists(p), "a shard is visible under its final name before commit");
+    EXPECT(!fs_exists(p), "a shard is visible under its final name before commit");
     shard_writer_close(&w, err, sizeof err);
-    CHECK(!fs_exists(p), "a closed, uncommitted shard is visible under its final name");
+    EXPECT(!fs_exists(p), "a closed, uncommitted shard is visible under its final name");
     shard_writer_abort(&w);
-    CHECK(!fs_exists(p) && !fs_exists(tmp), "abort left a file");
+    EXPECT(!fs_exists(p) && !fs_exists(tmp), "abort left a file");
 }
 
 static void write_text(const char *path, const unsigned char *bytes, size_t n) {
     FILE *f = fopen(path, "wb");
-    if (!f || fwrite(bytes, 1, n, f) != n || fclose(f) != 0) {
-        perror(path);
-        exit(1);
-    }
+    CHECK(f && fwrite(bytes, 1, n, f) == n && fclose(f) == 0, "%s: %s", path, strerror(errno));
 }
 
 /* All shards of a prefix concatenated; 0 when the first is missing. */
@@ -169,7 +163,7 @@ static void test_prepare(void) {
     }
     wp_prepare_stats st;
     int rc = prepare_shards(inputs, FILES, out, 0.25, 128, &st, err, sizeof err);
-    CHECK(rc == 0, "prepare: %s", err);
+    EXPECT(rc == 0, "prepare: %s", err);
     uint16_t *want_train = malloc(CAP * 2), *want_val = malloc(CAP * 2), *got = malloc(CAP * 2);
     size_t nt = 0, nv = 0;
     for (int f = 0; f < FILES; f++) {
@@ -181,26 +175,26 @@ static void test_prepare(void) {
     }
     int shards;
     size_t n = read_run(out, "train", got, CAP, &shards);
-    CHECK(n == nt && memcmp(got, want_train, nt * 2) == 0, "train tokens: %zu, want %zu (heads after token 0)", n, nt);
-    CHECK(shards == (int)((nt + 127) / 128) && st.train_shards == shards, "train shards %d (stats %d), want %zu", shards,
-          st.train_shards, (nt + 127) / 128);
+    EXPECT(n == nt && memcmp(got, want_train, nt * 2) == 0, "train tokens: %zu, want %zu (heads after token 0)", n, nt);
+    EXPECT(shards == (int)((nt + 127) / 128) && st.train_shards == shards, "train shards %d (stats %d), want %zu", shards,
+           st.train_shards, (nt + 127) / 128);
     n = read_run(out, "val", got, CAP, &shards);
-    CHECK(n == nv && memcmp(got, want_val, nv * 2) == 0, "val tokens: %zu, want %zu", n, nv);
-    CHECK(st.train_tokens == (int64_t)nt && st.val_tokens == (int64_t)nv, "stats %lld/%lld", (long long)st.train_tokens,
-          (long long)st.val_tokens);
+    EXPECT(n == nv && memcmp(got, want_val, nv * 2) == 0, "val tokens: %zu, want %zu", n, nv);
+    EXPECT(st.train_tokens == (int64_t)nt && st.val_tokens == (int64_t)nv, "stats %lld/%lld", (long long)st.train_tokens,
+           (long long)st.val_tokens);
     char stale[600];
     snprintf(stale, sizeof stale, "%s/train_%03d.bin", out, 39);
-    CHECK(!fs_exists(stale), "a stale shard of an earlier run survived");
+    EXPECT(!fs_exists(stale), "a stale shard of an earlier run survived");
 
     /* a missing input: refused before anything is written, no directory created */
     char out2[512];
     path_of(out2, sizeof out2, "never");
     const char *bad[] = {in[0], "/nonexistent/input.txt"};
     rc = prepare_shards(bad, 2, out2, 0.1, 128, &st, err, sizeof err);
-    CHECK_REFUSED(rc, err, "/nonexistent/input.txt");
-    CHECK(!fs_exists(out2), "a refused prepare created its output directory");
+    EXPECT_REFUSED(rc, err, "/nonexistent/input.txt");
+    EXPECT(!fs_exists(out2), "a refused prepare created its output directory");
     rc = prepare_shards(inputs, FILES, out2, 1.0, 128, &st, err, sizeof err);
-    CHECK_REFUSED(rc, err, "--val-fraction");
+    EXPECT_REFUSED(rc, err, "--val-fraction");
     for (int f = 0; f < FILES; f++) free(text[f]);
     free(want_train), free(want_val), free(got);
 }
@@ -213,5 +207,5 @@ int main(void) {
     test_writer_abort();
     test_prepare();
     tu_cleanup(dir);
-    return tu_done("train/shard");
+    return check_result("train/shard");
 }

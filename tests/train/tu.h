@@ -1,37 +1,29 @@
-/* Shared helpers of the train tests: checks that count failures, a seeded generator, a
- * scratch directory, and a small model layout. Header-only: each test is one executable. */
+/* Shared helpers of the train tests: a check of refusals (the others come from tests/check.h),
+ * a seeded generator, a scratch directory, and a small model layout. Header-only: each test
+ * is one executable. */
 #ifndef WP_TESTS_TRAIN_TU_H
 #define WP_TESTS_TRAIN_TU_H
 
+#include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "check.h"
 #include "fsutil.h"
 #include "kernels.h"
 #include "layout.h"
 
-static int failures;
-#define CHECK(cond, ...)                                          \
-    do {                                                          \
-        if (!(cond)) {                                            \
-            failures++;                                           \
-            fprintf(stderr, "%s:%d: FAIL: ", __FILE__, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                         \
-            fputc('\n', stderr);                                  \
-        }                                                         \
-    } while (0)
-
 /* rc must be 2 and the message must name every fragment given (NULL-terminated list). */
-#define CHECK_REFUSED(rc, err, ...)                                                                     \
-    do {                                                                                                \
-        const char *frags_[] = {__VA_ARGS__, NULL};                                                     \
-        CHECK((rc) == 2, "expected refusal (2), got %d: %s", (rc), (err));                              \
-        for (int f_ = 0; frags_[f_]; f_++)                                                              \
-            CHECK(strstr((err), frags_[f_]) != NULL, "message '%s' does not name '%s'", (err), frags_[f_]); \
-        CHECK(strchr((err), '\n') == NULL, "message '%s' spans several lines", (err));                   \
+#define EXPECT_REFUSED(rc, err, ...)                                                                     \
+    do {                                                                                                 \
+        const char *frags_[] = {__VA_ARGS__, NULL};                                                      \
+        EXPECT((rc) == 2, "expected refusal (2), got %d: %s", (rc), (err));                              \
+        for (int f_ = 0; frags_[f_]; f_++)                                                               \
+            EXPECT(strstr((err), frags_[f_]) != NULL, "message '%s' does not name '%s'", (err), frags_[f_]); \
+        EXPECT(strchr((err), '\n') == NULL, "message '%s' spans several lines", (err));                   \
     } while (0)
 
 static inline uint64_t tu_next(uint64_t *s) {
@@ -52,10 +44,7 @@ static inline wp_kern *tu_cpu_kern(void) {
     wp_kern_opts ko = {.kind = WP_BACKEND_CPU, .compute = WP_F32, .threads = 1};
     char why[256];
     wp_kern *k = kern_create(&ko, why, sizeof why);
-    if (!k) {
-        fprintf(stderr, "cpu backend: %s\n", why);
-        exit(1);
-    }
+    CHECK(k, "cpu backend: %s", why);
     return k;
 }
 
@@ -63,10 +52,7 @@ static inline wp_kern *tu_cpu_kern(void) {
 static inline const char *tu_scratch(char *buf, size_t len, const char *tag) {
     const char *base = getenv("TMPDIR");
     snprintf(buf, len, "%s/wp-%s-XXXXXX", base && base[0] ? base : "/tmp", tag);
-    if (!mkdtemp(buf)) {
-        perror("mkdtemp");
-        exit(1);
-    }
+    CHECK(mkdtemp(buf), "mkdtemp %s: %s", buf, strerror(errno));
     return buf;
 }
 static inline void tu_cleanup(const char *dir) {
@@ -91,15 +77,6 @@ static inline void tu_model(wp_model_cfg *c, int n_layers, int h, int n_heads, i
     c->init_std = 0.02;
     c->precision = WP_PREC_MIXED;
     model_cfg_even_chunks(c, 1);
-}
-
-static inline int tu_done(const char *name) {
-    if (failures) {
-        fprintf(stderr, "%s: %d check(s) failed\n", name, failures);
-        return 1;
-    }
-    printf("%s: all checks passed\n", name);
-    return 0;
 }
 
 #endif

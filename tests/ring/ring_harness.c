@@ -1,5 +1,5 @@
-/* Helpers of the ring tests (see rt.h). */
-#include "rt.h"
+/* Helpers of the ring tests (see ring_harness.h). */
+#include "ring_harness.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -13,7 +13,7 @@
 #include "clock.h"
 #include "sock.h"
 
-uint64_t rt_mix(uint64_t x) {
+uint64_t rh_mix(uint64_t x) {
     x += 0x9e3779b97f4a7c15ull;
     x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
     x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
@@ -21,11 +21,11 @@ uint64_t rt_mix(uint64_t x) {
 }
 
 /* Little-endian bytes of one 64-bit word per 8 positions. */
-static uint8_t byte_at(uint64_t seed, size_t i) { return (uint8_t)(rt_mix(seed ^ (i / 8) * 0x100000001b3ull) >> (8 * (i % 8))); }
+static uint8_t byte_at(uint64_t seed, size_t i) { return (uint8_t)(rh_mix(seed ^ (i / 8) * 0x100000001b3ull) >> (8 * (i % 8))); }
 
-static uint64_t word_at(uint64_t seed, size_t w) { return rt_mix(seed ^ w * 0x100000001b3ull); }
+static uint64_t word_at(uint64_t seed, size_t w) { return rh_mix(seed ^ w * 0x100000001b3ull); }
 
-void rt_fill(void *buf, size_t n, uint64_t seed) {
+void rh_fill(void *buf, size_t n, uint64_t seed) {
     uint8_t *p = buf;
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -35,7 +35,7 @@ void rt_fill(void *buf, size_t n, uint64_t seed) {
     for (; i < n; i++) p[i] = byte_at(seed, i);
 }
 
-long rt_mismatch(const void *buf, size_t n, uint64_t seed) {
+long rh_mismatch(const void *buf, size_t n, uint64_t seed) {
     const uint8_t *p = buf;
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -47,7 +47,7 @@ long rt_mismatch(const void *buf, size_t n, uint64_t seed) {
     return -1;
 }
 
-void rt_net(wp_net_opts *net, int streams) {
+void rh_net(wp_net_opts *net, int streams) {
     tp_net_defaults(net);
     net->tcp_streams = streams;
     net->connect_timeout = 10;
@@ -55,7 +55,7 @@ void rt_net(wp_net_opts *net, int streams) {
     net->frame_bytes = 64 << 10;
 }
 
-double rt_join_delay[8];
+double rh_join_delay[8];
 
 static void child_env(int rank, int n, int port, const char *secret) {
     char v[32];
@@ -67,15 +67,15 @@ static void child_env(int rank, int n, int port, const char *secret) {
     setenv("MASTER_ADDR", "127.0.0.1", 1);
     snprintf(v, sizeof v, "%d", port);
     setenv("MASTER_PORT", v, 1);
-    setenv("WEIPIPE_JOB_ID", RT_JOB, 1);
+    setenv("WEIPIPE_JOB_ID", RH_JOB, 1);
     setenv("WEIPIPE_SECRET", secret, 1);
 }
 
 static int run_child(int rank, int n, const wp_net_opts *net, wp_rank_fn fn, void *arg) {
     wp_boot_info bi;
     char err[512];
-    if (rank < 8 && rt_join_delay[rank] > 0) {
-        struct timespec ts = {(time_t)rt_join_delay[rank], (long)((rt_join_delay[rank] - (time_t)rt_join_delay[rank]) * 1e9)};
+    if (rank < 8 && rh_join_delay[rank] > 0) {
+        struct timespec ts = {(time_t)rh_join_delay[rank], (long)((rh_join_delay[rank] - (time_t)rh_join_delay[rank]) * 1e9)};
         nanosleep(&ts, NULL);
     }
     if (boot_from_environ(&bi, err, sizeof err) != 0) {
@@ -96,21 +96,21 @@ static int run_child(int rank, int n, const wp_net_opts *net, wp_rank_fn fn, voi
     return rc;
 }
 
-int rt_free_port(void) {
+int rh_free_port(void) {
     char why[128], addr[64], host[64];
     int port = -1, fd = sock_listen("127.0.0.1", 0, why, sizeof why);
-    RT_CHECK(fd >= 0, "no free port: %s", why);
+    CHECK(fd >= 0, "no free port: %s", why);
     sock_local_addr(fd, addr, sizeof addr);
     close(fd);
-    RT_CHECK(sock_split_addr(addr, host, sizeof host, &port, why, sizeof why) == 0, "%s", why);
+    CHECK(sock_split_addr(addr, host, sizeof host, &port, why, sizeof why) == 0, "%s", why);
     return port;
 }
 
-pid_t rt_fork_rank(int rank, int n, int port, const char *secret, const wp_net_opts *net, wp_rank_fn fn, void *arg,
+pid_t rh_fork_rank(int rank, int n, int port, const char *secret, const wp_net_opts *net, wp_rank_fn fn, void *arg,
                    pid_t *pgid, const char *stderr_dir) {
     fflush(NULL);
     pid_t pid = fork();
-    RT_CHECK(pid >= 0, "fork: %s", strerror(errno));
+    CHECK(pid >= 0, "fork: %s", strerror(errno));
     if (pid == 0) {
         setpgid(0, *pgid);
         if (stderr_dir) {
@@ -127,12 +127,12 @@ pid_t rt_fork_rank(int rank, int n, int port, const char *secret, const wp_net_o
     return pid;
 }
 
-int rt_run_tcp(int n, const wp_net_opts *net, wp_rank_fn fn, void *arg, double deadline_s, int *exits,
+int rh_run_tcp(int n, const wp_net_opts *net, wp_rank_fn fn, void *arg, double deadline_s, int *exits,
                const char *stderr_dir, pid_t *pgid_out) {
-    int port = rt_free_port();
+    int port = rh_free_port();
     pid_t *pids = calloc((size_t)n, sizeof *pids), pgid = 0;
-    RT_CHECK(pids, "out of memory");
-    for (int r = 0; r < n; r++) pids[r] = rt_fork_rank(r, n, port, RT_SECRET, net, fn, arg, &pgid, stderr_dir);
+    CHECK(pids, "out of memory");
+    for (int r = 0; r < n; r++) pids[r] = rh_fork_rank(r, n, port, RH_SECRET, net, fn, arg, &pgid, stderr_dir);
     if (pgid_out) *pgid_out = pgid;
     double end = wp_now() + deadline_s;
     int left = n, rc = 0;
@@ -146,7 +146,7 @@ int rt_run_tcp(int n, const wp_net_opts *net, wp_rank_fn fn, void *arg, double d
             }
         }
         if (left > 0 && wp_now() > end) {
-            fprintf(stderr, "rt_run_tcp: ranks still running after %g s: killing them\n", deadline_s);
+            fprintf(stderr, "rh_run_tcp: ranks still running after %g s: killing them\n", deadline_s);
             kill(-pgid, SIGKILL);
             rc = -1;
             end = wp_now() + 3600;
@@ -158,13 +158,13 @@ int rt_run_tcp(int n, const wp_net_opts *net, wp_rank_fn fn, void *arg, double d
     return rc;
 }
 
-int rt_run_local(int n, const wp_net_opts *net, wp_rank_fn fn, void *arg, char *err, size_t errlen) {
+int rh_run_local(int n, const wp_net_opts *net, wp_rank_fn fn, void *arg, char *err, size_t errlen) {
     return launch_threads(n, net, fn, arg, err, errlen);
 }
 
-bool rt_group_gone(pid_t pgid) { return kill(-pgid, 0) != 0 && errno == ESRCH; }
+bool rh_group_gone(pid_t pgid) { return kill(-pgid, 0) != 0 && errno == ESRCH; }
 
-char *rt_slurp(const char *path) {
+char *rh_slurp(const char *path) {
     FILE *f = fopen(path, "rb");
     if (!f) return strdup("");
     fseek(f, 0, SEEK_END);
@@ -177,7 +177,7 @@ char *rt_slurp(const char *path) {
     return s;
 }
 
-void rt_set_err(char *dst, size_t dstlen, const char *msg) {
+void rh_set_err(char *dst, size_t dstlen, const char *msg) {
     size_t n = strlen(msg) < dstlen - 1 ? strlen(msg) : dstlen - 1;
     memmove(dst, msg, n);
     dst[n] = 0;
