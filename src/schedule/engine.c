@@ -1,8 +1,11 @@
 /* The schedule engine: all ranks' lists at once, under ir.h's semantics, with checks and (optional)
- * time. State per rank: a program counter, the buffers held (each an instance that may still be
- * arriving), memory counters. State per (src, dst, channel): FIFOs of posted sends and receives,
- * the matched transfers in order, the one on the wire. State per link: transfers sharing it. */
+ * time. This file is the IR's semantics: per rank a program counter, the buffers held (each an
+ * instance that may still be arriving) and memory counters; per (src, dst, channel) FIFOs of
+ * posted sends and receives matched in order; every action's rules and the checks before and
+ * after. How long things take (links shared by their transfers, latency, the event clock) is
+ * engine_links.c; the state both share is engine_impl.h. */
 #include "engine.h"
+#include "engine_impl.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -12,116 +15,9 @@
 #include "model.h"
 #include "seq_split.h"
 
-#define MAX_STEPS 4
-
-enum { DONE = 0, BLOCKED = 1, ERROR = 2 };
-enum { X_WAIT, X_SERIAL, X_FLIGHT };
-enum { WHY_NONE, WHY_ARRIVE, WHY_SEND, WHY_REDUCE };
-
-typedef struct inst {
-    wp_buf b;       /* W: absolute version */
-    bool present;   /* arrived, or created here */
-    int sends;      /* posted SENDs not yet left */
-    int gstep;      /* GW: step its contributions belong to, -1 when empty */
-    uint64_t *mbs;  /* GW: contributions */
-    int born, born_step;
-    size_t bytes;
-} inst;
-
-typedef struct {
-    wp_buf b;
-    int step, index;
-} freed_rec;
-
-typedef struct {
-    int pc;
-    bool done;
-    double busy_until;
-    bool arrived[MAX_STEPS], passed[MAX_STEPS];
-    double reduce_t0[MAX_STEPS];
-    inst **held;
-    int n_held, cap_held;
-    freed_rec *freed;
-    int n_freed, cap_freed;
-    int why;         /* what the rank waits for (WHY_*), formatted only for a deadlock message */
-    wp_buf why_buf;  /* relative to why_step */
-    int why_step;
-    int n_kind[WP_BUF_KINDS], n_acts;
-    size_t acts_bytes, bytes;
-} rstate;
-
-typedef struct {
-    int rank, step, index;
-    wp_buf b;
-    inst *in;
-} post;
-
-typedef struct xfer {
-    int src, dst, ch, step, s_index, r_index;
-    wp_buf b;
-    size_t bytes;
-    inst *from, *to;
-    int gstep;
-    uint64_t *mbs;
-    double remaining, t0, t_arrive;
-    int state;
-} xfer;
-
-typedef struct {
-    int src, dst, ch;
-    post *sends, *recvs;
-    int s_head, s_n, s_cap, r_head, r_n, r_cap;
-    xfer **q;
-    int q_head, q_n, q_cap;
-    xfer *busy;
-} chan;
-
-typedef struct {
-    xfer **x;
-    int n, cap;
-    bool listed; /* in eng.busy_links */
-    double bw, lat;
-} link;
-
-typedef struct {
-    int *f_rank, *b_rank, *w_rank, *f_idx, *b_idx, *w_idx; /* [C*M] */
-    uint64_t *acc;                                          /* [C*SL*words] */
-    int *updated;                                           /* [C*SL]: per (chunk, slice) */
-    int arrived;
-    double arrive_max, done_at;
-    bool scheduled, done;
-} stepst;
-
-typedef struct {
-    const wp_schedule *s;
-    const wp_sizes *sz;
-    wp_costs costs;
-    int N, M, C, steps, words;
-    int S, SL;      /* the schedule's nslices; SL = slices per master (1 when unsliced) */
-    double now;
-    rstate *r;
-    chan **ch;      /* [N*N*WP_SCH_COUNT] */
-    chan **chans;   /* the ones in use */
-    int n_chans, cap_chans;
-    link *ln;       /* [N*N] */
-    int *busy_links; /* indices into ln of links with transfers on them */
-    int n_busy_links;
-    xfer **flight;
-    int n_flight, cap_flight;
-    stepst st[MAX_STEPS];
-    int *master;    /* [C*SL]: version of each (chunk, slice) master */
-    int K;          /* sequence segments per micro-batch (1: none) */
-    int seg_t[WP_MAX_SEGMENTS + 1]; /* their boundaries (seq_split.h) */
-    wp_run *run;
-    char *err;
-    size_t errlen;
-    int failed;
-    bool progress;
-} eng;
-
 /* ---------- small helpers ---------- */
 
-static int grow(void **p, int *cap, int need, size_t elem) {
+int engine_grow(void **p, int *cap, int need, size_t elem) {
     if (need <= *cap) return 0;
     int nc = *cap ? *cap * 2 : 16;
     while (nc < need) nc *= 2;
@@ -262,7 +158,7 @@ static void note_peaks(eng *e, int r) {
 static inst *create(eng *e, int r, wp_buf b, bool present, int step, int idx) {
     rstate *R = &e->r[r];
     inst *in = calloc(1, sizeof *in);
-    if (!in || grow((void **)&R->held, &R->cap_held, R->n_held + 1, sizeof *R->held)) {
+    if (!in || engine_grow((void **)&R->held, &R->cap_held, R->n_held + 1, sizeof *R->held)) {
         free(in);
         return NULL;
     }
@@ -292,7 +188,7 @@ static int destroy(eng *e, int r, inst *in, int step, int idx) {
             break;
         }
     R->bytes -= in->bytes;
-    if (grow((void **)&R->freed, &R->cap_freed, R->n_freed + 1, sizeof *R->freed)) return -1;
+    if (engine_grow((void **)&R->freed, &R->cap_freed, R->n_freed + 1, sizeof *R->freed)) return -1;
     R->freed[R->n_freed++] = (freed_rec){in->b, step, idx};
     free(in->mbs);
     free(in);
@@ -309,10 +205,10 @@ static int first_common(const uint64_t *a, const uint64_t *b, int n) {
 
 /* ---------- transfers ---------- */
 
-static chan *get_chan(eng *e, int src, int dst, int ch) {
+chan *engine_get_chan(eng *e, int src, int dst, int ch) {
     chan **slot = &e->ch[((size_t)src * e->N + dst) * WP_SCH_COUNT + ch];
     if (!*slot) {
-        if (grow((void **)&e->chans, &e->cap_chans, e->n_chans + 1, sizeof *e->chans)) return NULL;
+        if (engine_grow((void **)&e->chans, &e->cap_chans, e->n_chans + 1, sizeof *e->chans)) return NULL;
         if (!(*slot = calloc(1, sizeof **slot))) return NULL;
         (*slot)->src = src;
         (*slot)->dst = dst;
@@ -322,44 +218,8 @@ static chan *get_chan(eng *e, int src, int dst, int ch) {
     return *slot;
 }
 
-static void link_params(const eng *e, int src, int dst, double *bw, double *lat) {
-    int per = e->costs.ranks_per_node > 0 ? e->costs.ranks_per_node : 1; /* 0: one rank per node, as ring/transport.c */
-    bool same = src / per == dst / per;
-    *bw = same ? e->costs.node_bw : e->costs.link_bw;
-    *lat = same ? e->costs.node_lat : e->costs.link_lat;
-}
 
-static int start(eng *e, chan *c) {
-    if (c->busy || c->q_n == 0) return 0;
-    xfer *x = c->q[c->q_head];
-    if (!x->from->present) return 0;
-    c->q_head++;
-    c->q_n--;
-    c->busy = x;
-    x->state = X_SERIAL;
-    x->t0 = e->now;
-    x->remaining = (double)x->bytes;
-    x->gstep = x->from->gstep;
-    if (x->from->mbs) {
-        if (!(x->mbs = malloc((size_t)e->words * sizeof *x->mbs))) return -1;
-        memcpy(x->mbs, x->from->mbs, (size_t)e->words * sizeof *x->mbs);
-    }
-    link *l = &e->ln[x->src * e->N + x->dst];
-    if (grow((void **)&l->x, &l->cap, l->n + 1, sizeof *l->x)) return -1;
-    if (!l->listed) {
-        e->busy_links[e->n_busy_links++] = x->src * e->N + x->dst;
-        l->listed = true;
-    }
-    l->x[l->n++] = x;
-    e->progress = true;
-    return 0;
-}
 
-static int start_all(eng *e) {
-    for (int i = 0; i < e->n_chans; i++)
-        if (start(e, e->chans[i])) return -1;
-    return 0;
-}
 
 static int match(eng *e, chan *c) {
     while (c->s_n > 0 && c->r_n > 0) {
@@ -375,7 +235,7 @@ static int match(eng *e, chan *c) {
                            step_note(e, sp->step), sn, rn);
         }
         xfer *x = calloc(1, sizeof *x);
-        if (!x || grow((void **)&c->q, &c->q_cap, c->q_head + c->q_n + 1, sizeof *c->q)) {
+        if (!x || engine_grow((void **)&c->q, &c->q_cap, c->q_head + c->q_n + 1, sizeof *c->q)) {
             free(x);
             return oom(e);
         }
@@ -386,74 +246,32 @@ static int match(eng *e, chan *c) {
         c->s_head++, c->s_n--;
         c->r_head++, c->r_n--;
     }
-    return start(e, c) ? oom(e) : DONE;
+    return elink_start(e, c) ? oom(e) : DONE;
 }
 
 static int post_xfer(eng *e, bool is_send, int r, int step, int idx, int peer, int ch, wp_buf b, inst *in) {
-    chan *c = is_send ? get_chan(e, r, peer, ch) : get_chan(e, peer, r, ch);
+    chan *c = is_send ? engine_get_chan(e, r, peer, ch) : engine_get_chan(e, peer, r, ch);
     if (!c) return oom(e);
     post p = {r, step, idx, b, in};
     if (is_send) {
-        if (grow((void **)&c->sends, &c->s_cap, c->s_head + c->s_n + 1, sizeof *c->sends)) return oom(e);
+        if (engine_grow((void **)&c->sends, &c->s_cap, c->s_head + c->s_n + 1, sizeof *c->sends)) return oom(e);
         c->sends[c->s_head + c->s_n++] = p;
     } else {
-        if (grow((void **)&c->recvs, &c->r_cap, c->r_head + c->r_n + 1, sizeof *c->recvs)) return oom(e);
+        if (engine_grow((void **)&c->recvs, &c->r_cap, c->r_head + c->r_n + 1, sizeof *c->recvs)) return oom(e);
         c->recvs[c->r_head + c->r_n++] = p;
     }
     return match(e, c);
 }
 
-static int record_xfer(eng *e, const xfer *x) {
-    wp_run *run = e->run;
-    if (x->step == e->steps - 1) {
-        run->rank[x->src].sent[x->b.kind] += x->bytes;
-        run->rank[x->src].n_sent++;
-        run->rank[x->dst].recv[x->b.kind] += x->bytes;
-        run->rank[x->dst].n_recv++;
-    }
-    if (!run->record) return 0;
-    if (grow((void **)&run->xfer, &run->cap_xfer, run->n_xfer + 1, sizeof *run->xfer)) return -1;
-    wp_buf b = x->b;
-    if (b.kind == WP_BUF_W) b.idx -= x->step;
-    run->xfer[run->n_xfer++] = (wp_xfer_event){x->src, x->dst, x->ch, x->step, b, x->bytes, x->t0, x->t_arrive};
-    return 0;
-}
 
-/* The last byte left: the sender may free or write its buffer; the next one on the channel may go. */
-static int left(eng *e, xfer *x, chan *c) {
-    link *l = &e->ln[x->src * e->N + x->dst];
-    for (int i = 0; i < l->n; i++)
-        if (l->x[i] == x) {
-            l->x[i] = l->x[--l->n];
-            break;
-        }
-    x->from->sends--;
-    c->busy = NULL;
-    x->state = X_FLIGHT;
-    x->t_arrive = e->now + l->lat;
-    if (grow((void **)&e->flight, &e->cap_flight, e->n_flight + 1, sizeof *e->flight)) return -1;
-    e->flight[e->n_flight++] = x;
-    e->progress = true;
-    return start(e, c);
-}
 
-static int arrive(eng *e, xfer *x) {
-    x->to->present = true;
-    if (x->to->mbs && x->mbs) memcpy(x->to->mbs, x->mbs, (size_t)e->words * sizeof *x->mbs);
-    x->to->gstep = x->gstep;
-    e->progress = true;
-    int rc = record_xfer(e, x);
-    free(x->mbs);
-    free(x);
-    return rc;
-}
 
 /* ---------- actions ---------- */
 
 static int rec_comp(eng *e, int r, int step, int idx, const wp_action *a, double t0, double t1) {
     wp_run *run = e->run;
     if (!run->record) return 0;
-    if (grow((void **)&run->comp, &run->cap_comp, run->n_comp + 1, sizeof *run->comp)) return -1;
+    if (engine_grow((void **)&run->comp, &run->cap_comp, run->n_comp + 1, sizeof *run->comp)) return -1;
     run->comp[run->n_comp++] = (wp_comp_event){r, step, idx, a->op, a->chunk, a->mb, t0, t1};
     return 0;
 }
@@ -890,74 +708,7 @@ static void advance_rank(eng *e, int r) {
     }
 }
 
-/* ---------- time ---------- */
 
-static double next_time(const eng *e) {
-    double t = INFINITY;
-    for (int r = 0; r < e->N; r++)
-        if (e->r[r].busy_until > e->now && e->r[r].busy_until < t) t = e->r[r].busy_until;
-    for (int i = 0; i < e->n_flight; i++)
-        if (e->flight[i]->t_arrive < t) t = e->flight[i]->t_arrive;
-    for (int i = 0; i < e->n_busy_links; i++) {
-        const link *l = &e->ln[e->busy_links[i]];
-        for (int j = 0; j < l->n; j++) {
-            double d = l->bw > 0 ? l->x[j]->remaining * l->n / l->bw : 0;
-            if (e->now + d < t) t = e->now + d;
-        }
-    }
-    for (int s = 0; s < e->steps; s++)
-        if (e->st[s].scheduled && !e->st[s].done && e->st[s].done_at < t) t = e->st[s].done_at;
-    return t;
-}
-
-static int advance_time(eng *e, double t) {
-    double dt = t - e->now, tol = 1e-12 * fmax(1.0, fabs(t));
-    e->now = t;
-    /* only the links busy during the interval just ended: a transfer starting now has used nothing */
-    const int busy = e->n_busy_links;
-    for (int i = 0; i < busy; i++) {
-        link *l = &e->ln[e->busy_links[i]];
-        /* the rate of the interval just ended; a transfer is through when less than tol is left */
-        double rate = l->bw / l->n;
-        int n = l->n;
-        xfer *through[WP_SCH_COUNT];
-        int k = 0;
-        for (int j = 0; j < n; j++) {
-            xfer *x = l->x[j];
-            if (l->bw > 0) x->remaining -= dt * rate;
-            if (l->bw <= 0 || x->remaining <= rate * tol) through[k++] = x;
-        }
-        for (int j = 0; j < k; j++)
-            if (left(e, through[j], get_chan(e, through[j]->src, through[j]->dst, through[j]->ch))) return -1;
-    }
-    int kept = 0;
-    for (int i = 0; i < e->n_busy_links; i++) {
-        link *l = &e->ln[e->busy_links[i]];
-        if (l->n > 0) e->busy_links[kept++] = e->busy_links[i];
-        else l->listed = false;
-    }
-    e->n_busy_links = kept;
-    for (int i = 0; i < e->n_flight;) {
-        xfer *x = e->flight[i];
-        if (x->t_arrive > t + tol) {
-            i++;
-            continue;
-        }
-        e->flight[i] = e->flight[--e->n_flight];
-        if (arrive(e, x)) return -1;
-    }
-    for (int s = 0; s < e->steps; s++) {
-        stepst *st = &e->st[s];
-        if (st->scheduled && !st->done && st->done_at <= t + tol) {
-            st->done = true;
-            e->run->reduce_at[s] = st->done_at;
-            e->progress = true;
-        }
-    }
-    for (int r = 0; r < e->N; r++)
-        if (fabs(e->r[r].busy_until - t) <= tol) e->r[r].busy_until = t;
-    return start_all(e);
-}
 
 /* ---------- checks before and after ---------- */
 
@@ -1095,7 +846,7 @@ static int setup(eng *e) {
     }
     if (!(e->master = calloc((size_t)e->C * e->SL, sizeof *e->master))) return -1;
     for (int a = 0; a < e->N; a++)
-        for (int b = 0; b < e->N; b++) link_params(e, a, b, &e->ln[a * e->N + b].bw, &e->ln[a * e->N + b].lat);
+        for (int b = 0; b < e->N; b++) elink_params(e, a, b, &e->ln[a * e->N + b].bw, &e->ln[a * e->N + b].lat);
     for (int r = 0; r < e->N; r++) {
         for (int c = 0; c < e->C && e->sz; c++) {
             size_t off, part;
@@ -1164,12 +915,12 @@ static void loop(eng *e) {
             for (int r = 0; r < e->N && !e->failed; r++) advance_rank(e, r);
         } while (e->progress && !e->failed);
         if (e->failed) return;
-        double t = next_time(e);
+        double t = elink_next_time(e);
         if (isinf(t)) {
             if (!all_done(e)) deadlock(e);
             return;
         }
-        if (advance_time(e, t)) {
+        if (elink_advance_time(e, t)) {
             oom(e);
             return;
         }

@@ -1,0 +1,135 @@
+/* Inside the schedule engine (engine.h): its state, shared by engine.c (the IR's semantics:
+ * buffers, matching, actions, checks) and engine_links.c (the link and time model). */
+#ifndef WP_SCHEDULE_ENGINE_IMPL_H
+#define WP_SCHEDULE_ENGINE_IMPL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine.h"
+#include "seq_split.h"
+
+#define MAX_STEPS 4
+
+enum { DONE = 0, BLOCKED = 1, ERROR = 2 };
+enum { X_WAIT, X_SERIAL, X_FLIGHT };
+enum { WHY_NONE, WHY_ARRIVE, WHY_SEND, WHY_REDUCE };
+
+typedef struct inst {
+    wp_buf b;       /* W: absolute version */
+    bool present;   /* arrived, or created here */
+    int sends;      /* posted SENDs not yet left */
+    int gstep;      /* GW: step its contributions belong to, -1 when empty */
+    uint64_t *mbs;  /* GW: contributions */
+    int born, born_step;
+    size_t bytes;
+} inst;
+
+typedef struct {
+    wp_buf b;
+    int step, index;
+} freed_rec;
+
+typedef struct {
+    int pc;
+    bool done;
+    double busy_until;
+    bool arrived[MAX_STEPS], passed[MAX_STEPS];
+    double reduce_t0[MAX_STEPS];
+    inst **held;
+    int n_held, cap_held;
+    freed_rec *freed;
+    int n_freed, cap_freed;
+    int why;         /* what the rank waits for (WHY_*), formatted only for a deadlock message */
+    wp_buf why_buf;  /* relative to why_step */
+    int why_step;
+    int n_kind[WP_BUF_KINDS], n_acts;
+    size_t acts_bytes, bytes;
+} rstate;
+
+typedef struct {
+    int rank, step, index;
+    wp_buf b;
+    inst *in;
+} post;
+
+typedef struct xfer {
+    int src, dst, ch, step, s_index, r_index;
+    wp_buf b;
+    size_t bytes;
+    inst *from, *to;
+    int gstep;
+    uint64_t *mbs;
+    double remaining, t0, t_arrive;
+    int state;
+} xfer;
+
+typedef struct {
+    int src, dst, ch;
+    post *sends, *recvs;
+    int s_head, s_n, s_cap, r_head, r_n, r_cap;
+    xfer **q;
+    int q_head, q_n, q_cap;
+    xfer *busy;
+} chan;
+
+typedef struct {
+    xfer **x;
+    int n, cap;
+    bool listed; /* in eng.busy_links */
+    double bw, lat;
+} link;
+
+typedef struct {
+    int *f_rank, *b_rank, *w_rank, *f_idx, *b_idx, *w_idx; /* [C*M] */
+    uint64_t *acc;                                          /* [C*SL*words] */
+    int *updated;                                           /* [C*SL]: per (chunk, slice) */
+    int arrived;
+    double arrive_max, done_at;
+    bool scheduled, done;
+} stepst;
+
+typedef struct {
+    const wp_schedule *s;
+    const wp_sizes *sz;
+    wp_costs costs;
+    int N, M, C, steps, words;
+    int S, SL;      /* the schedule's nslices; SL = slices per master (1 when unsliced) */
+    double now;
+    rstate *r;
+    chan **ch;      /* [N*N*WP_SCH_COUNT] */
+    chan **chans;   /* the ones in use */
+    int n_chans, cap_chans;
+    link *ln;       /* [N*N] */
+    int *busy_links; /* indices into ln of links with transfers on them */
+    int n_busy_links;
+    xfer **flight;
+    int n_flight, cap_flight;
+    stepst st[MAX_STEPS];
+    int *master;    /* [C*SL]: version of each (chunk, slice) master */
+    int K;          /* sequence segments per micro-batch (1: none) */
+    int seg_t[WP_MAX_SEGMENTS + 1]; /* their boundaries (seq_split.h) */
+    wp_run *run;
+    char *err;
+    size_t errlen;
+    int failed;
+    bool progress;
+} eng;
+
+/* engine.c */
+int engine_grow(void **p, int *cap, int need, size_t elem);
+chan *engine_get_chan(eng *e, int src, int dst, int ch);
+
+/* engine_links.c: the link and time model */
+/* Bandwidth and latency of the link src -> dst (node link or the link between nodes). */
+void elink_params(const eng *e, int src, int dst, double *bw, double *lat);
+/* Put the channel's next matched transfer on its link once its buffer is there; -1 out of memory. */
+int elink_start(eng *e, chan *c);
+int elink_start_all(eng *e);
+/* The time of the next event after e->now (INFINITY when none). */
+double elink_next_time(const eng *e);
+/* Move to time t: bytes on every busy link, last bytes left, arrivals, step decisions; -1 out of memory. */
+int elink_advance_time(eng *e, double t);
+
+#endif

@@ -1,0 +1,161 @@
+/* The schedule engine's link and time model (engine_impl.h): a transfer occupies its channel
+ * from the moment its buffer is there; the transfers on one link (an ordered pair of ranks)
+ * share its bandwidth equally, and each arrives latency after its last byte left. Time moves
+ * from event to event: the next compute end, arrival, last byte, or step decision. The IR's
+ * semantics (what may be posted, matched, created or freed, and the checks) are engine.c's. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine_impl.h"
+
+void elink_params(const eng *e, int src, int dst, double *bw, double *lat) {
+    int per = e->costs.ranks_per_node > 0 ? e->costs.ranks_per_node : 1; /* 0: one rank per node, as ring/transport.c */
+    bool same = src / per == dst / per;
+    *bw = same ? e->costs.node_bw : e->costs.link_bw;
+    *lat = same ? e->costs.node_lat : e->costs.link_lat;
+}
+
+int elink_start(eng *e, chan *c) {
+    if (c->busy || c->q_n == 0) return 0;
+    xfer *x = c->q[c->q_head];
+    if (!x->from->present) return 0;
+    c->q_head++;
+    c->q_n--;
+    c->busy = x;
+    x->state = X_SERIAL;
+    x->t0 = e->now;
+    x->remaining = (double)x->bytes;
+    x->gstep = x->from->gstep;
+    if (x->from->mbs) {
+        if (!(x->mbs = malloc((size_t)e->words * sizeof *x->mbs))) return -1;
+        memcpy(x->mbs, x->from->mbs, (size_t)e->words * sizeof *x->mbs);
+    }
+    link *l = &e->ln[x->src * e->N + x->dst];
+    if (engine_grow((void **)&l->x, &l->cap, l->n + 1, sizeof *l->x)) return -1;
+    if (!l->listed) {
+        e->busy_links[e->n_busy_links++] = x->src * e->N + x->dst;
+        l->listed = true;
+    }
+    l->x[l->n++] = x;
+    e->progress = true;
+    return 0;
+}
+
+int elink_start_all(eng *e) {
+    for (int i = 0; i < e->n_chans; i++)
+        if (elink_start(e, e->chans[i])) return -1;
+    return 0;
+}
+
+static int elink_record(eng *e, const xfer *x) {
+    wp_run *run = e->run;
+    if (x->step == e->steps - 1) {
+        run->rank[x->src].sent[x->b.kind] += x->bytes;
+        run->rank[x->src].n_sent++;
+        run->rank[x->dst].recv[x->b.kind] += x->bytes;
+        run->rank[x->dst].n_recv++;
+    }
+    if (!run->record) return 0;
+    if (engine_grow((void **)&run->xfer, &run->cap_xfer, run->n_xfer + 1, sizeof *run->xfer)) return -1;
+    wp_buf b = x->b;
+    if (b.kind == WP_BUF_W) b.idx -= x->step;
+    run->xfer[run->n_xfer++] = (wp_xfer_event){x->src, x->dst, x->ch, x->step, b, x->bytes, x->t0, x->t_arrive};
+    return 0;
+}
+
+/* The last byte left: the sender may free or write its buffer; the next one on the channel may go. */
+static int elink_left(eng *e, xfer *x, chan *c) {
+    link *l = &e->ln[x->src * e->N + x->dst];
+    for (int i = 0; i < l->n; i++)
+        if (l->x[i] == x) {
+            l->x[i] = l->x[--l->n];
+            break;
+        }
+    x->from->sends--;
+    c->busy = NULL;
+    x->state = X_FLIGHT;
+    x->t_arrive = e->now + l->lat;
+    if (engine_grow((void **)&e->flight, &e->cap_flight, e->n_flight + 1, sizeof *e->flight)) return -1;
+    e->flight[e->n_flight++] = x;
+    e->progress = true;
+    return elink_start(e, c);
+}
+
+static int elink_arrive(eng *e, xfer *x) {
+    x->to->present = true;
+    if (x->to->mbs && x->mbs) memcpy(x->to->mbs, x->mbs, (size_t)e->words * sizeof *x->mbs);
+    x->to->gstep = x->gstep;
+    e->progress = true;
+    int rc = elink_record(e, x);
+    free(x->mbs);
+    free(x);
+    return rc;
+}
+
+double elink_next_time(const eng *e) {
+    double t = INFINITY;
+    for (int r = 0; r < e->N; r++)
+        if (e->r[r].busy_until > e->now && e->r[r].busy_until < t) t = e->r[r].busy_until;
+    for (int i = 0; i < e->n_flight; i++)
+        if (e->flight[i]->t_arrive < t) t = e->flight[i]->t_arrive;
+    for (int i = 0; i < e->n_busy_links; i++) {
+        const link *l = &e->ln[e->busy_links[i]];
+        for (int j = 0; j < l->n; j++) {
+            double d = l->bw > 0 ? l->x[j]->remaining * l->n / l->bw : 0;
+            if (e->now + d < t) t = e->now + d;
+        }
+    }
+    for (int s = 0; s < e->steps; s++)
+        if (e->st[s].scheduled && !e->st[s].done && e->st[s].done_at < t) t = e->st[s].done_at;
+    return t;
+}
+
+int elink_advance_time(eng *e, double t) {
+    double dt = t - e->now, tol = 1e-12 * fmax(1.0, fabs(t));
+    e->now = t;
+    /* only the links busy during the interval just ended: a transfer starting now has used nothing */
+    const int busy = e->n_busy_links;
+    for (int i = 0; i < busy; i++) {
+        link *l = &e->ln[e->busy_links[i]];
+        /* the rate of the interval just ended; a transfer is through when less than tol is left */
+        double rate = l->bw / l->n;
+        int n = l->n;
+        xfer *through[WP_SCH_COUNT];
+        int k = 0;
+        for (int j = 0; j < n; j++) {
+            xfer *x = l->x[j];
+            if (l->bw > 0) x->remaining -= dt * rate;
+            if (l->bw <= 0 || x->remaining <= rate * tol) through[k++] = x;
+        }
+        for (int j = 0; j < k; j++)
+            if (elink_left(e, through[j], engine_get_chan(e, through[j]->src, through[j]->dst, through[j]->ch))) return -1;
+    }
+    int kept = 0;
+    for (int i = 0; i < e->n_busy_links; i++) {
+        link *l = &e->ln[e->busy_links[i]];
+        if (l->n > 0) e->busy_links[kept++] = e->busy_links[i];
+        else l->listed = false;
+    }
+    e->n_busy_links = kept;
+    for (int i = 0; i < e->n_flight;) {
+        xfer *x = e->flight[i];
+        if (x->t_arrive > t + tol) {
+            i++;
+            continue;
+        }
+        e->flight[i] = e->flight[--e->n_flight];
+        if (elink_arrive(e, x)) return -1;
+    }
+    for (int s = 0; s < e->steps; s++) {
+        stepst *st = &e->st[s];
+        if (st->scheduled && !st->done && st->done_at <= t + tol) {
+            st->done = true;
+            e->run->reduce_at[s] = st->done_at;
+            e->progress = true;
+        }
+    }
+    for (int r = 0; r < e->N; r++)
+        if (fabs(e->r[r].busy_until - t) <= tol) e->r[r].busy_until = t;
+    return elink_start_all(e);
+}
