@@ -1,15 +1,24 @@
-/* Rank 0 takes the rendezvous listener its launcher hands it (WEIPIPE_LISTEN_FD) only when it
- * is one (bootstrap.h).
+/* The local launcher hands rank 0 the rendezvous listener it bound (WEIPIPE_LISTEN_FD), so the
+ * port it chose is never free between the choice and the rendezvous.
+ *  held:  launch_local with 3 ranks. Every rank, before its rendezvous, tries to listen on
+ *         MASTER_ADDR:MASTER_PORT itself, as any other process of the machine could: that must
+ *         fail with "Address already in use" (when the launcher only chose a free port and
+ *         closed it, rank 0 took the port here and its own listen then failed), and the job
+ *         must form (rendezvous and an allreduce). Only rank 0 gets the variable, and holds the
+ *         fd close-on-exec once booted; the other ranks hold no listening socket at the port.
+ *         The launcher leaks no fd and leaves no process.
  *  check: boot_from_environ as rank 0 with WEIPIPE_LISTEN_FD naming what is not a listening
  *         TCP socket at MASTER_ADDR:MASTER_PORT (not a number, negative, a closed fd,
  *         /dev/null, a UDP socket, a TCP socket that does not listen, a listener on another
  *         port, one on another address) -> 2 with a message naming the variable; the right
  *         socket is taken (close-on-exec and non-blocking afterwards); rank 1 ignores it.
- * usage: test_listen_fd check */
+ * usage: test_listen_fd held|check */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +26,7 @@
 #include <unistd.h>
 
 #include "bootstrap.h"
+#include "launch.h"
 #include "sock.h"
 
 #define CHECK(cond, ...)                                                         \
@@ -36,6 +46,76 @@ static int port_of(int fd) {
     if (sa.ss_family == AF_INET) return ntohs(((struct sockaddr_in *)&sa)->sin_port);
     if (sa.ss_family == AF_INET6) return ntohs(((struct sockaddr_in6 *)&sa)->sin6_port);
     return -1;
+}
+
+static bool listening(int fd) {
+    int on = 0;
+    socklen_t len = sizeof on;
+    return getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &on, &len) == 0 && on;
+}
+
+/* The open fds of this process that are listening sockets at `port`; also counts all fds. */
+static int listeners_at(int port, int *nfds) {
+    DIR *d = opendir("/proc/self/fd");
+    CHECK(d, "opendir /proc/self/fd: %s", strerror(errno));
+    int found = 0, n = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.') continue;
+        int fd = atoi(e->d_name);
+        n++;
+        if (fd != dirfd(d) && listening(fd) && port_of(fd) == port) found++;
+    }
+    closedir(d);
+    if (nfds) *nfds = n - 1; /* the directory's own fd */
+    return found;
+}
+
+static int rank_main(void) {
+    int rank = atoi(getenv("RANK")), port = atoi(getenv("MASTER_PORT"));
+    const char *v = getenv("WEIPIPE_LISTEN_FD");
+    char why[256], err[512];
+    /* Another process taking the port now, before rank 0's rendezvous is complete. */
+    int thief = sock_listen("127.0.0.1", port, why, sizeof why);
+    CHECK(thief < 0, "rank %d could listen on the launcher's port %d itself: nothing held it", rank, port);
+    CHECK(strstr(why, strerror(EADDRINUSE)), "rank %d: listening on port %d failed otherwise: %s", rank, port, why);
+    if (rank == 0) {
+        CHECK(v, "rank 0 got no WEIPIPE_LISTEN_FD");
+        int fd = atoi(v);
+        CHECK(listening(fd) && port_of(fd) == port, "rank 0: WEIPIPE_LISTEN_FD=%s is not the listener at %d", v, port);
+        CHECK((fcntl(fd, F_GETFD) & FD_CLOEXEC) == 0, "rank 0: the inherited fd is close-on-exec before boot");
+    } else {
+        CHECK(!v, "rank %d got WEIPIPE_LISTEN_FD=%s", rank, v);
+        CHECK(listeners_at(port, NULL) == 0, "rank %d holds a listening socket at port %d", rank, port);
+    }
+    wp_boot_info bi;
+    CHECK(boot_from_environ(&bi, err, sizeof err) == 0, "rank %d: %s", rank, err);
+    if (rank == 0) CHECK(fcntl(atoi(v), F_GETFD) & FD_CLOEXEC, "rank 0: the taken fd is not close-on-exec");
+    wp_net_opts net;
+    tp_net_defaults(&net);
+    net.connect_timeout = 10;
+    net.timeout = 10;
+    wp_transport *t;
+    wp_control *c;
+    CHECK(wp_job_open_tcp(&bi, &net, &t, &c, err, sizeof err) == 0, "rank %d: %s", rank, err);
+    double x = rank;
+    CHECK(ctl_allreduce(c, CTL_SUM, &x, 1, err, sizeof err) == 0 && x == 3, "rank %d: allreduce: %s", rank, err);
+    wp_job_close(t, c);
+    printf("rank %d: the port was held; the job formed\n", rank);
+    return 0;
+}
+
+static int held(char *self) {
+    int before, after;
+    listeners_at(-1, &before);
+    char *argv[] = {self, "held", NULL};
+    wp_launch_result res;
+    char err[600];
+    int rc = launch_local(2, argv, 3, 1.0, &res, err, sizeof err);
+    CHECK(rc == 0, "launch_local returned %d: %s", rc, err);
+    listeners_at(-1, &after);
+    CHECK(after == before, "the launcher had %d fds open before and %d after", before, after);
+    CHECK(kill(-res.pgid, 0) != 0 && errno == ESRCH, "processes of group %d left behind", res.pgid);
+    return 0;
 }
 
 static int listen_on(const char *host, int port) {
@@ -111,7 +191,9 @@ static int check(void) {
 
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
+    if (getenv("RANK") && strcmp(mode, "held") == 0) return rank_main();
+    if (strcmp(mode, "held") == 0) return held(argv[0]);
     if (strcmp(mode, "check") == 0) return check();
-    fprintf(stderr, "usage: test_listen_fd check\n");
+    fprintf(stderr, "usage: test_listen_fd held|check\n");
     return 2;
 }
