@@ -3,11 +3,16 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <math.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "clock.h"
@@ -129,6 +134,104 @@ static int job_vars(wp_boot_info *bi, wp_getenv_fn get, void *ctx, char *err, si
     return 2;
 }
 
+/* ---- the rendezvous listener inherited from the launcher (WEIPIPE_LISTEN_FD) ---- */
+
+static bool same_endpoint(const struct sockaddr_storage *a, const struct sockaddr *b) {
+    if (a->ss_family != b->sa_family) return false;
+    if (a->ss_family == AF_INET) {
+        const struct sockaddr_in *x = (const struct sockaddr_in *)a, *y = (const struct sockaddr_in *)b;
+        return x->sin_port == y->sin_port && x->sin_addr.s_addr == y->sin_addr.s_addr;
+    }
+    if (a->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *x = (const struct sockaddr_in6 *)a, *y = (const struct sockaddr_in6 *)b;
+        return x->sin6_port == y->sin6_port && memcmp(&x->sin6_addr, &y->sin6_addr, sizeof x->sin6_addr) == 0;
+    }
+    return false;
+}
+
+/* Whether fd is bound to one of the addresses sock_listen(host, port) would bind; why if not. */
+static bool bound_to(int fd, const char *host, int port, char *why, size_t whylen) {
+    struct sockaddr_storage sa;
+    socklen_t len = sizeof sa;
+    if (getsockname(fd, (struct sockaddr *)&sa, &len) != 0) {
+        snprintf(why, whylen, "getsockname: %s", strerror(errno));
+        return false;
+    }
+    struct addrinfo hints, *res;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    char portstr[16];
+    snprintf(portstr, sizeof portstr, "%d", port);
+    const char *node = sock_is_wildcard(host) ? (strcmp(host, "::") == 0 ? "::" : NULL) : host; /* as sock_listen */
+    int rc = getaddrinfo(node, portstr, &hints, &res);
+    if (rc != 0) {
+        snprintf(why, whylen, "cannot resolve MASTER_ADDR '%.60s': %s", host, gai_strerror(rc));
+        return false;
+    }
+    bool match = false;
+    for (struct addrinfo *ai = res; ai && !match; ai = ai->ai_next) match = same_endpoint(&sa, ai->ai_addr);
+    freeaddrinfo(res);
+    if (!match) {
+        char bound[SOCK_ADDR_MAX];
+        sock_local_addr(fd, bound, sizeof bound);
+        snprintf(why, whylen, "it is bound to %s", bound);
+    }
+    return match;
+}
+
+/* Whether fd is a listening TCP socket bound to host:port; why if not. */
+static bool is_listener_at(int fd, const char *host, int port, char *why, size_t whylen) {
+    int type = 0, proto = 0, on = 0;
+    socklen_t len = sizeof type;
+    if (fcntl(fd, F_GETFD) < 0) {
+        snprintf(why, whylen, "no such open file descriptor (%s)", strerror(errno));
+        return false;
+    }
+    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0) {
+        snprintf(why, whylen, "not a socket (%s)", strerror(errno));
+        return false;
+    }
+    len = sizeof proto;
+    if (type != SOCK_STREAM || getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &proto, &len) != 0 || proto != IPPROTO_TCP) {
+        snprintf(why, whylen, "not a TCP socket");
+        return false;
+    }
+    len = sizeof on;
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &on, &len) != 0 || !on) {
+        snprintf(why, whylen, "a TCP socket that does not listen");
+        return false;
+    }
+    return bound_to(fd, host, port, why, whylen);
+}
+
+/* Rank 0: take the listener named by WEIPIPE_LISTEN_FD, if set. 0, or 2 naming the variable. */
+static int inherited_listener(wp_boot_info *bi, wp_getenv_fn get, void *ctx, char *err, size_t errlen) {
+    long fd;
+    if (bi->rank != 0 || !get_nonempty(get, ctx, "WEIPIPE_LISTEN_FD")) return 0;
+    if (int_var(get, ctx, "WEIPIPE_LISTEN_FD", 0, INT_MAX, true, &fd, err, errlen)) return 2;
+    char why[200];
+    bool ok = is_listener_at((int)fd, bi->master_addr, bi->master_port, why, sizeof why);
+    int fl = ok ? fcntl((int)fd, F_GETFL) : 0, fdfl = ok ? fcntl((int)fd, F_GETFD) : 0;
+    /* ours from now on: nothing that rank 0 may start inherits it, and the accept loop needs
+     * it non-blocking */
+    if (ok && (fl < 0 || fdfl < 0 || fcntl((int)fd, F_SETFL, fl | O_NONBLOCK) != 0 ||
+               fcntl((int)fd, F_SETFD, fdfl | FD_CLOEXEC) != 0)) {
+        snprintf(why, sizeof why, "fcntl: %s", strerror(errno));
+        ok = false;
+    }
+    if (!ok) {
+        snprintf(err, errlen,
+                 "WEIPIPE_LISTEN_FD=%ld is not a listening TCP socket at MASTER_ADDR:MASTER_PORT (%s:%d): %s", fd,
+                 bi->master_addr, bi->master_port, why);
+        return 2;
+    }
+    bi->listen_inherited = true;
+    bi->listen_fd = (int)fd;
+    return 0;
+}
+
 int boot_from_env(wp_boot_info *bi, wp_getenv_fn get, void *ctx, char *err, size_t errlen) {
     memset(bi, 0, sizeof *bi);
     long rank = 0, world = 0, local = 0;
@@ -161,7 +264,8 @@ int boot_from_env(wp_boot_info *bi, wp_getenv_fn get, void *ctx, char *err, size
     bi->rank = (int)rank;
     bi->world = (int)world;
     bi->local_rank = (int)local;
-    return job_vars(bi, get, ctx, err, errlen);
+    if (job_vars(bi, get, ctx, err, errlen)) return 2;
+    return inherited_listener(bi, get, ctx, err, errlen);
 }
 
 int boot_from_environ(wp_boot_info *bi, char *err, size_t errlen) { return boot_from_env(bi, env_get, NULL, err, errlen); }
@@ -264,10 +368,11 @@ static char *join_table(char **addrs, int world, size_t *len) {
     return t;
 }
 
-static int root_rendezvous(const wp_boot_info *bi, const wp_net_opts *net, int *fds, char **addrs, char *err,
+/* lfd: the listener inherited from the launcher (closed here), or -1 to bind one. */
+static int root_rendezvous(const wp_boot_info *bi, const wp_net_opts *net, int lfd, int *fds, char **addrs, char *err,
                            size_t errlen) {
     char why[256];
-    int lfd = sock_listen(bi->master_addr, bi->master_port, why, sizeof why);
+    if (lfd < 0) lfd = sock_listen(bi->master_addr, bi->master_port, why, sizeof why);
     if (lfd < 0) {
         snprintf(err, errlen, "rank 0 cannot listen at MASTER_ADDR:MASTER_PORT: %s", why);
         return 1;
@@ -383,9 +488,11 @@ int wp_job_open_tcp(const wp_boot_info *bi, const wp_net_opts *net, wp_transport
     *t = NULL;
     *ctl = NULL;
     int world = bi->world;
+    int lfd = bi->rank == 0 && bi->listen_inherited ? bi->listen_fd : -1; /* ours to close */
     int *fds = malloc((size_t)world * sizeof *fds);
     char **addrs = calloc((size_t)world, sizeof *addrs);
     if (!fds || !addrs) {
+        if (lfd >= 0) close(lfd);
         free(fds);
         free(addrs);
         snprintf(err, errlen, "rank %d: out of memory for the rendezvous", bi->rank);
@@ -398,11 +505,15 @@ int wp_job_open_tcp(const wp_boot_info *bi, const wp_net_opts *net, wp_transport
             char my_addr[SOCK_ADDR_MAX];
             advertised_addr(bi, *t, -1, my_addr, sizeof my_addr);
             addrs[0] = strdup(my_addr);
-            rc = world > 1 ? root_rendezvous(bi, net, fds, addrs, err, errlen) : 0;
+            if (world > 1) {
+                rc = root_rendezvous(bi, net, lfd, fds, addrs, err, errlen);
+                lfd = -1; /* closed there */
+            }
         } else {
             rc = rank_rendezvous(bi, net, *t, &fds[0], addrs, err, errlen);
         }
     }
+    if (lfd >= 0) close(lfd); /* not needed (a world of one) or never reached */
     for (int r = 0; rc == 0 && r < world; r++)
         if (!addrs[r]) {
             snprintf(err, errlen, "rank %d: out of memory for the address table", bi->rank);

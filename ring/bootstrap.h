@@ -10,7 +10,15 @@
  *
  * Rendezvous: rank 0 listens on MASTER_ADDR:MASTER_PORT; every rank connects (handshake with
  * job id and secret) and sends the address of its data listener; rank 0 answers with the table
- * of all addresses. These connections stay open as the control channel (control.h). */
+ * of all addresses. These connections stay open as the control channel (control.h).
+ *
+ * WEIPIPE_LISTEN_FD (read by rank 0 only, ignored elsewhere): the number of an inherited fd
+ * that already listens at MASTER_ADDR:MASTER_PORT. weipipe's own launcher (launch.h) binds the
+ * port it chooses and hands that socket to rank 0 this way, so that the port is never free
+ * between its choice and the rendezvous (another process could take it). It must be a
+ * listening TCP socket bound to exactly MASTER_ADDR:MASTER_PORT (getsockname), else boot
+ * fails (2) naming the variable. Unset (torchrun, srun, mpirun, other launchers): rank 0 binds
+ * MASTER_ADDR:MASTER_PORT itself. */
 #ifndef WP_RING_BOOTSTRAP_H
 #define WP_RING_BOOTSTRAP_H
 
@@ -27,13 +35,18 @@ typedef struct wp_boot_info {
     char job_id[64];
     char secret[64];
     const char *launcher; /* "torchrun", "slurm" or "openmpi" */
+    /* Rank 0: the rendezvous listener inherited through WEIPIPE_LISTEN_FD, checked and made
+     * close-on-exec and non-blocking; wp_job_open_tcp uses it instead of binding, and closes it. */
+    bool listen_inherited; /* false (the zeroed default): rank 0 binds MASTER_ADDR:MASTER_PORT */
+    int listen_fd;
 } wp_boot_info;
 
 typedef const char *(*wp_getenv_fn)(const char *name, void *ctx);
 
 /* Fill bi from a launcher's variables (get: getenv-like). Returns 0; 1 when no launcher
  * variable is set at all (a plain process: single rank, or the parent that launches); 2 with
- * a one-line message naming the missing or malformed variable. */
+ * a one-line message naming the missing or malformed variable (WEIPIPE_LISTEN_FD included:
+ * on rank 0 its fd is checked in this process). */
 int boot_from_env(wp_boot_info *bi, wp_getenv_fn get, void *ctx, char *err, size_t errlen);
 /* The same from this process's environment. */
 int boot_from_environ(wp_boot_info *bi, char *err, size_t errlen);
@@ -46,7 +59,8 @@ int boot_slurm_first_host(const char *nodelist, char *host, size_t hostlen);
 
 /* Rendezvous and open this rank's tcp transport and control channel (the control channel is
  * attached to the transport: an abort anywhere aborts it). Connections to peers open on
- * demand (or call tp_connect_ring). Returns 0, or 1 with a message. */
+ * demand (or call tp_connect_ring). Rank 0 closes bi's inherited listener, if any, whatever
+ * the outcome (so call this once per boot). Returns 0, or 1 with a message. */
 int wp_job_open_tcp(const wp_boot_info *bi, const wp_net_opts *net, wp_transport **t, wp_control **ctl, char *err,
                     size_t errlen);
 /* Close both in the safe order: the control channel first (its goodbye doubles as a final

@@ -42,6 +42,7 @@ typedef struct launch_state {
     char ***envs;
     char **argv;
     int sig_pipe[2];
+    int listen_fd; /* the rendezvous listener rank 0 inherits; -1 once closed here */
     pid_t pgid;
     int live;
 } launch_state;
@@ -93,34 +94,49 @@ static char **self_cmdline(void) {
 
 static bool is_ours(const char *var) {
     static const char *names[] = {"MASTER_ADDR=", "MASTER_PORT=", "RANK=", "WORLD_SIZE=", "LOCAL_RANK=",
-                                  "LOCAL_WORLD_SIZE=", "WEIPIPE_JOB_ID=", "WEIPIPE_SECRET="};
+                                  "LOCAL_WORLD_SIZE=", "WEIPIPE_JOB_ID=", "WEIPIPE_SECRET=", "WEIPIPE_LISTEN_FD="};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strncmp(var, names[i], strlen(names[i])) == 0) return true;
     return false;
 }
 
-static int free_port(char *err, size_t errlen) {
+/* The rendezvous listener: bound here on a port the kernel picks, kept open and handed to
+ * rank 0 (WEIPIPE_LISTEN_FD, bootstrap.h), so that no other process can take the port before
+ * the rendezvous (choosing a free port and closing it left that window open). Close-on-exec:
+ * only rank 0's child clears the flag. Returns the port, or -1 with a message. */
+static int rendezvous_listener(launch_state *s, char *err, size_t errlen) {
     char why[200], addr[SOCK_ADDR_MAX], host[SOCK_ADDR_MAX];
     int fd = sock_listen("127.0.0.1", 0, why, sizeof why), port = -1;
     if (fd < 0) {
         snprintf(err, errlen, "launcher: no free port: %s", why);
         return -1;
     }
+    if (fd <= 2) { /* stdin, stdout or stderr were closed: move it clear of the child's dup2 onto 1 and 2 */
+        int moved = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+        if (moved < 0) snprintf(err, errlen, "launcher: fcntl(F_DUPFD_CLOEXEC): %s", strerror(errno));
+        close(fd);
+        if (moved < 0) return -1;
+        fd = moved;
+    }
+    s->listen_fd = fd;
     sock_local_addr(fd, addr, sizeof addr);
-    close(fd);
-    if (sock_split_addr(addr, host, sizeof host, &port, why, sizeof why) != 0) snprintf(err, errlen, "launcher: %s", why);
+    if (sock_split_addr(addr, host, sizeof host, &port, why, sizeof why) != 0) {
+        snprintf(err, errlen, "launcher: %s", why);
+        return -1;
+    }
     return port;
 }
 
-static char **child_env(int rank, int n, int port, const char *job, const char *secret) {
+/* listen_fd >= 0: rank 0's, passed as WEIPIPE_LISTEN_FD. */
+static char **child_env(int rank, int n, int port, int listen_fd, const char *job, const char *secret) {
     int count = 0;
     while (environ[count]) count++;
-    char **env = calloc((size_t)count + 9, sizeof *env);
+    char **env = calloc((size_t)count + 10, sizeof *env);
     if (!env) return NULL;
     int k = 0;
     for (int i = 0; i < count; i++)
         if (!is_ours(environ[i])) env[k++] = strdup(environ[i]);
-    char v[8][160];
+    char v[9][160];
     snprintf(v[0], sizeof v[0], "MASTER_ADDR=127.0.0.1");
     snprintf(v[1], sizeof v[1], "MASTER_PORT=%d", port);
     snprintf(v[2], sizeof v[2], "RANK=%d", rank);
@@ -129,7 +145,8 @@ static char **child_env(int rank, int n, int port, const char *job, const char *
     snprintf(v[5], sizeof v[5], "LOCAL_WORLD_SIZE=%d", n);
     snprintf(v[6], sizeof v[6], "WEIPIPE_JOB_ID=%s", job);
     snprintf(v[7], sizeof v[7], "WEIPIPE_SECRET=%s", secret);
-    for (int i = 0; i < 8; i++) env[k++] = strdup(v[i]);
+    snprintf(v[8], sizeof v[8], "WEIPIPE_LISTEN_FD=%d", listen_fd);
+    for (int i = 0; i < (listen_fd >= 0 ? 9 : 8); i++) env[k++] = strdup(v[i]);
     for (int i = 0; i < k; i++)
         if (!env[i]) return NULL; /* the caller frees what it can see: a leak only on OOM */
     return env;
@@ -155,6 +172,9 @@ static void exec_child(launch_state *s, int rank, pid_t parent, int out_fd, int 
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) _exit(127); /* could outlive the launcher */
     if (getppid() != parent) _exit(127);                   /* the launcher died before prctl */
     if (dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0) _exit(127);
+    /* Rank 0 keeps the rendezvous listener across exec (its number is in WEIPIPE_LISTEN_FD);
+     * the others lose it at exec (close-on-exec). fcntl is async-signal-safe. */
+    if (rank == 0 && fcntl(s->listen_fd, F_SETFD, 0) != 0) _exit(127);
     execve("/proc/self/exe", s->argv, s->envs[rank]);
     _exit(127);
 }
@@ -393,6 +413,7 @@ static void free_state(launch_state *s, bool own_argv) {
     free(s->kids);
     if (s->sig_pipe[0] >= 0) close(s->sig_pipe[0]);
     if (s->sig_pipe[1] >= 0) close(s->sig_pipe[1]);
+    if (s->listen_fd >= 0) close(s->listen_fd);
 }
 
 static int prepare(launch_state *s, int argc, char **argv, char *err, size_t errlen) {
@@ -410,11 +431,11 @@ static int prepare(launch_state *s, int argc, char **argv, char *err, size_t err
     }
     for (int r = 0; r < s->n; r++) s->kids[r].out[0].fd = s->kids[r].out[1].fd = -1;
     char secret[40] = "", job[64];
-    int port = free_port(err, errlen);
+    int port = rendezvous_listener(s, err, errlen);
     if (port < 0 || make_secret(secret, sizeof secret, err, errlen) != 0) return -1;
     snprintf(job, sizeof job, "local-%d-%lld", (int)getpid(), (long long)time(NULL));
     for (int r = 0; r < s->n; r++)
-        if (!(s->envs[r] = child_env(r, s->n, port, job, secret))) {
+        if (!(s->envs[r] = child_env(r, s->n, port, r == 0 ? s->listen_fd : -1, job, secret))) {
             snprintf(err, errlen, "launcher: out of memory for the environment");
             return -1;
         }
@@ -434,7 +455,7 @@ int launch_local(int argc, char **argv, int nranks, double timeout, wp_launch_re
         snprintf(err, errlen, "--nranks %d: need at least one rank", nranks);
         return 2;
     }
-    launch_state s = {.n = nranks, .sig_pipe = {-1, -1}};
+    launch_state s = {.n = nranks, .sig_pipe = {-1, -1}, .listen_fd = -1};
     if (prepare(&s, argc, argv, err, errlen) != 0) {
         free_state(&s, argv == NULL);
         return 1;
@@ -447,6 +468,8 @@ int launch_local(int argc, char **argv, int nranks, double timeout, wp_launch_re
     }
     int rc = 0;
     for (int r = 0; r < nranks && rc == 0; r++) rc = spawn(&s, r, err, errlen);
+    close(s.listen_fd); /* rank 0 has it (or the job is being killed): the launcher's copy must not keep it alive */
+    s.listen_fd = -1;
     if (rc != 0 && s.pgid > 0) kill(-s.pgid, SIGKILL);
     res->pgid = (int)s.pgid;
     supervise(&s, rc != 0 ? 0 : timeout, res);

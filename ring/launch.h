@@ -3,7 +3,11 @@
  * launch_local: `weipipe train --nranks N` (tcp) starts N copies of this very program with the
  * launcher variables bootstrap.h reads (MASTER_ADDR=127.0.0.1, a free MASTER_PORT, RANK,
  * WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, WEIPIPE_JOB_ID and a random WEIPIPE_SECRET),
- * forwards their output line by line prefixed "[rank R] ", and waits. When one rank exits
+ * forwards their output line by line prefixed "[rank R] ", and waits. The port is one the
+ * launcher binds and listens on itself (the kernel picks it); rank 0 inherits that socket
+ * across exec, its number in WEIPIPE_LISTEN_FD (bootstrap.h), and rendezvouses on it, so no
+ * other process can take the port in between. The other ranks do not inherit it, and the
+ * launcher closes its own copy once the ranks are started. When one rank exits
  * non-zero or dies from a signal, that first failure is reported; the others get `timeout`
  * seconds to end by themselves (the control channel tells them), then the rest are killed.
  * The children share one process group and die with the launcher (PR_SET_PDEATHSIG);
