@@ -60,6 +60,9 @@ def shards():
     toks = list(range(200)) * 3
     put("shard", "valid", struct.pack("<H", 255) + struct.pack("<256i", 20240520, 1, len(toks), *([0] * 253)) + struct.pack("<%dH" % len(toks), *toks))
     put("shard", "short", struct.pack("<H", 1000) + struct.pack("<256i", 20240520, 1, 50, *([0] * 253)) + b"\x01\x00" * 10)
+    # version 7 (llm.c's Llama-3 shards): uint32 tokens
+    put("shard", "valid-v7", struct.pack("<H", 255) + struct.pack("<256i", 20240801, 7, len(toks), *([0] * 253)) + struct.pack("<%dI" % len(toks), *toks))
+    put("shard", "v7-wide-token", struct.pack("<H", 65535) + struct.pack("<256i", 20240801, 7, 3, *([0] * 253)) + struct.pack("<3I", 1, 128000, 2))
 
 
 def checkpoints(weipipe):

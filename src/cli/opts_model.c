@@ -50,7 +50,9 @@ int model_cfg_from_opts(const wp_opts *o, int nranks, wp_model_cfg *cfg, char *e
     NEED(ffn >= 1 && ffn <= 4 * big, "--ffn-hidden-size: %lld must be positive", (long long)o->ffn_hidden_size);
     NEED(o->seq_length >= 1 && o->seq_length <= big, "--seq-length: %lld must be between 1 and %lld", (long long)o->seq_length, (long long)big);
     NEED(o->micro_batch_size >= 1 && o->micro_batch_size <= big, "--micro-batch-size: %lld must be at least 1", (long long)o->micro_batch_size);
-    NEED(o->vocab_size >= 2 && o->vocab_size <= big, "--vocab-size: %lld must be between 2 and %lld", (long long)o->vocab_size, (long long)big);
+    /* token ids are int32 (the loader, the embedding, the head's targets) */
+    NEED(o->vocab_size >= 2 && o->vocab_size <= INT32_MAX, "--vocab-size: %lld must be between 2 and %d", (long long)o->vocab_size,
+         INT32_MAX);
     NEED(o->micro_batch_size * o->seq_length <= INT32_MAX,
          "--micro-batch-size x --seq-length: %lld tokens is too many", (long long)(o->micro_batch_size * o->seq_length));
     NEED(o->rope_theta > 0, "--rope-theta: %g must be positive", o->rope_theta);

@@ -1,10 +1,15 @@
-/* Deterministic loader: windows over shards, a keyed Feistel permutation per epoch. */
+/* Deterministic loader: which shards a value names, windows over shards, a keyed Feistel
+ * permutation per epoch. */
 #include "loader.h"
 
+#include <dirent.h>
+#include <errno.h>
+#include <fnmatch.h>
 #include <glob.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "shard.h"
 
@@ -19,59 +24,157 @@ struct wp_loader {
 
 static int64_t shard_windows(int64_t n_tokens, int s) { return n_tokens >= (int64_t)s + 1 ? (n_tokens - 1) / s : 0; }
 
-/* The shard paths of a split: the file itself, or the directory's <split>_*.bin in name order. */
-typedef struct {
-    glob_t g;
-    const char *single;
-} shard_list;
+/* ---- which shards a value names ---- */
 
-static size_t list_count(const shard_list *sl) { return sl->single ? 1 : sl->g.gl_pathc; }
-static const char *list_path(const shard_list *sl, size_t i) { return sl->single ? sl->single : sl->g.gl_pathv[i]; }
+static const char *split_pattern(wp_split split) { return split == WP_SPLIT_TRAIN ? "*train*.bin" : "*val*.bin"; }
 
-static int collect_paths(const char *path, wp_split split, shard_list *sl, char *err, size_t errlen) {
-    memset(sl, 0, sizeof *sl);
-    if (!fs_exists(path)) return io_fail(err, errlen, 2, "--data: %s does not exist", path);
-    if (!fs_is_dir(path)) {
-        sl->single = path;
-        return 0;
+static int list_add(wp_shard_list *l, int *cap, const char *path, char *err, size_t errlen) {
+    if (l->n == *cap) {
+        int grown = *cap ? 2 * *cap : 16;
+        char **p = realloc(l->paths, (size_t)grown * sizeof *p);
+        if (!p) return io_fail(err, errlen, 1, "loader: out of memory listing shards");
+        l->paths = p;
+        *cap = grown;
     }
-    const char *prefix = split == WP_SPLIT_TRAIN ? "train" : "val";
-    char pattern[WP_PATH_MAX];
-    if (snprintf(pattern, sizeof pattern, "%s/%s_*.bin", path, prefix) >= (int)sizeof pattern)
-        return io_fail(err, errlen, 2, "--data: %s: path too long", path);
-    int rc = glob(pattern, 0, NULL, &sl->g); /* glob sorts the names */
-    if (rc == GLOB_NOMATCH) return io_fail(err, errlen, 2, "--data: %s has no %s_*.bin shards", path, prefix);
-    if (rc != 0) return io_fail(err, errlen, 1, "--data: cannot list %s", pattern);
+    if (!(l->paths[l->n] = strdup(path))) return io_fail(err, errlen, 1, "loader: out of memory listing shards");
+    l->n++;
     return 0;
 }
 
-static void list_free(shard_list *sl) {
-    if (!sl->single) globfree(&sl->g);
+static int cmp_path(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static bool is_regular(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
+
+/* A directory's plain files matching the split's pattern (a leading dot is never matched, as
+ * in glob), sorted by name. Not through glob(3): the directory's own name may hold * or [. */
+static int list_dir(wp_shard_list *l, const char *dir, wp_split split, const char *flag, char *err, size_t errlen) {
+    DIR *d = opendir(dir);
+    if (!d) return io_fail(err, errlen, 2, "%s: %s: cannot list: %s", flag, dir, strerror(errno));
+    int cap = 0, rc = 0;
+    const char *want = split_pattern(split), *other = split_pattern(split == WP_SPLIT_TRAIN ? WP_SPLIT_VAL : WP_SPLIT_TRAIN);
+    for (struct dirent *e; rc == 0 && (e = readdir(d)) != NULL;) {
+        if (fnmatch(want, e->d_name, FNM_PERIOD) != 0) continue;
+        char path[WP_PATH_MAX];
+        rc = fs_join(path, sizeof path, dir, e->d_name, err, errlen);
+        if (rc || !is_regular(path)) continue;
+        if (fnmatch(other, e->d_name, FNM_PERIOD) == 0)
+            rc = io_fail(err, errlen, 2, "%s: %s matches both *train*.bin and *val*.bin: rename it, or name the shards with "
+                         "--data and --val-data (a file or a glob each)", flag, path);
+        else
+            rc = list_add(l, &cap, path, err, errlen);
+    }
+    closedir(d);
+    if (rc == 0 && l->n > 1) qsort(l->paths, (size_t)l->n, sizeof *l->paths, cmp_path);
+    return rc;
+}
+
+static int list_glob(wp_shard_list *l, const char *pattern, const char *flag, char *err, size_t errlen) {
+    glob_t g;
+    memset(&g, 0, sizeof g);
+    int rc = glob(pattern, 0, NULL, &g), cap = 0; /* glob sorts the names */
+    if (rc == GLOB_NOMATCH) rc = io_fail(err, errlen, 2, "%s: pattern '%s' matches no file", flag, pattern);
+    else if (rc != 0) rc = io_fail(err, errlen, 1, "%s: cannot expand the pattern '%s'", flag, pattern);
+    for (size_t i = 0; rc == 0 && i < g.gl_pathc; i++) rc = list_add(l, &cap, g.gl_pathv[i], err, errlen);
+    globfree(&g);
+    return rc;
+}
+
+int shard_list_resolve(wp_shard_list *l, const char *spec, wp_split split, const char *flag, bool none_ok, char *err,
+                       size_t errlen) {
+    memset(l, 0, sizeof *l);
+    int cap = 0, rc;
+    if (!spec || !spec[0]) return io_fail(err, errlen, 2, "%s: no path given", flag);
+    if (fs_is_dir(spec)) {
+        rc = list_dir(l, spec, split, flag, err, errlen);
+        if (rc == 0 && l->n == 0 && !none_ok)
+            rc = io_fail(err, errlen, 2, "%s: %s has no %s shard", flag, spec, split_pattern(split));
+    } else if (fs_exists(spec)) {
+        rc = list_add(l, &cap, spec, err, errlen);
+    } else if (strpbrk(spec, "*?[")) {
+        rc = list_glob(l, spec, flag, err, errlen);
+    } else {
+        rc = io_fail(err, errlen, 2, "%s: %s does not exist", flag, spec);
+    }
+    if (rc) shard_list_free(l);
+    return rc;
+}
+
+void shard_list_free(wp_shard_list *l) {
+    for (int i = 0; i < l->n; i++) free(l->paths[i]);
+    free(l->paths);
+    l->paths = NULL;
+    l->n = 0;
+}
+
+bool shard_list_overlap(const wp_shard_list *a, const wp_shard_list *b, int *first, int *common) {
+    *first = -1;
+    *common = 0;
+    for (int i = 0; i < a->n; i++) {
+        struct stat sa;
+        if (stat(a->paths[i], &sa) != 0) continue;
+        for (int j = 0; j < b->n; j++) {
+            struct stat sb;
+            if (stat(b->paths[j], &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino) {
+                if (*first < 0) *first = i;
+                (*common)++;
+                break;
+            }
+        }
+    }
+    return *common > 0;
+}
+
+/* ---- the loader ---- */
 
 static int check_cfg(const wp_loader_cfg *c, char *err, size_t errlen) {
     if (c->b < 1) return io_fail(err, errlen, 2, "loader: micro-batch size %d must be at least 1", c->b);
     if (c->s < 1) return io_fail(err, errlen, 2, "loader: sequence length %d must be at least 1", c->s);
-    if (c->vocab < 1 || c->vocab > 65536)
-        return io_fail(err, errlen, 2, "loader: vocabulary size %d does not fit uint16 tokens", c->vocab);
+    if (c->vocab < 1) return io_fail(err, errlen, 2, "loader: vocabulary size %d must be at least 1", c->vocab);
     if (c->micro_batches < 1) return io_fail(err, errlen, 2, "loader: micro-batches per step %d must be at least 1", c->micro_batches);
     return 0;
 }
 
-static int open_shards(wp_loader *l, const shard_list *sl, char *err, size_t errlen) {
-    l->n_shards = (int)list_count(sl);
+static int open_shards(wp_loader *l, const wp_shard_list *sl, const char *flag, char *err, size_t errlen) {
+    if (sl->n < 1) return io_fail(err, errlen, 2, "%s: no shard given", flag);
+    l->n_shards = sl->n;
     l->shards = calloc((size_t)l->n_shards, sizeof *l->shards);
     l->first_window = calloc((size_t)l->n_shards + 1, sizeof *l->first_window);
     if (!l->shards || !l->first_window) return io_fail(err, errlen, 1, "loader: out of memory for %d shards", l->n_shards);
     for (int i = 0; i < l->n_shards; i++) {
-        int rc = shard_open(&l->shards[i], list_path(sl, (size_t)i), l->cfg.vocab, err, errlen);
+        int rc = shard_open(&l->shards[i], sl->paths[i], l->cfg.vocab, err, errlen);
         if (rc) return rc;
+        const wp_shard *a = &l->shards[0], *b = &l->shards[i];
+        if (b->version != a->version)
+            return io_fail(err, errlen, 2,
+                           "%s: header version is %d (%s tokens), but %s is version %d (%s tokens): the shards of one dataset "
+                           "share one format",
+                           b->path, b->version, shard_token_type(b->version), a->path, a->version, shard_token_type(a->version));
         l->n_tokens += l->shards[i].n_tokens;
         l->first_window[i + 1] = l->first_window[i] + shard_windows(l->shards[i].n_tokens, l->cfg.s);
     }
     if (l->first_window[l->n_shards] == 0)
-        return io_fail(err, errlen, 2, "--data: %s%s holds %lld tokens, not one sequence of %d+1", list_path(sl, 0),
+        return io_fail(err, errlen, 2, "%s: %s%s holds %lld tokens, not one sequence of %d+1", flag, sl->paths[0],
                        l->n_shards > 1 ? " (and the other shards)" : "", (long long)l->n_tokens, l->cfg.s);
+    return 0;
+}
+
+int loader_open_list(wp_loader **out, const wp_shard_list *list, const char *flag, const wp_loader_cfg *cfg, char *err,
+                     size_t errlen) {
+    *out = NULL;
+    int rc = check_cfg(cfg, err, errlen);
+    if (rc) return rc;
+    wp_loader *l = calloc(1, sizeof *l);
+    if (!l) return io_fail(err, errlen, 1, "loader: out of memory");
+    l->cfg = *cfg;
+    rc = open_shards(l, list, flag, err, errlen);
+    if (rc) {
+        loader_close(l);
+        return rc;
+    }
+    *out = l;
     return 0;
 }
 
@@ -79,26 +182,12 @@ int loader_open(wp_loader **out, const char *path, wp_split split, const wp_load
     *out = NULL;
     int rc = check_cfg(cfg, err, errlen);
     if (rc) return rc;
-    shard_list sl;
-    rc = collect_paths(path, split, &sl, err, errlen);
-    if (rc) {
-        list_free(&sl);
-        return rc;
-    }
-    wp_loader *l = calloc(1, sizeof *l);
-    if (!l) {
-        list_free(&sl);
-        return io_fail(err, errlen, 1, "loader: out of memory");
-    }
-    l->cfg = *cfg;
-    rc = open_shards(l, &sl, err, errlen);
-    list_free(&sl);
-    if (rc) {
-        loader_close(l);
-        return rc;
-    }
-    *out = l;
-    return 0;
+    wp_shard_list sl;
+    rc = shard_list_resolve(&sl, path, split, "--data", false, err, errlen);
+    if (rc) return rc;
+    rc = loader_open_list(out, &sl, "--data", cfg, err, errlen);
+    shard_list_free(&sl);
+    return rc;
 }
 
 void loader_close(wp_loader *l) {
@@ -152,10 +241,21 @@ static void read_window(const wp_loader *l, int64_t w, int32_t *inputs, int32_t 
         else hi = mid - 1;
     }
     const int s = l->cfg.s;
-    const uint16_t *tok = l->shards[lo].tokens + (w - l->first_window[lo]) * (int64_t)s;
-    for (int t = 0; t < s; t++) {
-        inputs[t] = tok[t];
-        targets[t] = tok[t + 1];
+    const wp_shard *sh = &l->shards[lo];
+    const int64_t first = (w - l->first_window[lo]) * (int64_t)s;
+    /* every token was checked below the vocabulary (at most 2^31-1): it fits int32 */
+    if (sh->token_bytes == 2) {
+        const uint16_t *tok = (const uint16_t *)sh->tokens + first;
+        for (int t = 0; t < s; t++) {
+            inputs[t] = tok[t];
+            targets[t] = tok[t + 1];
+        }
+    } else {
+        const uint32_t *tok = (const uint32_t *)sh->tokens + first;
+        for (int t = 0; t < s; t++) {
+            inputs[t] = (int32_t)tok[t];
+            targets[t] = (int32_t)tok[t + 1];
+        }
     }
 }
 
@@ -183,4 +283,5 @@ int64_t loader_windows(const wp_loader *l) { return l->first_window[l->n_shards]
 int64_t loader_tokens(const wp_loader *l) { return l->n_tokens; }
 int loader_shards(const wp_loader *l) { return l->n_shards; }
 const char *loader_shard_path(const wp_loader *l, int i) { return l->shards[i].path; }
+int loader_shard_version(const wp_loader *l) { return l->shards[0].version; }
 const char *loader_error(const wp_loader *l) { return l->error; }

@@ -1,4 +1,5 @@
-/* Deterministic data loader over llm.c token shards.
+/* Deterministic data loader over llm.c token shards (versions 1 and 7), and which shards a
+ * --data or --val-data value names.
  *
  * The data is cut into windows of s+1 tokens, window j of a shard holding tokens
  * [j*s, j*s + s] (consecutive windows share one token, as in llm.c), never past a shard's end.
@@ -12,25 +13,51 @@
 #ifndef WP_IO_LOADER_H
 #define WP_IO_LOADER_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "fsutil.h"
 
 typedef enum { WP_SPLIT_TRAIN = 0, WP_SPLIT_VAL = 1 } wp_split;
 
+/* The shard files that a --data or --val-data value names, in name order:
+ *   an existing file: that file (for either split);
+ *   an existing directory: its plain files named *train*.bin (split TRAIN) or *val*.bin (split
+ *     VAL), directly inside, in name order (strcmp) — today's train_000.bin and llm.c's
+ *     fineweb_train_000001.bin or tiny_shakespeare_val.bin alike; a name matching both
+ *     patterns is refused;
+ *   anything else holding a glob(3) character (* ? [): the files the pattern matches, in
+ *     name order (quote it so that the shell passes it on).
+ * flag ("--data") names the value in messages. A directory without a shard of the split
+ * gives 2, or an empty list with none_ok. Returns 0, 2 (bad input, named) or 1. */
+typedef struct {
+    int n;
+    char **paths;
+} wp_shard_list;
+
+int shard_list_resolve(wp_shard_list *l, const char *spec, wp_split split, const char *flag, bool none_ok, char *err,
+                       size_t errlen);
+void shard_list_free(wp_shard_list *l);
+/* Whether a file of a is also one of b (the same device and inode): *first is the index in a
+ * of the first such file, *common how many files of a are in b. */
+bool shard_list_overlap(const wp_shard_list *a, const wp_shard_list *b, int *first, int *common);
+
 typedef struct {
     int b;             /* sequences per micro-batch */
     int s;             /* tokens per sequence (inputs); each window holds s+1 */
-    int vocab;         /* every token must be below this */
+    int vocab;         /* every token must be below this (1 .. 2^31-1) */
     int micro_batches; /* M: global micro-batches per optimizer step */
     uint64_t seed;
 } wp_loader_cfg;
 
 typedef struct wp_loader wp_loader;
 
-/* path is a shard file (used for either split), or a directory whose train_*.bin (split
- * TRAIN) or val_*.bin (split VAL) shards are taken in name order. Every shard is validated.
- * Returns 0, 2 (bad input: message names the file) or 1. */
+/* The shards of a list, every one validated; they must share one version (one dataset, one
+ * token type). flag names the list in messages. Returns 0, 2 (bad input: message names the
+ * file) or 1. */
+int loader_open_list(wp_loader **out, const wp_shard_list *list, const char *flag, const wp_loader_cfg *cfg, char *err,
+                     size_t errlen);
+/* shard_list_resolve(path, split, "--data") then loader_open_list. */
 int loader_open(wp_loader **out, const char *path, wp_split split, const wp_loader_cfg *cfg, char *err, size_t errlen);
 void loader_close(wp_loader *l);
 
@@ -47,6 +74,7 @@ int64_t loader_windows(const wp_loader *l);   /* W */
 int64_t loader_tokens(const wp_loader *l);    /* tokens in all shards */
 int loader_shards(const wp_loader *l);
 const char *loader_shard_path(const wp_loader *l, int i);
+int loader_shard_version(const wp_loader *l); /* 1 (uint16 tokens) or 7 (uint32), shared by all shards */
 const char *loader_error(const wp_loader *l);
 
 /* The window that sequence q of the stream reads (exposed for tests and tools). */

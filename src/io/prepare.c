@@ -15,6 +15,7 @@
 /* A numbered run of shards (train_000.bin, train_001.bin, ...) filled in order. */
 typedef struct {
     const char *dir, *prefix;
+    int version; /* WP_SHARD_VERSION (uint16 tokens) or WP_SHARD_VERSION_U32 */
     int64_t shard_tokens;
     int n, cap;
     wp_shard_writer *w; /* w[n-1] is open, earlier ones are closed */
@@ -36,12 +37,12 @@ static int run_next(shard_run *r, char *err, size_t errlen) {
     char name[64], path[WP_PATH_MAX];
     snprintf(name, sizeof name, "%s_%03d.bin", r->prefix, r->n);
     int rc = fs_join(path, sizeof path, r->dir, name, err, errlen);
-    if (rc == 0) rc = shard_writer_open(&r->w[r->n], path, err, errlen);
+    if (rc == 0) rc = shard_writer_open(&r->w[r->n], path, r->version, err, errlen);
     if (rc == 0) r->n++;
     return rc;
 }
 
-static int run_append(shard_run *r, const uint16_t *tok, size_t n, char *err, size_t errlen) {
+static int run_append(shard_run *r, const uint32_t *tok, size_t n, char *err, size_t errlen) {
     while (n > 0) {
         if (r->n == 0 || r->w[r->n - 1].n_tokens == r->shard_tokens) {
             int rc = run_next(r, err, errlen);
@@ -97,13 +98,13 @@ typedef struct {
 /* One input: its head to train, its tail to val, each part opened by the boundary token 0. */
 static int add_document(prep *p, const char *path, int fd, uint64_t size, char *err, size_t errlen) {
     uint64_t n_val = (uint64_t)llround(p->val_fraction * (double)size), n_train = size - n_val;
-    static const uint16_t boundary = 0;
+    static const uint32_t boundary = 0;
     int rc = 0;
     if (n_train > 0) rc = run_append(&p->train, &boundary, 1, err, errlen);
     if (rc == 0 && n_val > 0) rc = run_append(&p->val, &boundary, 1, err, errlen);
     enum { BUF = 1 << 20 };
     unsigned char *bytes = malloc(BUF);
-    uint16_t *tok = malloc(BUF * sizeof *tok);
+    uint32_t *tok = malloc(BUF * sizeof *tok);
     if (!bytes || !tok) rc = io_fail(err, errlen, 1, "prepare: out of memory");
     for (uint64_t done = 0; rc == 0 && done < size;) {
         ssize_t got = read(fd, bytes, BUF);
@@ -138,10 +139,14 @@ static int open_inputs(const char *const *inputs, int n, int *fds, uint64_t *siz
     return 0;
 }
 
-static int check_args(int n_inputs, const char *out_dir, double val_fraction, int64_t shard_tokens, char *err, size_t errlen) {
+static int check_args(int n_inputs, const char *out_dir, double val_fraction, int64_t vocab, int64_t shard_tokens, char *err,
+                      size_t errlen) {
     if (n_inputs < 1) return io_fail(err, errlen, 2, "prepare: give at least one input text file");
     if (!out_dir || !out_dir[0]) return io_fail(err, errlen, 2, "--out: the output directory is required");
     if (!(val_fraction >= 0 && val_fraction < 1)) return io_fail(err, errlen, 2, "--val-fraction: %g must be in [0, 1)", val_fraction);
+    if (vocab < WP_PREPARE_BYTE_VOCAB || vocab > INT32_MAX)
+        return io_fail(err, errlen, 2, "--vocab-size: %lld must be between %d (byte tokens) and %d", (long long)vocab,
+                       WP_PREPARE_BYTE_VOCAB, INT32_MAX);
     if (shard_tokens < 2 || shard_tokens > WP_SHARD_MAX_TOKENS)
         return io_fail(err, errlen, 2, "prepare: shard size %lld tokens out of range", (long long)shard_tokens);
     return 0;
@@ -161,18 +166,20 @@ static int write_all(prep *p, const char *const *inputs, int n, const int *fds, 
     return rc;
 }
 
-int prepare_shards(const char *const *inputs, int n_inputs, const char *out_dir, double val_fraction, int64_t shard_tokens,
-                   wp_prepare_stats *stats, char *err, size_t errlen) {
+int prepare_shards(const char *const *inputs, int n_inputs, const char *out_dir, double val_fraction, int64_t vocab,
+                   int64_t shard_tokens, wp_prepare_stats *stats, char *err, size_t errlen) {
     memset(stats, 0, sizeof *stats);
-    int rc = check_args(n_inputs, out_dir, val_fraction, shard_tokens, err, errlen);
+    int rc = check_args(n_inputs, out_dir, val_fraction, vocab, shard_tokens, err, errlen);
     if (rc) return rc;
+    const int version = shard_version_for_vocab(vocab);
+    stats->version = version;
     int *fds = malloc((size_t)n_inputs * sizeof *fds);
     uint64_t *sizes = malloc((size_t)n_inputs * sizeof *sizes);
     if (!fds || !sizes) rc = io_fail(err, errlen, 1, "prepare: out of memory");
     for (int i = 0; fds && i < n_inputs; i++) fds[i] = -1;
     if (rc == 0) rc = open_inputs(inputs, n_inputs, fds, sizes, err, errlen);
-    prep p = {.train = {out_dir, "train", shard_tokens, 0, 0, NULL, 0},
-              .val = {out_dir, "val", shard_tokens, 0, 0, NULL, 0},
+    prep p = {.train = {out_dir, "train", version, shard_tokens, 0, 0, NULL, 0},
+              .val = {out_dir, "val", version, shard_tokens, 0, 0, NULL, 0},
               .val_fraction = val_fraction};
     if (rc == 0) rc = write_all(&p, inputs, n_inputs, fds, sizes, err, errlen);
     stats->train_tokens = p.train.tokens;

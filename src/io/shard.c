@@ -1,4 +1,4 @@
-/* llm.c token shards: validating reader and crash-safe writer. */
+/* llm.c token shards (versions 1 and 7): validating reader and crash-safe writer. */
 #include "shard.h"
 
 #include <errno.h>
@@ -15,34 +15,56 @@ static int32_t header_int(const unsigned char *h, int i) {
     return (int32_t)v;
 }
 
-static int validate_header(const wp_shard *s, char *err, size_t errlen) {
+const char *shard_token_type(int version) { return version == WP_SHARD_VERSION ? "uint16" : "uint32"; }
+
+int shard_version_for_vocab(int64_t vocab) { return vocab <= WP_SHARD_U16_VOCAB ? WP_SHARD_VERSION : WP_SHARD_VERSION_U32; }
+
+static int validate_header(wp_shard *s, char *err, size_t errlen) {
     const fs_map *m = &s->map;
     if (m->size < WP_SHARD_HEADER_BYTES)
         return io_fail(err, errlen, 2, "%s: truncated: %zu bytes, shorter than the %d-byte header", s->path, m->size,
                        WP_SHARD_HEADER_BYTES);
     int32_t magic = header_int(m->data, 0), version = header_int(m->data, 1), count = header_int(m->data, 2);
-    if (magic != WP_SHARD_MAGIC)
-        return io_fail(err, errlen, 2, "%s: header magic is %d, expected %d (not an llm.c token shard)", s->path, magic,
-                       WP_SHARD_MAGIC);
-    if (version != WP_SHARD_VERSION)
-        return io_fail(err, errlen, 2, "%s: header version is %d, expected %d (uint16 tokens)", s->path, version,
-                       WP_SHARD_VERSION);
+    int want_version;
+    if (magic == WP_SHARD_MAGIC) want_version = WP_SHARD_VERSION;
+    else if (magic == WP_SHARD_MAGIC_U32) want_version = WP_SHARD_VERSION_U32;
+    else
+        return io_fail(err, errlen, 2,
+                       "%s: header magic is %d, expected %d (version %d, uint16 tokens) or %d (version %d, uint32 tokens): "
+                       "not an llm.c token shard",
+                       s->path, magic, WP_SHARD_MAGIC, WP_SHARD_VERSION, WP_SHARD_MAGIC_U32, WP_SHARD_VERSION_U32);
+    if (version != want_version)
+        return io_fail(err, errlen, 2, "%s: header version is %d, expected %d with magic %d (%s tokens)", s->path, version,
+                       want_version, magic, shard_token_type(want_version));
     if (count < 0) return io_fail(err, errlen, 2, "%s: header token count %d is negative", s->path, count);
-    uint64_t want = (uint64_t)WP_SHARD_HEADER_BYTES + 2 * (uint64_t)count;
+    s->version = version;
+    s->token_bytes = version == WP_SHARD_VERSION ? 2 : 4;
+    uint64_t want = (uint64_t)WP_SHARD_HEADER_BYTES + (uint64_t)s->token_bytes * (uint64_t)count;
     if (want > m->size)
-        return io_fail(err, errlen, 2, "%s: header token count %d needs %llu bytes, but the file has %zu (truncated?)",
-                       s->path, count, (unsigned long long)want, m->size);
+        return io_fail(err, errlen, 2, "%s: header token count %d needs %llu bytes (%s tokens), but the file has %zu (truncated?)",
+                       s->path, count, (unsigned long long)want, shard_token_type(version), m->size);
     if (want < m->size)
-        return io_fail(err, errlen, 2, "%s: header token count %d needs %llu bytes, but the file has %zu (trailing data)",
-                       s->path, count, (unsigned long long)want, m->size);
+        return io_fail(err, errlen, 2, "%s: header token count %d needs %llu bytes (%s tokens), but the file has %zu (trailing data)",
+                       s->path, count, (unsigned long long)want, shard_token_type(version), m->size);
     return 0;
 }
 
+static int token_refused(const wp_shard *s, int64_t i, uint32_t token, int vocab, char *err, size_t errlen) {
+    return io_fail(err, errlen, 2, "%s: token %u at position %lld is not below the vocabulary size %d", s->path,
+                   (unsigned)token, (long long)i, vocab);
+}
+
 static int validate_tokens(const wp_shard *s, int vocab, char *err, size_t errlen) {
-    for (int64_t i = 0; i < s->n_tokens; i++)
-        if (s->tokens[i] >= vocab)
-            return io_fail(err, errlen, 2, "%s: token %u at position %lld is not below the vocabulary size %d", s->path,
-                           (unsigned)s->tokens[i], (long long)i, vocab);
+    const uint32_t v = (uint32_t)vocab;
+    if (s->token_bytes == 2) {
+        const uint16_t *t = s->tokens;
+        for (int64_t i = 0; i < s->n_tokens; i++)
+            if (t[i] >= v) return token_refused(s, i, t[i], vocab, err, errlen);
+    } else {
+        const uint32_t *t = s->tokens;
+        for (int64_t i = 0; i < s->n_tokens; i++)
+            if (t[i] >= v) return token_refused(s, i, t[i], vocab, err, errlen);
+    }
     return 0;
 }
 
@@ -50,11 +72,12 @@ int shard_open(wp_shard *s, const char *path, int vocab, char *err, size_t errle
     memset(s, 0, sizeof *s);
     if (snprintf(s->path, sizeof s->path, "%s", path) >= (int)sizeof s->path)
         return io_fail(err, errlen, 2, "%s: path too long", path);
+    if (vocab < 1) return io_fail(err, errlen, 2, "%s: vocabulary size %d must be at least 1", path, vocab);
     int rc = fs_map_file(path, &s->map, err, errlen);
     if (rc == 0) rc = validate_header(s, err, errlen);
     if (rc == 0) {
         s->n_tokens = header_int(s->map.data, 2);
-        s->tokens = (const uint16_t *)(s->map.data + WP_SHARD_HEADER_BYTES);
+        s->tokens = s->map.data + WP_SHARD_HEADER_BYTES;
         rc = validate_tokens(s, vocab, err, errlen);
     }
     if (rc) shard_close(s);
@@ -67,9 +90,13 @@ void shard_close(wp_shard *s) {
     s->n_tokens = 0;
 }
 
-int shard_writer_open(wp_shard_writer *w, const char *path, char *err, size_t errlen) {
+int shard_writer_open(wp_shard_writer *w, const char *path, int version, char *err, size_t errlen) {
     memset(w, 0, sizeof *w);
     w->fd = -1;
+    if (version != WP_SHARD_VERSION && version != WP_SHARD_VERSION_U32)
+        return io_fail(err, errlen, 2, "%s: shard version %d is neither %d (uint16 tokens) nor %d (uint32 tokens)", path, version,
+                       WP_SHARD_VERSION, WP_SHARD_VERSION_U32);
+    w->version = version;
     if (snprintf(w->path, sizeof w->path, "%s", path) >= (int)sizeof w->path ||
         snprintf(w->tmp, sizeof w->tmp, "%s.tmp", path) >= (int)sizeof w->tmp)
         return io_fail(err, errlen, 1, "%s: path too long", path);
@@ -82,12 +109,31 @@ int shard_writer_open(wp_shard_writer *w, const char *path, char *err, size_t er
     return rc;
 }
 
-int shard_writer_append(wp_shard_writer *w, const uint16_t *tokens, size_t n, char *err, size_t errlen) {
+int shard_writer_append(wp_shard_writer *w, const uint32_t *tokens, size_t n, char *err, size_t errlen) {
     if ((uint64_t)w->n_tokens + n > (uint64_t)WP_SHARD_MAX_TOKENS)
         return io_fail(err, errlen, 1, "%s: more than %d tokens do not fit one shard", w->path, WP_SHARD_MAX_TOKENS);
-    int rc = fs_write_all(w->fd, tokens, n * sizeof *tokens, w->tmp, err, errlen);
-    if (rc == 0) w->n_tokens += (int64_t)n;
-    return rc;
+    if (w->version == WP_SHARD_VERSION_U32) {
+        int rc = fs_write_all(w->fd, tokens, n * sizeof *tokens, w->tmp, err, errlen);
+        if (rc == 0) w->n_tokens += (int64_t)n;
+        return rc;
+    }
+    enum { BLOCK = 4096 };
+    uint16_t narrow[BLOCK];
+    for (size_t done = 0; done < n;) {
+        size_t m = n - done < BLOCK ? n - done : BLOCK;
+        for (size_t i = 0; i < m; i++) {
+            uint32_t t = tokens[done + i];
+            if (t >= WP_SHARD_U16_VOCAB)
+                return io_fail(err, errlen, 2, "%s: token %u at position %lld does not fit version %d's uint16 tokens", w->path,
+                               (unsigned)t, (long long)(w->n_tokens + (int64_t)i), WP_SHARD_VERSION);
+            narrow[i] = (uint16_t)t;
+        }
+        int rc = fs_write_all(w->fd, narrow, m * sizeof *narrow, w->tmp, err, errlen);
+        if (rc) return rc;
+        w->n_tokens += (int64_t)m;
+        done += m;
+    }
+    return 0;
 }
 
 static void put_int(unsigned char *h, int i, int32_t v) {
@@ -100,8 +146,8 @@ static void put_int(unsigned char *h, int i, int32_t v) {
 
 int shard_writer_close(wp_shard_writer *w, char *err, size_t errlen) {
     unsigned char header[WP_SHARD_HEADER_BYTES] = {0};
-    put_int(header, 0, WP_SHARD_MAGIC);
-    put_int(header, 1, WP_SHARD_VERSION);
+    put_int(header, 0, w->version == WP_SHARD_VERSION ? WP_SHARD_MAGIC : WP_SHARD_MAGIC_U32);
+    put_int(header, 1, w->version);
     put_int(header, 2, (int32_t)w->n_tokens);
     ssize_t put = pwrite(w->fd, header, sizeof header, 0);
     if (put != (ssize_t)sizeof header)
@@ -126,9 +172,9 @@ void shard_writer_abort(wp_shard_writer *w) {
     w->tmp[0] = '\0';
 }
 
-int shard_write(const char *path, const uint16_t *tokens, int64_t n, char *err, size_t errlen) {
+int shard_write(const char *path, int version, const uint32_t *tokens, int64_t n, char *err, size_t errlen) {
     wp_shard_writer w;
-    int rc = shard_writer_open(&w, path, err, errlen);
+    int rc = shard_writer_open(&w, path, version, err, errlen);
     if (rc) return rc;
     if (n < 0) rc = io_fail(err, errlen, 1, "%s: negative token count %lld", path, (long long)n);
     if (rc == 0) rc = shard_writer_append(&w, tokens, (size_t)n, err, errlen);

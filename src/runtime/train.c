@@ -26,6 +26,7 @@
 #include "clock.h"
 #include "device_tp.h"
 #include "seq_split.h"
+#include "shard.h"
 
 static int fail(char *err, size_t errlen, int rc, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 static int fail(char *err, size_t errlen, int rc, const char *fmt, ...) {
@@ -79,17 +80,65 @@ static int prepare_schedule(train_job *j, char *err, size_t errlen) {
     return 0;
 }
 
-/* Opens the data once before anything is printed or started, so a missing or damaged --data
- * fails with its one-line reason alone (each rank opens its own loader later). */
+/* Which shards train and validate, each opened once (every token checked) before anything is
+ * printed or started, so a missing or damaged one fails with its one-line reason alone (each
+ * rank opens its own loaders later from the same lists). Validation never reads training data
+ * unnoticed: --eval-every without validation shards is refused, and --val-data naming
+ * training shards is allowed with a warning. */
+static int resolve_val(train_job *j, char *err, size_t errlen) {
+    const wp_opts *o = &j->o;
+    if (o->val_data[0]) return shard_list_resolve(&j->val, o->val_data, WP_SPLIT_VAL, "--val-data", false, err, errlen);
+    if (o->eval_every == 0) return 0;
+    bool dir = fs_is_dir(o->data);
+    int rc = dir ? shard_list_resolve(&j->val, o->data, WP_SPLIT_VAL, "--data", true, err, errlen) : 0;
+    if (rc || j->val.n > 0) return rc;
+    bool file = !dir && fs_exists(o->data);
+    return fail(err, errlen, 2,
+                "--eval-every %" PRId64 ": no validation data: %s%s%s; give validation shards with --val-data (or --val-data "
+                "'%s%s' to validate on the training data on purpose)",
+                o->eval_every, dir ? "" : "--data ", o->data,
+                dir ? " has no *val*.bin shard" : file ? " is one file, read for training" : " is a pattern of training shards",
+                o->data, dir ? "/*train*.bin" : "");
+}
+
+static int check_val(train_job *j, const wp_loader *train, char *err, size_t errlen) {
+    const wp_opts *o = &j->o;
+    const wp_layout *L = &j->L;
+    const char *flag = o->val_data[0] ? "--val-data" : "--data";
+    wp_loader_cfg lc = {.b = L->cfg.mb, .s = L->cfg.seq, .vocab = L->cfg.vocab, .micro_batches = 1, .seed = (uint64_t)o->seed};
+    wp_loader *probe;
+    int rc = loader_open_list(&probe, &j->val, flag, &lc, err, errlen);
+    if (rc) return rc;
+    if (loader_shard_version(probe) != loader_shard_version(train))
+        rc = fail(err, errlen, 2,
+                  "%s: %s is version %d (%s tokens), but the training shard %s is version %d (%s tokens): the shards of one "
+                  "dataset share one format",
+                  flag, loader_shard_path(probe, 0), loader_shard_version(probe), shard_token_type(loader_shard_version(probe)),
+                  loader_shard_path(train, 0), loader_shard_version(train), shard_token_type(loader_shard_version(train)));
+    else if (o->eval_every > 0 && loader_windows(probe) < o->eval_batches * L->cfg.mb)
+        rc = fail(err, errlen, 2, "--eval-batches: %" PRId64 " micro-batches of %d sequences asked, the validation shards (%s) hold %" PRId64,
+                  o->eval_batches, L->cfg.mb, flag, loader_windows(probe));
+    loader_close(probe);
+    int first, common;
+    if (rc == 0 && shard_list_overlap(&j->val, &j->data, &first, &common))
+        snprintf(j->val_warning, sizeof j->val_warning,
+                 "--val-data: %s%s is also read for training (--data): the validation loss is not held out", j->val.paths[first],
+                 common > 1 ? " (and more shards)" : "");
+    return rc;
+}
+
 static int check_data(train_job *j, char *err, size_t errlen) {
     const wp_layout *L = &j->L;
     wp_loader_cfg lc = {.b = L->cfg.mb, .s = L->cfg.seq, .vocab = L->cfg.vocab, .micro_batches = j->nmb,
                         .seed = (uint64_t)j->o.seed};
-    wp_loader *probe;
-    int rc = loader_open(&probe, j->o.data, WP_SPLIT_TRAIN, &lc, err, errlen);
+    int rc = shard_list_resolve(&j->data, j->o.data, WP_SPLIT_TRAIN, "--data", false, err, errlen);
+    if (rc == 0) rc = resolve_val(j, err, errlen);
     if (rc) return rc;
+    wp_loader *probe;
+    if ((rc = loader_open_list(&probe, &j->data, "--data", &lc, err, errlen)) != 0) return rc;
+    if (j->val.n > 0) rc = check_val(j, probe, err, errlen);
     loader_close(probe);
-    return 0;
+    return rc;
 }
 
 /* Predicted peak per rank against --device-memory, or the machine's memory shared by N ranks. */
@@ -139,7 +188,7 @@ static int check_flags(train_job *j, char *err, size_t errlen) {
     if (o->nranks < 1 || o->nranks > 4096) return fail(err, errlen, 2, "--nranks: %" PRId64 " must be 1..4096", o->nranks);
     if (o->num_microbatches < 0) return fail(err, errlen, 2, "--num-microbatches: must be 0 (= N) or more");
     if (o->steps < 1) return fail(err, errlen, 2, "--steps: %" PRId64 " must be at least 1", o->steps);
-    if (!o->data[0]) return fail(err, errlen, 2, "--data: train needs a token shard or a directory of shards");
+    if (!o->data[0]) return fail(err, errlen, 2, "--data: train needs token shards (a file, a directory or a glob pattern)");
     if (o->save_every < 0 || o->keep_last < 0) return fail(err, errlen, 2, "--save-every/--keep-last: must be 0 or more");
     if (o->save_every > 0 && !o->save[0]) return fail(err, errlen, 2, "--save-every: needs --save DIR");
     if (o->save[0] && fs_exists(o->save) && !fs_is_dir(o->save)) return fail(err, errlen, 2, "--save %s: exists and is not a directory", o->save);
@@ -172,6 +221,8 @@ int train_job_prepare(train_job *j, const wp_opts *o, char *err, size_t errlen) 
 }
 
 void train_job_free(train_job *j) {
+    shard_list_free(&j->data);
+    shard_list_free(&j->val);
     if (j->have_run) run_free(&j->run);
     if (j->have_sched) sched_free(&j->s);
     if (j->have_layout) layout_free(&j->L);
@@ -238,18 +289,17 @@ static int open_optim(rank_state *r, wp_loss_scaler *scaler, char *err, size_t e
 }
 
 static int open_data(rank_state *r, char *err, size_t errlen) {
-    const wp_layout *L = &r->j->L;
-    wp_loader_cfg lc = {.b = L->cfg.mb, .s = L->cfg.seq, .vocab = L->cfg.vocab, .micro_batches = r->j->nmb,
-                        .seed = (uint64_t)r->j->o.seed};
-    int rc = loader_open(&r->data, r->j->o.data, WP_SPLIT_TRAIN, &lc, err, errlen);
-    if (rc || r->j->o.eval_every == 0) return rc;
+    const train_job *j = r->j;
+    const wp_layout *L = &j->L;
+    wp_loader_cfg lc = {.b = L->cfg.mb, .s = L->cfg.seq, .vocab = L->cfg.vocab, .micro_batches = j->nmb,
+                        .seed = (uint64_t)j->o.seed};
+    int rc = loader_open_list(&r->data, &j->data, "--data", &lc, err, errlen);
+    if (rc || j->o.eval_every == 0) return rc;
+    if (r->rank == 0 && j->val_warning[0]) wp_warn("%s", j->val_warning);
     lc.micro_batches = 1;
-    if ((rc = loader_open(&r->val, r->j->o.data, WP_SPLIT_VAL, &lc, err, errlen)) != 0) return rc;
-    if (loader_windows(r->val) < r->j->o.eval_batches * L->cfg.mb)
-        return fail(err, errlen, 2, "--eval-batches: %" PRId64 " micro-batches of %d sequences asked, the validation split holds %" PRId64,
-                    r->j->o.eval_batches, L->cfg.mb, loader_windows(r->val));
-    return eval_create(&r->ev, &r->j->s, r->rank, r->m, r->o, r->t, r->ctl, r->val, (int)r->j->o.eval_batches,
-                       r->j->o.timeout, err, errlen);
+    if ((rc = loader_open_list(&r->val, &j->val, j->o.val_data[0] ? "--val-data" : "--data", &lc, err, errlen)) != 0) return rc;
+    return eval_create(&r->ev, &j->s, r->rank, r->m, r->o, r->t, r->ctl, r->val, (int)j->o.eval_batches, j->o.timeout, err,
+                       errlen);
 }
 
 static int open_rank(rank_state *r, int device, char *err, size_t errlen) {

@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "decision.h"
 #include "fsutil.h"
+#include "loader.h"
 #include "lr_schedule.h"
 #include "optim.h"
 #include "control.h"
@@ -29,6 +30,9 @@ typedef struct {
     wp_job_cfg job;             /* transport, ranks and network (ring/job.h) */
     char resume_dir[WP_PATH_MAX]; /* "" = fresh start */
     int64_t start_step;
+    wp_shard_list data;         /* --data's training shards */
+    wp_shard_list val;          /* validation shards: --val-data, else a --data directory's *val*.bin; may be empty */
+    char val_warning[640];      /* one line rank 0 prints: validation reads training shards (on purpose) */
     wp_run run;                 /* the validator's report (peaks and bytes per rank) */
     bool have_run;
     wp_trace *trace;            /* --trace: every rank of this process writes its actions */

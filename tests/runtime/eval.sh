@@ -4,13 +4,15 @@
 # at that step (same 8 sequences), both within 1e-6 relative (fp32; only sum order differs); so
 # is fsdp's on 4 ranks, whose rank 0 gathers every chunk's slices to evaluate.
 # --init-from the checkpoint's Hugging Face export, with lr 0, evaluates to the same loss.
+# Validation reads the committed validation shard (--val-data), beside the training data.
 source "$(dirname "$0")/runtime_lib.sh"
-common=(--num-microbatches 4 --transport local --steps 4 --eval-every 2 --eval-batches 4 --precision fp32)
+VAL=$(dirname "$DATA")/tiny_val.bin
+common=(--num-microbatches 4 --transport local --steps 4 --eval-every 2 --eval-batches 4 --precision fp32 --val-data "$VAL")
 train "${common[@]}" --nranks 1 --strategy 1f1b --metrics "$TMP/one.jsonl" || fail "one rank"
 train "${common[@]}" --nranks 4 --strategy wzb1 --metrics "$TMP/four.jsonl" --save "$TMP/ck" || fail "four ranks"
 train "${common[@]}" --nranks 4 --strategy fsdp --metrics "$TMP/fsdp.jsonl" || fail "fsdp on four ranks"
 vals() { sed -n 's/.*"val_loss": \([^}]*\)}.*/\1/p' "$1"; }
-ref=$("$W" eval "$TMP/ck/step-4" --data "$DATA" --batches 8 --precision fp32 | sed -n 's/^eval: loss \([^ ]*\) .*/\1/p')
+ref=$("$W" eval "$TMP/ck/step-4" --data "$VAL" --batches 8 --precision fp32 | sed -n 's/^eval: loss \([^ ]*\) .*/\1/p')
 [ -n "$ref" ] || fail "weipipe eval printed no loss"
 paste <(vals "$TMP/one.jsonl") <(vals "$TMP/four.jsonl") <(vals "$TMP/fsdp.jsonl") | awk -v ref=$ref '
   function rel(a, b) { d = (a - b) / b; return d < 0 ? -d : d }
@@ -23,7 +25,7 @@ paste <(vals "$TMP/one.jsonl") <(vals "$TMP/four.jsonl") <(vals "$TMP/fsdp.jsonl
 # fsdp: each rank imports only the element range of every chunk it owns
 for S in weipipe-interleave fsdp; do
   train --nranks 2 --strategy $S --transport local --steps 1 --precision fp32 --lr 0 --min-lr 0 \
-    --init-from "$TMP/hf" --eval-every 1 --eval-batches 4 --metrics "$TMP/hf-$S.jsonl" || fail "--init-from ($S)"
+    --init-from "$TMP/hf" --eval-every 1 --eval-batches 4 --val-data "$VAL" --metrics "$TMP/hf-$S.jsonl" || fail "--init-from ($S)"
   vals "$TMP/hf-$S.jsonl" | awk -v ref=$ref -v s=$S '{ d = ($1 - ref) / ref; if (d < 0) d = -d
     printf "--init-from the export, %s on 2 ranks: val loss %s vs %s: %.2e (tolerance 1e-6)\n", s, $1, ref, d
     if (d > 1e-6) { print "FAIL"; exit 1 } } END { if (NR != 1) { print "FAIL: " NR " evaluations"; exit 1 } }' || exit 1

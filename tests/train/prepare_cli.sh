@@ -1,6 +1,7 @@
 #!/bin/sh
 # weipipe prepare from the command line: exit 2 and no output for a missing input, a missing
-# --out or no input at all; a good run writes both shards with the expected token counts.
+# --out, no input at all or a vocabulary below the bytes; a good run writes both shards with the
+# expected token counts, in version 1 (uint16) or, for --vocab-size 128256, version 7 (uint32).
 # usage: prepare_cli.sh WEIPIPE
 set -u
 weipipe=$1
@@ -32,5 +33,17 @@ size() { wc -c < "$1" | tr -d ' '; }
 [ "$(size "$tmp/out/train_000.bin")" -eq $((1024 + 2 * (1 + 9 + 1 + 15))) ] || bad "train shard size $(size "$tmp/out/train_000.bin")"
 [ "$(size "$tmp/out/val_000.bin")" -eq $((1024 + 2 * (1 + 3 + 1 + 5))) ] || bad "val shard size $(size "$tmp/out/val_000.bin")"
 ls "$tmp/out" | grep -q tmp && bad "temp files left: $(ls "$tmp/out")"
+# the header: magic 20240520, version 1 (uint16 tokens) for the byte vocabulary
+header() { od -A n -t d4 -N 12 "$1" | tr -s ' ' | sed 's/^ //'; }
+[ "$(header "$tmp/out/train_000.bin")" = "20240520 1 26" ] || bad "version-1 header: $(header "$tmp/out/train_000.bin")"
+# a vocabulary above 65536: llm.c's version 7 (magic 20240801, uint32 tokens), same tokens
+"$weipipe" prepare "$tmp/a.txt" "$tmp/b.txt" --out "$tmp/out7" --val-fraction 0.25 --vocab-size 128256 --quiet \
+  || bad "prepare --vocab-size 128256 failed"
+[ "$(header "$tmp/out7/train_000.bin")" = "20240801 7 26" ] || bad "version-7 header: $(header "$tmp/out7/train_000.bin")"
+[ "$(size "$tmp/out7/train_000.bin")" -eq $((1024 + 4 * 26)) ] || bad "version-7 train shard size $(size "$tmp/out7/train_000.bin")"
+[ "$(size "$tmp/out7/val_000.bin")" -eq $((1024 + 4 * 10)) ] || bad "version-7 val shard size $(size "$tmp/out7/val_000.bin")"
+"$weipipe" prepare "$tmp/a.txt" --out "$tmp/bad" --vocab-size 255 2> "$tmp/err"
+rc=$?
+[ $rc -eq 2 ] && grep -q -- "--vocab-size" "$tmp/err" && [ ! -e "$tmp/bad" ] || bad "--vocab-size 255: exit $rc, $(cat "$tmp/err")"
 [ $fail -eq 0 ] && echo "train/prepare_cli: all checks passed"
 exit $fail

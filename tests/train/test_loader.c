@@ -1,7 +1,9 @@
 /* The loader: rows are whole windows of one shard (aligned, never past its end), targets are
  * the inputs shifted by one, each epoch reads every window exactly once shuffled across shards,
  * and the tokens of (step, micro-batch) depend only on (seed, step, g): the same from fresh
- * instances, in any reading order, whichever "rank" reads them. */
+ * instances, in any reading order, whichever "rank" reads them. Version-7 shards read their
+ * uint32 ids whole; shards of two versions are not mixed. Which shards a value names: a file,
+ * a directory (today's and llm.c's names), a glob; the refusals of each. */
 #include "loader.h"
 #include "shard.h"
 #include "tu.h"
@@ -16,9 +18,9 @@ static void make_shards(const char *prefix, int n) {
     for (int k = 0; k < n; k++) {
         char p[512];
         snprintf(p, sizeof p, "%s/%s_%03d.bin", dir, prefix, k);
-        uint16_t *tok = malloc((size_t)shard_tokens[k] * 2);
-        for (int64_t i = 0; i < shard_tokens[k]; i++) tok[i] = (uint16_t)(BASE(k) + i);
-        CHECK(shard_write(p, tok, shard_tokens[k], err, sizeof err) == 0, "%s", err);
+        uint32_t *tok = malloc((size_t)shard_tokens[k] * sizeof *tok);
+        for (int64_t i = 0; i < shard_tokens[k]; i++) tok[i] = (uint32_t)(BASE(k) + i);
+        CHECK(shard_write(p, WP_SHARD_VERSION, tok, shard_tokens[k], err, sizeof err) == 0, "%s", err);
         free(tok);
     }
 }
@@ -153,9 +155,132 @@ static void test_sequential_and_splits(void) {
     fs_mkdirs(empty, err, sizeof err);
     c.vocab = 65536;
     rc = loader_open(&l, empty, WP_SPLIT_TRAIN, &c, err, sizeof err);
-    EXPECT_REFUSED(rc, err, "emptydir", "train_*.bin");
+    EXPECT_REFUSED(rc, err, "emptydir", "*train*.bin");
     rc = loader_open(&l, "/nonexistent/data", WP_SPLIT_TRAIN, &c, err, sizeof err);
     EXPECT_REFUSED(rc, err, "--data", "/nonexistent/data");
+}
+
+/* A small text file, or a shard of n tokens first, first+1, ... in a version. */
+static void put_file(const char *rel, const char *text) {
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", dir, rel);
+    FILE *f = fopen(p, "w");
+    CHECK(f && fputs(text, f) >= 0 && fclose(f) == 0, "%s: %s", p, strerror(errno));
+}
+static void put_shard(const char *rel, int version, uint32_t first, int64_t n) {
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", dir, rel);
+    uint32_t *tok = malloc((size_t)n * sizeof *tok);
+    for (int64_t i = 0; i < n; i++) tok[i] = first + (uint32_t)i;
+    CHECK(shard_write(p, version, tok, n, err, sizeof err) == 0, "%s", err);
+    free(tok);
+}
+
+/* Version 7: ids above 65535 arrive whole, in windows as for version 1. */
+static void test_v7_rows(void) {
+    const int s = 16;
+    char p[512];
+    snprintf(p, sizeof p, "%s/wide", dir);
+    fs_mkdirs(p, err, sizeof err);
+    put_shard("wide/llama3_train_000000.bin", WP_SHARD_VERSION_U32, 120000, 500);
+    wp_loader_cfg c = {.b = 2, .s = s, .vocab = 128256, .micro_batches = 1, .seed = 5};
+    wp_loader *l = NULL;
+    int rc = loader_open(&l, p, WP_SPLIT_TRAIN, &c, err, sizeof err);
+    EXPECT(rc == 0 && loader_windows(l) == (500 - 1) / s && loader_shard_version(l) == 7, "v7 loader: %s", err);
+    int32_t in[32], tgt[32];
+    for (int64_t i = 0; rc == 0 && i < loader_windows(l); i++) {
+        loader_sequential(l, i, in, tgt);
+        EXPECT(in[0] == 120000 + i * s && tgt[s - 1] == 120000 + (i + 1) * s, "v7 sequence %lld: %d .. %d", (long long)i, in[0],
+               tgt[s - 1]);
+    }
+    if (rc == 0) {
+        EXPECT(loader_get(l, 3, 0, in, tgt) == 0, "%s", loader_error(l));
+        for (int t = 0; t < 2 * s; t++) EXPECT(in[t] >= 120000 && tgt[t] == in[t] + 1, "v7 row token %d: %d -> %d", t, in[t], tgt[t]);
+    }
+    loader_close(l);
+    c.vocab = 120400;
+    rc = loader_open(&l, p, WP_SPLIT_TRAIN, &c, err, sizeof err);
+    EXPECT_REFUSED(rc, err, "llama3_train_000000.bin", "token 120400 at position 400");
+    /* one dataset, one format: a version-1 shard beside version-7 ones is refused */
+    put_shard("wide/llama3_train_000001.bin", WP_SHARD_VERSION, 0, 100);
+    c.vocab = 128256;
+    rc = loader_open(&l, p, WP_SPLIT_TRAIN, &c, err, sizeof err);
+    EXPECT_REFUSED(rc, err, "llama3_train_000001.bin", "version is 1", "llama3_train_000000.bin", "share one format");
+}
+
+static void expect_list(const char *spec, wp_split split, const char *const *want, int n) {
+    wp_shard_list sl;
+    int rc = shard_list_resolve(&sl, spec, split, "--data", false, err, sizeof err);
+    EXPECT(rc == 0 && sl.n == n, "%s (%s): %d shards, want %d: %s", spec, split == WP_SPLIT_TRAIN ? "train" : "val", rc ? -1 : sl.n,
+           n, err);
+    for (int i = 0; rc == 0 && i < n && i < sl.n; i++) {
+        const char *base = strrchr(sl.paths[i], '/');
+        EXPECT(strcmp(base ? base + 1 : sl.paths[i], want[i]) == 0, "%s: shard %d is %s, want %s", spec, i, sl.paths[i], want[i]);
+    }
+    if (rc == 0) shard_list_free(&sl);
+}
+
+/* Directories with llm.c's names and ours, globs, files; the refusals. */
+static void test_resolution(void) {
+    char d[512], pat[600];
+    snprintf(d, sizeof d, "%s/llmc", dir);
+    fs_mkdirs(d, err, sizeof err);
+    fs_mkdirs(strcat(strcpy(pat, d), "/sub_train.bin"), err, sizeof err); /* a directory: never a shard */
+    put_shard("llmc/fineweb_train_000002.bin", 1, 0, 50);
+    put_shard("llmc/fineweb_train_000001.bin", 1, 0, 50);
+    put_shard("llmc/fineweb_val_000000.bin", 1, 0, 50);
+    put_shard("llmc/tiny_shakespeare_val.bin", 1, 0, 50);
+    put_shard("llmc/train_000.bin", 1, 0, 50);
+    put_file("llmc/README.md", "not a shard\n");
+    put_file("llmc/.hidden_train.bin", "a hidden file\n");
+    put_file("llmc/train_001.bin.tmp", "a temp file\n");
+    const char *train[] = {"fineweb_train_000001.bin", "fineweb_train_000002.bin", "train_000.bin"};
+    const char *val[] = {"fineweb_val_000000.bin", "tiny_shakespeare_val.bin"};
+    expect_list(d, WP_SPLIT_TRAIN, train, 3);
+    expect_list(d, WP_SPLIT_VAL, val, 2);
+    snprintf(pat, sizeof pat, "%s/fineweb_train_*.bin", d);
+    expect_list(pat, WP_SPLIT_TRAIN, train, 2);
+    expect_list(pat, WP_SPLIT_VAL, train, 2); /* a pattern names its files, whichever the split */
+    snprintf(pat, sizeof pat, "%s/tiny_shakespeare_val.bin", d);
+    expect_list(pat, WP_SPLIT_TRAIN, val + 1, 1); /* so does a file */
+    snprintf(pat, sizeof pat, "%s/*_val*.bin", d);
+    expect_list(pat, WP_SPLIT_TRAIN, val, 2);
+    /* overlap: the same file reached through a file and a pattern */
+    wp_shard_list a, b;
+    int first, common;
+    snprintf(pat, sizeof pat, "%s/fineweb_train_000002.bin", d);
+    CHECK(shard_list_resolve(&a, pat, WP_SPLIT_VAL, "--val-data", false, err, sizeof err) == 0, "%s", err);
+    CHECK(shard_list_resolve(&b, d, WP_SPLIT_TRAIN, "--data", false, err, sizeof err) == 0, "%s", err);
+    EXPECT(shard_list_overlap(&a, &b, &first, &common) && first == 0 && common == 1, "overlap of a training shard not found");
+    shard_list_free(&a);
+    CHECK(shard_list_resolve(&a, d, WP_SPLIT_VAL, "--val-data", false, err, sizeof err) == 0, "%s", err);
+    EXPECT(!shard_list_overlap(&a, &b, &first, &common) && first == -1 && common == 0, "train and val of a directory overlap");
+    shard_list_free(&a), shard_list_free(&b);
+
+    /* refusals: each names the flag and what is wrong */
+    wp_shard_list sl;
+    snprintf(pat, sizeof pat, "%s/nothing_*.bin", d);
+    int rc = shard_list_resolve(&sl, pat, WP_SPLIT_TRAIN, "--val-data", false, err, sizeof err);
+    EXPECT_REFUSED(rc, err, "--val-data", "nothing_*.bin", "matches no file");
+    char empty[512];
+    snprintf(empty, sizeof empty, "%s/noshards", dir);
+    fs_mkdirs(empty, err, sizeof err);
+    put_file("noshards/notes.txt", "x\n");
+    rc = shard_list_resolve(&sl, empty, WP_SPLIT_VAL, "--val-data", false, err, sizeof err);
+    EXPECT_REFUSED(rc, err, "--val-data", "noshards", "no *val*.bin shard");
+    rc = shard_list_resolve(&sl, empty, WP_SPLIT_VAL, "--data", true, err, sizeof err);
+    EXPECT(rc == 0 && sl.n == 0, "none_ok: %d shards, rc %d: %s", sl.n, rc, err);
+    put_shard("llmc/train_val.bin", 1, 0, 50);
+    rc = shard_list_resolve(&sl, d, WP_SPLIT_TRAIN, "--data", false, err, sizeof err);
+    EXPECT_REFUSED(rc, err, "--data", "train_val.bin", "both");
+    rc = shard_list_resolve(&sl, "/nonexistent/data.bin", WP_SPLIT_TRAIN, "--data", false, err, sizeof err);
+    EXPECT_REFUSED(rc, err, "--data", "/nonexistent/data.bin", "does not exist");
+    /* a pattern that matches a directory: the directory is named when it is opened */
+    snprintf(pat, sizeof pat, "%s/sub_*.bin", d);
+    wp_loader_cfg c = {.b = 1, .s = 8, .vocab = 256, .micro_batches = 1, .seed = 0};
+    wp_loader *l;
+    rc = loader_open(&l, pat, WP_SPLIT_TRAIN, &c, err, sizeof err);
+    EXPECT_REFUSED(rc, err, "sub_train.bin", "not a regular file");
 }
 
 int main(void) {
@@ -167,6 +292,8 @@ int main(void) {
     test_rows_and_epochs(999, 2, 2); /* only the big shard and one window of the first hold one */
     test_determinism();
     test_sequential_and_splits();
+    test_v7_rows();
+    test_resolution();
     tu_cleanup(dir);
     return check_result("train/loader");
 }
