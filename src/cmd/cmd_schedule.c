@@ -19,7 +19,7 @@ static int apply_break_hook(wp_schedule *s) {
     const char *name = getenv("WEIPIPE_SCHEDULE_BREAK");
     if (!name || !*name) return 0;
     wp_mutation m;
-    if (mutation_parse(name, &m) != 0) {
+    if (!mutation_parse(name, &m)) {
         wp_error("WEIPIPE_SCHEDULE_BREAK: '%s' is not a mutation (drop-send, swap-version, double-gw, reorder-recv, "
                  "free-early, drop-acc, update-early)", name);
         return 2;
@@ -138,11 +138,11 @@ int cmd_schedule(const wp_opts *o) {
     char err[1024];
     wp_format fmt = WP_FMT_TEXT;
     wp_strategy st;
-    if (format_parse(o->format, &fmt) != 0) {
+    if (!format_parse(o->format, &fmt)) {
         wp_error("--format: '%s' is not one of text, csv, json", o->format);
         return 2;
     }
-    if (strategy_parse(o->strategy, &st) != 0) {
+    if (!strategy_parse(o->strategy, &st)) {
         wp_error("--strategy: '%s' draws one strategy at a time (all is for simulate)", o->strategy);
         return 2;
     }

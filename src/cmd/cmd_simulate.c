@@ -206,7 +206,7 @@ int cmd_simulate(const wp_opts *o) {
     wp_machine m;
     wp_layout L;
     bool raised;
-    if (format_parse(o->format, &fmt) != 0) {
+    if (!format_parse(o->format, &fmt)) {
         wp_error("--format: '%s' is not one of text, csv, json", o->format);
         return 2;
     }

@@ -13,13 +13,13 @@ static const char *const strategy_names[WP_STRAT_COUNT] = {
 
 const char *strategy_name(wp_strategy s) { return s < WP_STRAT_COUNT ? strategy_names[s] : "?"; }
 
-int strategy_parse(const char *name, wp_strategy *s) {
+bool strategy_parse(const char *name, wp_strategy *s) {
     for (int i = 0; i < WP_STRAT_COUNT; i++)
         if (strcmp(name, strategy_names[i]) == 0) {
             *s = (wp_strategy)i;
-            return 0;
+            return true;
         }
-    return -1;
+    return false;
 }
 
 const char *op_name(wp_op op) {

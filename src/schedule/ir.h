@@ -195,8 +195,9 @@ typedef struct {
 
 /* Names. */
 const char *strategy_name(wp_strategy s);
-/* 0 and *s set, or -1 for an unknown name. */
-int strategy_parse(const char *name, wp_strategy *s);
+/* Whether name is a strategy (then *s is set). A question, not a fallible call: it has no err
+ * because each caller words the refusal for its own command (schedule: "all is for simulate"). */
+bool strategy_parse(const char *name, wp_strategy *s);
 const char *op_name(wp_op op);
 const char *channel_name(int ch);
 /* "W[3]@0", "W[3]@0.b", "GW[3]", "A[2][5]", "GA[2][5]" */

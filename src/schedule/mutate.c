@@ -18,13 +18,13 @@ static const struct {
 const char *mutation_name(wp_mutation m) { return m < WP_MUT_COUNT ? table[m].name : "?"; }
 const char *mutation_expect(wp_mutation m) { return m < WP_MUT_COUNT ? table[m].expect : "?"; }
 
-int mutation_parse(const char *name, wp_mutation *m) {
+bool mutation_parse(const char *name, wp_mutation *m) {
     for (int i = 0; i < WP_MUT_COUNT; i++)
         if (strcmp(name, table[i].name) == 0) {
             *m = (wp_mutation)i;
-            return 0;
+            return true;
         }
-    return -1;
+    return false;
 }
 
 /* First action (rank-major) with op; -1 when none. */

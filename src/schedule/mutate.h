@@ -18,7 +18,9 @@ typedef enum {
 } wp_mutation;
 
 const char *mutation_name(wp_mutation m);
-int mutation_parse(const char *name, wp_mutation *m);
+/* Whether name is a mutation (then *m is set). A question, not a fallible call: it has no err
+ * because its caller (the WEIPIPE_SCHEDULE_BREAK hook) lists the names in its own refusal. */
+bool mutation_parse(const char *name, wp_mutation *m);
 /* Phrases, separated by '|', one of which the validator's message contains when it catches this
  * mutation (a dropped send shows as the next send pairing with the wrong receive, or as a
  * deadlock, depending on what follows it). */
