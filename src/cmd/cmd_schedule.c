@@ -19,16 +19,15 @@ static int apply_break_hook(wp_schedule *s) {
     const char *name = getenv("WEIPIPE_SCHEDULE_BREAK");
     if (!name || !*name) return 0;
     wp_mutation m;
+    char err[256];
     if (!mutation_parse(name, &m)) {
         wp_error("WEIPIPE_SCHEDULE_BREAK: '%s' is not a mutation (drop-send, swap-version, double-gw, reorder-recv, "
                  "free-early, drop-acc, update-early)", name);
         return 2;
     }
-    if (sched_mutate(s, m) != 0) {
-        wp_error("WEIPIPE_SCHEDULE_BREAK: %s finds nothing to break in this %s schedule", name, strategy_name(s->strategy));
-        return 2;
-    }
-    return 0;
+    int rc = sched_mutate(s, m, err, sizeof err);
+    if (rc) wp_error("WEIPIPE_SCHEDULE_BREAK: %s", err);
+    return rc;
 }
 
 static void title(char *out, size_t len, const wp_schedule *s, const wp_sim *sim, bool unit) {
