@@ -115,7 +115,7 @@ typedef struct {
     wp_run *run;
     char *err;
     size_t errlen;
-    int failed;
+    int failed;     /* 0, or 1 once a rule broke or memory ran out (err says which) */
     bool progress;
 } eng;
 
@@ -135,7 +135,7 @@ static int grow(void **p, int *cap, int need, size_t elem) {
 static int oom(eng *e) {
     if (!e->failed) {
         snprintf(e->err, e->errlen, "schedule: out of memory");
-        e->failed = -1;
+        e->failed = 1;
     }
     return ERROR;
 }
