@@ -46,7 +46,8 @@ static int write_svg(const char *path, const wp_schedule *s, const wp_sim *sim, 
         wp_error("--svg: cannot create '%s'", path);
         return 2;
     }
-    int bad = draw_svg(f, s, &sim->run, d);
+    draw_svg(f, s, &sim->run, d);
+    bool bad = ferror(f) != 0;
     if (fclose(f) != 0 || bad) {
         wp_error("--svg: writing '%s' failed", path);
         return 1;
