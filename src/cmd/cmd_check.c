@@ -74,7 +74,8 @@ static void make_tokens(check_run *r, uint64_t seed) {
 static int check_setup(const wp_opts *o, check_run *r, char *err, size_t errlen) {
     wp_model_cfg cfg;
     if (model_cfg_from_opts(o, 1, &cfg, err, errlen) != 0) return 2;
-    if (layout_build(&cfg, &r->L, err, errlen) != 0) return 2;
+    int rc = layout_build(&cfg, &r->L, err, errlen);
+    if (rc) return rc;
     /* finite differences need fp32 forwards, whatever --precision the run would use */
     wp_kern_opts ko = {.kind = strcmp(o->backend, "cuda") == 0 ? WP_BACKEND_CUDA : WP_BACKEND_CPU,
                        .compute = WP_F32, .threads = (int)o->threads, .device = 0};

@@ -150,12 +150,14 @@ int cmd_schedule(const wp_opts *o) {
     wp_layout L;
     bool raised;
     int chunks = strategy_default_chunks(st, (int)o->nranks);
-    if (pipe_shape_from_opts(o, &ps, err, sizeof err) || layout_from_opts(o, ps.nranks, chunks, &L, &raised, err, sizeof err)) {
+    int rc = pipe_shape_from_opts(o, &ps, err, sizeof err);
+    if (rc == 0) rc = layout_from_opts(o, ps.nranks, chunks, &L, &raised, err, sizeof err);
+    if (rc) {
         wp_error("%s", err);
-        return 2;
+        return rc;
     }
     wp_schedule s;
-    int rc = schedule_generate(st, ps.nranks, ps.nmb, L.cfg.n_chunks, &ps.gen, &s, err, sizeof err);
+    rc = schedule_generate(st, ps.nranks, ps.nmb, L.cfg.n_chunks, &ps.gen, &s, err, sizeof err);
     if (rc) {
         wp_error("%s", err);
         layout_free(&L);

@@ -48,8 +48,8 @@ static int prepare_model(train_job *j, char *err, size_t errlen) {
     if (!j->o.num_chunks && !j->o.chunk_layers[0] && strategy_parse(j->o.strategy, &st))
         j->o.num_chunks = strategy_default_chunks(st, j->nranks);
     int rc = model_cfg_from_opts(&j->o, j->nranks, &cfg, err, errlen);
+    if (rc == 0) rc = layout_build(&cfg, &j->L, err, errlen);
     if (rc) return rc;
-    if (layout_build(&cfg, &j->L, err, errlen)) return 2;
     j->have_layout = true;
     return 0;
 }
