@@ -215,13 +215,14 @@ int cmd_check(const wp_opts *o) {
         wp_error("--format: check prints text or json, not csv");
         return 2;
     }
-    if (o->out[0] && check_dump_prepare(o->out, err, sizeof err) != 0) {
+    int rc = o->out[0] ? check_dump_prepare(o->out, err, sizeof err) : 0;
+    if (rc) {
         wp_error("%s", err);
-        return 2;
+        return rc;
     }
     check_run r = {0};
     check_result res = {0};
-    int rc = check_setup(o, &r, err, sizeof err);
+    rc = check_setup(o, &r, err, sizeof err);
     if (rc == 0 && check_compute(&r, (uint64_t)o->seed, &res, err, sizeof err) != 0) rc = 1;
     if (rc != 0) {
         wp_error("%s", err);
@@ -232,9 +233,10 @@ int cmd_check(const wp_opts *o) {
     rc = ok ? 0 : 1;
     check_dump dump = {.dir = o->out, .opts = o, .L = &r.L, .inputs = r.inputs, .targets = r.targets, .tokens = r.T,
                        .params = r.params, .grads = r.grads, .loss = res.loss};
-    if (o->out[0] && check_dump_write(&dump, err, sizeof err) != 0) {
+    int wrc = o->out[0] ? check_dump_write(&dump, err, sizeof err) : 0;
+    if (wrc) {
         wp_error("%s", err);
-        rc = 1;
+        rc = wrc;
     }
     if (strcmp(o->format, "json") == 0)
         print_json(&r, &res, ok);
