@@ -1,7 +1,8 @@
 /* Flags into the plain config structs of the layers below (the one place where a wp_opts is
  * read on their behalf): the libraries under src/cli (kernels, optim, ring, model, io,
  * schedule, faults) take these structs and never see a flag. Each adapter checks its flags and
- * returns 0, or 2 with a one-line reason naming the flag. */
+ * returns 0, or 2 with a one-line reason naming the flag; hf_config_apply and layout_from_opts
+ * also return 1 with a reason when reading config.json or memory fails. */
 #ifndef WP_CLI_ADAPTERS_H
 #define WP_CLI_ADAPTERS_H
 

@@ -86,41 +86,41 @@ static int split_number(const char *s, double *v, const char **unit) {
     return 0;
 }
 
-int cli_parse_rate(const char *s, double *bytes_per_s) {
+bool cli_parse_rate(const char *s, double *bytes_per_s) {
     static const struct { const char *unit; double bytes; } units[] = {
         {"bit", 1.0 / 8}, {"Kbit", 1e3 / 8}, {"Mbit", 1e6 / 8}, {"Gbit", 1e9 / 8}, {"Tbit", 1e12 / 8},
         {"Byte", 1}, {"KByte", 1e3}, {"MByte", 1e6}, {"GByte", 1e9}, {"TByte", 1e12},
     };
     double v;
     const char *unit;
-    if (split_number(s, &v, &unit) != 0 || v < 0) return -1;
+    if (split_number(s, &v, &unit) != 0 || v < 0) return false;
     size_t n = strlen(unit);
     if (n >= 2 && strcmp(unit + n - 2, "/s") == 0) n -= 2;
-    if (n == 0) return v == 0 ? (*bytes_per_s = 0, 0) : -1; /* a bare number is ambiguous */
+    if (n == 0) return v == 0 ? (*bytes_per_s = 0, true) : false; /* a bare number is ambiguous */
     for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
         if (strlen(units[i].unit) == n && strncmp(unit, units[i].unit, n) == 0) {
             *bytes_per_s = v * units[i].bytes;
-            return 0;
+            return true;
         }
-    return -1;
+    return false;
 }
 
-int cli_parse_time(const char *s, double *seconds) {
+bool cli_parse_time(const char *s, double *seconds) {
     static const struct { const char *unit; double s; } units[] = {
         {"", 1}, {"s", 1}, {"ms", 1e-3}, {"us", 1e-6}, {"ns", 1e-9}, {"m", 60}, {"min", 60}, {"h", 3600},
     };
     double v;
     const char *unit;
-    if (split_number(s, &v, &unit) != 0 || v < 0) return -1;
+    if (split_number(s, &v, &unit) != 0 || v < 0) return false;
     for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
         if (strcmp(unit, units[i].unit) == 0) {
             *seconds = v * units[i].s;
-            return 0;
+            return true;
         }
-    return -1;
+    return false;
 }
 
-int cli_parse_size(const char *s, int64_t *bytes) {
+bool cli_parse_size(const char *s, int64_t *bytes) {
     static const struct { const char *unit; double b; } units[] = {
         {"", 1}, {"B", 1}, {"K", 1024.0}, {"KB", 1e3}, {"KiB", 1024.0}, {"M", 1048576.0}, {"MB", 1e6},
         {"MiB", 1048576.0}, {"G", 1073741824.0}, {"GB", 1e9}, {"GiB", 1073741824.0},
@@ -128,15 +128,15 @@ int cli_parse_size(const char *s, int64_t *bytes) {
     };
     double v;
     const char *unit;
-    if (split_number(s, &v, &unit) != 0 || v < 0) return -1;
+    if (split_number(s, &v, &unit) != 0 || v < 0) return false;
     for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
         if (strcmp(unit, units[i].unit) == 0) {
             double b = v * units[i].b;
-            if (b > 9.2e18) return -1;
+            if (b > 9.2e18) return false;
             *bytes = (int64_t)b;
-            return 0;
+            return true;
         }
-    return -1;
+    return false;
 }
 
 static int parse_int(const char *s, int64_t *out) {
@@ -178,10 +178,10 @@ static int set_value(wp_opts *o, int i, const char *value, const char *where, ch
     const char *expect = "";
     switch (f->type) {
     case FT_INT: bad = parse_int(value, field); expect = "an integer"; break;
-    case FT_SIZE: bad = cli_parse_size(value, field); expect = "a size such as 512M or 16G"; break;
+    case FT_SIZE: bad = !cli_parse_size(value, field); expect = "a size such as 512M or 16G"; break;
     case FT_BOOL: bad = parse_bool(value, field); expect = "true or false"; break;
-    case FT_RATE: bad = cli_parse_rate(value, field); expect = "a rate such as 10Gbit or 400GByte (per second)"; break;
-    case FT_TIME: bad = cli_parse_time(value, field); expect = "a duration such as 20us, 5ms or 30s"; break;
+    case FT_RATE: bad = !cli_parse_rate(value, field); expect = "a rate such as 10Gbit or 400GByte (per second)"; break;
+    case FT_TIME: bad = !cli_parse_time(value, field); expect = "a duration such as 20us, 5ms or 30s"; break;
     case FT_NUM: {
         char *end;
         errno = 0;

@@ -75,13 +75,16 @@ void cli_print_flags(FILE *f, unsigned cmd);
 /* Write every option with its value as INI (round-trips through --config). */
 void cli_write_ini(FILE *f, const wp_opts *o, unsigned cmd_mask);
 
-/* "{a|b|c} ..." choice check; returns 0 when value is one of the flag's choices. */
+/* "{a|b|c} ..." choice check: 0 when value is one of the flag's choices (or the flag has none),
+ * else 2 with a reason naming the flag, the value and the choices. */
 int cli_check_choice(int flag, const char *value, char *err, size_t errlen);
 
-/* Parsers shared with other inputs (bandwidths, durations, sizes); 0 on success. */
-int cli_parse_rate(const char *s, double *bytes_per_s);
-int cli_parse_time(const char *s, double *seconds);
-int cli_parse_size(const char *s, int64_t *bytes);
+/* Parsers shared with other inputs (bandwidths, durations, sizes): whether s parses (then the
+ * value is set). Questions without err: the caller names the flag or field the text came from
+ * and what it should look like. */
+bool cli_parse_rate(const char *s, double *bytes_per_s);
+bool cli_parse_time(const char *s, double *seconds);
+bool cli_parse_size(const char *s, int64_t *bytes);
 
 const char *cli_flag_name(int flag);
 

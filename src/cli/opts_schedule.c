@@ -34,7 +34,10 @@ int layout_from_opts(const wp_opts *o, int nranks, int default_chunks, wp_layout
     wp_model_cfg cfg;
     *raised = false;
     wp_opts *copy = malloc(sizeof *copy);
-    if (!copy) return cli_fail(err, errlen, "out of memory");
+    if (!copy) {
+        snprintf(err, errlen, "out of memory");
+        return 1;
+    }
     *copy = *o;
     if (!o->num_chunks && !o->chunk_layers[0]) copy->num_chunks = default_chunks;
     int rc = model_cfg_from_opts(copy, nranks, &cfg, err, errlen);
@@ -47,7 +50,7 @@ int layout_from_opts(const wp_opts *o, int nranks, int default_chunks, wp_layout
     }
     free(copy);
     if (rc) return rc;
-    return layout_build(&cfg, L, err, errlen) ? 2 : 0;
+    return layout_build(&cfg, L, err, errlen);
 }
 
 int machine_from_opts(const wp_opts *o, wp_machine *m, char *err, size_t errlen) {

@@ -17,6 +17,8 @@ static const char *const dump_files[] = {"config.ini", "inputs.bin", "targets.bi
                                          "params.bin", "grads.bin",  "loss.txt"};
 #define N_DUMP_FILES (sizeof dump_files / sizeof dump_files[0])
 
+/* The helpers below return -1 (message in err); the two public functions at the end turn that
+ * into the return convention's code. */
 static int fail(char *err, size_t errlen, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -49,7 +51,7 @@ static bool dir_is_empty(const char *dir) {
     return empty;
 }
 
-int check_dump_prepare(const char *dir, char *err, size_t errlen) {
+static int prepare(const char *dir, char *err, size_t errlen) {
     char tmp[4096];
     if (tmp_name(dir, tmp, sizeof tmp) != 0) return fail(err, errlen, "--out: path '%s' is too long", dir);
     struct stat st;
@@ -127,7 +129,7 @@ static int write_all(const char *tmp, const check_dump *d, char *err, size_t err
     return write_loss(tmp, d, err, errlen);
 }
 
-int check_dump_write(const check_dump *d, char *err, size_t errlen) {
+static int write_dump(const check_dump *d, char *err, size_t errlen) {
     char tmp[4096], ignored[256];
     if (tmp_name(d->dir, tmp, sizeof tmp) != 0) return fail(err, errlen, "--out: path '%s' is too long", d->dir);
     if (mkdir(tmp, 0777) != 0) return fail(err, errlen, "--out: cannot create %s: %s", tmp, strerror(errno));
@@ -136,3 +138,7 @@ int check_dump_write(const check_dump *d, char *err, size_t errlen) {
     if (rc != 0) clear_tmp(tmp, ignored, sizeof ignored); /* no partial dump; the first error is reported */
     return rc;
 }
+
+/* Preparing fails before any work, on the user's --out: 2. Writing fails at run time: 1. */
+int check_dump_prepare(const char *dir, char *err, size_t errlen) { return prepare(dir, err, errlen) ? 2 : 0; }
+int check_dump_write(const check_dump *d, char *err, size_t errlen) { return write_dump(d, err, errlen) ? 1 : 0; }

@@ -160,16 +160,18 @@ int cmd_bench(const wp_opts *o) {
     char err[512] = "";
     wp_model_cfg cfg;
     wp_layout L;
-    if (model_cfg_from_opts(o, 1, &cfg, err, sizeof err) != 0 || layout_build(&cfg, &L, err, sizeof err) != 0) {
+    int rc = model_cfg_from_opts(o, 1, &cfg, err, sizeof err);
+    if (rc == 0) rc = layout_build(&cfg, &L, err, sizeof err);
+    if (rc) {
         wp_error("%s", err);
-        return 2;
+        return rc;
     }
     wp_kern_opts ko = {.kind = strcmp(o->backend, "cuda") == 0 ? WP_BACKEND_CUDA : WP_BACKEND_CPU,
                        .compute = precision_act_dtype(cfg.precision), .threads = (int)o->threads, .device = 0};
     wp_kern *k = kern_create(&ko, err, sizeof err);
     wp_whole *W = k ? whole_create(&L, k, WP_F32, err, sizeof err) : NULL;
     bench_result r = {.gemm_n = ko.kind == WP_BACKEND_CUDA ? 8192 : 512};
-    int rc = W && load_random(W, &L, (uint64_t)o->seed, err, sizeof err) == 0 ? 0 : 1;
+    rc = W && load_random(W, &L, (uint64_t)o->seed, err, sizeof err) == 0 ? 0 : 1;
     if (rc == 0 && (gemm_ceiling(k, r.gemm_n, &r.gemm_gflops) != 0 || run_model(W, k, &r) != 0)) {
         snprintf(err, sizeof err, "%s", kern_error(k) ? kern_error(k) : "kernel failure");
         rc = 1;

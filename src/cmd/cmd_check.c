@@ -74,7 +74,8 @@ static void make_tokens(check_run *r, uint64_t seed) {
 static int check_setup(const wp_opts *o, check_run *r, char *err, size_t errlen) {
     wp_model_cfg cfg;
     if (model_cfg_from_opts(o, 1, &cfg, err, errlen) != 0) return 2;
-    if (layout_build(&cfg, &r->L, err, errlen) != 0) return 2;
+    int rc = layout_build(&cfg, &r->L, err, errlen);
+    if (rc) return rc;
     /* finite differences need fp32 forwards, whatever --precision the run would use */
     wp_kern_opts ko = {.kind = strcmp(o->backend, "cuda") == 0 ? WP_BACKEND_CUDA : WP_BACKEND_CPU,
                        .compute = WP_F32, .threads = (int)o->threads, .device = 0};
@@ -214,13 +215,14 @@ int cmd_check(const wp_opts *o) {
         wp_error("--format: check prints text or json, not csv");
         return 2;
     }
-    if (o->out[0] && check_dump_prepare(o->out, err, sizeof err) != 0) {
+    int rc = o->out[0] ? check_dump_prepare(o->out, err, sizeof err) : 0;
+    if (rc) {
         wp_error("%s", err);
-        return 2;
+        return rc;
     }
     check_run r = {0};
     check_result res = {0};
-    int rc = check_setup(o, &r, err, sizeof err);
+    rc = check_setup(o, &r, err, sizeof err);
     if (rc == 0 && check_compute(&r, (uint64_t)o->seed, &res, err, sizeof err) != 0) rc = 1;
     if (rc != 0) {
         wp_error("%s", err);
@@ -231,9 +233,10 @@ int cmd_check(const wp_opts *o) {
     rc = ok ? 0 : 1;
     check_dump dump = {.dir = o->out, .opts = o, .L = &r.L, .inputs = r.inputs, .targets = r.targets, .tokens = r.T,
                        .params = r.params, .grads = r.grads, .loss = res.loss};
-    if (o->out[0] && check_dump_write(&dump, err, sizeof err) != 0) {
+    int wrc = o->out[0] ? check_dump_write(&dump, err, sizeof err) : 0;
+    if (wrc) {
         wp_error("%s", err);
-        rc = 1;
+        rc = wrc;
     }
     if (strcmp(o->format, "json") == 0)
         print_json(&r, &res, ok);

@@ -19,16 +19,15 @@ static int apply_break_hook(wp_schedule *s) {
     const char *name = getenv("WEIPIPE_SCHEDULE_BREAK");
     if (!name || !*name) return 0;
     wp_mutation m;
-    if (mutation_parse(name, &m) != 0) {
+    char err[256];
+    if (!mutation_parse(name, &m)) {
         wp_error("WEIPIPE_SCHEDULE_BREAK: '%s' is not a mutation (drop-send, swap-version, double-gw, reorder-recv, "
                  "free-early, drop-acc, update-early)", name);
         return 2;
     }
-    if (sched_mutate(s, m) != 0) {
-        wp_error("WEIPIPE_SCHEDULE_BREAK: %s finds nothing to break in this %s schedule", name, strategy_name(s->strategy));
-        return 2;
-    }
-    return 0;
+    int rc = sched_mutate(s, m, err, sizeof err);
+    if (rc) wp_error("WEIPIPE_SCHEDULE_BREAK: %s", err);
+    return rc;
 }
 
 static void title(char *out, size_t len, const wp_schedule *s, const wp_sim *sim, bool unit) {
@@ -47,7 +46,8 @@ static int write_svg(const char *path, const wp_schedule *s, const wp_sim *sim, 
         wp_error("--svg: cannot create '%s'", path);
         return 2;
     }
-    int bad = draw_svg(f, s, &sim->run, d);
+    draw_svg(f, s, &sim->run, d);
+    bool bad = ferror(f) != 0;
     if (fclose(f) != 0 || bad) {
         wp_error("--svg: writing '%s' failed", path);
         return 1;
@@ -138,11 +138,11 @@ int cmd_schedule(const wp_opts *o) {
     char err[1024];
     wp_format fmt = WP_FMT_TEXT;
     wp_strategy st;
-    if (format_parse(o->format, &fmt) != 0) {
+    if (!format_parse(o->format, &fmt)) {
         wp_error("--format: '%s' is not one of text, csv, json", o->format);
         return 2;
     }
-    if (strategy_parse(o->strategy, &st) != 0) {
+    if (!strategy_parse(o->strategy, &st)) {
         wp_error("--strategy: '%s' draws one strategy at a time (all is for simulate)", o->strategy);
         return 2;
     }
@@ -150,12 +150,14 @@ int cmd_schedule(const wp_opts *o) {
     wp_layout L;
     bool raised;
     int chunks = strategy_default_chunks(st, (int)o->nranks);
-    if (pipe_shape_from_opts(o, &ps, err, sizeof err) || layout_from_opts(o, ps.nranks, chunks, &L, &raised, err, sizeof err)) {
+    int rc = pipe_shape_from_opts(o, &ps, err, sizeof err);
+    if (rc == 0) rc = layout_from_opts(o, ps.nranks, chunks, &L, &raised, err, sizeof err);
+    if (rc) {
         wp_error("%s", err);
-        return 2;
+        return rc;
     }
     wp_schedule s;
-    int rc = schedule_generate(st, ps.nranks, ps.nmb, L.cfg.n_chunks, &ps.gen, &s, err, sizeof err);
+    rc = schedule_generate(st, ps.nranks, ps.nmb, L.cfg.n_chunks, &ps.gen, &s, err, sizeof err);
     if (rc) {
         wp_error("%s", err);
         layout_free(&L);

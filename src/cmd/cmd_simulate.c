@@ -146,13 +146,19 @@ static int one_own_layout(row *r, const wp_opts *o, const wp_pipe_shape *ps, con
     char err[1024];
     wp_layout L;
     bool raised;
-    if (layout_from_opts(o, ps->nranks, strategy_default_chunks(r->st, ps->nranks), &L, &raised, err, sizeof err)) {
+    int chunks = strategy_default_chunks(r->st, ps->nranks);
+    int rc = layout_from_opts(o, ps->nranks, chunks, &L, &raised, err, sizeof err);
+    if (rc == 2) {
         snprintf(r->note, sizeof r->note, "not simulated: %s", err);
         return 2;
     }
+    if (rc) {
+        wp_error("%s", err);
+        return 1;
+    }
     wp_costs c;
     costs_from_layout(&c, &L, ps->nranks, m);
-    int rc = one(r, ps, &L, &c, t, idx);
+    rc = one(r, ps, &L, &c, t, idx);
     layout_free(&L);
     return rc;
 }
@@ -206,7 +212,7 @@ int cmd_simulate(const wp_opts *o) {
     wp_machine m;
     wp_layout L;
     bool raised;
-    if (format_parse(o->format, &fmt) != 0) {
+    if (!format_parse(o->format, &fmt)) {
         wp_error("--format: '%s' is not one of text, csv, json", o->format);
         return 2;
     }
@@ -218,11 +224,12 @@ int cmd_simulate(const wp_opts *o) {
         wp_error("--device-tflops: simulate needs the speed of one rank in TFLOP/s (e.g. 312 for an A800 in fp16)");
         return 2;
     }
-    if (layout_from_opts(o, ps.nranks, ps.nranks, &L, &raised, err, sizeof err)) {
+    int rc = layout_from_opts(o, ps.nranks, ps.nranks, &L, &raised, err, sizeof err);
+    if (rc) {
         wp_error("%s", err);
-        return 2;
+        return rc;
     }
-    int rc = simulate_all(o, &ps, &L, &m, fmt);
+    rc = simulate_all(o, &ps, &L, &m, fmt);
     layout_free(&L);
     return rc;
 }

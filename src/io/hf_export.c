@@ -73,8 +73,9 @@ int hf_export(const wp_ckpt *c, const char *out_dir, wp_dtype dtype, char *err, 
     model_cfg_even_chunks(&cfg, 1); /* one chunk: the whole model in storage order */
     wp_layout L;
     char lerr[256], path[WP_PATH_MAX];
-    if (layout_build(&cfg, &L, lerr, sizeof lerr)) return io_fail(err, errlen, 2, "%s: %s", ckpt_dir(c), lerr);
-    int rc = fs_mkdirs(out_dir, err, errlen);
+    int rc = layout_build(&cfg, &L, lerr, sizeof lerr);
+    if (rc) return io_fail(err, errlen, rc, "%s: %s", ckpt_dir(c), lerr);
+    rc = fs_mkdirs(out_dir, err, errlen);
     if (rc == 0) rc = fs_join(path, sizeof path, out_dir, "model.safetensors", err, errlen);
     st_desc *descs = rc ? NULL : model_descs(&L, dtype);
     if (rc == 0 && !descs) rc = io_fail(err, errlen, 1, "export: out of memory");

@@ -61,7 +61,7 @@ static int backward_walk(wp_model *m, int chunk, const void *w, wp_acts *a, cons
     }
     if (cm->first && fused)
         kern_embedding_bwd(k, g_at(gw, gt, cm->embed), gt, a->tokens, m->sgx[0], d->T, d->h); /* dwte [V,h] */
-    if (kern_error(k)) return -1;
+    if (kern_error(k)) return 1;
     seg_backward_end(a);
     return 0;
 }
@@ -74,23 +74,23 @@ static int check_b_io(wp_model *m, const wp_chunk_map *cm, const void *g_out, co
 
 int model_backward_input(wp_model *m, int chunk, const void *w, wp_acts *a, const void *g_out, float dloss,
                          void *g_in) {
-    if (model_entry_check(m, chunk, a, "model_backward_input") != 0) return -1;
-    if (check_b_io(m, &m->chunks[chunk], g_out, g_in, "model_backward_input") != 0) return -1;
-    if (seg_backward_check(m, a, "model_backward_input") != 0) return -1;
+    if (model_entry_check(m, chunk, a, "model_backward_input") != 0) return 1;
+    if (check_b_io(m, &m->chunks[chunk], g_out, g_in, "model_backward_input") != 0) return 1;
+    if (seg_backward_check(m, a, "model_backward_input") != 0) return 1;
     if (a->kept_valid) {
         kern_set_error(m->k, "model_backward_input: chunk %d's previous B still awaits its W-pass", chunk);
-        return -1;
+        return 1;
     }
-    if (acts_reserve_kept(m, a) != 0) return -1;
+    if (acts_reserve_kept(m, a) != 0) return 1;
     return backward_walk(m, chunk, w, a, g_out, dloss, g_in, NULL, WP_F32);
 }
 
 int model_backward_weight(wp_model *m, int chunk, wp_acts *a, void *gw, wp_dtype gt) {
-    if (model_entry_check(m, chunk, a, "model_backward_weight") != 0) return -1;
-    if (check_gw(m, gw, gt, "model_backward_weight") != 0) return -1;
+    if (model_entry_check(m, chunk, a, "model_backward_weight") != 0) return 1;
+    if (check_gw(m, gw, gt, "model_backward_weight") != 0) return 1;
     if (!a->kept_valid) {
         kern_set_error(m->k, "model_backward_weight: chunk %d has no B to finish", chunk);
-        return -1;
+        return 1;
     }
     wp_kern *k = m->k;
     const wp_dims *d = &a->d;
@@ -101,14 +101,14 @@ int model_backward_weight(wp_model *m, int chunk, wp_acts *a, void *gw, wp_dtype
         block_backward_weight(k, d, &cm->blocks[i], &a->blocks[i], &a->kept[i], a->gx[i + 1], gw, gt);
     if (cm->first) kern_embedding_bwd(k, g_at(gw, gt, cm->embed), gt, a->tokens, a->gx[0], d->T, d->h);
     acts_release_kept(m, a);
-    return kern_error(k) ? -1 : 0;
+    return kern_error(k) ? 1 : 0;
 }
 
 int model_backward(wp_model *m, int chunk, const void *w, wp_acts *a, const void *g_out, float dloss, void *g_in,
                    void *gw, wp_dtype gt) {
-    if (model_entry_check(m, chunk, a, "model_backward") != 0) return -1;
-    if (check_b_io(m, &m->chunks[chunk], g_out, g_in, "model_backward") != 0) return -1;
-    if (check_gw(m, gw, gt, "model_backward") != 0) return -1;
-    if (seg_backward_check(m, a, "model_backward") != 0) return -1;
+    if (model_entry_check(m, chunk, a, "model_backward") != 0) return 1;
+    if (check_b_io(m, &m->chunks[chunk], g_out, g_in, "model_backward") != 0) return 1;
+    if (check_gw(m, gw, gt, "model_backward") != 0) return 1;
+    if (seg_backward_check(m, a, "model_backward") != 0) return 1;
     return backward_walk(m, chunk, w, a, g_out, dloss, g_in, gw, gt);
 }

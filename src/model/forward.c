@@ -3,14 +3,14 @@
 #include "model_impl.h"
 
 int model_entry_check(wp_model *m, int chunk, const wp_acts *a, const char *fn) {
-    if (kern_error(m->k)) return -1;
+    if (kern_error(m->k)) return 1;
     if (chunk < 0 || chunk >= m->L.cfg.n_chunks) {
         kern_set_error(m->k, "%s: chunk %d out of range [0, %d)", fn, chunk, m->L.cfg.n_chunks);
-        return -1;
+        return 1;
     }
     if (!a || a->chunk != chunk) {
         kern_set_error(m->k, "%s: activations of chunk %d passed for chunk %d", fn, a ? a->chunk : -1, chunk);
-        return -1;
+        return 1;
     }
     return 0;
 }
@@ -42,13 +42,13 @@ static int check_io(wp_model *m, const wp_chunk_map *cm, const void *x_in, const
 
 int model_forward(wp_model *m, int chunk, const void *w, wp_acts *a, const void *x_in, const int32_t *tokens,
                   const int32_t *targets, void *x_out, double *loss_sum) {
-    if (model_entry_check(m, chunk, a, "model_forward") != 0) return -1;
+    if (model_entry_check(m, chunk, a, "model_forward") != 0) return 1;
     wp_kern *k = m->k;
     const wp_dims *d = &a->d;
     const wp_chunk_map *cm = &m->chunks[chunk];
     const int n = cm->n_layers;
-    if (check_io(m, cm, x_in, tokens, targets, x_out) != 0) return -1;
-    if (seg_forward_begin(m, a, "model_forward") != 0) return -1;
+    if (check_io(m, cm, x_in, tokens, targets, x_out) != 0) return 1;
+    if (seg_forward_begin(m, a, "model_forward") != 0) return 1;
     a->tokens = tokens;
     a->targets = targets;
     void *x0 = n > 0 ? a->blocks[0].x : cm->last ? a->x_final : x_out;
@@ -63,5 +63,5 @@ int model_forward(wp_model *m, int chunk, const void *w, wp_acts *a, const void 
         block_forward(k, d, w, &cm->blocks[i], &A, seg_kv_of(m, a, i, &sbuf), out); /* out [T,h] */
     }
     if (cm->last) return head_forward(m, cm, w, a, loss_sum);
-    return kern_error(k) ? -1 : 0;
+    return kern_error(k) ? 1 : 0;
 }

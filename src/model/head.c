@@ -16,9 +16,9 @@ int head_forward(wp_model *m, const wp_chunk_map *cm, const void *w, wp_acts *a,
     kern_rmsnorm_fwd(k, a->n_final, a->rstd_final, a->x_final, w_at(d, w, cm->norm), d->T, d->h, d->eps); /* [T,h] */
     kern_lmhead_ce_fwd(k, a->losses, a->lse_head, a->n_final, w_at(d, w, cm->head), a->targets, d->T, d->h,
                        d->V);                                                   /* losses, lse [T] */
-    if (!loss_sum) return kern_error(k) ? -1 : 0;
+    if (!loss_sum) return kern_error(k) ? 1 : 0;
     kern_to_host(k, m->host_losses, a->losses, (size_t)d->T * sizeof(float));
-    if (kern_error(k)) return -1;
+    if (kern_error(k)) return 1;
     double sum = 0;
     for (int t = 0; t < d->T; t++) sum += m->host_losses[t];
     *loss_sum += sum;

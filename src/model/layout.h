@@ -67,6 +67,8 @@ typedef struct {
 /* Split L layers into n chunks as evenly as possible (earlier chunks get the extra layers). */
 void model_cfg_even_chunks(wp_model_cfg *cfg, int n_chunks);
 
+/* 0; 2 with a reason naming the flag when cfg's chunking is impossible (--num-chunks,
+ * --chunk-layers); 1 when memory runs out. Caller frees with layout_free. */
 int layout_build(const wp_model_cfg *cfg, wp_layout *L, char *err, size_t errlen);
 void layout_free(wp_layout *L);
 const wp_param *layout_find(const wp_layout *L, const char *name);

@@ -174,7 +174,7 @@ int acts_reserve_kept(wp_model *m, wp_acts *a) {
     a->kept_mem = kern_alloc(m->k, a->kept_bytes);
     if (!a->kept_mem) {
         a->kept_bytes = 0;
-        return -1;
+        return 1;
     }
     ar = (wp_arena){.base = a->kept_mem};
     acts_plan_kept(&m->L, a->chunk, &a->d, &ar, a);

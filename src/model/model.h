@@ -7,7 +7,13 @@
  *
  * Loss convention: the objective is dloss * sum over tokens of their cross-entropy; the caller
  * passes dloss = loss_scale / (tokens in the optimizer step), so gradients of all micro-batches
- * add up to the gradient of the mean loss (times the loss scale). */
+ * add up to the gradient of the mean loss (times the loss scale).
+ *
+ * Errors: the entry points below that return int (model_acts_relink, F, B, W-pass, fused
+ * backward) return 0, or 1 with the reason in the backend context's sticky error
+ * (kern_error(model_kern(m)): misuse such as a wrong chunk, a NULL buffer or segments out of
+ * order, or a failed kernel or allocation). Once that context holds an error they return 1 at
+ * once; those returning a pointer give NULL with a kern error instead. */
 #ifndef WP_MODEL_H
 #define WP_MODEL_H
 
@@ -40,7 +46,7 @@ size_t model_acts_bytes(const wp_layout *L, int chunk, wp_dtype compute, bool sp
  * A segment state [0, seq) is the same as model_acts_create's. NULL and a kern error on misuse. */
 wp_acts *model_acts_create_segment(wp_model *m, int chunk, int t0, int t1, wp_acts *prev);
 /* Link a segment state to a micro-batch's state of the segment before it (NULL for the first),
- * e.g. to reuse its memory for another micro-batch. 0, or -1 with a kern error on a mismatch. */
+ * e.g. to reuse its memory for another micro-batch. 0, or 1 with a kern error on a mismatch. */
 int model_acts_relink(wp_model *m, wp_acts *a, wp_acts *prev);
 /* model_acts_bytes for a segment state (its K/V and dK/dV accumulators included). */
 size_t model_acts_bytes_segment(const wp_layout *L, int chunk, wp_dtype compute, bool split_backward, int t0, int t1);

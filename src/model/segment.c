@@ -56,8 +56,8 @@ wp_acts *model_acts_create_segment(wp_model *m, int chunk, int t0, int t1, wp_ac
 }
 
 int model_acts_relink(wp_model *m, wp_acts *a, wp_acts *prev) {
-    if (kern_error(m->k)) return -1;
-    if (check_prev(m, a->chunk, a->d.pos0, a->d.pos0 + a->d.s, prev, "model_acts_relink") != 0) return -1;
+    if (kern_error(m->k)) return 1;
+    if (check_prev(m, a->chunk, a->d.pos0, a->d.pos0 + a->d.s, prev, "model_acts_relink") != 0) return 1;
     a->prev = prev;
     a->later_awaits_b = false;
     return 0;
@@ -152,12 +152,12 @@ int seg_forward_begin(wp_model *m, wp_acts *a, const char *fn) {
     if (a->d.pos0 > 0 && !a->prev) {
         kern_set_error(m->k, "%s: segment [%d, %d) of chunk %d is not linked to the segment before it", fn, a->d.pos0,
                        a->d.pos0 + a->d.s, a->chunk);
-        return -1;
+        return 1;
     }
     if (a->prev && a->prev->later_awaits_b) {
         kern_set_error(m->k, "%s: segment at %d of chunk %d: a later segment's F already ran without its B", fn,
                        a->prev->d.pos0, a->chunk);
-        return -1;
+        return 1;
     }
     if (a->dk_acc)
         for (int i = 0; i < m->L.cfg.chunk_layers[a->chunk]; i++) {
@@ -166,14 +166,14 @@ int seg_forward_begin(wp_model *m, wp_acts *a, const char *fn) {
         }
     a->later_awaits_b = false;
     if (a->prev) a->prev->later_awaits_b = true;
-    return kern_error(m->k) ? -1 : 0;
+    return kern_error(m->k) ? 1 : 0;
 }
 
 int seg_backward_check(wp_model *m, const wp_acts *a, const char *fn) {
     if (!a->later_awaits_b) return 0;
     kern_set_error(m->k, "%s: segment [%d, %d) of chunk %d before the B of the segment after it (Seq1F1B's backward is last in, first out)",
                    fn, a->d.pos0, a->d.pos0 + a->d.s, a->chunk);
-    return -1;
+    return 1;
 }
 
 void seg_backward_end(wp_acts *a) {

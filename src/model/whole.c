@@ -97,19 +97,19 @@ int whole_set_params(wp_whole *W, const float *params) {
         }
         /* round on the backend, through an fp32 staging copy */
         float *staging = kern_alloc(W->k, n * sizeof(float));
-        if (!staging) return -1;
+        if (!staging) return 1;
         kern_to_device(W->k, staging, src, n * sizeof(float));
         kern_convert(W->k, W->w[c], ct, staging, WP_F32, n);
         kern_sync(W->k);
         kern_free(W->k, staging);
     }
-    return kern_error(W->k) ? -1 : 0;
+    return kern_error(W->k) ? 1 : 0;
 }
 
 int whole_set_tokens(wp_whole *W, const int32_t *inputs, const int32_t *targets) {
     kern_to_device(W->k, W->inputs, inputs, W->T * sizeof(int32_t));
     kern_to_device(W->k, W->targets, targets, W->T * sizeof(int32_t));
-    return kern_error(W->k) ? -1 : 0;
+    return kern_error(W->k) ? 1 : 0;
 }
 
 static int forward_all(wp_whole *W, double *loss_mean) {
@@ -117,7 +117,7 @@ static int forward_all(wp_whole *W, double *loss_mean) {
     for (int c = 0; c < W->n_chunks; c++) {
         const void *x_in = c > 0 ? W->x[c - 1] : NULL;
         void *x_out = c < W->n_chunks - 1 ? W->x[c] : NULL;
-        if (model_forward(W->m, c, W->w[c], W->acts[c], x_in, W->inputs, W->targets, x_out, &loss_sum) != 0) return -1;
+        if (model_forward(W->m, c, W->w[c], W->acts[c], x_in, W->inputs, W->targets, x_out, &loss_sum) != 0) return 1;
     }
     *loss_mean = loss_sum / (double)W->T;
     return 0;
@@ -127,7 +127,7 @@ int whole_forward(wp_whole *W, double *loss_mean) { return forward_all(W, loss_m
 
 int whole_zero_grads(wp_whole *W) {
     for (int c = 0; c < W->n_chunks; c++) kern_zero(W->k, W->gw[c], W->L->chunk_numel[c] * wp_dtype_size(W->gt));
-    return kern_error(W->k) ? -1 : 0;
+    return kern_error(W->k) ? 1 : 0;
 }
 
 int whole_backward(wp_whole *W, bool split) {
@@ -138,13 +138,13 @@ int whole_backward(wp_whole *W, bool split) {
         int rc = split ? model_backward_input(W->m, c, W->w[c], W->acts[c], g_out, dloss, g_in)
                        : model_backward(W->m, c, W->w[c], W->acts[c], g_out, dloss, g_in, W->gw[c], W->gt);
         if (rc == 0 && split) rc = model_backward_weight(W->m, c, W->acts[c], W->gw[c], W->gt);
-        if (rc != 0) return -1;
+        if (rc != 0) return 1;
     }
     return 0;
 }
 
 int whole_step(wp_whole *W, bool split, double *loss_mean) {
-    if (whole_zero_grads(W) != 0 || forward_all(W, loss_mean) != 0) return -1;
+    if (whole_zero_grads(W) != 0 || forward_all(W, loss_mean) != 0) return 1;
     return whole_backward(W, split);
 }
 
@@ -160,10 +160,10 @@ int whole_get_grads(wp_whole *W, float *grads) {
          * the front (element i's fp32 slot never overlaps a bf16 element not yet read) */
         uint16_t *half = (uint16_t *)(dst + n) - n;
         kern_to_host(W->k, half, W->gw[c], n * sizeof(uint16_t));
-        if (kern_error(W->k)) return -1;
+        if (kern_error(W->k)) return 1;
         for (size_t i = 0; i < n; i++) dst[i] = wp_bf16_to_f32(half[i]);
     }
-    return kern_error(W->k) ? -1 : 0;
+    return kern_error(W->k) ? 1 : 0;
 }
 
 const void *whole_input_grad(const wp_whole *W, int c) { return c > 0 && c < W->n_chunks ? W->g[c - 1] : NULL; }

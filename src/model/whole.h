@@ -1,7 +1,10 @@
 /* The whole model on one rank, chunk after chunk: forward through every chunk, then the
  * backward from the last chunk to the first. What `weipipe check`, `weipipe bench` and the
  * model tests run; it exercises the same per-chunk entry points a pipeline schedule calls,
- * with the activations handed from chunk to chunk as a ring would. */
+ * with the activations handed from chunk to chunk as a ring would.
+ *
+ * The functions below that return int return 0, or 1 with the reason in the backend context's
+ * sticky error (kern_error of the wp_kern given to whole_create), as model.h's entry points do. */
 #ifndef WP_WHOLE_H
 #define WP_WHOLE_H
 

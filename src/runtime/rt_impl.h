@@ -54,7 +54,9 @@ struct wp_rt {
     rt_xfer_event *xev;
 };
 
-/* xfer.c */
+/* xfer.c. The int functions of this header but rt_xfer_begin (an index, below) return 0, or 1
+ * with one line in err; rt_fail writes that line (rank, step and the action under way before the
+ * reason) and returns 1. */
 int rt_fail(wp_rt *rt, char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 /* Poll every pending request and post the queued sends whose data arrived. */
 int rt_progress(wp_rt *rt, char *err, size_t errlen);
@@ -62,8 +64,10 @@ int rt_progress(wp_rt *rt, char *err, size_t errlen);
 int rt_wait(wp_rt *rt, rt_entry *e, bool writable, char *err, size_t errlen);
 /* Wait until no SEND is queued (before REDUCE: a relay must not wait behind a collective). */
 int rt_drain_deferred(wp_rt *rt, char *err, size_t errlen);
-/* events.c (cfg.record; otherwise they do nothing and return -1): a transfer posted now, its
- * end, and a wait of [t0, t1] (wp_now() times). */
+/* events.c (cfg.record; otherwise they do nothing): a transfer posted now, its end, and a wait
+ * of [t0, t1] (wp_now() times). rt_xfer_begin returns the new event's index, or -1 when nothing
+ * was recorded (recording off, or no memory for the event: recording is best effort): a
+ * sentinel that rt_xfer_end ignores, not an error code. */
 int rt_xfer_begin(wp_rt *rt, rt_xfer_kind kind, const rt_entry *e, int peer, int channel);
 void rt_xfer_end(wp_rt *rt, int ev);
 void rt_wait_event(wp_rt *rt, const char *what, double t0, double t1);

@@ -46,18 +46,18 @@ static int prepare_model(train_job *j, char *err, size_t errlen) {
         if (rc) return rc;
     }
     wp_strategy st; /* --num-chunks 0: the strategy's default (two per rank for interleaved-1f1b) */
-    if (!j->o.num_chunks && !j->o.chunk_layers[0] && strategy_parse(j->o.strategy, &st) == 0)
+    if (!j->o.num_chunks && !j->o.chunk_layers[0] && strategy_parse(j->o.strategy, &st))
         j->o.num_chunks = strategy_default_chunks(st, j->nranks);
     int rc = model_cfg_from_opts(&j->o, j->nranks, &cfg, err, errlen);
+    if (rc == 0) rc = layout_build(&cfg, &j->L, err, errlen);
     if (rc) return rc;
-    if (layout_build(&cfg, &j->L, err, errlen)) return 2;
     j->have_layout = true;
     return 0;
 }
 
 static int prepare_schedule(train_job *j, char *err, size_t errlen) {
     wp_strategy st;
-    if (strategy_parse(j->o.strategy, &st) != 0)
+    if (!strategy_parse(j->o.strategy, &st))
         return fail(err, errlen, 2, "--strategy: '%s' is not a strategy (weipipe train --help lists them)", j->o.strategy);
     if (j->o.seq_segments < 1 || j->o.seq_segments > WP_MAX_SEGMENTS)
         return fail(err, errlen, 2, "--seq-segments: %lld is not between 1 and %d", (long long)j->o.seq_segments,

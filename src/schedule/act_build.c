@@ -271,7 +271,7 @@ static void weights(builder *b, int r) {
     emit(b, n, SUB_REDUCE, act_chunk(WP_OP_REDUCE, 0, n));
 }
 
-static int build_rank(builder *b, int r) {
+static int build_rank(builder *b, int r, char *err, size_t errlen) {
     b->n_ev = 0;
     computes(b, r);
     weights(b, r);
@@ -280,7 +280,7 @@ static int build_rank(builder *b, int r) {
     if (b->oom) return 1;
     qsort(b->ev, (size_t)b->n_ev, sizeof *b->ev, cmp_ev);
     for (int i = 0; i < b->n_ev; i++)
-        if (sched_push(b->p->s, r, b->ev[i].a)) return 1;
+        if (sched_push(b->p->s, r, b->ev[i].a, err, errlen)) return 1;
     return 0;
 }
 
@@ -291,7 +291,7 @@ int act_build(act_plan *p, char *err, size_t errlen) {
     if (p->oom || index_ops(&b, err, errlen) || unit_timing(&b, err, errlen)) goto out;
     snprintf(err, errlen, "schedule: out of memory");
     for (int r = 0; r < b.N; r++)
-        if (build_rank(&b, r)) goto out;
+        if (build_rank(&b, r, err, errlen)) goto out;
     rc = 0;
 out:
     free(b.f_idx);

@@ -17,10 +17,11 @@ typedef struct {
     int step;           /* which step of the run to draw */
 } wp_draw_opts;
 
-/* 0, or 1 when writing fails. */
-int draw_svg(FILE *f, const wp_schedule *s, const wp_run *run, const wp_draw_opts *o);
+/* Like the printers of print.h these only write to f: the caller, which opened f and knows its
+ * name, checks ferror(f) and fclose(f) and reports a failed write. */
+void draw_svg(FILE *f, const wp_schedule *s, const wp_run *run, const wp_draw_opts *o);
 /* width: at most this many columns of 3 characters per row. */
-int draw_text(FILE *f, const wp_schedule *s, const wp_run *run, const wp_draw_opts *o, int width);
+void draw_text(FILE *f, const wp_schedule *s, const wp_run *run, const wp_draw_opts *o, int width);
 /* Processes pid_base + rank, named "<prefix>rank R"; events of every step; a time unit of the run
  * lasts `seconds` (1 for simulated seconds, 1e-3 to show the unit model in milliseconds). */
 void draw_trace(wp_trace *t, const wp_schedule *s, const wp_run *run, int pid_base, const char *prefix, double seconds);

@@ -48,7 +48,7 @@ static void row(FILE *f, const wp_run *run, int step, int rank, double t0, doubl
     fputs("|\n", f);
 }
 
-int draw_text(FILE *f, const wp_schedule *s, const wp_run *run, const wp_draw_opts *o, int width) {
+void draw_text(FILE *f, const wp_schedule *s, const wp_run *run, const wp_draw_opts *o, int width) {
     double t0 = 0, t1 = 1;
     if (!draw_window(run, o->step, &t0, &t1) || t1 <= t0) t1 = t0 + 1;
     double u = column_unit(run, o->step, t1 - t0, width > 0 ? width : 1);
@@ -57,5 +57,4 @@ int draw_text(FILE *f, const wp_schedule *s, const wp_run *run, const wp_draw_op
     fprintf(f, "one column = %g%s; F forward, b input gradient, w W-pass, B fused backward, a ACC, f FOLD, "
                "U UPDATE, r REDUCE wait; the number is the chunk\n", u, o->unit_time ? " (F = 1)" : " s");
     for (int r = 0; r < s->nranks; r++) row(f, run, o->step, r, t0, u, cols);
-    return ferror(f) ? 1 : 0;
 }

@@ -31,7 +31,7 @@ int engine_grow(void **p, int *cap, int need, size_t elem) {
 static int oom(eng *e) {
     if (!e->failed) {
         snprintf(e->err, e->errlen, "schedule: out of memory");
-        e->failed = -1;
+        e->failed = 1;
     }
     return ERROR;
 }

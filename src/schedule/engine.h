@@ -68,8 +68,10 @@ typedef struct {
 } wp_run;
 
 /* Run the lists `steps` times in a row (1..4) from the carried state. costs may be NULL (zero).
- * Returns 0; 1 with a one-line reason naming rank, action and what broke; -1 out of memory
- * (reason set too). run->record chooses whether events are kept; free with run_free. */
+ * Returns 0, or 1 with a one-line reason in err: the lists break an invariant (naming rank,
+ * action and what broke; the lists are the program's own output, so this is an internal
+ * failure, not bad input), the schedule's shape is out of range, or memory ran out.
+ * run->record chooses whether events are kept; free with run_free. */
 int engine_run(const wp_schedule *s, const wp_sizes *sz, const wp_costs *costs, int steps, bool record, wp_run *run,
              char *err, size_t errlen);
 void run_free(wp_run *run);

@@ -113,7 +113,7 @@ typedef struct {
     wp_run *run;
     char *err;
     size_t errlen;
-    int failed;
+    int failed;     /* 0, or 1 once a rule broke or memory ran out (err says which) */
     bool progress;
 } eng;
 

@@ -9,13 +9,15 @@
 typedef struct {
     wp_schedule *s;
     int r, turn, rc;
+    char *err;
+    size_t errlen;
     wp_buf pending[2]; /* sent buffers freed after the next compute */
     int n_pending;
 } prog;
 
 static void push(prog *p, wp_action a) {
     a.turn = p->turn;
-    if (!p->rc && sched_push(p->s, p->r, a)) p->rc = 1;
+    if (!p->rc) p->rc = sched_push(p->s, p->r, a, p->err, p->errlen);
 }
 
 static void free_pending(prog *p) {
@@ -28,10 +30,10 @@ static void send_after_compute(prog *p, wp_buf b, int peer, int ch) {
     p->pending[p->n_pending++] = b;
 }
 
-static int gen_rank(wp_schedule *s, int r) {
+static int gen_rank(wp_schedule *s, int r, char *err, size_t errlen) {
     const int N = s->nranks, M = s->nmb, last = N - 1;
     const int warm = N - r - 1 < M ? N - r - 1 : M;
-    prog p = {.s = s, .r = r};
+    prog p = {.s = s, .r = r, .err = err, .errlen = errlen};
     int nf = 0, nb = 0; /* forwards and backwards emitted */
     push(&p, act_buf(WP_OP_LOAD, buf_w(r, 0, WP_LANE_F), 0));
     if (r > 0) push(&p, act_xfer(WP_OP_RECV, buf_a(r - 1, 0), r - 1, WP_SCH_ACT, 0));
@@ -68,10 +70,9 @@ static int gen_rank(wp_schedule *s, int r) {
 int gen_1f1b(wp_schedule *s, char *err, size_t errlen) {
     for (int c = 0; c < s->nchunks; c++) s->owner[c] = c;
     s->split = false;
-    for (int r = 0; r < s->nranks; r++)
-        if (gen_rank(s, r)) {
-            snprintf(err, errlen, "schedule: out of memory");
-            return 1;
-        }
+    for (int r = 0; r < s->nranks; r++) {
+        int rc = gen_rank(s, r, err, errlen);
+        if (rc) return rc;
+    }
     return 0;
 }

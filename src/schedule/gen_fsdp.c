@@ -45,7 +45,9 @@ enum { RS_IN_FLIGHT = 2 };
 typedef struct {
     wp_schedule *s;
     int N, C, r, turn;
-    bool oom;
+    int rc; /* the first failed sched_push's, whose reason is in err */
+    char *err;
+    size_t errlen;
     rs_state rs[RS_IN_FLIGHT]; /* reduce-scatters under way, oldest first */
     int n_rs;
 } fsdp_rank;
@@ -54,7 +56,7 @@ static int ring(int a, int n) { return ((a % n) + n) % n; }
 
 static void put(fsdp_rank *g, wp_action a) {
     a.turn = g->turn;
-    if (sched_push(g->s, g->r, a)) g->oom = true;
+    if (!g->rc) g->rc = sched_push(g->s, g->r, a, g->err, g->errlen);
 }
 
 static wp_buf w_slice(const fsdp_rank *g, int c, int k) { return buf_slice(buf_w(c, 0, WP_LANE_F), ring(k, g->N), g->N); }
@@ -159,7 +161,7 @@ int gen_fsdp(wp_schedule *s, char *err, size_t errlen) {
     s->nslices = N > 1 ? N : 0;
     for (int c = 0; c < s->nchunks; c++) s->owner[c] = 0;
     for (int r = 0; r < N; r++) {
-        fsdp_rank g = {.s = s, .N = N, .C = s->nchunks, .r = r};
+        fsdp_rank g = {.s = s, .N = N, .C = s->nchunks, .r = r, .err = err, .errlen = errlen};
         gather(&g, 0);
         for (int i = 0; i < k; i++) {
             int mb = i * N + r;
@@ -170,10 +172,7 @@ int gen_fsdp(wp_schedule *s, char *err, size_t errlen) {
         }
         put(&g, act_chunk(WP_OP_REDUCE, 0, 0));
         for (int c = 0; c < s->nchunks; c++) put(&g, act_chunk(WP_OP_UPDATE, c, 0));
-        if (g.oom) {
-            snprintf(err, errlen, "schedule: out of memory");
-            return 1;
-        }
+        if (g.rc) return g.rc;
     }
     return 0;
 }

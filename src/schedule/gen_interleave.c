@@ -23,12 +23,11 @@ int gen_interleave(wp_schedule *s, char *err, size_t errlen) {
         for (int j = 0; j <= k; j++)
             for (int i = 0; i < N; i++) {
                 int t = w + j * N + i;
-                if (j < k) rc |= ring_add(&p, w, t, WP_OP_F, i, j * N + w);
-                if (j > 0) rc |= ring_add(&p, w, t, WP_OP_BW, N - 1 - i, (j - 1) * N + w);
+                if (j < k) rc |= ring_add(&p, w, t, WP_OP_F, i, j * N + w, err, errlen);
+                if (j > 0) rc |= ring_add(&p, w, t, WP_OP_BW, N - 1 - i, (j - 1) * N + w, err, errlen);
             }
     if (rc) {
         free(p.ops);
-        snprintf(err, errlen, "schedule: out of memory");
         return 1;
     }
     return ring_build(&p, err, errlen);

@@ -20,12 +20,11 @@ int gen_naive(wp_schedule *s, char *err, size_t errlen) {
     for (int w = 0; w < N; w++)
         for (int j = 0; j < k; j++) {
             int mb = j * N + w, t0 = w + 2 * N * j;
-            for (int c = 0; c < N; c++) rc |= ring_add(&p, w, t0 + c, WP_OP_F, c, mb);
-            for (int i = 0; i < N; i++) rc |= ring_add(&p, w, t0 + N + i, WP_OP_BW, N - 1 - i, mb);
+            for (int c = 0; c < N; c++) rc |= ring_add(&p, w, t0 + c, WP_OP_F, c, mb, err, errlen);
+            for (int i = 0; i < N; i++) rc |= ring_add(&p, w, t0 + N + i, WP_OP_BW, N - 1 - i, mb, err, errlen);
         }
     if (rc) {
         free(p.ops);
-        snprintf(err, errlen, "schedule: out of memory");
         return 1;
     }
     return ring_build(&p, err, errlen);

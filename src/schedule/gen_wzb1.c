@@ -21,18 +21,17 @@ int gen_wzb1(wp_schedule *s, char *err, size_t errlen) {
     ring_plan_init(&p, s, WP_LANE_B, false);
     int rc = 0;
     for (int w = 0; w < N; w++) {
-        for (int c = 0; c < N; c++) rc |= ring_add(&p, w, w + c, WP_OP_F, c, w);
+        for (int c = 0; c < N; c++) rc |= ring_add(&p, w, w + c, WP_OP_F, c, w, err, errlen);
         for (int j = 0; j < k; j++)
             for (int i = 0; i < N; i++) {
                 int tb = w + 2 * N * j + N + i, mb = j * N + w;
-                if (j + 1 < k) rc |= ring_add(&p, w, tb, WP_OP_F, i, mb + N);
-                rc |= ring_add(&p, w, tb, WP_OP_B, N - 1 - i, mb);
-                rc |= ring_add(&p, w, tb + N, WP_OP_W, N - 1 - i, mb);
+                if (j + 1 < k) rc |= ring_add(&p, w, tb, WP_OP_F, i, mb + N, err, errlen);
+                rc |= ring_add(&p, w, tb, WP_OP_B, N - 1 - i, mb, err, errlen);
+                rc |= ring_add(&p, w, tb + N, WP_OP_W, N - 1 - i, mb, err, errlen);
             }
     }
     if (rc) {
         free(p.ops);
-        snprintf(err, errlen, "schedule: out of memory");
         return 1;
     }
     return ring_build(&p, err, errlen);

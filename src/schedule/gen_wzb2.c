@@ -25,14 +25,13 @@ int gen_wzb2(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen) {
         for (int j = 0; j < k; j++) {
             int t0 = w + 3 * N * j, mb = j * N + w;
             for (int i = 0; i < N; i++) {
-                rc |= ring_add(&p, w, t0 + i, WP_OP_F, i, mb);
-                rc |= ring_add(&p, w, t0 + N + i, WP_OP_B, N - 1 - i, mb);
-                rc |= ring_add(&p, w, t0 + 2 * N + i, WP_OP_W, i, mb);
+                rc |= ring_add(&p, w, t0 + i, WP_OP_F, i, mb, err, errlen);
+                rc |= ring_add(&p, w, t0 + N + i, WP_OP_B, N - 1 - i, mb, err, errlen);
+                rc |= ring_add(&p, w, t0 + 2 * N + i, WP_OP_W, i, mb, err, errlen);
             }
         }
     if (rc) {
         free(p.ops);
-        snprintf(err, errlen, "schedule: out of memory");
         return 1;
     }
     return ring_build(&p, err, errlen);

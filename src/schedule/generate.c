@@ -65,10 +65,8 @@ int schedule_generate(wp_strategy s, int nranks, int nmb, int nchunks, const wp_
     int rc = schedule_check_shape(s, nranks, nmb, nchunks, err, errlen);
     if (!rc) rc = check_order(s, nranks, nmb, opt, err, errlen);
     if (rc) return rc;
-    if (sched_init(out, s, nranks, nmb, nchunks) != 0) {
-        snprintf(err, errlen, "schedule: out of memory");
-        return 1;
-    }
+    rc = sched_init(out, s, nranks, nmb, nchunks, err, errlen);
+    if (rc) return rc;
     switch (s) {
     case WP_STRAT_1F1B: rc = gen_1f1b(out, err, errlen); break;
     case WP_STRAT_NAIVE: rc = gen_naive(out, err, errlen); break;

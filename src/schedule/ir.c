@@ -13,13 +13,13 @@ static const char *const strategy_names[WP_STRAT_COUNT] = {
 
 const char *strategy_name(wp_strategy s) { return s < WP_STRAT_COUNT ? strategy_names[s] : "?"; }
 
-int strategy_parse(const char *name, wp_strategy *s) {
+bool strategy_parse(const char *name, wp_strategy *s) {
     for (int i = 0; i < WP_STRAT_COUNT; i++)
         if (strcmp(name, strategy_names[i]) == 0) {
             *s = (wp_strategy)i;
-            return 0;
+            return true;
         }
-    return -1;
+    return false;
 }
 
 const char *op_name(wp_op op) {
@@ -116,14 +116,19 @@ size_t buf_bytes(const wp_layout *L, wp_buf b) {
     }
 }
 
-int sched_init(wp_schedule *s, wp_strategy strategy, int nranks, int nmb, int nchunks) {
+static int oom(char *err, size_t errlen) {
+    snprintf(err, errlen, "schedule: out of memory");
+    return 1;
+}
+
+int sched_init(wp_schedule *s, wp_strategy strategy, int nranks, int nmb, int nchunks, char *err, size_t errlen) {
     memset(s, 0, sizeof *s);
     s->strategy = strategy;
     s->nranks = nranks;
     s->nmb = nmb;
     s->nchunks = nchunks;
     s->rank = calloc((size_t)nranks, sizeof *s->rank);
-    return s->rank ? 0 : -1;
+    return s->rank ? 0 : oom(err, errlen);
 }
 
 void sched_free(wp_schedule *s) {
@@ -147,23 +152,27 @@ static int grow(void **p, int *cap, int need, size_t elem) {
     return 0;
 }
 
-int sched_push(wp_schedule *s, int rank, wp_action a) {
+int sched_push(wp_schedule *s, int rank, wp_action a, char *err, size_t errlen) {
     wp_rank_prog *p = &s->rank[rank];
-    if (grow((void **)&p->a, &p->cap, p->n + 1, sizeof *p->a)) return -1;
+    if (grow((void **)&p->a, &p->cap, p->n + 1, sizeof *p->a)) return oom(err, errlen);
     p->a[p->n++] = a;
     return 0;
 }
 
-int sched_push_carry(wp_schedule *s, int rank, wp_buf b) {
+int sched_push_carry(wp_schedule *s, int rank, wp_buf b, char *err, size_t errlen) {
     wp_rank_prog *p = &s->rank[rank];
-    if (grow((void **)&p->carry, &p->cap_carry, p->n_carry + 1, sizeof *p->carry)) return -1;
+    if (grow((void **)&p->carry, &p->cap_carry, p->n_carry + 1, sizeof *p->carry)) return oom(err, errlen);
     p->carry[p->n_carry++] = b;
     return 0;
 }
 
-int sched_insert(wp_schedule *s, int rank, int i, wp_action a) {
+int sched_insert(wp_schedule *s, int rank, int i, wp_action a, char *err, size_t errlen) {
     wp_rank_prog *p = &s->rank[rank];
-    if (i < 0 || i > p->n || grow((void **)&p->a, &p->cap, p->n + 1, sizeof *p->a)) return -1;
+    if (i < 0 || i > p->n) {
+        snprintf(err, errlen, "schedule: insert at %d of rank %d's %d actions", i, rank, p->n);
+        return 2;
+    }
+    if (grow((void **)&p->a, &p->cap, p->n + 1, sizeof *p->a)) return oom(err, errlen);
     memmove(p->a + i + 1, p->a + i, (size_t)(p->n - i) * sizeof *p->a);
     p->a[i] = a;
     p->n++;

@@ -196,8 +196,9 @@ typedef struct {
 
 /* Names. */
 const char *strategy_name(wp_strategy s);
-/* 0 and *s set, or -1 for an unknown name. */
-int strategy_parse(const char *name, wp_strategy *s);
+/* Whether name is a strategy (then *s is set). A question, not a fallible call: it has no err
+ * because each caller words the refusal for its own command (schedule: "all is for simulate"). */
+bool strategy_parse(const char *name, wp_strategy *s);
 const char *op_name(wp_op op);
 const char *channel_name(int ch);
 /* "W[3]@0", "W[3]@0.b", "GW[3]", "A[2][5]", "GA[2][5]" */
@@ -222,13 +223,16 @@ bool sched_owns(const wp_schedule *s, int rank, int chunk, int slice);
  * (b*s*h values) in the activation dtype. */
 size_t buf_bytes(const wp_layout *L, wp_buf b);
 
-/* Building and freeing. sched_init returns 0, or -1 when memory runs out. */
-int sched_init(wp_schedule *s, wp_strategy strategy, int nranks, int nmb, int nchunks);
+/* Building and freeing. sched_init, sched_push (append an action to a rank's list) and
+ * sched_push_carry (add a buffer the rank holds when the step begins) return 0, or 1 with
+ * "schedule: out of memory" in err. */
+int sched_init(wp_schedule *s, wp_strategy strategy, int nranks, int nmb, int nchunks, char *err, size_t errlen);
 void sched_free(wp_schedule *s);
-int sched_push(wp_schedule *s, int rank, wp_action a);
-int sched_push_carry(wp_schedule *s, int rank, wp_buf b);
-/* Insert at position i (0..n) or delete position i of a rank's list: for the mutation tests. */
-int sched_insert(wp_schedule *s, int rank, int i, wp_action a);
+int sched_push(wp_schedule *s, int rank, wp_action a, char *err, size_t errlen);
+int sched_push_carry(wp_schedule *s, int rank, wp_buf b, char *err, size_t errlen);
+/* Insert at position i (0..n) or delete position i of a rank's list: for the mutation tests.
+ * sched_insert returns 0; 2 with a reason when i is outside 0..n; 1 when memory runs out. */
+int sched_insert(wp_schedule *s, int rank, int i, wp_action a, char *err, size_t errlen);
 void sched_delete(wp_schedule *s, int rank, int i);
 
 /* Action constructors. */

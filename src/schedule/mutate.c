@@ -1,6 +1,7 @@
 /* Mutations for the validator's tests (mutate.h). */
 #include "mutate.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static const struct {
@@ -18,13 +19,13 @@ static const struct {
 const char *mutation_name(wp_mutation m) { return m < WP_MUT_COUNT ? table[m].name : "?"; }
 const char *mutation_expect(wp_mutation m) { return m < WP_MUT_COUNT ? table[m].expect : "?"; }
 
-int mutation_parse(const char *name, wp_mutation *m) {
+bool mutation_parse(const char *name, wp_mutation *m) {
     for (int i = 0; i < WP_MUT_COUNT; i++)
         if (strcmp(name, table[i].name) == 0) {
             *m = (wp_mutation)i;
-            return 0;
+            return true;
         }
-    return -1;
+    return false;
 }
 
 /* First action (rank-major) with op; -1 when none. */
@@ -56,8 +57,9 @@ static int reorder_recv(wp_schedule *s) {
     return -1;
 }
 
-/* Move the FREE of the first weights a compute reads to just before that compute. */
-static int free_early(wp_schedule *s) {
+/* Move the FREE of the first weights a compute reads to just before that compute. -1 when there
+ * is none; else sched_insert's code. */
+static int free_early(wp_schedule *s, char *err, size_t errlen) {
     for (int r = 0; r < s->nranks; r++) {
         wp_rank_prog *p = &s->rank[r];
         for (int i = 0; i < p->n; i++) {
@@ -67,26 +69,27 @@ static int free_early(wp_schedule *s) {
                 if (p->a[j].op == WP_OP_FREE && buf_eq(p->a[j].buf, a.buf)) {
                     wp_action f = p->a[j];
                     sched_delete(s, r, j);
-                    return sched_insert(s, r, i, f);
+                    return sched_insert(s, r, i, f, err, errlen);
                 }
         }
     }
     return -1;
 }
 
-static int update_early(wp_schedule *s) {
+static int update_early(wp_schedule *s, char *err, size_t errlen) {
     int r, i = find_op(s, WP_OP_UPDATE, &r);
     if (i < 0) return -1;
     for (int j = i - 1; j >= 0; j--)
         if (s->rank[r].a[j].op == WP_OP_REDUCE) {
             wp_action u = s->rank[r].a[i];
             sched_delete(s, r, i);
-            return sched_insert(s, r, j, u);
+            return sched_insert(s, r, j, u, err, errlen);
         }
     return -1;
 }
 
-int sched_mutate(wp_schedule *s, wp_mutation m) {
+/* -1 when the schedule offers no place for m; else 0 or sched_insert's code. */
+static int apply(wp_schedule *s, wp_mutation m, char *err, size_t errlen) {
     int r, i;
     switch (m) {
     case WP_MUT_DROP_SEND:
@@ -103,15 +106,27 @@ int sched_mutate(wp_schedule *s, wp_mutation m) {
         if (iw < 0 && ib < 0) return -1;
         if (iw < 0) i = ib, r = rb;
         else i = iw;
-        return sched_insert(s, r, i + 1, s->rank[r].a[i]);
+        return sched_insert(s, r, i + 1, s->rank[r].a[i], err, errlen);
     }
     case WP_MUT_REORDER_RECV: return reorder_recv(s);
-    case WP_MUT_FREE_EARLY: return free_early(s);
+    case WP_MUT_FREE_EARLY: return free_early(s, err, errlen);
     case WP_MUT_DROP_ACC:
         if ((i = find_op(s, WP_OP_ACC, &r)) < 0) return -1;
         sched_delete(s, r, i);
         return 0;
-    case WP_MUT_UPDATE_EARLY: return update_early(s);
+    case WP_MUT_UPDATE_EARLY: return update_early(s, err, errlen);
     default: return -1;
     }
+}
+
+int sched_mutate(wp_schedule *s, wp_mutation m, char *err, size_t errlen) {
+    if (m >= WP_MUT_COUNT) {
+        snprintf(err, errlen, "mutation %d is not one of mutate.h's %d", (int)m, WP_MUT_COUNT);
+        return 2;
+    }
+    int rc = apply(s, m, err, errlen);
+    if (rc >= 0) return rc;
+    snprintf(err, errlen, "%s finds nothing to break in this %s schedule", mutation_name(m),
+             strategy_name(s->strategy));
+    return 2;
 }

@@ -18,13 +18,16 @@ typedef enum {
 } wp_mutation;
 
 const char *mutation_name(wp_mutation m);
-int mutation_parse(const char *name, wp_mutation *m);
+/* Whether name is a mutation (then *m is set). A question, not a fallible call: it has no err
+ * because its caller (the WEIPIPE_SCHEDULE_BREAK hook) lists the names in its own refusal. */
+bool mutation_parse(const char *name, wp_mutation *m);
 /* Phrases, separated by '|', one of which the validator's message contains when it catches this
  * mutation (a dropped send shows as the next send pairing with the wrong receive, or as a
  * deadlock, depending on what follows it). */
 const char *mutation_expect(wp_mutation m);
-/* Apply m at its first opportunity (lowest rank, earliest action). 0, or -1 when the schedule
- * offers none (e.g. no SEND with one rank, no ACC in 1f1b), or memory runs out. */
-int sched_mutate(wp_schedule *s, wp_mutation m);
+/* Apply m at its first opportunity (lowest rank, earliest action). 0; 2 with a reason naming m
+ * and the strategy when the schedule offers none (e.g. no SEND with one rank, no ACC in 1f1b);
+ * 1 with a reason when memory runs out. */
+int sched_mutate(wp_schedule *s, wp_mutation m, char *err, size_t errlen);
 
 #endif

@@ -4,14 +4,14 @@
 
 #include <string.h>
 
-int format_parse(const char *name, wp_format *f) {
+bool format_parse(const char *name, wp_format *f) {
     static const char *const names[] = {"text", "csv", "json"};
     for (int i = 0; i < 3; i++)
         if (strcmp(name, names[i]) == 0) {
             *f = (wp_format)i;
-            return 0;
+            return true;
         }
-    return -1;
+    return false;
 }
 
 char *fmt_bytes(char *out, size_t len, double b) {

@@ -9,8 +9,9 @@
 
 typedef enum { WP_FMT_TEXT = 0, WP_FMT_CSV, WP_FMT_JSON } wp_format;
 
-/* 0 and *f set, or -1 for an unknown name. */
-int format_parse(const char *name, wp_format *f);
+/* Whether name is a format (then *f is set). A question, not a fallible call: it has no err
+ * because each caller words the refusal itself (naming --format and the formats it prints). */
+bool format_parse(const char *name, wp_format *f);
 
 void print_schedule_text(FILE *f, const wp_schedule *s);
 void print_schedule_csv(FILE *f, const wp_schedule *s);

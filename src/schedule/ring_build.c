@@ -13,6 +13,8 @@ typedef struct {
 
 typedef struct {
     ring_plan *p;
+    char *err; /* holds "schedule: out of memory" while the lists are built */
+    size_t errlen;
     int N, C;
     rb_ev *ev;
     int n_ev, cap_ev, seq;
@@ -38,11 +40,14 @@ void ring_plan_init(ring_plan *p, wp_schedule *s, int gw_lane, bool stage) {
     p->stage = stage;
 }
 
-int ring_add(ring_plan *p, int rank, int turn, wp_op op, int chunk, int mb) {
+int ring_add(ring_plan *p, int rank, int turn, wp_op op, int chunk, int mb, char *err, size_t errlen) {
     if (p->n_ops == p->cap_ops) {
         int nc = p->cap_ops ? 2 * p->cap_ops : 256;
         rb_op *q = realloc(p->ops, (size_t)nc * sizeof *q);
-        if (!q) return -1;
+        if (!q) {
+            snprintf(err, errlen, "schedule: out of memory");
+            return 1;
+        }
         p->ops = q;
         p->cap_ops = nc;
     }
@@ -147,7 +152,7 @@ static void weights_segment(builder *b, int st, int c, int ts, int te, bool carr
     wp_buf w = buf_w(c, 0, st);
     int ch = st == ST_WF ? WP_SCH_WFWD : WP_SCH_WBWD;
     if (carried) {
-        if (sched_push_carry(b->p->s, pos(b, st, c, ts), w)) b->oom = true;
+        if (sched_push_carry(b->p->s, pos(b, st, c, ts), w, b->err, b->errlen)) b->oom = true;
         b->staged[c] = true;
     } else {
         emit(b, pos(b, st, c, ts), ts, 2, st, c, act_buf(WP_OP_LOAD, w, ts));
@@ -240,14 +245,15 @@ static int finish(builder *b) {
         if (b->ev[i].turn > last) last = b->ev[i].turn;
     qsort(b->ev, (size_t)b->n_ev, sizeof *b->ev, cmp_ev);
     for (int i = 0; i < b->n_ev; i++)
-        if (sched_push(s, b->ev[i].rank, b->ev[i].a)) return 1;
+        if (sched_push(s, b->ev[i].rank, b->ev[i].a, b->err, b->errlen)) return 1;
     int end = last + 1;
     for (int r = 0; r < b->N; r++) {
-        if (sched_push(s, r, act_chunk(WP_OP_REDUCE, 0, end))) return 1;
+        if (sched_push(s, r, act_chunk(WP_OP_REDUCE, 0, end), b->err, b->errlen)) return 1;
         for (int c = 0; c < b->C; c++)
-            if (s->owner[c] == r && sched_push(s, r, act_chunk(WP_OP_UPDATE, c, end))) return 1;
+            if (s->owner[c] == r && sched_push(s, r, act_chunk(WP_OP_UPDATE, c, end), b->err, b->errlen)) return 1;
         for (int c = 0; c < b->C; c++)
-            if (s->owner[c] == r && b->staged[c] && sched_push(s, r, act_buf(WP_OP_LOAD, buf_w(c, 1, WP_LANE_F), end)))
+            if (s->owner[c] == r && b->staged[c] &&
+                sched_push(s, r, act_buf(WP_OP_LOAD, buf_w(c, 1, WP_LANE_F), end), b->err, b->errlen))
                 return 1;
     }
     return 0;
@@ -265,6 +271,8 @@ int ring_build(ring_plan *p, char *err, size_t errlen) {
     snprintf(err, errlen, "schedule: out of memory");
     if (!b) goto out;
     b->p = p;
+    b->err = err;
+    b->errlen = errlen;
     b->N = p->s->nranks;
     b->C = p->s->nchunks;
     qsort(p->ops, (size_t)p->n_ops, sizeof *p->ops, cmp_op);

@@ -50,8 +50,9 @@ typedef struct {
 } ring_plan;
 
 void ring_plan_init(ring_plan *p, wp_schedule *s, int gw_lane, bool stage);
-/* Rank `rank` runs op on (chunk, mb) in `turn`; ops of one turn run in the order added. */
-int ring_add(ring_plan *p, int rank, int turn, wp_op op, int chunk, int mb);
+/* Rank `rank` runs op on (chunk, mb) in `turn`; ops of one turn run in the order added. 0, or 1
+ * with "schedule: out of memory" in err (the plan keeps the ops added before). */
+int ring_add(ring_plan *p, int rank, int turn, wp_op op, int chunk, int mb, char *err, size_t errlen);
 /* Emit every rank's list into p->s. 0, or 1 with a reason (out of memory, or an op placed where
  * its stream is not). Frees the plan either way. */
 int ring_build(ring_plan *p, char *err, size_t errlen);

@@ -63,7 +63,7 @@ int simulate(const wp_schedule *s, const wp_layout *L, const wp_costs *c, bool r
     out->rank_sent = calloc((size_t)N, sizeof *out->rank_sent);
     if (!out->rank_bubble || !out->rank_peak || !out->rank_sent) {
         snprintf(err, errlen, "schedule: out of memory");
-        return -1;
+        return 1;
     }
     out->step_s = out->run.step_end[1] - out->run.step_end[0];
     double tokens = L ? (double)sched_samples(s) * L->cfg.mb * L->cfg.seq : (double)sched_samples(s);

@@ -53,8 +53,8 @@ typedef struct {
     wp_run run;                 /* events of both steps when recorded */
 } wp_sim;
 
-/* L may be NULL only with the unit model (no bytes then). Returns 0, 1 (the lists break an
- * invariant; err says where), -1 out of memory. Free with sim_free. */
+/* L may be NULL only with the unit model (no bytes then). Returns 0, or 1 with the reason in err
+ * (the lists break an invariant, naming where, or memory ran out). Free with sim_free. */
 int simulate(const wp_schedule *s, const wp_layout *L, const wp_costs *c, bool record, wp_sim *out, char *err,
              size_t errlen);
 void sim_free(wp_sim *out);

@@ -52,18 +52,18 @@ static void test_bad_flags(void) {
 static void test_units(void) {
     double v;
     int64_t s;
-    EXPECT(cli_parse_rate("10Gbit", &v) == 0 && fabs(v - 1.25e9) < 1, "10Gbit -> %g", v);
-    EXPECT(cli_parse_rate("400GByte", &v) == 0 && fabs(v - 4e11) < 1, "400GByte -> %g", v);
-    EXPECT(cli_parse_rate("1.5Mbit/s", &v) == 0 && fabs(v - 187500) < 1e-6, "1.5Mbit/s -> %g", v);
-    EXPECT(cli_parse_rate("0", &v) == 0 && v == 0, "0 -> %g", v);
-    EXPECT(cli_parse_rate("-1Gbit", &v) != 0, "negative rate accepted");
-    EXPECT(cli_parse_time("20us", &v) == 0 && fabs(v - 20e-6) < 1e-15, "20us -> %g", v);
-    EXPECT(cli_parse_time("5ms", &v) == 0 && fabs(v - 5e-3) < 1e-15, "5ms -> %g", v);
-    EXPECT(cli_parse_time("2m", &v) == 0 && v == 120, "2m -> %g", v);
-    EXPECT(cli_parse_time("30", &v) == 0 && v == 30, "30 -> %g", v);
-    EXPECT(cli_parse_size("80G", &s) == 0 && s == 80ll << 30, "80G -> %lld", (long long)s);
-    EXPECT(cli_parse_size("512MiB", &s) == 0 && s == 512ll << 20, "512MiB -> %lld", (long long)s);
-    EXPECT(cli_parse_size("1e30", &s) != 0, "1e30 bytes accepted");
+    EXPECT(cli_parse_rate("10Gbit", &v) && fabs(v - 1.25e9) < 1, "10Gbit -> %g", v);
+    EXPECT(cli_parse_rate("400GByte", &v) && fabs(v - 4e11) < 1, "400GByte -> %g", v);
+    EXPECT(cli_parse_rate("1.5Mbit/s", &v) && fabs(v - 187500) < 1e-6, "1.5Mbit/s -> %g", v);
+    EXPECT(cli_parse_rate("0", &v) && v == 0, "0 -> %g", v);
+    EXPECT(!cli_parse_rate("-1Gbit", &v), "negative rate accepted");
+    EXPECT(cli_parse_time("20us", &v) && fabs(v - 20e-6) < 1e-15, "20us -> %g", v);
+    EXPECT(cli_parse_time("5ms", &v) && fabs(v - 5e-3) < 1e-15, "5ms -> %g", v);
+    EXPECT(cli_parse_time("2m", &v) && v == 120, "2m -> %g", v);
+    EXPECT(cli_parse_time("30", &v) && v == 30, "30 -> %g", v);
+    EXPECT(cli_parse_size("80G", &s) && s == 80ll << 30, "80G -> %lld", (long long)s);
+    EXPECT(cli_parse_size("512MiB", &s) && s == 512ll << 20, "512MiB -> %lld", (long long)s);
+    EXPECT(!cli_parse_size("1e30", &s), "1e30 bytes accepted");
 }
 
 /* Random values for every numeric model flag, written as INI and read back. */

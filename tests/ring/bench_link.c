@@ -54,7 +54,8 @@ int main(int argc, char **argv) {
     }
     int64_t bytes;
     double bw, lat;
-    if (cli_parse_size(argv[2], &bytes) || cli_parse_rate(argv[3], &bw) || cli_parse_time(argv[4], &lat) || bytes < 0) {
+    if (!cli_parse_size(argv[2], &bytes) || !cli_parse_rate(argv[3], &bw) || !cli_parse_time(argv[4], &lat) ||
+        bytes < 0) {
         fprintf(stderr, "bench_link: cannot read '%s %s %s' as bytes, bandwidth, latency\n", argv[2], argv[3], argv[4]);
         return 2;
     }

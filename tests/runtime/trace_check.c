@@ -159,7 +159,7 @@ int main(int argc, char **argv) {
     wp_strategy st;
     wp_schedule s;
     if (N > MAX_RANKS || model_cfg_from_opts(&o, N, &cfg, err, sizeof err) || layout_build(&cfg, &L, err, sizeof err) ||
-        strategy_parse(o.strategy, &st) || schedule_generate(st, N, M, cfg.n_chunks, NULL, &s, err, sizeof err))
+        !strategy_parse(o.strategy, &st) || schedule_generate(st, N, M, cfg.n_chunks, NULL, &s, err, sizeof err))
         return fprintf(stderr, "cannot build the run's schedule: %s\n", err), 2;
     wp_costs pace;
     wp_machine m = {.flops = o.device_tflops * 1e12};

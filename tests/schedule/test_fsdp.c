@@ -136,6 +136,7 @@ static const char *const expect[B_COUNT] = {
 static int apply(wp_schedule *s, breakage b) {
     const int r = 1; /* a middle rank */
     int i;
+    char err[256];
     switch (b) {
     case B_DROP_FOLD:
         if ((i = nth(s, r, WP_OP_FOLD, -1, 0, 1)) < 0) return -1;
@@ -143,7 +144,7 @@ static int apply(wp_schedule *s, breakage b) {
         return 0;
     case B_DOUBLE_FOLD:
         if ((i = nth(s, r, WP_OP_FOLD, -1, 0, 1)) < 0) return -1;
-        return sched_insert(s, r, i + 1, s->rank[r].a[i]);
+        return sched_insert(s, r, i + 1, s->rank[r].a[i], err, sizeof err);
     case B_DROP_OWN_ACC:
         if ((i = nth(s, r, WP_OP_ACC, WP_BUF_GW, WP_LANE_OWN, 0)) < 0) return -1;
         sched_delete(s, r, i);

@@ -43,7 +43,7 @@ static void mutations(wp_strategy st, int N) {
             EXPECT(0, "%s N=%d: %s", strategy_name(st), N, err);
             return;
         }
-        if (sched_mutate(&s, (wp_mutation)m) == 0) {
+        if (sched_mutate(&s, (wp_mutation)m, err, sizeof err) == 0) {
             applied++;
             int rc = validate(&s, err, sizeof err);
             bool ok = rc == 1 && mentions(err, mutation_expect((wp_mutation)m)) && strstr(err, "rank ");
@@ -65,7 +65,8 @@ static void mutations(wp_strategy st, int N) {
 /* Rank 0 runs micro-batch 0 through both chunks; rank 1 owns chunk 1 and lends its weights. With
  * fork set, rank 0 sends its gradient of chunk 1 twice and rank 1 drains both copies. */
 static void handmade(wp_schedule *s, bool fork, bool late_send) {
-    sched_init(s, WP_STRAT_NAIVE, 2, 1, 2);
+    char err[256];
+    sched_init(s, WP_STRAT_NAIVE, 2, 1, 2, err, sizeof err);
     s->owner[0] = 0;
     s->owner[1] = 1;
     wp_action r0[] = {
@@ -100,13 +101,13 @@ static void handmade(wp_schedule *s, bool fork, bool late_send) {
         act_chunk(WP_OP_UPDATE, 1, 0),
     };
     for (size_t i = 0; i < sizeof r0 / sizeof r0[0]; i++)
-        if (fork || i != 8) sched_push(s, 0, r0[i]);
+        if (fork || i != 8) sched_push(s, 0, r0[i], err, sizeof err);
     for (size_t i = 0; i < sizeof r1 / sizeof r1[0]; i++) {
         if (late_send && (i == 1 || i == 2)) continue;
-        if (fork || i < 6 || i > 8) sched_push(s, 1, r1[i]);
+        if (fork || i < 6 || i > 8) sched_push(s, 1, r1[i], err, sizeof err);
         if (late_send && i == 4) { /* lend the weights only after draining the gradient they produce */
-            sched_push(s, 1, r1[1]);
-            sched_push(s, 1, r1[2]);
+            sched_push(s, 1, r1[1], err, sizeof err);
+            sched_push(s, 1, r1[2], err, sizeof err);
         }
     }
 }

@@ -165,7 +165,8 @@ static void link_bound(void) {
 static void link_model(void) {
     wp_layout L = llama(2, 2, 64, 8, 1, 256);
     wp_schedule s;
-    sched_init(&s, WP_STRAT_NAIVE, 2, 1, 2);
+    char err[512];
+    sched_init(&s, WP_STRAT_NAIVE, 2, 1, 2, err, sizeof err);
     s.owner[0] = s.owner[1] = 0;
     wp_buf w0 = buf_w(0, 0, 0), w1 = buf_w(1, 0, 0), g0 = buf_gw(0), g1 = buf_gw(1);
     wp_action r0[] = {
@@ -185,14 +186,13 @@ static void link_model(void) {
         act_buf(WP_OP_FREE, w0, 0), act_buf(WP_OP_FREE, w1, 0), act_buf(WP_OP_FREE, g0, 0), act_buf(WP_OP_FREE, g1, 0),
         act_chunk(WP_OP_REDUCE, 0, 0),
     };
-    for (size_t i = 0; i < sizeof r0 / sizeof r0[0]; i++) sched_push(&s, 0, r0[i]);
-    for (size_t i = 0; i < sizeof r1 / sizeof r1[0]; i++) sched_push(&s, 1, r1[i]);
+    for (size_t i = 0; i < sizeof r0 / sizeof r0[0]; i++) sched_push(&s, 0, r0[i], err, sizeof err);
+    for (size_t i = 0; i < sizeof r1 / sizeof r1[0]; i++) sched_push(&s, 1, r1[i], err, sizeof err);
     wp_costs c;
     memset(&c, 0, sizeof c);
     c.link_bw = c.node_bw = 1e6;
     c.link_lat = c.node_lat = 1e-3;
     wp_sim sim;
-    char err[512];
     int rc = simulate(&s, &L, &c, true, &sim, err, sizeof err);
     EXPECT(rc == 0, "link model: %s", err);
     double S0 = (double)buf_bytes(&L, w0) / 1e6, S1 = (double)buf_bytes(&L, w1) / 1e6; /* seconds alone on the link */
