@@ -2,6 +2,7 @@
  * transports with the openers of local and tcp (the RDMA ones are in conformance_ib.c). */
 #include "conformance.h"
 
+#include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -382,6 +383,7 @@ static int expect_says(wp_rank_ctx *ctx, wp_transport *t, const char *what, char
 typedef struct fail_run {
     conf_transport *X;
     const conf_fail *F;
+    atomic_int reported; /* threads: ranks that have their message */
 } fail_run;
 
 static int fail_rank(wp_rank_ctx *ctx, void *arg) {
@@ -405,12 +407,20 @@ static int fail_rank(wp_rank_ctx *ctx, void *arg) {
     int rc = 0;
     if (ctx->rank != F->culprit || R->X->tells_culprit) rc = expect_says(ctx, t, F->name, msg, sizeof msg, F->says[ctx->rank]);
     else printf("%s: rank %d: the culprit, not told by %s\n", F->name, ctx->rank, R->X->name);
+    /* Ranks as threads: stay until both have their message (at most 5 s), so that neither closes
+     * its transport while the other is still learning why the job failed: a close is news of its
+     * own, and could reach the other rank first. */
+    if (R->X->threads) {
+        atomic_int *reported = (atomic_int *)&R->reported;
+        atomic_fetch_add(reported, 1);
+        for (double end = wp_now() + 5; atomic_load(reported) < 2 && wp_now() < end;) nap(0.005);
+    }
     free(buf);
     return rc;
 }
 
 void conf_expect_failure(conf_transport *X, const conf_fail *F) {
-    fail_run R = {X, F};
+    fail_run R = {.X = X, .F = F};
     run_case(X, F->name, 2, fail_rank, &R, NULL);
 }
 
