@@ -121,17 +121,49 @@ static int master_vars(wp_boot_info *bi, wp_getenv_fn get, void *ctx, char *err,
     return 0;
 }
 
+/* The job's secret (optional: without it the ranks are not authenticated, as with NCCL or gloo)
+ * and its id, which tells two jobs at the same MASTER_ADDR:MASTER_PORT apart: WEIPIPE_JOB_ID
+ * (weipipe's own launcher sets it), else the id of the launcher that started this rank. */
 static int job_vars(wp_boot_info *bi, wp_getenv_fn get, void *ctx, char *err, size_t errlen) {
-    if (str_var(get, ctx, "WEIPIPE_SECRET", bi->secret, sizeof bi->secret, err, errlen)) {
-        snprintf(err, errlen, "WEIPIPE_SECRET is not set or too long (give every rank of the job the same string "
-                              "of at most 63 characters; 'weipipe train --nranks N' sets it)");
+    const char *secret = get_nonempty(get, ctx, "WEIPIPE_SECRET");
+    if (secret && strlen(secret) >= sizeof bi->secret) {
+        snprintf(err, errlen, "WEIPIPE_SECRET is longer than %zu characters (give every rank of the job the same "
+                              "shorter string)", sizeof bi->secret - 1);
         return 2;
     }
-    static const char *ids[] = {"WEIPIPE_JOB_ID", "SLURM_JOB_ID", "TORCHELASTIC_RUN_ID"};
-    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++)
-        if (get_nonempty(get, ctx, ids[i])) return str_var(get, ctx, ids[i], bi->job_id, sizeof bi->job_id, err, errlen);
-    snprintf(err, errlen, "WEIPIPE_JOB_ID is not set (nor a launcher's job id: SLURM_JOB_ID, TORCHELASTIC_RUN_ID)");
-    return 2;
+    snprintf(bi->secret, sizeof bi->secret, "%s", secret ? secret : "");
+    const char *from = NULL, *id = NULL, *step = NULL;
+    if ((id = get_nonempty(get, ctx, "WEIPIPE_JOB_ID"))) {
+        from = "WEIPIPE_JOB_ID";
+    } else if (strcmp(bi->launcher, "torchrun") == 0) {
+        if ((id = get_nonempty(get, ctx, "TORCHELASTIC_RUN_ID"))) from = "TORCHELASTIC_RUN_ID";
+    } else if (strcmp(bi->launcher, "slurm") == 0) {
+        /* two job steps of one allocation (two sruns) are two jobs */
+        if ((id = get_nonempty(get, ctx, "SLURM_JOB_ID"))) {
+            step = get_nonempty(get, ctx, "SLURM_STEP_ID");
+            from = step ? "SLURM_JOB_ID.SLURM_STEP_ID" : "SLURM_JOB_ID";
+        }
+    } else if ((id = get_nonempty(get, ctx, "PMIX_NAMESPACE"))) { /* Open MPI 4 and 5 (PMIx) */
+        from = "PMIX_NAMESPACE";
+    } else if ((id = get_nonempty(get, ctx, "OMPI_MCA_ess_base_jobid"))) { /* Open MPI before PMIx */
+        from = "OMPI_MCA_ess_base_jobid";
+    }
+    if (!id) {
+        snprintf(err, errlen, "WEIPIPE_JOB_ID is not set, nor the launcher's job id (%s): give every rank of the job "
+                 "the same WEIPIPE_JOB_ID, one that no other job at MASTER_ADDR:MASTER_PORT uses",
+                 strcmp(bi->launcher, "torchrun") == 0 ? "TORCHELASTIC_RUN_ID"
+                 : strcmp(bi->launcher, "slurm") == 0  ? "SLURM_JOB_ID"
+                                                       : "PMIX_NAMESPACE, OMPI_MCA_ess_base_jobid");
+        return 2;
+    }
+    int n = step ? snprintf(bi->job_id, sizeof bi->job_id, "%s.%s", id, step)
+                 : snprintf(bi->job_id, sizeof bi->job_id, "%s", id);
+    if (n < 0 || (size_t)n >= sizeof bi->job_id) {
+        snprintf(err, errlen, "%s is longer than %zu characters", from, sizeof bi->job_id - 1);
+        return 2;
+    }
+    bi->job_id_from = from;
+    return 0;
 }
 
 /* ---- the rendezvous listener inherited from the launcher (WEIPIPE_LISTEN_FD) ---- */
@@ -287,13 +319,34 @@ static void hs_fill(wire_hs *h, int kind, const wp_boot_info *bi, int rank, cons
     snprintf(h->addr, sizeof h->addr, "%s", addr);
 }
 
+/* A rank of another job (or its rank 0 probing, root_rendezvous) reached this rendezvous: tell it
+ * whose rendezvous this is, so that it fails at once naming this job instead of waiting for a
+ * rank 0 that is not there. Only the job id goes back (never the secret, never an address). */
+static void answer_other_job(const wp_boot_info *bi, hs_pending *p) {
+    wire_hs h, ack;
+    char why[128];
+    if (wire_hs_decode(p->buf, &h, why, sizeof why) != 0 || h.kind != HS_CONTROL || strcmp(h.job, bi->job_id) == 0)
+        return;
+    memset(&ack, 0, sizeof ack);
+    ack.version = WIRE_VERSION;
+    ack.kind = HS_CONTROL_ACK;
+    ack.world = (uint32_t)bi->world;
+    snprintf(ack.job, sizeof ack.job, "%s", bi->job_id);
+    uint8_t buf[WIRE_HS_BYTES];
+    wire_hs_encode(&ack, buf);
+    sock_write_all(p->fd, buf, sizeof buf, wp_now() + 0.5, why, sizeof why); /* best effort */
+}
+
 /* A joining rank's handshake is complete: check it, answer, keep its connection. */
 static void root_admit(const wp_boot_info *bi, hs_pending *p, int *fds, char **addrs, int *joined, uint64_t *rejected) {
     hs_expect e = {.kind = HS_CONTROL, .world = bi->world, .job = bi->job_id, .secret = bi->secret};
     wire_hs h, ack;
     char why[200], host[SOCK_ADDR_MAX];
     int port;
-    if (hs_check(p->buf, &e, &h, why, sizeof why) != 0) return hs_reject(p, 0, why, rejected);
+    if (hs_check(p->buf, &e, &h, why, sizeof why) != 0) {
+        answer_other_job(bi, p);
+        return hs_reject(p, 0, why, rejected);
+    }
     if (h.rank == 0 || fds[h.rank] >= 0) return hs_reject(p, 0, h.rank ? "rank already joined" : "claims rank 0", rejected);
     if (sock_split_addr(h.addr, host, sizeof host, &port, why, sizeof why) != 0) return hs_reject(p, 0, why, rejected);
     uint8_t buf[WIRE_HS_BYTES];
@@ -368,13 +421,45 @@ static char *join_table(char **addrs, int world, size_t *len) {
     return t;
 }
 
+/* Rank 0 found MASTER_ADDR:MASTER_PORT taken: ask whoever listens there for its job id (a
+ * handshake claiming no rank of a world of none, which no rendezvous admits; one of another job
+ * answers with its id, answer_other_job). 0 with "job 'ID'" in out, or -1. */
+static int probe_holder(const wp_boot_info *bi, char *out, size_t outlen) {
+    char why[256];
+    double deadline = wp_now() + 2.0;
+    int fd = sock_connect(bi->master_addr, bi->master_port, deadline, why, sizeof why);
+    if (fd < 0) return -1;
+    wire_hs h, ack;
+    memset(&h, 0, sizeof h);
+    h.version = WIRE_VERSION;
+    h.kind = HS_CONTROL;
+    snprintf(h.job, sizeof h.job, "%s", bi->job_id);
+    snprintf(h.addr, sizeof h.addr, "probe:1");
+    uint8_t buf[WIRE_HS_BYTES];
+    wire_hs_encode(&h, buf);
+    int rc = sock_write_all(fd, buf, sizeof buf, deadline, why, sizeof why) == 0 &&
+                     sock_read_all(fd, buf, sizeof buf, deadline, why, sizeof why) == 0 &&
+                     wire_hs_decode(buf, &ack, why, sizeof why) == 0 && ack.kind == HS_CONTROL_ACK
+                 ? 0
+                 : -1;
+    close(fd);
+    if (rc == 0) snprintf(out, outlen, "job '%s'", ack.job);
+    return rc;
+}
+
 /* lfd: the listener inherited from the launcher (closed here), or -1 to bind one. */
 static int root_rendezvous(const wp_boot_info *bi, const wp_net_opts *net, int lfd, int *fds, char **addrs, char *err,
                            size_t errlen) {
     char why[256];
     if (lfd < 0) lfd = sock_listen(bi->master_addr, bi->master_port, why, sizeof why);
     if (lfd < 0) {
-        snprintf(err, errlen, "rank 0 cannot listen at MASTER_ADDR:MASTER_PORT: %s", why);
+        char holder[WIRE_NAME_MAX + 64] = "";
+        if (strstr(why, strerror(EADDRINUSE)) && probe_holder(bi, holder, sizeof holder) == 0)
+            snprintf(err, errlen, "rank 0 cannot listen at MASTER_ADDR:MASTER_PORT (%s:%d): it is the rendezvous of "
+                     "another job, %s (this job is '%s', from %s): give each job its own MASTER_PORT",
+                     bi->master_addr, bi->master_port, holder, bi->job_id, bi->job_id_from);
+        else
+            snprintf(err, errlen, "rank 0 cannot listen at MASTER_ADDR:MASTER_PORT: %s", why);
         return 1;
     }
     int rc = root_gather(bi, net, lfd, fds, addrs, err, errlen);
@@ -433,7 +518,7 @@ static void advertised_addr(const wp_boot_info *bi, wp_transport *t, int via_fd,
 
 static int rank_rendezvous(const wp_boot_info *bi, const wp_net_opts *net, wp_transport *t, int *fd0,
                            char **addrs, char *err, size_t errlen) {
-    char why[256], my_addr[SOCK_ADDR_MAX];
+    char why[256], my_addr[SOCK_ADDR_MAX], scratch[128];
     double deadline = wp_now() + net->connect_timeout;
     int fd = sock_connect(bi->master_addr, bi->master_port, deadline, why, sizeof why);
     if (fd < 0) {
@@ -448,8 +533,14 @@ static int rank_rendezvous(const wp_boot_info *bi, const wp_net_opts *net, wp_tr
     hs_expect e = {.kind = HS_CONTROL_ACK, .world = bi->world, .job = bi->job_id, .secret = bi->secret};
     if (sock_write_all(fd, buf, sizeof buf, deadline, why, sizeof why) != 0 ||
         sock_read_all(fd, buf, sizeof buf, deadline, why, sizeof why) != 0 || hs_check(buf, &e, &ack, why, sizeof why) != 0) {
-        snprintf(err, errlen, "rank %d: rank 0 at %s:%d refused the rendezvous (%s; same WEIPIPE_SECRET, "
-                 "WEIPIPE_JOB_ID and world size everywhere?)", bi->rank, bi->master_addr, bi->master_port, why);
+        if (wire_hs_decode(buf, &ack, scratch, sizeof scratch) == 0 && ack.kind == HS_CONTROL_ACK &&
+            strcmp(ack.job, bi->job_id) != 0)
+            snprintf(err, errlen, "rank %d: MASTER_ADDR:MASTER_PORT (%s:%d) is the rendezvous of another job, job '%s' "
+                     "(this job is '%s', from %s): give each job its own MASTER_PORT", bi->rank, bi->master_addr,
+                     bi->master_port, ack.job, bi->job_id, bi->job_id_from);
+        else
+            snprintf(err, errlen, "rank %d: rank 0 at %s:%d refused the rendezvous (%s; same WEIPIPE_SECRET, "
+                     "WEIPIPE_JOB_ID and world size everywhere?)", bi->rank, bi->master_addr, bi->master_port, why);
         close(fd);
         return 1;
     }

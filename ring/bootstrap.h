@@ -5,8 +5,11 @@
  *                  set, else the first host of SLURM_JOB_NODELIST and port 20000 + job id % 20000
  *   Open MPI (mpirun): OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_RANK,
  *                  with MASTER_ADDR / MASTER_PORT (mpirun -x MASTER_ADDR -x MASTER_PORT)
- * and WEIPIPE_SECRET (any string shared by the job's ranks) plus WEIPIPE_JOB_ID (else the
- * launcher's job id: SLURM_JOB_ID, TORCHELASTIC_RUN_ID).
+ * and optionally WEIPIPE_SECRET (any string shared by the job's ranks: without it the ranks
+ * are not authenticated, as with NCCL or gloo, and rank 0 warns once). The job id that tells two
+ * jobs at one MASTER_ADDR:MASTER_PORT apart: WEIPIPE_JOB_ID (weipipe's launcher sets it), else
+ * the launcher's: TORCHELASTIC_RUN_ID (torchrun), SLURM_JOB_ID.SLURM_STEP_ID (srun; two steps of
+ * one allocation differ), PMIX_NAMESPACE or OMPI_MCA_ess_base_jobid (mpirun).
  *
  * Rendezvous: rank 0 listens on MASTER_ADDR:MASTER_PORT; every rank connects (handshake with
  * job id and secret) and sends the address of its data listener; rank 0 answers with the table
@@ -32,8 +35,9 @@ typedef struct wp_boot_info {
     int rank, world, local_rank;
     char master_addr[256];
     int master_port;
-    char job_id[64];
-    char secret[64];
+    char job_id[64];      /* what tells this job from another at the same rendezvous */
+    const char *job_id_from; /* the variable(s) it came from, for messages */
+    char secret[64];      /* WEIPIPE_SECRET; empty: the ranks are not authenticated */
     const char *launcher; /* "torchrun", "slurm" or "openmpi" */
     /* Rank 0: the rendezvous listener inherited through WEIPIPE_LISTEN_FD, checked and made
      * close-on-exec and non-blocking; wp_job_open_tcp uses it instead of binding, and closes it. */

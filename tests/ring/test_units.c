@@ -157,6 +157,26 @@ static void test_boot(void) {
     const char *ompi[] = {"OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=4", "MASTER_ADDR=h", "MASTER_PORT=1",
                           "WEIPIPE_SECRET=x", "WEIPIPE_JOB_ID=m", NULL};
     CHECK(boot(ompi, &bi, err) == 0 && bi.rank == 1 && bi.world == 4 && strcmp(bi.launcher, "openmpi") == 0, "ompi: %s", err);
+    /* without WEIPIPE_SECRET: not authenticated, and the job id is the launcher's */
+    struct {
+        const char *env[10];
+        const char *job, *from;
+    } ids[] = {
+        {{"RANK=1", "WORLD_SIZE=2", "MASTER_ADDR=h", "MASTER_PORT=1", "TORCHELASTIC_RUN_ID=tr7"}, "tr7", "TORCHELASTIC_RUN_ID"},
+        {{"RANK=1", "WORLD_SIZE=2", "MASTER_ADDR=h", "MASTER_PORT=1", "TORCHELASTIC_RUN_ID=tr7", "WEIPIPE_JOB_ID=w"}, "w",
+         "WEIPIPE_JOB_ID"},
+        {{"SLURM_PROCID=1", "SLURM_NTASKS=2", "SLURM_JOB_ID=77", "SLURM_STEP_ID=3", "SLURM_JOB_NODELIST=n1"}, "77.3",
+         "SLURM_JOB_ID.SLURM_STEP_ID"},
+        {{"OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=2", "MASTER_ADDR=h", "MASTER_PORT=1", "PMIX_NAMESPACE=865075201",
+          "OMPI_MCA_ess_base_jobid=9"}, "865075201", "PMIX_NAMESPACE"},
+        {{"OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=2", "MASTER_ADDR=h", "MASTER_PORT=1", "OMPI_MCA_ess_base_jobid=9"},
+         "9", "OMPI_MCA_ess_base_jobid"},
+    };
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++)
+        CHECK(boot(ids[i].env, &bi, err) == 0 && bi.secret[0] == 0 && strcmp(bi.job_id, ids[i].job) == 0 &&
+                  strcmp(bi.job_id_from, ids[i].from) == 0,
+              "job id case %zu: '%s' from %s (%s), expected '%s' from %s", i, bi.job_id, bi.job_id_from, err,
+              ids[i].job, ids[i].from);
     /* each missing or malformed variable is named */
     struct {
         const char *env[8];
@@ -168,8 +188,11 @@ static void test_boot(void) {
         {{"RANK=0", "WORLD_SIZE=2", "MASTER_ADDR=h", "MASTER_PORT=99999", "WEIPIPE_SECRET=x", "WEIPIPE_JOB_ID=j"}, "MASTER_PORT"},
         {{"RANK=2", "WORLD_SIZE=2", "MASTER_ADDR=h", "MASTER_PORT=1", "WEIPIPE_SECRET=x", "WEIPIPE_JOB_ID=j"}, "world size"},
         {{"RANK=x", "WORLD_SIZE=2", "MASTER_ADDR=h", "MASTER_PORT=1", "WEIPIPE_SECRET=x", "WEIPIPE_JOB_ID=j"}, "RANK"},
-        {{"RANK=0", "WORLD_SIZE=2", "MASTER_ADDR=h", "MASTER_PORT=1", "WEIPIPE_JOB_ID=j"}, "WEIPIPE_SECRET"},
+        {{"RANK=0", "WORLD_SIZE=2", "MASTER_ADDR=h", "MASTER_PORT=1", "WEIPIPE_JOB_ID=j",
+          "WEIPIPE_SECRET=0123456789012345678901234567890123456789012345678901234567890123"}, "WEIPIPE_SECRET"},
         {{"RANK=0", "WORLD_SIZE=2", "MASTER_ADDR=h", "MASTER_PORT=1", "WEIPIPE_SECRET=x"}, "WEIPIPE_JOB_ID"},
+        {{"RANK=0", "WORLD_SIZE=2", "MASTER_ADDR=h", "MASTER_PORT=1"}, "TORCHELASTIC_RUN_ID"},
+        {{"OMPI_COMM_WORLD_RANK=0", "OMPI_COMM_WORLD_SIZE=2", "MASTER_ADDR=h", "MASTER_PORT=1"}, "PMIX_NAMESPACE"},
         {{"SLURM_PROCID=0", "SLURM_NTASKS=2", "SLURM_JOB_ID=5", "WEIPIPE_SECRET=x"}, "SLURM_JOB_NODELIST"},
         {{"SLURM_PROCID=0", "SLURM_NTASKS=2", "SLURM_JOB_NODELIST=n1", "WEIPIPE_SECRET=x"}, "SLURM_JOB_ID"},
         {{"OMPI_COMM_WORLD_RANK=0", "MASTER_ADDR=h", "MASTER_PORT=1", "WEIPIPE_SECRET=x", "WEIPIPE_JOB_ID=j"}, "OMPI_COMM_WORLD_SIZE"},

@@ -1,0 +1,53 @@
+#!/bin/bash
+# weipipe train started the way users start it: each process one rank of a launcher's job
+# (torchrun's, Slurm's, Open MPI's variables, set here by hand: no launcher is run).
+#  - no WEIPIPE_SECRET: the job runs; rank 0 alone warns, once, that the ranks are not
+#    authenticated and how to change that; with a secret there is no warning.
+#  - two jobs with different ids at one MASTER_ADDR:MASTER_PORT: the second job's ranks fail
+#    within seconds with one line naming the first job's id (not a hang), and the first job
+#    still forms.
+source "$(dirname "$0")/runtime_lib.sh"
+trap 'kill $(jobs -p) 2> /dev/null; rm -rf "$TMP"' EXIT
+ARGS=(--transport tcp --strategy weipipe-interleave --steps 2)
+port() { echo $((20000 + RANDOM % 30000)); }
+# rank R of a torchrun-style job: rank R WORLD PORT RUN_ID ARGS... (WEIPIPE_SECRET=$SECRET if set)
+rank() {
+  local r=$1 n=$2 p=$3 id=$4; shift 4
+  env -u WEIPIPE_SECRET -u WEIPIPE_JOB_ID ${SECRET:+WEIPIPE_SECRET=$SECRET} RANK=$r WORLD_SIZE=$n LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$p \
+    TORCHELASTIC_RUN_ID=$id "$W" train --config "$CFG" --data "$DATA" --threads 1 --quiet --timeout 60s "${ARGS[@]}" "$@"
+}
+now() { date +%s.%N; }
+took() { awk -v a=$1 -v b=$(now) 'BEGIN {printf "%.2f", b - a}'; }
+
+# 1. authentication off by default
+P=$(port)
+rank 0 2 $P job-a --nranks 2 2> "$TMP/a0" & a0=$!
+rank 1 2 $P job-a --nranks 2 2> "$TMP/a1" || fail "rank 1 without a secret: $(cat "$TMP/a1")"
+wait $a0 || fail "rank 0 without a secret: $(cat "$TMP/a0")"
+[ "$(grep -c 'not authenticated.*set WEIPIPE_SECRET to the same value on every rank' "$TMP/a0")" = 1 ] ||
+  fail "rank 0 did not warn once: $(cat "$TMP/a0")"
+grep -q 'authenticated' "$TMP/a1" && fail "rank 1 warned too: $(cat "$TMP/a1")"
+P=$(port)
+SECRET=s3 rank 0 2 $P job-s --nranks 2 2> "$TMP/s0" & s0=$!
+SECRET=s3 rank 1 2 $P job-s --nranks 2 2> "$TMP/s1" || fail "rank 1 with a secret: $(cat "$TMP/s1")"
+wait $s0 || fail "rank 0 with a secret: $(cat "$TMP/s0")"
+grep -q 'authenticated' "$TMP/s0" && fail "warned although WEIPIPE_SECRET is set: $(cat "$TMP/s0")"
+echo "no WEIPIPE_SECRET: the job runs, rank 0 warns once; with one: no warning"
+
+# 2. two jobs at one port: the second fails fast naming the first
+P=$(port)
+rank 0 2 $P job-a --nranks 2 --connect-timeout 30s 2> "$TMP/a0" & a0=$!
+for _ in $(seq 100); do ss -ltn 2> /dev/null | grep -q ":$P " && break; sleep 0.1; done
+for r in 1 0; do
+  t0=$(now)
+  rank $r 2 $P job-b --nranks 2 2> "$TMP/b$r"; rc=$?
+  t=$(took $t0)
+  [ $rc = 1 ] || fail "job-b rank $r exited $rc, expected 1: $(cat "$TMP/b$r")"
+  awk -v t=$t 'BEGIN {exit !(t < 10)}' || fail "job-b rank $r took ${t}s to fail"
+  [ "$(grep -c 'error:' "$TMP/b$r")" = 1 ] && grep -q "error: .*another job, job 'job-a' (this job is 'job-b'" "$TMP/b$r" ||
+    fail "job-b rank $r does not name job-a in one line: $(cat "$TMP/b$r")"
+  echo "job-b rank $r: exit 1 after ${t}s: $(grep error: "$TMP/b$r")"
+done
+rank 1 2 $P job-a --nranks 2 2> "$TMP/a1" || fail "job-a rank 1 after job-b's attempts: $(cat "$TMP/a1")"
+wait $a0 || fail "job-a rank 0 after job-b's attempts: $(cat "$TMP/a0")"
+echo "two jobs at one port: job-b failed fast naming job-a; job-a ran"
