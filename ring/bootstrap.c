@@ -264,31 +264,59 @@ static int inherited_listener(wp_boot_info *bi, wp_getenv_fn get, void *ctx, cha
     return 0;
 }
 
+/* ---- which launcher started this process ---- */
+
+typedef struct launcher_vars {
+    const char *name, *rank, *world, *local;
+} launcher_vars;
+
+static const launcher_vars torchrun_vars = {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK"},
+                           openmpi_vars = {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+                                           "OMPI_COMM_WORLD_LOCAL_RANK"},
+                           slurm_vars = {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"};
+
+/* A task of a Slurm job. */
+static bool slurm_step(wp_getenv_fn get, void *ctx) {
+    return get_nonempty(get, ctx, "SLURM_PROCID");
+}
+
+/* torchrun (and weipipe's launcher) first: it may run inside an srun or an mpirun whose variables
+ * its ranks inherit; then Open MPI (its ranks may inherit the variables of the Slurm step that
+ * started its daemons); then a Slurm job step. NULL: not launched. */
+static const launcher_vars *launcher_of(wp_getenv_fn get, void *ctx) {
+    if (get_nonempty(get, ctx, "RANK")) return &torchrun_vars;
+    if (get_nonempty(get, ctx, "OMPI_COMM_WORLD_RANK")) return &openmpi_vars;
+    if (slurm_step(get, ctx)) return &slurm_vars;
+    return NULL;
+}
+
+static const long big_world = 1 << 20;
+
+int boot_world_from_env(int *world, const char **launcher, wp_getenv_fn get, void *ctx, char *err, size_t errlen) {
+    const launcher_vars *lv = launcher_of(get, ctx);
+    if (!lv) return 1;
+    long w = 0;
+    if (int_var(get, ctx, lv->world, 1, big_world, true, &w, err, errlen)) return 2;
+    *world = (int)w;
+    *launcher = lv->name;
+    return 0;
+}
+
+int boot_world_from_environ(int *world, const char **launcher, char *err, size_t errlen) {
+    return boot_world_from_env(world, launcher, env_get, NULL, err, errlen);
+}
+
 int boot_from_env(wp_boot_info *bi, wp_getenv_fn get, void *ctx, char *err, size_t errlen) {
     memset(bi, 0, sizeof *bi);
     long rank = 0, world = 0, local = 0;
-    const long big = 1 << 20;
-    int rc;
-    if (get_nonempty(get, ctx, "RANK")) {
-        bi->launcher = "torchrun";
-        rc = int_var(get, ctx, "RANK", 0, big, true, &rank, err, errlen) ||
-             int_var(get, ctx, "WORLD_SIZE", 1, big, true, &world, err, errlen) ||
-             int_var(get, ctx, "LOCAL_RANK", 0, big, false, &local, err, errlen) || master_vars(bi, get, ctx, err, errlen);
-    } else if (get_nonempty(get, ctx, "SLURM_PROCID")) {
-        bi->launcher = "slurm";
-        rc = int_var(get, ctx, "SLURM_PROCID", 0, big, true, &rank, err, errlen) ||
-             int_var(get, ctx, "SLURM_NTASKS", 1, big, true, &world, err, errlen) ||
-             int_var(get, ctx, "SLURM_LOCALID", 0, big, false, &local, err, errlen) || slurm_master(bi, get, ctx, err, errlen);
-    } else if (get_nonempty(get, ctx, "OMPI_COMM_WORLD_RANK")) {
-        bi->launcher = "openmpi";
-        rc = int_var(get, ctx, "OMPI_COMM_WORLD_RANK", 0, big, true, &rank, err, errlen) ||
-             int_var(get, ctx, "OMPI_COMM_WORLD_SIZE", 1, big, true, &world, err, errlen) ||
-             int_var(get, ctx, "OMPI_COMM_WORLD_LOCAL_RANK", 0, big, false, &local, err, errlen) ||
-             master_vars(bi, get, ctx, err, errlen);
-    } else {
-        return 1;
-    }
-    if (rc) return 2;
+    const launcher_vars *lv = launcher_of(get, ctx);
+    if (!lv) return 1;
+    bi->launcher = lv->name;
+    if (int_var(get, ctx, lv->rank, 0, big_world, true, &rank, err, errlen) ||
+        int_var(get, ctx, lv->world, 1, big_world, true, &world, err, errlen) ||
+        int_var(get, ctx, lv->local, 0, big_world, false, &local, err, errlen) ||
+        (lv == &slurm_vars ? slurm_master(bi, get, ctx, err, errlen) : master_vars(bi, get, ctx, err, errlen)))
+        return 2;
     if (rank >= world) {
         snprintf(err, errlen, "rank %ld is not below the world size %ld (%s variables)", rank, world, bi->launcher);
         return 2;
@@ -302,9 +330,7 @@ int boot_from_env(wp_boot_info *bi, wp_getenv_fn get, void *ctx, char *err, size
 
 int boot_from_environ(wp_boot_info *bi, char *err, size_t errlen) { return boot_from_env(bi, env_get, NULL, err, errlen); }
 
-bool boot_launched(void) {
-    return env_get("RANK", NULL) || env_get("SLURM_PROCID", NULL) || env_get("OMPI_COMM_WORLD_RANK", NULL);
-}
+bool boot_launched(void) { return launcher_of(env_get, NULL) != NULL; }
 
 /* ---- rendezvous ---- */
 

@@ -54,9 +54,16 @@ typedef const char *(*wp_getenv_fn)(const char *name, void *ctx);
 int boot_from_env(wp_boot_info *bi, wp_getenv_fn get, void *ctx, char *err, size_t errlen);
 /* The same from this process's environment. */
 int boot_from_environ(wp_boot_info *bi, char *err, size_t errlen);
-/* Whether this process was started by a launcher (RANK, SLURM_PROCID or
- * OMPI_COMM_WORLD_RANK is set). */
+/* Whether this process was started by a launcher (RANK, OMPI_COMM_WORLD_RANK or SLURM_PROCID
+ * is set; in that order of precedence). */
 bool boot_launched(void);
+
+/* The world size the launcher says (WORLD_SIZE, OMPI_COMM_WORLD_SIZE, SLURM_NTASKS), read without
+ * any rendezvous: the schedule is built before it. Returns 0 with *world and *launcher ("torchrun",
+ * "slurm", "openmpi"); 1 when not launched; 2 with a message naming a missing or malformed
+ * variable. */
+int boot_world_from_env(int *world, const char **launcher, wp_getenv_fn get, void *ctx, char *err, size_t errlen);
+int boot_world_from_environ(int *world, const char **launcher, char *err, size_t errlen);
 
 /* First host of a Slurm node list ("gpu[03-05,9],cpu1" -> "gpu03"). Returns 0 or -1. */
 int boot_slurm_first_host(const char *nodelist, char *host, size_t hostlen);

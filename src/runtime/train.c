@@ -134,7 +134,24 @@ static int prepare_resume(train_job *j, char *err, size_t errlen) {
     return rc;
 }
 
+/* Under a launcher the world size is the launcher's (WORLD_SIZE, SLURM_NTASKS,
+ * OMPI_COMM_WORLD_SIZE), read now: the schedule is built before the rendezvous. --nranks, if
+ * given, must agree. */
+static int launcher_world(train_job *j, char *err, size_t errlen) {
+    int world;
+    const char *launcher;
+    char why[256];
+    int rc = boot_world_from_environ(&world, &launcher, why, sizeof why);
+    if (rc == 1) return 0;
+    if (rc != 0) return fail(err, errlen, 2, "%s", why);
+    if (j->o.set[FLAG_nranks] && j->o.nranks != world)
+        return fail(err, errlen, 2, "--nranks %" PRId64 " but the launcher (%s) started %d ranks", j->o.nranks, launcher, world);
+    j->o.nranks = world;
+    return 0;
+}
+
 static int check_flags(train_job *j, char *err, size_t errlen) {
+    if (launcher_world(j, err, errlen)) return 2;
     const wp_opts *o = &j->o;
     if (o->nranks < 1 || o->nranks > 4096) return fail(err, errlen, 2, "--nranks: %" PRId64 " must be 1..4096", o->nranks);
     if (o->num_microbatches < 0) return fail(err, errlen, 2, "--num-microbatches: must be 0 (= N) or more");

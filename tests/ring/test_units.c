@@ -202,7 +202,22 @@ static void test_boot(void) {
         CHECK(boot(bad[i].env, &bi, err) == 2 && strstr(err, bad[i].names) && !strchr(err, '\n'),
               "case %zu: expected an error naming %s, got '%s'", i, bad[i].names, err);
     }
-    printf("ok: rank discovery (torchrun, Slurm, Open MPI) and %zu named errors\n", sizeof bad / sizeof bad[0]);
+    /* the world size alone, before any rendezvous (no MASTER_* or job id needed yet) */
+    int world = 0;
+    const char *launcher = NULL;
+    const char *w_torch[] = {"RANK=1", "WORLD_SIZE=6", NULL}, *w_slurm[] = {"SLURM_PROCID=1", "SLURM_NTASKS=5", "SLURM_STEP_ID=0", NULL},
+               *w_ompi[] = {"OMPI_COMM_WORLD_RANK=0", "OMPI_COMM_WORLD_SIZE=3", "SLURM_PROCID=0", "SLURM_STEP_ID=0", NULL},
+               *w_bad[] = {"RANK=0", "WORLD_SIZE=0", NULL};
+    CHECK(boot_world_from_env(&world, &launcher, fake_get, w_torch, err, 256) == 0 && world == 6 &&
+              strcmp(launcher, "torchrun") == 0, "world from WORLD_SIZE: %d %s", world, err);
+    CHECK(boot_world_from_env(&world, &launcher, fake_get, w_slurm, err, 256) == 0 && world == 5 &&
+              strcmp(launcher, "slurm") == 0, "world from SLURM_NTASKS: %d %s", world, err);
+    CHECK(boot_world_from_env(&world, &launcher, fake_get, w_ompi, err, 256) == 0 && world == 3 &&
+              strcmp(launcher, "openmpi") == 0, "mpirun's ranks inside a Slurm step: %d %s", world, err);
+    CHECK(boot_world_from_env(&world, &launcher, fake_get, none, err, 256) == 1, "not launched");
+    CHECK(boot_world_from_env(&world, &launcher, fake_get, w_bad, err, 256) == 2 && strstr(err, "WORLD_SIZE"), "%s", err);
+    printf("ok: rank discovery (torchrun, Slurm, Open MPI), world sizes before the rendezvous, and %zu named errors\n",
+           sizeof bad / sizeof bad[0]);
 }
 
 int main(void) {

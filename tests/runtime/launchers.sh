@@ -6,6 +6,8 @@
 #  - two jobs with different ids at one MASTER_ADDR:MASTER_PORT: the second job's ranks fail
 #    within seconds with one line naming the first job's id (not a hang), and the first job
 #    still forms.
+#  - --nranks omitted: the world size is the launcher's (torchrun, Slurm, Open MPI variables),
+#    read before the schedule is built; a --nranks that disagrees exits 2 naming both, at once.
 source "$(dirname "$0")/runtime_lib.sh"
 trap 'kill $(jobs -p) 2> /dev/null; rm -rf "$TMP"' EXIT
 ARGS=(--transport tcp --strategy weipipe-interleave --steps 2)
@@ -51,3 +53,44 @@ done
 rank 1 2 $P job-a --nranks 2 2> "$TMP/a1" || fail "job-a rank 1 after job-b's attempts: $(cat "$TMP/a1")"
 wait $a0 || fail "job-a rank 0 after job-b's attempts: $(cat "$TMP/a0")"
 echo "two jobs at one port: job-b failed fast naming job-a; job-a ran"
+
+# 3. --nranks omitted under a launcher: the launcher's world size
+P=$(port)
+rank 0 2 $P job-w 2> "$TMP/w0" & w0=$!
+rank 1 2 $P job-w 2> "$TMP/w1" || fail "torchrun variables, no --nranks: rank 1: $(cat "$TMP/w1")"
+wait $w0 || fail "torchrun variables, no --nranks: rank 0: $(cat "$TMP/w0")"
+P=$(port)
+slurm() { # slurm PROCID NTASKS ARGS...: a task of an srun job step
+  local r=$1 n=$2; shift 2
+  env -u WEIPIPE_SECRET -u WEIPIPE_JOB_ID SLURM_JOB_ID=4242 SLURM_STEP_ID=0 SLURM_STEPID=0 SLURM_PROCID=$r \
+    SLURM_LOCALID=$r SLURM_NTASKS=$n SLURM_JOB_NODELIST=localhost MASTER_ADDR=127.0.0.1 MASTER_PORT=$P \
+    "$W" train --config "$CFG" --data "$DATA" --threads 1 --quiet --timeout 60s "${ARGS[@]}" "$@"
+}
+slurm 0 2 2> "$TMP/sl0" & s0=$!
+slurm 1 2 2> "$TMP/sl1" || fail "Slurm variables, no --nranks: rank 1: $(cat "$TMP/sl1")"
+wait $s0 || fail "Slurm variables, no --nranks: rank 0: $(cat "$TMP/sl0")"
+grep -q "job '4242.0' (from SLURM_JOB_ID.SLURM_STEP_ID)" "$TMP/sl0" || fail "Slurm job id not 4242.0: $(cat "$TMP/sl0")"
+P=$(port)
+ompi() { # ompi RANK SIZE ARGS...: a rank of mpirun -x MASTER_ADDR -x MASTER_PORT
+  local r=$1 n=$2; shift 2
+  env -u WEIPIPE_SECRET -u WEIPIPE_JOB_ID OMPI_COMM_WORLD_RANK=$r OMPI_COMM_WORLD_SIZE=$n OMPI_COMM_WORLD_LOCAL_RANK=$r \
+    OMPI_COMM_WORLD_LOCAL_SIZE=$n PMIX_NAMESPACE=777 MASTER_ADDR=127.0.0.1 MASTER_PORT=$P \
+    "$W" train --config "$CFG" --data "$DATA" --threads 1 --quiet --timeout 60s "${ARGS[@]}" "$@"
+}
+ompi 0 2 2> "$TMP/o0" & o0=$!
+ompi 1 2 2> "$TMP/o1" || fail "Open MPI variables, no --nranks: rank 1: $(cat "$TMP/o1")"
+wait $o0 || fail "Open MPI variables, no --nranks: rank 0: $(cat "$TMP/o0")"
+echo "--nranks omitted: 2 ranks from WORLD_SIZE, SLURM_NTASKS, OMPI_COMM_WORLD_SIZE"
+expect_both() { # expect_both LAUNCHER COMMAND...: exit 2 at once naming --nranks 3 and the launcher's 2
+  local l=$1; shift
+  t0=$(now)
+  "$@" --nranks 3 2> "$TMP/n"; rc=$?
+  t=$(took $t0)
+  [ $rc = 2 ] && grep -q "error: --nranks 3 but the launcher ($l) started 2 ranks" "$TMP/n" ||
+    fail "$l, --nranks 3 of 2: exit $rc: $(cat "$TMP/n")"
+  awk -v t=$t 'BEGIN {exit !(t < 10)}' || fail "$l: --nranks 3 of 2 took ${t}s to be refused"
+}
+expect_both torchrun rank 0 2 $(port) job-n
+expect_both slurm slurm 0 2
+expect_both openmpi ompi 1 2
+echo "--nranks 3 under a launcher of 2 ranks: exit 2 naming both (torchrun, Slurm, Open MPI), before any rendezvous"
