@@ -275,9 +275,15 @@ static const launcher_vars torchrun_vars = {"torchrun", "RANK", "WORLD_SIZE", "L
                                            "OMPI_COMM_WORLD_LOCAL_RANK"},
                            slurm_vars = {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"};
 
-/* A task of a Slurm job. */
+/* Slurm sets SLURM_PROCID in the batch script too (the batch step's one task: 0), but
+ * SLURM_STEP_ID only in a job step that srun started: Slurm's setup_env (src/common/env.c)
+ * exports SLURM_STEP_ID / SLURM_STEPID only for a step id >= 0 as an int, and the batch step's
+ * id SLURM_BATCH_SCRIPT (0xfffffffb; the interactive step's 0xfffffffa) is negative as one. So
+ * `weipipe train` typed in an sbatch script is one process on its own, not rank 0 of
+ * SLURM_NTASKS ranks that no srun will ever start. */
 static bool slurm_step(wp_getenv_fn get, void *ctx) {
-    return get_nonempty(get, ctx, "SLURM_PROCID");
+    return get_nonempty(get, ctx, "SLURM_PROCID") &&
+           (get_nonempty(get, ctx, "SLURM_STEP_ID") || get_nonempty(get, ctx, "SLURM_STEPID"));
 }
 
 /* torchrun (and weipipe's launcher) first: it may run inside an srun or an mpirun whose variables

@@ -2,7 +2,9 @@
  * launchers set (never a home-made cluster manager):
  *   torchrun / weipipe's own launcher: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT
  *   Slurm (srun):  SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID; MASTER_ADDR / MASTER_PORT when
- *                  set, else the first host of SLURM_JOB_NODELIST and port 20000 + job id % 20000
+ *                  set, else the first host of SLURM_JOB_NODELIST and port 20000 + job id % 20000.
+ *                  Only in a job step (SLURM_STEP_ID set): the batch script of sbatch has
+ *                  SLURM_PROCID=0 but no step id, and a process started there is not launched.
  *   Open MPI (mpirun): OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_RANK,
  *                  with MASTER_ADDR / MASTER_PORT (mpirun -x MASTER_ADDR -x MASTER_PORT)
  * and optionally WEIPIPE_SECRET (any string shared by the job's ranks: without it the ranks
@@ -54,8 +56,8 @@ typedef const char *(*wp_getenv_fn)(const char *name, void *ctx);
 int boot_from_env(wp_boot_info *bi, wp_getenv_fn get, void *ctx, char *err, size_t errlen);
 /* The same from this process's environment. */
 int boot_from_environ(wp_boot_info *bi, char *err, size_t errlen);
-/* Whether this process was started by a launcher (RANK, OMPI_COMM_WORLD_RANK or SLURM_PROCID
- * is set; in that order of precedence). */
+/* Whether this process was started by a launcher (RANK, OMPI_COMM_WORLD_RANK, or SLURM_PROCID
+ * in a Slurm job step, i.e. with SLURM_STEP_ID; in that order of precedence). */
 bool boot_launched(void);
 
 /* The world size the launcher says (WORLD_SIZE, OMPI_COMM_WORLD_SIZE, SLURM_NTASKS), read without

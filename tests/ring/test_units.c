@@ -149,11 +149,22 @@ static void test_boot(void) {
               strcmp(bi.master_addr, "10.0.0.1") == 0 && bi.master_port == 29500 && strcmp(bi.job_id, "j1") == 0 &&
               strcmp(bi.launcher, "torchrun") == 0,
           "torchrun: %s", err);
-    const char *slurm[] = {"SLURM_PROCID=5", "SLURM_NTASKS=16", "SLURM_LOCALID=1", "SLURM_JOB_ID=123456",
+    const char *slurm[] = {"SLURM_PROCID=5", "SLURM_NTASKS=16", "SLURM_LOCALID=1", "SLURM_JOB_ID=123456", "SLURM_STEP_ID=2",
                            "SLURM_JOB_NODELIST=gpu[07-08]", "WEIPIPE_SECRET=x", NULL};
     CHECK(boot(slurm, &bi, err) == 0 && bi.rank == 5 && bi.world == 16 && strcmp(bi.master_addr, "gpu07") == 0 &&
-              bi.master_port == 20000 + 123456 % 20000 && strcmp(bi.job_id, "123456") == 0,
+              bi.master_port == 20000 + 123456 % 20000 && strcmp(bi.job_id, "123456.2") == 0,
           "slurm: %s (%s:%d)", err, bi.master_addr, bi.master_port);
+    /* an sbatch batch script: SLURM_PROCID=0 without a step id is no launched rank; SLURM_STEPID
+     * (the older name) alone marks a step too */
+    const char *batch[] = {"SLURM_PROCID=0", "SLURM_NTASKS=16", "SLURM_LOCALID=0", "SLURM_JOB_ID=123456",
+                           "SLURM_JOB_NODELIST=gpu[07-08]", "SLURM_NODEID=0", NULL};
+    int bw;
+    const char *bl;
+    CHECK(boot(batch, &bi, err) == 1 && boot_world_from_env(&bw, &bl, fake_get, batch, err, 256) == 1,
+          "a batch script's environment taken for a job step");
+    const char *oldstep[] = {"SLURM_PROCID=1", "SLURM_NTASKS=2", "SLURM_JOB_ID=9", "SLURM_STEPID=4",
+                             "SLURM_JOB_NODELIST=n1", NULL};
+    CHECK(boot(oldstep, &bi, err) == 0 && bi.rank == 1, "SLURM_STEPID alone: %s", err);
     const char *ompi[] = {"OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=4", "MASTER_ADDR=h", "MASTER_PORT=1",
                           "WEIPIPE_SECRET=x", "WEIPIPE_JOB_ID=m", NULL};
     CHECK(boot(ompi, &bi, err) == 0 && bi.rank == 1 && bi.world == 4 && strcmp(bi.launcher, "openmpi") == 0, "ompi: %s", err);
@@ -193,8 +204,8 @@ static void test_boot(void) {
         {{"RANK=0", "WORLD_SIZE=2", "MASTER_ADDR=h", "MASTER_PORT=1", "WEIPIPE_SECRET=x"}, "WEIPIPE_JOB_ID"},
         {{"RANK=0", "WORLD_SIZE=2", "MASTER_ADDR=h", "MASTER_PORT=1"}, "TORCHELASTIC_RUN_ID"},
         {{"OMPI_COMM_WORLD_RANK=0", "OMPI_COMM_WORLD_SIZE=2", "MASTER_ADDR=h", "MASTER_PORT=1"}, "PMIX_NAMESPACE"},
-        {{"SLURM_PROCID=0", "SLURM_NTASKS=2", "SLURM_JOB_ID=5", "WEIPIPE_SECRET=x"}, "SLURM_JOB_NODELIST"},
-        {{"SLURM_PROCID=0", "SLURM_NTASKS=2", "SLURM_JOB_NODELIST=n1", "WEIPIPE_SECRET=x"}, "SLURM_JOB_ID"},
+        {{"SLURM_PROCID=0", "SLURM_STEP_ID=0", "SLURM_NTASKS=2", "SLURM_JOB_ID=5", "WEIPIPE_SECRET=x"}, "SLURM_JOB_NODELIST"},
+        {{"SLURM_PROCID=0", "SLURM_STEP_ID=0", "SLURM_NTASKS=2", "SLURM_JOB_NODELIST=n1", "WEIPIPE_SECRET=x"}, "SLURM_JOB_ID"},
         {{"OMPI_COMM_WORLD_RANK=0", "MASTER_ADDR=h", "MASTER_PORT=1", "WEIPIPE_SECRET=x", "WEIPIPE_JOB_ID=j"}, "OMPI_COMM_WORLD_SIZE"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -216,7 +227,7 @@ static void test_boot(void) {
               strcmp(launcher, "openmpi") == 0, "mpirun's ranks inside a Slurm step: %d %s", world, err);
     CHECK(boot_world_from_env(&world, &launcher, fake_get, none, err, 256) == 1, "not launched");
     CHECK(boot_world_from_env(&world, &launcher, fake_get, w_bad, err, 256) == 2 && strstr(err, "WORLD_SIZE"), "%s", err);
-    printf("ok: rank discovery (torchrun, Slurm, Open MPI), world sizes before the rendezvous, and %zu named errors\n",
+    printf("ok: rank discovery (torchrun, Slurm, Open MPI), world sizes before the rendezvous, a batch script is no rank, and %zu named errors\n",
            sizeof bad / sizeof bad[0]);
 }
 

@@ -8,6 +8,8 @@
 #    still forms.
 #  - --nranks omitted: the world size is the launcher's (torchrun, Slurm, Open MPI variables),
 #    read before the schedule is built; a --nranks that disagrees exits 2 naming both, at once.
+#  - in an sbatch batch script (Slurm's variables with SLURM_PROCID=0 but no SLURM_STEP_ID) a
+#    plain `weipipe train` is a job of one rank, and `--nranks 2` launches its own 2 ranks.
 source "$(dirname "$0")/runtime_lib.sh"
 trap 'kill $(jobs -p) 2> /dev/null; rm -rf "$TMP"' EXIT
 ARGS=(--transport tcp --strategy weipipe-interleave --steps 2)
@@ -94,3 +96,16 @@ expect_both torchrun rank 0 2 $(port) job-n
 expect_both slurm slurm 0 2
 expect_both openmpi ompi 1 2
 echo "--nranks 3 under a launcher of 2 ranks: exit 2 naming both (torchrun, Slurm, Open MPI), before any rendezvous"
+
+# 4. an sbatch batch script: SLURM_PROCID=0 and SLURM_NTASKS=4 but no step id (no srun)
+batch() {
+  env -u WEIPIPE_SECRET -u WEIPIPE_JOB_ID -u SLURM_STEP_ID -u SLURM_STEPID -u MASTER_ADDR -u MASTER_PORT \
+    SLURM_JOB_ID=4243 SLURM_PROCID=0 SLURM_LOCALID=0 SLURM_NODEID=0 SLURM_NTASKS=4 SLURM_JOB_NODELIST=localhost \
+    "$W" train --config "$CFG" --data "$DATA" --threads 1 --timeout 60s --connect-timeout 5s "${ARGS[@]}" "$@"
+}
+t0=$(now)
+batch --metrics "$TMP/b.jsonl" 2> "$TMP/batch" || fail "plain weipipe train in a batch script: $(cat "$TMP/batch")"
+grep -q "rank 0:" "$TMP/batch" && ! grep -q "rank 1:" "$TMP/batch" || fail "batch script: not a job of one rank: $(cat "$TMP/batch")"
+[ "$(losses "$TMP/b.jsonl" | wc -l)" = 2 ] || fail "batch script: $(losses "$TMP/b.jsonl" | wc -l) losses, expected 2"
+batch --nranks 2 --quiet 2> "$TMP/batch2" || fail "weipipe train --nranks 2 in a batch script: $(cat "$TMP/batch2")"
+echo "sbatch batch script (SLURM_PROCID=0, SLURM_NTASKS=4, no SLURM_STEP_ID): one rank in $(took $t0)s, and --nranks 2 launches 2"
