@@ -312,6 +312,84 @@ int boot_world_from_environ(int *world, const char **launcher, char *err, size_t
     return boot_world_from_env(world, launcher, env_get, NULL, err, errlen);
 }
 
+/* The count of a Slurm tasks-per-node list ("2(x3),1") for node index `node`; 0 if absent. */
+static long slurm_tasks_on_node(const char *spec, long node) {
+    const char *p = spec;
+    while (p && *p) {
+        char *end;
+        long n = strtol(p, &end, 10), reps = 1;
+        if (end == p || n < 0) return 0;
+        if (strncmp(end, "(x", 2) == 0) {
+            const char *q = end + 2;
+            reps = strtol(q, &end, 10);
+            if (end == q || *end != ')' || reps < 1) return 0;
+            end++;
+        }
+        if (node < reps) return n;
+        node -= reps;
+        if (*end != ',') return 0;
+        p = end + 1;
+    }
+    return 0;
+}
+
+int boot_local_world_from_env(wp_getenv_fn get, void *ctx) {
+    const launcher_vars *lv = launcher_of(get, ctx);
+    long n = 0, node = 0;
+    char e[128];
+    if (!lv) return 0;
+    if (lv == &torchrun_vars) {
+        if (int_var(get, ctx, "LOCAL_WORLD_SIZE", 1, big_world, false, &n, e, sizeof e)) n = 0;
+    } else if (lv == &openmpi_vars) {
+        if (int_var(get, ctx, "OMPI_COMM_WORLD_LOCAL_SIZE", 1, big_world, false, &n, e, sizeof e)) n = 0;
+    } else {
+        const char *spec = get_nonempty(get, ctx, "SLURM_STEP_TASKS_PER_NODE");
+        if (spec && int_var(get, ctx, "SLURM_NODEID", 0, big_world, false, &node, e, sizeof e) == 0)
+            n = slurm_tasks_on_node(spec, node);
+        if (n <= 0 && int_var(get, ctx, "SLURM_NTASKS_PER_NODE", 1, big_world, false, &n, e, sizeof e)) n = 0;
+    }
+    return n > 0 ? (int)n : 0;
+}
+
+/* The leading positive integer of a variable ("8", or "8,4" as OMP_NUM_THREADS may nest); 0 if none. */
+static long leading_count(wp_getenv_fn get, void *ctx, const char *name) {
+    const char *v = get_nonempty(get, ctx, name);
+    if (!v) return 0;
+    char *end;
+    errno = 0;
+    long n = strtol(v, &end, 10);
+    return errno == 0 && end != v && (*end == 0 || *end == ',') && n > 0 && n <= 4096 ? n : 0;
+}
+
+int boot_threads_per_rank(int threads_flag, int ranks_in_process, long cores, wp_getenv_fn get, void *ctx, char *from,
+                          size_t fromlen) {
+    long n;
+    if (threads_flag > 0) {
+        snprintf(from, fromlen, "--threads");
+        return threads_flag;
+    }
+    if ((n = leading_count(get, ctx, "OMP_NUM_THREADS")) > 0) {
+        snprintf(from, fromlen, "OMP_NUM_THREADS");
+        return (int)n;
+    }
+    if ((n = leading_count(get, ctx, "SLURM_CPUS_PER_TASK")) > 0) {
+        snprintf(from, fromlen, "SLURM_CPUS_PER_TASK");
+        return (int)n;
+    }
+    if (cores < 1) cores = 1;
+    int here = launcher_of(get, ctx) ? boot_local_world_from_env(get, ctx) : ranks_in_process;
+    if (here < 1) {
+        snprintf(from, fromlen, "the launcher does not say how many ranks share this host");
+        return 1;
+    }
+    snprintf(from, fromlen, "%ld cores / %d rank%s on this host", cores, here, here == 1 ? "" : "s");
+    return cores > here ? (int)(cores / here) : 1;
+}
+
+int boot_threads_per_rank_environ(int threads_flag, int ranks_in_process, long cores, char *from, size_t fromlen) {
+    return boot_threads_per_rank(threads_flag, ranks_in_process, cores, env_get, NULL, from, fromlen);
+}
+
 int boot_from_env(wp_boot_info *bi, wp_getenv_fn get, void *ctx, char *err, size_t errlen) {
     memset(bi, 0, sizeof *bi);
     long rank = 0, world = 0, local = 0;

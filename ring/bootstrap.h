@@ -67,6 +67,19 @@ bool boot_launched(void);
 int boot_world_from_env(int *world, const char **launcher, wp_getenv_fn get, void *ctx, char *err, size_t errlen);
 int boot_world_from_environ(int *world, const char **launcher, char *err, size_t errlen);
 
+/* How many ranks of this job run on this host, as the launcher says: LOCAL_WORLD_SIZE (torchrun,
+ * weipipe's launcher), OMPI_COMM_WORLD_LOCAL_SIZE, SLURM_STEP_TASKS_PER_NODE at SLURM_NODEID
+ * ("2(x3),1") else SLURM_NTASKS_PER_NODE. 0 when not launched or not said. */
+int boot_local_world_from_env(wp_getenv_fn get, void *ctx);
+
+/* CPU threads for each rank: threads_flag if > 0 (--threads), else OMP_NUM_THREADS, else
+ * SLURM_CPUS_PER_TASK, else cores divided by the ranks on this host: the launcher's count above
+ * when launched (1 thread if it does not say), else ranks_in_process (the threads of a local
+ * job) -- never cores / the world size. Writes where the number came from into from. */
+int boot_threads_per_rank(int threads_flag, int ranks_in_process, long cores, wp_getenv_fn get, void *ctx, char *from,
+                          size_t fromlen);
+int boot_threads_per_rank_environ(int threads_flag, int ranks_in_process, long cores, char *from, size_t fromlen);
+
 /* First host of a Slurm node list ("gpu[03-05,9],cpu1" -> "gpu03"). Returns 0 or -1. */
 int boot_slurm_first_host(const char *nodelist, char *host, size_t hostlen);
 

@@ -216,11 +216,11 @@ typedef struct {
 
 static int open_backend(rank_state *r, int device, char *err, size_t errlen) {
     const wp_opts *o = &r->j->o;
-    int threads = (int)o->threads;
-    if (threads <= 0) {
-        long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        threads = cores > r->j->nranks ? (int)(cores / r->j->nranks) : 1;
-    }
+    char from[128];
+    int threads = boot_threads_per_rank_environ((int)o->threads, boot_launched() ? 1 : r->j->nranks,
+                                                sysconf(_SC_NPROCESSORS_ONLN), from, sizeof from);
+    if (r->rank == 0 && !o->quiet && strcmp(o->backend, "cpu") == 0)
+        fprintf(stderr, "rank 0: %d CPU thread%s per rank (%s)\n", threads, threads == 1 ? "" : "s", from);
     wp_kern_opts ko = {.kind = strcmp(o->backend, "cuda") == 0 ? WP_BACKEND_CUDA : WP_BACKEND_CPU,
                        .compute = precision_act_dtype(r->j->L.cfg.precision),
                        .threads = threads,

@@ -231,11 +231,55 @@ static void test_boot(void) {
            sizeof bad / sizeof bad[0]);
 }
 
+static void test_threads(void) {
+    struct {
+        const char *env[8];
+        int flag, in_process;
+        long cores;
+        int want;
+        const char *from;
+    } c[] = {
+        {{"OMP_NUM_THREADS=4", "SLURM_CPUS_PER_TASK=6"}, 3, 1, 32, 3, "--threads"},
+        {{"OMP_NUM_THREADS=4", "SLURM_CPUS_PER_TASK=6"}, 0, 1, 32, 4, "OMP_NUM_THREADS"},
+        {{"OMP_NUM_THREADS=8,2"}, 0, 1, 32, 8, "OMP_NUM_THREADS"},
+        {{"OMP_NUM_THREADS=0", "SLURM_CPUS_PER_TASK=6"}, 0, 1, 32, 6, "SLURM_CPUS_PER_TASK"},
+        {{"OMP_NUM_THREADS=x", "SLURM_CPUS_PER_TASK=6"}, 0, 1, 32, 6, "SLURM_CPUS_PER_TASK"},
+        /* torchrun: 16 ranks, 4 on this host: 32 / 4, never 32 / 16 */
+        {{"RANK=5", "WORLD_SIZE=16", "LOCAL_WORLD_SIZE=4"}, 0, 1, 32, 8, "32 cores / 4 ranks on this host"},
+        /* srun step of 12 tasks laid out 4,4,2,2: node 2 has 2 of them, node 1 has 4 */
+        {{"SLURM_PROCID=9", "SLURM_STEP_ID=0", "SLURM_NTASKS=12", "SLURM_STEP_TASKS_PER_NODE=4(x2),2,2", "SLURM_NODEID=2"},
+         0, 1, 32, 16, "32 cores / 2 ranks on this host"},
+        {{"SLURM_PROCID=5", "SLURM_STEP_ID=0", "SLURM_NTASKS=12", "SLURM_STEP_TASKS_PER_NODE=4(x2),2,2", "SLURM_NODEID=1"},
+         0, 1, 32, 8, "32 cores / 4 ranks on this host"},
+        {{"SLURM_PROCID=5", "SLURM_STEP_ID=0", "SLURM_NTASKS=64", "SLURM_NTASKS_PER_NODE=8"}, 0, 1, 32, 4,
+         "32 cores / 8 ranks on this host"},
+        {{"OMPI_COMM_WORLD_RANK=3", "OMPI_COMM_WORLD_SIZE=8", "OMPI_COMM_WORLD_LOCAL_SIZE=2"}, 0, 1, 16, 8,
+         "16 cores / 2 ranks on this host"},
+        /* weipipe's launcher: LOCAL_WORLD_SIZE is the ranks it started here */
+        {{"RANK=1", "WORLD_SIZE=3", "LOCAL_WORLD_SIZE=3"}, 0, 1, 12, 4, "12 cores / 3 ranks on this host"},
+        /* not launched: the threads of this process (--transport local), or one rank */
+        {{NULL}, 0, 4, 16, 4, "16 cores / 4 ranks on this host"},
+        {{NULL}, 0, 1, 16, 16, "16 cores / 1 rank on this host"},
+        {{"SLURM_PROCID=0", "SLURM_NTASKS=4"}, 0, 1, 16, 16, "16 cores / 1 rank on this host"}, /* batch script */
+        {{"RANK=0", "WORLD_SIZE=8"}, 0, 1, 16, 1, "the launcher does not say"},
+        {{NULL}, 0, 4, 2, 1, "2 cores / 4 ranks on this host"},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        char from[128] = "";
+        int got = boot_threads_per_rank(c[i].flag, c[i].in_process, c[i].cores, fake_get, c[i].env, from, sizeof from);
+        CHECK(got == c[i].want && strncmp(from, c[i].from, strlen(c[i].from)) == 0,
+              "threads case %zu: %d (%s), expected %d (%s)", i, got, from, c[i].want, c[i].from);
+    }
+    printf("ok: threads per rank: %zu cases (flag, OMP_NUM_THREADS, SLURM_CPUS_PER_TASK, cores / ranks on this host)\n",
+           sizeof c / sizeof c[0]);
+}
+
 int main(void) {
     test_handshake();
     test_frames();
     test_pace();
     test_addresses();
     test_boot();
+    test_threads();
     return 0;
 }

@@ -10,6 +10,8 @@
 #    read before the schedule is built; a --nranks that disagrees exits 2 naming both, at once.
 #  - in an sbatch batch script (Slurm's variables with SLURM_PROCID=0 but no SLURM_STEP_ID) a
 #    plain `weipipe train` is a job of one rank, and `--nranks 2` launches its own 2 ranks.
+#  - threads per rank, as rank 0's start-up line says: --threads, else OMP_NUM_THREADS, else
+#    SLURM_CPUS_PER_TASK, else the cores / the ranks on this host.
 source "$(dirname "$0")/runtime_lib.sh"
 trap 'kill $(jobs -p) 2> /dev/null; rm -rf "$TMP"' EXIT
 ARGS=(--transport tcp --strategy weipipe-interleave --steps 2)
@@ -109,3 +111,34 @@ grep -q "rank 0:" "$TMP/batch" && ! grep -q "rank 1:" "$TMP/batch" || fail "batc
 [ "$(losses "$TMP/b.jsonl" | wc -l)" = 2 ] || fail "batch script: $(losses "$TMP/b.jsonl" | wc -l) losses, expected 2"
 batch --nranks 2 --quiet 2> "$TMP/batch2" || fail "weipipe train --nranks 2 in a batch script: $(cat "$TMP/batch2")"
 echo "sbatch batch script (SLURM_PROCID=0, SLURM_NTASKS=4, no SLURM_STEP_ID): one rank in $(took $t0)s, and --nranks 2 launches 2"
+
+# 5. threads per rank
+cores=$(getconf _NPROCESSORS_ONLN)
+th() { # th WANT ENV... -- ARGS...: rank 0's line about threads names WANT
+  local want=$1; shift
+  local envs=()
+  while [ "$1" != -- ]; do envs+=("$1"); shift; done; shift
+  env -u OMP_NUM_THREADS -u SLURM_CPUS_PER_TASK -u WEIPIPE_SECRET "${envs[@]}" "$W" train --config "$CFG" --data "$DATA" \
+    --timeout 60s --steps 1 "$@" > /dev/null 2> "$TMP/th" || fail "threads ($want): $(cat "$TMP/th")"
+  grep -qF "$want" "$TMP/th" || fail "threads: expected '$want': $(grep -i thread "$TMP/th")"
+  [ "$(grep -c 'CPU thread' "$TMP/th")" = 1 ] || fail "threads: not one line: $(grep -i thread "$TMP/th")"
+}
+t1=$((cores > 2 ? cores / 2 : 1)); s1=$([ $t1 = 1 ] && echo "" || echo s)
+th "rank 0: $cores CPU thread$([ $cores = 1 ] || echo s) per rank ($cores cores / 1 rank on this host)" --
+th "rank 0: 3 CPU threads per rank (OMP_NUM_THREADS)" OMP_NUM_THREADS=3 SLURM_CPUS_PER_TASK=5 --
+th "rank 0: 5 CPU threads per rank (SLURM_CPUS_PER_TASK)" SLURM_CPUS_PER_TASK=5 --
+th "rank 0: 2 CPU threads per rank (--threads)" OMP_NUM_THREADS=3 -- --threads 2
+th "rank 0: $t1 CPU thread$s1 per rank ($cores cores / 2 ranks on this host)" -- --transport local --nranks 2
+P=$(port)
+step2() { # a task of an srun step of 2 tasks on one node, no --threads
+  local r=$1; shift
+  env -u OMP_NUM_THREADS -u SLURM_CPUS_PER_TASK -u WEIPIPE_SECRET SLURM_JOB_ID=4244 SLURM_STEP_ID=1 SLURM_PROCID=$r \
+    SLURM_LOCALID=$r SLURM_NODEID=0 SLURM_NTASKS=2 SLURM_STEP_TASKS_PER_NODE=2 SLURM_JOB_NODELIST=localhost \
+    MASTER_ADDR=127.0.0.1 MASTER_PORT=$P "$W" train --config "$CFG" --data "$DATA" --timeout 60s "${ARGS[@]}" "$@"
+}
+step2 0 > /dev/null 2> "$TMP/st0" & st0=$!
+step2 1 > /dev/null 2> "$TMP/st1" || fail "srun step without --threads: rank 1: $(cat "$TMP/st1")"
+wait $st0 || fail "srun step without --threads: rank 0: $(cat "$TMP/st0")"
+grep -qF "rank 0: $t1 CPU thread$s1 per rank ($cores cores / 2 ranks on this host)" "$TMP/st0" ||
+  fail "srun step: $(grep -i thread "$TMP/st0")"
+echo "threads per rank: --threads > OMP_NUM_THREADS > SLURM_CPUS_PER_TASK > $cores cores / ranks on this host (local threads, an srun step of 2)"
