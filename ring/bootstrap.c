@@ -416,6 +416,18 @@ int boot_from_environ(wp_boot_info *bi, char *err, size_t errlen) { return boot_
 
 bool boot_launched(void) { return launcher_of(env_get, NULL) != NULL; }
 
+int boot_job_id_from_environ(char *out, size_t outlen) {
+    wp_boot_info bi;
+    char err[256];
+    memset(&bi, 0, sizeof bi);
+    const launcher_vars *lv = launcher_of(env_get, NULL);
+    if (!lv) return 1;
+    bi.launcher = lv->name;
+    if (job_vars(&bi, env_get, NULL, err, sizeof err) != 0) return 2;
+    snprintf(out, outlen, "%s", bi.job_id);
+    return 0;
+}
+
 /* ---- rendezvous ---- */
 
 static void hs_fill(wire_hs *h, int kind, const wp_boot_info *bi, int rank, const char *addr) {

@@ -59,6 +59,9 @@ int boot_from_environ(wp_boot_info *bi, char *err, size_t errlen);
 /* Whether this process was started by a launcher (RANK, OMPI_COMM_WORLD_RANK, or SLURM_PROCID
  * in a Slurm job step, i.e. with SLURM_STEP_ID; in that order of precedence). */
 bool boot_launched(void);
+/* This launched job's id (as the handshake carries it, see above) into out: 0; 1 when not
+ * launched; 2 when the variables do not give one. */
+int boot_job_id_from_environ(char *out, size_t outlen);
 
 /* The world size the launcher says (WORLD_SIZE, OMPI_COMM_WORLD_SIZE, SLURM_NTASKS), read without
  * any rendezvous: the schedule is built before it. Returns 0 with *world and *launcher ("torchrun",

@@ -12,6 +12,9 @@
 #    plain `weipipe train` is a job of one rank, and `--nranks 2` launches its own 2 ranks.
 #  - threads per rank, as rank 0's start-up line says: --threads, else OMP_NUM_THREADS, else
 #    SLURM_CPUS_PER_TASK, else the cores / the ranks on this host.
+#  - a --save directory is one job's at a time: while job A (2 ranks over tcp) trains into it,
+#    job B (threads) and job B' (torchrun's variables) exit 2 naming A's host, pid and job id;
+#    once A is SIGKILLed, job C takes the stale lock over with a warning naming A.
 source "$(dirname "$0")/runtime_lib.sh"
 trap 'kill $(jobs -p) 2> /dev/null; rm -rf "$TMP"' EXIT
 ARGS=(--transport tcp --strategy weipipe-interleave --steps 2)
@@ -142,3 +145,32 @@ wait $st0 || fail "srun step without --threads: rank 0: $(cat "$TMP/st0")"
 grep -qF "rank 0: $t1 CPU thread$s1 per rank ($cores cores / 2 ranks on this host)" "$TMP/st0" ||
   fail "srun step: $(grep -i thread "$TMP/st0")"
 echo "threads per rank: --threads > OMP_NUM_THREADS > SLURM_CPUS_PER_TASK > $cores cores / ranks on this host (local threads, an srun step of 2)"
+
+# 6. one job per --save directory
+D="$TMP/save"
+"$W" train --config "$CFG" --data "$DATA" --threads 1 --quiet --timeout 60s --strategy weipipe-interleave \
+  --transport tcp --nranks 2 --steps 1000000 --save "$D" 2> "$TMP/A" & A=$!
+for _ in $(seq 200); do grep -q "pid=$A " "$D/.weipipe.lock" 2> /dev/null && break; sleep 0.05; done
+grep -q "host=$(hostname) pid=$A job=" "$D/.weipipe.lock" || fail "job A's lock record: $(cat "$D/.weipipe.lock")"
+holder="host $(hostname), pid $A, job 'weipipe train, pid $A, no launcher'"
+t0=$(now)
+train --nranks 2 --transport local --strategy weipipe-interleave --steps 2 --save "$D" 2> "$TMP/B"; rc=$?
+[ $rc = 2 ] && grep -qF "error: --save $D is in use by another job: $holder" "$TMP/B" ||
+  fail "job B (threads) on A's --save: exit $rc: $(cat "$TMP/B")"
+echo "job B (threads): exit 2 in $(took $t0)s: $(cat "$TMP/B")"
+P=$(port)
+rank 0 2 $P job-bb --save "$D" 2> "$TMP/B0" & b0=$!
+rank 1 2 $P job-bb --save "$D" 2> "$TMP/B1"; rc1=$?
+wait $b0; rc0=$?
+[ $rc0 = 2 ] && grep -qF "error: --save $D is in use by another job: $holder" "$TMP/B0" ||
+  fail "job B' rank 0 on A's --save: exit $rc0: $(cat "$TMP/B0")"
+[ $rc1 != 0 ] && grep -qF "is in use by another job: $holder" "$TMP/B1" ||
+  fail "job B' rank 1 on A's --save: exit $rc1: $(cat "$TMP/B1")"
+echo "job B' (torchrun's variables): rank 0 exit 2 naming the holder, rank 1 exit $rc1 with its reason"
+kill -9 $A; wait $A 2> /dev/null
+for _ in $(seq 100); do pgrep -g $A > /dev/null 2>&1 || break; sleep 0.05; done
+train --nranks 2 --transport local --strategy weipipe-interleave --steps 2 --save "$D" 2> "$TMP/C" ||
+  fail "job C after A was killed: $(cat "$TMP/C")"
+grep -qF "warning: --save $D: taking over the lock left by $holder" "$TMP/C" || fail "job C did not warn: $(cat "$TMP/C")"
+[ ! -s "$D/.weipipe.lock" ] || fail "job C left its lock record: $(cat "$D/.weipipe.lock")"
+echo "job A SIGKILLed: job C took its stale lock over with a warning, and released it"
