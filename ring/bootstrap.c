@@ -121,17 +121,49 @@ static int master_vars(wp_boot_info *bi, wp_getenv_fn get, void *ctx, char *err,
     return 0;
 }
 
+/* The job's secret (optional: without it the ranks are not authenticated, as with NCCL or gloo)
+ * and its id, which tells two jobs at the same MASTER_ADDR:MASTER_PORT apart: WEIPIPE_JOB_ID
+ * (weipipe's own launcher sets it), else the id of the launcher that started this rank. */
 static int job_vars(wp_boot_info *bi, wp_getenv_fn get, void *ctx, char *err, size_t errlen) {
-    if (str_var(get, ctx, "WEIPIPE_SECRET", bi->secret, sizeof bi->secret, err, errlen)) {
-        snprintf(err, errlen, "WEIPIPE_SECRET is not set or too long (give every rank of the job the same string "
-                              "of at most 63 characters; 'weipipe train --nranks N' sets it)");
+    const char *secret = get_nonempty(get, ctx, "WEIPIPE_SECRET");
+    if (secret && strlen(secret) >= sizeof bi->secret) {
+        snprintf(err, errlen, "WEIPIPE_SECRET is longer than %zu characters (give every rank of the job the same "
+                              "shorter string)", sizeof bi->secret - 1);
         return 2;
     }
-    static const char *ids[] = {"WEIPIPE_JOB_ID", "SLURM_JOB_ID", "TORCHELASTIC_RUN_ID"};
-    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++)
-        if (get_nonempty(get, ctx, ids[i])) return str_var(get, ctx, ids[i], bi->job_id, sizeof bi->job_id, err, errlen);
-    snprintf(err, errlen, "WEIPIPE_JOB_ID is not set (nor a launcher's job id: SLURM_JOB_ID, TORCHELASTIC_RUN_ID)");
-    return 2;
+    snprintf(bi->secret, sizeof bi->secret, "%s", secret ? secret : "");
+    const char *from = NULL, *id = NULL, *step = NULL;
+    if ((id = get_nonempty(get, ctx, "WEIPIPE_JOB_ID"))) {
+        from = "WEIPIPE_JOB_ID";
+    } else if (strcmp(bi->launcher, "torchrun") == 0) {
+        if ((id = get_nonempty(get, ctx, "TORCHELASTIC_RUN_ID"))) from = "TORCHELASTIC_RUN_ID";
+    } else if (strcmp(bi->launcher, "slurm") == 0) {
+        /* two job steps of one allocation (two sruns) are two jobs */
+        if ((id = get_nonempty(get, ctx, "SLURM_JOB_ID"))) {
+            step = get_nonempty(get, ctx, "SLURM_STEP_ID");
+            from = step ? "SLURM_JOB_ID.SLURM_STEP_ID" : "SLURM_JOB_ID";
+        }
+    } else if ((id = get_nonempty(get, ctx, "PMIX_NAMESPACE"))) { /* Open MPI 4 and 5 (PMIx) */
+        from = "PMIX_NAMESPACE";
+    } else if ((id = get_nonempty(get, ctx, "OMPI_MCA_ess_base_jobid"))) { /* Open MPI before PMIx */
+        from = "OMPI_MCA_ess_base_jobid";
+    }
+    if (!id) {
+        snprintf(err, errlen, "WEIPIPE_JOB_ID is not set, nor the launcher's job id (%s): give every rank of the job "
+                 "the same WEIPIPE_JOB_ID, one that no other job at MASTER_ADDR:MASTER_PORT uses",
+                 strcmp(bi->launcher, "torchrun") == 0 ? "TORCHELASTIC_RUN_ID"
+                 : strcmp(bi->launcher, "slurm") == 0  ? "SLURM_JOB_ID"
+                                                       : "PMIX_NAMESPACE, OMPI_MCA_ess_base_jobid");
+        return 2;
+    }
+    int n = step ? snprintf(bi->job_id, sizeof bi->job_id, "%s.%s", id, step)
+                 : snprintf(bi->job_id, sizeof bi->job_id, "%s", id);
+    if (n < 0 || (size_t)n >= sizeof bi->job_id) {
+        snprintf(err, errlen, "%s is longer than %zu characters", from, sizeof bi->job_id - 1);
+        return 2;
+    }
+    bi->job_id_from = from;
+    return 0;
 }
 
 /* ---- the rendezvous listener inherited from the launcher (WEIPIPE_LISTEN_FD) ---- */
@@ -232,31 +264,143 @@ static int inherited_listener(wp_boot_info *bi, wp_getenv_fn get, void *ctx, cha
     return 0;
 }
 
+/* ---- which launcher started this process ---- */
+
+typedef struct launcher_vars {
+    const char *name, *rank, *world, *local;
+} launcher_vars;
+
+static const launcher_vars torchrun_vars = {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK"},
+                           openmpi_vars = {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+                                           "OMPI_COMM_WORLD_LOCAL_RANK"},
+                           slurm_vars = {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"};
+
+/* Slurm sets SLURM_PROCID in the batch script too (the batch step's one task: 0), but
+ * SLURM_STEP_ID only in a job step that srun started: Slurm's setup_env (src/common/env.c)
+ * exports SLURM_STEP_ID / SLURM_STEPID only for a step id >= 0 as an int, and the batch step's
+ * id SLURM_BATCH_SCRIPT (0xfffffffb; the interactive step's 0xfffffffa) is negative as one. So
+ * `weipipe train` typed in an sbatch script is one process on its own, not rank 0 of
+ * SLURM_NTASKS ranks that no srun will ever start. */
+static bool slurm_step(wp_getenv_fn get, void *ctx) {
+    return get_nonempty(get, ctx, "SLURM_PROCID") &&
+           (get_nonempty(get, ctx, "SLURM_STEP_ID") || get_nonempty(get, ctx, "SLURM_STEPID"));
+}
+
+/* torchrun (and weipipe's launcher) first: it may run inside an srun or an mpirun whose variables
+ * its ranks inherit; then Open MPI (its ranks may inherit the variables of the Slurm step that
+ * started its daemons); then a Slurm job step. NULL: not launched. */
+static const launcher_vars *launcher_of(wp_getenv_fn get, void *ctx) {
+    if (get_nonempty(get, ctx, "RANK")) return &torchrun_vars;
+    if (get_nonempty(get, ctx, "OMPI_COMM_WORLD_RANK")) return &openmpi_vars;
+    if (slurm_step(get, ctx)) return &slurm_vars;
+    return NULL;
+}
+
+static const long big_world = 1 << 20;
+
+int boot_world_from_env(int *world, const char **launcher, wp_getenv_fn get, void *ctx, char *err, size_t errlen) {
+    const launcher_vars *lv = launcher_of(get, ctx);
+    if (!lv) return 1;
+    long w = 0;
+    if (int_var(get, ctx, lv->world, 1, big_world, true, &w, err, errlen)) return 2;
+    *world = (int)w;
+    *launcher = lv->name;
+    return 0;
+}
+
+int boot_world_from_environ(int *world, const char **launcher, char *err, size_t errlen) {
+    return boot_world_from_env(world, launcher, env_get, NULL, err, errlen);
+}
+
+/* The count of a Slurm tasks-per-node list ("2(x3),1") for node index `node`; 0 if absent. */
+static long slurm_tasks_on_node(const char *spec, long node) {
+    const char *p = spec;
+    while (p && *p) {
+        char *end;
+        long n = strtol(p, &end, 10), reps = 1;
+        if (end == p || n < 0) return 0;
+        if (strncmp(end, "(x", 2) == 0) {
+            const char *q = end + 2;
+            reps = strtol(q, &end, 10);
+            if (end == q || *end != ')' || reps < 1) return 0;
+            end++;
+        }
+        if (node < reps) return n;
+        node -= reps;
+        if (*end != ',') return 0;
+        p = end + 1;
+    }
+    return 0;
+}
+
+int boot_local_world_from_env(wp_getenv_fn get, void *ctx) {
+    const launcher_vars *lv = launcher_of(get, ctx);
+    long n = 0, node = 0;
+    char e[128];
+    if (!lv) return 0;
+    if (lv == &torchrun_vars) {
+        if (int_var(get, ctx, "LOCAL_WORLD_SIZE", 1, big_world, false, &n, e, sizeof e)) n = 0;
+    } else if (lv == &openmpi_vars) {
+        if (int_var(get, ctx, "OMPI_COMM_WORLD_LOCAL_SIZE", 1, big_world, false, &n, e, sizeof e)) n = 0;
+    } else {
+        const char *spec = get_nonempty(get, ctx, "SLURM_STEP_TASKS_PER_NODE");
+        if (spec && int_var(get, ctx, "SLURM_NODEID", 0, big_world, false, &node, e, sizeof e) == 0)
+            n = slurm_tasks_on_node(spec, node);
+        if (n <= 0 && int_var(get, ctx, "SLURM_NTASKS_PER_NODE", 1, big_world, false, &n, e, sizeof e)) n = 0;
+    }
+    return n > 0 ? (int)n : 0;
+}
+
+/* The leading positive integer of a variable ("8", or "8,4" as OMP_NUM_THREADS may nest); 0 if none. */
+static long leading_count(wp_getenv_fn get, void *ctx, const char *name) {
+    const char *v = get_nonempty(get, ctx, name);
+    if (!v) return 0;
+    char *end;
+    errno = 0;
+    long n = strtol(v, &end, 10);
+    return errno == 0 && end != v && (*end == 0 || *end == ',') && n > 0 && n <= 4096 ? n : 0;
+}
+
+int boot_threads_per_rank(int threads_flag, int ranks_in_process, long cores, wp_getenv_fn get, void *ctx, char *from,
+                          size_t fromlen) {
+    long n;
+    if (threads_flag > 0) {
+        snprintf(from, fromlen, "--threads");
+        return threads_flag;
+    }
+    if ((n = leading_count(get, ctx, "OMP_NUM_THREADS")) > 0) {
+        snprintf(from, fromlen, "OMP_NUM_THREADS");
+        return (int)n;
+    }
+    if ((n = leading_count(get, ctx, "SLURM_CPUS_PER_TASK")) > 0) {
+        snprintf(from, fromlen, "SLURM_CPUS_PER_TASK");
+        return (int)n;
+    }
+    if (cores < 1) cores = 1;
+    int here = launcher_of(get, ctx) ? boot_local_world_from_env(get, ctx) : ranks_in_process;
+    if (here < 1) {
+        snprintf(from, fromlen, "the launcher does not say how many ranks share this host");
+        return 1;
+    }
+    snprintf(from, fromlen, "%ld cores / %d rank%s on this host", cores, here, here == 1 ? "" : "s");
+    return cores > here ? (int)(cores / here) : 1;
+}
+
+int boot_threads_per_rank_environ(int threads_flag, int ranks_in_process, long cores, char *from, size_t fromlen) {
+    return boot_threads_per_rank(threads_flag, ranks_in_process, cores, env_get, NULL, from, fromlen);
+}
+
 int boot_from_env(wp_boot_info *bi, wp_getenv_fn get, void *ctx, char *err, size_t errlen) {
     memset(bi, 0, sizeof *bi);
     long rank = 0, world = 0, local = 0;
-    const long big = 1 << 20;
-    int rc;
-    if (get_nonempty(get, ctx, "RANK")) {
-        bi->launcher = "torchrun";
-        rc = int_var(get, ctx, "RANK", 0, big, true, &rank, err, errlen) ||
-             int_var(get, ctx, "WORLD_SIZE", 1, big, true, &world, err, errlen) ||
-             int_var(get, ctx, "LOCAL_RANK", 0, big, false, &local, err, errlen) || master_vars(bi, get, ctx, err, errlen);
-    } else if (get_nonempty(get, ctx, "SLURM_PROCID")) {
-        bi->launcher = "slurm";
-        rc = int_var(get, ctx, "SLURM_PROCID", 0, big, true, &rank, err, errlen) ||
-             int_var(get, ctx, "SLURM_NTASKS", 1, big, true, &world, err, errlen) ||
-             int_var(get, ctx, "SLURM_LOCALID", 0, big, false, &local, err, errlen) || slurm_master(bi, get, ctx, err, errlen);
-    } else if (get_nonempty(get, ctx, "OMPI_COMM_WORLD_RANK")) {
-        bi->launcher = "openmpi";
-        rc = int_var(get, ctx, "OMPI_COMM_WORLD_RANK", 0, big, true, &rank, err, errlen) ||
-             int_var(get, ctx, "OMPI_COMM_WORLD_SIZE", 1, big, true, &world, err, errlen) ||
-             int_var(get, ctx, "OMPI_COMM_WORLD_LOCAL_RANK", 0, big, false, &local, err, errlen) ||
-             master_vars(bi, get, ctx, err, errlen);
-    } else {
-        return 1;
-    }
-    if (rc) return 2;
+    const launcher_vars *lv = launcher_of(get, ctx);
+    if (!lv) return 1;
+    bi->launcher = lv->name;
+    if (int_var(get, ctx, lv->rank, 0, big_world, true, &rank, err, errlen) ||
+        int_var(get, ctx, lv->world, 1, big_world, true, &world, err, errlen) ||
+        int_var(get, ctx, lv->local, 0, big_world, false, &local, err, errlen) ||
+        (lv == &slurm_vars ? slurm_master(bi, get, ctx, err, errlen) : master_vars(bi, get, ctx, err, errlen)))
+        return 2;
     if (rank >= world) {
         snprintf(err, errlen, "rank %ld is not below the world size %ld (%s variables)", rank, world, bi->launcher);
         return 2;
@@ -270,8 +414,18 @@ int boot_from_env(wp_boot_info *bi, wp_getenv_fn get, void *ctx, char *err, size
 
 int boot_from_environ(wp_boot_info *bi, char *err, size_t errlen) { return boot_from_env(bi, env_get, NULL, err, errlen); }
 
-bool boot_launched(void) {
-    return env_get("RANK", NULL) || env_get("SLURM_PROCID", NULL) || env_get("OMPI_COMM_WORLD_RANK", NULL);
+bool boot_launched(void) { return launcher_of(env_get, NULL) != NULL; }
+
+int boot_job_id_from_environ(char *out, size_t outlen) {
+    wp_boot_info bi;
+    char err[256];
+    memset(&bi, 0, sizeof bi);
+    const launcher_vars *lv = launcher_of(env_get, NULL);
+    if (!lv) return 1;
+    bi.launcher = lv->name;
+    if (job_vars(&bi, env_get, NULL, err, sizeof err) != 0) return 2;
+    snprintf(out, outlen, "%s", bi.job_id);
+    return 0;
 }
 
 /* ---- rendezvous ---- */
@@ -287,13 +441,34 @@ static void hs_fill(wire_hs *h, int kind, const wp_boot_info *bi, int rank, cons
     snprintf(h->addr, sizeof h->addr, "%s", addr);
 }
 
+/* A rank of another job (or its rank 0 probing, root_rendezvous) reached this rendezvous: tell it
+ * whose rendezvous this is, so that it fails at once naming this job instead of waiting for a
+ * rank 0 that is not there. Only the job id goes back (never the secret, never an address). */
+static void answer_other_job(const wp_boot_info *bi, hs_pending *p) {
+    wire_hs h, ack;
+    char why[128];
+    if (wire_hs_decode(p->buf, &h, why, sizeof why) != 0 || h.kind != HS_CONTROL || strcmp(h.job, bi->job_id) == 0)
+        return;
+    memset(&ack, 0, sizeof ack);
+    ack.version = WIRE_VERSION;
+    ack.kind = HS_CONTROL_ACK;
+    ack.world = (uint32_t)bi->world;
+    snprintf(ack.job, sizeof ack.job, "%s", bi->job_id);
+    uint8_t buf[WIRE_HS_BYTES];
+    wire_hs_encode(&ack, buf);
+    sock_write_all(p->fd, buf, sizeof buf, wp_now() + 0.5, why, sizeof why); /* best effort */
+}
+
 /* A joining rank's handshake is complete: check it, answer, keep its connection. */
 static void root_admit(const wp_boot_info *bi, hs_pending *p, int *fds, char **addrs, int *joined, uint64_t *rejected) {
     hs_expect e = {.kind = HS_CONTROL, .world = bi->world, .job = bi->job_id, .secret = bi->secret};
     wire_hs h, ack;
     char why[200], host[SOCK_ADDR_MAX];
     int port;
-    if (hs_check(p->buf, &e, &h, why, sizeof why) != 0) return hs_reject(p, 0, why, rejected);
+    if (hs_check(p->buf, &e, &h, why, sizeof why) != 0) {
+        answer_other_job(bi, p);
+        return hs_reject(p, 0, why, rejected);
+    }
     if (h.rank == 0 || fds[h.rank] >= 0) return hs_reject(p, 0, h.rank ? "rank already joined" : "claims rank 0", rejected);
     if (sock_split_addr(h.addr, host, sizeof host, &port, why, sizeof why) != 0) return hs_reject(p, 0, why, rejected);
     uint8_t buf[WIRE_HS_BYTES];
@@ -368,13 +543,45 @@ static char *join_table(char **addrs, int world, size_t *len) {
     return t;
 }
 
+/* Rank 0 found MASTER_ADDR:MASTER_PORT taken: ask whoever listens there for its job id (a
+ * handshake claiming no rank of a world of none, which no rendezvous admits; one of another job
+ * answers with its id, answer_other_job). 0 with "job 'ID'" in out, or -1. */
+static int probe_holder(const wp_boot_info *bi, char *out, size_t outlen) {
+    char why[256];
+    double deadline = wp_now() + 2.0;
+    int fd = sock_connect(bi->master_addr, bi->master_port, deadline, why, sizeof why);
+    if (fd < 0) return -1;
+    wire_hs h, ack;
+    memset(&h, 0, sizeof h);
+    h.version = WIRE_VERSION;
+    h.kind = HS_CONTROL;
+    snprintf(h.job, sizeof h.job, "%s", bi->job_id);
+    snprintf(h.addr, sizeof h.addr, "probe:1");
+    uint8_t buf[WIRE_HS_BYTES];
+    wire_hs_encode(&h, buf);
+    int rc = sock_write_all(fd, buf, sizeof buf, deadline, why, sizeof why) == 0 &&
+                     sock_read_all(fd, buf, sizeof buf, deadline, why, sizeof why) == 0 &&
+                     wire_hs_decode(buf, &ack, why, sizeof why) == 0 && ack.kind == HS_CONTROL_ACK
+                 ? 0
+                 : -1;
+    close(fd);
+    if (rc == 0) snprintf(out, outlen, "job '%s'", ack.job);
+    return rc;
+}
+
 /* lfd: the listener inherited from the launcher (closed here), or -1 to bind one. */
 static int root_rendezvous(const wp_boot_info *bi, const wp_net_opts *net, int lfd, int *fds, char **addrs, char *err,
                            size_t errlen) {
     char why[256];
     if (lfd < 0) lfd = sock_listen(bi->master_addr, bi->master_port, why, sizeof why);
     if (lfd < 0) {
-        snprintf(err, errlen, "rank 0 cannot listen at MASTER_ADDR:MASTER_PORT: %s", why);
+        char holder[WIRE_NAME_MAX + 64] = "";
+        if (strstr(why, strerror(EADDRINUSE)) && probe_holder(bi, holder, sizeof holder) == 0)
+            snprintf(err, errlen, "rank 0 cannot listen at MASTER_ADDR:MASTER_PORT (%s:%d): it is the rendezvous of "
+                     "another job, %s (this job is '%s', from %s): give each job its own MASTER_PORT",
+                     bi->master_addr, bi->master_port, holder, bi->job_id, bi->job_id_from);
+        else
+            snprintf(err, errlen, "rank 0 cannot listen at MASTER_ADDR:MASTER_PORT: %s", why);
         return 1;
     }
     int rc = root_gather(bi, net, lfd, fds, addrs, err, errlen);
@@ -433,7 +640,7 @@ static void advertised_addr(const wp_boot_info *bi, wp_transport *t, int via_fd,
 
 static int rank_rendezvous(const wp_boot_info *bi, const wp_net_opts *net, wp_transport *t, int *fd0,
                            char **addrs, char *err, size_t errlen) {
-    char why[256], my_addr[SOCK_ADDR_MAX];
+    char why[256], my_addr[SOCK_ADDR_MAX], scratch[128];
     double deadline = wp_now() + net->connect_timeout;
     int fd = sock_connect(bi->master_addr, bi->master_port, deadline, why, sizeof why);
     if (fd < 0) {
@@ -448,8 +655,14 @@ static int rank_rendezvous(const wp_boot_info *bi, const wp_net_opts *net, wp_tr
     hs_expect e = {.kind = HS_CONTROL_ACK, .world = bi->world, .job = bi->job_id, .secret = bi->secret};
     if (sock_write_all(fd, buf, sizeof buf, deadline, why, sizeof why) != 0 ||
         sock_read_all(fd, buf, sizeof buf, deadline, why, sizeof why) != 0 || hs_check(buf, &e, &ack, why, sizeof why) != 0) {
-        snprintf(err, errlen, "rank %d: rank 0 at %s:%d refused the rendezvous (%s; same WEIPIPE_SECRET, "
-                 "WEIPIPE_JOB_ID and world size everywhere?)", bi->rank, bi->master_addr, bi->master_port, why);
+        if (wire_hs_decode(buf, &ack, scratch, sizeof scratch) == 0 && ack.kind == HS_CONTROL_ACK &&
+            strcmp(ack.job, bi->job_id) != 0)
+            snprintf(err, errlen, "rank %d: MASTER_ADDR:MASTER_PORT (%s:%d) is the rendezvous of another job, job '%s' "
+                     "(this job is '%s', from %s): give each job its own MASTER_PORT", bi->rank, bi->master_addr,
+                     bi->master_port, ack.job, bi->job_id, bi->job_id_from);
+        else
+            snprintf(err, errlen, "rank %d: rank 0 at %s:%d refused the rendezvous (%s; same WEIPIPE_SECRET, "
+                     "WEIPIPE_JOB_ID and world size everywhere?)", bi->rank, bi->master_addr, bi->master_port, why);
         close(fd);
         return 1;
     }

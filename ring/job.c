@@ -7,6 +7,7 @@
 #include "bootstrap.h"
 #include "local.h"
 #include "mpi_boot.h"
+#include "ring_warn.h"
 
 int wp_job_check(const wp_job_cfg *cfg, char *err, size_t errlen) {
     const tp_row *k = cfg->transport;
@@ -38,6 +39,10 @@ static int run_launched_rank(const wp_job_cfg *cfg, wp_rank_fn fn, void *arg, ch
         snprintf(err, errlen, "--nranks %d but the launcher (%s) started %d ranks", cfg->nranks, bi.launcher, bi.world);
         return 2;
     }
+    if (bi.rank == 0 && !bi.secret[0]) /* once per job: only rank 0 says it */
+        ring_warn("the %d ranks of job '%s' (from %s) are not authenticated: any process that reaches %s:%d may "
+                  "join; to refuse strangers set WEIPIPE_SECRET to the same value on every rank",
+                  bi.world, bi.job_id, bi.job_id_from, bi.master_addr, bi.master_port);
     tp_job_conn c = {0};
     int rc = cfg->transport->open(&bi, cfg, &c, err, errlen);
     if (rc != 0) return rc;

@@ -18,10 +18,11 @@ static bool set(const char *name) {
     return v && v[0];
 }
 
-/* Under Open MPI with a rendezvous variable missing. */
+/* Under Open MPI with MASTER_ADDR or MASTER_PORT missing (the secret is optional, and the job id
+ * is Open MPI's own when WEIPIPE_JOB_ID is not set: bootstrap.h). */
 static bool needed(void) {
-    if (!set("OMPI_COMM_WORLD_RANK") || set("RANK") || set("SLURM_PROCID")) return false;
-    return !set("MASTER_ADDR") || !set("MASTER_PORT") || !set("WEIPIPE_SECRET") || !set("WEIPIPE_JOB_ID");
+    if (!set("OMPI_COMM_WORLD_RANK") || set("RANK")) return false; /* Open MPI before Slurm: bootstrap.c */
+    return !set("MASTER_ADDR") || !set("MASTER_PORT");
 }
 
 typedef struct {

@@ -7,9 +7,11 @@
 #include <unistd.h>
 
 #include "adapters.h"
+#include "bootstrap.h"
 #include "commands.h"
 #include "job.h"
 #include "log.h"
+#include "savelock.h"
 #include "stop.h"
 #include "train.h"
 
@@ -44,6 +46,30 @@ static int close_trace(void *arg, int first_rank, int rc, char *err, size_t errl
     return rc;
 }
 
+/* One job at a time per --save directory (savelock.h): taken by the process that starts the
+ * job (threads, or weipipe's own launcher) before anything runs, or by rank 0's process under an
+ * external launcher once the ranks met (its failure then ends every rank with the reason). */
+static wp_save_lock save_lock = {.fd = -1};
+
+static int lock_save(const train_job *j, char *err, size_t errlen) {
+    if (!j->o.save[0]) return 0;
+    char job[128];
+    if (boot_job_id_from_environ(job, sizeof job) != 0)
+        snprintf(job, sizeof job, "weipipe train, pid %ld, no launcher", (long)getpid());
+    return save_lock_take(&save_lock, j->o.save, job, err, errlen);
+}
+
+static int begin_process(void *arg, int first_rank, char *err, size_t errlen) {
+    int rc = first_rank == 0 && boot_launched() ? lock_save(arg, err, errlen) : 0;
+    return rc ? rc : open_trace(arg, first_rank, err, errlen);
+}
+
+static int end_process(void *arg, int first_rank, int rc, char *err, size_t errlen) {
+    rc = close_trace(arg, first_rank, rc, err, errlen);
+    if (first_rank == 0 && boot_launched()) save_lock_release(&save_lock);
+    return rc;
+}
+
 static int rank_fn(wp_rank_ctx *ctx, void *arg) {
     return train_rank(arg, ctx->rank, ctx->local_rank, ctx->t, ctx->ctl, ctx->err, sizeof ctx->err);
 }
@@ -60,11 +86,13 @@ int cmd_train(const wp_opts *o) {
         return 1;
     }
     int rc = train_job_prepare(&j, o, err, sizeof err);
+    if (!rc && !boot_launched()) rc = lock_save(&j, err, sizeof err);
     if (!rc) {
-        j.job.process_begin = open_trace;
-        j.job.process_end = close_trace;
+        j.job.process_begin = begin_process;
+        j.job.process_end = end_process;
         rc = wp_job_run(&j.job, rank_fn, &j, err, sizeof err);
     }
+    save_lock_release(&save_lock);
     if (rc) wp_error("%s", err);
     train_job_free(&j);
     return rc;

@@ -183,7 +183,24 @@ static int prepare_resume(train_job *j, char *err, size_t errlen) {
     return rc;
 }
 
+/* Under a launcher the world size is the launcher's (WORLD_SIZE, SLURM_NTASKS,
+ * OMPI_COMM_WORLD_SIZE), read now: the schedule is built before the rendezvous. --nranks, if
+ * given, must agree. */
+static int launcher_world(train_job *j, char *err, size_t errlen) {
+    int world;
+    const char *launcher;
+    char why[256];
+    int rc = boot_world_from_environ(&world, &launcher, why, sizeof why);
+    if (rc == 1) return 0;
+    if (rc != 0) return fail(err, errlen, 2, "%s", why);
+    if (j->o.set[FLAG_nranks] && j->o.nranks != world)
+        return fail(err, errlen, 2, "--nranks %" PRId64 " but the launcher (%s) started %d ranks", j->o.nranks, launcher, world);
+    j->o.nranks = world;
+    return 0;
+}
+
 static int check_flags(train_job *j, char *err, size_t errlen) {
+    if (launcher_world(j, err, errlen)) return 2;
     const wp_opts *o = &j->o;
     if (o->nranks < 1 || o->nranks > 4096) return fail(err, errlen, 2, "--nranks: %" PRId64 " must be 1..4096", o->nranks);
     if (o->num_microbatches < 0) return fail(err, errlen, 2, "--num-microbatches: must be 0 (= N) or more");
@@ -250,11 +267,11 @@ typedef struct {
 
 static int open_backend(rank_state *r, int device, char *err, size_t errlen) {
     const wp_opts *o = &r->j->o;
-    int threads = (int)o->threads;
-    if (threads <= 0) {
-        long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        threads = cores > r->j->nranks ? (int)(cores / r->j->nranks) : 1;
-    }
+    char from[128];
+    int threads = boot_threads_per_rank_environ((int)o->threads, boot_launched() ? 1 : r->j->nranks,
+                                                sysconf(_SC_NPROCESSORS_ONLN), from, sizeof from);
+    if (r->rank == 0 && !o->quiet && strcmp(o->backend, "cpu") == 0)
+        fprintf(stderr, "rank 0: %d CPU thread%s per rank (%s)\n", threads, threads == 1 ? "" : "s", from);
     wp_kern_opts ko = {.kind = strcmp(o->backend, "cuda") == 0 ? WP_BACKEND_CUDA : WP_BACKEND_CPU,
                        .compute = precision_act_dtype(r->j->L.cfg.precision),
                        .threads = threads,

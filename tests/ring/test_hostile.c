@@ -4,7 +4,8 @@
  *             short and closed, one cut short and left open, wrong job id, a second copy of a
  *             connected stream, a wrong world size, a flipped bit). Each is refused without an
  *             answer, rank 1 counts exactly 9 refusals, and the real transfer arrives intact.
- *  rendezvous: an attacker process hits rank 0's rendezvous port with 6 bad handshakes while
+ *  rendezvous: an attacker process hits rank 0's rendezvous port with bad handshakes (the one of
+ *             another job is answered with this job's id only, then closed) while
  *             rank 1 is late; all are refused and logged, and the job still forms.
  *  badframe:  a fake rank 1 (this process, speaking the protocol by hand) answers rank 0's
  *             clear-to-send with a data frame whose checksum is wrong: rank 0's wait fails
@@ -101,7 +102,18 @@ static int run_attacks(const char *addr, int kind, int world, int nstreams, uint
         }
         char why[128];
         sock_write_all(fd, buf, (size_t)a.bytes, wp_now() + 2, why, sizeof why);
-        if (a.observable && !refused(fd, a.keep_open ? 8.0 : 3.0)) {
+        if (v == 4 && kind == HS_CONTROL) {
+            /* another job's rank at a rendezvous is told whose it is (the job id, nothing else) */
+            wire_hs ack;
+            uint8_t in[WIRE_HS_BYTES];
+            bool told = sock_read_all(fd, in, sizeof in, wp_now() + 3, why, sizeof why) == 0 &&
+                        wire_hs_decode(in, &ack, why, sizeof why) == 0 && ack.kind == HS_CONTROL_ACK &&
+                        strcmp(ack.job, RH_JOB) == 0 && ack.secret[0] == 0 && ack.addr[0] == 0 && refused(fd, 3.0);
+            if (!told) {
+                fprintf(stderr, "attack '%s' on %s: not told the job id '%s' and closed\n", a.name, addr, RH_JOB);
+                failures++;
+            }
+        } else if (a.observable && !refused(fd, a.keep_open ? 8.0 : 3.0)) {
             fprintf(stderr, "attack '%s' on %s was not refused\n", a.name, addr);
             failures++;
         }

@@ -149,14 +149,45 @@ static void test_boot(void) {
               strcmp(bi.master_addr, "10.0.0.1") == 0 && bi.master_port == 29500 && strcmp(bi.job_id, "j1") == 0 &&
               strcmp(bi.launcher, "torchrun") == 0,
           "torchrun: %s", err);
-    const char *slurm[] = {"SLURM_PROCID=5", "SLURM_NTASKS=16", "SLURM_LOCALID=1", "SLURM_JOB_ID=123456",
+    const char *slurm[] = {"SLURM_PROCID=5", "SLURM_NTASKS=16", "SLURM_LOCALID=1", "SLURM_JOB_ID=123456", "SLURM_STEP_ID=2",
                            "SLURM_JOB_NODELIST=gpu[07-08]", "WEIPIPE_SECRET=x", NULL};
     CHECK(boot(slurm, &bi, err) == 0 && bi.rank == 5 && bi.world == 16 && strcmp(bi.master_addr, "gpu07") == 0 &&
-              bi.master_port == 20000 + 123456 % 20000 && strcmp(bi.job_id, "123456") == 0,
+              bi.master_port == 20000 + 123456 % 20000 && strcmp(bi.job_id, "123456.2") == 0,
           "slurm: %s (%s:%d)", err, bi.master_addr, bi.master_port);
+    /* an sbatch batch script: SLURM_PROCID=0 without a step id is no launched rank; SLURM_STEPID
+     * (the older name) alone marks a step too */
+    const char *batch[] = {"SLURM_PROCID=0", "SLURM_NTASKS=16", "SLURM_LOCALID=0", "SLURM_JOB_ID=123456",
+                           "SLURM_JOB_NODELIST=gpu[07-08]", "SLURM_NODEID=0", NULL};
+    int bw;
+    const char *bl;
+    CHECK(boot(batch, &bi, err) == 1 && boot_world_from_env(&bw, &bl, fake_get, batch, err, 256) == 1,
+          "a batch script's environment taken for a job step");
+    const char *oldstep[] = {"SLURM_PROCID=1", "SLURM_NTASKS=2", "SLURM_JOB_ID=9", "SLURM_STEPID=4",
+                             "SLURM_JOB_NODELIST=n1", NULL};
+    CHECK(boot(oldstep, &bi, err) == 0 && bi.rank == 1, "SLURM_STEPID alone: %s", err);
     const char *ompi[] = {"OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=4", "MASTER_ADDR=h", "MASTER_PORT=1",
                           "WEIPIPE_SECRET=x", "WEIPIPE_JOB_ID=m", NULL};
     CHECK(boot(ompi, &bi, err) == 0 && bi.rank == 1 && bi.world == 4 && strcmp(bi.launcher, "openmpi") == 0, "ompi: %s", err);
+    /* without WEIPIPE_SECRET: not authenticated, and the job id is the launcher's */
+    struct {
+        const char *env[10];
+        const char *job, *from;
+    } ids[] = {
+        {{"RANK=1", "WORLD_SIZE=2", "MASTER_ADDR=h", "MASTER_PORT=1", "TORCHELASTIC_RUN_ID=tr7"}, "tr7", "TORCHELASTIC_RUN_ID"},
+        {{"RANK=1", "WORLD_SIZE=2", "MASTER_ADDR=h", "MASTER_PORT=1", "TORCHELASTIC_RUN_ID=tr7", "WEIPIPE_JOB_ID=w"}, "w",
+         "WEIPIPE_JOB_ID"},
+        {{"SLURM_PROCID=1", "SLURM_NTASKS=2", "SLURM_JOB_ID=77", "SLURM_STEP_ID=3", "SLURM_JOB_NODELIST=n1"}, "77.3",
+         "SLURM_JOB_ID.SLURM_STEP_ID"},
+        {{"OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=2", "MASTER_ADDR=h", "MASTER_PORT=1", "PMIX_NAMESPACE=865075201",
+          "OMPI_MCA_ess_base_jobid=9"}, "865075201", "PMIX_NAMESPACE"},
+        {{"OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=2", "MASTER_ADDR=h", "MASTER_PORT=1", "OMPI_MCA_ess_base_jobid=9"},
+         "9", "OMPI_MCA_ess_base_jobid"},
+    };
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++)
+        CHECK(boot(ids[i].env, &bi, err) == 0 && bi.secret[0] == 0 && strcmp(bi.job_id, ids[i].job) == 0 &&
+                  strcmp(bi.job_id_from, ids[i].from) == 0,
+              "job id case %zu: '%s' from %s (%s), expected '%s' from %s", i, bi.job_id, bi.job_id_from, err,
+              ids[i].job, ids[i].from);
     /* each missing or malformed variable is named */
     struct {
         const char *env[8];
@@ -168,10 +199,13 @@ static void test_boot(void) {
         {{"RANK=0", "WORLD_SIZE=2", "MASTER_ADDR=h", "MASTER_PORT=99999", "WEIPIPE_SECRET=x", "WEIPIPE_JOB_ID=j"}, "MASTER_PORT"},
         {{"RANK=2", "WORLD_SIZE=2", "MASTER_ADDR=h", "MASTER_PORT=1", "WEIPIPE_SECRET=x", "WEIPIPE_JOB_ID=j"}, "world size"},
         {{"RANK=x", "WORLD_SIZE=2", "MASTER_ADDR=h", "MASTER_PORT=1", "WEIPIPE_SECRET=x", "WEIPIPE_JOB_ID=j"}, "RANK"},
-        {{"RANK=0", "WORLD_SIZE=2", "MASTER_ADDR=h", "MASTER_PORT=1", "WEIPIPE_JOB_ID=j"}, "WEIPIPE_SECRET"},
+        {{"RANK=0", "WORLD_SIZE=2", "MASTER_ADDR=h", "MASTER_PORT=1", "WEIPIPE_JOB_ID=j",
+          "WEIPIPE_SECRET=0123456789012345678901234567890123456789012345678901234567890123"}, "WEIPIPE_SECRET"},
         {{"RANK=0", "WORLD_SIZE=2", "MASTER_ADDR=h", "MASTER_PORT=1", "WEIPIPE_SECRET=x"}, "WEIPIPE_JOB_ID"},
-        {{"SLURM_PROCID=0", "SLURM_NTASKS=2", "SLURM_JOB_ID=5", "WEIPIPE_SECRET=x"}, "SLURM_JOB_NODELIST"},
-        {{"SLURM_PROCID=0", "SLURM_NTASKS=2", "SLURM_JOB_NODELIST=n1", "WEIPIPE_SECRET=x"}, "SLURM_JOB_ID"},
+        {{"RANK=0", "WORLD_SIZE=2", "MASTER_ADDR=h", "MASTER_PORT=1"}, "TORCHELASTIC_RUN_ID"},
+        {{"OMPI_COMM_WORLD_RANK=0", "OMPI_COMM_WORLD_SIZE=2", "MASTER_ADDR=h", "MASTER_PORT=1"}, "PMIX_NAMESPACE"},
+        {{"SLURM_PROCID=0", "SLURM_STEP_ID=0", "SLURM_NTASKS=2", "SLURM_JOB_ID=5", "WEIPIPE_SECRET=x"}, "SLURM_JOB_NODELIST"},
+        {{"SLURM_PROCID=0", "SLURM_STEP_ID=0", "SLURM_NTASKS=2", "SLURM_JOB_NODELIST=n1", "WEIPIPE_SECRET=x"}, "SLURM_JOB_ID"},
         {{"OMPI_COMM_WORLD_RANK=0", "MASTER_ADDR=h", "MASTER_PORT=1", "WEIPIPE_SECRET=x", "WEIPIPE_JOB_ID=j"}, "OMPI_COMM_WORLD_SIZE"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -179,7 +213,65 @@ static void test_boot(void) {
         CHECK(boot(bad[i].env, &bi, err) == 2 && strstr(err, bad[i].names) && !strchr(err, '\n'),
               "case %zu: expected an error naming %s, got '%s'", i, bad[i].names, err);
     }
-    printf("ok: rank discovery (torchrun, Slurm, Open MPI) and %zu named errors\n", sizeof bad / sizeof bad[0]);
+    /* the world size alone, before any rendezvous (no MASTER_* or job id needed yet) */
+    int world = 0;
+    const char *launcher = NULL;
+    const char *w_torch[] = {"RANK=1", "WORLD_SIZE=6", NULL}, *w_slurm[] = {"SLURM_PROCID=1", "SLURM_NTASKS=5", "SLURM_STEP_ID=0", NULL},
+               *w_ompi[] = {"OMPI_COMM_WORLD_RANK=0", "OMPI_COMM_WORLD_SIZE=3", "SLURM_PROCID=0", "SLURM_STEP_ID=0", NULL},
+               *w_bad[] = {"RANK=0", "WORLD_SIZE=0", NULL};
+    CHECK(boot_world_from_env(&world, &launcher, fake_get, w_torch, err, 256) == 0 && world == 6 &&
+              strcmp(launcher, "torchrun") == 0, "world from WORLD_SIZE: %d %s", world, err);
+    CHECK(boot_world_from_env(&world, &launcher, fake_get, w_slurm, err, 256) == 0 && world == 5 &&
+              strcmp(launcher, "slurm") == 0, "world from SLURM_NTASKS: %d %s", world, err);
+    CHECK(boot_world_from_env(&world, &launcher, fake_get, w_ompi, err, 256) == 0 && world == 3 &&
+              strcmp(launcher, "openmpi") == 0, "mpirun's ranks inside a Slurm step: %d %s", world, err);
+    CHECK(boot_world_from_env(&world, &launcher, fake_get, none, err, 256) == 1, "not launched");
+    CHECK(boot_world_from_env(&world, &launcher, fake_get, w_bad, err, 256) == 2 && strstr(err, "WORLD_SIZE"), "%s", err);
+    printf("ok: rank discovery (torchrun, Slurm, Open MPI), world sizes before the rendezvous, a batch script is no rank, and %zu named errors\n",
+           sizeof bad / sizeof bad[0]);
+}
+
+static void test_threads(void) {
+    struct {
+        const char *env[8];
+        int flag, in_process;
+        long cores;
+        int want;
+        const char *from;
+    } c[] = {
+        {{"OMP_NUM_THREADS=4", "SLURM_CPUS_PER_TASK=6"}, 3, 1, 32, 3, "--threads"},
+        {{"OMP_NUM_THREADS=4", "SLURM_CPUS_PER_TASK=6"}, 0, 1, 32, 4, "OMP_NUM_THREADS"},
+        {{"OMP_NUM_THREADS=8,2"}, 0, 1, 32, 8, "OMP_NUM_THREADS"},
+        {{"OMP_NUM_THREADS=0", "SLURM_CPUS_PER_TASK=6"}, 0, 1, 32, 6, "SLURM_CPUS_PER_TASK"},
+        {{"OMP_NUM_THREADS=x", "SLURM_CPUS_PER_TASK=6"}, 0, 1, 32, 6, "SLURM_CPUS_PER_TASK"},
+        /* torchrun: 16 ranks, 4 on this host: 32 / 4, never 32 / 16 */
+        {{"RANK=5", "WORLD_SIZE=16", "LOCAL_WORLD_SIZE=4"}, 0, 1, 32, 8, "32 cores / 4 ranks on this host"},
+        /* srun step of 12 tasks laid out 4,4,2,2: node 2 has 2 of them, node 1 has 4 */
+        {{"SLURM_PROCID=9", "SLURM_STEP_ID=0", "SLURM_NTASKS=12", "SLURM_STEP_TASKS_PER_NODE=4(x2),2,2", "SLURM_NODEID=2"},
+         0, 1, 32, 16, "32 cores / 2 ranks on this host"},
+        {{"SLURM_PROCID=5", "SLURM_STEP_ID=0", "SLURM_NTASKS=12", "SLURM_STEP_TASKS_PER_NODE=4(x2),2,2", "SLURM_NODEID=1"},
+         0, 1, 32, 8, "32 cores / 4 ranks on this host"},
+        {{"SLURM_PROCID=5", "SLURM_STEP_ID=0", "SLURM_NTASKS=64", "SLURM_NTASKS_PER_NODE=8"}, 0, 1, 32, 4,
+         "32 cores / 8 ranks on this host"},
+        {{"OMPI_COMM_WORLD_RANK=3", "OMPI_COMM_WORLD_SIZE=8", "OMPI_COMM_WORLD_LOCAL_SIZE=2"}, 0, 1, 16, 8,
+         "16 cores / 2 ranks on this host"},
+        /* weipipe's launcher: LOCAL_WORLD_SIZE is the ranks it started here */
+        {{"RANK=1", "WORLD_SIZE=3", "LOCAL_WORLD_SIZE=3"}, 0, 1, 12, 4, "12 cores / 3 ranks on this host"},
+        /* not launched: the threads of this process (--transport local), or one rank */
+        {{NULL}, 0, 4, 16, 4, "16 cores / 4 ranks on this host"},
+        {{NULL}, 0, 1, 16, 16, "16 cores / 1 rank on this host"},
+        {{"SLURM_PROCID=0", "SLURM_NTASKS=4"}, 0, 1, 16, 16, "16 cores / 1 rank on this host"}, /* batch script */
+        {{"RANK=0", "WORLD_SIZE=8"}, 0, 1, 16, 1, "the launcher does not say"},
+        {{NULL}, 0, 4, 2, 1, "2 cores / 4 ranks on this host"},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        char from[128] = "";
+        int got = boot_threads_per_rank(c[i].flag, c[i].in_process, c[i].cores, fake_get, c[i].env, from, sizeof from);
+        CHECK(got == c[i].want && strncmp(from, c[i].from, strlen(c[i].from)) == 0,
+              "threads case %zu: %d (%s), expected %d (%s)", i, got, from, c[i].want, c[i].from);
+    }
+    printf("ok: threads per rank: %zu cases (flag, OMP_NUM_THREADS, SLURM_CPUS_PER_TASK, cores / ranks on this host)\n",
+           sizeof c / sizeof c[0]);
 }
 
 int main(void) {
@@ -188,5 +280,6 @@ int main(void) {
     test_pace();
     test_addresses();
     test_boot();
+    test_threads();
     return 0;
 }

@@ -23,6 +23,13 @@ MASTER_ADDR=127.0.0.1 MASTER_PORT=$port WEIPIPE_SECRET=s3cret WEIPIPE_JOB_ID=mpi
 losses "$TMP/vars.jsonl" | cmp -s - "$TMP/local.loss" || fail "mpirun with MASTER_*: losses differ from the local run"
 echo "mpirun -np 4 with MASTER_ADDR/PORT: the local run's 3 losses bit for bit"
 
+env -u WEIPIPE_SECRET -u WEIPIPE_JOB_ID MASTER_ADDR=127.0.0.1 MASTER_PORT=$((port + 2)) \
+  "${MPIRUN[@]}" -np 4 -x MASTER_ADDR -x MASTER_PORT "$W" train "${ARGS[@]}" --transport tcp 2> "$TMP/err" ||
+  fail "mpirun with MASTER_* and no WEIPIPE_SECRET / WEIPIPE_JOB_ID: $(tail -3 "$TMP/err")"
+[ "$(grep -c "not authenticated" "$TMP/err")" = 1 ] && grep -q "from PMIX_NAMESPACE\|from OMPI_MCA_ess_base_jobid" "$TMP/err" ||
+  fail "mpirun without a secret: expected one warning naming Open MPI's job id: $(cat "$TMP/err")"
+echo "mpirun -np 4 without WEIPIPE_SECRET / WEIPIPE_JOB_ID: runs on Open MPI's job id, one warning"
+
 boot() { # mpirun -np 4 with none of the rendezvous variables
   env -u MASTER_ADDR -u MASTER_PORT -u WEIPIPE_SECRET -u WEIPIPE_JOB_ID \
     "${MPIRUN[@]}" -np 4 "$W" train "${ARGS[@]}" --transport tcp --metrics "$TMP/boot.jsonl" 2> "$TMP/err"
