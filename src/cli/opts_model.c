@@ -118,6 +118,8 @@ int hf_config_apply(const char *hf_dir, wp_opts *o, char *err, size_t errlen) {
         bool integer = hf_key_integer((hf_key)k);
         double *num = flag == FLAG_norm_eps ? &o->norm_eps : &o->rope_theta;
         double have = integer ? (double)*int_field(o, flag) : *num, value = c.value[k];
+        if (integer && !(value >= 0 && value <= 2147483647.0)) /* before the cast: out of range is undefined */
+            return cli_fail(err, errlen, "%s: %s %.17g is out of range (0 to 2^31-1)", c.path, hf_key_name((hf_key)k), value);
         if (o->set[flag] && fabs(have - value) > 1e-12 * fabs(value))
             return cli_fail(err, errlen, "--%s %g disagrees with %s in %s (%g)", cli_flag_name(flag), have,
                         hf_key_name((hf_key)k), c.path, value);

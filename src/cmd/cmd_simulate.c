@@ -102,18 +102,22 @@ static void print_json(const row *rows, int n, double base, const wp_pipe_shape 
 }
 
 /* One strategy on the layout L: generate, simulate, and (with a trace) draw. 0, or the exit code. */
+/* A row whose schedule or layout could not be made: 2 (this strategy cannot run this shape)
+ * notes why in the row and the table goes on; 1 is an error of the run. */
+static int not_simulated(row *r, int rc, const char *err) {
+    if (rc != 2) {
+        wp_error("%s", err);
+        return 1;
+    }
+    snprintf(r->note, sizeof r->note, "not simulated: %s", err);
+    return 2;
+}
+
 static int one(row *r, const wp_pipe_shape *ps, const wp_layout *L, const wp_costs *c, wp_trace *t, int idx) {
     char err[1024];
     wp_schedule s;
     int rc = schedule_generate(r->st, ps->nranks, ps->nmb, L->cfg.n_chunks, &ps->gen, &s, err, sizeof err);
-    if (rc == 2) {
-        snprintf(r->note, sizeof r->note, "not simulated: %s", err);
-        return 2;
-    }
-    if (rc) {
-        wp_error("%s", err);
-        return 1;
-    }
+    if (rc) return not_simulated(r, rc, err);
     wp_sim sim;
     rc = simulate(&s, L, c, t != NULL, &sim, err, sizeof err);
     if (rc) {
@@ -148,14 +152,7 @@ static int one_own_layout(row *r, const wp_opts *o, const wp_pipe_shape *ps, con
     bool raised;
     int chunks = strategy_default_chunks(r->st, ps->nranks);
     int rc = layout_from_opts(o, ps->nranks, chunks, &L, &raised, err, sizeof err);
-    if (rc == 2) {
-        snprintf(r->note, sizeof r->note, "not simulated: %s", err);
-        return 2;
-    }
-    if (rc) {
-        wp_error("%s", err);
-        return 1;
-    }
+    if (rc) return not_simulated(r, rc, err);
     wp_costs c;
     costs_from_layout(&c, &L, ps->nranks, m);
     rc = one(r, ps, &L, &c, t, idx);
