@@ -136,13 +136,18 @@ static size_t bytes_of(const eng *e, wp_buf b) {
     return e->sz && e->sz->L ? sched_buf_bytes(e->s, e->seg_t, e->sz->L, b) : 0;
 }
 
-/* One activation state of (c, mb): a segment's own size when the schedule has segments. */
-static size_t acts_bytes_of(const eng *e, int c, int mb) {
+/* One activation state of (c, mb) as F leaves it (kept = false), or what a separate B adds to it
+ * for the W-pass (kept = true; model_acts_bytes: the runtime reserves that at B and releases it at
+ * W, so charging it from F would count memory no rank holds): a segment's own size when the
+ * schedule has segments. */
+static size_t acts_bytes_of(const eng *e, int c, int mb, bool kept) {
     if (!e->sz) return 0;
-    if (e->K == 1 || !e->sz->L) return e->sz->acts_bytes[c];
+    if (kept && !e->s->split) return 0;
+    if (e->K == 1 || !e->sz->L) return kept ? e->sz->kept_bytes[c] : e->sz->acts_bytes[c];
     int j = mb % e->K;
-    return model_acts_bytes_segment(e->sz->L, c, precision_act_dtype(e->sz->L->cfg.precision), e->s->split, e->seg_t[j],
-                                    e->seg_t[j + 1]);
+    wp_dtype dt = precision_act_dtype(e->sz->L->cfg.precision);
+    size_t fwd = model_acts_bytes_segment(e->sz->L, c, dt, false, e->seg_t[j], e->seg_t[j + 1]);
+    return kept ? model_acts_bytes_segment(e->sz->L, c, dt, true, e->seg_t[j], e->seg_t[j + 1]) - fwd : fwd;
 }
 
 static void note_peaks(eng *e, int r) {
@@ -368,7 +373,7 @@ static int do_forward(eng *e, int r, int step, int idx, const wp_action *a) {
     AT(f_idx, c, mb) = idx;
     rstate *R = &e->r[r];
     R->n_acts++;
-    size_t ab = acts_bytes_of(e, c, mb);
+    size_t ab = acts_bytes_of(e, c, mb, false);
     R->acts_bytes += ab;
     R->bytes += ab;
     note_peaks(e, r);
@@ -401,6 +406,13 @@ static int backward_input(eng *e, int r, int step, int idx, const wp_action *a) 
     }
     AT(b_rank, c, mb) = r;
     AT(b_idx, c, mb) = idx;
+    if (a->op == WP_OP_B) {
+        rstate *R = &e->r[r];
+        size_t kb = acts_bytes_of(e, c, mb, true);
+        R->acts_bytes += kb;
+        R->bytes += kb;
+        note_peaks(e, r);
+    }
     return DONE;
 }
 
@@ -436,7 +448,7 @@ static int add_contribution(eng *e, int r, int step, int idx, const wp_action *a
     AT(w_rank, c, mb) = r;
     AT(w_idx, c, mb) = idx;
     rstate *R = &e->r[r];
-    size_t ab = acts_bytes_of(e, c, mb);
+    size_t ab = acts_bytes_of(e, c, mb, false) + (a->op == WP_OP_W ? acts_bytes_of(e, c, mb, true) : 0);
     R->n_acts--;
     R->acts_bytes -= ab;
     R->bytes -= ab;
@@ -975,7 +987,8 @@ void sizes_from_layout(wp_sizes *sz, const wp_layout *L, bool split_backward) {
     sz->L = L;
     wp_dtype compute = precision_act_dtype(L->cfg.precision);
     for (int c = 0; c < L->cfg.n_chunks; c++) {
-        sz->acts_bytes[c] = model_acts_bytes(L, c, compute, split_backward);
+        sz->acts_bytes[c] = model_acts_bytes(L, c, compute, false);
+        sz->kept_bytes[c] = split_backward ? model_acts_bytes(L, c, compute, true) - sz->acts_bytes[c] : 0;
         sz->owner_bytes[c] = 16 * L->chunk_numel[c];
     }
 }

@@ -25,7 +25,8 @@ typedef struct {
 /* What the engine needs to know about sizes; all zero counts buffers without bytes. */
 typedef struct {
     const wp_layout *L;                   /* NULL: no bytes */
-    size_t acts_bytes[WP_MAX_CHUNKS];     /* one activation state of chunk c at its peak */
+    size_t acts_bytes[WP_MAX_CHUNKS];     /* one activation state of chunk c as F leaves it */
+    size_t kept_bytes[WP_MAX_CHUNKS];     /* what a separate B adds to it until the W-pass */
     size_t owner_bytes[WP_MAX_CHUNKS];    /* fp32 master + Adam moments + fp32 accumulator */
 } wp_sizes;
 
@@ -76,8 +77,9 @@ int engine_run(const wp_schedule *s, const wp_sizes *sz, const wp_costs *costs, 
              char *err, size_t errlen);
 void run_free(wp_run *run);
 
-/* Sizes for a layout: buffer bytes, model_acts_bytes per chunk (split backward as the schedule
- * says), 16 bytes per owned parameter. */
+/* Sizes for a layout: buffer bytes, model_acts_bytes per chunk (after F; and, when the backward is
+ * split, what B keeps for the W-pass, held from B to W as the runtime does), 16 bytes per owned
+ * parameter. */
 void sizes_from_layout(wp_sizes *sz, const wp_layout *L, bool split_backward);
 
 #endif
