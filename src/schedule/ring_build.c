@@ -38,6 +38,11 @@ void ring_plan_init(ring_plan *p, wp_schedule *s, int gw_lane, bool stage) {
     p->s = s;
     p->gw_lane = gw_lane;
     p->stage = stage;
+    for (int c = 0; c < WP_MAX_CHUNKS; c++) {
+        p->offset[WP_RING_WF][c] = -c;
+        p->offset[WP_RING_WB][c] = c + 1;
+        p->offset[WP_RING_GW][c] = gw_lane == WP_LANE_F ? -c : c + 1;
+    }
 }
 
 int ring_add(ring_plan *p, int rank, int turn, wp_op op, int chunk, int mb, char *err, size_t errlen) {
@@ -56,8 +61,8 @@ int ring_add(ring_plan *p, int rank, int turn, wp_op op, int chunk, int mb, char
     return 0;
 }
 
-static int stream_lane(const builder *b, int st) { return st == ST_GW ? b->p->gw_lane : st; }
-static int pos(const builder *b, int st, int c, int t) { return ring_pos(stream_lane(b, st), b->N, c, t); }
+/* ST_WF, ST_WB and ST_GW are WP_RING_WF, WP_RING_WB and WP_RING_GW. */
+static int pos(const builder *b, int st, int c, int t) { return mod(t + b->p->offset[st][c], b->N); }
 
 static void emit(builder *b, int rank, int turn, int slot, int stream, int chunk, wp_action a) {
     if (b->oom) return;

@@ -7,7 +7,10 @@
  *   backward weights (lane B): chunk c is at rank (t + c + 1) mod N         (channel wbwd)
  *   gradients GW[c]: at the positions of lane F or of lane B (gw_lane)      (channel grad)
  * so in turn t rank w holds forward chunk (t - w) and backward chunk (w - t - 1) mod N: the
- * paper's circle with the two weight orders on opposite sides (figures 1 and 2).
+ * paper's circle with the two weight orders on opposite sides (figures 1 and 2). Those are the
+ * defaults; a generator may place each stream's chunks at other positions (ring_plan.offset), and
+ * one position may then carry several chunks, each its own buffer moving with it (WZB1: backward
+ * weights two positions apart, each gradient one position behind its weights).
  *
  * Segments. A stream element exists only while someone needs it. A weights segment starts at
  * the chunk's owner by LOAD from its master (the latest turn at or before the first need when
@@ -41,9 +44,16 @@ typedef struct {
     int32_t mb;
 } rb_op;
 
+/* The three streams, for ring_plan.offset. */
+enum { WP_RING_WF = 0, WP_RING_WB = 1, WP_RING_GW = 2 };
+
 typedef struct {
     wp_schedule *s;
     int gw_lane; /* WP_LANE_F or WP_LANE_B: whose positions the gradients share */
+    /* Stream st holds chunk c at rank (t + offset[st][c]) mod N in turn t. ring_plan_init sets
+     * the lanes of ring_pos (gradients on gw_lane's positions); a generator may place chunks
+     * otherwise, several in one position included (each is its own buffer). */
+    int offset[3][WP_MAX_CHUNKS];
     bool stage;  /* carry the updated forward weights into the next step */
     int n_ops, cap_ops;
     rb_op *ops;
