@@ -102,10 +102,26 @@ static uint64_t schedule_sent(const train_job *j, int r) {
 static int recv_track(int channel) { return 1 + WP_SCH_COUNT + channel; }
 enum { WAIT_TRACK = 1 + 2 * WP_SCH_COUNT };
 
-static void trace_tracks(wp_trace *t, int rank) {
-    char name[64];
-    snprintf(name, sizeof name, "rank %d", rank);
+/* This host's name, with anything a host name may not hold replaced (it goes into JSON). */
+static void host_name(char *host, size_t len) {
+    if (gethostname(host, len) != 0) snprintf(host, len, "unknown");
+    host[len - 1] = 0;
+    for (char *p = host; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '-' || *p == '.'))
+            *p = '_';
+}
+
+/* Process = rank, named with its host; the clock estimate (clock_sync.h) as metadata, so that
+ * trace-merge can state the residual and undo the correction (--local-clocks). */
+static void trace_tracks(wp_trace *t, int rank, const wp_clock_sync *clk) {
+    char name[400], host[256];
+    host_name(host, sizeof host);
+    snprintf(name, sizeof name, "rank %d @ %s", rank, host);
     trace_process(t, rank, name);
+    snprintf(name, sizeof name,
+             "\"rank\":%d,\"host\":\"%s\",\"offset_s\":%.9f,\"residual_s\":%.9f,\"rounds\":%d,\"test_skew_s\":%.9f", rank,
+             host, clk->offset, clk->residual, clk->rounds, clk->skew);
+    trace_metadata(t, rank, "weipipe_clock", name);
     trace_thread(t, rank, WP_TRACK_COMPUTE, "compute");
     for (int ch = 0; ch < WP_SCH_COUNT; ch++) {
         snprintf(name, sizeof name, "send %s", channel_name(ch));
@@ -138,11 +154,11 @@ static void trace_xfer(wp_trace *t, int rank, const rt_xfer_event *x) {
 /* The measured run in the simulator's trace format (schedule/draw_trace.c): process = rank,
  * track 0 = compute with the action names and args, one track per channel for the sends; then
  * what only a real run has: one track per channel for the receives, and the waits. */
-static void write_trace(train_job *j, int rank, wp_rt *rt) {
+static void write_trace(train_job *j, int rank, wp_rt *rt, const wp_clock_sync *clk) {
     int n;
     const rt_event *ev = rt_events(rt, &n);
     char name[96], args[160];
-    trace_tracks(j->trace, rank);
+    trace_tracks(j->trace, rank, clk);
     for (int i = 0; i < n; i++) {
         const wp_action *a = &ev[i].a;
         action_text(a, name, sizeof name);
@@ -194,7 +210,7 @@ int report_final(train_job *j, int rank, wp_control *ctl, wp_transport *t, wp_rt
                  char *err, size_t errlen) {
     const int N = j->nranks;
     const size_t nops = (size_t)WP_OP_COUNT * WP_MAX_CHUNKS;
-    if (j->trace) write_trace(j, rank, rt);
+    if (j->trace) write_trace(j, rank, rt, &tot->clock);
     if (ctl_barrier(ctl, err, errlen)) return 1; /* every transfer of the run has completed */
     double *v = calloc((size_t)3 * N, sizeof *v);
     double *ops = calloc(2 * nops, sizeof *ops);

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "clock_sync.h"
 #include "executor.h"
 #include "train.h"
 
@@ -17,6 +18,7 @@ typedef struct {
     wp_transport_stats start;   /* transport counters when training began */
     bool have_start;
     uint64_t eval_sent;         /* payload bytes of --eval-every traffic (not the schedule's) */
+    wp_clock_sync clock;        /* --trace: this rank's offset to the job's common clock */
 } train_totals;
 
 /* Adds st to the totals; on rank 0 prints the progress line and appends the metrics line. */
