@@ -75,6 +75,9 @@ void cli_print_flags(FILE *f, unsigned cmd);
 
 /* Write every option with its value as INI (round-trips through --config). */
 void cli_write_ini(FILE *f, const wp_opts *o, unsigned cmd_mask);
+/* The same options as one JSON object {"flag-name": value, ...}: numbers as numbers (null when
+ * not finite), booleans, strings escaped; sizes and rates in bytes, times in seconds. */
+void cli_write_json(FILE *f, const wp_opts *o, unsigned cmd_mask);
 
 /* "{a|b|c} ..." choice check: 0 when value is one of the flag's choices (or the flag has none),
  * else 2 with a reason naming the flag, the value and the choices. */

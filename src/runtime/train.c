@@ -336,6 +336,7 @@ static int open_rank(rank_state *r, int device, char *err, size_t errlen) {
     if (r->rank == 0 && r->j->o.metrics[0]) {
         r->metrics = fopen(r->j->o.metrics, "a");
         if (!r->metrics) return fail(err, errlen, 1, "--metrics %s: cannot open for appending", r->j->o.metrics);
+        report_run_line(r->j, r->metrics);
     }
     return rt_load_carry(r->rt, err, errlen);
 }
@@ -384,7 +385,7 @@ static int evaluate(rank_state *r, int64_t step, char *err, size_t errlen) {
     r->tot.eval_sent += s1.payload_sent - s0.payload_sent;
     if (r->rank != 0) return 0;
     if (!r->j->o.quiet) fprintf(stderr, "%sstep %" PRId64 "  val loss %.4f\n", isatty(STDERR_FILENO) ? "\n" : "", step + 1, loss);
-    if (r->metrics) fprintf(r->metrics, "{\"step\": %" PRId64 ", \"val_loss\": %.17g}\n", step + 1, loss);
+    report_val_line(r->metrics, step, loss);
     return 0;
 }
 
