@@ -39,6 +39,7 @@ static const struct {
     {"export", C_EXPORT, 2, "CKPT_DIR OUT_DIR: write a checkpoint as Hugging Face Llama safetensors"},
     {"check", C_CHECK, 0, "forward and backward of a config on random tokens, with finite differences"},
     {"bench", C_BENCH, 0, "time the kernels and a model step"},
+    {"trace-merge", C_TRACE_MERGE, WP_MAX_ARGS, "OUT.json IN.json...: one trace of every rank's --trace file"},
 };
 
 const char *cli_flag_name(int flag) { return flag >= 0 && flag < FLAG_COUNT ? flags[flag].name : "?"; }
@@ -330,6 +331,45 @@ void cli_write_ini(FILE *f, const wp_opts *o, unsigned cmd_mask) {
         print_value(f, o, i);
         fputc('\n', f);
     }
+}
+
+static void json_string(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\') fprintf(f, "\\%c", ch);
+        else if (ch < 0x20 || ch == 0x7f) fprintf(f, "\\u%04x", ch);
+        else fputc(ch, f);
+    }
+    fputc('"', f);
+}
+
+void cli_write_json(FILE *f, const wp_opts *o, unsigned cmd_mask) {
+    bool first = true;
+    fputc('{', f);
+    for (int i = 0; i < FLAG_COUNT; i++) {
+        if (i == FLAG_config || !(flags[i].cmds & cmd_mask)) continue;
+        fputs(first ? "" : ", ", f);
+        first = false;
+        json_string(f, flags[i].name);
+        fputs(": ", f);
+        const void *field = (const char *)o + flags[i].offset;
+        switch (flags[i].type) {
+        case FT_INT:
+        case FT_SIZE: fprintf(f, "%lld", (long long)*(const int64_t *)field); break;
+        case FT_BOOL: fputs(*(const bool *)field ? "true" : "false", f); break;
+        case FT_STR: json_string(f, (const char *)field); break;
+        case FT_RATE:
+        case FT_TIME:
+        case FT_NUM: {
+            double v = *(const double *)field;
+            if (isfinite(v)) fprintf(f, "%.17g", v);
+            else fputs("null", f);
+            break;
+        }
+        }
+    }
+    fputc('}', f);
 }
 
 void cli_print_flags(FILE *f, unsigned cmd) {

@@ -19,8 +19,9 @@ enum {
     C_EXPORT = 1u << 5,
     C_CHECK = 1u << 6,
     C_BENCH = 1u << 7,
+    C_TRACE_MERGE = 1u << 8,
 };
-#define C_ALL (C_TRAIN | C_EVAL | C_SCHEDULE | C_SIMULATE | C_PREPARE | C_EXPORT | C_CHECK | C_BENCH)
+#define C_ALL (C_TRAIN | C_EVAL | C_SCHEDULE | C_SIMULATE | C_PREPARE | C_EXPORT | C_CHECK | C_BENCH | C_TRACE_MERGE)
 #define C_MODEL (C_TRAIN | C_EVAL | C_CHECK | C_BENCH | C_SIMULATE | C_SCHEDULE | C_EXPORT)
 #define C_PIPE (C_TRAIN | C_SCHEDULE | C_SIMULATE | C_BENCH)
 #define C_DATA (C_TRAIN | C_EVAL | C_BENCH)
@@ -74,6 +75,9 @@ void cli_print_flags(FILE *f, unsigned cmd);
 
 /* Write every option with its value as INI (round-trips through --config). */
 void cli_write_ini(FILE *f, const wp_opts *o, unsigned cmd_mask);
+/* The same options as one JSON object {"flag-name": value, ...}: numbers as numbers (null when
+ * not finite), booleans, strings escaped; sizes and rates in bytes, times in seconds. */
+void cli_write_json(FILE *f, const wp_opts *o, unsigned cmd_mask);
 
 /* "{a|b|c} ..." choice check: 0 when value is one of the flag's choices (or the flag has none),
  * else 2 with a reason naming the flag, the value and the choices. */

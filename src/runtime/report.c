@@ -5,11 +5,14 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "clock.h"
 #include "engine.h"
 #include "sim.h"
+#include "wp_commit.h"
+#include "wp_config.h"
 
 static void progress_line(const train_job *j, int64_t step, double lr, const rt_step_stats *st, double elapsed,
                           double tok_s) {
@@ -30,14 +33,57 @@ static const char *json_num(char *buf, size_t len, double x) {
     return buf;
 }
 
-static void metrics_line(FILE *f, int64_t step, double lr, const rt_step_stats *st, double tok_s) {
+/* Unix time in seconds: metrics lines of several runs (a resume) and other logs line up on it. */
+static double unix_now(void) {
+    struct timespec ts;
+    if (clock_gettime(CLOCK_REALTIME, &ts) != 0) return NAN; /* written as null */
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+double report_step_flops(const train_job *j) {
+    double f = 0;
+    for (int c = 0; c < j->L.cfg.n_chunks; c++) {
+        wp_flops k = layout_chunk_flops(&j->L, c);
+        f += k.fwd + k.bwd_input + k.bwd_weight;
+    }
+    return f * j->nmb;
+}
+
+void report_run_line(const train_job *j, FILE *f) {
     if (!f) return;
-    char loss[32], norm[32];
+    char t[32], peak[32];
+    fprintf(f, "{\"run\": {\"time\": %s, \"version\": \"%s\", \"commit\": \"%s\", \"ranks\": %d, \"micro_batches\": %d, "
+               "\"start_step\": %" PRId64 ", \"model_flops_per_step\": %.17g, \"peak_flops\": %s, \"flags\": ",
+            json_num(t, sizeof t, unix_now()), WP_VERSION, WP_COMMIT, j->nranks, j->nmb, j->start_step,
+            report_step_flops(j), j->o.device_tflops > 0 ? json_num(peak, sizeof peak, j->o.device_tflops * 1e12 * j->nranks) : "null");
+    cli_write_json(f, &j->o, C_TRAIN);
+    fputs("}}\n", f);
+    fflush(f);
+}
+
+void report_val_line(FILE *f, int64_t step, double loss) {
+    if (!f) return;
+    char t[32], l[32];
+    fprintf(f, "{\"step\": %" PRId64 ", \"time\": %s, \"val_loss\": %s}\n", step + 1, json_num(t, sizeof t, unix_now()),
+            json_num(l, sizeof l, loss));
+    fflush(f);
+}
+
+/* MFU: the model's FLOPs of a step over the step's time, as a share of every rank's peak
+ * (--device-tflops; null without it: the CPU and CUDA backends do not know their peak). */
+static void metrics_line(const train_job *j, FILE *f, int64_t step, double lr, const rt_step_stats *st, double tok_s,
+                         int64_t tokens_seen) {
+    if (!f) return;
+    char loss[32], norm[32], t[32], mfu[32], num[4][32];
+    double peak = j->o.device_tflops * 1e12 * j->nranks;
     fprintf(f,
-            "{\"step\": %" PRId64 ", \"loss\": %s, \"lr\": %.17g, \"grad_norm\": %s, \"loss_scale\": %.17g, "
-            "\"skipped\": %s, \"tokens\": %" PRId64 ", \"tokens_per_s\": %.6g, \"seconds\": %.6f, \"compute_s\": %.6f, "
-            "\"wait_s\": %.6f, \"bytes_sent\": %" PRIu64 ", \"bytes_recv\": %" PRIu64 "}\n",
-            step + 1, json_num(loss, sizeof loss, st->loss), lr, json_num(norm, sizeof norm, st->d.grad_norm), st->loss_scale, st->d.skip ? "true" : "false", st->tokens, tok_s,
+            "{\"step\": %" PRId64 ", \"time\": %s, \"loss\": %s, \"lr\": %s, \"grad_norm\": %s, \"loss_scale\": %s, "
+            "\"skipped\": %s, \"tokens\": %" PRId64 ", \"tokens_seen\": %" PRId64 ", \"tokens_per_s\": %s, \"mfu\": %s, "
+            "\"seconds\": %.6f, \"compute_s\": %.6f, \"wait_s\": %.6f, \"bytes_sent\": %" PRIu64 ", \"bytes_recv\": %" PRIu64 "}\n",
+            step + 1, json_num(t, sizeof t, unix_now()), json_num(loss, sizeof loss, st->loss), json_num(num[0], sizeof num[0], lr),
+            json_num(norm, sizeof norm, st->d.grad_norm), json_num(num[1], sizeof num[1], st->loss_scale),
+            st->d.skip ? "true" : "false", st->tokens, tokens_seen, json_num(num[2], sizeof num[2], tok_s),
+            peak > 0 && st->step_s > 0 ? json_num(mfu, sizeof mfu, report_step_flops(j) / st->step_s / peak) : "null",
             st->step_s, st->compute_s, st->wait_s, st->sent, st->recv);
     fflush(f);
 }
@@ -49,11 +95,14 @@ void report_step(const train_job *j, int rank, int64_t step, double lr, const rt
         tot->step_s += st->step_s;
         tot->steady_steps++;
     }
+    /* a resumed run counts the steps before it at this run's tokens per step */
+    if (tot->steps == 0) tot->tokens_seen = j->start_step * st->tokens;
+    tot->tokens_seen += st->tokens;
     tot->steps++;
     if (rank != 0) return;
     double tok_s = st->step_s > 0 ? (double)st->tokens / st->step_s : 0;
     progress_line(j, step, lr, st, wp_now() - t_begin, tok_s);
-    metrics_line(metrics, step, lr, st, tok_s);
+    metrics_line(j, metrics, step, lr, st, tok_s, tot->tokens_seen);
 }
 
 /* The costs the simulator needs to predict this run. Compute: with --device-tflops the layout's
@@ -102,10 +151,26 @@ static uint64_t schedule_sent(const train_job *j, int r) {
 static int recv_track(int channel) { return 1 + WP_SCH_COUNT + channel; }
 enum { WAIT_TRACK = 1 + 2 * WP_SCH_COUNT };
 
-static void trace_tracks(wp_trace *t, int rank) {
-    char name[64];
-    snprintf(name, sizeof name, "rank %d", rank);
+/* This host's name, with anything a host name may not hold replaced (it goes into JSON). */
+static void host_name(char *host, size_t len) {
+    if (gethostname(host, len) != 0) snprintf(host, len, "unknown");
+    host[len - 1] = 0;
+    for (char *p = host; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '-' || *p == '.'))
+            *p = '_';
+}
+
+/* Process = rank, named with its host; the clock estimate (clock_sync.h) as metadata, so that
+ * trace-merge can state the residual and undo the correction (--local-clocks). */
+static void trace_tracks(wp_trace *t, int rank, const wp_clock_sync *clk) {
+    char name[400], host[256];
+    host_name(host, sizeof host);
+    snprintf(name, sizeof name, "rank %d @ %s", rank, host);
     trace_process(t, rank, name);
+    snprintf(name, sizeof name,
+             "\"rank\":%d,\"host\":\"%s\",\"offset_s\":%.9f,\"residual_s\":%.9f,\"rounds\":%d,\"test_skew_s\":%.9f", rank,
+             host, clk->offset, clk->residual, clk->rounds, clk->skew);
+    trace_metadata(t, rank, "weipipe_clock", name);
     trace_thread(t, rank, WP_TRACK_COMPUTE, "compute");
     for (int ch = 0; ch < WP_SCH_COUNT; ch++) {
         snprintf(name, sizeof name, "send %s", channel_name(ch));
@@ -138,11 +203,11 @@ static void trace_xfer(wp_trace *t, int rank, const rt_xfer_event *x) {
 /* The measured run in the simulator's trace format (schedule/draw_trace.c): process = rank,
  * track 0 = compute with the action names and args, one track per channel for the sends; then
  * what only a real run has: one track per channel for the receives, and the waits. */
-static void write_trace(train_job *j, int rank, wp_rt *rt) {
+static void write_trace(train_job *j, int rank, wp_rt *rt, const wp_clock_sync *clk) {
     int n;
     const rt_event *ev = rt_events(rt, &n);
     char name[96], args[160];
-    trace_tracks(j->trace, rank);
+    trace_tracks(j->trace, rank, clk);
     for (int i = 0; i < n; i++) {
         const wp_action *a = &ev[i].a;
         action_text(a, name, sizeof name);
@@ -194,7 +259,7 @@ int report_final(train_job *j, int rank, wp_control *ctl, wp_transport *t, wp_rt
                  char *err, size_t errlen) {
     const int N = j->nranks;
     const size_t nops = (size_t)WP_OP_COUNT * WP_MAX_CHUNKS;
-    if (j->trace) write_trace(j, rank, rt);
+    if (j->trace) write_trace(j, rank, rt, &tot->clock);
     if (ctl_barrier(ctl, err, errlen)) return 1; /* every transfer of the run has completed */
     double *v = calloc((size_t)3 * N, sizeof *v);
     double *ops = calloc(2 * nops, sizeof *ops);

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "clock_sync.h"
 #include "executor.h"
 #include "train.h"
 
@@ -17,7 +18,17 @@ typedef struct {
     wp_transport_stats start;   /* transport counters when training began */
     bool have_start;
     uint64_t eval_sent;         /* payload bytes of --eval-every traffic (not the schedule's) */
+    int64_t tokens_seen;        /* since step 0 (what the metrics lines report) */
+    wp_clock_sync clock;        /* --trace: this rank's offset to the job's common clock */
 } train_totals;
+
+/* --metrics (JSON lines, rank 0; docs/runtime.md): the first line of a run, {"run": {...}}
+ * (time, version, commit, ranks, micro-batches, model FLOPs per step, peak, every train flag),
+ * and a validation line. Non-finite numbers are written as null. */
+void report_run_line(const train_job *j, FILE *f);
+void report_val_line(FILE *f, int64_t step, double loss);
+/* The model's FLOPs of one optimizer step (layout_chunk_flops over every chunk and micro-batch). */
+double report_step_flops(const train_job *j);
 
 /* Adds st to the totals; on rank 0 prints the progress line and appends the metrics line. */
 void report_step(const train_job *j, int rank, int64_t step, double lr, const rt_step_stats *st, double t_begin,

@@ -330,12 +330,13 @@ static int open_rank(rank_state *r, int device, char *err, size_t errlen) {
     rt_config rc_cfg = {.rank = r->rank, .s = &r->j->s, .L = &r->j->L, .m = r->m, .o = r->o,
                         .t = r->j->nranks > 1 ? r->t : NULL, .ctl = r->ctl, .data = r->data,
                         .timeout = r->j->o.timeout, .clip = r->j->o.clip_grad, .scaler = scaler,
-                        .record = r->j->o.trace[0] != 0, .t_origin = r->j->t_origin,
+                        .record = r->j->o.trace[0] != 0, .t_origin = r->tot.clock.zero,
                         .device_tflops = r->j->o.device_tflops};
     if (rt_create(&r->rt, &rc_cfg, err, errlen)) return 1;
     if (r->rank == 0 && r->j->o.metrics[0]) {
         r->metrics = fopen(r->j->o.metrics, "a");
         if (!r->metrics) return fail(err, errlen, 1, "--metrics %s: cannot open for appending", r->j->o.metrics);
+        report_run_line(r->j, r->metrics);
     }
     return rt_load_carry(r->rt, err, errlen);
 }
@@ -384,7 +385,7 @@ static int evaluate(rank_state *r, int64_t step, char *err, size_t errlen) {
     r->tot.eval_sent += s1.payload_sent - s0.payload_sent;
     if (r->rank != 0) return 0;
     if (!r->j->o.quiet) fprintf(stderr, "%sstep %" PRId64 "  val loss %.4f\n", isatty(STDERR_FILENO) ? "\n" : "", step + 1, loss);
-    if (r->metrics) fprintf(r->metrics, "{\"step\": %" PRId64 ", \"val_loss\": %.17g}\n", step + 1, loss);
+    report_val_line(r->metrics, step, loss);
     return 0;
 }
 
@@ -425,7 +426,11 @@ static int train_loop(rank_state *r, char *err, size_t errlen) {
 
 int train_rank(train_job *j, int rank, int device, wp_transport *t, wp_control *ctl, char *err, size_t errlen) {
     rank_state r = {.j = j, .rank = rank, .t = t, .ctl = ctl};
-    int rc = open_rank(&r, device, err, errlen);
+    /* --trace: one clock for every rank's events (clock_sync.h); without it, this process's
+     * start (the trace is then one process's view anyway) */
+    r.tot.clock.zero = j->t_origin;
+    int rc = j->o.trace[0] ? clock_sync_run(ctl, CLOCK_SYNC_ROUNDS, &r.tot.clock, err, errlen) : 0;
+    if (!rc) rc = open_rank(&r, device, err, errlen);
     stall_watch *stall = NULL;
     if (!rc && j->nranks > 1 && !(stall = stall_start(ctl, j->o.timeout, err, errlen))) rc = 1;
     if (!rc) rc = train_loop(&r, err, errlen);

@@ -36,7 +36,7 @@ typedef struct {
     wp_run run;                 /* the validator's report (peaks and bytes per rank) */
     bool have_run;
     wp_trace *trace;            /* --trace: every rank of this process writes its actions */
-    double t_origin;            /* wp_now() at the start: trace times count from here */
+    double t_origin;            /* wp_now() at the start (a --trace counts from the job's common clock instead, clock_sync.h) */
 } train_job;
 
 /* Everything checked before any rank starts: model, schedule (validated), memory, flags.

@@ -83,9 +83,11 @@ static int post_send(wp_rt *rt, rt_entry *e, int peer, int channel, char *err, s
         return rt_fail(rt, err, errlen, "more than %d sends of %s in flight", RT_MAX_SENDS,
                        buf_name(e->name, label, sizeof label));
     buf_name(e->name, label, sizeof label);
+    /* the span starts before the post: a transport may deliver within it (local: a copy), and
+     * a receive must never seem to end before its send began (tests/runtime/trace_check.c) */
+    e->send_ev[e->n_sends] = rt_xfer_begin(rt, RT_EV_SEND, e, peer, channel);
     if (tp_post_send(rt->c.t, peer, channel, e->data, e->bytes, label, &e->sends[e->n_sends], why, sizeof why))
         return transport_fail(rt, err, errlen, NULL, why);
-    e->send_ev[e->n_sends] = rt_xfer_begin(rt, RT_EV_SEND, e, peer, channel);
     e->n_sends++;
     e->n_deferred--;
     return 0;
@@ -258,8 +260,8 @@ int rt_recv(wp_rt *rt, const wp_action *a, char *err, size_t errlen) {
     if (!e) return rt_fail(rt, err, errlen, "%s", why);
     buf_name(a->buf, name, sizeof name);
     e->src = a->peer;
+    e->recv_ev = rt_xfer_begin(rt, RT_EV_RECV, e, a->peer, a->channel); /* before the post, as a send's */
     if (tp_post_recv(rt->c.t, a->peer, a->channel, e->data, e->bytes, name, &e->recv, why, sizeof why))
         return transport_fail(rt, err, errlen, NULL, why);
-    e->recv_ev = rt_xfer_begin(rt, RT_EV_RECV, e, a->peer, a->channel);
     return 0;
 }

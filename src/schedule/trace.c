@@ -59,6 +59,15 @@ static void metadata(wp_trace *t, const char *what, int pid, int tid, const char
 void trace_process(wp_trace *t, int pid, const char *name) { metadata(t, "process_name", pid, 0, name); }
 void trace_thread(wp_trace *t, int pid, int tid, const char *name) { metadata(t, "thread_name", pid, tid, name); }
 
+void trace_metadata(wp_trace *t, int pid, const char *name, const char *args_json) {
+    pthread_mutex_lock(&t->lock);
+    begin_event(t);
+    fputs("{\"ph\":\"M\",\"name\":", t->f);
+    put_string(t->f, name);
+    fprintf(t->f, ",\"pid\":%d,\"tid\":0,\"args\":{%s}}", pid, args_json ? args_json : "");
+    pthread_mutex_unlock(&t->lock);
+}
+
 void trace_span(wp_trace *t, int pid, int tid, const char *name, const char *cat, double t0_s, double dur_s,
                 const char *args_json) {
     pthread_mutex_lock(&t->lock);

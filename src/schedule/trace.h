@@ -15,6 +15,9 @@ wp_trace *trace_open(const char *path, char *err, size_t errlen);
 /* Names of a process (a rank) and of one of its tracks. */
 void trace_process(wp_trace *t, int pid, const char *name);
 void trace_thread(wp_trace *t, int pid, int tid, const char *name);
+/* Any other metadata event of process pid: {"ph":"M","name":name,...,"args":{args_json}}
+ * (Perfetto ignores names it does not know; train records its clock estimate so). */
+void trace_metadata(wp_trace *t, int pid, const char *name, const char *args_json);
 /* A span [t0, t0 + dur) in seconds on track tid of process pid; args_json is NULL or the inside
  * of a JSON object, e.g. "\"chunk\":2,\"mb\":5". */
 void trace_span(wp_trace *t, int pid, int tid, const char *name, const char *cat, double t0_s, double dur_s,

@@ -10,7 +10,11 @@
  *     receive track every RECV, and their "bytes" add up to the lists' bytes times the steps;
  *   - every span has a non-negative duration; a wait track exists;
  *   - with --device-tflops X, every F/B/W/BW span lasts at least its FLOPs / X (pacing is a
- *     lower bound, so this holds however loaded the machine is).
+ *     lower bound, so this holds however loaded the machine is);
+ *   - on the job's common clock (ring/clock_sync.h): the k-th receive of a buffer from rank s in
+ *     a step does not end before the k-th send of it to that rank starts, by more than the two
+ *     ranks' stated residuals (weipipe_clock metadata) together: causality holds whatever the
+ *     load, so only a wrong clock can break it. Works on per-rank files and on a trace-merge.
  * Exit 0 and one summary line, or 1 after a FAIL line naming the first difference. */
 #include <jansson.h>
 #include <math.h>
@@ -54,6 +58,67 @@ typedef struct {
     bool wait_track[MAX_RANKS];
 } xfer_counts;
 
+/* Every transfer span, for the causality check. */
+#define MAX_XFERS 200000
+typedef struct {
+    int rank, peer, send; /* peer: dst of a send, src of a receive */
+    long step;
+    char buf[48];
+    double t0, t1; /* seconds on the trace's clock */
+    bool used;
+} xfer_span;
+static xfer_span xfers[MAX_XFERS];
+static int n_xfers;
+static double residual[MAX_RANKS];
+static bool have_clock[MAX_RANKS];
+
+static void take_xfer(int pid, bool send, const char *name, json_t *ev) {
+    CHECK(n_xfers < MAX_XFERS, "more than %d transfer spans", MAX_XFERS);
+    xfer_span *x = &xfers[n_xfers++];
+    json_t *args = json_object_get(ev, "args");
+    const char *arrow = strstr(name, send ? " ->" : " <-");
+    CHECK(arrow && (size_t)(arrow - name) < sizeof x->buf, "transfer span '%s' of rank %d is not 'BUF ->R' / 'BUF <-R'", name, pid);
+    *x = (xfer_span){.rank = pid, .send = send, .step = (long)json_integer_value(json_object_get(args, "step")),
+                     .peer = (int)json_integer_value(json_object_get(args, send ? "dst" : "src"))};
+    memcpy(x->buf, name, (size_t)(arrow - name));
+    x->t0 = json_number_value(json_object_get(ev, "ts")) * 1e-6;
+    x->t1 = x->t0 + json_number_value(json_object_get(ev, "dur")) * 1e-6;
+}
+
+static int by_start(const void *a, const void *b) {
+    const xfer_span *x = a, *y = b;
+    return x->t0 < y->t0 ? -1 : x->t0 > y->t0;
+}
+
+/* The causality check (see the top); returns the smallest margin recv end - send start. */
+static double check_causality(void) {
+    qsort(xfers, (size_t)n_xfers, sizeof xfers[0], by_start);
+    double worst = INFINITY;
+    for (int i = 0; i < n_xfers; i++) {
+        xfer_span *r = &xfers[i];
+        if (r->send) continue;
+        /* this receive's send: the earliest unused one with the same buffer, ends and step */
+        xfer_span *s = NULL;
+        for (int k = 0; k < n_xfers && !s; k++) {
+            xfer_span *c = &xfers[k];
+            if (c->send && !c->used && c->rank == r->peer && c->peer == r->rank && c->step == r->step &&
+                strcmp(c->buf, r->buf) == 0)
+                s = c;
+        }
+        CHECK(s, "rank %d's receive of %s from rank %d in step %ld has no send", r->rank, r->buf, r->peer, r->step);
+        s->used = true;
+        CHECK(have_clock[r->rank] && have_clock[s->rank], "rank %d or %d has no weipipe_clock metadata", r->rank, s->rank);
+        double bound = residual[r->rank] + residual[s->rank] + 2e-9; /* + the file's microsecond rounding */
+        double margin = r->t1 - s->t0;
+        CHECK(margin >= -bound,
+              "rank %d's receive of %s from rank %d (step %ld) ends %.6f s before its send starts, beyond the residual "
+              "%.6f s: the ranks' clocks disagree",
+              r->rank, r->buf, r->peer, r->step, -margin, bound);
+        if (margin < worst) worst = margin;
+    }
+    return worst;
+}
+
 static bool on_device(int op) {
     return op_is_compute(op) || op == WP_OP_LOAD || op == WP_OP_ZERO || op == WP_OP_ACC || op == WP_OP_UPDATE;
 }
@@ -90,6 +155,13 @@ static void take_span(json_t *ev, name_counts *nc, xfer_counts *got) {
     if (strcmp(ph, "M") == 0) {
         const char *nm = json_string_value(json_object_get(json_object_get(ev, "args"), "name"));
         if (nm && strcmp(nm, "waits") == 0) got->wait_track[pid] = true;
+        const char *what = json_string_value(json_object_get(ev, "name"));
+        if (what && strcmp(what, "weipipe_clock") == 0) {
+            json_t *res = json_object_get(json_object_get(ev, "args"), "residual_s");
+            CHECK(json_is_number(res) && json_number_value(res) >= 0, "rank %d's weipipe_clock has no residual_s", pid);
+            residual[pid] = json_number_value(res);
+            have_clock[pid] = true;
+        }
         return;
     }
     const char *name = json_string_value(json_object_get(ev, "name"));
@@ -109,9 +181,11 @@ static void take_span(json_t *ev, name_counts *nc, xfer_counts *got) {
     if (tid >= 1 && tid < 1 + WP_SCH_COUNT) {
         got->sends[pid][tid - 1]++;
         got->sent_bytes[pid] += bytes;
+        take_xfer(pid, true, name, ev);
     } else if (tid >= 1 + WP_SCH_COUNT && tid < 1 + 2 * WP_SCH_COUNT) {
         got->recvs[pid][tid - 1 - WP_SCH_COUNT]++;
         got->recv_bytes[pid] += bytes;
+        take_xfer(pid, false, name, ev);
     }
 }
 
@@ -177,12 +251,16 @@ int main(int argc, char **argv) {
         read_file(path, &nc, &got);
     }
     compare(&s, &nc, &want, &got);
-    long spans = 0, xfers = 0;
+    double margin = check_causality(), max_res = 0;
+    for (int r = 0; r < N; r++) max_res = fmax(max_res, residual[r]);
+    long spans = 0, nx = 0;
     for (int i = 0; i < nc.n; i++) spans += nc.got[i];
     for (int r = 0; r < N; r++)
-        for (int ch = 0; ch < WP_SCH_COUNT; ch++) xfers += got.sends[r][ch] + got.recvs[r][ch];
-    printf("trace %s: %s on %d ranks, %ld device spans and %ld transfer spans, as the lists say%s\n", argv[1], o.strategy,
-           N, spans, xfers, o.device_tflops > 0 ? "; every compute span at least its paced budget" : "");
+        for (int ch = 0; ch < WP_SCH_COUNT; ch++) nx += got.sends[r][ch] + got.recvs[r][ch];
+    printf("trace %s: %s on %d ranks, %ld device spans and %ld transfer spans, as the lists say%s; every receive ends "
+           "after its send starts (closest %.1f us, clock residual at most %.1f us)\n",
+           argv[1], o.strategy, N, spans, nx, o.device_tflops > 0 ? "; every compute span at least its paced budget" : "",
+           isfinite(margin) ? margin * 1e6 : 0.0, max_res * 1e6);
     sched_free(&s);
     layout_free(&L);
     return 0;
