@@ -39,6 +39,7 @@ static const struct {
     {"export", C_EXPORT, 2, "CKPT_DIR OUT_DIR: write a checkpoint as Hugging Face Llama safetensors"},
     {"check", C_CHECK, 0, "forward and backward of a config on random tokens, with finite differences"},
     {"bench", C_BENCH, 0, "time the kernels and a model step"},
+    {"sample", C_SAMPLE, 1, "CKPT_DIR|HF_DIR: generate tokens from a prompt (KV cache, one rank)"},
 };
 
 const char *cli_flag_name(int flag) { return flag >= 0 && flag < FLAG_COUNT ? flags[flag].name : "?"; }

@@ -13,5 +13,6 @@ int cmd_prepare(const wp_opts *o);
 int cmd_export(const wp_opts *o);
 int cmd_check(const wp_opts *o);
 int cmd_bench(const wp_opts *o);
+int cmd_sample(const wp_opts *o);
 
 #endif

@@ -20,6 +20,7 @@ static const struct {
     {C_SCHEDULE, cmd_schedule},
     {C_SIMULATE, cmd_simulate},
     {C_TRAIN, cmd_train},
+    {C_SAMPLE, cmd_sample},
     {0, NULL}, /* end */
 };
 

@@ -346,3 +346,24 @@ int32_t sampler_pick(wp_sampler *S, const float *logits) {
     }
     return S->idx[m - 1]; /* u within rounding of the total */
 }
+
+int decoder_generate(wp_decoder *D, wp_sampler *S, const int32_t *prompt, int P, int max_new, int32_t eos,
+                     int32_t *out, int *n_out, void (*on_token)(int32_t id, void *ctx), void *ctx, char *err,
+                     size_t errlen) {
+    *n_out = 0;
+    float *logits = malloc((size_t)D->V * sizeof *logits);
+    if (!logits) {
+        snprintf(err, errlen, "decoder: out of host memory for %lld logits", (long long)D->V);
+        return 1;
+    }
+    int rc = decoder_run(D, prompt, P, logits, false, err, errlen);
+    while (rc == 0 && *n_out < max_new) {
+        int32_t id = sampler_pick(S, logits);
+        out[(*n_out)++] = id;
+        if (on_token) on_token(id, ctx);
+        if (id == eos || *n_out == max_new || D->pos == D->max_pos) break; /* its logits are not needed */
+        rc = decoder_run(D, &id, 1, logits, false, err, errlen);
+    }
+    free(logits);
+    return rc;
+}

@@ -62,4 +62,12 @@ wp_sampler *sampler_create(int64_t vocab, const wp_sampling *s, uint64_t seed);
 void sampler_destroy(wp_sampler *S);
 int32_t sampler_pick(wp_sampler *S, const float *logits);
 
+/* From a reset decoder: run the prompt (P >= 1 tokens), then choose up to max_new tokens with S,
+ * feeding each back, into out; stops after eos (when eos >= 0) or when the cache is full.
+ * *n_out: tokens chosen. on_token, when given, sees each as it is chosen (streaming).
+ * 0, 1 or 2 as decoder_run. */
+int decoder_generate(wp_decoder *D, wp_sampler *S, const int32_t *prompt, int P, int max_new, int32_t eos,
+                     int32_t *out, int *n_out, void (*on_token)(int32_t id, void *ctx), void *ctx, char *err,
+                     size_t errlen);
+
 #endif
