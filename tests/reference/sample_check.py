@@ -3,6 +3,7 @@
 
     sample_check.py cli WEIPIPE DATA   sampling flags and bad input (python3 only)
     sample_check.py ref WEIPIPE DATA   greedy ids against references (needs torch)
+    sample_check.py train WEIPIPE DATA train --sample-every against weipipe sample (python3 only)
 
 cli: with a seed, sampling repeats itself and another seed changes it; --top-k 1 and a tiny
 --top-p give the greedy ids; the checkpoint and its Hugging Face export give the same ids; bad
@@ -15,7 +16,13 @@ LlamaForCausalLM.generate(do_sample=False) on the exported directory (fp64). fp3
 legitimately pick different ids where the reference's top two logits are within 1e-3 of each
 other; the comparison stops at such a near-tie (none occurs at init std 0.3 with these seeds,
 and the script says how many tokens it compared). Exit 0 pass, 1 fail, 77 without torch.
+
+train: `train --sample-every 2 --save-every 2` on 1 rank, and on 3 ranks under weipipe-interleave
+and fsdp (weights owned, or sliced, elsewhere than rank 0): every metrics sample equals
+`weipipe sample CKPT/step-K --prompt-tokens 0 --temperature 0` on that step's checkpoint (the same
+weights, gathered by the ring in one case and read from the files in the other).
 """
+import json
 import os
 import random
 import shutil
@@ -160,14 +167,53 @@ def ref_checks(weipipe, save, hf):
     check(compared >= 60, f"{compared} ids compared before any near-tie (want at least 60)")
 
 
+def escaped(ids):
+    """report.c's text of a byte-vocabulary sample."""
+    out = []
+    for c in ids:
+        if c in (0x22, 0x5C):
+            out.append("\\" + chr(c))
+        elif 0x20 <= c < 0x7F:
+            out.append(chr(c))
+        else:
+            out.append("\\u%04x" % c)
+    return json.loads('"' + "".join(out) + '"')
+
+
+def train_checks(weipipe, data, tmp):
+    runs = [("1 rank", ["--nranks", 1]),
+            ("3 ranks weipipe-interleave", ["--nranks", 3, "--transport", "local", "--strategy", "weipipe-interleave"]),
+            ("3 ranks fsdp", ["--nranks", 3, "--transport", "local", "--strategy", "fsdp"])]
+    for name, extra in runs:
+        d = tempfile.mkdtemp(dir=tmp)
+        save, metrics = os.path.join(d, "save"), os.path.join(d, "m.jsonl")
+        r = run(weipipe, "train", "--data", data, "--steps", 4, "--num-layers", 3, "--hidden-size", 32,
+                "--seq-length", 16, "--lr", 1e-2, "--sample-every", 2, "--sample-tokens", 12, "--save", save,
+                "--save-every", 2, "--keep-last", 0, "--metrics", metrics, "--quiet", *extra)
+        if r.returncode != 0:
+            sys.exit(f"sample_check: train ({name}) failed: {r.stderr.strip()}")
+        samples = [json.loads(line) for line in open(metrics) if '"sample"' in line]
+        check([x["step"] for x in samples] == [2, 4], f"{name}: samples at steps {[x['step'] for x in samples]}")
+        for x in samples:
+            ckpt = os.path.join(save, f"step-{x['step']}")
+            r = subprocess.run([weipipe, "sample", ckpt, "--prompt-tokens", "0", "--max-new-tokens", "12",
+                                "--temperature", "0", "--format", "ids"], capture_output=True, text=True)
+            ids = [int(v) for v in r.stdout.strip().split(",")] if r.returncode == 0 else []
+            check(len(ids) == 12 and escaped(ids) == x["sample"],
+                  f"{name}, step {x['step']}: train's sample {x['sample']!r} == sample on the checkpoint")
+
+
 def main():
-    if len(sys.argv) != 4 or sys.argv[1] not in ("cli", "ref"):
+    if len(sys.argv) != 4 or sys.argv[1] not in ("cli", "ref", "train"):
         sys.exit(__doc__)
     mode, weipipe, data = sys.argv[1:]
     tmp = tempfile.mkdtemp(prefix="wp-sample-")
     try:
-        save, hf = make_model(weipipe, data, tmp)
-        (cli_checks if mode == "cli" else ref_checks)(weipipe, save, hf)
+        if mode == "train":
+            train_checks(weipipe, data, tmp)
+        else:
+            save, hf = make_model(weipipe, data, tmp)
+            (cli_checks if mode == "cli" else ref_checks)(weipipe, save, hf)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"sample_check {mode}: {'all checks passed' if not failures else f'{len(failures)} failed'}")
