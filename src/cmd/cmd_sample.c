@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "adapters.h"
 #include "checkpoint.h"
@@ -219,7 +220,7 @@ static int generate(const sample_model *sm, const wp_opts *o, const int32_t *pro
     int n = 0;
     if (rc == 0 && max_new > 0)
         rc = decoder_generate(D, S, prompt, P, max_new, -1, out, &n, print_token, &pr, err, errlen);
-    if (rc == 0 && pr.ids) putchar('\n');
+    if (rc == 0 && (pr.ids || isatty(STDOUT_FILENO))) putchar('\n'); /* text in a pipe: the bytes alone */
     if (rc == 0 && fflush(stdout) != 0) rc = io_fail(err, errlen, 1, "sample: writing stdout: %s", strerror(errno));
     free(out);
     sampler_destroy(S);
