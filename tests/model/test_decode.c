@@ -22,6 +22,7 @@
 #include "rng.h"
 
 #define LOGIT_TOL 2e-4
+#define G_MAX(x) ((x) < 64 ? (x) : 64)
 
 /* Reference logits [S, V] of the token sequence toks (one chunk, whole sequence). */
 static void reference_logits(const wp_model_cfg *shape, const float *params, const int32_t *toks, int S, float *out) {
@@ -146,6 +147,23 @@ static void kv_case(int P, int G, const int *chunks, int nchunks, uint64_t seed)
     EXPECT(decoder_run(D, &bad, 1, again, false, err, sizeof err) == 2 && strstr(err, "vocabulary"),
            "token %d of vocabulary %d: want 2 naming the vocabulary, got '%s'", bad, V, err);
     EXPECT(decoder_pos(D) == 0, "a refused token moved the position to %d", decoder_pos(D));
+
+    /* decoder_generate: the greedy ids above; with one of them as EOS it stops right after
+     * its first appearance */
+    wp_sampler *Gs = sampler_create(V, &(wp_sampling){.temperature = 0, .top_k = 0, .top_p = 1}, 0);
+    CHECK(Gs, "sampler_create");
+    int32_t gen[64];
+    int n = 0;
+    decoder_reset(D);
+    CHECK(decoder_generate(D, Gs, toks, P, G_MAX(S - P), -1, gen, &n, NULL, NULL, err, sizeof err) == 0, "generate: %s", err);
+    EXPECT(n == S - P && memcmp(gen, toks + P, (size_t)n * sizeof *gen) == 0, "generate: %d ids, not the greedy run's", n);
+    int32_t eos = gen[n > 3 ? 3 : n - 1];
+    int first = 0;
+    while (gen[first] != eos) first++; /* its first appearance */
+    decoder_reset(D);
+    CHECK(decoder_generate(D, Gs, toks, P, S - P, eos, gen, &n, NULL, NULL, err, sizeof err) == 0, "generate: %s", err);
+    EXPECT(n == first + 1 && gen[n - 1] == eos, "EOS %d first chosen at %d: generation gave %d ids", (int)eos, first, n);
+    sampler_destroy(Gs);
 
     free(toks);
     free(got);

@@ -7,7 +7,10 @@
 
 cli: with a seed, sampling repeats itself and another seed changes it; --top-k 1 and a tiny
 --top-p give the greedy ids; the checkpoint and its Hugging Face export give the same ids; bad
-input exits 2 with one line naming the culprit, and nothing on stdout.
+input exits 2 with one line naming the culprit, and nothing on stdout. Where Debian's
+sentencepiece tools are installed, a BPE trained by spm_train: --prompt TEXT equals BOS plus
+spm_encode's ids, --format text equals spm_decode of the generated ids, generation ends at EOS,
+and the tokenizer is found in the checkpoint directory without --tokenizer.
 
 ref: for random prompts, the greedy ids of `weipipe sample --temperature 0` (fp32, KV cache)
 equal those of a plain-torch fp64 Llama that recomputes the whole prefix for every token
@@ -119,6 +122,51 @@ def cli_checks(weipipe, save, hf):
               f"{r.returncode}, {lines[:1]}")
 
 
+def spm_checks(weipipe, data, tmp):
+    if not (shutil.which("spm_train") and shutil.which("spm_encode") and shutil.which("spm_decode")):
+        print("sentencepiece checks skipped: spm_train/spm_encode/spm_decode not installed")
+        return
+    prefix = os.path.join(tmp, "spm")
+    corpus = os.path.join(HERE, "..", "..", "README.md")
+    r = subprocess.run(["spm_train", f"--input={corpus}", f"--model_prefix={prefix}", "--vocab_size=300",
+                        "--model_type=bpe"], capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"sample_check: spm_train failed: {r.stderr[-500:]}")
+    model = prefix + ".model"
+    save = os.path.join(tmp, "save300")
+    r = run(weipipe, "train", "--data", data, "--steps", 1, "--save", save, "--num-layers", 2, "--hidden-size", 48,
+            "--seq-length", 40, "--vocab-size", 300, "--nranks", 1, "--init-std", 0.3, "--precision", "fp32",
+            "--quiet")
+    if r.returncode != 0:
+        sys.exit(f"sample_check: train (vocabulary 300) failed: {r.stderr.strip()}")
+    text = "Weights, not activations"
+    enc = subprocess.run(["spm_encode", f"--model={model}", "--output_format=id"], input=text + "\n",
+                         capture_output=True, text=True).stdout.split()
+    prompt = [1] + [int(x) for x in enc]  # spm_train's BOS is 1, EOS 2
+    r = run(weipipe, "sample", save, "--tokenizer", model, "--prompt", text, "--max-new-tokens", 30,
+            "--temperature", 0, "--format", "ids")
+    by_text = [int(x) for x in r.stdout.strip().split(",")] if r.returncode == 0 and r.stdout.strip() else None
+    by_ids = ids_of(weipipe, save, prompt, 30, "--temperature", 0)
+    if by_ids and 2 in by_ids:
+        by_ids = by_ids[:by_ids.index(2) + 1]
+    check(by_text is not None and by_text == by_ids, f"--prompt '{text}' == --prompt-tokens BOS + spm_encode {prompt}")
+    check(by_text is not None and (2 not in by_text or by_text.index(2) == len(by_text) - 1),
+          f"EOS, if chosen, is the last id (ids {by_text}; the stop itself: model/decode)")
+    shutil.copy(model, os.path.join(save, "step-1", "tokenizer.model"))
+    r = run(weipipe, "sample", save, "--prompt", text, "--max-new-tokens", 30, "--temperature", 0)
+    dec = subprocess.run(["spm_decode", f"--model={model}", "--input_format=id"],
+                         input=" ".join(map(str, by_text or [])) + "\n", capture_output=True, text=True).stdout
+    check(r.returncode == 0 and r.stdout.rstrip("\n") == dec.rstrip("\n"),
+          f"--format text, tokenizer.model found in the checkpoint: {r.stdout[:40]!r} == spm_decode {dec[:40]!r}")
+    for args, culprit in [(["--tokenizer", corpus, "--prompt", "a"], "README.md"),
+                          (["--tokenizer", os.path.join(tmp, "none.model"), "--prompt", "a"], "none.model")]:
+        r = run(weipipe, "sample", save, *args)
+        lines = r.stderr.strip().splitlines()
+        check(r.returncode == 2 and len(lines) == 1 and culprit in lines[0] and r.stdout == "",
+              f"sample --tokenizer {culprit}: exit {r.returncode}, {lines[:1]}")
+    return model
+
+
 def ref_checks(weipipe, save, hf):
     sys.path.insert(0, os.path.join(HERE, "..", "..", "scripts"))
     try:
@@ -214,6 +262,13 @@ def main():
         else:
             save, hf = make_model(weipipe, data, tmp)
             (cli_checks if mode == "cli" else ref_checks)(weipipe, save, hf)
+            if mode == "cli":
+                model = spm_checks(weipipe, data, tmp)
+                if model:  # a tokenizer larger than the model's vocabulary of 256
+                    r = run(weipipe, "sample", save, "--tokenizer", model, "--prompt", "a")
+                    lines = r.stderr.strip().splitlines()
+                    check(r.returncode == 2 and len(lines) == 1 and "vocabulary" in lines[0],
+                          f"tokenizer of 300 for a model of 256: exit {r.returncode}, {lines[:1]}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"sample_check {mode}: {'all checks passed' if not failures else f'{len(failures)} failed'}")
