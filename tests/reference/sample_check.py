@@ -115,7 +115,12 @@ def cli_checks(weipipe, save, hf):
         lines = r.stderr.strip().splitlines()
         check(r.returncode == 2 and len(lines) == 1 and culprit in lines[0] and r.stdout == "",
               f"sample {' '.join(map(str, args))[:40]}: exit {r.returncode}, {lines[:1]}")
-    for target in [os.path.dirname(save), os.path.join(save, "nothing")]:
+    other = os.path.join(os.path.dirname(save), "hf-other")
+    shutil.copytree(hf, other)
+    cfg = json.load(open(os.path.join(other, "config.json")))
+    cfg["model_type"], cfg["architectures"] = "gpt2", ["GPT2LMHeadModel"]
+    json.dump(cfg, open(os.path.join(other, "config.json"), "w"))
+    for target in [os.path.dirname(save), os.path.join(save, "nothing"), other]:
         r = run(weipipe, "sample", target)
         lines = r.stderr.strip().splitlines()
         check(r.returncode == 2 and len(lines) == 1 and r.stdout == "", f"sample {os.path.basename(target)}: exit "
