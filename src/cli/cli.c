@@ -40,6 +40,7 @@ static const struct {
     {"check", C_CHECK, 0, "forward and backward of a config on random tokens, with finite differences"},
     {"bench", C_BENCH, 0, "time the kernels and a model step"},
     {"trace-merge", C_TRACE_MERGE, WP_MAX_ARGS, "OUT.json IN.json...: one trace of every rank's --trace file"},
+    {"sample", C_SAMPLE, 1, "CKPT_DIR|HF_DIR: generate tokens from a prompt (KV cache, one rank)"},
 };
 
 const char *cli_flag_name(int flag) { return flag >= 0 && flag < FLAG_COUNT ? flags[flag].name : "?"; }

@@ -14,5 +14,6 @@ int cmd_export(const wp_opts *o);
 int cmd_check(const wp_opts *o);
 int cmd_bench(const wp_opts *o);
 int cmd_trace_merge(const wp_opts *o);
+int cmd_sample(const wp_opts *o);
 
 #endif

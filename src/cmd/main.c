@@ -21,6 +21,7 @@ static const struct {
     {C_SIMULATE, cmd_simulate},
     {C_TRAIN, cmd_train},
     {C_TRACE_MERGE, cmd_trace_merge},
+    {C_SAMPLE, cmd_sample},
     {0, NULL}, /* end */
 };
 

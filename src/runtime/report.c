@@ -286,3 +286,35 @@ int report_final(train_job *j, int rank, wp_control *ctl, wp_transport *t, wp_rt
     free(ops);
     return rc;
 }
+
+/* One --sample-every sample as a JSON string's contents: with the byte vocabulary the bytes
+ * (printable ASCII as is, the rest escaped as \u00XX, so the line stays one valid JSON line
+ * whatever the model writes), otherwise the ids comma-separated. */
+static void sample_text(const train_job *j, const int32_t *ids, int n, char *buf, size_t len) {
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < n && at + 16 < len; i++) {
+        int c = ids[i];
+        if (j->L.cfg.vocab != 256)
+            at += (size_t)snprintf(buf + at, len - at, "%s%d", i ? "," : "", c);
+        else if (c == '"' || c == '\\')
+            at += (size_t)snprintf(buf + at, len - at, "\\%c", c);
+        else if (c >= 0x20 && c < 0x7f)
+            buf[at++] = (char)c, buf[at] = '\0';
+        else
+            at += (size_t)snprintf(buf + at, len - at, "\\u%04x", (unsigned)c);
+    }
+}
+
+void report_sample(const train_job *j, int64_t step, const int32_t *ids, int n, FILE *metrics) {
+    size_t len = (size_t)n * 12 + 32;
+    char *text = malloc(len);
+    if (!text) return; /* a sample is a courtesy: no memory, no sample */
+    sample_text(j, ids, n, text, len);
+    if (!j->o.quiet) fprintf(stderr, "%sstep %" PRId64 "  sample: %s\n", isatty(STDERR_FILENO) ? "\n" : "", step + 1, text);
+    if (metrics) {
+        fprintf(metrics, "{\"step\": %" PRId64 ", \"sample\": \"%s\"}\n", step + 1, text);
+        fflush(metrics);
+    }
+    free(text);
+}

@@ -39,4 +39,8 @@ void report_step(const train_job *j, int rank, int64_t step, double lr, const rt
 int report_final(train_job *j, int rank, wp_control *ctl, wp_transport *t, wp_rt *rt, const train_totals *tot,
                  char *err, size_t errlen);
 
+/* Rank 0: a --sample-every sample after step (ids from token 0) on stderr and as a metrics line
+ * {"step": K, "sample": "..."} (the bytes as text with the byte vocabulary, else the ids). */
+void report_sample(const train_job *j, int64_t step, const int32_t *ids, int n, FILE *metrics);
+
 #endif

@@ -22,6 +22,7 @@
 #include "log.h"
 #include "model.h"
 #include "report.h"
+#include "sample_run.h"
 #include "bootstrap.h"
 #include "clock.h"
 #include "device_tp.h"
@@ -213,6 +214,8 @@ static int check_flags(train_job *j, char *err, size_t errlen) {
     if (o->resume[0] && o->init_from[0]) return fail(err, errlen, 2, "--resume and --init-from: give one of them");
     if (!(o->device_tflops >= 0)) return fail(err, errlen, 2, "--device-tflops: %g must be 0 (unpaced) or more", o->device_tflops);
     if (o->eval_every < 0 || o->eval_batches < 1) return fail(err, errlen, 2, "--eval-every/--eval-batches: must be 0+ and 1+");
+    if (o->sample_every < 0 || o->sample_tokens < 1 || o->sample_tokens > INT32_MAX)
+        return fail(err, errlen, 2, "--sample-every/--sample-tokens: must be 0+ and 1+");
     j->nranks = (int)o->nranks;
     j->nmb = o->num_microbatches ? (int)o->num_microbatches : j->nranks;
     return 0;
@@ -259,6 +262,8 @@ typedef struct {
     wp_loader *data, *val;
     wp_rt *rt;
     rt_eval *ev;
+    rt_sample *sm;       /* --sample-every */
+    int32_t *sample_ids; /* [--sample-tokens] */
     FILE *metrics;
     double t_begin;
     int64_t tokens_done;
@@ -319,6 +324,29 @@ static int open_data(rank_state *r, char *err, size_t errlen) {
                        errlen);
 }
 
+/* --sample-every K: samples of up to --sample-tokens ids, as many as the model has positions. */
+static int open_sampler(rank_state *r, char *err, size_t errlen) {
+    const train_job *j = r->j;
+    if (j->o.sample_every == 0) return 0;
+    int tokens = (int)(j->o.sample_tokens < j->L.cfg.seq ? j->o.sample_tokens : j->L.cfg.seq);
+    r->sample_ids = malloc((size_t)tokens * sizeof *r->sample_ids);
+    if (!r->sample_ids) return fail(err, errlen, 1, "--sample-tokens: out of memory");
+    return sample_create(&r->sm, &j->s, r->rank, &j->L, r->k, r->o, j->nranks > 1 ? r->t : NULL, r->ctl, tokens,
+                         j->o.timeout, err, errlen);
+}
+
+/* A greedy sample from the weights after this step; rank 0 reports it. */
+static int sample(rank_state *r, int64_t step, char *err, size_t errlen) {
+    int n;
+    wp_transport_stats s0 = {0}, s1 = {0};
+    if (r->t && r->j->nranks > 1) tp_stats(r->t, &s0);
+    if (sample_run(r->sm, r->sample_ids, &n, err, errlen)) return 1;
+    if (r->t && r->j->nranks > 1) tp_stats(r->t, &s1);
+    r->tot.eval_sent += s1.payload_sent - s0.payload_sent; /* traffic outside the schedule's count */
+    if (r->rank == 0) report_sample(r->j, step, r->sample_ids, n, r->metrics);
+    return 0;
+}
+
 static int open_rank(rank_state *r, int device, char *err, size_t errlen) {
     wp_loss_scaler scaler;
     int rc = open_backend(r, device, err, errlen);
@@ -326,6 +354,7 @@ static int open_rank(rank_state *r, int device, char *err, size_t errlen) {
     if (!rc && r->j->nranks > 1) rc = tp_device_open(r->t, r->ctl, r->k, r->j->job.transport, &r->j->job.net, &r->t, err, errlen);
     if (!rc) rc = open_optim(r, &scaler, err, errlen);
     if (!rc) rc = open_data(r, err, errlen);
+    if (!rc) rc = open_sampler(r, err, errlen);
     if (rc) return rc;
     rt_config rc_cfg = {.rank = r->rank, .s = &r->j->s, .L = &r->j->L, .m = r->m, .o = r->o,
                         .t = r->j->nranks > 1 ? r->t : NULL, .ctl = r->ctl, .data = r->data,
@@ -346,6 +375,8 @@ static void close_rank(rank_state *r) {
     tp_device_close(r->t); /* first: its copies write into the buffers freed below */
     rt_destroy(r->rt);
     eval_destroy(r->ev);
+    sample_destroy(r->sm);
+    free(r->sample_ids);
     loader_close(r->val);
     loader_close(r->data);
     optim_destroy(r->o);
@@ -418,6 +449,7 @@ static int train_loop(rank_state *r, char *err, size_t errlen) {
         report_step(j, r->rank, step, lr, &st, r->t_begin, &r->tot, r->metrics);
         if (nonfinite_bound(&skipped_in_row, st.d.skip, j->o.max_skipped_steps, step, rt_scaler(r->rt).scale, err, errlen)) return 1;
         if (r->ev && (step + 1) % j->o.eval_every == 0 && evaluate(r, step, err, errlen)) return 1;
+        if (r->sm && (step + 1) % j->o.sample_every == 0 && sample(r, step, err, errlen)) return 1;
         bool save_now = j->o.save[0] && ((j->o.save_every > 0 && (step + 1) % j->o.save_every == 0) || step + 1 == j->o.steps);
         if (save_now && save_checkpoint(r, step + 1, err, errlen)) return 1;
     }
