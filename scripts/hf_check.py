@@ -149,6 +149,11 @@ def main():
     ap.add_argument("--tolerance", type=float)
     ap.add_argument("--impl", choices=["auto", "transformers", "torch"], default="auto")
     args = ap.parse_args()
+    if args.impl != "torch":
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import hfenv
+
+        hfenv.use_transformers()  # setup.sh's venv, when this Python lacks transformers
 
     win = torch.from_numpy(sequences(args.data, args.seq_length, args.batches))
     ids, targets = win[:, :-1], win[:, 1:]

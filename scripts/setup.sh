@@ -4,12 +4,15 @@
 # launch test and MPI bootstrap, libibverbs for the RDMA transport (it builds without a device),
 # iproute2 for the emulated slow links of scripts/netns_ring.sh. SentencePiece (library and its
 # spm_train/spm_encode tools) for the tokenizers, g++ for the one C++ file that wraps it.
+# The one thing from PyPI: Hugging Face transformers (and its tokenizers), the reference nobody
+# here wrote, in a venv over Debian's torch (PyPI's torch would pull gigabytes of CUDA
+# libraries): WEIPIPE_HF_VENV, default /opt/weipipe-hf. Tests find it through scripts/hfenv.py.
 set -eu
 packages="meson ninja-build pkg-config gcc libc6-dev
   libopenblas-dev libopenblas0-pthread libinih-dev libjansson-dev zlib1g-dev
   python3 python3-numpy python3-torch python3-matplotlib fortunes
   openmpi-bin libopenmpi-dev libibverbs-dev rdma-core iproute2
-  g++ libsentencepiece-dev sentencepiece"
+  g++ libsentencepiece-dev sentencepiece python3-venv"
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
 missing=""
@@ -27,5 +30,14 @@ if command -v update-alternatives >/dev/null; then
         path=$(update-alternatives --list "$alt" 2>/dev/null | grep openblas-pthread | head -n 1 || true)
         [ -z "$path" ] || $sudo update-alternatives --set "$alt" "$path" >/dev/null 2>&1 || true
     done
+fi
+# transformers 4.44 is the newest that runs on Debian's torch 1.13; pinned so every machine
+# compares against the same reference.
+venv=${WEIPIPE_HF_VENV:-/opt/weipipe-hf}
+if ! "$venv/bin/python" -c "import transformers, tokenizers, torch" 2>/dev/null; then
+    echo "setup: transformers into $venv (PyPI, over Debian's torch)"
+    $sudo /usr/bin/python3 -m venv --system-site-packages "$venv"
+    $sudo "$venv/bin/pip" install -q --disable-pip-version-check transformers==4.44.2 tokenizers==0.19.1 ||
+        echo "setup: warning: transformers did not install; the Hugging Face checks will be skipped" >&2
 fi
 echo "setup: done"

@@ -14,6 +14,9 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+import hfenv  # noqa: E402
+
+hfenv.use_transformers()  # run again under setup.sh's venv when this Python lacks transformers
 import torch_ref  # noqa: E402  (exits 77 itself without torch)
 from torch_ref import torch  # noqa: E402
 

@@ -257,6 +257,11 @@ def train_checks(weipipe, data, tmp):
 
 
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "ref":
+        sys.path.insert(0, os.path.join(HERE, "..", "..", "scripts"))
+        import hfenv
+
+        hfenv.use_transformers()  # the greedy check against generate() needs setup.sh's venv
     if len(sys.argv) != 4 or sys.argv[1] not in ("cli", "ref", "train"):
         sys.exit(__doc__)
     mode, weipipe, data = sys.argv[1:]
