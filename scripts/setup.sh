@@ -2,12 +2,14 @@
 # Install what weipipe needs to build, test and run its demo on Debian 12 (bookworm).
 # Everything comes from Debian's archive; nothing else is downloaded. Open MPI is for the mpirun
 # launch test and MPI bootstrap, libibverbs for the RDMA transport (it builds without a device),
-# iproute2 for the emulated slow links of scripts/netns_ring.sh.
+# iproute2 for the emulated slow links of scripts/netns_ring.sh. SentencePiece (library and its
+# spm_train/spm_encode tools) for the tokenizers, g++ for the one C++ file that wraps it.
 set -eu
 packages="meson ninja-build pkg-config gcc libc6-dev
   libopenblas-dev libopenblas0-pthread libinih-dev libjansson-dev zlib1g-dev
   python3 python3-numpy python3-torch python3-matplotlib fortunes
-  openmpi-bin libopenmpi-dev libibverbs-dev rdma-core iproute2"
+  openmpi-bin libopenmpi-dev libibverbs-dev rdma-core iproute2
+  g++ libsentencepiece-dev sentencepiece"
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
 missing=""

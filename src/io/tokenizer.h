@@ -1,0 +1,59 @@
+/* Tokenizers: text <-> token ids, for prepare (encode), sample (encode a prompt, decode the
+ * output) and the files kept with checkpoints and exports.
+ *
+ * Three kinds, picked by tok_open from the file's content (not its name):
+ *   "bytes"              built in: token = byte value, vocabulary 256, no BOS/EOS (the byte
+ *                        shards mark documents with token 0, see prepare.h);
+ *   "sentencepiece"      a SentencePiece model (tokenizer.model, Llama-2 family) through
+ *                        Debian's libsentencepiece: encode and decode;
+ *   "hf-tokenizer.json"  a Hugging Face tokenizer.json of a byte-level BPE (GPT-2, Llama-3):
+ *                        DECODE only. Encoding needs the BPE merges applied exactly as the
+ *                        `tokenizers` library does (pre-tokenizer regex, added tokens); that
+ *                        is done by that library in scripts/tokenize_hf.py, never by a BPE
+ *                        written here, so tok_encode returns 2 saying so (docs/formats.md).
+ *
+ * CONVENTION shared by checkpoints, exports and prepare: a directory holds `tokenizer.model`
+ * or `tokenizer.json` when the run had one (TOK_FILE_SPM / TOK_FILE_HF); neither means bytes
+ * (when the vocabulary is >= 256) or no tokenizer. tok_find_in_dir looks for them.
+ *
+ * Return codes as everywhere in src/io: 0 ok, 2 bad input (named), 1 I/O or memory failure.
+ * A wp_tokenizer is immutable after tok_open: its functions may be called from several
+ * threads at once. */
+#ifndef WP_IO_TOKENIZER_H
+#define WP_IO_TOKENIZER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define TOK_FILE_SPM "tokenizer.model"
+#define TOK_FILE_HF "tokenizer.json"
+
+typedef struct wp_tokenizer wp_tokenizer;
+
+/* path: a SentencePiece model (tokenizer.model), a Hugging Face tokenizer.json, or NULL/"bytes"
+ * for the built-in byte tokenizer (token = byte value). 0 ok, 2 not a tokenizer (err names the
+ * file and why), 1 I/O error. */
+int tok_open(const char *path, wp_tokenizer **out, char *err, size_t errlen);
+void tok_close(wp_tokenizer *t);
+int64_t tok_vocab_size(const wp_tokenizer *t);
+int32_t tok_bos(const wp_tokenizer *t); /* -1 when none */
+int32_t tok_eos(const wp_tokenizer *t); /* -1 when none */
+const char *tok_kind(const wp_tokenizer *t); /* "bytes", "sentencepiece", "hf-tokenizer.json" */
+/* ids: malloc'd array the caller frees (NULL when *n is 0); 0/1/2. No BOS/EOS is added: the
+ * caller decides where documents start. */
+int tok_encode(const wp_tokenizer *t, const char *text, size_t len, int32_t **ids, size_t *n, char *err, size_t errlen);
+/* text: malloc'd NUL-terminated string the caller frees; ids >= vocab (or < 0) -> 2 */
+int tok_decode(const wp_tokenizer *t, const int32_t *ids, size_t n, char **text, char *err, size_t errlen);
+/* The file(s) that describe this tokenizer, to copy next to a checkpoint or an export
+ * (NULL for bytes): the source path. */
+const char *tok_path(const wp_tokenizer *t);
+/* The name the file takes in a checkpoint, export or data directory: TOK_FILE_SPM or
+ * TOK_FILE_HF (NULL for bytes). */
+const char *tok_file_name(const wp_tokenizer *t);
+
+/* The tokenizer file of a directory (checkpoint, export, prepared data): dir/tokenizer.model or
+ * dir/tokenizer.json into path, or "" when it has neither. 0 ok; 2 both are there (which one is
+ * meant is unclear: err names them); 1 the path does not fit. */
+int tok_find_in_dir(const char *dir, char *path, size_t pathlen, char *err, size_t errlen);
+
+#endif
