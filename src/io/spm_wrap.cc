@@ -80,8 +80,10 @@ extern "C" int spm_wrap_decode(const spm_wrap *s, const int32_t *ids, size_t n, 
         if (!st.ok()) return fail(err, errlen, 2, "SentencePiece refused the ids: " + st.ToString());
         char *c = static_cast<char *>(std::malloc(out.size() + 1));
         if (!c) return fail(err, errlen, 1, "out of memory decoding ids");
-        std::memcpy(c, out.data(), out.size());
-        c[out.size()] = '\0';
+        size_t m = 0;
+        for (char ch : out)
+            if (ch != '\0') c[m++] = ch; // a byte piece <0x00>: a C string cannot hold it
+        c[m] = '\0';
         *text = c;
         return 0;
     } catch (const std::bad_alloc &) {
