@@ -28,7 +28,10 @@ extern "C" int spm_wrap_load(const void *data, size_t size, spm_wrap **out, char
         auto st = s->sp.LoadFromSerializedProto(std::string_view(static_cast<const char *>(data), size));
         if (!st.ok()) {
             delete s;
-            return fail(err, errlen, 2, "not a SentencePiece model (" + st.ToString() + ")");
+            // the library's message for bytes that are no protobuf names its own source line
+            std::string why(st.error_message());
+            if (why.find("ParseFromArray") != std::string::npos) why = "not a model protobuf";
+            return fail(err, errlen, 2, "not a SentencePiece model (" + why + ")");
         }
         if (s->sp.GetPieceSize() <= 0) {
             delete s;
