@@ -255,6 +255,27 @@ static int prune(const char *save_dir, int64_t current, int keep_last, char *err
     return rc;
 }
 
+/* The run's tokenizer into the step directory (a plain name, checked), atomically, with the size
+ * and CRC-32 the manifest lists. */
+static int copy_tokenizer(const char *dir, const wp_ckpt_info *info, wp_manifest_file *f, char *err, size_t errlen) {
+    const char *name = info->tokenizer_name;
+    if (strcmp(name, "tokenizer.model") != 0 && strcmp(name, "tokenizer.json") != 0)
+        return io_fail(err, errlen, 1, "checkpoint: tokenizer name '%s' is not tokenizer.model or tokenizer.json", name);
+    if (!info->tokenizer_src) return io_fail(err, errlen, 1, "checkpoint: tokenizer %s without a source file", name);
+    char path[WP_PATH_MAX], *data = NULL;
+    size_t size = 0;
+    int rc = fs_join(path, sizeof path, dir, name, err, errlen);
+    if (rc == 0) rc = fs_read_small(info->tokenizer_src, (size_t)1 << 30, &data, &size, err, errlen);
+    if (rc == 0) rc = fs_write_file_atomic(path, data, size, err, errlen);
+    if (rc == 0) {
+        snprintf(f->name, sizeof f->name, "%s", name);
+        f->size = size;
+        f->crc = fs_crc32(0, data, size);
+    }
+    free(data);
+    return rc ? 1 : 0; /* the file was checked when the run started: failing now is a runtime failure */
+}
+
 static int point_latest(const char *save_dir, int64_t step, char *err, size_t errlen) {
     char path[WP_PATH_MAX], text[64];
     int rc = fs_join(path, sizeof path, save_dir, "latest", err, errlen);
@@ -278,7 +299,10 @@ int ckpt_commit(const char *save_dir, int64_t step, int nranks, const wp_ckpt_in
     in.step = step;
     in.nranks = nranks;
     if (rc == 0) rc = remove_strays(tmp, nranks, err, errlen);
-    if (rc == 0) rc = manifest_write(manifest, &in, files, nranks, err, errlen);
+    wp_manifest_file tok = {0};
+    bool has_tok = info->tokenizer_name[0] != '\0';
+    if (rc == 0 && has_tok) rc = copy_tokenizer(tmp, info, &tok, err, errlen);
+    if (rc == 0) rc = manifest_write(manifest, &in, files, nranks, has_tok ? &tok : NULL, err, errlen);
     free(files);
     if (rc == 0) rc = fs_fsync_dir(tmp, err, errlen);
     /* the same step saved again (e.g. the last step of a resumed run): the new one replaces it */

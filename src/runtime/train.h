@@ -37,6 +37,8 @@ typedef struct {
     bool have_run;
     wp_trace *trace;            /* --trace: every rank of this process writes its actions */
     double t_origin;            /* wp_now() at the start: trace times count from here */
+    char tokenizer[WP_PATH_MAX]; /* the run's tokenizer file, copied into each checkpoint; "" = none */
+    char tokenizer_name[32];    /* its name there: tokenizer.model or tokenizer.json */
 } train_job;
 
 /* Everything checked before any rank starts: model, schedule (validated), memory, flags.
