@@ -56,7 +56,7 @@ int cmd_prepare(const wp_opts *o) {
     progress_state ps = {.on = !o->quiet, .start = now_s()};
     ps.last = ps.start;
     wp_prepare_stats st;
-    int rc = prepare_shards_tok(o->args, o->nargs, o->out, o->val_fraction, vocab, tok, WP_PREPARE_SHARD_TOKENS, progress,
+    int rc = prepare_shards_tok(o->args, o->nargs, o->out, o->val_fraction, vocab, tok, WP_PREPARE_SHARD_TOKENS, 0, progress,
                                 &ps, &st, err, sizeof err);
     if (rc) {
         wp_error("%s", err);

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,6 +100,7 @@ typedef struct {
     wp_prepare_progress progress;
     void *progress_ctx;
     uint64_t bytes_done, bytes_total;
+    size_t piece_bytes;
 } prep;
 
 static void report(prep *p, uint64_t bytes) {
@@ -106,32 +108,49 @@ static void report(prep *p, uint64_t bytes) {
     if (p->progress) p->progress(p->progress_ctx, p->bytes_done, p->bytes_total, p->train.tokens + p->val.tokens);
 }
 
-/* One part of a document through the tokenizer: the boundary token, then the text in pieces
- * cut after a newline, so that no piece (and no id array) outgrows WP_PREPARE_PIECE_BYTES. */
+/* The next piece of text[at, len): at most piece bytes, cut after a newline (inside
+ * one huge line: before a UTF-8 continuation byte, never inside a character). */
+static size_t piece_len(const char *text, size_t at, size_t len, size_t piece) {
+    size_t n = len - at;
+    if (n <= piece) return n;
+    n = piece;
+    const char *nl = memrchr(text + at, '\n', n);
+    if (nl) return (size_t)(nl - (text + at)) + 1;
+    while (n > 1 && ((unsigned char)text[at + n] & 0xC0) == 0x80) n--;
+    return n;
+}
+
+enum { ENCODE_BATCH_MAX = 32 }; /* pieces encoded at once: bounds the id arrays held (~12 MB each) */
+
+/* One part of a document through the tokenizer: the boundary token, then the text in pieces,
+ * so that no piece (and no id array) outgrows p->piece_bytes. Encoding is most of
+ * prepare's time, so a batch of pieces is encoded on all OpenMP threads (a wp_tokenizer may be
+ * used from several threads) and appended in order: the shards do not depend on the thread
+ * count. */
 static int encode_part(prep *p, shard_run *r, const char *path, const char *text, size_t len, char *err, size_t errlen) {
     if (len == 0) return 0;
     int rc = run_append(r, &p->boundary, 1, err, errlen);
+    int batch = omp_get_max_threads();
+    batch = batch < 1 ? 1 : batch > ENCODE_BATCH_MAX ? ENCODE_BATCH_MAX : batch;
     for (size_t at = 0; rc == 0 && at < len;) {
-        size_t n = len - at;
-        if (n > WP_PREPARE_PIECE_BYTES) {
-            n = WP_PREPARE_PIECE_BYTES;
-            const char *nl = memrchr(text + at, '\n', n);
-            if (nl) {
-                n = (size_t)(nl - (text + at)) + 1;
-            } else { /* one huge line: cut before a UTF-8 continuation byte, never inside a character */
-                while (n > 1 && ((unsigned char)text[at + n] & 0xC0) == 0x80) n--;
-            }
+        size_t start[ENCODE_BATCH_MAX], n[ENCODE_BATCH_MAX], cnt[ENCODE_BATCH_MAX] = {0};
+        int32_t *ids[ENCODE_BATCH_MAX] = {0};
+        int rcs[ENCODE_BATCH_MAX] = {0}, k = 0;
+        char why[ENCODE_BATCH_MAX][256];
+        for (; k < batch && at < len; k++) {
+            start[k] = at;
+            n[k] = piece_len(text, at, len, p->piece_bytes);
+            at += n[k];
         }
-        int32_t *ids = NULL;
-        size_t k = 0;
-        char why[512];
-        rc = tok_encode(p->tok, text + at, n, &ids, &k, why, sizeof why);
-        if (rc) rc = io_fail(err, errlen, rc, "%s: %s", path, why);
-        /* ids are below the tokenizer's vocabulary, so non-negative: the same values as uint32 */
-        if (rc == 0) rc = run_append(r, (const uint32_t *)ids, k, err, errlen);
-        free(ids);
-        at += n;
-        report(p, n);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(k) if (k > 1)
+        for (int i = 0; i < k; i++) rcs[i] = tok_encode(p->tok, text + start[i], n[i], &ids[i], &cnt[i], why[i], sizeof why[i]);
+        for (int i = 0; i < k; i++) {
+            if (rc == 0 && rcs[i]) rc = io_fail(err, errlen, rcs[i], "%s: %s", path, why[i]);
+            /* ids are below the tokenizer's vocabulary, so non-negative: the same values as uint32 */
+            if (rc == 0) rc = run_append(r, (const uint32_t *)ids[i], cnt[i], err, errlen);
+            free(ids[i]);
+            if (rc == 0) report(p, n[i]);
+        }
     }
     return rc;
 }
@@ -259,13 +278,13 @@ static int write_all(prep *p, const char *const *inputs, int n, const int *fds, 
 
 int prepare_shards(const char *const *inputs, int n_inputs, const char *out_dir, double val_fraction, int64_t vocab,
                    int64_t shard_tokens, wp_prepare_stats *stats, char *err, size_t errlen) {
-    return prepare_shards_tok(inputs, n_inputs, out_dir, val_fraction, vocab, NULL, shard_tokens, NULL, NULL, stats, err,
+    return prepare_shards_tok(inputs, n_inputs, out_dir, val_fraction, vocab, NULL, shard_tokens, 0, NULL, NULL, stats, err,
                               errlen);
 }
 
 int prepare_shards_tok(const char *const *inputs, int n_inputs, const char *out_dir, double val_fraction, int64_t vocab,
-                       const wp_tokenizer *tok, int64_t shard_tokens, wp_prepare_progress progress, void *progress_ctx,
-                       wp_prepare_stats *stats, char *err, size_t errlen) {
+                       const wp_tokenizer *tok, int64_t shard_tokens, size_t piece_bytes, wp_prepare_progress progress,
+                       void *progress_ctx, wp_prepare_stats *stats, char *err, size_t errlen) {
     memset(stats, 0, sizeof *stats);
     if (tok && strcmp(tok_kind(tok), "bytes") == 0) tok = NULL;
     if (tok && strcmp(tok_kind(tok), "sentencepiece") != 0)
@@ -288,7 +307,8 @@ int prepare_shards_tok(const char *const *inputs, int n_inputs, const char *out_
               .tok = tok,
               .boundary = tok ? (uint32_t)(tok_bos(tok) >= 0 ? tok_bos(tok) : tok_eos(tok)) : 0,
               .progress = progress,
-              .progress_ctx = progress_ctx};
+              .progress_ctx = progress_ctx,
+              .piece_bytes = piece_bytes ? piece_bytes : WP_PREPARE_PIECE_BYTES};
     for (int i = 0; rc == 0 && i < n_inputs; i++) p.bytes_total += sizes[i];
     if (rc == 0) rc = write_all(&p, inputs, n_inputs, fds, sizes, err, errlen);
     stats->train_tokens = p.train.tokens;

@@ -20,7 +20,10 @@
 #include <unistd.h>
 
 #include "../check.h"
+#include <omp.h>
+
 #include "fsutil.h"
+#include "prepare.h"
 #include "tokenizer.h"
 
 static char g_dir[] = "/tmp/wp_tok_XXXXXX";
@@ -164,6 +167,8 @@ static void test_refusals(void) {
     EXPECT(tok_find_in_dir(sub, found, sizeof found, err, sizeof err) == 2 && strstr(err, p), "find: both: %s", err);
 }
 
+static void test_prepare_pieces(const wp_tokenizer *t);
+
 /* "1 2 3\n" lines of ids from spm_encode into one array per line. */
 static size_t parse_ids(const char **cursor, int32_t *ids, size_t cap) {
     size_t n = 0;
@@ -296,7 +301,80 @@ static void test_spm(const char *spm_train, const char *spm_encode, const char *
     int32_t bad[2] = {5, 300};
     char *back;
     EXPECT(tok_decode(t, bad, 2, &back, err, sizeof err) == 2 && strstr(err, "300"), "spm: id 300 accepted");
+    test_prepare_pieces(t);
     tok_close(t);
+}
+
+/* prepare_shards_tok in small pieces (PIECE bytes, cut after the last newline inside each):
+ * the shard is BOS then each piece's own encoding, in order, whatever the thread count. */
+static void test_prepare_pieces(const wp_tokenizer *t) {
+    enum { PIECE = 256 };
+    char in[WP_PATH_MAX], err[1024];
+    path_in(in, sizeof in, "doc.txt");
+    static char text[16384];
+    size_t len = 0;
+    while (len < sizeof text - 600) {
+        len += random_text(text + len, 400, 1 + rnd() % 20);
+        text[len++] = '\n';
+    }
+    write_file(in, text, len);
+    /* the reference: cut as documented, each piece encoded alone */
+    int32_t *want = malloc((len + 1) * sizeof *want);
+    CHECK(want, "out of memory");
+    size_t nw = 0;
+    want[nw++] = tok_bos(t);
+    int pieces = 0;
+    for (size_t at = 0; at < len; pieces++) {
+        size_t n = len - at;
+        if (n > PIECE) {
+            n = PIECE;
+            while (n > 0 && text[at + n - 1] != '\n') n--;
+            CHECK(n > 0, "a line longer than a piece: make the lines shorter");
+        }
+        int32_t *ids;
+        size_t k;
+        CHECK(tok_encode(t, text + at, n, &ids, &k, err, sizeof err) == 0, "%s", err);
+        memcpy(want + nw, ids, k * sizeof *ids);
+        nw += k;
+        free(ids);
+        at += n;
+    }
+    unsigned char *shard[2] = {NULL, NULL};
+    size_t size[2] = {0, 0};
+    int threads[2] = {1, 4};
+    for (int r = 0; r < 2; r++) {
+        char out[512], name[64], path[WP_PATH_MAX];
+        snprintf(name, sizeof name, "pieces%d", threads[r]);
+        path_in(out, sizeof out, name);
+        omp_set_num_threads(threads[r]);
+        const char *inputs[1] = {in};
+        wp_prepare_stats st;
+        CHECK(prepare_shards_tok(inputs, 1, out, 0.0, tok_vocab_size(t), t, 1 << 20, PIECE, NULL, NULL, &st, err,
+                                 sizeof err) == 0,
+              "prepare: %s", err);
+        snprintf(path, sizeof path, "%s/train_000.bin", out);
+        shard[r] = (unsigned char *)read_file(path, &size[r]);
+        snprintf(path, sizeof path, "%s/%s", out, TOK_FILE_SPM);
+        size_t ms;
+        char *copy = read_file(path, &ms), *orig = read_file(tok_path(t), &len);
+        EXPECT(ms == len && memcmp(copy, orig, ms) == 0, "prepare: %s is not a copy of the model", path);
+        free(copy);
+        free(orig);
+    }
+    omp_set_num_threads(1);
+    EXPECT(size[0] == 1024 + 2 * nw, "prepare pieces: %zu tokens, want %zu", (size[0] - 1024) / 2, nw);
+    for (size_t i = 0; i < nw && size[0] == 1024 + 2 * nw; i++) {
+        int32_t got = shard[0][1024 + 2 * i] | shard[0][1024 + 2 * i + 1] << 8;
+        if (got != want[i]) {
+            EXPECT(got == want[i], "prepare pieces: token %zu is %d, want %d", i, got, want[i]);
+            break;
+        }
+    }
+    EXPECT(size[0] == size[1] && memcmp(shard[0], shard[1], size[0]) == 0, "prepare: 4 threads wrote another shard than 1");
+    printf("prepare in %d pieces of <= %d bytes: %zu tokens, the same on 1 and 4 threads\n", pieces, PIECE, nw);
+    free(shard[0]);
+    free(shard[1]);
+    free(want);
 }
 
 /* HELPER make DIR writes DIR/tokenizer.json and DIR/cases.txt (ids per line); we decode each
