@@ -41,9 +41,11 @@ typedef struct {
     wp_model_cfg cfg;               /* shape, seq, micro-batch, precision, the writers' chunking */
     /* The run's tokenizer, kept with the checkpoint under tokenizer_name (tokenizer.model or
      * tokenizer.json, src/io/tokenizer.h; "" when the run had none) and listed in the manifest
-     * with its size and CRC-32. ckpt_commit copies the file tokenizer_src (ignored when
-     * tokenizer_name is ""); readers get tokenizer_name and ckpt_tokenizer(). */
-    const char *tokenizer_src;
+     * with its size and CRC-32. ckpt_commit writes the file's bytes, tokenizer_data (read
+     * when the run started, so a file replaced meanwhile cannot slip in); readers get
+     * tokenizer_name and ckpt_tokenizer(). */
+    const void *tokenizer_data;
+    size_t tokenizer_size;
     char tokenizer_name[32];
 } wp_ckpt_info;
 

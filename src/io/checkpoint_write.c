@@ -256,24 +256,22 @@ static int prune(const char *save_dir, int64_t current, int keep_last, char *err
 }
 
 /* The run's tokenizer into the step directory (a plain name, checked), atomically, with the size
- * and CRC-32 the manifest lists. */
+ * and CRC-32 the manifest lists. Every failure here is a runtime one (1): the file was
+ * checked when the run started. */
 static int copy_tokenizer(const char *dir, const wp_ckpt_info *info, wp_manifest_file *f, char *err, size_t errlen) {
     const char *name = info->tokenizer_name;
     if (strcmp(name, "tokenizer.model") != 0 && strcmp(name, "tokenizer.json") != 0)
         return io_fail(err, errlen, 1, "checkpoint: tokenizer name '%s' is not tokenizer.model or tokenizer.json", name);
-    if (!info->tokenizer_src) return io_fail(err, errlen, 1, "checkpoint: tokenizer %s without a source file", name);
-    char path[WP_PATH_MAX], *data = NULL;
-    size_t size = 0;
+    if (!info->tokenizer_data || info->tokenizer_size == 0)
+        return io_fail(err, errlen, 1, "checkpoint: tokenizer %s without its bytes", name);
+    char path[WP_PATH_MAX];
     int rc = fs_join(path, sizeof path, dir, name, err, errlen);
-    if (rc == 0) rc = fs_read_small(info->tokenizer_src, (size_t)1 << 30, &data, &size, err, errlen);
-    if (rc == 0) rc = fs_write_file_atomic(path, data, size, err, errlen);
-    if (rc == 0) {
-        snprintf(f->name, sizeof f->name, "%s", name);
-        f->size = size;
-        f->crc = fs_crc32(0, data, size);
-    }
-    free(data);
-    return rc ? 1 : 0; /* the file was checked when the run started: failing now is a runtime failure */
+    if (rc == 0) rc = fs_write_file_atomic(path, info->tokenizer_data, info->tokenizer_size, err, errlen);
+    if (rc) return 1;
+    snprintf(f->name, sizeof f->name, "%s", name);
+    f->size = info->tokenizer_size;
+    f->crc = fs_crc32(0, info->tokenizer_data, info->tokenizer_size);
+    return 0;
 }
 
 static int point_latest(const char *save_dir, int64_t step, char *err, size_t errlen) {

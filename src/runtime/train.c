@@ -172,6 +172,9 @@ static int resolve_tokenizer(train_job *j, char *err, size_t errlen) {
     if (rc == 0 && tok_file_name(t)) {
         snprintf(j->tokenizer, sizeof j->tokenizer, "%s", path);
         snprintf(j->tokenizer_name, sizeof j->tokenizer_name, "%s", tok_file_name(t));
+        /* the bytes now: every checkpoint gets the tokenizer the run was checked with */
+        rc = fs_read_small(path, (size_t)1 << 30, &j->tokenizer_data, &j->tokenizer_size, why, sizeof why);
+        if (rc) rc = fail(err, errlen, rc, "%s %s", flag, why);
     }
     tok_close(t);
     return rc;
@@ -275,6 +278,7 @@ int train_job_prepare(train_job *j, const wp_opts *o, char *err, size_t errlen) 
 }
 
 void train_job_free(train_job *j) {
+    free(j->tokenizer_data);
     shard_list_free(&j->data);
     shard_list_free(&j->val);
     if (j->have_run) run_free(&j->run);
@@ -402,7 +406,8 @@ static int save_checkpoint(rank_state *r, int64_t steps_done, char *err, size_t 
         wp_loss_scaler sc = rt_scaler(r->rt);
         wp_ckpt_info info = {.step = steps_done, .optimizer_step = (int64_t)v[1], .loss_scale = sc.scale,
                              .loss_scale_clean_steps = sc.clean_steps, .seed = j->o.seed, .micro_batches = j->nmb,
-                             .nranks = j->nranks, .cfg = j->L.cfg, .tokenizer_src = j->tokenizer};
+                             .nranks = j->nranks, .cfg = j->L.cfg, .tokenizer_data = j->tokenizer_data,
+                             .tokenizer_size = j->tokenizer_size};
         snprintf(info.tokenizer_name, sizeof info.tokenizer_name, "%s", j->tokenizer_name);
         ok = ckpt_commit(j->o.save, steps_done, j->nranks, &info, (int)j->o.keep_last, why, sizeof why) ? 1 : 0;
     }
