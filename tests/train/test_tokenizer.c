@@ -426,6 +426,16 @@ static int test_hf(const char *python, const char *helper) {
     char *back;
     EXPECT(tok_decode(t, &bad, 1, &back, err, sizeof err) == 2, "hf: id = vocab accepted");
     tok_close(t);
+    /* a tokenizer_config.json beside it names BOS/EOS (as an object and as a string): the
+     * helper's trainer gave <|endoftext|> id 0, and "hello world" was added last */
+    path_in(p, sizeof p, "tokenizer_config.json");
+    const char *cfg = "{\"bos_token\": {\"content\": \"<|endoftext|>\"}, \"eos_token\": \"hello world\"}";
+    write_file(p, cfg, strlen(cfg));
+    path_in(p, sizeof p, TOK_FILE_HF);
+    CHECK(tok_open(p, &t, err, sizeof err) == 0, "%s", err);
+    EXPECT(tok_bos(t) == 0 && tok_eos(t) == vocab - 1, "hf with tokenizer_config.json: bos %d eos %d, want 0 and %lld",
+           tok_bos(t), tok_eos(t), vocab - 1);
+    tok_close(t);
     snprintf(cmd, sizeof cmd, "'%s' '%s' check '%s'", python, helper, g_dir);
     EXPECT(run(cmd) == 0, "the tokenizers library decodes differently (%d cases): %s", lines, cmd);
     return 0;
