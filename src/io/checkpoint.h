@@ -9,6 +9,7 @@
  *                                           <name>#<a>-<b>: row-major elements [a, b), 1-D.
  *                                           Readers reassemble a tensor from its parts, so
  *                                           any N, chunking or slicing loads any other's
+ *   SAVE/step-K.tmp/tokenizer.model        the run's tokenizer (or tokenizer.json), when it had one
  *   SAVE/step-K.tmp/manifest.json           written last, by rank 0: every file's size and CRC-32,
  *                                           step, optimizer step, loss scale, seed, data position,
  *                                           model shape and precision
@@ -38,6 +39,14 @@ typedef struct {
     int64_t micro_batches;          /* M of the data order; with seed and step: the next tokens */
     int nranks;                     /* shard files */
     wp_model_cfg cfg;               /* shape, seq, micro-batch, precision, the writers' chunking */
+    /* The run's tokenizer, kept with the checkpoint under tokenizer_name (tokenizer.model or
+     * tokenizer.json, src/io/tokenizer.h; "" when the run had none) and listed in the manifest
+     * with its size and CRC-32. ckpt_commit writes the file's bytes, tokenizer_data (read
+     * when the run started, so a file replaced meanwhile cannot slip in); readers get
+     * tokenizer_name and ckpt_tokenizer(). */
+    const void *tokenizer_data;
+    size_t tokenizer_size;
+    char tokenizer_name[32];
 } wp_ckpt_info;
 
 /* Rank `rank` writes its owned chunks (from o) into SAVE/step-K.tmp/, creating it if needed.
@@ -64,6 +73,8 @@ int ckpt_open(wp_ckpt **out, const char *step_dir, char *err, size_t errlen);
 void ckpt_close(wp_ckpt *c);
 const wp_ckpt_info *ckpt_info(const wp_ckpt *c);
 const char *ckpt_dir(const wp_ckpt *c);
+/* The checkpoint's tokenizer file (its size and CRC checked by ckpt_open), NULL when none. */
+const char *ckpt_tokenizer(const wp_ckpt *c);
 
 /* 2 naming the first model key (as its flag) where cfg differs from the checkpoint's shape
  * (layers, widths, heads, vocabulary, RoPE theta, norm epsilon). */

@@ -11,6 +11,7 @@
 
 struct wp_ckpt {
     char dir[WP_PATH_MAX];
+    char tokenizer[WP_PATH_MAX]; /* dir/tokenizer.model or .json, "" when none */
     wp_manifest manifest;
     st_file **files;
 };
@@ -94,8 +95,18 @@ static int open_files(wp_ckpt *c, char *err, size_t errlen) {
         if (rc == 0) rc = st_open(&c->files[i], path, err, errlen);
         if (rc) return rc;
     }
+    /* the tokenizer is checked as the shards are: a replaced one would decode to other text */
+    const wp_manifest_file *tf = &c->manifest.tokenizer;
+    if (tf->name[0]) {
+        int rc = fs_join(c->tokenizer, sizeof c->tokenizer, c->dir, tf->name, err, errlen);
+        if (rc == 0 && !fs_exists(c->tokenizer)) rc = io_fail(err, errlen, 2, "%s: missing (listed in the manifest)", c->tokenizer);
+        if (rc == 0) rc = verify_file(c->tokenizer, tf, err, errlen);
+        if (rc) return rc;
+    }
     return 0;
 }
+
+const char *ckpt_tokenizer(const wp_ckpt *c) { return c->tokenizer[0] ? c->tokenizer : NULL; }
 
 int ckpt_open(wp_ckpt **out, const char *step_dir, char *err, size_t errlen) {
     *out = NULL;

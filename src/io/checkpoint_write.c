@@ -255,6 +255,25 @@ static int prune(const char *save_dir, int64_t current, int keep_last, char *err
     return rc;
 }
 
+/* The run's tokenizer into the step directory (a plain name, checked), atomically, with the size
+ * and CRC-32 the manifest lists. Every failure here is a runtime one (1): the file was
+ * checked when the run started. */
+static int copy_tokenizer(const char *dir, const wp_ckpt_info *info, wp_manifest_file *f, char *err, size_t errlen) {
+    const char *name = info->tokenizer_name;
+    if (strcmp(name, "tokenizer.model") != 0 && strcmp(name, "tokenizer.json") != 0)
+        return io_fail(err, errlen, 1, "checkpoint: tokenizer name '%s' is not tokenizer.model or tokenizer.json", name);
+    if (!info->tokenizer_data || info->tokenizer_size == 0)
+        return io_fail(err, errlen, 1, "checkpoint: tokenizer %s without its bytes", name);
+    char path[WP_PATH_MAX];
+    int rc = fs_join(path, sizeof path, dir, name, err, errlen);
+    if (rc == 0) rc = fs_write_file_atomic(path, info->tokenizer_data, info->tokenizer_size, err, errlen);
+    if (rc) return 1;
+    snprintf(f->name, sizeof f->name, "%s", name);
+    f->size = info->tokenizer_size;
+    f->crc = fs_crc32(0, info->tokenizer_data, info->tokenizer_size);
+    return 0;
+}
+
 static int point_latest(const char *save_dir, int64_t step, char *err, size_t errlen) {
     char path[WP_PATH_MAX], text[64];
     int rc = fs_join(path, sizeof path, save_dir, "latest", err, errlen);
@@ -278,7 +297,10 @@ int ckpt_commit(const char *save_dir, int64_t step, int nranks, const wp_ckpt_in
     in.step = step;
     in.nranks = nranks;
     if (rc == 0) rc = remove_strays(tmp, nranks, err, errlen);
-    if (rc == 0) rc = manifest_write(manifest, &in, files, nranks, err, errlen);
+    wp_manifest_file tok = {0};
+    bool has_tok = info->tokenizer_name[0] != '\0';
+    if (rc == 0 && has_tok) rc = copy_tokenizer(tmp, info, &tok, err, errlen);
+    if (rc == 0) rc = manifest_write(manifest, &in, files, nranks, has_tok ? &tok : NULL, err, errlen);
     free(files);
     if (rc == 0) rc = fs_fsync_dir(tmp, err, errlen);
     /* the same step saved again (e.g. the last step of a resumed run): the new one replaces it */

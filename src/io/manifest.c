@@ -32,8 +32,8 @@ static json_t *files_json(const wp_manifest_file *files, int n) {
     return arr;
 }
 
-int manifest_write(const char *path, const wp_ckpt_info *in, const wp_manifest_file *files, int n_files, char *err,
-                   size_t errlen) {
+int manifest_write(const char *path, const wp_ckpt_info *in, const wp_manifest_file *files, int n_files,
+                   const wp_manifest_file *tokenizer, char *err, size_t errlen) {
     json_t *data = json_pack("{s:I, s:I, s:i, s:i}", "next_step", (json_int_t)in->step, "micro_batches",
                              (json_int_t)in->micro_batches, "micro_batch_size", in->cfg.mb, "seq_length", in->cfg.seq);
     json_t *root = json_pack("{s:s, s:i, s:I, s:I, s:f, s:I, s:I, s:o, s:s, s:i, s:o, s:o}", "format", WP_CKPT_FORMAT,
@@ -42,6 +42,11 @@ int manifest_write(const char *path, const wp_ckpt_info *in, const wp_manifest_f
                              (json_int_t)in->loss_scale_clean_steps, "seed", (json_int_t)in->seed, "data", data,
                              "precision", precision_name(in->cfg.precision), "nranks", in->nranks, "model",
                              model_json(&in->cfg), "files", files_json(files, n_files));
+    if (root && tokenizer) {
+        json_t *arr = files_json(tokenizer, 1);
+        json_object_set(root, "tokenizer", json_array_get(arr, 0));
+        json_decref(arr);
+    }
     char *text = root ? json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(17)) : NULL;
     json_decref(root);
     if (!text) return io_fail(err, errlen, 1, "%s: cannot build the manifest (non-finite loss scale or out of memory)", path);
@@ -199,6 +204,14 @@ static int parse_root(const ctx *x, json_t *root, wp_manifest *m) {
     if (!rc) rc = parse_precision(x, root, &in->cfg.precision);
     if (!rc) rc = parse_model(x, json_object_get(root, "model"), &in->cfg);
     if (!rc) rc = parse_files(x, json_object_get(root, "files"), m);
+    json_t *tok = json_object_get(root, "tokenizer");
+    if (!rc && tok) {
+        rc = parse_file(x, tok, m->n_files, &m->tokenizer);
+        if (!rc && strcmp(m->tokenizer.name, "tokenizer.model") != 0 && strcmp(m->tokenizer.name, "tokenizer.json") != 0)
+            rc = io_fail(x->err, x->errlen, 2, "%s: key tokenizer.name '%s' is not tokenizer.model or tokenizer.json", x->path,
+                         m->tokenizer.name);
+        if (!rc) snprintf(in->tokenizer_name, sizeof in->tokenizer_name, "%s", m->tokenizer.name);
+    }
     if (!rc && !(in->loss_scale > 0)) rc = io_fail(x->err, x->errlen, 2, "%s: key loss_scale %g is not positive", x->path, in->loss_scale);
     in->nranks = (int)nranks;
     return rc;

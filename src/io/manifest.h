@@ -7,7 +7,9 @@
  *  "data": {"next_step": K, "micro_batches": M, "micro_batch_size": b, "seq_length": s},
  *  "precision": "mixed", "nranks": N,
  *  "model": {"num-layers": L, "hidden-size": h, ..., "chunk-layers": "2,2"},
- *  "files": [{"name": "rank-00000.safetensors", "size": bytes, "crc32": "8 hex digits"}, ...]} */
+ *  "files": [{"name": "rank-00000.safetensors", "size": bytes, "crc32": "8 hex digits"}, ...],
+ *  "tokenizer": {"name": "tokenizer.model", "size": bytes, "crc32": "8 hex digits"}}
+ * "tokenizer" only when the run had one (older checkpoints have none). */
 #ifndef WP_IO_MANIFEST_H
 #define WP_IO_MANIFEST_H
 
@@ -25,11 +27,12 @@ typedef struct {
     wp_ckpt_info info;
     int n_files;
     wp_manifest_file *files;
+    wp_manifest_file tokenizer; /* name "" when none; info.tokenizer_name is the same name */
 } wp_manifest;
 
-/* Written atomically (temp file, fsync, rename). */
-int manifest_write(const char *path, const wp_ckpt_info *info, const wp_manifest_file *files, int n_files, char *err,
-                   size_t errlen);
+/* Written atomically (temp file, fsync, rename). tokenizer: NULL or the tokenizer file's entry. */
+int manifest_write(const char *path, const wp_ckpt_info *info, const wp_manifest_file *files, int n_files,
+                   const wp_manifest_file *tokenizer, char *err, size_t errlen);
 /* Missing: 2 "not a finished checkpoint"; malformed: 2 naming the key. */
 int manifest_read(const char *path, wp_manifest *m, char *err, size_t errlen);
 void manifest_free(wp_manifest *m);

@@ -4,9 +4,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -93,10 +95,86 @@ static int run_remove_stale(const shard_run *r, char *err, size_t errlen) {
 typedef struct {
     shard_run train, val;
     double val_fraction;
+    const wp_tokenizer *tok; /* NULL: bytes */
+    uint32_t boundary;       /* the token that opens every part */
+    wp_prepare_progress progress;
+    void *progress_ctx;
+    uint64_t bytes_done, bytes_total;
+    size_t piece_bytes;
 } prep;
+
+static void report(prep *p, uint64_t bytes) {
+    p->bytes_done += bytes;
+    if (p->progress) p->progress(p->progress_ctx, p->bytes_done, p->bytes_total, p->train.tokens + p->val.tokens);
+}
+
+/* The next piece of text[at, len): at most piece bytes, cut after a newline (inside
+ * one huge line: before a UTF-8 continuation byte, never inside a character). */
+static size_t piece_len(const char *text, size_t at, size_t len, size_t piece) {
+    size_t n = len - at;
+    if (n <= piece) return n;
+    n = piece;
+    const char *nl = memrchr(text + at, '\n', n);
+    if (nl) return (size_t)(nl - (text + at)) + 1;
+    while (n > 1 && ((unsigned char)text[at + n] & 0xC0) == 0x80) n--;
+    return n;
+}
+
+enum { ENCODE_BATCH_MAX = 32 }; /* pieces encoded at once: bounds the id arrays held (~12 MB each) */
+
+/* One part of a document through the tokenizer: the boundary token, then the text in pieces,
+ * so that no piece (and no id array) outgrows p->piece_bytes. Encoding is most of
+ * prepare's time, so a batch of pieces is encoded on all OpenMP threads (a wp_tokenizer may be
+ * used from several threads) and appended in order: the shards do not depend on the thread
+ * count. */
+static int encode_part(prep *p, shard_run *r, const char *path, const char *text, size_t len, char *err, size_t errlen) {
+    if (len == 0) return 0;
+    int rc = run_append(r, &p->boundary, 1, err, errlen);
+    int batch = omp_get_max_threads();
+    batch = batch < 1 ? 1 : batch > ENCODE_BATCH_MAX ? ENCODE_BATCH_MAX : batch;
+    for (size_t at = 0; rc == 0 && at < len;) {
+        size_t start[ENCODE_BATCH_MAX], n[ENCODE_BATCH_MAX], cnt[ENCODE_BATCH_MAX] = {0};
+        int32_t *ids[ENCODE_BATCH_MAX] = {0};
+        int rcs[ENCODE_BATCH_MAX] = {0}, k = 0;
+        char why[ENCODE_BATCH_MAX][256];
+        for (; k < batch && at < len; k++) {
+            start[k] = at;
+            n[k] = piece_len(text, at, len, p->piece_bytes);
+            at += n[k];
+        }
+#pragma omp parallel for schedule(dynamic, 1) num_threads(k) if (k > 1)
+        for (int i = 0; i < k; i++) rcs[i] = tok_encode(p->tok, text + start[i], n[i], &ids[i], &cnt[i], why[i], sizeof why[i]);
+        for (int i = 0; i < k; i++) {
+            if (rc == 0 && rcs[i]) rc = io_fail(err, errlen, rcs[i], "%s: %s", path, why[i]);
+            /* ids are below the tokenizer's vocabulary, so non-negative: the same values as uint32 */
+            if (rc == 0) rc = run_append(r, (const uint32_t *)ids[i], cnt[i], err, errlen);
+            free(ids[i]);
+            if (rc == 0) report(p, n[i]);
+        }
+    }
+    return rc;
+}
+
+/* A document through the tokenizer: mapped whole, its head to train and its tail to val, the
+ * split moved forward to a character boundary so that no character is cut in two. */
+static int add_document_tok(prep *p, const char *path, int fd, uint64_t size, char *err, size_t errlen) {
+    if (size == 0) return 0;
+    if (size > SIZE_MAX) return io_fail(err, errlen, 2, "%s: too large to map", path);
+    const char *text = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (text == MAP_FAILED) return io_fail(err, errlen, 1, "%s: mmap failed: %s", path, strerror(errno));
+    (void)madvise((void *)text, (size_t)size, MADV_SEQUENTIAL); /* a hint: reading works without it */
+    size_t n_train = (size_t)(size - (uint64_t)llround(p->val_fraction * (double)size));
+    while (n_train < size && ((unsigned char)text[n_train] & 0xC0) == 0x80) n_train++;
+    int rc = encode_part(p, &p->train, path, text, n_train, err, errlen);
+    if (rc == 0) rc = encode_part(p, &p->val, path, text + n_train, (size_t)size - n_train, err, errlen);
+    if (munmap((void *)text, (size_t)size) != 0 && rc == 0)
+        rc = io_fail(err, errlen, 1, "%s: munmap failed: %s", path, strerror(errno));
+    return rc;
+}
 
 /* One input: its head to train, its tail to val, each part opened by the boundary token 0. */
 static int add_document(prep *p, const char *path, int fd, uint64_t size, char *err, size_t errlen) {
+    if (p->tok) return add_document_tok(p, path, fd, size, err, errlen);
     uint64_t n_val = (uint64_t)llround(p->val_fraction * (double)size), n_train = size - n_val;
     static const uint32_t boundary = 0;
     int rc = 0;
@@ -120,6 +198,7 @@ static int add_document(prep *p, const char *path, int fd, uint64_t size, char *
         rc = run_append(&p->train, tok, to_train, err, errlen);
         if (rc == 0) rc = run_append(&p->val, tok + to_train, m - to_train, err, errlen);
         done += m;
+        report(p, m);
     }
     free(bytes);
     free(tok);
@@ -139,16 +218,46 @@ static int open_inputs(const char *const *inputs, int n, int *fds, uint64_t *siz
     return 0;
 }
 
-static int check_args(int n_inputs, const char *out_dir, double val_fraction, int64_t vocab, int64_t shard_tokens, char *err,
-                      size_t errlen) {
+static int check_args(int n_inputs, const char *out_dir, double val_fraction, int64_t vocab, const wp_tokenizer *tok,
+                      int64_t shard_tokens, char *err, size_t errlen) {
     if (n_inputs < 1) return io_fail(err, errlen, 2, "prepare: give at least one input text file");
     if (!out_dir || !out_dir[0]) return io_fail(err, errlen, 2, "--out: the output directory is required");
     if (!(val_fraction >= 0 && val_fraction < 1)) return io_fail(err, errlen, 2, "--val-fraction: %g must be in [0, 1)", val_fraction);
-    if (vocab < WP_PREPARE_BYTE_VOCAB || vocab > INT32_MAX)
+    if (tok && vocab < tok_vocab_size(tok))
+        return io_fail(err, errlen, 2, "--vocab-size: %lld is below the vocabulary of the tokenizer %s (%lld)", (long long)vocab,
+                       tok_path(tok), (long long)tok_vocab_size(tok));
+    if (tok && tok_bos(tok) < 0 && tok_eos(tok) < 0)
+        return io_fail(err, errlen, 2, "%s: the tokenizer has neither a BOS nor an EOS token to start documents with",
+                       tok_path(tok));
+    if (!tok && (vocab < WP_PREPARE_BYTE_VOCAB || vocab > INT32_MAX))
         return io_fail(err, errlen, 2, "--vocab-size: %lld must be between %d (byte tokens) and %d", (long long)vocab,
                        WP_PREPARE_BYTE_VOCAB, INT32_MAX);
+    if (vocab > INT32_MAX) return io_fail(err, errlen, 2, "--vocab-size: %lld is above %d", (long long)vocab, INT32_MAX);
     if (shard_tokens < 2 || shard_tokens > WP_SHARD_MAX_TOKENS)
         return io_fail(err, errlen, 2, "prepare: shard size %lld tokens out of range", (long long)shard_tokens);
+    return 0;
+}
+
+/* DIR/tokenizer.model or DIR/tokenizer.json: this run's tokenizer copied in, the other name
+ * (both, for bytes) removed, so the directory names the tokenizer of its shards. */
+static int place_tokenizer(const prep *p, char *err, size_t errlen) {
+    const char *mine = p->tok ? tok_file_name(p->tok) : NULL;
+    static const char *const names[] = {TOK_FILE_SPM, TOK_FILE_HF};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        char path[WP_PATH_MAX];
+        int rc = fs_join(path, sizeof path, p->train.dir, names[i], err, errlen);
+        if (rc) return rc;
+        if (mine && strcmp(mine, names[i]) == 0) {
+            char *data = NULL;
+            size_t size = 0;
+            rc = fs_read_small(tok_path(p->tok), (size_t)1 << 30, &data, &size, err, errlen);
+            if (rc == 0) rc = fs_write_file_atomic(path, data, size, err, errlen);
+            free(data);
+            if (rc) return rc;
+        } else if (fs_exists(path) && unlink(path) != 0) {
+            return io_fail(err, errlen, 1, "%s: cannot remove an earlier run's tokenizer: %s", path, strerror(errno));
+        }
+    }
     return 0;
 }
 
@@ -158,6 +267,7 @@ static int write_all(prep *p, const char *const *inputs, int n, const int *fds, 
     for (int i = 0; rc == 0 && i < n; i++) rc = add_document(p, inputs[i], fds[i], sizes[i], err, errlen);
     if (rc == 0) rc = run_close(&p->train, err, errlen);
     if (rc == 0) rc = run_close(&p->val, err, errlen);
+    if (rc == 0) rc = place_tokenizer(p, err, errlen);
     /* every shard is complete on disk before the first one takes its final name */
     if (rc == 0) rc = run_commit(&p->train, err, errlen);
     if (rc == 0) rc = run_commit(&p->val, err, errlen);
@@ -168,8 +278,21 @@ static int write_all(prep *p, const char *const *inputs, int n, const int *fds, 
 
 int prepare_shards(const char *const *inputs, int n_inputs, const char *out_dir, double val_fraction, int64_t vocab,
                    int64_t shard_tokens, wp_prepare_stats *stats, char *err, size_t errlen) {
+    return prepare_shards_tok(inputs, n_inputs, out_dir, val_fraction, vocab, NULL, shard_tokens, 0, NULL, NULL, stats, err,
+                              errlen);
+}
+
+int prepare_shards_tok(const char *const *inputs, int n_inputs, const char *out_dir, double val_fraction, int64_t vocab,
+                       const wp_tokenizer *tok, int64_t shard_tokens, size_t piece_bytes, wp_prepare_progress progress,
+                       void *progress_ctx, wp_prepare_stats *stats, char *err, size_t errlen) {
     memset(stats, 0, sizeof *stats);
-    int rc = check_args(n_inputs, out_dir, val_fraction, vocab, shard_tokens, err, errlen);
+    if (tok && strcmp(tok_kind(tok), "bytes") == 0) tok = NULL;
+    if (tok && strcmp(tok_kind(tok), "sentencepiece") != 0)
+        return io_fail(err, errlen, 2,
+                       "--tokenizer %s: a tokenizer.json is tokenized by scripts/tokenize_hf.py (the tokenizers library), "
+                       "which writes the same shards",
+                       tok_path(tok));
+    int rc = check_args(n_inputs, out_dir, val_fraction, vocab, tok, shard_tokens, err, errlen);
     if (rc) return rc;
     const int version = shard_version_for_vocab(vocab);
     stats->version = version;
@@ -180,7 +303,13 @@ int prepare_shards(const char *const *inputs, int n_inputs, const char *out_dir,
     if (rc == 0) rc = open_inputs(inputs, n_inputs, fds, sizes, err, errlen);
     prep p = {.train = {out_dir, "train", version, shard_tokens, 0, 0, NULL, 0},
               .val = {out_dir, "val", version, shard_tokens, 0, 0, NULL, 0},
-              .val_fraction = val_fraction};
+              .val_fraction = val_fraction,
+              .tok = tok,
+              .boundary = tok ? (uint32_t)(tok_bos(tok) >= 0 ? tok_bos(tok) : tok_eos(tok)) : 0,
+              .progress = progress,
+              .progress_ctx = progress_ctx,
+              .piece_bytes = piece_bytes ? piece_bytes : WP_PREPARE_PIECE_BYTES};
+    for (int i = 0; rc == 0 && i < n_inputs; i++) p.bytes_total += sizes[i];
     if (rc == 0) rc = write_all(&p, inputs, n_inputs, fds, sizes, err, errlen);
     stats->train_tokens = p.train.tokens;
     stats->val_tokens = p.val.tokens;

@@ -1,4 +1,5 @@
-/* Text files -> byte-level token shards (token = byte value, so tokens are below 256).
+/* Text files -> token shards: byte-level (token = byte value, so tokens are below 256), or
+ * through a tokenizer (prepare_shards_tok).
  *
  * Each input file is one document. Its head goes to training and its tail (a share
  * val_fraction of its bytes, rounded) to validation, so validation samples every source. Each
@@ -19,6 +20,7 @@
 #include <stdint.h>
 
 #include "fsutil.h"
+#include "tokenizer.h"
 
 #define WP_PREPARE_SHARD_TOKENS 100000000 /* llm.c's shard size */
 #define WP_PREPARE_BYTE_VOCAB 256           /* byte tokens need at least this vocabulary */
@@ -33,5 +35,29 @@ typedef struct {
  * Returns 0, 2 (an input missing or unreadable, a bad argument: named) or 1 (write failure). */
 int prepare_shards(const char *const *inputs, int n_inputs, const char *out_dir, double val_fraction, int64_t vocab,
                    int64_t shard_tokens, wp_prepare_stats *stats, char *err, size_t errlen);
+
+/* Called after each piece of input is tokenized (about every piece_bytes): input
+ * bytes done of total, tokens written so far. The caller decides what and how often to print. */
+typedef void (*wp_prepare_progress)(void *ctx, uint64_t bytes_done, uint64_t bytes_total, int64_t tokens);
+#define WP_PREPARE_PIECE_BYTES ((size_t)8 << 20)
+
+/* prepare_shards with a tokenizer (NULL or the bytes kind: exactly prepare_shards). With a
+ * SentencePiece tokenizer, each part (a document's head for training, its tail for validation,
+ * cut at the first UTF-8 character boundary at or after the byte split) starts with the
+ * tokenizer's BOS (its EOS when it has no BOS; a tokenizer with neither is refused), then the
+ * part's text encoded in pieces of at most piece_bytes (0: WP_PREPARE_PIECE_BYTES) cut after a
+ * newline (at a character boundary when a piece holds none), each piece encoded as a text of
+ * its own (so with SentencePiece's dummy prefix a piece's first word gets the leading-space
+ * token of a text's first word: one extra space every piece). Pieces are encoded on all OpenMP
+ * threads, a batch at a time, and written in order: the shards do not depend on the threads.
+ * vocab must be at least the tokenizer's vocabulary (a model may have a larger, padded one).
+ * The tokenizer file is copied into out_dir as tok_file_name(tok) (atomically, before the
+ * shards take their names); a tokenizer file of an earlier run that is not this one's
+ * (tokenizer.model / tokenizer.json; both for bytes) is removed, so the directory says which
+ * tokenizer its shards were made with. A tokenizer.json cannot be encoded here: 2 naming
+ * scripts/tokenize_hf.py. progress may be NULL. */
+int prepare_shards_tok(const char *const *inputs, int n_inputs, const char *out_dir, double val_fraction, int64_t vocab,
+                       const wp_tokenizer *tok, int64_t shard_tokens, size_t piece_bytes, wp_prepare_progress progress,
+                       void *progress_ctx, wp_prepare_stats *stats, char *err, size_t errlen);
 
 #endif

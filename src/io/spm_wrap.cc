@@ -28,7 +28,10 @@ extern "C" int spm_wrap_load(const void *data, size_t size, spm_wrap **out, char
         auto st = s->sp.LoadFromSerializedProto(std::string_view(static_cast<const char *>(data), size));
         if (!st.ok()) {
             delete s;
-            return fail(err, errlen, 2, "not a SentencePiece model (" + st.ToString() + ")");
+            // the library's message for bytes that are no protobuf names its own source line
+            std::string why(st.error_message());
+            if (why.find("ParseFromArray") != std::string::npos) why = "not a model protobuf";
+            return fail(err, errlen, 2, "not a SentencePiece model (" + why + ")");
         }
         if (s->sp.GetPieceSize() <= 0) {
             delete s;
@@ -80,8 +83,10 @@ extern "C" int spm_wrap_decode(const spm_wrap *s, const int32_t *ids, size_t n, 
         if (!st.ok()) return fail(err, errlen, 2, "SentencePiece refused the ids: " + st.ToString());
         char *c = static_cast<char *>(std::malloc(out.size() + 1));
         if (!c) return fail(err, errlen, 1, "out of memory decoding ids");
-        std::memcpy(c, out.data(), out.size());
-        c[out.size()] = '\0';
+        size_t m = 0;
+        for (char ch : out)
+            if (ch != '\0') c[m++] = ch; // a byte piece <0x00>: a C string cannot hold it
+        c[m] = '\0';
         *text = c;
         return 0;
     } catch (const std::bad_alloc &) {

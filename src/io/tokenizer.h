@@ -42,7 +42,13 @@ const char *tok_kind(const wp_tokenizer *t); /* "bytes", "sentencepiece", "hf-to
 /* ids: malloc'd array the caller frees (NULL when *n is 0); 0/1/2. No BOS/EOS is added: the
  * caller decides where documents start. */
 int tok_encode(const wp_tokenizer *t, const char *text, size_t len, int32_t **ids, size_t *n, char *err, size_t errlen);
-/* text: malloc'd NUL-terminated string the caller frees; ids >= vocab (or < 0) -> 2 */
+/* text: malloc'd NUL-terminated string the caller frees; ids >= vocab (or < 0) -> 2. The bytes
+ * the tokens stand for (a partial UTF-8 sequence stays as it is), less any NUL byte (a C string
+ * cannot hold one; the byte tokenizer's token 0 is the document boundary). Control tokens
+ * (BOS/EOS) decode to nothing under SentencePiece and to their text under tokenizer.json.
+ * To print tokens as they come, decode the whole sequence so far and print what is new:
+ * SentencePiece drops the leading space of the first piece it decodes, so decoding one token
+ * at a time loses the spaces between words. */
 int tok_decode(const wp_tokenizer *t, const int32_t *ids, size_t n, char **text, char *err, size_t errlen);
 /* The file(s) that describe this tokenizer, to copy next to a checkpoint or an export
  * (NULL for bytes): the source path. */

@@ -28,6 +28,7 @@
 #include "device_tp.h"
 #include "seq_split.h"
 #include "shard.h"
+#include "tokenizer.h"
 
 static int fail(char *err, size_t errlen, int rc, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 static int fail(char *err, size_t errlen, int rc, const char *fmt, ...) {
@@ -142,6 +143,44 @@ static int check_data(train_job *j, char *err, size_t errlen) {
     return rc;
 }
 
+/* The run's tokenizer: --tokenizer, else the one beside the training shards (the directory of
+ * the first one: a --data directory's own). Opened to check it is one and that its vocabulary
+ * fits the model's; kept in every checkpoint (checkpoint.h). None (bytes or ids only) is fine. */
+static int resolve_tokenizer(train_job *j, char *err, size_t errlen) {
+    const wp_opts *o = &j->o;
+    char path[WP_PATH_MAX] = "", why[WP_PATH_MAX + 512];
+    const char *flag = "--tokenizer";
+    if (o->tokenizer[0]) {
+        if (strcmp(o->tokenizer, "bytes") == 0) return 0;
+        snprintf(path, sizeof path, "%s", o->tokenizer);
+    } else if (j->data.n > 0) {
+        char dir[WP_PATH_MAX];
+        snprintf(dir, sizeof dir, "%s", j->data.paths[0]);
+        char *slash = strrchr(dir, '/');
+        if (slash) *slash = '\0';
+        else snprintf(dir, sizeof dir, ".");
+        int rc = tok_find_in_dir(dir, path, sizeof path, why, sizeof why);
+        if (rc) return fail(err, errlen, rc, "--data: %s", why);
+        flag = "--data's tokenizer";
+    }
+    if (!path[0]) return 0;
+    wp_tokenizer *t;
+    int rc = tok_open(path, &t, why, sizeof why);
+    if (rc) return fail(err, errlen, rc, "%s %s", flag, why);
+    if (tok_vocab_size(t) > j->L.cfg.vocab)
+        rc = fail(err, errlen, 2, "%s %s: its vocabulary of %" PRId64 " tokens exceeds the model's --vocab-size %" PRId64, flag,
+                  path, tok_vocab_size(t), (int64_t)j->L.cfg.vocab);
+    if (rc == 0 && tok_file_name(t)) {
+        snprintf(j->tokenizer, sizeof j->tokenizer, "%s", path);
+        snprintf(j->tokenizer_name, sizeof j->tokenizer_name, "%s", tok_file_name(t));
+        /* the bytes now: every checkpoint gets the tokenizer the run was checked with */
+        rc = fs_read_small(path, (size_t)1 << 30, &j->tokenizer_data, &j->tokenizer_size, why, sizeof why);
+        if (rc) rc = fail(err, errlen, rc, "%s %s", flag, why);
+    }
+    tok_close(t);
+    return rc;
+}
+
 /* Predicted peak per rank against --device-memory, or the machine's memory shared by N ranks. */
 static int check_memory(train_job *j, char *err, size_t errlen) {
     double limit = (double)j->o.device_memory;
@@ -232,6 +271,7 @@ int train_job_prepare(train_job *j, const wp_opts *o, char *err, size_t errlen) 
     if (!rc) rc = job_cfg_from_opts(&j->o, &j->job, err, errlen);
     if (!rc) rc = prepare_schedule(j, err, errlen);
     if (!rc) rc = check_data(j, err, errlen);
+    if (!rc) rc = resolve_tokenizer(j, err, errlen);
     if (!rc) rc = prepare_resume(j, err, errlen);
     if (!rc) rc = check_memory(j, err, errlen);
     if (!rc && j->start_step >= o->steps)
@@ -241,6 +281,7 @@ int train_job_prepare(train_job *j, const wp_opts *o, char *err, size_t errlen) 
 }
 
 void train_job_free(train_job *j) {
+    free(j->tokenizer_data);
     shard_list_free(&j->data);
     shard_list_free(&j->val);
     if (j->have_run) run_free(&j->run);
@@ -397,7 +438,9 @@ static int save_checkpoint(rank_state *r, int64_t steps_done, char *err, size_t 
         wp_loss_scaler sc = rt_scaler(r->rt);
         wp_ckpt_info info = {.step = steps_done, .optimizer_step = (int64_t)v[1], .loss_scale = sc.scale,
                              .loss_scale_clean_steps = sc.clean_steps, .seed = j->o.seed, .micro_batches = j->nmb,
-                             .nranks = j->nranks, .cfg = j->L.cfg};
+                             .nranks = j->nranks, .cfg = j->L.cfg, .tokenizer_data = j->tokenizer_data,
+                             .tokenizer_size = j->tokenizer_size};
+        snprintf(info.tokenizer_name, sizeof info.tokenizer_name, "%s", j->tokenizer_name);
         ok = ckpt_commit(j->o.save, steps_done, j->nranks, &info, (int)j->o.keep_last, why, sizeof why) ? 1 : 0;
     }
     if (ctl_allreduce(r->ctl, CTL_MAX, &ok, 1, err, errlen)) return 1;

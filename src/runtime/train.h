@@ -37,6 +37,10 @@ typedef struct {
     bool have_run;
     wp_trace *trace;            /* --trace: every rank of this process writes its actions */
     double t_origin;            /* wp_now() at the start (a --trace counts from the job's common clock instead, clock_sync.h) */
+    char tokenizer[WP_PATH_MAX]; /* the run's tokenizer file; "" = none */
+    char tokenizer_name[32];    /* its name in each checkpoint: tokenizer.model or tokenizer.json */
+    char *tokenizer_data;       /* its bytes, read once at the start, written into each checkpoint */
+    size_t tokenizer_size;
 } train_job;
 
 /* Everything checked before any rank starts: model, schedule (validated), memory, flags.
