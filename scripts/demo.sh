@@ -46,16 +46,11 @@ ls -l "$out/hf"
 
 echo "== sample: the trained model continues a few prompts (its tokenizer is in the checkpoint)"
 ckpt="$out/ckpt/$(cat "$out/ckpt/latest")"
-# TEMPORARY guard until `weipipe sample` is merged: the demo passes without it.
-if $wp sample --help >/dev/null 2>&1; then
-    for prompt in "The meaning of life is" "Q: Why did the chicken cross the road?" "You will"; do
-        echo "-- prompt: $prompt"
-        $wp sample "$ckpt" --prompt "$prompt" --max-new-tokens 60 --temperature 0.8 --seed 1
-        echo
-    done
-else
-    echo "sample: not built"
-fi
+for prompt in "The meaning of life is" "Q: Why did the chicken cross the road?" "You will"; do
+    echo "-- prompt: $prompt"
+    $wp sample "$ckpt" --prompt "$prompt" --max-new-tokens 60 --temperature 0.8 --seed 1
+    echo
+done
 if /usr/bin/python3 -c "import matplotlib" 2>/dev/null; then
     /usr/bin/python3 scripts/plot_metrics.py "$out/metrics.jsonl" --output "$out/loss.png" && echo "loss curve: $out/loss.png"
 fi

@@ -1,8 +1,9 @@
 """Find the Python that has Hugging Face transformers (scripts/setup.sh puts it in a venv over
 Debian's torch, WEIPIPE_HF_VENV, default /opt/weipipe-hf).
 
-A test or script that needs transformers calls `hfenv.use_transformers()` before importing it:
-when the running interpreter lacks transformers and the venv's has it, the script is run again
+A test or script that needs transformers (or `tokenizers`) calls `hfenv.use_transformers()`
+(`hfenv.use("tokenizers")`) before importing it: when the running interpreter lacks the module
+and the venv has an interpreter, the script is run again
 under the venv's interpreter (once: WEIPIPE_HF_REEXEC guards the loop). Otherwise nothing
 happens and the caller's own ImportError handling (skip 77) applies.
 """
@@ -11,8 +12,12 @@ import sys
 
 
 def use_transformers():
+    use("transformers")
+
+
+def use(module):
     try:
-        import transformers  # noqa: F401
+        __import__(module)
         return
     except ImportError:
         pass

@@ -43,6 +43,10 @@ def die(msg, code=2):
     sys.exit(code)
 
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hfenv  # noqa: E402
+
+hfenv.use("tokenizers")  # scripts/setup.sh's venv when this Python lacks it
 try:
     from tokenizers import Tokenizer
 except ImportError as e:

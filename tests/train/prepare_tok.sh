@@ -153,6 +153,9 @@ if [ "$mode" = spm ]; then
 else
     helper=$4
     tokenize=$5
+    # setup.sh's venv (scripts/hfenv.py) when the given Python lacks `tokenizers`
+    venv_py=${WEIPIPE_HF_VENV:-/opt/weipipe-hf}/bin/python
+    if ! "$py" -c "import tokenizers" 2>/dev/null && [ -x "$venv_py" ]; then py=$venv_py; fi
     "$py" "$helper" make "$tmp" >/dev/null
     rc=$?
     [ $rc -eq 77 ] && { echo "skipped: no tokenizers module for $py"; exit 77; }

@@ -13,6 +13,10 @@ import os
 import random
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+import hfenv  # noqa: E402
+
+hfenv.use("tokenizers")  # setup.sh's venv when this Python lacks it
 try:
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
 except ImportError as e:
