@@ -41,12 +41,14 @@ int strategy_node_chunks(wp_strategy s, int nranks, int ranks_per_node) {
     return strategy_default_chunks(s, nranks);
 }
 
-/* weipipe-hier: K nodes of G ranks, a node's ring over G chunks (gen_hier.c). */
+/* weipipe-hier: K nodes of G ranks, a node's ring over G chunks (gen_hier.c); tawpipe: K nodes
+ * of G ranks (gen_tawpipe.c). */
 static int check_hier(wp_strategy s, int nranks, int nchunks, const wp_gen_opts *opt, char *err, size_t errlen) {
-    if (s != WP_STRAT_HIER) return 0;
+    if (s != WP_STRAT_HIER && s != WP_STRAT_TAWPIPE) return 0;
     int G = opt->ranks_per_node > 0 ? opt->ranks_per_node : nranks;
     if (G > nranks || nranks % G != 0)
-        return bad(err, errlen, "--ranks-per-node: weipipe-hier needs a divisor of --nranks %d, not %d", nranks, G);
+        return bad(err, errlen, "--ranks-per-node: %s needs a divisor of --nranks %d, not %d", strategy_name(s), nranks, G);
+    if (s == WP_STRAT_TAWPIPE) return 0; /* C = N: the shape check's rule */
     if (nchunks != G)
         return bad(err, errlen, "--num-chunks: weipipe-hier needs one chunk per rank of a node (%d), not %d", G, nchunks);
     return 0;
@@ -98,6 +100,7 @@ int schedule_generate(wp_strategy s, int nranks, int nmb, int nchunks, const wp_
     case WP_STRAT_FSDP: rc = gen_fsdp(out, err, errlen); break;
     case WP_STRAT_SEQ1F1B: rc = gen_seq1f1b(out, opt, err, errlen); break;
     case WP_STRAT_HIER: rc = gen_hier(out, opt, err, errlen); break;
+    case WP_STRAT_TAWPIPE: rc = gen_tawpipe(out, opt, err, errlen); break;
     default: rc = bad(err, errlen, "--strategy: unknown strategy"); break;
     }
     if (rc) sched_free(out);

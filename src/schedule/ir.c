@@ -9,7 +9,7 @@ static const char *const strategy_names[WP_STRAT_COUNT] = {
     [WP_STRAT_WZB1] = "wzb1", [WP_STRAT_WZB2] = "wzb2",
     [WP_STRAT_GPIPE] = "gpipe", [WP_STRAT_I1F1B] = "interleaved-1f1b", [WP_STRAT_ZBH1] = "zb-h1", [WP_STRAT_ZBH2] = "zb-h2",
     [WP_STRAT_FSDP] = "fsdp", [WP_STRAT_SEQ1F1B] = "seq1f1b",
-    [WP_STRAT_HIER] = "weipipe-hier",
+    [WP_STRAT_HIER] = "weipipe-hier", [WP_STRAT_TAWPIPE] = "tawpipe",
 };
 
 const char *strategy_name(wp_strategy s) { return s < WP_STRAT_COUNT ? strategy_names[s] : "?"; }

@@ -125,6 +125,7 @@ typedef enum {
     WP_STRAT_FSDP,    /* ZeRO-3 data parallel over sliced weights (gen_fsdp.c) */
     WP_STRAT_SEQ1F1B, /* 1F1B over sequence segments (gen_seq1f1b.c, nseg) */
     WP_STRAT_HIER,    /* WeiPipe rings inside nodes, one exchange across nodes per step (gen_hier.c) */
+    WP_STRAT_TAWPIPE, /* TawPipe: chunks owned across nodes, broadcast inside (gen_tawpipe.c) */
     WP_STRAT_COUNT
 } wp_strategy;
 

@@ -8,6 +8,10 @@
  *     fp32 step sum that another node's rank owns. Summed, that is the closed form
  *     (K-1)/K * P * (weight bytes + 4) per node (P parameters of the decoder chunks), checked
  *     within one element per slice moved, and the same for M = N and 4N (independent of M);
+ *   - tawpipe (gen_tawpipe.c), exactly: per round of N micro-batches every chunk its node owns
+ *     goes to the K-1 other nodes for the forward and for the backward (the last chunk once),
+ *     and the node sends one fp32 node sum of every chunk owned elsewhere: about
+ *     (M/N)(K-1)/K P (2w + 4) per node, growing with M;
  *   - against the same model on the same cluster: 1f1b sends, per node, M activations forward
  *     and M activation gradients back across each node boundary it has (exactly), and
  *     weipipe-interleave's one ring over all N ranks sends across each boundary, in every round
@@ -134,6 +138,39 @@ static double f1b_case(int K, int G, int M, wp_precision prec) {
     return r;
 }
 
+/* tawpipe (gen_tawpipe.c): per round of N micro-batches, an owner sends its chunk to the K-1
+ * other nodes for the forward and again for the backward (the last chunk stays from its forward),
+ * and every other node sends it its fp32 node sum of the chunk's gradient. */
+static double tawpipe_case(int K, int G, int M, wp_precision prec) {
+    const int N = K * G, C = N;
+    wp_schedule s;
+    wp_layout L;
+    wp_run run;
+    if (run_lists(WP_STRAT_TAWPIPE, N, M, C, G, prec, &L, &run, &s)) return -1;
+    double got[WP_MAX_CHUNKS], rounds = (double)M / N;
+    egress(&run, G, K, got);
+    for (int j = 0; j < K; j++) {
+        double want = 0;
+        for (int c = 0; c < C; c++) {
+            wp_buf sum = buf_gw(c);
+            sum.lane = WP_LANE_SUM;
+            if (s.owner[c] / G == j)
+                want += (K - 1) * (c == C - 1 ? 1.0 : 2.0) * (double)buf_bytes(&L, buf_w(c, 0, WP_LANE_F));
+            else
+                want += (double)buf_bytes(&L, sum);
+        }
+        want *= rounds;
+        EXPECT(got[j] == want, "tawpipe K=%d G=%d M=%d node %d: %.0f bytes across nodes, want %.0f", K, G, M, j,
+               got[j], want);
+        checks++;
+    }
+    double r = got[0];
+    run_free(&run);
+    sched_free(&s);
+    layout_free(&L);
+    return r;
+}
+
 /* weipipe-interleave over all N ranks: about 3 (N-1)/N chunk-sized payloads of the whole model
  * cross each boundary per round of N micro-batches (forward weights, backward weights, gradient). */
 static double interleave_case(int K, int G, int M, wp_precision prec) {
@@ -166,7 +203,7 @@ int main(void) {
     static const int KG[][2] = {{1, 1}, {1, 2}, {1, 4}, {2, 1}, {2, 2}, {2, 4}, {3, 1}, {3, 2}, {4, 2}, {2, 8}, {4, 4}};
     bool table = getenv("HIER_TABLE") != NULL;
     if (table)
-        printf("| K | G | M | weipipe-hier | closed form | weipipe-interleave | 1f1b |\n| --- | --- | --- | --- | --- | --- | --- |\n");
+        printf("| K | G | M | weipipe-hier | closed form | tawpipe | weipipe-interleave | 1f1b |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n");
     for (int p = 0; p < 2; p++) {
         wp_precision prec = p ? WP_PREC_MIXED : WP_PREC_FP32;
         for (size_t i = 0; i < sizeof KG / sizeof KG[0]; i++) {
@@ -177,10 +214,11 @@ int main(void) {
                 if (first < 0) first = h;
                 EXPECT(h == first, "weipipe-hier K=%d G=%d: %.0f bytes at M=%d, %.0f at M=%d", K, G, h, m * N, first, N);
                 double il = interleave_case(K, G, m * N, prec), f = f1b_case(K, G, m * N, prec);
+                double tw = tawpipe_case(K, G, m * N, prec);
                 if (table && p == 0 && K > 1) {
                     wp_layout L = layout(8, G, 48 + 3 * N, prec);
-                    printf("| %d | %d | %d | %.0f | %.0f | %.0f | %.0f |\n", K, G, m * N, h,
-                           (double)(K - 1) / K * params(&L) * 8, il, f);
+                    printf("| %d | %d | %d | %.0f | %.0f | %.0f | %.0f | %.0f |\n", K, G, m * N, h,
+                           (double)(K - 1) / K * params(&L) * 8, tw, il, f);
                     layout_free(&L);
                 }
                 checks++;
