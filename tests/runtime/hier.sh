@@ -13,16 +13,28 @@
 #  - resume into another strategy and N: weipipe-hier on 3 x 2 -> 1f1b on 2 ranks, fsdp on
 #    2 -> weipipe-hier on 3 x 1, tawpipe on 2 x 1 -> weipipe-hier on 3 x 1; losses of steps
 #    4..6 equal a one-rank uninterrupted run within 1e-5 relative (fp32), as resplit.sh.
+# A fifth argument 'subset' (sanitized builds, meson.build) keeps K x G in {1x2, 2x2, 3x1} at M = N,
+# one byte count and one resume per strategy.
 source "$(dirname "$0")/runtime_lib.sh"
+mode=${5:-full}
+shapes=("1 1" "1 2" "1 4" "2 1" "2 2" "2 4" "3 1" "3 2") mults="1 2"
+bytes_cases=("weipipe-hier 2 2" "weipipe-hier 3 2" "tawpipe 2 2" "tawpipe 3 1")
+resumes=("6 weipipe-hier:3 2 1f1b" "2 fsdp 3 weipipe-hier:1" "2 tawpipe:1 3 weipipe-hier:1")
+if [ "$mode" = subset ]; then
+  shapes=("1 2" "2 2" "3 1") mults=1
+  bytes_cases=("weipipe-hier 3 2" "tawpipe 2 2")
+  resumes=("6 weipipe-hier:3 2 1f1b" "2 tawpipe:1 3 weipipe-hier:1")
+fi
 FP32_TOL=1e-5 MIXED_TOL=3e-4
 common=(--steps 3 --lr-decay-style constant --transport local)
 for S in weipipe-hier tawpipe; do
-for KG in "1 1" "1 2" "1 4" "2 1" "2 2" "2 4" "3 1" "3 2"; do
+for KG in "${shapes[@]}"; do
   set -- $KG
   K=$1 G=$2 N=$(($1 * $2))
   layers=()
   [ $S = tawpipe ] && layers=(--num-layers 8)
-  for M in $N $((2 * N)); do
+  for k in $mults; do
+    M=$((k * N))
     ref=$TMP/ref-$S-$M
     if [ ! -d "$ref" ]; then
       train "${common[@]}" "${layers[@]}" --nranks 1 --strategy 1f1b --num-microbatches $M --precision fp32 --save "$ref" || fail "reference M=$M"
@@ -44,7 +56,7 @@ for KG in "1 1" "1 2" "1 4" "2 1" "2 2" "2 4" "3 1" "3 2"; do
 done
 done
 
-for SKG in "weipipe-hier 2 2" "weipipe-hier 3 2" "tawpipe 2 2" "tawpipe 3 1"; do
+for SKG in "${bytes_cases[@]}"; do
   set -- $SKG
   N=$(($2 * $3))
   "$W" train --config "$CFG" --data "$DATA" --threads 1 --nranks $N --ranks-per-node $3 --num-microbatches $((2 * N)) \
@@ -57,7 +69,7 @@ done
 
 rcommon=(--transport local --lr-decay-style constant --precision fp32 --num-microbatches 6)
 train "${rcommon[@]}" --nranks 1 --strategy 1f1b --steps 6 --metrics "$TMP/full.jsonl" || fail "uninterrupted run"
-for run in "6 weipipe-hier:3 2 1f1b" "2 fsdp 3 weipipe-hier:1" "2 tawpipe:1 3 weipipe-hier:1"; do
+for run in "${resumes[@]}"; do
   set -- $run
   first=(--nranks $1 --strategy ${2%%:*}) second=(--nranks $3 --strategy ${4%%:*})
   [ "${2#*:}" != "$2" ] && first+=(--ranks-per-node ${2#*:})
