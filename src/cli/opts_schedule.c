@@ -26,6 +26,7 @@ int pipe_shape_from_opts(const wp_opts *o, wp_pipe_shape *p, char *err, size_t e
         return cli_fail(err, errlen, "--seq-segments: %lld segments need at least as many tokens per sequence (--seq-length "
                    "%lld)", (long long)o->seq_segments, (long long)o->seq_length);
     p->gen.seq_segments = (int)o->seq_segments;
+    p->gen.ranks_per_node = o->ranks_per_node > 0 && o->ranks_per_node <= WP_MAX_CHUNKS ? (int)o->ranks_per_node : 0;
     return 0;
 }
 

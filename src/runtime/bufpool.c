@@ -35,7 +35,7 @@ wp_dtype pool_wire_dtype(const rt_pool *p, wp_buf b) {
     wp_precision pr = p->L->cfg.precision;
     switch (b.kind) {
     case WP_BUF_W: return precision_weight_dtype(pr);
-    case WP_BUF_GW: return precision_grad_dtype(pr);
+    case WP_BUF_GW: return b.lane == WP_LANE_SUM ? WP_F32 : precision_grad_dtype(pr); /* ir.h: a step sum is fp32 */
     default: return precision_act_dtype(pr);
     }
 }
@@ -151,6 +151,9 @@ rt_entry *pool_create(rt_pool *p, wp_buf b, char *err, size_t errlen) {
         wp_buf whole = b;
         whole.nslices = whole.slice = 0;
         rt_entry *parent = pool_find(p, whole);
+        /* a step sum's slice that travels to its owner lives alone there (gen_hier.c): its whole
+         * would be a chunk in fp32 on every owner */
+        if (!parent && b.kind == WP_BUF_GW && b.lane == WP_LANE_SUM) return create_own(p, b, 0, err, errlen);
         if (!parent && !(parent = create_own(p, whole, b.nslices, err, errlen))) return NULL;
         return create_part(p, parent, b, err, errlen);
     }

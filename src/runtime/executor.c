@@ -301,6 +301,23 @@ static int do_fold(wp_rt *rt, wp_buf b, char *err, size_t errlen) {
     return kern_check(rt, 0, "FOLD", err, errlen);
 }
 
+/* A second lane's copy of weights held on lane F (ir.h: DUP), whole or one slice. */
+static int do_dup(wp_rt *rt, wp_buf b, char *err, size_t errlen) {
+    char name[64], why[300];
+    wp_buf src_name = b;
+    src_name.lane = WP_LANE_F;
+    rt_entry *src = pool_find(&rt->pool, src_name);
+    if (!src) return rt_fail(rt, err, errlen, "%s is not held here", buf_name(src_name, name, sizeof name));
+    if (rt_wait(rt, src, false, err, errlen)) return 1;
+    rt_entry *e = pool_create(&rt->pool, b, why, sizeof why);
+    if (!e) return rt_fail(rt, err, errlen, "%s", why);
+    if (e->bytes != src->bytes) return rt_fail(rt, err, errlen, "DUP: the two lanes differ in size");
+    kern_copy(rt->k, e->data, src->data, e->bytes);
+    pool_mark_arrived(&rt->pool, e);
+    pool_touch(src);
+    return kern_check(rt, 0, "DUP", err, errlen);
+}
+
 /* The global exchange (decision.h's protocol): per-chunk sums of squares from their owners,
  * the loss sum and the token count, summed over ranks; then every rank decides alike. */
 static int do_reduce(wp_rt *rt, char *err, size_t errlen) {
@@ -351,10 +368,10 @@ static int do_free(wp_rt *rt, wp_buf b, char *err, size_t errlen) {
 
 /* ---- the step ---- */
 
-/* Actions that run on the rank's device stream (ir.h): F, B, W, BW, LOAD, ZERO, ACC, FOLD, UPDATE. */
+/* Actions that run on the rank's device stream (ir.h): F, B, W, BW, LOAD, ZERO, ACC, FOLD, DUP, UPDATE. */
 static bool on_device(int op) {
     return op_is_compute(op) || op == WP_OP_LOAD || op == WP_OP_ZERO || op == WP_OP_ACC || op == WP_OP_FOLD ||
-           op == WP_OP_UPDATE;
+           op == WP_OP_DUP || op == WP_OP_UPDATE;
 }
 
 static void record(wp_rt *rt, const wp_action *x, double t0, double t1) {
@@ -386,6 +403,7 @@ static int run_action(wp_rt *rt, const wp_action *x, char *err, size_t errlen) {
     case WP_OP_ZERO: return do_zero(rt, x->buf, err, errlen);
     case WP_OP_ACC: return do_acc(rt, x->buf.kind == WP_BUF_GW ? x->buf : buf_gw(x->chunk), err, errlen);
     case WP_OP_FOLD: return do_fold(rt, x->buf, err, errlen);
+    case WP_OP_DUP: return do_dup(rt, x->buf, err, errlen);
     case WP_OP_REDUCE: return do_reduce(rt, err, errlen);
     case WP_OP_UPDATE: return do_update(rt, x->chunk, err, errlen);
     case WP_OP_FREE: return do_free(rt, x->buf, err, errlen);

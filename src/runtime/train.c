@@ -49,7 +49,7 @@ static int prepare_model(train_job *j, char *err, size_t errlen) {
     }
     wp_strategy st; /* --num-chunks 0: the strategy's default (two per rank for interleaved-1f1b) */
     if (!j->o.num_chunks && !j->o.chunk_layers[0] && strategy_parse(j->o.strategy, &st))
-        j->o.num_chunks = strategy_default_chunks(st, j->nranks);
+        j->o.num_chunks = strategy_node_chunks(st, j->nranks, (int)j->o.ranks_per_node);
     int rc = model_cfg_from_opts(&j->o, j->nranks, &cfg, err, errlen);
     if (rc == 0) rc = layout_build(&cfg, &j->L, err, errlen);
     if (rc) return rc;
@@ -69,7 +69,8 @@ static int prepare_schedule(train_job *j, char *err, size_t errlen) {
                     (long long)j->o.seq_segments, j->L.cfg.seq);
     wp_gen_opts go = {.wzb2_owner_last = strcmp(j->o.wzb2_owner, "last") == 0,
                       .i1f1b_breadth_first = strcmp(j->o.i1f1b_order, "breadth-first") == 0,
-                      .seq_segments = (int)j->o.seq_segments};
+                      .seq_segments = (int)j->o.seq_segments,
+                      .ranks_per_node = (int)j->o.ranks_per_node};
     int rc = schedule_generate(st, j->nranks, j->nmb, j->L.cfg.n_chunks, &go, &j->s, err, errlen);
     if (rc) return rc;
     j->have_sched = true;

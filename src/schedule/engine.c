@@ -583,26 +583,55 @@ static int do_acc(eng *e, int r, int step, int idx, const wp_action *a) {
     return run_for(e, r, step, idx, a);
 }
 
-/* FOLD: the own GW[c] slice k into the partial GW[c]/k.p (one hop of a reduce-scatter). */
+/* FOLD: the own GW[c] slice k into the partial GW[c]/k.p (one hop of a reduce-scatter), or the
+ * own GW[c] (whole or slice k) into the step sum GW[c].s of the same part. */
 static int do_fold(eng *e, int r, int step, int idx, const wp_action *a) {
     char nm[48];
     wp_buf p = a->buf;
-    inst *part, *own;
+    inst *part[WP_MAX_CHUNKS], *own[WP_MAX_CHUNKS];
+    int rc, n = 0, m = 0;
+    bool partial = p.lane == WP_LANE_PART && e->S && p.nslices == e->S && p.slice < e->S;
+    if (p.kind != WP_BUF_GW || p.chunk < 0 || p.chunk >= e->C || (!partial && p.lane != WP_LANE_SUM))
+        return fail_at(e, r, step, idx, "FOLD needs a partial slice GW[c]/k:%d.p of a sliced schedule or a step sum "
+                       "GW[c].s, not %s", e->S, buf_name(p, nm, sizeof nm));
+    wp_buf mine = p;
+    mine.lane = WP_LANE_OWN;
+    if ((rc = need_all(e, r, step, idx, p, true, part, &n)) != DONE) return rc;
+    if ((rc = need_all(e, r, step, idx, mine, false, own, &m)) != DONE) return rc;
+    for (int i = 0; i < n; i++) {
+        if ((part[i]->gstep >= 0 && part[i]->gstep != step) || (own[i]->gstep >= 0 && own[i]->gstep != step))
+            return fail_at(e, r, step, idx, "folds gradients of another step");
+        int dup = first_common(part[i]->mbs, own[i]->mbs, e->M);
+        if (dup >= 0)
+            return fail_at(e, r, step, idx, "%s already holds micro-batch %d's gW of slice %d",
+                           buf_name(p, nm, sizeof nm), dup, slice_of(part[i]->b));
+    }
+    for (int i = 0; i < n; i++) {
+        for (int w = 0; w < e->words; w++) part[i]->mbs[w] |= own[i]->mbs[w];
+        if (own[i]->gstep >= 0) part[i]->gstep = step;
+    }
+    return run_for(e, r, step, idx, a);
+}
+
+/* DUP: a second lane's copy of weights held here on lane F (whole or one slice). */
+static int do_dup(eng *e, int r, int step, int idx, const wp_action *a) {
+    char nm[48];
+    wp_buf b = absolute(a->buf, step), src = b, parts[WP_MAX_CHUNKS];
+    inst *from[WP_MAX_CHUNKS];
     int rc;
-    if (!e->S || p.kind != WP_BUF_GW || p.lane != WP_LANE_PART || p.nslices != e->S || p.slice >= e->S ||
-        p.chunk < 0 || p.chunk >= e->C)
-        return fail_at(e, r, step, idx, "FOLD needs a partial slice GW[c]/k:%d.p of a sliced schedule, not %s", e->S,
-                       buf_name(p, nm, sizeof nm));
-    wp_buf mine = buf_slice(buf_gw(p.chunk), p.slice, e->S);
-    if ((rc = need_one(e, r, step, idx, p, true, &part)) != DONE) return rc;
-    if ((rc = need_one(e, r, step, idx, mine, false, &own)) != DONE) return rc;
-    if ((part->gstep >= 0 && part->gstep != step) || (own->gstep >= 0 && own->gstep != step))
-        return fail_at(e, r, step, idx, "folds gradients of another step");
-    int dup = first_common(part->mbs, own->mbs, e->M);
-    if (dup >= 0)
-        return fail_at(e, r, step, idx, "the partial already holds micro-batch %d's gW of slice %d", dup, p.slice);
-    for (int w = 0; w < e->words; w++) part->mbs[w] |= own->mbs[w];
-    if (own->gstep >= 0) part->gstep = step;
+    if (b.kind != WP_BUF_W || b.lane == WP_LANE_F || b.chunk < 0 || b.chunk >= e->C)
+        return fail_at(e, r, step, idx, "DUP copies weights from lane F to another lane, not into %s",
+                       buf_name(a->buf, nm, sizeof nm));
+    src.lane = WP_LANE_F;
+    if ((rc = need_all(e, r, step, idx, src, false, from, NULL)) != DONE) return rc;
+    int n = expand(e, b, parts);
+    if (n < 0) return bad_slicing(e, r, step, idx, a->buf);
+    for (int i = 0; i < n; i++)
+        if (find(&e->r[r], parts[i]))
+            return fail_at(e, r, step, idx, "creates %s, which rank %d already holds",
+                           rel_name(parts[i], step, nm, sizeof nm), r);
+    for (int i = 0; i < n; i++)
+        if (!create(e, r, parts[i], true, step, idx)) return oom(e);
     return run_for(e, r, step, idx, a);
 }
 
@@ -695,6 +724,7 @@ static int engine_action(eng *e, int r, int step, int idx) {
     case WP_OP_UPDATE: return do_update(e, r, step, idx, a);
     case WP_OP_FREE: return do_free(e, r, step, idx, a);
     case WP_OP_FOLD: return do_fold(e, r, step, idx, a);
+    case WP_OP_DUP: return do_dup(e, r, step, idx, a);
     default: return fail_at(e, r, step, idx, "unknown op %d", a->op);
     }
 }

@@ -12,21 +12,26 @@
 #include "ring_build.h"
 #include "schedule.h"
 
-int gen_interleave(wp_schedule *s, char *err, size_t errlen) {
-    const int N = s->nranks, k = s->nmb / N;
-    for (int c = 0; c < N; c++) s->owner[c] = (N - c) % N;
-    s->split = false;
-    ring_plan p;
-    ring_plan_init(&p, s, WP_LANE_B, false);
+int interleave_place(ring_plan *p, char *err, size_t errlen) {
+    const int N = p->s->nranks, k = p->s->nmb / N;
     int rc = 0;
     for (int w = 0; w < N; w++)
         for (int j = 0; j <= k; j++)
             for (int i = 0; i < N; i++) {
                 int t = w + j * N + i;
-                if (j < k) rc |= ring_add(&p, w, t, WP_OP_F, i, j * N + w, err, errlen);
-                if (j > 0) rc |= ring_add(&p, w, t, WP_OP_BW, N - 1 - i, (j - 1) * N + w, err, errlen);
+                if (j < k) rc |= ring_add(p, w, t, WP_OP_F, i, j * N + w, err, errlen);
+                if (j > 0) rc |= ring_add(p, w, t, WP_OP_BW, N - 1 - i, (j - 1) * N + w, err, errlen);
             }
-    if (rc) {
+    return rc;
+}
+
+int gen_interleave(wp_schedule *s, char *err, size_t errlen) {
+    const int N = s->nranks;
+    for (int c = 0; c < N; c++) s->owner[c] = (N - c) % N;
+    s->split = false;
+    ring_plan p;
+    ring_plan_init(&p, s, WP_LANE_B, false);
+    if (interleave_place(&p, err, errlen)) {
         free(p.ops);
         return 1;
     }

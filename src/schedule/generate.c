@@ -36,6 +36,24 @@ static int check_order(wp_strategy s, int nranks, int nmb, const wp_gen_opts *op
 
 int strategy_default_chunks(wp_strategy s, int nranks) { return s == WP_STRAT_I1F1B ? 2 * nranks : nranks; }
 
+int strategy_node_chunks(wp_strategy s, int nranks, int ranks_per_node) {
+    if (s == WP_STRAT_HIER) return ranks_per_node > 0 && ranks_per_node < nranks ? ranks_per_node : nranks;
+    return strategy_default_chunks(s, nranks);
+}
+
+/* weipipe-hier: K nodes of G ranks, a node's ring over G chunks (gen_hier.c); tawpipe: K nodes
+ * of G ranks (gen_tawpipe.c). */
+static int check_hier(wp_strategy s, int nranks, int nchunks, const wp_gen_opts *opt, char *err, size_t errlen) {
+    if (s != WP_STRAT_HIER && s != WP_STRAT_TAWPIPE) return 0;
+    int G = opt->ranks_per_node > 0 ? opt->ranks_per_node : nranks;
+    if (G > nranks || nranks % G != 0)
+        return bad(err, errlen, "--ranks-per-node: %s needs a divisor of --nranks %d, not %d", strategy_name(s), nranks, G);
+    if (s == WP_STRAT_TAWPIPE) return 0; /* C = N: the shape check's rule */
+    if (nchunks != G)
+        return bad(err, errlen, "--num-chunks: weipipe-hier needs one chunk per rank of a node (%d), not %d", G, nchunks);
+    return 0;
+}
+
 int schedule_check_shape(wp_strategy s, int nranks, int nmb, int nchunks, char *err, size_t errlen) {
     const int max_ranks = WP_MAX_CHUNKS, max_mb = 1 << 16;
     if (s >= WP_STRAT_COUNT) return bad(err, errlen, "--strategy: unknown strategy");
@@ -44,7 +62,8 @@ int schedule_check_shape(wp_strategy s, int nranks, int nmb, int nchunks, char *
     if (nmb < 1 || nmb > max_mb)
         return bad(err, errlen, "--num-microbatches: %d is not between 1 and %d", nmb, max_mb);
     if (s == WP_STRAT_I1F1B) return check_interleaved(nranks, nchunks, err, errlen);
-    bool any_chunks = s == WP_STRAT_FSDP && nchunks >= 1 && nchunks <= WP_MAX_CHUNKS; /* a chunk = a gather unit */
+    bool any_chunks = (s == WP_STRAT_FSDP || s == WP_STRAT_HIER) && nchunks >= 1 && nchunks <= WP_MAX_CHUNKS; /* fsdp:
+                         a chunk = a gather unit; weipipe-hier: checked with --ranks-per-node (check_hier) */
     if (nchunks != nranks && !any_chunks)
         return bad(err, errlen, "--num-chunks: %s needs one chunk per rank (%d), not %d", strategy_name(s), nranks,
                    nchunks);
@@ -64,6 +83,7 @@ int schedule_generate(wp_strategy s, int nranks, int nmb, int nchunks, const wp_
     if (!opt) opt = &defaults;
     int rc = schedule_check_shape(s, nranks, nmb, nchunks, err, errlen);
     if (!rc) rc = check_order(s, nranks, nmb, opt, err, errlen);
+    if (!rc) rc = check_hier(s, nranks, nchunks, opt, err, errlen);
     if (rc) return rc;
     rc = sched_init(out, s, nranks, nmb, nchunks, err, errlen);
     if (rc) return rc;
@@ -79,6 +99,8 @@ int schedule_generate(wp_strategy s, int nranks, int nmb, int nchunks, const wp_
     case WP_STRAT_ZBH2: rc = gen_zbh2(out, err, errlen); break;
     case WP_STRAT_FSDP: rc = gen_fsdp(out, err, errlen); break;
     case WP_STRAT_SEQ1F1B: rc = gen_seq1f1b(out, opt, err, errlen); break;
+    case WP_STRAT_HIER: rc = gen_hier(out, opt, err, errlen); break;
+    case WP_STRAT_TAWPIPE: rc = gen_tawpipe(out, opt, err, errlen); break;
     default: rc = bad(err, errlen, "--strategy: unknown strategy"); break;
     }
     if (rc) sched_free(out);

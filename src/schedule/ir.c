@@ -9,6 +9,7 @@ static const char *const strategy_names[WP_STRAT_COUNT] = {
     [WP_STRAT_WZB1] = "wzb1", [WP_STRAT_WZB2] = "wzb2",
     [WP_STRAT_GPIPE] = "gpipe", [WP_STRAT_I1F1B] = "interleaved-1f1b", [WP_STRAT_ZBH1] = "zb-h1", [WP_STRAT_ZBH2] = "zb-h2",
     [WP_STRAT_FSDP] = "fsdp", [WP_STRAT_SEQ1F1B] = "seq1f1b",
+    [WP_STRAT_HIER] = "weipipe-hier", [WP_STRAT_TAWPIPE] = "tawpipe",
 };
 
 const char *strategy_name(wp_strategy s) { return s < WP_STRAT_COUNT ? strategy_names[s] : "?"; }
@@ -24,13 +25,13 @@ bool strategy_parse(const char *name, wp_strategy *s) {
 
 const char *op_name(wp_op op) {
     static const char *const names[WP_OP_COUNT] = {
-        "F", "B", "W", "BW", "SEND", "RECV", "LOAD", "ZERO", "ACC", "REDUCE", "UPDATE", "FREE", "FOLD",
+        "F", "B", "W", "BW", "SEND", "RECV", "LOAD", "ZERO", "ACC", "REDUCE", "UPDATE", "FREE", "FOLD", "DUP",
     };
     return op < WP_OP_COUNT ? names[op] : "?";
 }
 
 const char *channel_name(int ch) {
-    static const char *const names[] = {"wfwd", "wbwd", "grad", "act", "actgrad", "gradret"};
+    static const char *const names[] = {"wfwd", "wbwd", "grad", "act", "actgrad", "gradret", "xnode"};
     return ch >= 0 && ch < (int)(sizeof names / sizeof names[0]) ? names[ch] : "ch?";
 }
 
@@ -39,7 +40,9 @@ char *buf_name(wp_buf b, char *out, size_t len) {
     if (b.nslices) snprintf(sl, sizeof sl, "/%d:%d", b.slice, b.nslices);
     switch (b.kind) {
     case WP_BUF_W: snprintf(out, len, "W[%d]@%d%s%s", b.chunk, b.idx, sl, b.lane == WP_LANE_B ? ".b" : ""); break;
-    case WP_BUF_GW: snprintf(out, len, "GW[%d]%s%s", b.chunk, sl, b.lane == WP_LANE_PART ? ".p" : ""); break;
+    case WP_BUF_GW:
+        snprintf(out, len, "GW[%d]%s%s", b.chunk, sl, b.lane == WP_LANE_PART ? ".p" : b.lane == WP_LANE_SUM ? ".s" : "");
+        break;
     case WP_BUF_A: snprintf(out, len, "A[%d][%d]", b.chunk, b.idx); break;
     case WP_BUF_GA: snprintf(out, len, "GA[%d][%d]", b.chunk, b.idx); break;
     default: snprintf(out, len, "?"); break;
@@ -66,7 +69,8 @@ char *action_text(const wp_action *a, char *out, size_t len) {
         else snprintf(out, len, "ACC(%d)", a->chunk);
         break;
     case WP_OP_UPDATE: snprintf(out, len, "%s(%d)", op_name(a->op), a->chunk); break;
-    case WP_OP_FOLD: snprintf(out, len, "FOLD %s", buf_name(a->buf, nb, sizeof nb)); break;
+    case WP_OP_FOLD:
+    case WP_OP_DUP: snprintf(out, len, "%s %s", op_name(a->op), buf_name(a->buf, nb, sizeof nb)); break;
     default: snprintf(out, len, "%s", op_name(a->op)); break;
     }
     return out;
@@ -109,7 +113,7 @@ size_t buf_bytes(const wp_layout *L, wp_buf b) {
     if (b.nslices) slice_range(numel, b.slice, b.nslices, &off, &numel);
     switch (b.kind) {
     case WP_BUF_W: return numel * wp_dtype_size(precision_weight_dtype(m->precision));
-    case WP_BUF_GW: return numel * wp_dtype_size(precision_grad_dtype(m->precision));
+    case WP_BUF_GW: return numel * wp_dtype_size(b.lane == WP_LANE_SUM ? WP_F32 : precision_grad_dtype(m->precision));
     case WP_BUF_A:
     case WP_BUF_GA: return (size_t)m->mb * m->seq * m->h * wp_dtype_size(precision_act_dtype(m->precision));
     default: return 0;

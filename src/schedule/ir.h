@@ -27,6 +27,10 @@
  *   GW[c]/k:n.p  a partial sum of slice k travelling a ring reduce-scatter (lane WP_LANE_PART),
  *              apart from the rank's own GW[c] that its W-passes wrote: FOLD adds the own slice
  *              into the partial, which holds the contributions of the ranks it passed.
+ *   GW[c].s    a step sum of chunk c (lane WP_LANE_SUM), held in fp32 whatever the grad dtype: FOLD
+ *              adds whole travelling gradients into it, so that gradients from many laps can be
+ *              summed away from the owner's accumulator without a bf16 running sum; its slices
+ *              GW[c]/k:n.s travel to their owners and are drained by ACC (gen_hier.c).
  * Data is not a buffer: the rank that runs F(0, mb) reads micro-batch mb's tokens, the rank that
  * runs F(last, mb) its targets, from the deterministic loader.
  * The activation state of (c, mb) (what F keeps for the backward) is not a buffer either: it
@@ -61,7 +65,12 @@
  *             GW[c]/k:n.p, which rank k (the slice's owner) adds into slice k's accumulator.
  *   FOLD(buf) buf = a partial GW[c]/k:n.p held here: adds slice k of this rank's own GW[c] into
  *             it (the sum computed in fp32, stored once in the grad dtype); the own GW[c] is only
- *             read. One hop of a ring reduce-scatter (gen_fsdp.c).
+ *             read. One hop of a ring reduce-scatter (gen_fsdp.c). Or buf = a step sum GW[c].s
+ *             (whole, or slice k): the same part of the own GW[c] is added into it in fp32.
+ *   DUP(buf)  buf = W[c]@v on a lane other than F (whole or a slice): created as a copy of W[c]@v
+ *             on lane F held here (every slice of it arrived), which stays. A rank that keeps
+ *             one chunk's weights for a whole step seeds both weight streams from them
+ *             (gen_hier.c).
  *   REDUCE    every rank once per step: the global exchange of the squared gradient norm and the
  *             inf/NaN flag (control channel, not the ring). A rank's REDUCE requires each chunk it
  *             owns to hold all M contributions; it completes when every rank has reached it.
@@ -84,7 +93,7 @@
  *     GW, ACC, FOLD into its partial) also waits until earlier SENDs of it have completed.
  *   - FREE waits until the buffer has arrived and its SENDs have completed, then drops it.
  *     A buffer that arrives stays until FREE.
- *   - Compute actions (F, B, W, BW, LOAD, ZERO, ACC, FOLD, UPDATE) run on the rank's one device
+ *   - Compute actions (F, B, W, BW, LOAD, ZERO, ACC, FOLD, DUP, UPDATE) run on the rank's one device
  *     stream and finish before the next action starts.
  *   - REDUCE waits for all ranks' REDUCE of the same step.
  *
@@ -115,6 +124,8 @@ typedef enum {
     WP_STRAT_ZBH2,
     WP_STRAT_FSDP,    /* ZeRO-3 data parallel over sliced weights (gen_fsdp.c) */
     WP_STRAT_SEQ1F1B, /* 1F1B over sequence segments (gen_seq1f1b.c, nseg) */
+    WP_STRAT_HIER,    /* WeiPipe rings inside nodes, one exchange across nodes per step (gen_hier.c) */
+    WP_STRAT_TAWPIPE, /* TawPipe: chunks owned across nodes, broadcast inside (gen_tawpipe.c) */
     WP_STRAT_COUNT
 } wp_strategy;
 
@@ -132,15 +143,16 @@ typedef enum {
     WP_OP_UPDATE,
     WP_OP_FREE,
     WP_OP_FOLD,
+    WP_OP_DUP,
     WP_OP_COUNT
 } wp_op;
 
 typedef enum { WP_BUF_W = 0, WP_BUF_GW, WP_BUF_A, WP_BUF_GA, WP_BUF_KINDS } wp_buf_kind;
 
 /* Lanes of W: the forward stream's copy and the backward stream's copy. Lanes of GW: the rank's
- * own gradient and a travelling partial sum of a reduce-scatter. */
+ * own gradient, a travelling partial sum of a reduce-scatter, and a step sum (held in fp32). */
 enum { WP_LANE_F = 0, WP_LANE_B = 1 };
-enum { WP_LANE_OWN = 0, WP_LANE_PART = 1 };
+enum { WP_LANE_OWN = 0, WP_LANE_PART = 1, WP_LANE_SUM = 2 };
 
 /* Channels; the numbers agree with ring/transport.h's conventional ones. */
 enum {
@@ -150,6 +162,7 @@ enum {
     WP_SCH_ACT = 3,    /* A: activations, r -> r+1 (1F1B) */
     WP_SCH_ACTGRAD = 4, /* GA: their gradients, r -> r-1 (1F1B) */
     WP_SCH_GRADRET = 5, /* gradients returning to their owner against the ring, r -> r-1 */
+    WP_SCH_XNODE = 6,   /* weipipe-hier's once-per-step gather and gradient drain (gen_hier.c) */
     WP_SCH_COUNT = 8
 };
 

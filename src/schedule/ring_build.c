@@ -122,7 +122,7 @@ static int cmp_ev(const void *x, const void *y) {
 static int op_stream(const builder *b, const rb_op *o, bool gradient) {
     if (gradient) {
         bool writes_gw = o->op == WP_OP_W || o->op == WP_OP_BW;
-        return writes_gw && b->p->s->owner[o->chunk] != o->rank ? ST_GW : -1;
+        return writes_gw && (b->p->held || b->p->s->owner[o->chunk] != o->rank) ? ST_GW : -1;
     }
     if (o->op == WP_OP_F) return ST_WF;
     if (o->op == WP_OP_B || o->op == WP_OP_BW) return ST_WB;
@@ -153,10 +153,13 @@ static int collect_needs(builder *b, char *err, size_t errlen) {
 }
 
 /* A weights element of stream st from turn ts (at the owner) to te. */
-static void weights_segment(builder *b, int st, int c, int ts, int te, bool carried) {
+static void weights_segment(builder *b, int st, int c, int ts, int te, bool carried, bool first) {
     wp_buf w = buf_w(c, 0, st);
-    int ch = st == ST_WF ? WP_SCH_WFWD : WP_SCH_WBWD;
-    if (carried) {
+    int ch = st == ST_WF ? WP_SCH_WFWD : WP_SCH_WBWD, owner = b->p->s->owner[c];
+    bool held = b->p->held;
+    if (held) { /* the owner's copy: lane F is there, lane B is made once; it is never freed here */
+        if (first && st == ST_WB) emit(b, owner, ts, 2, st, c, act_buf(WP_OP_DUP, w, ts));
+    } else if (carried) {
         if (sched_push_carry(b->p->s, pos(b, st, c, ts), w, b->err, b->errlen)) b->oom = true;
         b->staged[c] = true;
     } else {
@@ -167,9 +170,9 @@ static void weights_segment(builder *b, int st, int c, int ts, int te, bool carr
         if (from == to) continue; /* one rank: the element stays */
         emit(b, from, t, 3, st, c, act_xfer(WP_OP_SEND, w, to, ch, t));
         emit(b, to, t, 1, st, c, act_xfer(WP_OP_RECV, w, from, ch, t));
-        emit(b, from, t, 8, st, c, act_buf(WP_OP_FREE, w, t));
+        if (!held || from != owner) emit(b, from, t, 8, st, c, act_buf(WP_OP_FREE, w, t));
     }
-    emit(b, pos(b, st, c, te), te, 8, st, c, act_buf(WP_OP_FREE, w, te));
+    if (!held || pos(b, st, c, te) != owner) emit(b, pos(b, st, c, te), te, 8, st, c, act_buf(WP_OP_FREE, w, te));
 }
 
 static void weights_stream(builder *b, int st, int c) {
@@ -185,7 +188,7 @@ static void weights_stream(builder *b, int st, int c) {
             }
             te = need[i++];
         }
-        weights_segment(b, st, c, ts, te, first && st == ST_WF && b->p->stage);
+        weights_segment(b, st, c, ts, te, first && st == ST_WF && b->p->stage, first);
         first = false;
     }
 }
@@ -216,7 +219,13 @@ static void gradient_segment(builder *b, int c, int ts, int te) {
         }
         arrive = te + back;
     }
-    emit(b, owner, arrive, 6, st, c, act_chunk(WP_OP_ACC, c, arrive));
+    if (b->p->held) {
+        wp_buf sum = g;
+        sum.lane = WP_LANE_SUM;
+        emit(b, owner, arrive, 6, st, c, act_buf(WP_OP_FOLD, sum, arrive));
+    } else {
+        emit(b, owner, arrive, 6, st, c, act_chunk(WP_OP_ACC, c, arrive));
+    }
     emit(b, owner, arrive, 8, st, c, act_buf(WP_OP_FREE, g, arrive));
 }
 
@@ -224,7 +233,9 @@ static void gradient_stream(builder *b, int c) {
     const int *need = b->need[ST_GW][c], n = b->n_need[ST_GW][c], owner = b->p->s->owner[c];
     for (int i = 0; i < n;) {
         int ts = need[i++], te = ts;
-        while (i < n && need[i] < te + mod(owner - pos(b, ST_GW, c, te), b->N)) te = need[i++];
+        /* held: the owner contributes like anyone, so its own turn closes the segment there */
+        while (i < n && need[i] < te + mod(owner - pos(b, ST_GW, c, te), b->N) + (b->p->held && pos(b, ST_GW, c, te) != owner))
+            te = need[i++];
         gradient_segment(b, c, ts, te);
     }
 }
@@ -236,7 +247,8 @@ static void computes(builder *b) {
         int c = o->chunk, mb = o->mb, r = o->rank, t = o->turn;
         bool mine = s->owner[c] == r;
         int lane = o->op == WP_OP_F ? WP_LANE_F : WP_LANE_B;
-        emit(b, r, t, 5, 0, 0, act_compute(o->op, c, mb, lane, mine && o->op != WP_OP_F && o->op != WP_OP_B, t));
+        bool to_master = mine && !b->p->held && o->op != WP_OP_F && o->op != WP_OP_B;
+        emit(b, r, t, 5, 0, 0, act_compute(o->op, c, mb, lane, to_master, t));
         if (o->op == WP_OP_F && c > 0) emit(b, r, t, 5, 0, 0, act_buf(WP_OP_FREE, buf_a(c - 1, mb), t));
         if ((o->op == WP_OP_B || o->op == WP_OP_BW) && c < s->nchunks - 1)
             emit(b, r, t, 5, 0, 0, act_buf(WP_OP_FREE, buf_ga(c, mb), t));
@@ -252,7 +264,7 @@ static int finish(builder *b) {
     for (int i = 0; i < b->n_ev; i++)
         if (sched_push(s, b->ev[i].rank, b->ev[i].a, b->err, b->errlen)) return 1;
     int end = last + 1;
-    for (int r = 0; r < b->N; r++) {
+    for (int r = 0; r < b->N && !b->p->held; r++) {
         if (sched_push(s, r, act_chunk(WP_OP_REDUCE, 0, end), b->err, b->errlen)) return 1;
         for (int c = 0; c < b->C; c++)
             if (s->owner[c] == r && sched_push(s, r, act_chunk(WP_OP_UPDATE, c, end), b->err, b->errlen)) return 1;

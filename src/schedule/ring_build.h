@@ -31,7 +31,8 @@
  *                                            9 RECV of gradients coming back against the ring (after
  *                                              8: the rank may have sent that gradient forward at t-1)
  * After the last turn: REDUCE, the owners' UPDATEs and, when staging, the LOADs of the next
- * version of the forward weights that the following step starts with (carried buffers). */
+ * version of the forward weights that the following step starts with (carried buffers).
+ * With ring_plan.held the owner holds weights and a step sum instead of a master (below). */
 #ifndef WP_RING_BUILD_H
 #define WP_RING_BUILD_H
 
@@ -55,6 +56,13 @@ typedef struct {
      * otherwise, several in one position included (each is its own buffer). */
     int offset[3][WP_MAX_CHUNKS];
     bool stage;  /* carry the updated forward weights into the next step */
+    /* The owner keeps its chunk's weights for the whole step instead of owning a master: both
+     * weight streams start from that copy (lane F is there when the lists begin, lane B is made
+     * by DUP at its first use; neither is LOADed or freed here), the owner's W-passes add into
+     * the travelling gradient like anyone's, a gradient that reaches the owner is FOLDed into the
+     * step sum GW[c].s (which the caller ZEROs), and no REDUCE or UPDATE is emitted: the caller
+     * (gen_hier.c) gathers, drains and updates around the lists. */
+    bool held;
     int n_ops, cap_ops;
     rb_op *ops;
 } ring_plan;
@@ -66,6 +74,10 @@ int ring_add(ring_plan *p, int rank, int turn, wp_op op, int chunk, int mb, char
 /* Emit every rank's list into p->s. 0, or 1 with a reason (out of memory, or an op placed where
  * its stream is not). Frees the plan either way. */
 int ring_build(ring_plan *p, char *err, size_t errlen);
+
+/* WeiPipe-Interleave's computes on the plan's ring (gen_interleave.c; owners as it sets them):
+ * 0, or 1 with a reason. */
+int interleave_place(ring_plan *p, char *err, size_t errlen);
 
 /* Where a stream holds chunk c in turn t. */
 int ring_pos(int lane, int nranks, int chunk, int turn);

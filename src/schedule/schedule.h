@@ -9,7 +9,9 @@
  *     interleaved-1f1b: any M breadth-first; depth-first M a multiple of N (Megatron's groups of
  *     N micro-batches per chunk). weipipe-*, wzb*: M a multiple of N (each rank runs M/N whole
  *     micro-batches, as in the authors' code). fsdp: M a multiple of N (M/N per rank), and any
- *     C >= 1 (a chunk is the unit one all-gather moves; C = N by default).
+ *     C >= 1 (a chunk is the unit one all-gather moves; C = N by default). weipipe-hier: G
+ *     (wp_gen_opts.ranks_per_node) dividing N, C = G chunks, M a multiple of N. tawpipe: G
+ *     dividing N, C = N, M a multiple of N.
  * Ownership (owner[c]: fp32 master, AdamW state and the fp32 gradient accumulator):
  *   - 1f1b, gpipe, interleaved-1f1b, zb-h1, zb-h2: rank c mod N owns chunk c (weights never
  *     move; act_build.h).
@@ -17,7 +19,10 @@
  *     chunk c in the forward stream at turn 0, so a step starts without a transfer.
  *   - wzb2: the same spread by default, or every chunk on rank N-1 (the paper's) with
  *     wp_gen_opts.wzb2_owner_last.
- *   - fsdp: sliced (ir.h): rank k owns slice k of every chunk; one rank owns every chunk whole. */
+ *   - tawpipe: chunk i on rank (i mod K)*G + i/K (K = N/G nodes): consecutive chunks cycle
+ *     through the nodes (gen_tawpipe.c).
+ *   - fsdp, weipipe-hier: sliced (ir.h): rank k owns slice k of every chunk; one rank owns every
+ *     chunk whole. */
 #ifndef WP_SCHEDULE_H
 #define WP_SCHEDULE_H
 
@@ -27,6 +32,7 @@ typedef struct {
     bool wzb2_owner_last; /* wzb2: the last rank owns, updates and stages every chunk */
     bool i1f1b_breadth_first; /* interleaved-1f1b: breadth-first loop order (else depth-first) */
     int seq_segments; /* seq1f1b: segments k per micro-batch; 0 = WP_SEQ1F1B_DEFAULT_SEGMENTS */
+    int ranks_per_node; /* weipipe-hier, tawpipe: G ranks per node (0 = all ranks on one node) */
 } wp_gen_opts;
 
 #define WP_SEQ1F1B_DEFAULT_SEGMENTS 2
@@ -51,9 +57,14 @@ int gen_i1f1b(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen);
 int gen_zbh1(wp_schedule *s, char *err, size_t errlen);
 int gen_zbh2(wp_schedule *s, char *err, size_t errlen);
 int gen_seq1f1b(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen);
+int gen_hier(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen);
+int gen_tawpipe(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen);
 
 /* Chunks a strategy uses when --num-chunks is 0: two per rank for interleaved-1f1b (v = 2, the
  * smallest interleaving), one per rank for the others. */
 int strategy_default_chunks(wp_strategy s, int nranks);
+/* The same knowing --ranks-per-node (0 = all ranks on one node): weipipe-hier uses one chunk per
+ * rank of a node. */
+int strategy_node_chunks(wp_strategy s, int nranks, int ranks_per_node);
 
 #endif

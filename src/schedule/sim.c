@@ -25,6 +25,7 @@ void costs_from_layout(wp_costs *c, const wp_layout *L, int nranks, const wp_mac
             c->op_s[WP_OP_ACC][k] = n * (2 * gsize + 8) / m->mem_bw;
             c->op_s[WP_OP_ZERO][k] = n * gsize / m->mem_bw;
             c->op_s[WP_OP_FOLD][k] = n * 3 * gsize / m->mem_bw; /* read own + partial, write partial */
+            c->op_s[WP_OP_DUP][k] = n * 2 * wsize / m->mem_bw;  /* read one lane, write the other */
         }
     }
     c->ranks_per_node = m->ranks_per_node;

@@ -68,6 +68,11 @@ static void check_report(const wp_schedule *s, const wp_run *rep, bool owner_las
             /* the paper's WZB2: the last rank stages every chunk's next version for the next step */
             EXPECT(q->peak_n[WP_BUF_W] >= N && q->peak_n[WP_BUF_W] <= N + 4, "wzb2 (owner last) N=%d holds %d W", N,
                    q->peak_n[WP_BUF_W]);
+        } else if (s->strategy == WP_STRAT_HIER) {
+            /* the two streams' buffers, the holder's two lanes kept all step, and the slices a
+             * rank gathered out for chunks its ring has not brought yet (gen_hier.c) */
+            EXPECT(q->peak_n[WP_BUF_W] <= 4 + 2 + s->nchunks - 1, "weipipe-hier N=%d rank %d holds %d weight buffers",
+                   N, r, q->peak_n[WP_BUF_W]);
         } else {
             /* double-buffered: per weight stream the turn's chunk and the next one */
             EXPECT(q->peak_n[WP_BUF_W] <= 4, "%s N=%d rank %d holds %d weight buffers", strategy_name(s->strategy), N, r,

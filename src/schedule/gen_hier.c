@@ -1,0 +1,215 @@
+/* weipipe-hier: WeiPipe rings inside nodes, one exchange across nodes per step.
+ *
+ * Cluster: K nodes of G ranks (wp_gen_opts.ranks_per_node = G, N = K*G; rank r sits on node
+ * r / G, as the simulator's links). The model is cut into C = G chunks. Node j runs a
+ * WeiPipe-Interleave ring of its G ranks over those chunks (ring_build.h with ring_plan.held)
+ * on its share of the step, micro-batches j*M/K .. (j+1)*M/K - 1 (M a multiple of N, so each
+ * rank runs M/N whole micro-batches as in weipipe-interleave). On node j chunk c is held by
+ * rank j*G + (G - c) mod G, its holder: the interleave ring's owner, without a master.
+ *
+ * Masters and optimizer state are sliced N ways as in fsdp (ir.h: rank k owns slice k of every
+ * chunk), so each rank keeps 1/N of the fp32 master and AdamW state. A step of rank r:
+ *   gather   for c = 0 .. C-1 (the first chunk first): LOAD slice r of W[c]@0 and SEND it to
+ *            the holder of c on every node (channel xnode); a holder RECVs the N-1 other slices
+ *            of its chunk: its whole W[c]@0, which it keeps all step, and ZEROs GW[c].s.
+ *   ring     the node's interleave lists: weight streams start from the holder's copy (lane B
+ *            by DUP), every lap's travelling GW[c] is FOLDed into the holder's fp32 step sum.
+ *   drain    as soon as the holder's last FOLD of GW[c].s is done (its node gradient is
+ *            complete: the drain lap finishes the chunks one by one) it SENDs slice k of it
+ *            to rank k for every k; the owner of a slice ACCs the K node sums it receives (the
+ *            slice from another node first: its RECV is posted when the step begins, so the
+ *            slow transfer runs during the ring; the rest are received one after another, a
+ *            rank never holding two buffers of one name).
+ *   end      REDUCE (norm, inf/NaN skip over the N owners' slices), UPDATE of slice r of every
+ *            chunk, chunk 0 first, so the next step's first gather starts with it.
+ * Bytes across nodes per step and node: the gather brings (K-1)/K of each of the node's G
+ * chunks in the weight dtype and the drain sends (K-1)/K of each in fp32: 2(K-1)/K of the model
+ * in fp32, independent of M, micro-batch size and sequence length (docs/schedules.md). Inside a
+ * node the slices of the other G-1 local owners move too (fast links).
+ * Every gradient is summed in fp32 beyond one lap of the node ring (a lap's GW in the grad
+ * dtype, as weipipe-interleave), so training lands on the single-rank weights.
+ * With one rank nothing is sliced: rank 0 owns every chunk whole and LOADs it. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ring_build.h"
+#include "schedule.h"
+
+typedef struct {
+    wp_schedule *s;
+    int N, G, K, C, S; /* S = nslices (0 with one rank) */
+    char *err;
+    size_t errlen;
+    int rc;
+    bool sent_kept[WP_MAX_CHUNKS]; /* of the rank being listed: its gathered slice of c still held */
+} hier;
+
+static void put(hier *h, int r, wp_action a) {
+    if (!h->rc) h->rc = sched_push(h->s, r, a, h->err, h->errlen);
+}
+
+static int holder(const hier *h, int node, int c) { return node * h->G + (h->G - c) % h->G; }
+static int held_chunk(const hier *h, int r) { return (h->G - r % h->G) % h->G; }
+
+/* Slice k of a whole (the whole itself when nothing is sliced). */
+static wp_buf part(const hier *h, wp_buf whole, int k) { return h->S ? buf_slice(whole, k, h->S) : whole; }
+
+static wp_buf sum_part(const hier *h, int c, int k) {
+    wp_buf g = buf_gw(c);
+    g.lane = WP_LANE_SUM;
+    return part(h, g, k);
+}
+
+/* The holders of chunk c whose sums rank r's slice gets, in drain order: other nodes first (their
+ * first is received while the ring runs), then r's own node. */
+static int sources(const hier *h, int r, int c, int *out) {
+    int n = 0, mine = r / h->G;
+    for (int j = 1; j <= h->K; j++) out[n++] = holder(h, (mine + j) % h->K, c);
+    return n;
+}
+
+/* Transfers of the node ring move whole W and GW buffers: one action per slice when sliced. */
+static void put_mapped(hier *h, int r, wp_action a, int base, int mb0) {
+    if (a.peer >= 0) a.peer = (int16_t)(a.peer + base);
+    if (op_is_compute(a.op)) a.mb += mb0;
+    if (a.buf.kind == WP_BUF_A || a.buf.kind == WP_BUF_GA) a.buf.idx += mb0;
+    bool xfer = a.op == WP_OP_SEND || a.op == WP_OP_RECV;
+    if (!xfer || !h->S || a.buf.nslices) {
+        put(h, r, a);
+        return;
+    }
+    wp_buf whole = a.buf;
+    for (int k = 0; k < h->S; k++) {
+        a.buf = buf_slice(whole, k, h->S);
+        put(h, r, a);
+    }
+}
+
+static void gather(hier *h, int r) {
+    const int mine = held_chunk(h, r);
+    for (int c = 0; c < h->C; c++) {
+        wp_buf w = part(h, buf_w(c, 0, WP_LANE_F), r);
+        put(h, r, act_buf(WP_OP_LOAD, w, 0));
+        for (int j = 0; j < h->K; j++) {
+            int to = holder(h, (r / h->G + j) % h->K, c);
+            if (to != r) put(h, r, act_xfer(WP_OP_SEND, w, to, WP_SCH_XNODE, 0));
+        }
+    }
+    for (int k = 0; h->S && k < h->S; k++)
+        if (k != r) put(h, r, act_xfer(WP_OP_RECV, part(h, buf_w(mine, 0, WP_LANE_F), k), k, WP_SCH_XNODE, 0));
+    wp_buf sum = buf_gw(mine);
+    sum.lane = WP_LANE_SUM;
+    put(h, r, act_buf(WP_OP_ZERO, sum, 0));
+    int src[WP_MAX_CHUNKS];
+    for (int c = 0; h->S && c < h->C; c++) /* the first slice (from another node when K > 1), posted now */
+        if (c != mine) {
+            sources(h, r, c, src);
+            put(h, r, act_xfer(WP_OP_RECV, sum_part(h, c, r), src[0], WP_SCH_XNODE, 0));
+        }
+}
+
+/* The holder's node sum of its chunk is complete: its own slice into its accumulator, the others
+ * to their owners, then the first slice from another node may come. */
+static void drain_start(hier *h, int r, int turn) {
+    const int c = held_chunk(h, r);
+    wp_action acc = act_chunk(WP_OP_ACC, c, turn);
+    acc.buf = sum_part(h, c, r);
+    put(h, r, acc);
+    if (!h->S) return;
+    put(h, r, act_buf(WP_OP_FREE, sum_part(h, c, r), turn));
+    for (int k = 0; k < h->S; k++)
+        if (k != r) put(h, r, act_xfer(WP_OP_SEND, sum_part(h, c, k), k, WP_SCH_XNODE, turn));
+    int src[WP_MAX_CHUNKS];
+    sources(h, r, c, src);
+    if (h->K > 1) put(h, r, act_xfer(WP_OP_RECV, sum_part(h, c, r), src[0], WP_SCH_XNODE, turn));
+}
+
+/* Every slice r gets from the holders that are not r: ACC each, RECV the next. */
+static void drain_finish(hier *h, int r, int turn) {
+    const int mine = held_chunk(h, r);
+    int src[WP_MAX_CHUNKS];
+    for (int c = 0; h->S && c < h->C; c++) {
+        int n = sources(h, r, c, src);
+        if (c == mine) n--; /* the last source is r itself, drained at drain_start */
+        if (c == mine && h->K == 1) continue;
+        for (int i = 0; i < n; i++) {
+            wp_buf b = sum_part(h, c, r);
+            if (i > 0) put(h, r, act_xfer(WP_OP_RECV, b, src[i], WP_SCH_XNODE, turn));
+            wp_action acc = act_chunk(WP_OP_ACC, c, turn);
+            acc.buf = b;
+            put(h, r, acc);
+            put(h, r, act_buf(WP_OP_FREE, b, turn));
+        }
+    }
+}
+
+static void finish(hier *h, int r, int turn) {
+    const int mine = held_chunk(h, r);
+    drain_finish(h, r, turn);
+    wp_buf sum = buf_gw(mine);
+    sum.lane = WP_LANE_SUM;
+    put(h, r, act_buf(WP_OP_FREE, sum, turn)); /* what is left: the slices sent to their owners */
+    put(h, r, act_buf(WP_OP_FREE, buf_w(mine, 0, WP_LANE_F), turn));
+    put(h, r, act_buf(WP_OP_FREE, buf_w(mine, 0, WP_LANE_B), turn));
+    for (int c = 0; h->S && c < h->C; c++)
+        if (h->sent_kept[c]) put(h, r, act_buf(WP_OP_FREE, part(h, buf_w(c, 0, WP_LANE_F), r), turn));
+    put(h, r, act_chunk(WP_OP_REDUCE, 0, turn));
+    for (int c = 0; c < h->C; c++) put(h, r, act_chunk(WP_OP_UPDATE, c, turn));
+}
+
+/* Node j's ring, built on G ranks, then copied into the N-rank lists. */
+static int node_ring(hier *h, int j) {
+    wp_schedule sub;
+    const int Mn = h->s->nmb / h->K, base = j * h->G;
+    int rc = sched_init(&sub, WP_STRAT_INTERLEAVE, h->G, Mn, h->G, h->err, h->errlen);
+    if (rc) return rc;
+    for (int c = 0; c < h->G; c++) sub.owner[c] = (h->G - c) % h->G;
+    ring_plan p;
+    ring_plan_init(&p, &sub, WP_LANE_B, false);
+    p.held = true;
+    if (interleave_place(&p, h->err, h->errlen)) {
+        free(p.ops);
+        sched_free(&sub);
+        return 1;
+    }
+    if ((rc = ring_build(&p, h->err, h->errlen))) {
+        sched_free(&sub);
+        return rc;
+    }
+    for (int l = 0; l < h->G; l++) {
+        const wp_rank_prog *P = &sub.rank[l];
+        int r = base + l, c = held_chunk(h, r), last_fold = -1, turn = 0;
+        for (int i = 0; i < P->n; i++)
+            if (P->a[i].op == WP_OP_FOLD && P->a[i].buf.chunk == c) last_fold = i;
+        for (int k = 0; k < h->C; k++) h->sent_kept[k] = h->S && k != c;
+        for (int i = 0; i < P->n; i++) {
+            const wp_action *a = &P->a[i];
+            /* The ring brings this chunk's forward weights, with r's own slice in them: the slice
+             * r loaded for the gather goes first (once its sends are done). */
+            if (a->op == WP_OP_RECV && a->buf.kind == WP_BUF_W && a->buf.lane == WP_LANE_F && h->sent_kept[a->buf.chunk]) {
+                put(h, r, act_buf(WP_OP_FREE, part(h, buf_w(a->buf.chunk, 0, WP_LANE_F), r), a->turn));
+                h->sent_kept[a->buf.chunk] = false;
+            }
+            put_mapped(h, r, *a, base, j * Mn);
+            turn = P->a[i].turn;
+            if (i == last_fold) drain_start(h, r, turn);
+        }
+        finish(h, r, turn + 1);
+    }
+    sched_free(&sub);
+    return h->rc;
+}
+
+int gen_hier(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen) {
+    const int N = s->nranks, G = opt->ranks_per_node > 0 ? opt->ranks_per_node : N;
+    hier h = {.s = s, .N = N, .G = G, .K = N / G, .C = s->nchunks, .S = N > 1 ? N : 0, .err = err, .errlen = errlen};
+    s->split = false;
+    s->nslices = h.S;
+    for (int c = 0; c < s->nchunks; c++) s->owner[c] = 0;
+    for (int r = 0; r < N && !h.rc; r++) gather(&h, r);
+    for (int j = 0; j < h.K && !h.rc; j++) {
+        int rc = node_ring(&h, j);
+        if (rc) return rc;
+    }
+    return h.rc;
+}
