@@ -287,27 +287,60 @@ int report_final(train_job *j, int rank, wp_control *ctl, wp_transport *t, wp_rt
     return rc;
 }
 
-/* One --sample-every sample as a JSON string's contents: with the byte vocabulary the bytes
- * (printable ASCII as is, the rest escaped as \u00XX, so the line stays one valid JSON line
- * whatever the model writes), otherwise the ids comma-separated. */
+/* The length of the well-formed UTF-8 sequence at p (at most n bytes; Unicode's table 3-7: no
+ * overlong forms, surrogates or code points above U+10FFFF), 0 when it is not one. */
+static size_t utf8_len(const unsigned char *p, size_t n) {
+    const unsigned c = p[0];
+    size_t k = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+    if (k == 0 || k > n) return 0;
+    unsigned lo = 0x80, hi = 0xbf; /* the second byte's range */
+    if (c == 0xe0) lo = 0xa0;
+    if (c == 0xed) hi = 0x9f;
+    if (c == 0xf0) lo = 0x90;
+    if (c == 0xf4) hi = 0x8f;
+    if (p[1] < lo || p[1] > hi) return 0;
+    for (size_t i = 2; i < k; i++)
+        if ((p[i] & 0xc0) != 0x80) return 0;
+    return k;
+}
+
+/* One --sample-every sample as a JSON string's contents, so the line stays one valid JSON line
+ * whatever the model writes: the tokenizer's text (a byte vocabulary without one: the bytes),
+ * quotes, backslashes and control bytes escaped, valid UTF-8 kept, any other byte as U+FFFD;
+ * with neither a tokenizer nor bytes, the ids comma-separated. */
 static void sample_text(const train_job *j, const int32_t *ids, int n, char *buf, size_t len) {
     size_t at = 0;
     buf[0] = '\0';
-    for (int i = 0; i < n && at + 16 < len; i++) {
-        int c = ids[i];
-        if (j->L.cfg.vocab != 256)
-            at += (size_t)snprintf(buf + at, len - at, "%s%d", i ? "," : "", c);
-        else if (c == '"' || c == '\\')
+    char *decoded = NULL, why[256];
+    size_t dn = 0;
+    if (j->tok && tok_decode(j->tok, ids, (size_t)n, &decoded, why, sizeof why) == 0) {
+        dn = strlen(decoded);
+    } else if (j->L.cfg.vocab == 256 && (decoded = malloc((size_t)n + 1))) {
+        for (int i = 0; i < n; i++) decoded[i] = (char)ids[i];
+        dn = (size_t)n;
+    } else {
+        for (int i = 0; i < n && at + 16 < len; i++) at += (size_t)snprintf(buf + at, len - at, "%s%d", i ? "," : "", ids[i]);
+        return;
+    }
+    const unsigned char *p = (const unsigned char *)decoded;
+    for (size_t i = 0; i < dn && at + 16 < len;) {
+        unsigned c = p[i];
+        size_t k = c >= 0x80 ? utf8_len(p + i, dn - i) : 1;
+        if (c == '"' || c == '\\')
             at += (size_t)snprintf(buf + at, len - at, "\\%c", c);
         else if (c >= 0x20 && c < 0x7f)
             buf[at++] = (char)c, buf[at] = '\0';
-        else
-            at += (size_t)snprintf(buf + at, len - at, "\\u%04x", (unsigned)c);
+        else if (c < 0x80 || k == 0)
+            at += (size_t)snprintf(buf + at, len - at, "\\u%04x", c < 0x80 ? c : 0xfffdu);
+        else if (at + k + 1 < len)
+            memcpy(buf + at, p + i, k), at += k, buf[at] = '\0';
+        i += k ? k : 1;
     }
+    free(decoded);
 }
 
 void report_sample(const train_job *j, int64_t step, const int32_t *ids, int n, FILE *metrics) {
-    size_t len = (size_t)n * 12 + 32;
+    size_t len = (size_t)n * 64 + 32; /* a token's text escaped, or its id */
     char *text = malloc(len);
     if (!text) return; /* a sample is a courtesy: no memory, no sample */
     sample_text(j, ids, n, text, len);

@@ -10,6 +10,7 @@ struct rt_sample {
     const wp_schedule *s;
     const wp_layout *L;
     int rank, tokens;
+    int32_t bos, eos;
     wp_kern *k;
     wp_optim *o;
     wp_transport *t;
@@ -28,11 +29,12 @@ static int fail(char *err, size_t errlen, const char *what) {
 }
 
 int sample_create(rt_sample **out, const wp_schedule *s, int rank, const wp_layout *L, wp_kern *k, wp_optim *o,
-                  wp_transport *t, wp_control *ctl, int tokens, double timeout, char *err, size_t errlen) {
+                  wp_transport *t, wp_control *ctl, int tokens, int32_t bos, int32_t eos, double timeout, char *err,
+                  size_t errlen) {
     rt_sample *S = calloc(1, sizeof *S);
     *out = S;
     if (!S) return fail(err, errlen, "out of memory");
-    *S = (rt_sample){.s = s, .L = L, .rank = rank, .tokens = tokens, .k = k, .o = o, .t = t, .ctl = ctl,
+    *S = (rt_sample){.s = s, .L = L, .rank = rank, .tokens = tokens, .bos = bos, .eos = eos, .k = k, .o = o, .t = t, .ctl = ctl,
                      .timeout = timeout};
     size_t most = 1;
     for (int c = 0; c < s->nchunks; c++)
@@ -108,8 +110,7 @@ int sample_run(rt_sample *S, int32_t *ids, int *n, char *err, size_t errlen) {
     if (decoder_set_params(S->D, S->params) != 0) return fail(err, errlen, kern_error(S->k));
     decoder_reset(S->D);
     char why[512];
-    const int32_t bos = 0; /* no tokenizer here: token 0 starts every sample */
-    if (decoder_generate(S->D, S->greedy, &bos, 1, S->tokens, -1, ids, n, NULL, NULL, why, sizeof why) != 0)
+    if (decoder_generate(S->D, S->greedy, &S->bos, 1, S->tokens, S->eos, ids, n, NULL, NULL, why, sizeof why) != 0)
         return fail(err, errlen, why);
     return 0;
 }

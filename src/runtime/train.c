@@ -178,7 +178,8 @@ static int resolve_tokenizer(train_job *j, char *err, size_t errlen) {
         rc = fs_read_small(path, (size_t)1 << 30, &j->tokenizer_data, &j->tokenizer_size, why, sizeof why);
         if (rc) rc = fail(err, errlen, rc, "%s %s", flag, why);
     }
-    tok_close(t);
+    if (rc == 0) j->tok = t; /* kept for --sample-every (decode only reads it) */
+    else tok_close(t);
     return rc;
 }
 
@@ -283,6 +284,7 @@ int train_job_prepare(train_job *j, const wp_opts *o, char *err, size_t errlen) 
 
 void train_job_free(train_job *j) {
     free(j->tokenizer_data);
+    tok_close(j->tok);
     shard_list_free(&j->data);
     shard_list_free(&j->val);
     if (j->have_run) run_free(&j->run);
@@ -373,8 +375,11 @@ static int open_sampler(rank_state *r, char *err, size_t errlen) {
     int tokens = (int)(j->o.sample_tokens < j->L.cfg.seq ? j->o.sample_tokens : j->L.cfg.seq);
     r->sample_ids = malloc((size_t)tokens * sizeof *r->sample_ids);
     if (!r->sample_ids) return fail(err, errlen, 1, "--sample-tokens: out of memory");
-    return sample_create(&r->sm, &j->s, r->rank, &j->L, r->k, r->o, j->nranks > 1 ? r->t : NULL, r->ctl, tokens,
-                         j->o.timeout, err, errlen);
+    /* a sample starts at the tokenizer's BOS (token 0 without one, the byte shards' document
+     * boundary) and stops at its EOS */
+    int32_t bos = j->tok && tok_bos(j->tok) >= 0 ? tok_bos(j->tok) : 0, eos = j->tok ? tok_eos(j->tok) : -1;
+    return sample_create(&r->sm, &j->s, r->rank, &j->L, r->k, r->o, j->nranks > 1 ? r->t : NULL, r->ctl, tokens, bos,
+                         eos, j->o.timeout, err, errlen);
 }
 
 /* A greedy sample from the weights after this step; rank 0 reports it. */

@@ -18,6 +18,7 @@
 #include "engine.h"
 #include "schedule.h"
 #include "trace.h"
+#include "tokenizer.h"
 
 typedef struct {
     wp_opts o;                  /* a copy: --init-from may fill model flags from config.json */
@@ -40,6 +41,7 @@ typedef struct {
     char tokenizer[WP_PATH_MAX]; /* the run's tokenizer file; "" = none */
     char tokenizer_name[32];    /* its name in each checkpoint: tokenizer.model or tokenizer.json */
     char *tokenizer_data;       /* its bytes, read once at the start, written into each checkpoint */
+    wp_tokenizer *tok;          /* the tokenizer opened (NULL: none): --sample-every's BOS, EOS and text */
     size_t tokenizer_size;
 } train_job;
 

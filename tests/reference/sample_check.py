@@ -221,16 +221,24 @@ def ref_checks(weipipe, save, hf):
 
 
 def escaped(ids):
-    """report.c's text of a byte-vocabulary sample."""
-    out = []
-    for c in ids:
-        if c in (0x22, 0x5C):
-            out.append("\\" + chr(c))
-        elif 0x20 <= c < 0x7F:
-            out.append(chr(c))
+    """report.c's text of a byte-vocabulary sample: the bytes as UTF-8 where a sequence is
+    well-formed (Python's strict decoder decides, an independent check of report.c's table),
+    every other byte U+FFFD."""
+    b, out, i = bytes(ids), [], 0
+    while i < len(b):
+        for k in (1, 2, 3, 4):
+            try:
+                ch = b[i:i + k].decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+            if len(ch) == 1 and (k == 1) == (b[i] < 0x80):
+                out.append(ch)
+                i += k
+                break
         else:
-            out.append("\\u%04x" % c)
-    return json.loads('"' + "".join(out) + '"')
+            out.append("\ufffd")
+            i += 1
+    return "".join(out)
 
 
 def train_checks(weipipe, data, tmp):

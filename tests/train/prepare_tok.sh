@@ -134,7 +134,18 @@ if [ "$mode" = spm ]; then
     rc=$?
     [ $rc -eq 2 ] && grep -q "exceeds the model's --vocab-size 256" "$tmp/err" || bad "tokenizer above the model: exit $rc: $(cat "$tmp/err")"
     # shellcheck disable=SC2086
-    "$weipipe" train --data "$data" --vocab-size 300 --save "$tmp/ck" $common_train || bad "train with the data's tokenizer failed"
+    "$weipipe" train --data "$data" --vocab-size 300 --save "$tmp/ck" $common_train --sample-every 2 --sample-tokens 12 \
+        --metrics "$tmp/m.jsonl" || bad "train with the data's tokenizer failed"
+    # --sample-every: the tokenizer's text from its BOS, the same as `weipipe sample` greedy from
+    # that BOS on the step's checkpoint
+    bos=$(spm_encode --model="$model" --output_format=id --extra_options=bos < /dev/null 2>/dev/null | tr -d ' \n')
+    [ -n "$bos" ] || bos=1
+    want=$("$weipipe" sample "$tmp/ck/step-2" --prompt-tokens "$bos" --temperature 0 --max-new-tokens 12 --format text)
+    got=$(/usr/bin/python3 -c 'import json,sys
+for l in open(sys.argv[1]):
+    d = json.loads(l)
+    if d.get("step") == 2 and "sample" in d: print(d["sample"], end="")' "$tmp/m.jsonl")
+    [ -n "$got" ] && [ "$got" = "$want" ] || bad "--sample-every with a tokenizer: '$got', weipipe sample: '$want'"
     check_manifest "$tmp/ck/step-2" tokenizer.model "$model"
     # shellcheck disable=SC2086
     "$weipipe" train --data "$tmp/bytes" --vocab-size 256 --save "$tmp/ckb" $common_train || bad "byte train failed"
