@@ -27,6 +27,8 @@ typedef struct {
     int mb;            /* micro-batch size b */
     int vocab;         /* V */
     double rope_theta;
+    wp_rope_scaling rope_scaling; /* llama3 frequency scaling; factor 0: none */
+    int max_pos;       /* max_position_embeddings an export declares; 0: the default (docs/formats.md) */
     double norm_eps;
     double init_std;
     bool recompute;

@@ -7,6 +7,8 @@ tolerance catches one wrong gradient element (not only wholesale errors).
   corrupt_dump.py SRC DST grad   one element of one gradient tensor += 1e-3 * ||that gradient||
   corrupt_dump.py SRC DST param  one element of one norm weight += 0.05 (grads no longer match it)
   corrupt_dump.py SRC DST loss   the loss * (1 + 1e-3)
+  corrupt_dump.py SRC DST rope   the reference told of no llama3 rope scaling (config.ini's
+                                 rope-scaling-factor = 0): a model that ignored it would pass
 The tensor and element are drawn from --seed, so every run corrupts the same place.
 """
 import argparse
@@ -44,7 +46,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("src")
     ap.add_argument("dst")
-    ap.add_argument("what", choices=["grad", "param", "loss"])
+    ap.add_argument("what", choices=["grad", "param", "loss", "rope"])
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
     rng = random.Random(args.seed)
@@ -57,6 +59,18 @@ def main():
     elif args.what == "param":
         name, numel, offset = rng.choice([row for row in table if row[0].endswith("norm.weight")])
         i, step = bump(os.path.join(args.dst, "params.bin"), offset, numel, rng, lambda p: 0.05)
+    elif args.what == "rope":
+        path = os.path.join(args.dst, "config.ini")
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+        found = [i for i, line in enumerate(lines) if line.replace(" ", "").startswith("rope-scaling-factor=")]
+        if not found or float(lines[found[0]].split("=")[1]) == 0:
+            raise SystemExit("corrupt_dump: the dump has no rope scaling to remove")
+        lines[found[0]] = "rope-scaling-factor = 0"
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("\n".join(lines) + "\n")
+        print("corrupt_dump: rope-scaling-factor -> 0")
+        return 0
     else:
         path = os.path.join(args.dst, "loss.txt")
         with open(path, encoding="utf-8") as f:
