@@ -91,6 +91,8 @@ def model_config(values, where):
         "rope_low": get("rope-low-freq-factor", float, 1.0),
         "rope_high": get("rope-high-freq-factor", float, 4.0),
         "rope_original": get("rope-original-max-positions", float, 8192.0),
+        # tie_word_embeddings: the head is the embedding, one tensor
+        "tied": str(values.get("tie-word-embeddings", "false")).lower() in ("true", "1", "yes"),
     }
     if cfg["ffn"] == 0:
         cfg["ffn"] = default_ffn(cfg["hidden"])
@@ -305,6 +307,11 @@ def rel_err(got, want):
 def torch_loss_and_grads(dump, dtype):
     params = {name: torch.tensor(arr, dtype=dtype, requires_grad=True)
               for name, arr in dump["params"].items()}
+    if dump["cfg"]["tied"]:
+        # one leaf for both uses: its .grad is the sum, reported under both names
+        if not np.array_equal(dump["params"]["lm_head.weight"], dump["params"]["model.embed_tokens.weight"]):
+            raise DumpError("tie-word-embeddings: the dump's lm_head.weight differs from model.embed_tokens.weight")
+        params["lm_head.weight"] = params["model.embed_tokens.weight"]
     inputs = torch.from_numpy(dump["inputs"].astype(np.int64))
     targets = torch.from_numpy(dump["targets"].astype(np.int64))
     loss = llama_loss(params, dump["cfg"], inputs, targets)
@@ -327,7 +334,11 @@ def main():
         print(f"torch_ref: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     cfg = dump["cfg"]
-    t_loss, t_grads = torch_loss_and_grads(dump, getattr(torch, args.dtype))
+    try:
+        t_loss, t_grads = torch_loss_and_grads(dump, getattr(torch, args.dtype))
+    except DumpError as exc:
+        print(f"torch_ref: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
 
     rows = [("loss", abs(dump["loss"] - t_loss) / abs(t_loss) if t_loss else math.inf)]
     rows += [(name, rel_err(dump["grads"][name], t_grads[name])) for name in dump["grads"]]

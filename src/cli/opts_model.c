@@ -86,6 +86,9 @@ int model_cfg_from_opts(const wp_opts *o, int nranks, wp_model_cfg *cfg, char *e
     else
         cfg->rope_scaling = (wp_rope_scaling){0, 0, 0, 0};
     cfg->max_pos = (int)o->max_position_embeddings;
+    cfg->tied = o->tie_word_embeddings;
+    /* the owner of the embedding must also own the head: one chunk on one rank (docs/model.md) */
+    NEED(!cfg->tied || nranks <= 1, "--tie-word-embeddings: tied embeddings train on one rank only for now, not %d", nranks);
     cfg->norm_eps = o->norm_eps;
     cfg->init_std = o->init_std;
     cfg->recompute = o->recompute;
@@ -160,6 +163,10 @@ int hf_config_apply(const char *hf_dir, wp_opts *o, char *err, size_t errlen) {
         else
             *num = value;
     }
+    if (o->set[FLAG_tie_word_embeddings] && o->tie_word_embeddings != c.tied)
+        return cli_fail(err, errlen, "--tie-word-embeddings %s disagrees with tie_word_embeddings in %s (%s)",
+                        o->tie_word_embeddings ? "true" : "false", c.path, c.tied ? "true" : "false");
+    o->tie_word_embeddings = c.tied;
     if (!c.present[HF_ROPE_FACTOR] && o->set[FLAG_rope_scaling_factor] && o->rope_scaling_factor != 0)
         return cli_fail(err, errlen, "--rope-scaling-factor %g disagrees with %s (no rope_scaling)", o->rope_scaling_factor, c.path);
     if (c.have_head_dim && o->num_attention_heads > 0 && c.head_dim * o->num_attention_heads != o->hidden_size)

@@ -44,6 +44,7 @@ typedef struct {
     bool present[HF_NKEYS];    /* rope_theta and the optional ones may be absent; num_key_value_heads defaults to the heads */
     bool have_head_dim;
     int64_t head_dim;
+    bool tied;                 /* tie_word_embeddings (absent: false, as LlamaConfig) */
 } hf_config;
 const char *hf_key_name(hf_key k);
 bool hf_key_integer(hf_key k);

@@ -53,7 +53,7 @@ int hf_write_config(const wp_model_cfg *c, const char *out_dir, wp_dtype dtype, 
                           "intermediate_size", c->ffn, "num_hidden_layers", c->n_layers, "num_attention_heads",
                           c->n_heads, "num_key_value_heads", c->n_kv_heads, "head_dim", c->head_dim, "vocab_size",
                           c->vocab, "rms_norm_eps", c->norm_eps, "rope_theta", c->rope_theta,
-                          "max_position_embeddings", hf_default_max_positions(c), "tie_word_embeddings", 0,
+                          "max_position_embeddings", hf_default_max_positions(c), "tie_word_embeddings", c->tied,
                           "torch_dtype", torch_dtype(dtype), "hidden_act", "silu", "attention_bias", 0, "mlp_bias", 0,
                           "rope_scaling", scaling, "initializer_range", c->init_std, "attention_dropout", 0.0,
                           "pretraining_tp", 1, "use_cache", 1, "bos_token_id", special_id(c), "eos_token_id",
@@ -118,6 +118,10 @@ static int plan_shards(const wp_layout *L, wp_dtype dtype, int64_t max_bytes, in
     size_t size = 0;
     for (int j = 0; j < L->n_params; j++) {
         int i = order[j];
+        if (L->cfg.tied && strcmp(L->params[i].name, "lm_head.weight") == 0) { /* save_pretrained drops tied keys */
+            shard_of[i] = -1;
+            continue;
+        }
         size_t b = param_bytes(&L->params[i], dtype);
         if ((int64_t)b > max_bytes) {
             shard_of[i] = n++;
@@ -194,6 +198,7 @@ static int write_index(const wp_layout *L, const int *shard_of, int n, const cha
     size_t total = 0;
     for (int i = 0; map && i < L->n_params; i++) {
         char name[64];
+        if (shard_of[i] < 0) continue;
         shard_name(name, sizeof name, shard_of[i], n);
         total += param_bytes(&L->params[i], dtype);
         if (json_object_set_new(map, L->params[i].name, json_string(name))) {

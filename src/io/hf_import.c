@@ -92,6 +92,10 @@ int hf_read_config(const char *hf_dir, hf_config *c, char *err, size_t errlen) {
             c->value[k] = json_number_value(v);
         }
     }
+    json_t *tie = json_object_get(j, "tie_word_embeddings");
+    if (rc == 0 && tie && !json_is_boolean(tie))
+        rc = io_fail(err, errlen, 2, "%s: key tie_word_embeddings is not true or false", c->path);
+    c->tied = json_is_true(tie);
     json_t *hd = json_object_get(j, "head_dim");
     if (rc == 0 && json_is_integer(hd)) {
         c->have_head_dim = true;
@@ -161,8 +165,9 @@ static const st_tensor *find(const hf_files *h, const char *name, const st_file 
 
 static int load_param(const hf_files *h, const char *dir, const wp_param *p, float *dst, char *err, size_t errlen) {
     const st_file *f;
-    const st_tensor *t = find(h, p->name, &f);
-    if (!t && h->tied && strcmp(p->name, "lm_head.weight") == 0) t = find(h, "model.embed_tokens.weight", &f);
+    /* tied: the head is the embedding, whatever lm_head.weight a file may also carry */
+    bool head = h->tied && strcmp(p->name, "lm_head.weight") == 0;
+    const st_tensor *t = find(h, head ? "model.embed_tokens.weight" : p->name, &f);
     if (!t) return io_fail(err, errlen, 2, "%s: tensor %s not found in its safetensors files", dir, p->name);
     int rc = st_check_shape(f, t, p->rows, p->cols, err, errlen);
     if (rc == 0) rc = st_to_f32(f, t, dst, err, errlen);

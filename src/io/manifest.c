@@ -28,6 +28,10 @@ static json_t *model_json(const wp_model_cfg *c) {
         json_decref(m);
         return NULL;
     }
+    if (m && c->tied && json_object_set_new(m, "tie-word-embeddings", json_true())) {
+        json_decref(m);
+        return NULL;
+    }
     if (m && c->max_pos > 0 && json_object_set_new(m, "max-position-embeddings", json_integer(c->max_pos))) {
         json_decref(m);
         return NULL;
@@ -160,6 +164,9 @@ static int parse_model(const ctx *x, json_t *m, wp_model_cfg *c) {
                      sc->original_max_pos >= 1))
             rc = io_fail(x->err, x->errlen, 2, "%s: key model.rope-scaling has a non-positive value or high <= low", x->path);
     }
+    json_t *tie = rc ? NULL : json_object_get(m, "tie-word-embeddings");
+    if (tie && !json_is_boolean(tie)) rc = io_fail(x->err, x->errlen, 2, "%s: key model.tie-word-embeddings is not a boolean", x->path);
+    c->tied = json_is_true(tie);
     if (!rc && json_object_get(m, "max-position-embeddings")) rc = get_int32(x, m, "max-position-embeddings", 1, &c->max_pos);
     const char *chunks = rc ? NULL : get_str(x, m, "chunk-layers");
     if (!rc && !chunks) rc = 2;
