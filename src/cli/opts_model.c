@@ -64,6 +64,10 @@ int model_cfg_from_opts(const wp_opts *o, int nranks, wp_model_cfg *cfg, char *e
         NEED(o->rope_original_max_positions >= 1 && o->rope_original_max_positions <= INT32_MAX,
              "--rope-original-max-positions: %lld must be between 1 and %d", (long long)o->rope_original_max_positions, INT32_MAX);
     }
+    NEED(o->bos_token_id >= -1 && o->bos_token_id < o->vocab_size, "--bos-token-id: %lld is not -1 or a token below --vocab-size %lld",
+         (long long)o->bos_token_id, (long long)o->vocab_size);
+    NEED(o->eos_token_id >= -1 && o->eos_token_id < o->vocab_size, "--eos-token-id: %lld is not -1 or a token below --vocab-size %lld",
+         (long long)o->eos_token_id, (long long)o->vocab_size);
     NEED(o->max_position_embeddings >= 0 && o->max_position_embeddings <= INT32_MAX,
          "--max-position-embeddings: %lld must be between 0 and %d", (long long)o->max_position_embeddings, INT32_MAX);
     NEED(o->norm_eps > 0, "--norm-eps: %g must be positive", o->norm_eps);
@@ -87,6 +91,10 @@ int model_cfg_from_opts(const wp_opts *o, int nranks, wp_model_cfg *cfg, char *e
         cfg->rope_scaling = (wp_rope_scaling){0, 0, 0, 0};
     cfg->max_pos = (int)o->max_position_embeddings;
     cfg->tied = o->tie_word_embeddings;
+    cfg->has_bos = o->bos_token_id >= 0;
+    cfg->bos_id = cfg->has_bos ? (int)o->bos_token_id : 0;
+    cfg->has_eos = o->eos_token_id >= 0;
+    cfg->eos_id = cfg->has_eos ? (int)o->eos_token_id : 0;
     /* the owner of the embedding must also own the head: one chunk on one rank (docs/model.md) */
     NEED(!cfg->tied || nranks <= 1, "--tie-word-embeddings: tied embeddings train on one rank only for now, not %d", nranks);
     cfg->norm_eps = o->norm_eps;
@@ -120,6 +128,8 @@ static int64_t *int_field(wp_opts *o, int flag) {
     case FLAG_num_query_groups: return &o->num_query_groups;
     case FLAG_rope_original_max_positions: return &o->rope_original_max_positions;
     case FLAG_max_position_embeddings: return &o->max_position_embeddings;
+    case FLAG_bos_token_id: return &o->bos_token_id;
+    case FLAG_eos_token_id: return &o->eos_token_id;
     default: return &o->vocab_size;
     }
 }
@@ -142,7 +152,8 @@ int hf_config_apply(const char *hf_dir, wp_opts *o, char *err, size_t errlen) {
         [HF_RMS_NORM_EPS] = FLAG_norm_eps,                 [HF_ROPE_THETA] = FLAG_rope_theta,
         [HF_ROPE_FACTOR] = FLAG_rope_scaling_factor,       [HF_ROPE_LOW_FREQ] = FLAG_rope_low_freq_factor,
         [HF_ROPE_HIGH_FREQ] = FLAG_rope_high_freq_factor,  [HF_ROPE_ORIGINAL_MAX] = FLAG_rope_original_max_positions,
-        [HF_MAX_POSITIONS] = FLAG_max_position_embeddings,
+        [HF_MAX_POSITIONS] = FLAG_max_position_embeddings, [HF_BOS_TOKEN_ID] = FLAG_bos_token_id,
+        [HF_EOS_TOKEN_ID] = FLAG_eos_token_id,
     };
     hf_config c;
     int rc = hf_read_config(hf_dir, &c, err, errlen);

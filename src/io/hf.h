@@ -36,7 +36,9 @@ typedef enum {
     HF_NUM_HIDDEN_LAYERS, HF_HIDDEN_SIZE, HF_INTERMEDIATE_SIZE, HF_NUM_ATTENTION_HEADS,
     HF_NUM_KEY_VALUE_HEADS, HF_VOCAB_SIZE, HF_RMS_NORM_EPS, HF_ROPE_THETA,
     /* optional: rope_scaling (type llama3) and max_position_embeddings */
-    HF_ROPE_FACTOR, HF_ROPE_LOW_FREQ, HF_ROPE_HIGH_FREQ, HF_ROPE_ORIGINAL_MAX, HF_MAX_POSITIONS, HF_NKEYS
+    HF_ROPE_FACTOR, HF_ROPE_LOW_FREQ, HF_ROPE_HIGH_FREQ, HF_ROPE_ORIGINAL_MAX, HF_MAX_POSITIONS,
+    HF_BOS_TOKEN_ID, HF_EOS_TOKEN_ID, /* optional; null or absent: none, a list: its first */
+    HF_NKEYS
 } hf_key;
 typedef struct {
     char path[WP_PATH_MAX];    /* the config.json read */

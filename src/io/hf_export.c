@@ -27,7 +27,10 @@ int hf_default_max_positions(const wp_model_cfg *c) {
 
 /* `weipipe prepare` starts every document with byte 0, so for the byte vocabulary 0 is both the
  * beginning and the end of a document; other vocabularies are not ours to name. */
-static json_t *special_id(const wp_model_cfg *c) { return c->vocab == 256 ? json_integer(0) : json_null(); }
+static json_t *special_id(const wp_model_cfg *c, bool eos) {
+    if (eos ? c->has_eos : c->has_bos) return json_integer(eos ? c->eos_id : c->bos_id); /* given, or imported */
+    return c->vocab == 256 ? json_integer(0) : json_null();
+}
 
 static int write_json(json_t *j, const char *out_dir, const char *name, char *err, size_t errlen) {
     char path[WP_PATH_MAX];
@@ -56,15 +59,15 @@ int hf_write_config(const wp_model_cfg *c, const char *out_dir, wp_dtype dtype, 
                           "max_position_embeddings", hf_default_max_positions(c), "tie_word_embeddings", c->tied,
                           "torch_dtype", torch_dtype(dtype), "hidden_act", "silu", "attention_bias", 0, "mlp_bias", 0,
                           "rope_scaling", scaling, "initializer_range", c->init_std, "attention_dropout", 0.0,
-                          "pretraining_tp", 1, "use_cache", 1, "bos_token_id", special_id(c), "eos_token_id",
-                          special_id(c));
+                          "pretraining_tp", 1, "use_cache", 1, "bos_token_id", special_id(c, false), "eos_token_id",
+                          special_id(c, true));
     return write_json(j, out_dir, "config.json", err, errlen);
 }
 
 /* What transformers' GenerationConfig.from_model_config writes for such a config. */
 static int write_generation_config(const wp_model_cfg *c, const char *out_dir, char *err, size_t errlen) {
-    json_t *j = json_pack("{s:b, s:o, s:o}", "_from_model_config", 1, "bos_token_id", special_id(c), "eos_token_id",
-                          special_id(c));
+    json_t *j = json_pack("{s:b, s:o, s:o}", "_from_model_config", 1, "bos_token_id", special_id(c, false), "eos_token_id",
+                          special_id(c, true));
     return write_json(j, out_dir, "generation_config.json", err, errlen);
 }
 

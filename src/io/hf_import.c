@@ -62,7 +62,8 @@ static const struct {
     [HF_RMS_NORM_EPS] = {"rms_norm_eps", false},            [HF_ROPE_THETA] = {"rope_theta", false},
     [HF_ROPE_FACTOR] = {"factor", false},                   [HF_ROPE_LOW_FREQ] = {"low_freq_factor", false},
     [HF_ROPE_HIGH_FREQ] = {"high_freq_factor", false},      [HF_ROPE_ORIGINAL_MAX] = {"original_max_position_embeddings", true},
-    [HF_MAX_POSITIONS] = {"max_position_embeddings", true},
+    [HF_MAX_POSITIONS] = {"max_position_embeddings", true}, [HF_BOS_TOKEN_ID] = {"bos_token_id", true},
+    [HF_EOS_TOKEN_ID] = {"eos_token_id", true},
 };
 
 static bool in_scaling(int k) { return k >= HF_ROPE_FACTOR && k <= HF_ROPE_ORIGINAL_MAX; }
@@ -83,7 +84,9 @@ int hf_read_config(const char *hf_dir, hf_config *c, char *err, size_t errlen) {
         json_t *v = json_object_get(in_scaling(k) ? scaling : j, keys[k].key);
         if (!v && k == HF_NUM_KEY_VALUE_HEADS) v = json_object_get(j, "num_attention_heads");
         if (!v && k == HF_ROPE_THETA) continue; /* transformers' default equals ours, 10000 */
-        if ((json_is_null(v) || !v) && k == HF_MAX_POSITIONS) continue;
+        bool special = k == HF_BOS_TOKEN_ID || k == HF_EOS_TOKEN_ID;
+        if (special && json_is_array(v)) v = json_array_get(v, 0); /* Llama 3.x instruct lists several eos */
+        if ((json_is_null(v) || !v) && (k == HF_MAX_POSITIONS || special)) continue;
         if (!json_is_number(v) || (keys[k].integer && !json_is_integer(v)))
             rc = io_fail(err, errlen, 2, "%s: key %s%s missing or not a%s number", c->path, in_scaling(k) ? "rope_scaling." : "",
                          keys[k].key, keys[k].integer ? "n integer" : "");

@@ -28,6 +28,14 @@ static json_t *model_json(const wp_model_cfg *c) {
         json_decref(m);
         return NULL;
     }
+    if (m && c->has_bos && json_object_set_new(m, "bos-token-id", json_integer(c->bos_id))) {
+        json_decref(m);
+        return NULL;
+    }
+    if (m && c->has_eos && json_object_set_new(m, "eos-token-id", json_integer(c->eos_id))) {
+        json_decref(m);
+        return NULL;
+    }
     if (m && c->tied && json_object_set_new(m, "tie-word-embeddings", json_true())) {
         json_decref(m);
         return NULL;
@@ -167,6 +175,10 @@ static int parse_model(const ctx *x, json_t *m, wp_model_cfg *c) {
     json_t *tie = rc ? NULL : json_object_get(m, "tie-word-embeddings");
     if (tie && !json_is_boolean(tie)) rc = io_fail(x->err, x->errlen, 2, "%s: key model.tie-word-embeddings is not a boolean", x->path);
     c->tied = json_is_true(tie);
+    c->has_bos = !rc && json_object_get(m, "bos-token-id");
+    if (c->has_bos) rc = get_int32(x, m, "bos-token-id", 0, &c->bos_id);
+    c->has_eos = !rc && json_object_get(m, "eos-token-id");
+    if (c->has_eos) rc = get_int32(x, m, "eos-token-id", 0, &c->eos_id);
     if (!rc && json_object_get(m, "max-position-embeddings")) rc = get_int32(x, m, "max-position-embeddings", 1, &c->max_pos);
     const char *chunks = rc ? NULL : get_str(x, m, "chunk-layers");
     if (!rc && !chunks) rc = 2;

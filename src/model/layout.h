@@ -29,6 +29,8 @@ typedef struct {
     double rope_theta;
     wp_rope_scaling rope_scaling; /* llama3 frequency scaling; factor 0: none */
     int max_pos;       /* max_position_embeddings an export declares; 0: the default (docs/formats.md) */
+    bool has_bos, has_eos; /* bos/eos token ids an export declares (zeroed: none given) */
+    int bos_id, eos_id;
     double norm_eps;
     double init_std;
     bool recompute;

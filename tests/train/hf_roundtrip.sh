@@ -1,9 +1,10 @@
 #!/bin/sh
 # The Hugging Face round trip from the command line, with a Llama 3.x-style config: an export
-# turned into a tied model with rope_scaling llama3 and max_position_embeddings 1234 is imported
-# (--init-from), trained on one rank, resumed (the manifest keeps scaling and tie; a resume that
-# drops them is refused), exported again (tie_word_embeddings true and no lm_head.weight, as
-# save_pretrained writes a tied model; rope_scaling and max_position_embeddings carried;
+# turned into a tied model with rope_scaling llama3, max_position_embeddings 1234, bos 1 and
+# eos [2, 3] is imported (--init-from), trained on one rank, resumed (the manifest keeps scaling
+# and tie, and a resume that drops them is refused; bos/eos and max positions are kept), exported
+# again (tie_word_embeddings true and no lm_head.weight, as save_pretrained writes a tied model;
+# rope_scaling, max_position_embeddings, bos 1 and eos 2 in config.json and
 # generation_config.json) and its loss checked by scripts/hf_check.py against weipipe eval.
 # The trained head must still be the embedding, bit for bit. Refusals: tied on 2 ranks or 2
 # chunks, another model_type, another rope_scaling type, an index naming a missing shard.
@@ -22,6 +23,7 @@ tr1 $model --steps 1 --save "$tmp/ck0" || bad "first train"
 # the export turned into a tied Llama 3.x-style model (head dim 16: with original 64 the pairs
 # fall in all three llama3 bands)
 sed -e 's/"tie_word_embeddings": false/"tie_word_embeddings": true/' \
+    -e 's/"bos_token_id": 0/"bos_token_id": 1/' -e 's/"eos_token_id": 0/"eos_token_id": [2, 3]/' \
     -e 's/"max_position_embeddings": [0-9]*/"max_position_embeddings": 1234/' \
     -e 's/"rope_scaling": null/"rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 64}/' \
     "$tmp/hf0/config.json" > "$tmp/config.json" && mv "$tmp/config.json" "$tmp/hf0/config.json"
@@ -35,14 +37,17 @@ tr1 $model --resume "$tmp/ck" --steps 4 --save "$tmp/ck" 2> "$tmp/err"
 rc=$?
 [ $rc -eq 2 ] && grep -q -- "--rope-scaling-factor\|--tie-word-embeddings" "$tmp/err" ||
     bad "a resume without the scaling and tie: exit $rc, $(cat "$tmp/err")"
+# bos/eos and max positions, which only an export reads, are kept from the checkpoint
 tr1 $model --resume "$tmp/ck" --steps 4 --save "$tmp/ck" --tie-word-embeddings --rope-scaling-factor 8 \
-    --rope-original-max-positions 64 --max-position-embeddings 1234 || bad "resume with the same model"
+    --rope-original-max-positions 64 || bad "resume with the same model"
 
 "$weipipe" export "$tmp/ck" "$tmp/hf1" --quiet || bad "export of the tied model"
 for want in '"tie_word_embeddings": true' '"max_position_embeddings": 1234' '"rope_type": "llama3"' \
-            '"original_max_position_embeddings": 64'; do
+            '"original_max_position_embeddings": 64' '"bos_token_id": 1' '"eos_token_id": 2'; do
     grep -q "$want" "$tmp/hf1/config.json" || bad "config.json lacks $want"
 done
+grep -q '"bos_token_id": 1' "$tmp/hf1/generation_config.json" && grep -q '"eos_token_id": 2' "$tmp/hf1/generation_config.json" ||
+    bad "generation_config.json: $(cat "$tmp/hf1/generation_config.json")"
 [ -f "$tmp/hf1/generation_config.json" ] || bad "no generation_config.json"
 head -c 4096 "$tmp/hf1/model.safetensors" | grep -q lm_head && bad "a tied export holds lm_head.weight"
 head -c 4096 "$tmp/hf1/model.safetensors" | grep -q embed_tokens || bad "the export holds no embedding"
