@@ -32,8 +32,10 @@ typedef struct wp_kern_ops {
                               const void *w, const float *rstd, int T, int h);
     void (*rmsnorm_bwd_weight)(wp_kern *k, void *dw, wp_dtype dwtype, const void *dy, const void *x,
                                const float *rstd, int T, int h);
-    void (*rope_fwd)(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta);
-    void (*rope_bwd)(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta);
+    void (*rope_fwd)(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta,
+                     const wp_rope_scaling *sc);
+    void (*rope_bwd)(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta,
+                     const wp_rope_scaling *sc);
     void (*attention_fwd)(wp_kern *k, void *o, float *lse, const void *q, const void *kv_k, const void *kv_v,
                           int b, int sq, int skv, int nh, int nkv, int hd);
     void (*attention_bwd)(wp_kern *k, void *dq, void *dk, void *dv, const void *dout, const void *q,

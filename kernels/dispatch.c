@@ -362,21 +362,40 @@ void kern_rmsnorm_bwd_weight(wp_kern *k, void *dw, wp_dtype dwtype, const void *
     k->ops->rmsnorm_bwd_weight(k, dw, dwtype, dy, x, rstd, T, h);
 }
 
-static bool rope_ok(wp_kern *k, const char *fn, void *x, int b, int s, int nheads, int hd, int pos0, float theta) {
+static bool rope_ok(wp_kern *k, const char *fn, void *x, int b, int s, int nheads, int hd, int pos0, float theta,
+                    const wp_rope_scaling *sc) {
+    bool scaled = sc && sc->factor != 0.0;
     return sizes_ok(k, fn, SIZE(b), SIZE(s), SIZE(nheads), SIZE(pos0), END) &&
            cond_ok(k, hd >= 2 && hd % 2 == 0, "%s: hd = %d is not a positive even number", fn, hd) &&
            cond_ok(k, theta > 0.0f, "%s: theta = %g is not positive", fn, theta) &&
+           cond_ok(k, !scaled || (sc->factor > 0.0 && sc->original_max_pos > 0.0 && sc->low_freq_factor > 0.0 &&
+                                  sc->high_freq_factor > sc->low_freq_factor),
+                   "%s: rope scaling (factor %g, low %g, high %g, original %g) needs positive values and high > low",
+                   fn, scaled ? sc->factor : 0.0, scaled ? sc->low_freq_factor : 0.0,
+                   scaled ? sc->high_freq_factor : 0.0, scaled ? sc->original_max_pos : 0.0) &&
            ptrs_ok(k, fn, ARG(x), END);
 }
 
+void kern_rope_fwd_scaled(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta,
+                          const wp_rope_scaling *sc) {
+    if (!live(k) || !rope_ok(k, "kern_rope_fwd", x, b, s, nheads, hd, pos0, theta, sc) || b == 0 || s == 0 || nheads == 0)
+        return;
+    k->ops->rope_fwd(k, x, b, s, nheads, hd, pos0, theta, sc && sc->factor != 0.0 ? sc : NULL);
+}
+
+void kern_rope_bwd_scaled(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta,
+                          const wp_rope_scaling *sc) {
+    if (!live(k) || !rope_ok(k, "kern_rope_bwd", x, b, s, nheads, hd, pos0, theta, sc) || b == 0 || s == 0 || nheads == 0)
+        return;
+    k->ops->rope_bwd(k, x, b, s, nheads, hd, pos0, theta, sc && sc->factor != 0.0 ? sc : NULL);
+}
+
 void kern_rope_fwd(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta) {
-    if (!live(k) || !rope_ok(k, "kern_rope_fwd", x, b, s, nheads, hd, pos0, theta) || b == 0 || s == 0 || nheads == 0) return;
-    k->ops->rope_fwd(k, x, b, s, nheads, hd, pos0, theta);
+    kern_rope_fwd_scaled(k, x, b, s, nheads, hd, pos0, theta, NULL);
 }
 
 void kern_rope_bwd(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta) {
-    if (!live(k) || !rope_ok(k, "kern_rope_bwd", x, b, s, nheads, hd, pos0, theta) || b == 0 || s == 0 || nheads == 0) return;
-    k->ops->rope_bwd(k, x, b, s, nheads, hd, pos0, theta);
+    kern_rope_bwd_scaled(k, x, b, s, nheads, hd, pos0, theta, NULL);
 }
 
 static bool attention_ok(wp_kern *k, const char *fn, int b, int sq, int skv, int nh, int nkv, int hd) {

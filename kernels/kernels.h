@@ -103,6 +103,20 @@ void kern_rmsnorm_bwd_weight(wp_kern *k, void *dw, wp_dtype dwtype, const void *
  * the sequence. bwd applies the inverse rotation (the transpose). */
 void kern_rope_fwd(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta);
 void kern_rope_bwd(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta);
+/* Llama 3.x frequency scaling (rope_scaling type "llama3"; transformers'
+ * _compute_llama3_parameters): with wavelength w = 2*pi/f of the plain frequency f and
+ * lo = original_max_pos / low_freq_factor, hi = original_max_pos / high_freq_factor,
+ * f stays for w < hi, becomes f / factor for w > lo, and in between
+ * (1 - a) f / factor + a f with a = (original_max_pos / w - low_freq_factor) /
+ * (high_freq_factor - low_freq_factor). factor == 0 means no scaling (the plain entry points). */
+typedef struct {
+    double factor, low_freq_factor, high_freq_factor, original_max_pos;
+} wp_rope_scaling;
+/* As above with the frequencies scaled; sc NULL (or factor 0) is the plain RoPE. */
+void kern_rope_fwd_scaled(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta,
+                          const wp_rope_scaling *sc);
+void kern_rope_bwd_scaled(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta,
+                          const wp_rope_scaling *sc);
 
 /* Causal attention, blockwise with an online softmax: O(s) memory, never an s x s matrix.
  * q, o: [b*sq, nh*hd]; k, v: [b*skv, nkv*hd] (nh % nkv == 0: grouped-query heads share K/V);

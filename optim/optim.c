@@ -54,6 +54,12 @@ wp_optim *optim_create_slices(wp_optim_model m, wp_kern *k, const int *chunks, i
             optim_destroy(o);
             return NULL;
         }
+        size_t td, ts, tn;
+        if (nslices > 0 && m.tied && m.tied(m.ctx, c, &td, &ts, &tn)) { /* the fold needs both tensors whole */
+            snprintf(err, errlen, "optimizer: chunk %d has tied tensors and cannot be sliced", c);
+            optim_destroy(o);
+            return NULL;
+        }
         owned_chunk *oc = &o->owned[o->n_owned++];
         oc->chunk = c;
         oc->off = 0;
@@ -153,9 +159,25 @@ int optim_accumulate(wp_optim *o, int chunk, const void *grad, wp_dtype gt) {
     return status(o);
 }
 
+/* The tie of this chunk (wp_optim_model.tied), if any. */
+static bool tie_of(const wp_optim *o, int chunk, size_t *dst, size_t *src, size_t *n) {
+    return o->m.tied && o->m.tied(o->m.ctx, chunk, dst, src, n);
+}
+
+/* src's gradient into dst's, src's zeroed: the tied parameter's gradient is the sum of both
+ * uses, counted once by the norm and stepped once. */
+static void fold_tied(wp_optim *o, owned_chunk *oc) {
+    size_t dst, src, n;
+    if (!tie_of(o, oc->chunk, &dst, &src, &n)) return;
+    float *g = oc->buf[WP_OPT_GRAD];
+    kern_accumulate(o->k, g + dst, WP_F32, g + src, WP_F32, n);
+    kern_zero(o->k, g + src, n * sizeof(float));
+}
+
 double optim_chunk_sumsq(wp_optim *o, int chunk) {
     owned_chunk *oc = slot(o, chunk, "optim_chunk_sumsq");
     if (!oc) return NAN;
+    fold_tied(o, oc);
     return kern_sumsq(o->k, oc->buf[WP_OPT_GRAD], WP_F32, oc->numel);
 }
 
@@ -170,6 +192,7 @@ static bool tensor(const wp_optim *o, int chunk, int i, size_t *offset, float *w
 int optim_step_chunk(wp_optim *o, int chunk, float lr, float grad_scale, void *w_out, wp_dtype wtype) {
     owned_chunk *oc = slot(o, chunk, "optim_step_chunk");
     if (!oc) return 1;
+    fold_tied(o, oc); /* a no-op when optim_chunk_sumsq folded already */
     oc->steps++;
     /* bias corrections in fp64: beta^t underflows gracefully and stays exact for small t */
     float bc1 = (float)(1.0 - pow(o->hp.beta1, (double)oc->steps));
@@ -193,6 +216,12 @@ int optim_step_chunk(wp_optim *o, int chunk, float lr, float grad_scale, void *w
         kern_adamw(o->k, oc->buf[WP_OPT_MASTER] + off, oc->buf[WP_OPT_EXP_AVG] + off, oc->buf[WP_OPT_EXP_AVG_SQ] + off,
                    oc->buf[WP_OPT_GRAD] + off, grad_scale, (char *)w_out + off * wp_dtype_size(wtype), wtype, n, lr,
                    (float)o->hp.beta1, (float)o->hp.beta2, (float)o->hp.eps, wd, bc1, bc2);
+    }
+    size_t dst, src, n;
+    if (tie_of(o, chunk, &dst, &src, &n)) { /* the stepped dst is the one tensor: src becomes it again */
+        size_t ws = wp_dtype_size(wtype);
+        kern_copy(o->k, oc->buf[WP_OPT_MASTER] + src, oc->buf[WP_OPT_MASTER] + dst, n * sizeof(float));
+        kern_copy(o->k, (char *)w_out + src * ws, (char *)w_out + dst * ws, n * ws);
     }
     return status(o);
 }

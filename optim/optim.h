@@ -40,6 +40,12 @@ typedef struct {
     bool (*tensor)(const void *ctx, int chunk, int i, size_t *offset, bool *decay);
     /* The chunk's initial fp32 values (chunk_numel floats), a function of (seed, chunk) only. */
     void (*init_chunk)(const void *ctx, int chunk, uint64_t seed, float *dst);
+    /* Optional (NULL: none): the chunk's n elements at src are the same parameter as those at
+     * dst (tied word embeddings: the head is the embedding). The optimizer then adds src's
+     * gradient into dst's and zeroes it before the norm and the step, and after each step
+     * copies dst's master and working copy over src's, so both stay one tensor whose gradient
+     * is the sum of both uses. Whole chunks only (refused for a slice). */
+    bool (*tied)(const void *ctx, int chunk, size_t *dst, size_t *src, size_t *n);
 } wp_optim_model;
 
 typedef enum { WP_OPT_MASTER = 0, WP_OPT_EXP_AVG, WP_OPT_EXP_AVG_SQ, WP_OPT_GRAD } wp_optim_buf;
@@ -85,7 +91,8 @@ float *optim_grad(wp_optim *o, int chunk);
 int optim_accumulate(wp_optim *o, int chunk, const void *grad, wp_dtype gt);
 
 /* Squared norm of the chunk's accumulated gradient, in fp64; inf/NaN anywhere make it
- * non-finite. Read it before deciding the step (decision.h). */
+ * non-finite. Read it before deciding the step (decision.h). Tied tensors' gradients are
+ * folded first (wp_optim_model.tied; folding twice adds zero), so the norm counts their sum. */
 double optim_chunk_sumsq(wp_optim *o, int chunk);
 
 /* One AdamW step of a chunk: g = grad * grad_scale (grad_scale folds 1/loss_scale and the

@@ -14,7 +14,7 @@ transformers needs a torch it supports: Debian's python3-torch (1.13) works with
 4.44 installed in a venv that sees the system packages:
     /usr/bin/python3 -m venv --system-site-packages VENV && VENV/bin/pip install transformers==4.44.2
 Without transformers (--impl auto) the same forward is computed by a plain-torch Llama written
-here from config.json and the safetensors file (fp64), so the check still runs anywhere torch
+here from config.json and the safetensors file or shards (fp64, rope_scaling llama3 included), so the check still runs anywhere torch
 does. Exit 77 when neither torch nor numpy is importable.
 """
 import argparse
@@ -76,10 +76,38 @@ def read_safetensors(path):
     return out
 
 
+def read_weights(out_dir):
+    """model.safetensors, or every shard that model.safetensors.index.json's weight_map names."""
+    index = os.path.join(out_dir, "model.safetensors.index.json")
+    if not os.path.exists(index):
+        return read_safetensors(os.path.join(out_dir, "model.safetensors"))
+    weight_map = json.load(open(index))["weight_map"]
+    w = {}
+    for shard in sorted(set(weight_map.values())):
+        w.update(read_safetensors(os.path.join(out_dir, shard)))
+    missing = set(weight_map) - set(w)
+    if missing:
+        sys.exit(f"hf_check: {index}: {sorted(missing)[:3]} not in the shards named")
+    return w
+
+
+def llama3_inv_freq(inv, scaling):
+    """transformers' _compute_llama3_parameters (modeling_rope_utils.py), fp64."""
+    factor, low, high = scaling["factor"], scaling["low_freq_factor"], scaling["high_freq_factor"]
+    old = scaling["original_max_position_embeddings"]
+    wavelen = 2 * math.pi / inv
+    llama = torch.where(wavelen > old / low, inv / factor, inv)
+    smooth = (old / wavelen - low) / (high - low)
+    medium = ~(wavelen < old / high) & ~(wavelen > old / low)
+    return torch.where(medium, (1 - smooth) * llama / factor + smooth * llama, llama)
+
+
 def plain_torch_logits(out_dir, ids):
-    """Llama forward in fp64 from config.json + model.safetensors (Hugging Face conventions)."""
+    """Llama forward in fp64 from config.json + the safetensors (Hugging Face conventions)."""
     cfg = json.load(open(os.path.join(out_dir, "config.json")))
-    w = read_safetensors(os.path.join(out_dir, "model.safetensors"))
+    w = read_weights(out_dir)
+    if "lm_head.weight" not in w and cfg.get("tie_word_embeddings"):
+        w["lm_head.weight"] = w["model.embed_tokens.weight"]
     h, nh, nkv = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
     hd, eps, theta = h // nh, cfg["rms_norm_eps"], cfg.get("rope_theta", 10000.0)
     B, S = ids.shape
@@ -88,6 +116,12 @@ def plain_torch_logits(out_dir, ids):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
 
     inv = theta ** (-torch.arange(0, hd, 2, dtype=torch.float64) / hd)
+    scaling = cfg.get("rope_scaling")
+    if scaling:
+        kind = scaling.get("rope_type", scaling.get("type"))
+        if kind != "llama3":
+            sys.exit(f"hf_check: rope_scaling type {kind!r} is not implemented here")
+        inv = llama3_inv_freq(inv, scaling)
     ang = torch.arange(S, dtype=torch.float64)[:, None] * inv[None, :]
     cos, sin = torch.cat([ang.cos()] * 2, -1), torch.cat([ang.sin()] * 2, -1)
 

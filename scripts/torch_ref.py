@@ -86,6 +86,13 @@ def model_config(values, where):
         "vocab": get("vocab-size", int),
         "rope_theta": get("rope-theta", float, 10000.0),
         "norm_eps": get("norm-eps", float, 1e-5),
+        # rope_scaling type llama3 (0: none), weipipe's --rope-* flags
+        "rope_factor": get("rope-scaling-factor", float, 0.0),
+        "rope_low": get("rope-low-freq-factor", float, 1.0),
+        "rope_high": get("rope-high-freq-factor", float, 4.0),
+        "rope_original": get("rope-original-max-positions", float, 8192.0),
+        # tie_word_embeddings: the head is the embedding, one tensor
+        "tied": str(values.get("tie-word-embeddings", "false")).lower() in ("true", "1", "yes"),
     }
     if cfg["ffn"] == 0:
         cfg["ffn"] = default_ffn(cfg["hidden"])
@@ -134,9 +141,23 @@ def rms_norm(x, weight, eps):
     return weight * xc.to(x.dtype)
 
 
-def rope_tables(seq, head_dim, theta, dtype):
-    """cos, sin [seq, head_dim]: angle pos * theta^(-2i/hd), the i < hd/2 half repeated twice."""
+def llama3_inv_freq(inv_freq, factor, low, high, original):
+    """transformers' _compute_llama3_parameters (modeling_rope_utils.py), in float64."""
+    low_wavelen, high_wavelen = original / low, original / high
+    wavelen = 2 * math.pi / inv_freq
+    scaled = torch.where(wavelen > low_wavelen, inv_freq / factor, inv_freq)
+    smooth = (original / wavelen - low) / (high - low)
+    smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+    medium = ~(wavelen < high_wavelen) & ~(wavelen > low_wavelen)
+    return torch.where(medium, smoothed, scaled)
+
+
+def rope_tables(seq, head_dim, theta, dtype, cfg=None):
+    """cos, sin [seq, head_dim]: angle pos * theta^(-2i/hd), the i < hd/2 half repeated twice;
+    with cfg's rope_factor > 0 the frequencies are scaled as Llama 3.x's rope_scaling llama3."""
     inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim))
+    if cfg is not None and cfg.get("rope_factor", 0.0) > 0:
+        inv_freq = llama3_inv_freq(inv_freq, cfg["rope_factor"], cfg["rope_low"], cfg["rope_high"], cfg["rope_original"])
     angles = torch.outer(torch.arange(seq, dtype=torch.float64), inv_freq)
     emb = torch.cat((angles, angles), dim=-1)
     return emb.cos().to(dtype), emb.sin().to(dtype)
@@ -178,7 +199,7 @@ def llama_loss(params, cfg, inputs, targets):
     """Mean next-token cross-entropy of LlamaForCausalLM; params: HF name -> tensor."""
     b, s = inputs.shape
     dtype = params["lm_head.weight"].dtype
-    cos, sin = rope_tables(s, cfg["head_dim"], cfg["rope_theta"], dtype)
+    cos, sin = rope_tables(s, cfg["head_dim"], cfg["rope_theta"], dtype, cfg)
     causal_mask = torch.ones(s, s, dtype=torch.bool).triu(1)       # True above the diagonal
     eps = cfg["norm_eps"]
     x = params["model.embed_tokens.weight"][inputs]                # [b, s, h]
@@ -286,6 +307,11 @@ def rel_err(got, want):
 def torch_loss_and_grads(dump, dtype):
     params = {name: torch.tensor(arr, dtype=dtype, requires_grad=True)
               for name, arr in dump["params"].items()}
+    if dump["cfg"]["tied"]:
+        # one leaf for both uses: its .grad is the sum, reported under both names
+        if not np.array_equal(dump["params"]["lm_head.weight"], dump["params"]["model.embed_tokens.weight"]):
+            raise DumpError("tie-word-embeddings: the dump's lm_head.weight differs from model.embed_tokens.weight")
+        params["lm_head.weight"] = params["model.embed_tokens.weight"]
     inputs = torch.from_numpy(dump["inputs"].astype(np.int64))
     targets = torch.from_numpy(dump["targets"].astype(np.int64))
     loss = llama_loss(params, dump["cfg"], inputs, targets)
@@ -308,7 +334,11 @@ def main():
         print(f"torch_ref: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     cfg = dump["cfg"]
-    t_loss, t_grads = torch_loss_and_grads(dump, getattr(torch, args.dtype))
+    try:
+        t_loss, t_grads = torch_loss_and_grads(dump, getattr(torch, args.dtype))
+    except DumpError as exc:
+        print(f"torch_ref: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
 
     rows = [("loss", abs(dump["loss"] - t_loss) / abs(t_loss) if t_loss else math.inf)]
     rows += [(name, rel_err(dump["grads"][name], t_grads[name])) for name in dump["grads"]]

@@ -38,6 +38,7 @@ typedef struct {
     size_t cap;  /* floats allocated in each table */
     int s, hd, pos0;
     float theta;
+    wp_rope_scaling scaling; /* all zero: none (memcmp'd: zero-initialised, no padding) */
     bool valid;
 } cpu_rope_cache;
 
@@ -55,8 +56,8 @@ static inline int cpu_threads(wp_kern *k) { return cpu_of(k)->threads; }
 void *cpu_aligned_alloc(wp_kern *k, size_t bytes, const char *who);
 /* At least `bytes` of scratch in `slot`, grown on demand, contents undefined; NULL + error. */
 void *cpu_scratch(wp_kern *k, int slot, size_t bytes, const char *who);
-/* cos/sin tables for (s, hd, pos0, theta); NULL + error when out of memory. */
-const cpu_rope_cache *cpu_rope_tables(wp_kern *k, int s, int hd, int pos0, float theta);
+/* cos/sin tables for (s, hd, pos0, theta, scaling or NULL); NULL + error when out of memory. */
+const cpu_rope_cache *cpu_rope_tables(wp_kern *k, int s, int hd, int pos0, float theta, const wp_rope_scaling *sc);
 
 /* ---- scalar conversions, round to nearest even (wrapped by kernels/dtype.c) ---- */
 static inline uint32_t cpu_f32_bits(float x) {
@@ -246,8 +247,10 @@ void cpu_rmsnorm_bwd_input(wp_kern *k, void *dx, bool accumulate, const void *dy
 void cpu_rmsnorm_bwd_weight(wp_kern *k, void *dw, wp_dtype dwtype, const void *dy, const void *x,
                             const float *rstd, int T, int h);
 
-void cpu_rope_fwd(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta);
-void cpu_rope_bwd(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta);
+void cpu_rope_fwd(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta,
+                  const wp_rope_scaling *sc);
+void cpu_rope_bwd(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta,
+                  const wp_rope_scaling *sc);
 
 void cpu_attention_fwd(wp_kern *k, void *o, float *lse, const void *q, const void *kv_k, const void *kv_v,
                        int b, int sq, int skv, int nh, int nkv, int hd);

@@ -3,21 +3,25 @@
 #include <stdlib.h>
 
 #include "cpu.h"
+#include "rope_freq.h"
 
 /* Angles in double: at position 16k an fp32 angle would already be off by ~1e-3 rad. */
-static void fill_tables(cpu_rope_cache *c, int s, int hd, int pos0, float theta) {
+static void fill_tables(cpu_rope_cache *c, int s, int hd, int pos0, float theta, const wp_rope_scaling *sc) {
     int half = hd / 2;
     for (int p = 0; p < s; p++)
         for (int i = 0; i < half; i++) {
-            double angle = (double)(pos0 + p) * pow((double)theta, -2.0 * i / hd);
+            double angle = (double)(pos0 + p) * wp_rope_inv_freq(i, hd, (double)theta, sc);
             c->cos[(size_t)p * half + i] = (float)cos(angle);
             c->sin[(size_t)p * half + i] = (float)sin(angle);
         }
 }
 
-const cpu_rope_cache *cpu_rope_tables(wp_kern *k, int s, int hd, int pos0, float theta) {
+const cpu_rope_cache *cpu_rope_tables(wp_kern *k, int s, int hd, int pos0, float theta, const wp_rope_scaling *sc) {
     cpu_rope_cache *c = &cpu_of(k)->rope;
-    if (c->valid && c->s == s && c->hd == hd && c->pos0 == pos0 && c->theta == theta) return c;
+    wp_rope_scaling none = {0}, key = sc ? *sc : none;
+    if (c->valid && c->s == s && c->hd == hd && c->pos0 == pos0 && c->theta == theta &&
+        memcmp(&c->scaling, &key, sizeof key) == 0)
+        return c;
     size_t need = (size_t)s * (size_t)(hd / 2);
     if (need > c->cap) {
         free(c->cos);
@@ -33,8 +37,9 @@ const cpu_rope_cache *cpu_rope_tables(wp_kern *k, int s, int hd, int pos0, float
         }
         c->cap = need;
     }
-    fill_tables(c, s, hd, pos0, theta);
+    fill_tables(c, s, hd, pos0, theta, sc);
     c->s = s;
+    c->scaling = key;
     c->hd = hd;
     c->pos0 = pos0;
     c->theta = theta;
@@ -59,12 +64,14 @@ static void rotate(wp_kern *k, float *x, int b, int s, int nheads, int hd, const
     }
 }
 
-void cpu_rope_fwd(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta) {
-    const cpu_rope_cache *c = cpu_rope_tables(k, s, hd, pos0, theta);
+void cpu_rope_fwd(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta,
+                  const wp_rope_scaling *sc) {
+    const cpu_rope_cache *c = cpu_rope_tables(k, s, hd, pos0, theta, sc);
     if (c) rotate(k, x, b, s, nheads, hd, c, 1.0f);
 }
 
-void cpu_rope_bwd(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta) {
-    const cpu_rope_cache *c = cpu_rope_tables(k, s, hd, pos0, theta);
+void cpu_rope_bwd(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta,
+                  const wp_rope_scaling *sc) {
+    const cpu_rope_cache *c = cpu_rope_tables(k, s, hd, pos0, theta, sc);
     if (c) rotate(k, x, b, s, nheads, hd, c, -1.0f);
 }

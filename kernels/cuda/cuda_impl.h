@@ -83,8 +83,10 @@ void cu_rmsnorm_bwd_input(wp_kern *k, void *dx, bool accumulate, const void *dy,
                           const float *rstd, int T, int h);
 void cu_rmsnorm_bwd_weight(wp_kern *k, void *dw, wp_dtype dwtype, const void *dy, const void *x,
                            const float *rstd, int T, int h);
-void cu_rope_fwd(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta);
-void cu_rope_bwd(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta);
+void cu_rope_fwd(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta,
+                 const wp_rope_scaling *sc);
+void cu_rope_bwd(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta,
+                 const wp_rope_scaling *sc);
 void cu_attention_fwd(wp_kern *k, void *o, float *lse, const void *q, const void *kv_k, const void *kv_v, int b,
                       int sq, int skv, int nh, int nkv, int hd);
 void cu_attention_bwd(wp_kern *k, void *dq, void *dk, void *dv, const void *dout, const void *q,

@@ -3,12 +3,15 @@
  * precision: at positions in the tens of thousands an fp32 angle pos * freq would already be
  * off by ~1e-3 rad. */
 #include "dtype.cuh"
+#include "rope_freq.h"
 
-__global__ void rope_table_kernel(float2 *table, int s, int half, int pos0, double theta, int hd) {
+/* sc by value (has_sc false: plain), so the device reads no host pointer. */
+__global__ void rope_table_kernel(float2 *table, int s, int half, int pos0, double theta, int hd, wp_rope_scaling sc,
+                                  bool has_sc) {
     size_t idx = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
     if (idx >= (size_t)s * half) return;
     int p = (int)(idx / half), i = (int)(idx % half);
-    double freq = pow(theta, -2.0 * i / (double)hd);
+    double freq = wp_rope_inv_freq(i, hd, theta, has_sc ? &sc : NULL);
     double sn, cs;
     sincos((double)(pos0 + p) * freq, &sn, &cs);
     table[idx] = make_float2((float)cs, (float)sn);
@@ -34,8 +37,8 @@ __global__ void rope_apply_kernel(T *x, const float2 *table, size_t rows, int s,
     }
 }
 
-static void rope(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta, float sign,
-                 const char *name) {
+static void rope(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta,
+                 const wp_rope_scaling *sc, float sign, const char *name) {
     wp_cuda *c = cu_ctx(k);
     if (!c) return;
     if (b < 0 || s < 0 || nheads <= 0 || hd <= 0 || hd % 2 || pos0 < 0 || !(theta > 0.0f)) {
@@ -47,7 +50,9 @@ static void rope(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0
     float2 *table = (float2 *)cu_scratch(k, WP_SCRATCH_OP, (size_t)s * half * sizeof(float2));
     if (!table) return;
     unsigned table_blocks = (unsigned)(((size_t)s * half + 255) / 256);
-    rope_table_kernel<<<table_blocks, 256, 0, c->stream>>>(table, s, half, pos0, (double)theta, hd);
+    wp_rope_scaling none = {0, 0, 0, 0};
+    rope_table_kernel<<<table_blocks, 256, 0, c->stream>>>(table, s, half, pos0, (double)theta, hd, sc ? *sc : none,
+                                                           sc != NULL);
     if (CU_LAUNCH_CHECK(k, "rope_table_kernel")) return;
     size_t rows = (size_t)b * s;
     unsigned grid = cu_grid_for(c, rows * nheads * half, 256);
@@ -58,12 +63,14 @@ static void rope(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0
 
 extern "C" {
 
-void cu_rope_fwd(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta) {
-    rope(k, x, b, s, nheads, hd, pos0, theta, 1.0f, "rope_fwd");
+void cu_rope_fwd(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta,
+                 const wp_rope_scaling *sc) {
+    rope(k, x, b, s, nheads, hd, pos0, theta, sc, 1.0f, "rope_fwd");
 }
 
-void cu_rope_bwd(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta) {
-    rope(k, x, b, s, nheads, hd, pos0, theta, -1.0f, "rope_bwd");
+void cu_rope_bwd(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta,
+                 const wp_rope_scaling *sc) {
+    rope(k, x, b, s, nheads, hd, pos0, theta, sc, -1.0f, "rope_bwd");
 }
 
 } /* extern "C" */

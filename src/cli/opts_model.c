@@ -56,6 +56,20 @@ int model_cfg_from_opts(const wp_opts *o, int nranks, wp_model_cfg *cfg, char *e
     NEED(o->micro_batch_size * o->seq_length <= INT32_MAX,
          "--micro-batch-size x --seq-length: %lld tokens is too many", (long long)(o->micro_batch_size * o->seq_length));
     NEED(o->rope_theta > 0, "--rope-theta: %g must be positive", o->rope_theta);
+    NEED(o->rope_scaling_factor >= 0, "--rope-scaling-factor: %g must not be negative (0: no scaling)", o->rope_scaling_factor);
+    if (o->rope_scaling_factor > 0) {
+        NEED(o->rope_low_freq_factor > 0, "--rope-low-freq-factor: %g must be positive", o->rope_low_freq_factor);
+        NEED(o->rope_high_freq_factor > o->rope_low_freq_factor, "--rope-high-freq-factor: %g must exceed --rope-low-freq-factor %g",
+             o->rope_high_freq_factor, o->rope_low_freq_factor);
+        NEED(o->rope_original_max_positions >= 1 && o->rope_original_max_positions <= INT32_MAX,
+             "--rope-original-max-positions: %lld must be between 1 and %d", (long long)o->rope_original_max_positions, INT32_MAX);
+    }
+    NEED(o->bos_token_id >= -1 && o->bos_token_id < o->vocab_size, "--bos-token-id: %lld is not -1 or a token below --vocab-size %lld",
+         (long long)o->bos_token_id, (long long)o->vocab_size);
+    NEED(o->eos_token_id >= -1 && o->eos_token_id < o->vocab_size, "--eos-token-id: %lld is not -1 or a token below --vocab-size %lld",
+         (long long)o->eos_token_id, (long long)o->vocab_size);
+    NEED(o->max_position_embeddings >= 0 && o->max_position_embeddings <= INT32_MAX,
+         "--max-position-embeddings: %lld must be between 0 and %d", (long long)o->max_position_embeddings, INT32_MAX);
     NEED(o->norm_eps > 0, "--norm-eps: %g must be positive", o->norm_eps);
     NEED(o->init_std >= 0, "--init-std: %g must not be negative", o->init_std);
 
@@ -69,6 +83,20 @@ int model_cfg_from_opts(const wp_opts *o, int nranks, wp_model_cfg *cfg, char *e
     cfg->mb = (int)o->micro_batch_size;
     cfg->vocab = (int)o->vocab_size;
     cfg->rope_theta = o->rope_theta;
+    /* no scaling is all zeros, so configs compare and checkpoint the same whatever the unused flags say */
+    if (o->rope_scaling_factor > 0)
+        cfg->rope_scaling = (wp_rope_scaling){o->rope_scaling_factor, o->rope_low_freq_factor, o->rope_high_freq_factor,
+                                              (double)o->rope_original_max_positions};
+    else
+        cfg->rope_scaling = (wp_rope_scaling){0, 0, 0, 0};
+    cfg->max_pos = (int)o->max_position_embeddings;
+    cfg->tied = o->tie_word_embeddings;
+    cfg->has_bos = o->bos_token_id >= 0;
+    cfg->bos_id = cfg->has_bos ? (int)o->bos_token_id : 0;
+    cfg->has_eos = o->eos_token_id >= 0;
+    cfg->eos_id = cfg->has_eos ? (int)o->eos_token_id : 0;
+    /* the owner of the embedding must also own the head: one chunk on one rank (docs/model.md) */
+    NEED(!cfg->tied || nranks <= 1, "--tie-word-embeddings: tied embeddings train on one rank only for now, not %d", nranks);
     cfg->norm_eps = o->norm_eps;
     cfg->init_std = o->init_std;
     cfg->recompute = o->recompute;
@@ -98,7 +126,21 @@ static int64_t *int_field(wp_opts *o, int flag) {
     case FLAG_ffn_hidden_size: return &o->ffn_hidden_size;
     case FLAG_num_attention_heads: return &o->num_attention_heads;
     case FLAG_num_query_groups: return &o->num_query_groups;
+    case FLAG_rope_original_max_positions: return &o->rope_original_max_positions;
+    case FLAG_max_position_embeddings: return &o->max_position_embeddings;
+    case FLAG_bos_token_id: return &o->bos_token_id;
+    case FLAG_eos_token_id: return &o->eos_token_id;
     default: return &o->vocab_size;
+    }
+}
+
+static double *num_field(wp_opts *o, int flag) {
+    switch (flag) {
+    case FLAG_norm_eps: return &o->norm_eps;
+    case FLAG_rope_scaling_factor: return &o->rope_scaling_factor;
+    case FLAG_rope_low_freq_factor: return &o->rope_low_freq_factor;
+    case FLAG_rope_high_freq_factor: return &o->rope_high_freq_factor;
+    default: return &o->rope_theta;
     }
 }
 
@@ -108,6 +150,10 @@ int hf_config_apply(const char *hf_dir, wp_opts *o, char *err, size_t errlen) {
         [HF_INTERMEDIATE_SIZE] = FLAG_ffn_hidden_size,     [HF_NUM_ATTENTION_HEADS] = FLAG_num_attention_heads,
         [HF_NUM_KEY_VALUE_HEADS] = FLAG_num_query_groups,  [HF_VOCAB_SIZE] = FLAG_vocab_size,
         [HF_RMS_NORM_EPS] = FLAG_norm_eps,                 [HF_ROPE_THETA] = FLAG_rope_theta,
+        [HF_ROPE_FACTOR] = FLAG_rope_scaling_factor,       [HF_ROPE_LOW_FREQ] = FLAG_rope_low_freq_factor,
+        [HF_ROPE_HIGH_FREQ] = FLAG_rope_high_freq_factor,  [HF_ROPE_ORIGINAL_MAX] = FLAG_rope_original_max_positions,
+        [HF_MAX_POSITIONS] = FLAG_max_position_embeddings, [HF_BOS_TOKEN_ID] = FLAG_bos_token_id,
+        [HF_EOS_TOKEN_ID] = FLAG_eos_token_id,
     };
     hf_config c;
     int rc = hf_read_config(hf_dir, &c, err, errlen);
@@ -116,7 +162,7 @@ int hf_config_apply(const char *hf_dir, wp_opts *o, char *err, size_t errlen) {
         if (!c.present[k]) continue;
         int flag = flag_of[k];
         bool integer = hf_key_integer((hf_key)k);
-        double *num = flag == FLAG_norm_eps ? &o->norm_eps : &o->rope_theta;
+        double *num = num_field(o, flag);
         double have = integer ? (double)*int_field(o, flag) : *num, value = c.value[k];
         if (integer && !(value >= 0 && value <= 2147483647.0)) /* before the cast: out of range is undefined */
             return cli_fail(err, errlen, "%s: %s %.17g is out of range (0 to 2^31-1)", c.path, hf_key_name((hf_key)k), value);
@@ -128,6 +174,12 @@ int hf_config_apply(const char *hf_dir, wp_opts *o, char *err, size_t errlen) {
         else
             *num = value;
     }
+    if (o->set[FLAG_tie_word_embeddings] && o->tie_word_embeddings != c.tied)
+        return cli_fail(err, errlen, "--tie-word-embeddings %s disagrees with tie_word_embeddings in %s (%s)",
+                        o->tie_word_embeddings ? "true" : "false", c.path, c.tied ? "true" : "false");
+    o->tie_word_embeddings = c.tied;
+    if (!c.present[HF_ROPE_FACTOR] && o->set[FLAG_rope_scaling_factor] && o->rope_scaling_factor != 0)
+        return cli_fail(err, errlen, "--rope-scaling-factor %g disagrees with %s (no rope_scaling)", o->rope_scaling_factor, c.path);
     if (c.have_head_dim && o->num_attention_heads > 0 && c.head_dim * o->num_attention_heads != o->hidden_size)
         return cli_fail(err, errlen, "%s: head_dim %lld is not hidden_size / num_attention_heads", c.path, (long long)c.head_dim);
     return 0;

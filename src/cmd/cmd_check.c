@@ -209,6 +209,16 @@ static void print_json(const check_run *r, const check_result *res, bool ok) {
     printf("\"ok\": %s}\n", ok ? "true" : "false");
 }
 
+/* Tied embeddings: the dump holds the one tensor's gradient, the sum of both uses, under both
+ * names, as the optimizer steps it (optim.h, wp_optim_model.tied). */
+static void fold_tied(check_run *r) {
+    const wp_param *e = layout_find(&r->L, "model.embed_tokens.weight"), *h = layout_find(&r->L, "lm_head.weight");
+    size_t n = (size_t)e->rows * e->cols;
+    float *ge = r->grads + r->L.chunk_offset[e->chunk] + e->offset, *gh = r->grads + r->L.chunk_offset[h->chunk] + h->offset;
+    for (size_t i = 0; i < n; i++) ge[i] += gh[i];
+    memcpy(gh, ge, n * sizeof *gh);
+}
+
 int cmd_check(const wp_opts *o) {
     char err[512] = "";
     if (strcmp(o->format, "csv") == 0) {
@@ -231,6 +241,7 @@ int cmd_check(const wp_opts *o) {
     }
     bool ok = res.max_rel_err <= FD_BOUND;
     rc = ok ? 0 : 1;
+    if (r.L.cfg.tied) fold_tied(&r); /* after the finite differences, which probe each use apart */
     check_dump dump = {.dir = o->out, .opts = o, .L = &r.L, .inputs = r.inputs, .targets = r.targets, .tokens = r.T,
                        .params = r.params, .grads = r.grads, .loss = res.loss};
     int wrc = o->out[0] ? check_dump_write(&dump, err, sizeof err) : 0;

@@ -1,5 +1,7 @@
-/* weipipe export CKPT_DIR OUT_DIR [--precision P]: a checkpoint as a Hugging Face Llama dir. */
+/* weipipe export CKPT_DIR OUT_DIR [--precision P] [--max-shard-size S] [--max-position-embeddings N]:
+ * a checkpoint as a Hugging Face Llama dir. */
 #include <inttypes.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -27,15 +29,25 @@ int cmd_export(const wp_opts *o) {
     wp_ckpt *c = NULL;
     int rc = ckpt_resolve(o->args[0], NULL, dir, sizeof dir, err, sizeof err);
     if (rc == 0) rc = ckpt_open(&c, dir, err, sizeof err);
-    if (rc == 0) rc = hf_export(c, o->args[1], export_dtype(o), err, sizeof err);
+    hf_export_opts x = {.dtype = export_dtype(o), .max_shard_bytes = o->max_shard_size,
+                        .max_pos = o->set[FLAG_max_position_embeddings] ? (int)o->max_position_embeddings : 0};
+    if (o->set[FLAG_max_position_embeddings] && !(o->max_position_embeddings >= 1 && o->max_position_embeddings <= INT32_MAX)) {
+        wp_error("--max-position-embeddings: %lld must be between 1 and %d", (long long)o->max_position_embeddings, INT32_MAX);
+        return 2;
+    }
+    if (o->max_shard_size < 1) {
+        wp_error("--max-shard-size: %lld must be positive", (long long)o->max_shard_size);
+        return 2;
+    }
+    if (rc == 0) rc = hf_export_with(c, o->args[1], &x, err, sizeof err);
     if (rc) {
         wp_error("%s", err);
         ckpt_close(c);
         return rc;
     }
     if (!o->quiet)
-        printf("export: %s (step %" PRId64 ") -> %s/model.safetensors (%s) and config.json\n", dir, ckpt_info(c)->step,
-               o->args[1], st_dtype_name(export_dtype(o)));
+        printf("export: %s (step %" PRId64 ") -> %s (%s safetensors, config.json, generation_config.json)\n", dir,
+               ckpt_info(c)->step, o->args[1], st_dtype_name(export_dtype(o)));
     ckpt_close(c);
     return 0;
 }

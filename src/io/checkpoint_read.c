@@ -151,7 +151,13 @@ int ckpt_check_model(const wp_ckpt *c, const wp_model_cfg *cfg, char *err, size_
     } keys[] = {{"num-layers", k->n_layers, cfg->n_layers},       {"hidden-size", k->h, cfg->h},
                 {"ffn-hidden-size", k->ffn, cfg->ffn},            {"num-attention-heads", k->n_heads, cfg->n_heads},
                 {"num-query-groups", k->n_kv_heads, cfg->n_kv_heads}, {"vocab-size", k->vocab, cfg->vocab},
-                {"rope-theta", k->rope_theta, cfg->rope_theta},   {"norm-eps", k->norm_eps, cfg->norm_eps}};
+                {"rope-theta", k->rope_theta, cfg->rope_theta},   {"norm-eps", k->norm_eps, cfg->norm_eps},
+                /* 0 when unscaled on either side (opts_model.c zeroes all four then) */
+                {"rope-scaling-factor", k->rope_scaling.factor, cfg->rope_scaling.factor},
+                {"rope-low-freq-factor", k->rope_scaling.low_freq_factor, cfg->rope_scaling.low_freq_factor},
+                {"rope-high-freq-factor", k->rope_scaling.high_freq_factor, cfg->rope_scaling.high_freq_factor},
+                {"rope-original-max-positions", k->rope_scaling.original_max_pos, cfg->rope_scaling.original_max_pos},
+                {"tie-word-embeddings", k->tied, cfg->tied}};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         if (!same(keys[i].ckpt, keys[i].run))
             return io_fail(err, errlen, 2, "%s/manifest.json: model %s is %g, but this run has --%s %g (a different model)",

@@ -9,9 +9,23 @@
 #include "layout.h"
 #include "optim.h"
 
-/* Writes OUT_DIR/model.safetensors (masters converted to dtype) and OUT_DIR/config.json, each
- * atomically. Returns 0, 2 (bad checkpoint) or 1. */
+#define HF_DEFAULT_MAX_SHARD ((int64_t)5000000000) /* save_pretrained's "5GB" */
+typedef struct {
+    wp_dtype dtype;          /* of the exported tensors (the masters converted) */
+    int64_t max_shard_bytes; /* above it: model-0000K-of-0000N.safetensors + index */
+    int max_pos;             /* max_position_embeddings; 0: hf_default_max_positions */
+} hf_export_opts;
+/* Writes OUT_DIR: model.safetensors (or shards and model.safetensors.index.json), config.json,
+ * generation_config.json and the checkpoint's tokenizer files, all into OUT_DIR.tmp first and
+ * then renamed onto OUT_DIR (an existing OUT_DIR holding only export files is replaced whole;
+ * anything else in it: 2). Returns 0, 2 (bad checkpoint or options) or 1. */
+int hf_export_with(const wp_ckpt *c, const char *out_dir, const hf_export_opts *x, char *err, size_t errlen);
+/* The same with 5GB shards and the default max_position_embeddings. */
 int hf_export(const wp_ckpt *c, const char *out_dir, wp_dtype dtype, char *err, size_t errlen);
+/* max_position_embeddings an export declares: cfg->max_pos when set (--max-position-embeddings,
+ * or carried from --init-from's config.json), else factor x original_max_position_embeddings
+ * under llama3 scaling, else the larger of 4096 and the sequence length. */
+int hf_default_max_positions(const wp_model_cfg *cfg);
 
 /* config.json for a model (shared by the export and tests). */
 int hf_write_config(const wp_model_cfg *cfg, const char *out_dir, wp_dtype dtype, char *err, size_t errlen);
@@ -20,19 +34,25 @@ int hf_write_config(const wp_model_cfg *cfg, const char *out_dir, wp_dtype dtype
  * them: hf_config_apply in src/cli/adapters.h). */
 typedef enum {
     HF_NUM_HIDDEN_LAYERS, HF_HIDDEN_SIZE, HF_INTERMEDIATE_SIZE, HF_NUM_ATTENTION_HEADS,
-    HF_NUM_KEY_VALUE_HEADS, HF_VOCAB_SIZE, HF_RMS_NORM_EPS, HF_ROPE_THETA, HF_NKEYS
+    HF_NUM_KEY_VALUE_HEADS, HF_VOCAB_SIZE, HF_RMS_NORM_EPS, HF_ROPE_THETA,
+    /* optional: rope_scaling (type llama3) and max_position_embeddings */
+    HF_ROPE_FACTOR, HF_ROPE_LOW_FREQ, HF_ROPE_HIGH_FREQ, HF_ROPE_ORIGINAL_MAX, HF_MAX_POSITIONS,
+    HF_BOS_TOKEN_ID, HF_EOS_TOKEN_ID, /* optional; null or absent: none, a list: its first */
+    HF_NKEYS
 } hf_key;
 typedef struct {
     char path[WP_PATH_MAX];    /* the config.json read */
     double value[HF_NKEYS];
-    bool present[HF_NKEYS];    /* all but rope_theta are required; num_key_value_heads defaults to the heads */
+    bool present[HF_NKEYS];    /* rope_theta and the optional ones may be absent; num_key_value_heads defaults to the heads */
     bool have_head_dim;
     int64_t head_dim;
+    bool tied;                 /* tie_word_embeddings (absent: false, as LlamaConfig) */
 } hf_config;
 const char *hf_key_name(hf_key k);
 bool hf_key_integer(hf_key k);
-/* Reads it, refusing what our model does not implement (biases, rope_scaling, another
- * activation or model type) and a required key missing or not a number: 2 naming the key. */
+/* Reads it, refusing what our model does not implement (biases, a rope_scaling type other than
+ * llama3, another activation or model type) and a required key missing or not a number: 2
+ * naming the file and the key. */
 int hf_read_config(const char *hf_dir, hf_config *c, char *err, size_t errlen);
 
 /* Loads the owned chunks' fp32 masters from HF_DIR (F32, F16 or BF16 tensors, one file or an

@@ -1,5 +1,14 @@
-/* Export of a checkpoint's masters as a Hugging Face Llama directory. */
+/* Export of a checkpoint's masters as a Hugging Face Llama directory, written whole into
+ * OUT_DIR.tmp and then renamed (or swapped) onto OUT_DIR, so a failed export leaves no
+ * half-written directory and an earlier export stays whole until the new one is complete. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* renameat2 */
+#endif
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,45 +18,132 @@
 
 static const char *torch_dtype(wp_dtype t) { return t == WP_F16 ? "float16" : t == WP_BF16 ? "bfloat16" : "float32"; }
 
-int hf_write_config(const wp_model_cfg *c, const char *out_dir, wp_dtype dtype, char *err, size_t errlen) {
-    /* `weipipe prepare` starts every document with byte 0, so for the byte vocabulary 0 is
-     * both the beginning and the end of a document; other vocabularies are not ours to name */
-    json_t *special = c->vocab == 256 ? json_integer(0) : json_null();
-    json_t *j = json_pack("{s:[s], s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:i, s:b, s:s, s:s, s:b, s:b, s:n,"
-                          " s:f, s:f, s:i, s:b, s:O, s:o}",
-                          "architectures", "LlamaForCausalLM", "model_type", "llama", "hidden_size", c->h,
-                          "intermediate_size", c->ffn, "num_hidden_layers", c->n_layers, "num_attention_heads",
-                          c->n_heads, "num_key_value_heads", c->n_kv_heads, "head_dim", c->head_dim, "vocab_size",
-                          c->vocab, "rms_norm_eps", c->norm_eps, "rope_theta", c->rope_theta,
-                          "max_position_embeddings", c->seq, "tie_word_embeddings", 0, "torch_dtype", torch_dtype(dtype),
-                          "hidden_act", "silu", "attention_bias", 0, "mlp_bias", 0, "rope_scaling", "initializer_range",
-                          c->init_std, "attention_dropout", 0.0, "pretraining_tp", 1, "use_cache", 1, "bos_token_id",
-                          special, "eos_token_id", special);
+int hf_default_max_positions(const wp_model_cfg *c) {
+    if (c->max_pos > 0) return c->max_pos;
+    const wp_rope_scaling *r = &c->rope_scaling;
+    if (r->factor > 0 && r->factor * r->original_max_pos <= 2147483647.0) return (int)(r->factor * r->original_max_pos);
+    return c->seq > 4096 ? c->seq : 4096;
+}
+
+/* `weipipe prepare` starts every document with byte 0, so for the byte vocabulary 0 is both the
+ * beginning and the end of a document; other vocabularies are not ours to name. */
+static json_t *special_id(const wp_model_cfg *c, bool eos) {
+    if (eos ? c->has_eos : c->has_bos) return json_integer(eos ? c->eos_id : c->bos_id); /* given, or imported */
+    return c->vocab == 256 ? json_integer(0) : json_null();
+}
+
+static int write_json(json_t *j, const char *out_dir, const char *name, char *err, size_t errlen) {
     char path[WP_PATH_MAX];
-    char *text = j ? json_dumps(j, JSON_INDENT(2) | JSON_REAL_PRECISION(17)) : NULL;
+    char *text = j ? json_dumps(j, JSON_INDENT(2) | JSON_REAL_PRECISION(17) | JSON_SORT_KEYS) : NULL;
     json_decref(j);
-    if (!text) return io_fail(err, errlen, 1, "%s: cannot build config.json", out_dir);
-    int rc = fs_join(path, sizeof path, out_dir, "config.json", err, errlen);
+    if (!text) return io_fail(err, errlen, 1, "%s: cannot build %s", out_dir, name);
+    int rc = fs_join(path, sizeof path, out_dir, name, err, errlen);
     if (rc == 0) rc = fs_write_file_atomic(path, text, strlen(text), err, errlen);
     free(text);
     return rc;
 }
 
-static st_desc *model_descs(const wp_layout *L, wp_dtype dtype) {
-    st_desc *d = calloc((size_t)L->n_params, sizeof *d);
-    for (int i = 0; d && i < L->n_params; i++) {
-        const wp_param *p = &L->params[i];
-        snprintf(d[i].name, sizeof d[i].name, "%s", p->name);
-        d[i].dtype = dtype;
-        d[i].ndim = p->cols == 1 ? 1 : 2;
-        d[i].shape[0] = p->rows;
-        d[i].shape[1] = p->cols;
-    }
+int hf_write_config(const wp_model_cfg *c, const char *out_dir, wp_dtype dtype, char *err, size_t errlen) {
+    const wp_rope_scaling *r = &c->rope_scaling;
+    json_t *scaling = r->factor > 0 ? json_pack("{s:s, s:f, s:f, s:f, s:i}", "rope_type", "llama3", "factor", r->factor,
+                                                "low_freq_factor", r->low_freq_factor, "high_freq_factor",
+                                                r->high_freq_factor, "original_max_position_embeddings",
+                                                (int)r->original_max_pos)
+                                    : json_null();
+    json_t *j = json_pack("{s:[s], s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:i, s:b, s:s, s:s, s:b, s:b, s:o,"
+                          " s:f, s:f, s:i, s:b, s:o, s:o}",
+                          "architectures", "LlamaForCausalLM", "model_type", "llama", "hidden_size", c->h,
+                          "intermediate_size", c->ffn, "num_hidden_layers", c->n_layers, "num_attention_heads",
+                          c->n_heads, "num_key_value_heads", c->n_kv_heads, "head_dim", c->head_dim, "vocab_size",
+                          c->vocab, "rms_norm_eps", c->norm_eps, "rope_theta", c->rope_theta,
+                          "max_position_embeddings", hf_default_max_positions(c), "tie_word_embeddings", c->tied,
+                          "torch_dtype", torch_dtype(dtype), "hidden_act", "silu", "attention_bias", 0, "mlp_bias", 0,
+                          "rope_scaling", scaling, "initializer_range", c->init_std, "attention_dropout", 0.0,
+                          "pretraining_tp", 1, "use_cache", 1, "bos_token_id", special_id(c, false), "eos_token_id",
+                          special_id(c, true));
+    return write_json(j, out_dir, "config.json", err, errlen);
+}
+
+/* What transformers' GenerationConfig.from_model_config writes for such a config. */
+static int write_generation_config(const wp_model_cfg *c, const char *out_dir, char *err, size_t errlen) {
+    json_t *j = json_pack("{s:b, s:o, s:o}", "_from_model_config", 1, "bos_token_id", special_id(c, false), "eos_token_id",
+                          special_id(c, true));
+    return write_json(j, out_dir, "generation_config.json", err, errlen);
+}
+
+static st_desc desc_of(const wp_param *p, wp_dtype dtype) {
+    st_desc d;
+    memset(&d, 0, sizeof d);
+    snprintf(d.name, sizeof d.name, "%s", p->name);
+    d.dtype = dtype;
+    d.ndim = p->cols == 1 ? 1 : 2;
+    d.shape[0] = p->rows;
+    d.shape[1] = p->cols;
     return d;
 }
 
-/* Each tensor read from the checkpoint, converted, and appended. */
-static int put_tensors(const wp_ckpt *c, const wp_layout *L, st_writer *w, wp_dtype dtype, char *err, size_t errlen) {
+static size_t param_bytes(const wp_param *p, wp_dtype dtype) {
+    return (size_t)p->rows * (size_t)p->cols * (dtype == WP_F32 ? 4 : 2);
+}
+
+/* Position of a tensor in LlamaForCausalLM's state_dict: embedding, then per layer the modules
+ * in the order LlamaDecoderLayer registers them (self_attn q k v o, mlp gate up down, the two
+ * norms), the final norm, the head. Our storage order puts each norm before its block. */
+static long hf_rank(const wp_param *p) {
+    static const char *const in_layer[] = {"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
+                                           "self_attn.o_proj.weight", "mlp.gate_proj.weight",    "mlp.up_proj.weight",
+                                           "mlp.down_proj.weight",    "input_layernorm.weight",  "post_attention_layernorm.weight"};
+    if (p->layer < 0) return strcmp(p->name, "model.embed_tokens.weight") == 0 ? -1 : strcmp(p->name, "model.norm.weight") == 0 ? LONG_MAX - 1 : LONG_MAX;
+    const char *suffix = strchr(strchr(p->name, '.') + 1, '.'); /* after "model.layers" */
+    suffix = suffix ? strchr(suffix + 1, '.') : NULL;           /* after the layer number */
+    for (size_t k = 0; suffix && k < sizeof in_layer / sizeof *in_layer; k++)
+        if (strcmp(suffix + 1, in_layer[k]) == 0) return (long)p->layer * 16 + (long)k;
+    return (long)p->layer * 16 + 15;
+}
+
+static const wp_layout *sort_layout; /* qsort has no context argument in C17 */
+static int by_hf_rank(const void *a, const void *b) {
+    long x = hf_rank(&sort_layout->params[*(const int *)a]), y = hf_rank(&sort_layout->params[*(const int *)b]);
+    return x < y ? -1 : x > y;
+}
+
+/* Tensors into shards as huggingface_hub's split_state_dict_into_shards does for
+ * save_pretrained: in state_dict order, a new shard when the next tensor would take the current
+ * one above max_bytes; a tensor alone above max_bytes gets a shard of its own, numbered when it
+ * is met. shard_of[i] gets each tensor's shard; returns the number of shards, 0 out of memory. */
+static int plan_shards(const wp_layout *L, wp_dtype dtype, int64_t max_bytes, int *shard_of) {
+    int *order = malloc((size_t)L->n_params * sizeof *order);
+    if (!order) return 0;
+    for (int i = 0; i < L->n_params; i++) order[i] = i;
+    sort_layout = L;
+    qsort(order, (size_t)L->n_params, sizeof *order, by_hf_rank);
+    int n = 0, current = -1;
+    size_t size = 0;
+    for (int j = 0; j < L->n_params; j++) {
+        int i = order[j];
+        if (L->cfg.tied && strcmp(L->params[i].name, "lm_head.weight") == 0) { /* save_pretrained drops tied keys */
+            shard_of[i] = -1;
+            continue;
+        }
+        size_t b = param_bytes(&L->params[i], dtype);
+        if ((int64_t)b > max_bytes) {
+            shard_of[i] = n++;
+            continue;
+        }
+        if (current < 0 || (int64_t)(size + b) > max_bytes) {
+            current = n++;
+            size = 0;
+        }
+        shard_of[i] = current;
+        size += b;
+    }
+    free(order);
+    return n;
+}
+
+/* Each tensor of shard s read from the checkpoint, converted, and appended. */
+static int put_tensors(const wp_ckpt *c, const wp_layout *L, const int *shard_of, int s, st_writer *w, wp_dtype dtype,
+                       char *err, size_t errlen) {
     size_t most = 1;
     for (int i = 0; i < L->n_params; i++)
         if ((size_t)L->params[i].rows * L->params[i].cols > most) most = (size_t)L->params[i].rows * L->params[i].cols;
@@ -55,6 +151,7 @@ static int put_tensors(const wp_ckpt *c, const wp_layout *L, st_writer *w, wp_dt
     uint16_t *half = malloc(most * sizeof *half);
     int rc = f32 && half ? 0 : io_fail(err, errlen, 1, "export: out of memory for %zu floats", most);
     for (int i = 0; rc == 0 && i < L->n_params; i++) {
+        if (shard_of[i] != s) continue;
         size_t n = (size_t)L->params[i].rows * L->params[i].cols;
         rc = ckpt_read_master(c, &L->params[i], f32, err, errlen);
         if (rc == 0 && dtype == WP_F32) rc = st_writer_put(w, f32, n * sizeof *f32, err, errlen);
@@ -68,28 +165,165 @@ static int put_tensors(const wp_ckpt *c, const wp_layout *L, st_writer *w, wp_dt
     return rc;
 }
 
-int hf_export(const wp_ckpt *c, const char *out_dir, wp_dtype dtype, char *err, size_t errlen) {
-    wp_model_cfg cfg = ckpt_info(c)->cfg;
-    model_cfg_even_chunks(&cfg, 1); /* one chunk: the whole model in storage order */
-    wp_layout L;
-    char lerr[256], path[WP_PATH_MAX];
-    int rc = layout_build(&cfg, &L, lerr, sizeof lerr);
-    if (rc) return io_fail(err, errlen, rc, "%s: %s", ckpt_dir(c), lerr);
-    rc = fs_mkdirs(out_dir, err, errlen);
-    if (rc == 0) rc = fs_join(path, sizeof path, out_dir, "model.safetensors", err, errlen);
-    st_desc *descs = rc ? NULL : model_descs(&L, dtype);
+static void shard_name(char *out, size_t len, int s, int n) {
+    if (n == 1) snprintf(out, len, "model.safetensors");
+    else snprintf(out, len, "model-%05d-of-%05d.safetensors", s + 1, n);
+}
+
+static int write_shard(const wp_ckpt *c, const wp_layout *L, const int *shard_of, int s, int n, const char *dir,
+                       wp_dtype dtype, char *err, size_t errlen) {
+    char name[64], path[WP_PATH_MAX];
+    shard_name(name, sizeof name, s, n);
+    int rc = fs_join(path, sizeof path, dir, name, err, errlen);
+    st_desc *descs = calloc((size_t)L->n_params, sizeof *descs);
+    int count = 0;
+    for (int i = 0; descs && i < L->n_params; i++)
+        if (shard_of[i] == s) descs[count++] = desc_of(&L->params[i], dtype);
     if (rc == 0 && !descs) rc = io_fail(err, errlen, 1, "export: out of memory");
     st_writer *w = NULL;
     const char *keys[] = {"format"}, *values[] = {"pt"}; /* transformers expects the PyTorch flavour */
-    if (rc == 0) rc = st_writer_open(&w, path, descs, L.n_params, keys, values, 1, err, errlen);
+    if (rc == 0) rc = st_writer_open(&w, path, descs, count, keys, values, 1, err, errlen);
     free(descs);
-    if (rc == 0) rc = put_tensors(c, &L, w, dtype, err, errlen);
+    if (rc == 0) rc = put_tensors(c, L, shard_of, s, w, dtype, err, errlen);
     if (rc == 0) {
         rc = st_writer_finish(w, NULL, NULL, err, errlen);
         w = NULL;
     }
     st_writer_abort(w);
-    if (rc == 0) rc = hf_write_config(&cfg, out_dir, dtype, err, errlen);
-    layout_free(&L);
     return rc;
+}
+
+/* model.safetensors.index.json as save_pretrained writes it: metadata.total_size (the tensors'
+ * bytes, headers not counted) and weight_map, keys sorted. */
+static int write_index(const wp_layout *L, const int *shard_of, int n, const char *dir, wp_dtype dtype, char *err,
+                       size_t errlen) {
+    json_t *map = json_object();
+    size_t total = 0;
+    for (int i = 0; map && i < L->n_params; i++) {
+        char name[64];
+        if (shard_of[i] < 0) continue;
+        shard_name(name, sizeof name, shard_of[i], n);
+        total += param_bytes(&L->params[i], dtype);
+        if (json_object_set_new(map, L->params[i].name, json_string(name))) {
+            json_decref(map);
+            map = NULL;
+        }
+    }
+    json_t *j = map ? json_pack("{s:{s:I}, s:o}", "metadata", "total_size", (json_int_t)total, "weight_map", map) : NULL;
+    return write_json(j, dir, "model.safetensors.index.json", err, errlen);
+}
+
+/* The checkpoint's tokenizer (a run with one saves it next to manifest.json). */
+static const char *const tokenizer_files[] = {"tokenizer.model", "tokenizer.json"};
+
+static int copy_tokenizers(const char *ckpt, const char *dir, char *err, size_t errlen) {
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < sizeof tokenizer_files / sizeof *tokenizer_files; i++) {
+        char from[WP_PATH_MAX], to[WP_PATH_MAX];
+        rc = fs_join(from, sizeof from, ckpt, tokenizer_files[i], err, errlen);
+        if (rc || !fs_exists(from)) continue;
+        char *data = NULL;
+        size_t size = 0;
+        rc = fs_read_small(from, (size_t)1 << 31, &data, &size, err, errlen);
+        if (rc == 0) rc = fs_join(to, sizeof to, dir, tokenizer_files[i], err, errlen);
+        if (rc == 0) rc = fs_write_file_atomic(to, data, size, err, errlen);
+        free(data);
+    }
+    return rc;
+}
+
+/* An existing OUT_DIR is replaced only when everything in it is what an export writes, so a
+ * mistyped OUT_DIR (a home directory, a checkpoint) is never swept away. */
+static bool export_name(const char *n) {
+    int a, b;
+    char tail[32];
+    if (strcmp(n, ".") == 0 || strcmp(n, "..") == 0 || strcmp(n, "config.json") == 0 ||
+        strcmp(n, "generation_config.json") == 0 || strcmp(n, "model.safetensors") == 0 ||
+        strcmp(n, "model.safetensors.index.json") == 0)
+        return true;
+    for (size_t i = 0; i < sizeof tokenizer_files / sizeof *tokenizer_files; i++)
+        if (strcmp(n, tokenizer_files[i]) == 0) return true;
+    return sscanf(n, "model-%5d-of-%5d%31s", &a, &b, tail) == 3 && strcmp(tail, ".safetensors") == 0;
+}
+
+static int check_replaceable(const char *out, char *err, size_t errlen) {
+    if (!fs_exists(out)) return 0;
+    if (!fs_is_dir(out)) return io_fail(err, errlen, 2, "%s: exists and is not a directory", out);
+    DIR *d = opendir(out);
+    if (!d) return io_fail(err, errlen, 2, "%s: cannot list: %s", out, strerror(errno));
+    int rc = 0;
+    struct dirent *e;
+    while (rc == 0 && (e = readdir(d)) != NULL)
+        if (!export_name(e->d_name))
+            rc = io_fail(err, errlen, 2, "%s: holds '%s', which no export writes (refusing to replace the directory)", out,
+                         e->d_name);
+    closedir(d);
+    return rc;
+}
+
+/* tmp onto out: a plain rename when out is new, else an atomic exchange of the two directories
+ * (the old export then sits at tmp and is removed). */
+static int publish(const char *tmp, const char *out, char *err, size_t errlen) {
+    if (!fs_exists(out)) return fs_rename_durable(tmp, out, err, errlen);
+    if (renameat2(AT_FDCWD, tmp, AT_FDCWD, out, RENAME_EXCHANGE) != 0)
+        return io_fail(err, errlen, 1, "%s: cannot swap in %s: %s", out, tmp, strerror(errno));
+    char parent[WP_PATH_MAX];
+    snprintf(parent, sizeof parent, "%s", out);
+    char *slash = strrchr(parent, '/');
+    if (slash == parent) slash[1] = 0;
+    else if (slash) *slash = 0;
+    else snprintf(parent, sizeof parent, ".");
+    int rc = fs_fsync_dir(parent, err, errlen);
+    if (rc == 0) rc = fs_remove_tree(tmp, err, errlen);
+    return rc;
+}
+
+static int write_all(const wp_ckpt *c, const wp_model_cfg *cfg, const hf_export_opts *x, const char *dir, char *err,
+                     size_t errlen) {
+    wp_layout L;
+    char lerr[256];
+    int rc = layout_build(cfg, &L, lerr, sizeof lerr);
+    if (rc) return io_fail(err, errlen, rc, "%s: %s", ckpt_dir(c), lerr);
+    int *shard_of = calloc((size_t)L.n_params, sizeof *shard_of);
+    if (!shard_of) rc = io_fail(err, errlen, 1, "export: out of memory");
+    int n = rc ? 0 : plan_shards(&L, x->dtype, x->max_shard_bytes, shard_of);
+    if (rc == 0 && n == 0) rc = io_fail(err, errlen, 1, "export: out of memory");
+    for (int s = 0; rc == 0 && s < n; s++) rc = write_shard(c, &L, shard_of, s, n, dir, x->dtype, err, errlen);
+    if (rc == 0 && n > 1) rc = write_index(&L, shard_of, n, dir, x->dtype, err, errlen);
+    free(shard_of);
+    layout_free(&L);
+    if (rc == 0) rc = hf_write_config(cfg, dir, x->dtype, err, errlen);
+    if (rc == 0) rc = write_generation_config(cfg, dir, err, errlen);
+    if (rc == 0) rc = copy_tokenizers(ckpt_dir(c), dir, err, errlen);
+    if (rc == 0) rc = fs_fsync_dir(dir, err, errlen);
+    return rc;
+}
+
+int hf_export_with(const wp_ckpt *c, const char *out_dir, const hf_export_opts *x, char *err, size_t errlen) {
+    if (x->max_shard_bytes < 1) return io_fail(err, errlen, 2, "--max-shard-size: %lld must be positive", (long long)x->max_shard_bytes);
+    if (x->max_pos < 0) return io_fail(err, errlen, 2, "--max-position-embeddings: %d must not be negative", x->max_pos);
+    wp_model_cfg cfg = ckpt_info(c)->cfg;
+    model_cfg_even_chunks(&cfg, 1); /* one chunk: the whole model in storage order */
+    if (x->max_pos > 0) cfg.max_pos = x->max_pos;
+    char out[WP_PATH_MAX], tmp[WP_PATH_MAX + 8];
+    size_t len = strlen(out_dir);
+    while (len > 1 && out_dir[len - 1] == '/') len--; /* "hf/" -> "hf", so the temp dir is a sibling */
+    if (len == 0 || len >= sizeof out) return io_fail(err, errlen, 2, "export: output directory '%s' is not usable", out_dir);
+    snprintf(out, sizeof out, "%.*s", (int)len, out_dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp", out);
+    int rc = check_replaceable(out, err, errlen);
+    if (rc == 0) rc = fs_remove_tree(tmp, err, errlen); /* a crashed export's leftovers */
+    if (rc == 0) rc = fs_mkdirs(tmp, err, errlen);
+    if (rc == 0) rc = write_all(c, &cfg, x, tmp, err, errlen);
+    if (rc == 0) rc = publish(tmp, out, err, errlen);
+    if (rc) {
+        char ignored[256];
+        fs_remove_tree(tmp, ignored, sizeof ignored); /* the first error is the one reported */
+    }
+    return rc;
+}
+
+int hf_export(const wp_ckpt *c, const char *out_dir, wp_dtype dtype, char *err, size_t errlen) {
+    hf_export_opts x = {.dtype = dtype, .max_shard_bytes = HF_DEFAULT_MAX_SHARD, .max_pos = 0};
+    return hf_export_with(c, out_dir, &x, err, errlen);
 }

@@ -38,7 +38,16 @@ static int check_supported(const char *path, json_t *j, char *err, size_t errlen
     if (act && strcmp(act, "silu") != 0) return io_fail(err, errlen, 2, "%s: hidden_act '%s' is not silu", path, act);
     if (json_is_true(json_object_get(j, "attention_bias")) || json_is_true(json_object_get(j, "mlp_bias")))
         return io_fail(err, errlen, 2, "%s: attention_bias/mlp_bias: biases are not part of this model", path);
-    if (scaling && !json_is_null(scaling)) return io_fail(err, errlen, 2, "%s: rope_scaling is not supported", path);
+    if (scaling && !json_is_null(scaling)) {
+        if (!json_is_object(scaling)) return io_fail(err, errlen, 2, "%s: rope_scaling is neither null nor an object", path);
+        /* transformers writes rope_type; configs from before 4.45 say type */
+        json_t *t = json_object_get(scaling, "rope_type");
+        if (!t) t = json_object_get(scaling, "type");
+        const char *name = json_string_value(t);
+        if (!name) return io_fail(err, errlen, 2, "%s: rope_scaling.rope_type missing or not a string", path);
+        if (strcmp(name, "llama3") != 0)
+            return io_fail(err, errlen, 2, "%s: rope_scaling.rope_type '%s' is not supported (only llama3)", path, name);
+    }
     return 0;
 }
 
@@ -51,7 +60,13 @@ static const struct {
     [HF_INTERMEDIATE_SIZE] = {"intermediate_size", true},   [HF_NUM_ATTENTION_HEADS] = {"num_attention_heads", true},
     [HF_NUM_KEY_VALUE_HEADS] = {"num_key_value_heads", true}, [HF_VOCAB_SIZE] = {"vocab_size", true},
     [HF_RMS_NORM_EPS] = {"rms_norm_eps", false},            [HF_ROPE_THETA] = {"rope_theta", false},
+    [HF_ROPE_FACTOR] = {"factor", false},                   [HF_ROPE_LOW_FREQ] = {"low_freq_factor", false},
+    [HF_ROPE_HIGH_FREQ] = {"high_freq_factor", false},      [HF_ROPE_ORIGINAL_MAX] = {"original_max_position_embeddings", true},
+    [HF_MAX_POSITIONS] = {"max_position_embeddings", true}, [HF_BOS_TOKEN_ID] = {"bos_token_id", true},
+    [HF_EOS_TOKEN_ID] = {"eos_token_id", true},
 };
+
+static bool in_scaling(int k) { return k >= HF_ROPE_FACTOR && k <= HF_ROPE_ORIGINAL_MAX; }
 
 const char *hf_key_name(hf_key k) { return keys[k].key; }
 bool hf_key_integer(hf_key k) { return keys[k].integer; }
@@ -62,18 +77,28 @@ int hf_read_config(const char *hf_dir, hf_config *c, char *err, size_t errlen) {
     json_t *j = load_config(hf_dir, c->path, sizeof c->path, err, errlen, &rc);
     if (!j) return rc;
     rc = check_supported(c->path, j, err, errlen);
+    json_t *scaling = json_object_get(j, "rope_scaling");
+    bool scaled = json_is_object(scaling); /* check_supported: then its type is llama3 */
     for (int k = 0; rc == 0 && k < HF_NKEYS; k++) {
-        json_t *v = json_object_get(j, keys[k].key);
+        if (in_scaling(k) && !scaled) continue;
+        json_t *v = json_object_get(in_scaling(k) ? scaling : j, keys[k].key);
         if (!v && k == HF_NUM_KEY_VALUE_HEADS) v = json_object_get(j, "num_attention_heads");
         if (!v && k == HF_ROPE_THETA) continue; /* transformers' default equals ours, 10000 */
+        bool special = k == HF_BOS_TOKEN_ID || k == HF_EOS_TOKEN_ID;
+        if (special && json_is_array(v)) v = json_array_get(v, 0); /* Llama 3.x instruct lists several eos */
+        if ((json_is_null(v) || !v) && (k == HF_MAX_POSITIONS || special)) continue;
         if (!json_is_number(v) || (keys[k].integer && !json_is_integer(v)))
-            rc = io_fail(err, errlen, 2, "%s: key %s missing or not a%s number", c->path, keys[k].key,
-                         keys[k].integer ? "n integer" : "");
+            rc = io_fail(err, errlen, 2, "%s: key %s%s missing or not a%s number", c->path, in_scaling(k) ? "rope_scaling." : "",
+                         keys[k].key, keys[k].integer ? "n integer" : "");
         else {
             c->present[k] = true;
             c->value[k] = json_number_value(v);
         }
     }
+    json_t *tie = json_object_get(j, "tie_word_embeddings");
+    if (rc == 0 && tie && !json_is_boolean(tie))
+        rc = io_fail(err, errlen, 2, "%s: key tie_word_embeddings is not true or false", c->path);
+    c->tied = json_is_true(tie);
     json_t *hd = json_object_get(j, "head_dim");
     if (rc == 0 && json_is_integer(hd)) {
         c->have_head_dim = true;
@@ -91,7 +116,8 @@ typedef struct {
     bool tied;
 } hf_files;
 
-static int add_file(hf_files *h, const char *dir, const char *name, char *err, size_t errlen) {
+/* index: the model.safetensors.index.json that names the file, NULL for model.safetensors. */
+static int add_file(hf_files *h, const char *dir, const char *index, const char *name, char *err, size_t errlen) {
     char path[WP_PATH_MAX];
     for (int i = 0; i < h->n; i++) {
         const char *p = st_path(h->files[i]), *slash = strrchr(p, '/');
@@ -100,6 +126,8 @@ static int add_file(hf_files *h, const char *dir, const char *name, char *err, s
     if (strchr(name, '/')) return io_fail(err, errlen, 2, "%s: shard name '%s' is not a plain file name", dir, name);
     if (h->n == (int)(sizeof h->files / sizeof h->files[0])) return io_fail(err, errlen, 2, "%s: too many shard files", dir);
     int rc = fs_join(path, sizeof path, dir, name, err, errlen);
+    if (rc == 0 && index && !fs_exists(path))
+        return io_fail(err, errlen, 2, "%s: weight_map names %s, which is missing", index, name);
     if (rc == 0) rc = st_open(&h->files[h->n], path, err, errlen);
     if (rc == 0) h->n++;
     return rc;
@@ -110,9 +138,10 @@ static int open_files(hf_files *h, const char *dir, char *err, size_t errlen) {
     char index[WP_PATH_MAX];
     int rc = fs_join(index, sizeof index, dir, "model.safetensors.index.json", err, errlen);
     if (rc) return rc;
-    if (!fs_exists(index)) return add_file(h, dir, "model.safetensors", err, errlen);
+    if (!fs_exists(index)) return add_file(h, dir, NULL, "model.safetensors", err, errlen);
     json_error_t jerr;
     json_t *j = json_load_file(index, 0, &jerr);
+    if (!j) return io_fail(err, errlen, 2, "%s: line %d: %s", index, jerr.line, jerr.text);
     json_t *map = json_object_get(j, "weight_map");
     if (!json_is_object(map)) rc = io_fail(err, errlen, 2, "%s: no weight_map object", index);
     const char *name;
@@ -120,7 +149,7 @@ static int open_files(hf_files *h, const char *dir, char *err, size_t errlen) {
     json_object_foreach(map, name, file) {
         if (rc) break;
         if (!json_is_string(file)) rc = io_fail(err, errlen, 2, "%s: weight_map[%s] is not a file name", index, name);
-        else rc = add_file(h, dir, json_string_value(file), err, errlen);
+        else rc = add_file(h, dir, index, json_string_value(file), err, errlen);
     }
     json_decref(j);
     return rc;
@@ -139,8 +168,9 @@ static const st_tensor *find(const hf_files *h, const char *name, const st_file 
 
 static int load_param(const hf_files *h, const char *dir, const wp_param *p, float *dst, char *err, size_t errlen) {
     const st_file *f;
-    const st_tensor *t = find(h, p->name, &f);
-    if (!t && h->tied && strcmp(p->name, "lm_head.weight") == 0) t = find(h, "model.embed_tokens.weight", &f);
+    /* tied: the head is the embedding, whatever lm_head.weight a file may also carry */
+    bool head = h->tied && strcmp(p->name, "lm_head.weight") == 0;
+    const st_tensor *t = find(h, head ? "model.embed_tokens.weight" : p->name, &f);
     if (!t) return io_fail(err, errlen, 2, "%s: tensor %s not found in its safetensors files", dir, p->name);
     int rc = st_check_shape(f, t, p->rows, p->cols, err, errlen);
     if (rc == 0) rc = st_to_f32(f, t, dst, err, errlen);

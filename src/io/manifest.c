@@ -15,10 +15,36 @@ static json_t *model_json(const wp_model_cfg *c) {
         size_t n = strlen(chunks);
         snprintf(chunks + n, sizeof chunks - n, "%s%d", i ? "," : "", c->chunk_layers[i]);
     }
-    return json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:f, s:s}", "num-layers", c->n_layers, "hidden-size",
-                     c->h, "ffn-hidden-size", c->ffn, "num-attention-heads", c->n_heads, "num-query-groups", c->n_kv_heads,
-                     "vocab-size", c->vocab, "seq-length", c->seq, "micro-batch-size", c->mb, "rope-theta", c->rope_theta,
-                     "norm-eps", c->norm_eps, "init-std", c->init_std, "chunk-layers", chunks);
+    json_t *m = json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:f, s:s}", "num-layers", c->n_layers, "hidden-size",
+                          c->h, "ffn-hidden-size", c->ffn, "num-attention-heads", c->n_heads, "num-query-groups", c->n_kv_heads,
+                          "vocab-size", c->vocab, "seq-length", c->seq, "micro-batch-size", c->mb, "rope-theta", c->rope_theta,
+                          "norm-eps", c->norm_eps, "init-std", c->init_std, "chunk-layers", chunks);
+    /* written only when set, so manifests of plain models read the same as before */
+    const wp_rope_scaling *r = &c->rope_scaling;
+    if (m && r->factor != 0.0 &&
+        json_object_set_new(m, "rope-scaling", json_pack("{s:f, s:f, s:f, s:f}", "factor", r->factor, "low-freq-factor",
+                                                        r->low_freq_factor, "high-freq-factor", r->high_freq_factor,
+                                                        "original-max-positions", r->original_max_pos))) {
+        json_decref(m);
+        return NULL;
+    }
+    if (m && c->has_bos && json_object_set_new(m, "bos-token-id", json_integer(c->bos_id))) {
+        json_decref(m);
+        return NULL;
+    }
+    if (m && c->has_eos && json_object_set_new(m, "eos-token-id", json_integer(c->eos_id))) {
+        json_decref(m);
+        return NULL;
+    }
+    if (m && c->tied && json_object_set_new(m, "tie-word-embeddings", json_true())) {
+        json_decref(m);
+        return NULL;
+    }
+    if (m && c->max_pos > 0 && json_object_set_new(m, "max-position-embeddings", json_integer(c->max_pos))) {
+        json_decref(m);
+        return NULL;
+    }
+    return m;
 }
 
 static json_t *files_json(const wp_manifest_file *files, int n) {
@@ -140,6 +166,25 @@ static int parse_model(const ctx *x, json_t *m, wp_model_cfg *c) {
     if (!rc) rc = get_num(x, m, "rope-theta", &c->rope_theta);
     if (!rc) rc = get_num(x, m, "norm-eps", &c->norm_eps);
     if (!rc) rc = get_num(x, m, "init-std", &c->init_std);
+    json_t *r = rc ? NULL : json_object_get(m, "rope-scaling"); /* absent: no scaling (and older manifests) */
+    if (r) {
+        wp_rope_scaling *sc = &c->rope_scaling;
+        if (!rc) rc = get_num(x, r, "factor", &sc->factor);
+        if (!rc) rc = get_num(x, r, "low-freq-factor", &sc->low_freq_factor);
+        if (!rc) rc = get_num(x, r, "high-freq-factor", &sc->high_freq_factor);
+        if (!rc) rc = get_num(x, r, "original-max-positions", &sc->original_max_pos);
+        if (!rc && !(sc->factor > 0 && sc->low_freq_factor > 0 && sc->high_freq_factor > sc->low_freq_factor &&
+                     sc->original_max_pos >= 1))
+            rc = io_fail(x->err, x->errlen, 2, "%s: key model.rope-scaling has a non-positive value or high <= low", x->path);
+    }
+    json_t *tie = rc ? NULL : json_object_get(m, "tie-word-embeddings");
+    if (tie && !json_is_boolean(tie)) rc = io_fail(x->err, x->errlen, 2, "%s: key model.tie-word-embeddings is not a boolean", x->path);
+    c->tied = json_is_true(tie);
+    c->has_bos = !rc && json_object_get(m, "bos-token-id");
+    if (c->has_bos) rc = get_int32(x, m, "bos-token-id", 0, &c->bos_id);
+    c->has_eos = !rc && json_object_get(m, "eos-token-id");
+    if (c->has_eos) rc = get_int32(x, m, "eos-token-id", 0, &c->eos_id);
+    if (!rc && json_object_get(m, "max-position-embeddings")) rc = get_int32(x, m, "max-position-embeddings", 1, &c->max_pos);
     const char *chunks = rc ? NULL : get_str(x, m, "chunk-layers");
     if (!rc && !chunks) rc = 2;
     if (!rc) rc = parse_chunks(x, chunks, c);

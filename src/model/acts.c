@@ -20,6 +20,7 @@ wp_dims model_dims(const wp_model_cfg *cfg, wp_dtype compute) {
     d.V = cfg->vocab;
     d.eps = (float)cfg->norm_eps;
     d.theta = (float)cfg->rope_theta;
+    d.rope = cfg->rope_scaling;
     d.cdt = compute;
     d.ct = compute == WP_F32 ? 4 : 2;
     d.pos0 = 0;

@@ -36,8 +36,8 @@ void block_forward(wp_kern *k, const wp_dims *d, const void *w, const wp_block_o
     linear_fwd(k, d, A->q, A->n1, W_AT(w, o->wq), q, h, 0.0f);                 /* q [T,q]   = n1 @ Wq^T */
     linear_fwd(k, d, A->k, A->n1, W_AT(w, o->wk), kv, h, 0.0f);                /* k [T,kv]  = n1 @ Wk^T */
     linear_fwd(k, d, A->v, A->n1, W_AT(w, o->wv), kv, h, 0.0f);                /* v [T,kv]  = n1 @ Wv^T */
-    kern_rope_fwd(k, A->q, d->b, d->s, d->nh, d->hd, d->pos0, d->theta);       /* q [b*s, nh*hd] */
-    kern_rope_fwd(k, A->k, d->b, d->s, d->nkv, d->hd, d->pos0, d->theta);      /* k [b*s, nkv*hd] */
+    kern_rope_fwd_scaled(k, A->q, d->b, d->s, d->nh, d->hd, d->pos0, d->theta, &d->rope);     /* q [b*s, nh*hd] */
+    kern_rope_fwd_scaled(k, A->k, d->b, d->s, d->nkv, d->hd, d->pos0, d->theta, &d->rope);     /* k [b*s, nkv*hd] */
     seg_attention_fwd(k, d, A, S);                                               /* att [T,q] */
     kern_copy(k, A->x1, A->x, (size_t)T * h * d->ct);                           /* x1 [T,h] = x */
     linear_fwd(k, d, A->x1, A->att, W_AT(w, o->wo), h, q, 1.0f);               /* x1 += att @ Wo^T */
@@ -87,8 +87,8 @@ void block_backward(wp_kern *k, const wp_dims *d, const void *w, const wp_block_
     linear_bwd_input(k, d, G->datt, G->dx1, W_AT(w, o->wo), h, q, 0.0f);       /* datt [T,q] = dx1 @ Wo */
     if (gw) wgrad_attn_out(k, d, o, A, G, gw, gt);
     seg_attention_bwd(k, d, A, G, S);                                            /* dq [T,q], dk, dv [T,kv] */
-    kern_rope_bwd(k, G->dq, d->b, d->s, d->nh, d->hd, d->pos0, d->theta);       /* dq before RoPE */
-    kern_rope_bwd(k, G->dk, d->b, d->s, d->nkv, d->hd, d->pos0, d->theta);      /* dk before RoPE */
+    kern_rope_bwd_scaled(k, G->dq, d->b, d->s, d->nh, d->hd, d->pos0, d->theta, &d->rope);     /* dq before RoPE */
+    kern_rope_bwd_scaled(k, G->dk, d->b, d->s, d->nkv, d->hd, d->pos0, d->theta, &d->rope);     /* dk before RoPE */
     linear_bwd_input(k, d, G->dn1, G->dq, W_AT(w, o->wq), q, h, 0.0f);         /* dn1 [T,h] = dq @ Wq */
     linear_bwd_input(k, d, G->dn1, G->dk, W_AT(w, o->wk), kv, h, 1.0f);        /* dn1 += dk @ Wk */
     linear_bwd_input(k, d, G->dn1, G->dv, W_AT(w, o->wv), kv, h, 1.0f);        /* dn1 += dv @ Wv */

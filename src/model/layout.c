@@ -68,6 +68,11 @@ int layout_build(const wp_model_cfg *cfg, wp_layout *L, char *err, size_t errlen
     L->cfg = *cfg;
     if (cfg->n_chunks < 1 || cfg->n_chunks > WP_MAX_CHUNKS)
         return fail(err, errlen, 2, "--num-chunks: %d is out of range", cfg->n_chunks);
+    /* the embedding sits in the first chunk and the head in the last; the optimizer folds a
+     * tied gradient only inside one chunk (docs/model.md) */
+    if (cfg->tied && cfg->n_chunks != 1)
+        return fail(err, errlen, 2, "--tie-word-embeddings: tied embeddings train with one chunk only (--num-chunks 1 on one rank), not %d",
+                    cfg->n_chunks);
     int cap = 0, layer = 0;
     bool ok = true;
     const int h = cfg->h, q = cfg->n_heads * cfg->head_dim, kv = cfg->n_kv_heads * cfg->head_dim, f = cfg->ffn;
@@ -173,7 +178,9 @@ void layout_init_chunk(const wp_layout *L, int c, uint64_t seed, float *dst) {
         const wp_param *p = &L->params[i];
         size_t n = (size_t)p->rows * p->cols;
         float *w = dst + p->offset;
-        uint64_t key = splitmix64(seed) ^ hash_name(p->name);
+        /* tied: the head starts as the embedding (the same draws) */
+        bool head = L->cfg.tied && strcmp(p->name, "lm_head.weight") == 0;
+        uint64_t key = splitmix64(seed) ^ hash_name(head ? "model.embed_tokens.weight" : p->name);
         for (size_t j = 0; j < n; j++)
             w[j] = p->kind == WP_PARAM_NORM ? 1.0f : (float)(L->cfg.init_std * normal_at(key, j));
     }
@@ -193,9 +200,21 @@ static bool om_tensor(const void *ctx, int c, int i, size_t *offset, bool *decay
 
 static void om_init_chunk(const void *ctx, int c, uint64_t seed, float *dst) { layout_init_chunk(ctx, c, seed, dst); }
 
+/* Tied word embeddings: the head (src) is the embedding (dst), both in the one chunk. */
+static bool om_tied(const void *ctx, int c, size_t *dst, size_t *src, size_t *n) {
+    const wp_layout *L = ctx;
+    if (!L->cfg.tied) return false;
+    const wp_param *e = layout_find(L, "model.embed_tokens.weight"), *h = layout_find(L, "lm_head.weight");
+    if (!e || !h || e->chunk != c || h->chunk != c) return false;
+    *dst = e->offset;
+    *src = h->offset;
+    *n = (size_t)e->rows * e->cols;
+    return true;
+}
+
 wp_optim_model layout_optim_model(const wp_layout *L) {
     return (wp_optim_model){.ctx = L, .n_chunks = L->cfg.n_chunks, .chunk_numel = om_chunk_numel, .tensor = om_tensor,
-                            .init_chunk = om_init_chunk};
+                            .init_chunk = om_init_chunk, .tied = om_tied};
 }
 
 const wp_layout *layout_of_optim(const wp_optim *o) {

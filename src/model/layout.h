@@ -27,9 +27,15 @@ typedef struct {
     int mb;            /* micro-batch size b */
     int vocab;         /* V */
     double rope_theta;
+    wp_rope_scaling rope_scaling; /* llama3 frequency scaling; factor 0: none */
+    int max_pos;       /* max_position_embeddings an export declares; 0: the default (docs/formats.md) */
+    bool has_bos, has_eos; /* bos/eos token ids an export declares (zeroed: none given) */
+    int bos_id, eos_id;
     double norm_eps;
     double init_std;
     bool recompute;
+    bool tied;         /* tie_word_embeddings: lm_head.weight is model.embed_tokens.weight (one
+                          chunk only: layout_build refuses more) */
     wp_precision precision;
     int n_chunks;
     int chunk_layers[WP_MAX_CHUNKS]; /* layers in each chunk (may be uneven, may be 0 only for

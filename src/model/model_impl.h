@@ -12,6 +12,7 @@ typedef struct {
     int nh, nkv, hd;   /* heads */
     int V;
     float eps, theta;
+    wp_rope_scaling rope; /* factor 0: plain RoPE */
     wp_dtype cdt;      /* the backend's compute dtype */
     size_t ct;         /* bytes per element of it */
     int pos0;          /* position of the first of the s tokens in its sequence (0 unless a segment) */

@@ -215,6 +215,11 @@ static int prepare_resume(train_job *j, char *err, size_t errlen) {
     if ((rc = ckpt_open(&c, j->resume_dir, err, errlen)) != 0) return rc;
     rc = ckpt_check_model(c, &j->L.cfg, err, errlen);
     j->start_step = ckpt_info(c)->step;
+    /* what only an export reads is kept from the checkpoint unless given again */
+    const wp_model_cfg *k = &ckpt_info(c)->cfg;
+    if (!j->o.set[FLAG_bos_token_id]) j->L.cfg.has_bos = k->has_bos, j->L.cfg.bos_id = k->bos_id;
+    if (!j->o.set[FLAG_eos_token_id]) j->L.cfg.has_eos = k->has_eos, j->L.cfg.eos_id = k->eos_id;
+    if (!j->o.set[FLAG_max_position_embeddings]) j->L.cfg.max_pos = k->max_pos;
     if (rc == 0 && ckpt_info(c)->seed != j->o.seed)
         wp_warn("--resume: checkpoint was trained with --seed %" PRId64 ", continuing with %" PRId64 " (other data order)",
                 ckpt_info(c)->seed, j->o.seed);

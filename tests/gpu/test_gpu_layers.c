@@ -77,19 +77,27 @@ static void check_rope(gh_pair *p, int b, int s, int nheads, int hd, int pos0) {
     float *x = gh_floats(n), *ref = gh_floats(n), *got = gh_floats(n);
     gh_fill(&g, x, n, 1.0f, ct);
     char what[128];
-    for (int dir = 0; dir < 2; dir++) {
+    /* dirs 2, 3: Llama 3.x scaling (rope_scaling llama3), the CPU tables being the fp64 reference */
+    const wp_rope_scaling sc = {32, 1, 4, 64};
+    for (int dir = 0; dir < 4; dir++) {
         void *cx = gh_upload(p->cpu, x, n, WP_F32), *gx = gh_upload(p->gpu, x, n, ct);
         if (dir == 0) {
             kern_rope_fwd(p->cpu, cx, b, s, nheads, hd, pos0, 10000.0f);
             kern_rope_fwd(p->gpu, gx, b, s, nheads, hd, pos0, 10000.0f);
-        } else {
+        } else if (dir == 1) {
             kern_rope_bwd(p->cpu, cx, b, s, nheads, hd, pos0, 500000.0f);
             kern_rope_bwd(p->gpu, gx, b, s, nheads, hd, pos0, 500000.0f);
+        } else if (dir == 2) {
+            kern_rope_fwd_scaled(p->cpu, cx, b, s, nheads, hd, pos0, 500000.0f, &sc);
+            kern_rope_fwd_scaled(p->gpu, gx, b, s, nheads, hd, pos0, 500000.0f, &sc);
+        } else {
+            kern_rope_bwd_scaled(p->cpu, cx, b, s, nheads, hd, pos0, 10000.0f, &sc);
+            kern_rope_bwd_scaled(p->gpu, gx, b, s, nheads, hd, pos0, 10000.0f, &sc);
         }
         gh_download(p->cpu, ref, cx, n, WP_F32);
         gh_download(p->gpu, got, gx, n, ct);
-        snprintf(what, sizeof what, "rope_%s %s b=%d s=%d heads=%d hd=%d pos0=%d", dir ? "bwd" : "fwd", wp_dtype_name(ct), b,
-                 s, nheads, hd, pos0);
+        snprintf(what, sizeof what, "rope_%s%s %s b=%d s=%d heads=%d hd=%d pos0=%d", dir % 2 ? "bwd" : "fwd",
+                 dir >= 2 ? " llama3" : "", wp_dtype_name(ct), b, s, nheads, hd, pos0);
         gh_expect(what, got, ref, n, tol(ct, 1));
         kern_free(p->cpu, cx), kern_free(p->gpu, gx);
     }

@@ -7,6 +7,10 @@ tolerance catches one wrong gradient element (not only wholesale errors).
   corrupt_dump.py SRC DST grad   one element of one gradient tensor += 1e-3 * ||that gradient||
   corrupt_dump.py SRC DST param  one element of one norm weight += 0.05 (grads no longer match it)
   corrupt_dump.py SRC DST loss   the loss * (1 + 1e-3)
+  corrupt_dump.py SRC DST rope   the reference told of no llama3 rope scaling (config.ini's
+                                 rope-scaling-factor = 0): a model that ignored it would pass
+  corrupt_dump.py SRC DST untie  the reference told the embeddings are untied: the dump's
+                                 summed (tied) gradients must then fail
 The tensor and element are drawn from --seed, so every run corrupts the same place.
 """
 import argparse
@@ -44,7 +48,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("src")
     ap.add_argument("dst")
-    ap.add_argument("what", choices=["grad", "param", "loss"])
+    ap.add_argument("what", choices=["grad", "param", "loss", "rope", "untie"])
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
     rng = random.Random(args.seed)
@@ -57,6 +61,19 @@ def main():
     elif args.what == "param":
         name, numel, offset = rng.choice([row for row in table if row[0].endswith("norm.weight")])
         i, step = bump(os.path.join(args.dst, "params.bin"), offset, numel, rng, lambda p: 0.05)
+    elif args.what in ("rope", "untie"):
+        key, off = ("rope-scaling-factor", "0") if args.what == "rope" else ("tie-word-embeddings", "false")
+        path = os.path.join(args.dst, "config.ini")
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+        found = [i for i, line in enumerate(lines) if line.replace(" ", "").startswith(key + "=")]
+        if not found or lines[found[0]].split("=")[1].strip() in ("0", "false"):
+            raise SystemExit(f"corrupt_dump: the dump has no {key} to turn off")
+        lines[found[0]] = f"{key} = {off}"
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("\n".join(lines) + "\n")
+        print(f"corrupt_dump: {key} -> {off}")
+        return 0
     else:
         path = os.path.join(args.dst, "loss.txt")
         with open(path, encoding="utf-8") as f:

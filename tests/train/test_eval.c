@@ -24,10 +24,11 @@ static int run(const char *cmd, char *out, size_t len) {
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-static void make_checkpoint(const char *save) {
+static void make_checkpoint(const char *save, const wp_rope_scaling *sc) {
     wp_model_cfg c;
     tu_model(&c, 4, 64, 4, 2, 160, 256); /* configs/tiny.ini's shape */
     c.seq = 32;
+    if (sc) c.rope_scaling = *sc;
     model_cfg_even_chunks(&c, 2);
     wp_layout L;
     layout_build(&c, &L, err, sizeof err);
@@ -84,7 +85,7 @@ int main(int argc, char **argv) {
     char save[512], ckpt[600], out_dir[600];
     snprintf(save, sizeof save, "%s/run", dir);
     snprintf(ckpt, sizeof ckpt, "%s/step-3", save);
-    make_checkpoint(save);
+    make_checkpoint(save, NULL);
     double fp32 = eval_loss(save, "--precision fp32"); /* a save directory means its latest */
     double mixed = eval_loss(ckpt, "");
     EXPECT(isfinite(fp32) && fp32 > 1.0 && fp32 < 50.0, "loss %g is not a plausible cross-entropy", fp32);
@@ -107,6 +108,37 @@ int main(int argc, char **argv) {
         else EXPECT(rc == 0, "hf_check exited %d", rc);
     } else {
         printf("hf_check skipped: no python3 given\n");
+    }
+
+    /* The same weights under Llama 3.x rope scaling, exported in shards of at most 20000 bytes
+     * (the 65536-byte embedding alone in one): eval reads the scaling from the checkpoint, the
+     * reference from config.json's rope_scaling and the index. Head dim 16, original 64: pairs
+     * 0 kept, 1-2 smoothed, 3-7 divided by 8. */
+    wp_rope_scaling sc = {8, 1, 4, 64};
+    char save3[600], ckpt3[700], out3[600];
+    snprintf(save3, sizeof save3, "%s/run-llama3", dir);
+    snprintf(ckpt3, sizeof ckpt3, "%s/step-3", save3);
+    snprintf(out3, sizeof out3, "%s/hf-llama3", dir);
+    make_checkpoint(save3, &sc);
+    double scaled = eval_loss(save3, "--precision fp32");
+    EXPECT(fabs(scaled - fp32) > 1e-3, "llama3 scaling changed the loss by only %.2e (%.8f vs %.8f)", fabs(scaled - fp32),
+           scaled, fp32);
+    if (ckpt_open(&ck, ckpt3, err, sizeof err) == 0) {
+        hf_export_opts x = {.dtype = WP_F32, .max_shard_bytes = 20000, .max_pos = 0};
+        EXPECT(hf_export_with(ck, out3, &x, err, sizeof err) == 0, "sharded export: %s", err);
+        ckpt_close(ck);
+    }
+    char idx[700];
+    snprintf(idx, sizeof idx, "%s/model.safetensors.index.json", out3);
+    EXPECT(access(idx, F_OK) == 0, "the sharded export has no %s", idx);
+    if (argc == 5) {
+        char cmd[4096], out[8192];
+        snprintf(cmd, sizeof cmd, "'%s' '%s' '%s' --data '%s' --seq-length 32 --batches 8 --ckpt '%s' --weipipe '%s' --tolerance 1e-4",
+                 argv[3], argv[4], out3, data, ckpt3, weipipe);
+        int rc = run(cmd, out, sizeof out);
+        printf("%s", out);
+        if (rc == 77) printf("hf_check (llama3, sharded) skipped: torch or numpy missing\n");
+        else EXPECT(rc == 0, "hf_check (llama3, sharded) exited %d", rc);
     }
 
     char args[2048], tmp[700];

@@ -3,6 +3,7 @@
  * another chunking: import(export(x)) == x bit for bit in fp32, == round(x) otherwise. Also a
  * sharded directory with an index and tied embeddings, and refusals naming flag and key.
  * argv: [python3 check_export.py] (the python check is skipped, saying so, when absent). */
+#include <dirent.h>
 #include <sys/wait.h>
 
 #include "adapters.h"
@@ -53,13 +54,15 @@ static float master_of(const char *name, size_t j) {
     return v;
 }
 
-static void python_check(const char *out, const char *step_dir) {
+static void python_check_sharded(const char *out, const char *step_dir, int64_t max_bytes);
+static void python_check(const char *out, const char *step_dir) { python_check_sharded(out, step_dir, 0); }
+static void python_check_sharded(const char *out, const char *step_dir, int64_t max_bytes) {
     if (!python || !checker) {
         printf("python check skipped: no python3 given\n");
         return;
     }
     char cmd[2048];
-    snprintf(cmd, sizeof cmd, "'%s' '%s' '%s' '%s'", python, checker, out, step_dir);
+    snprintf(cmd, sizeof cmd, "'%s' '%s' '%s' '%s' %lld", python, checker, out, step_dir, (long long)max_bytes);
     int st = system(cmd);
     int rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
     if (rc == 77) printf("python check skipped (numpy missing)\n");
@@ -114,6 +117,55 @@ static void import_and_compare(const char *out, wp_dtype dtype) {
     EXPECT_REFUSED(rc, err, "--hidden-size", "hidden_size", "config.json");
 }
 
+static void write_file(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    if (!f || fputs(text, f) < 0 || fclose(f) != 0) perror(path);
+}
+
+static int count_entries(const char *path, const char *prefix) {
+    DIR *d = opendir(path);
+    int n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL) n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+    if (d) closedir(d);
+    return n;
+}
+
+/* Shards of at most 1500 bytes (the 53x24 fp32 embedding, 5088 bytes, alone in one): the index,
+ * the independent reader, our import; the tokenizer file beside the checkpoint is copied; a
+ * second export replaces the first whole (no stale shard); a directory holding anything an
+ * export does not write is refused and left alone, and no OUT_DIR.tmp stays behind. */
+static void test_sharded_export(const wp_ckpt *ck, const char *step_dir) {
+    char out[600], p[700], tok[700];
+    snprintf(out, sizeof out, "%s/hf-sharded", dir);
+    snprintf(tok, sizeof tok, "%s/tokenizer.json", step_dir);
+    write_file(tok, "{\"model\": {\"type\": \"BPE\"}}");
+    hf_export_opts x = {.dtype = WP_F32, .max_shard_bytes = 1500, .max_pos = 0};
+    EXPECT(hf_export_with(ck, out, &x, err, sizeof err) == 0, "sharded export: %s", err);
+    int shards = count_entries(out, "model-");
+    EXPECT(shards > 2, "%d shards", shards);
+    snprintf(p, sizeof p, "%s/model-00001-of-%05d.safetensors", out, shards);
+    EXPECT(fs_exists(p), "%s missing", p);
+    snprintf(p, sizeof p, "%s/tokenizer.json", out);
+    EXPECT(fs_exists(p), "the checkpoint's tokenizer.json was not copied");
+    python_check_sharded(out, step_dir, x.max_shard_bytes);
+    import_and_compare(out, WP_F32);
+    unlink(tok);
+    x.max_shard_bytes = HF_DEFAULT_MAX_SHARD;
+    EXPECT(hf_export_with(ck, out, &x, err, sizeof err) == 0, "export over an export: %s", err);
+    EXPECT(count_entries(out, "model-") == 0 && count_entries(out, "model.safetensors") == 1 && !fs_exists(p),
+           "the old export's shards or tokenizer survived the new export");
+    snprintf(p, sizeof p, "%s/notes.txt", out);
+    write_file(p, "mine");
+    int rc = hf_export_with(ck, out, &x, err, sizeof err);
+    EXPECT_REFUSED(rc, err, "notes.txt", "hf-sharded");
+    EXPECT(fs_exists(p), "the refused export touched the directory");
+    snprintf(p, sizeof p, "%s.tmp", out);
+    EXPECT(!fs_exists(p), "%s left behind", p);
+    x.max_shard_bytes = 0;
+    EXPECT_REFUSED(hf_export_with(ck, out, &x, err, sizeof err), err, "--max-shard-size", "0");
+}
+
 static void test_export(void) {
     char save[512], step_dir[600];
     snprintf(save, sizeof save, "%s/ckpt", dir);
@@ -132,12 +184,8 @@ static void test_export(void) {
         python_check(out, step_dir);
         import_and_compare(out, types[t]);
     }
+    test_sharded_export(ck, step_dir);
     ckpt_close(ck);
-}
-
-static void write_file(const char *path, const char *text) {
-    FILE *f = fopen(path, "w");
-    if (!f || fputs(text, f) < 0 || fclose(f) != 0) perror(path);
 }
 
 /* Two shards named by an index, no lm_head, tie_word_embeddings: the head is the embedding. */

@@ -110,6 +110,58 @@ static void test_adamw(wp_kern *k, double wd, int chunks) {
     layout_free(&L);
 }
 
+/* Tied word embeddings (wp_optim_model.tied from layout_optim_model): the head starts as the
+ * embedding; the norm counts the summed gradient g_embed + g_head once; AdamW steps the embedding
+ * with that sum (fp64 reference fed the folded gradient) and the head's master and working copy
+ * are then the embedding's, bit for bit. More than one chunk is refused naming the flag. */
+static void test_tied(wp_kern *k) {
+    wp_model_cfg cfg;
+    tu_model(&cfg, 2, 12, 2, 1, 20, 37);
+    cfg.tied = true;
+    model_cfg_even_chunks(&cfg, 2);
+    wp_layout L;
+    char err[256];
+    EXPECT_REFUSED(layout_build(&cfg, &L, err, sizeof err), err, "--tie-word-embeddings", "one chunk");
+    model_cfg_even_chunks(&cfg, 1);
+    EXPECT(layout_build(&cfg, &L, err, sizeof err) == 0, "layout: %s", err);
+    wp_adamw_hparams hp = {0.9, 0.95, 1e-8, 0.1};
+    int owned = 0;
+    wp_optim *o = optim_create(layout_optim_model(&L), k, &owned, 1, &hp, err, sizeof err);
+    EXPECT(o != NULL, "optim_create: %s", err);
+    EXPECT(optim_init_from_seed(o, 9) == 0, "init: %s", optim_error(o));
+    const wp_param *e = layout_find(&L, "model.embed_tokens.weight"), *h = layout_find(&L, "lm_head.weight");
+    size_t n = L.chunk_numel[0], ne = (size_t)e->rows * e->cols;
+    float *host = malloc(n * 4), *grad = malloc(n * 4), *folded = malloc(n * 4), *w = malloc(n * 4);
+    ref_state r = {calloc(n, 8), calloc(n, 8), calloc(n, 8), calloc(n, 8)};
+    optim_get(o, 0, WP_OPT_MASTER, host);
+    EXPECT(memcmp(host + h->offset, host + e->offset, ne * 4) == 0, "tied init: the head is not the embedding");
+    for (size_t j = 0; j < n; j++) r.p[j] = host[j];
+    uint64_t rng = 77;
+    double worst = 0;
+    for (int t = 1; t <= 3; t++) {
+        for (size_t j = 0; j < n; j++) grad[j] = (float)(0.1 * tu_normal(&rng));
+        memcpy(folded, grad, n * 4);
+        for (size_t j = 0; j < ne; j++) folded[e->offset + j] += grad[h->offset + j], folded[h->offset + j] = 0;
+        double want = 0;
+        for (size_t j = 0; j < n; j++) want += (double)folded[j] * folded[j];
+        optim_set(o, 0, WP_OPT_GRAD, grad);
+        double got = optim_chunk_sumsq(o, 0);
+        EXPECT(fabs(got - want) <= 1e-6 * want, "tied sumsq %.9g, want %.9g (the summed gradient, counted once)", got, want);
+        EXPECT(optim_step_chunk(o, 0, 1e-2f, 0.5f, w, WP_F32) == 0, "step: %s", optim_error(o));
+        ref_step(&r, folded, n, &L, 0, (float)1e-2, 0.5, &hp, t);
+        optim_get(o, 0, WP_OPT_MASTER, host);
+        for (size_t j = 0; j < ne; j++) r.p[h->offset + j] = r.p[e->offset + j]; /* the head is the embedding */
+        worst = fmax(worst, rel_err(host, r.p, n, 1e-2));
+        EXPECT(memcmp(host + h->offset, host + e->offset, ne * 4) == 0, "step %d: head master != embedding master", t);
+        EXPECT(memcmp(w + h->offset, w + e->offset, ne * 4) == 0, "step %d: head working copy != embedding's", t);
+    }
+    EXPECT(worst < 1e-5, "tied AdamW: worst relative error %.3g against the fp64 reference of the summed gradient", worst);
+    printf("tied embeddings: 3 steps, masters rel err %.2e against AdamW on g_embed + g_head\n", worst);
+    free(host), free(grad), free(folded), free(w), free(r.p), free(r.m), free(r.v), free(r.m_size);
+    optim_destroy(o);
+    layout_free(&L);
+}
+
 /* With zero gradients and fresh moments the update is pure decay: norms must not move,
  * matrices shrink by exactly (1 - lr*wd) in fp32. */
 static void test_no_decay_on_norms(wp_kern *k) {
@@ -307,6 +359,7 @@ int main(void) {
     test_adamw(k, 0.1, 1);
     test_adamw(k, 0.0, 3);
     test_no_decay_on_norms(k);
+    test_tied(k);
     test_schedule();
     test_flags();
     test_clip();
