@@ -80,11 +80,12 @@ static int32_t argmax_row(const float *x, int V) {
 }
 
 /* One case: prompt of P random tokens, G greedy tokens, decoder chunked as chunks[]. */
-static void kv_case(int P, int G, const int *chunks, int nchunks, uint64_t seed) {
+static void kv_case(int P, int G, const int *chunks, int nchunks, uint64_t seed, const wp_rope_scaling *sc) {
     char err[512];
     const int S = P + G, V = 37;
     wp_model_cfg cfg = shape_cfg(3, 48, 4, 2, 96, S, 1, V);
     cfg.init_std = 0.25; /* attention far from uniform: a wrong mask or position shows */
+    if (sc) cfg.rope_scaling = *sc;
     set_chunks(&cfg, chunks, nchunks);
     wp_layout L;
     CHECK(layout_build(&cfg, &L, err, sizeof err) == 0, "layout_build: %s", err);
@@ -272,9 +273,13 @@ static void sampler_cases(void) {
 }
 
 int main(void) {
-    kv_case(9, 23, (int[]){3}, 1, 11);            /* short prompt, one chunk */
-    kv_case(70, 12, (int[]){2, 1}, 2, 12);        /* prompt over two prefill blocks, two chunks */
-    kv_case(1, 30, (int[]){1, 1, 1}, 3, 13);      /* a single prompt token, a chunk per layer */
+    kv_case(9, 23, (int[]){3}, 1, 11, NULL);       /* short prompt, one chunk */
+    kv_case(70, 12, (int[]){2, 1}, 2, 12, NULL);   /* prompt over two prefill blocks, two chunks */
+    kv_case(1, 30, (int[]){1, 1, 1}, 3, 13, NULL); /* a single prompt token, a chunk per layer */
+    /* Llama 3.x rope_scaling: an original range of 16 positions scales every frequency whose
+     * wavelength exceeds 4 positions, so a decoder without the scaling is off from position 1 */
+    kv_case(20, 20, (int[]){2, 1}, 2, 14,
+            &(wp_rope_scaling){.factor = 8, .low_freq_factor = 1, .high_freq_factor = 4, .original_max_pos = 16});
     sampler_cases();
     return check_result("model/decode");
 }
