@@ -15,6 +15,7 @@
 
 #include "hf.h"
 #include "safetensors.h"
+#include "tokenizer.h"
 
 static const char *torch_dtype(wp_dtype t) { return t == WP_F16 ? "float16" : t == WP_BF16 ? "bfloat16" : "float32"; }
 
@@ -292,8 +293,20 @@ static int write_all(const wp_ckpt *c, const wp_model_cfg *cfg, const hf_export_
     if (rc == 0 && n > 1) rc = write_index(&L, shard_of, n, dir, x->dtype, err, errlen);
     free(shard_of);
     layout_free(&L);
-    if (rc == 0) rc = hf_write_config(cfg, dir, x->dtype, err, errlen);
-    if (rc == 0) rc = write_generation_config(cfg, dir, err, errlen);
+    /* bos/eos not given nor imported: the checkpoint's tokenizer's, as transformers' loaders
+     * expect them in config.json and generation_config.json beside the tokenizer file */
+    wp_model_cfg named = *cfg;
+    if (rc == 0 && ckpt_tokenizer(c) && (!named.has_bos || !named.has_eos)) {
+        wp_tokenizer *t;
+        char why[WP_PATH_MAX + 256];
+        rc = tok_open(ckpt_tokenizer(c), &t, why, sizeof why);
+        if (rc) rc = io_fail(err, errlen, rc, "%s", why);
+        if (rc == 0 && !named.has_bos && tok_bos(t) >= 0) named.has_bos = true, named.bos_id = tok_bos(t);
+        if (rc == 0 && !named.has_eos && tok_eos(t) >= 0) named.has_eos = true, named.eos_id = tok_eos(t);
+        if (rc == 0) tok_close(t);
+    }
+    if (rc == 0) rc = hf_write_config(&named, dir, x->dtype, err, errlen);
+    if (rc == 0) rc = write_generation_config(&named, dir, err, errlen);
     if (rc == 0) rc = copy_tokenizers(ckpt_dir(c), dir, err, errlen);
     if (rc == 0) rc = fs_fsync_dir(dir, err, errlen);
     return rc;

@@ -138,8 +138,7 @@ if [ "$mode" = spm ]; then
         --metrics "$tmp/m.jsonl" || bad "train with the data's tokenizer failed"
     # --sample-every: the tokenizer's text from its BOS, the same as `weipipe sample` greedy from
     # that BOS on the step's checkpoint
-    bos=$(spm_encode --model="$model" --output_format=id --extra_options=bos < /dev/null 2>/dev/null | tr -d ' \n')
-    [ -n "$bos" ] || bos=1
+    bos=$(echo a | spm_encode --model="$model" --output_format=id --extra_options=bos | awk '{print $1}')
     want=$("$weipipe" sample "$tmp/ck/step-2" --prompt-tokens "$bos" --temperature 0 --max-new-tokens 12 --format text)
     got=$(/usr/bin/python3 -c 'import json,sys
 for l in open(sys.argv[1]):
@@ -147,6 +146,19 @@ for l in open(sys.argv[1]):
     if d.get("step") == 2 and "sample" in d: print(d["sample"], end="")' "$tmp/m.jsonl")
     [ -n "$got" ] && [ "$got" = "$want" ] || bad "--sample-every with a tokenizer: '$got', weipipe sample: '$want'"
     check_manifest "$tmp/ck/step-2" tokenizer.model "$model"
+    # export: the tokenizer file goes along, and its BOS/EOS (as spm_encode reports them) name
+    # the special ids in config.json and generation_config.json
+    eos=$(echo a | spm_encode --model="$model" --output_format=id --extra_options=eos | awk '{print $NF}')
+    "$weipipe" export "$tmp/ck/step-2" "$tmp/hf" --quiet || bad "export of a tokenizer run failed"
+    cmp -s "$tmp/hf/tokenizer.model" "$model" || bad "export did not copy tokenizer.model"
+    /usr/bin/python3 - "$tmp/hf" "$bos" "$eos" <<'PY' || bad "export's bos/eos are not the tokenizer's"
+import json, sys
+d, bos, eos = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+for name in ("config.json", "generation_config.json"):
+    j = json.load(open(f"{d}/{name}"))
+    assert (j["bos_token_id"], j["eos_token_id"]) == (bos, eos), (name, j["bos_token_id"], j["eos_token_id"], bos, eos)
+print(f"export: bos {bos}, eos {eos} in config.json and generation_config.json")
+PY
     # shellcheck disable=SC2086
     "$weipipe" train --data "$tmp/bytes" --vocab-size 256 --save "$tmp/ckb" $common_train || bad "byte train failed"
     [ ! -e "$tmp/ckb/step-2/tokenizer.model" ] && [ ! -e "$tmp/ckb/step-2/tokenizer.json" ] || bad "a byte run's checkpoint has a tokenizer"
