@@ -45,6 +45,11 @@ typedef struct wp_boot_info {
      * close-on-exec and non-blocking; wp_job_open_tcp uses it instead of binding, and closes it. */
     bool listen_inherited; /* false (the zeroed default): rank 0 binds MASTER_ADDR:MASTER_PORT */
     int listen_fd;
+    /* The flags that every rank of the job must share, as "name=value" lines in one fixed order
+     * (the command writes them; NULL: not compared). The rendezvous handshake carries their
+     * crc32; a rank whose hash differs from rank 0's fails the rendezvous on both sides, which
+     * swap the texts to name the first flag that differs. */
+    const char *job_flags;
 } wp_boot_info;
 
 typedef const char *(*wp_getenv_fn)(const char *name, void *ctx);

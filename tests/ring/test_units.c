@@ -13,7 +13,7 @@
 
 static void test_handshake(void) {
     wire_hs h = {.version = WIRE_VERSION, .kind = HS_DATA, .rank = 3, .world = 8, .stream = 2, .nstreams = 4,
-                 .frame_bytes = 1 << 20};
+                 .frame_bytes = 1 << 20, .flags_hash = 0xdeadbeefu};
     snprintf(h.job, sizeof h.job, "job-17");
     snprintf(h.secret, sizeof h.secret, "0123456789abcdef");
     snprintf(h.addr, sizeof h.addr, "[::1]:4000");
