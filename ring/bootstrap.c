@@ -101,14 +101,17 @@ static int slurm_master(wp_boot_info *bi, wp_getenv_fn get, void *ctx, char *err
         }
     }
     long port = 0, job = 0;
-    if (get_nonempty(get, ctx, "MASTER_PORT"))
+    if (get_nonempty(get, ctx, "MASTER_PORT")) {
+        bi->port_from = "MASTER_PORT";
         return int_var(get, ctx, "MASTER_PORT", 1, 65535, true, &port, err, errlen) ? 2 : (bi->master_port = (int)port, 0);
+    }
     if (int_var(get, ctx, "SLURM_JOB_ID", 0, 0x7fffffffL, false, &job, err, errlen)) return 2;
     if (!get_nonempty(get, ctx, "SLURM_JOB_ID")) {
         snprintf(err, errlen, "neither MASTER_PORT nor SLURM_JOB_ID is set");
         return 2;
     }
     bi->master_port = 20000 + (int)(job % 20000); /* the same on every node of the job */
+    bi->port_from = "20000 + SLURM_JOB_ID % 20000";
     return 0;
 }
 
@@ -118,6 +121,29 @@ static int master_vars(wp_boot_info *bi, wp_getenv_fn get, void *ctx, char *err,
         int_var(get, ctx, "MASTER_PORT", 1, 65535, true, &port, err, errlen))
         return 2;
     bi->master_port = (int)port;
+    bi->port_from = "MASTER_PORT";
+    /* torchrun's agent on the master host serves its TCPStore on MASTER_PORT for the workers'
+     * c10d (torch.distributed.elastic.agent.server.api: use_agent_store); the port above is
+     * the next one, the same on every rank without any exchange. */
+    const char *agent = get_nonempty(get, ctx, "TORCHELASTIC_USE_AGENT_STORE");
+    if (get_nonempty(get, ctx, "RANK") && agent && strcmp(agent, "True") == 0) {
+        if (port == 65535) {
+            snprintf(err, errlen, "MASTER_PORT=65535 under torchrun's agent store leaves no MASTER_PORT+1: set WEIPIPE_PORT");
+            return 2;
+        }
+        bi->master_port = (int)port + 1;
+        bi->port_from = "MASTER_PORT+1, as torchrun's agent store holds MASTER_PORT";
+    }
+    return 0;
+}
+
+/* WEIPIPE_PORT replaces whatever port the launcher's variables gave. */
+static int port_override(wp_boot_info *bi, wp_getenv_fn get, void *ctx, char *err, size_t errlen) {
+    long port;
+    if (!get_nonempty(get, ctx, "WEIPIPE_PORT")) return 0;
+    if (int_var(get, ctx, "WEIPIPE_PORT", 1, 65535, true, &port, err, errlen)) return 2;
+    bi->master_port = (int)port;
+    bi->port_from = "WEIPIPE_PORT";
     return 0;
 }
 
@@ -399,7 +425,8 @@ int boot_from_env(wp_boot_info *bi, wp_getenv_fn get, void *ctx, char *err, size
     if (int_var(get, ctx, lv->rank, 0, big_world, true, &rank, err, errlen) ||
         int_var(get, ctx, lv->world, 1, big_world, true, &world, err, errlen) ||
         int_var(get, ctx, lv->local, 0, big_world, false, &local, err, errlen) ||
-        (lv == &slurm_vars ? slurm_master(bi, get, ctx, err, errlen) : master_vars(bi, get, ctx, err, errlen)))
+        (lv == &slurm_vars ? slurm_master(bi, get, ctx, err, errlen) : master_vars(bi, get, ctx, err, errlen)) ||
+        port_override(bi, get, ctx, err, errlen))
         return 2;
     if (rank >= world) {
         snprintf(err, errlen, "rank %ld is not below the world size %ld (%s variables)", rank, world, bi->launcher);
@@ -662,6 +689,10 @@ static int root_rendezvous(const wp_boot_info *bi, const wp_net_opts *net, int l
             snprintf(err, errlen, "rank 0 cannot listen at MASTER_ADDR:MASTER_PORT (%s:%d): it is the rendezvous of "
                      "another job, %s (this job is '%s', from %s): give each job its own MASTER_PORT",
                      bi->master_addr, bi->master_port, holder, bi->job_id, bi->job_id_from);
+        else if (strstr(why, strerror(EADDRINUSE)))
+            snprintf(err, errlen, "rank 0 cannot listen at %s:%d (port from %s): another process, not a weipipe "
+                     "rendezvous, holds it; set WEIPIPE_PORT to a free port of the master host, the same on every rank",
+                     bi->master_addr, bi->master_port, bi->port_from ? bi->port_from : "MASTER_PORT");
         else
             snprintf(err, errlen, "rank 0 cannot listen at MASTER_ADDR:MASTER_PORT: %s", why);
         return 1;
@@ -743,8 +774,9 @@ static int rank_rendezvous(const wp_boot_info *bi, const wp_net_opts *net, wp_tr
                      "(this job is '%s', from %s): give each job its own MASTER_PORT", bi->rank, bi->master_addr,
                      bi->master_port, ack.job, bi->job_id, bi->job_id_from);
         else
-            snprintf(err, errlen, "rank %d: rank 0 at %s:%d refused the rendezvous (%s; same WEIPIPE_SECRET, "
-                     "WEIPIPE_JOB_ID and world size everywhere?)", bi->rank, bi->master_addr, bi->master_port, why);
+            snprintf(err, errlen, "rank %d: rank 0 at %s:%d (port from %s) refused the rendezvous (%s; same WEIPIPE_SECRET, "
+                     "WEIPIPE_JOB_ID and world size everywhere, and that port weipipe's?)", bi->rank, bi->master_addr,
+                     bi->master_port, bi->port_from ? bi->port_from : "MASTER_PORT", why);
         close(fd);
         return 1;
     }
