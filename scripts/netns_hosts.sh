@@ -34,6 +34,8 @@
 #   -J ID2       a second job with id ID2, same contract, hosts, ports and ARGS, started 1 s after the first
 #   -K H         SIGKILL every process of host H (its ranks, its namespace) once -W holds
 #   -W FILE:N    ... once FILE has at least N lines (at most 60 s)
+#   -X           with -K: first unplug the host (its veth down), so that no FIN or RST of its
+#                dying sockets reaches anyone: the others see silence, as when a machine loses power
 # Each rank (each torchrun) runs `$WEIPIPE train ARGS`: no --bind, no --nranks, no WEIPIPE_SECRET.
 # Output lines come back as "[rank R] ..." (torchrun: "[host H] ...", the second job: "[job2 rank R] ...").
 # At the end, one line per rank (per torchrun) that exited non-zero:
@@ -55,9 +57,9 @@ rate_bits() {
 }
 
 orig_args=("$@")
-K=2 G=2 contract=env rate="" port=29500 jobid="" job2="" kill_host="" kill_when=""
+K=2 G=2 contract=env rate="" port=29500 jobid="" job2="" kill_host="" kill_when="" unplug=0
 rank_env=() rank_args=()
-while getopts "k:g:c:r:p:j:e:o:J:K:W:h" opt; do
+while getopts "k:g:c:r:p:j:e:o:J:K:W:Xh" opt; do
     case $opt in
         k) K=$OPTARG ;;
         g) G=$OPTARG ;;
@@ -70,6 +72,7 @@ while getopts "k:g:c:r:p:j:e:o:J:K:W:h" opt; do
         J) job2=$OPTARG ;;
         K) kill_host=$OPTARG ;;
         W) kill_when=$OPTARG ;;
+        X) unplug=1 ;;
         h) sed -n '2,45p' "$0"; exit 0 ;;
         *) die "unknown option (see -h)" ;;
     esac
@@ -260,6 +263,8 @@ if [ -n "$kill_host" ]; then
     for d in /proc/[0-9]*; do
         [ "$(readlink "$d/ns/net" 2>/dev/null)" = "$victim_ns" ] && victims+=("${d#/proc/}")
     done
+    killed_at=$(date +%s.%N)
+    [ "$unplug" = 0 ] || ip link set "vh$kill_host" down
     kill -9 "${victims[@]}" 2>/dev/null || true
     echo "netns_hosts.sh: killed host$((kill_host + 1)) ($(addr "$kill_host")): ${#victims[@]} processes, every one in its namespace" >&2
 fi
@@ -273,4 +278,7 @@ for p in "${procs[@]}"; do
         for f in "${first[@]}"; do [ "$f" = "$p" ] && [ "$status" = 0 ] && status=$rc; done
     fi
 done
+if [ -n "$kill_host" ]; then
+    echo "netns_hosts.sh: the last process ended $(awk -v a="$killed_at" -v b="$(date +%s.%N)" 'BEGIN {printf "%.2f", b - a}') s after the kill" >&2
+fi
 exit "$status"
