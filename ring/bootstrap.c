@@ -687,7 +687,7 @@ static int root_rendezvous(const wp_boot_info *bi, const wp_net_opts *net, int l
         char holder[WIRE_NAME_MAX + 64] = "";
         if (strstr(why, strerror(EADDRINUSE)) && probe_holder(bi, holder, sizeof holder) == 0)
             snprintf(err, errlen, "rank 0 cannot listen at MASTER_ADDR:MASTER_PORT (%s:%d): it is the rendezvous of "
-                     "another job, %s (this job is '%s', from %s): give each job its own MASTER_PORT",
+                     "another job, %s (this job is '%s', from %s): give each job its own port (MASTER_PORT, or WEIPIPE_PORT)",
                      bi->master_addr, bi->master_port, holder, bi->job_id, bi->job_id_from);
         else if (strstr(why, strerror(EADDRINUSE)))
             snprintf(err, errlen, "rank 0 cannot listen at %s:%d (port from %s): another process, not a weipipe "
@@ -771,7 +771,7 @@ static int rank_rendezvous(const wp_boot_info *bi, const wp_net_opts *net, wp_tr
         if (wire_hs_decode(buf, &ack, scratch, sizeof scratch) == 0 && ack.kind == HS_CONTROL_ACK &&
             strcmp(ack.job, bi->job_id) != 0)
             snprintf(err, errlen, "rank %d: MASTER_ADDR:MASTER_PORT (%s:%d) is the rendezvous of another job, job '%s' "
-                     "(this job is '%s', from %s): give each job its own MASTER_PORT", bi->rank, bi->master_addr,
+                     "(this job is '%s', from %s): give each job its own port (MASTER_PORT, or WEIPIPE_PORT)", bi->rank, bi->master_addr,
                      bi->master_port, ack.job, bi->job_id, bi->job_id_from);
         else
             snprintf(err, errlen, "rank %d: rank 0 at %s:%d (port from %s) refused the rendezvous (%s; same WEIPIPE_SECRET, "

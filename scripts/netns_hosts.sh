@@ -31,8 +31,10 @@
 #   -p PORT      MASTER_PORT (default 29500)        -j ID   the job id (default: derived from $$)
 #   -e R:VAR=V   for rank R only (slurm, env): set VAR=V (e.g. an unreachable MASTER_ADDR)
 #   -o R:ARGS    for rank R only (slurm, env): append ARGS (word-split) to its arguments
-#   -J ID2       a second job with id ID2, same contract, hosts, ports and ARGS, started 1 s after the first
-#   -K H         SIGKILL every process of host H (its ranks, its namespace) once -W holds
+#   -d R:SEC     (slurm, env) the first job's rank R starts SEC seconds late: its rendezvous stays open
+#   -J ID2       (slurm, env) a second job with id ID2, same contract, hosts, ports and ARGS,
+#                started once the first one's rank 0 listens for its rendezvous on host1
+#   -K H         SIGKILL every process of host H (its ranks, its namespace) once -W holds (not with -J)
 #   -W FILE:N    ... once FILE has at least N lines (at most 60 s)
 #   -X           with -K: first unplug the host (its veth down), so that no FIN or RST of its
 #                dying sockets reaches anyone: the others see silence, as when a machine loses power
@@ -58,8 +60,8 @@ rate_bits() {
 
 orig_args=("$@")
 K=2 G=2 contract=env rate="" port=29500 jobid="" job2="" kill_host="" kill_when="" unplug=0
-rank_env=() rank_args=()
-while getopts "k:g:c:r:p:j:e:o:J:K:W:Xh" opt; do
+rank_env=() rank_args=() rank_delay=()
+while getopts "k:g:c:r:p:j:e:o:d:J:K:W:Xh" opt; do
     case $opt in
         k) K=$OPTARG ;;
         g) G=$OPTARG ;;
@@ -69,6 +71,7 @@ while getopts "k:g:c:r:p:j:e:o:J:K:W:Xh" opt; do
         j) jobid=$OPTARG ;;
         e) rank_env+=("$OPTARG") ;;
         o) rank_args+=("$OPTARG") ;;
+        d) rank_delay+=("$OPTARG") ;;
         J) job2=$OPTARG ;;
         K) kill_host=$OPTARG ;;
         W) kill_when=$OPTARG ;;
@@ -85,9 +88,13 @@ shift $((OPTIND - 1))
 case $contract in slurm | torchrun | env) ;; *) die "-c: '$contract' is not slurm, torchrun or env" ;; esac
 [ -z "$kill_host" ] || { [[ $kill_host =~ ^[0-9]+$ ]] && [ "$kill_host" -lt "$K" ]; } || die "-K: '$kill_host' is not a host in 0..$((K - 1))"
 [ -z "$kill_host" ] || [[ $kill_when =~ ^.+:[0-9]+$ ]] || die "-K needs -W FILE:N"
+[ -z "$kill_when" ] || [[ $kill_when =~ ^.+:[0-9]+$ ]] || die "-W: '$kill_when' is not FILE:N"
+[ -z "$kill_host" ] || [ -z "$job2" ] || die "-K and -J: one at a time"
 bits=""
 if [ -n "$rate" ]; then bits=$(rate_bits "$rate") || die "-r: '$rate' is not a rate such as 1Gbit or 125MByte"; fi
-[ "${#rank_env[@]}${#rank_args[@]}" = 00 ] || [ "$contract" != torchrun ] || die "-e and -o are per rank: not with -c torchrun"
+[ "${#rank_env[@]}${#rank_args[@]}${#rank_delay[@]}" = 000 ] && [ -z "$job2" ] || [ "$contract" != torchrun ] ||
+    die "-e, -o, -d and -J are per rank: not with -c torchrun"
+[ "$contract" != slurm ] || [ -z "$jobid" ] || [[ $jobid =~ ^[0-9]+$ ]] || die "-j: Slurm job ids are numbers"
 
 if [ -z "${WP_NETNS_INSIDE:-}" ]; then
     for tool in unshare nsenter ip tc; do
@@ -233,8 +240,11 @@ start_job() {
         mapfile -t envs < <(rank_vars "$r" "$id")
         for e in "${rank_env[@]}"; do [ "${e%%:*}" = "$r" ] && envs+=("${e#*:}"); done
         for a in "${rank_args[@]}"; do [ "${a%%:*}" = "$r" ] && read -r -a more <<< "${a#*:}" && extra+=("${more[@]}"); done
+        local delay=0 d
+        for d in "${rank_delay[@]}"; do [ -z "$tag" ] && [ "${d%%:*}" = "$r" ] && delay=${d#*:}; done
         (
             set +e
+            sleep "$delay"
             in_ns "$h" env -u WEIPIPE_SECRET -u WEIPIPE_JOB_ID -u RANK -u MASTER_ADDR -u MASTER_PORT "${envs[@]}" \
                 "$weipipe" train "$@" "${extra[@]}" 2>&1 | sed -u "s/^/[${tag}rank $r] /"
             exit "${PIPESTATUS[0]}"
@@ -244,20 +254,30 @@ start_job() {
     done
 }
 
-args=("$@")
-start_job "$jobid" "" "${args[@]}"
-first=("${procs[@]}")
-if [ -n "$job2" ]; then
-    sleep 1
-    start_job "$job2" "job2 " "${args[@]}"
-fi
-
-if [ -n "$kill_host" ]; then
-    file=${kill_when%:*} want=${kill_when##*:}
+# wait_for FILE:N: until FILE has N lines (at most 60 s)
+wait_for() {
+    local file=${1%:*} want=${1##*:}
     for _ in $(seq 600); do
         [ -f "$file" ] && [ "$(wc -l < "$file")" -ge "$want" ] && break
         sleep 0.1
     done
+}
+
+args=("$@")
+start_job "$jobid" "" "${args[@]}"
+first=("${procs[@]}")
+if [ -n "$job2" ]; then
+    rdv=$port
+    [ "$contract" != slurm ] || rdv=$(( 20000 + jobid % 20000 )) # as ring/bootstrap.c derives it
+    for _ in $(seq 300); do
+        in_ns 0 ss -Hltn "sport = :$rdv" 2>/dev/null | grep -q . && break
+        sleep 0.1
+    done
+    start_job "$job2" "job2 " "${args[@]}"
+fi
+
+if [ -n "$kill_host" ]; then
+    wait_for "$kill_when"
     victim_ns=$(readlink "/proc/${holders[kill_host]}/ns/net")
     victims=()
     for d in /proc/[0-9]*; do
