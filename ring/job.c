@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "bootstrap.h"
+#include "clock.h"
 #include "local.h"
 #include "mpi_boot.h"
 #include "ring_warn.h"
@@ -62,10 +63,12 @@ static int run_launched_rank(const wp_job_cfg *cfg, wp_rank_fn fn, void *arg, ch
         snprintf(note, sizeof note, "%.64s (--bind)", cfg->net.bind);
     }
     tp_job_conn c = {0};
+    double t0 = wp_now();
     int rc = cfg->transport->open(&bi, &routed, &c, err, errlen);
     if (rc != 0) return rc;
     wp_rank_ctx ctx = {.rank = bi.rank, .world = bi.world, .local_rank = bi.local_rank, .t = c.t, .ctl = c.ctl};
-    snprintf(ctx.addr_note, sizeof ctx.addr_note, "%s", note);
+    /* on rank 0: from listening until the last of the world joined and got the address table */
+    snprintf(ctx.addr_note, sizeof ctx.addr_note, "%s; rendezvous of %d ranks in %.3f s", note, bi.world, wp_now() - t0);
     rc = begin(cfg, arg, bi.rank, err, errlen);
     if (rc == 0) {
         rc = fn(&ctx, arg);

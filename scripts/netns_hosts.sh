@@ -25,6 +25,10 @@
 #       torchrun one real `torchrun --no-python` per host (static rendezvous: its agent store
 #                holds MASTER_PORT on host1): torchrun --nnodes K --nproc-per-node G --node-rank H
 #                --master-addr host1 --master-port PORT --rdzv-id ID weipipe train ARGS
+#       mpirun   one Open MPI `mpirun -np K*G --host host1:G,...` on host1, MASTER_ADDR=host1 and
+#                MASTER_PORT exported (-x); it reaches the other hosts without ssh: its rsh agent
+#                (--mca plm_rsh_agent) is a script that runs the remote orted inside that host's
+#                namespaces (nsenter), where ssh would log in
 #       env      the torchrun variables set by hand (any other launcher): RANK, WORLD_SIZE,
 #                LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR=host1, MASTER_PORT, TORCHELASTIC_RUN_ID
 #   -r RATE      bandwidth of each direction between two hosts (weipipe's spelling); default unshaped
@@ -85,23 +89,24 @@ shift $((OPTIND - 1))
 [[ $K =~ ^[0-9]+$ ]] && [ "$K" -ge 1 ] && [ "$K" -le 200 ] || die "-k: '$K' is not a host count in 1..200"
 [[ $G =~ ^[0-9]+$ ]] && [ "$G" -ge 1 ] && [ "$G" -le 64 ] || die "-g: '$G' is not a rank count in 1..64"
 [[ $port =~ ^[0-9]+$ ]] && [ "$port" -ge 1 ] && [ "$port" -le 65534 ] || die "-p: '$port' is not a port"
-case $contract in slurm | torchrun | env) ;; *) die "-c: '$contract' is not slurm, torchrun or env" ;; esac
+case $contract in slurm | torchrun | mpirun | env) ;; *) die "-c: '$contract' is not slurm, torchrun, mpirun or env" ;; esac
 [ -z "$kill_host" ] || { [[ $kill_host =~ ^[0-9]+$ ]] && [ "$kill_host" -lt "$K" ]; } || die "-K: '$kill_host' is not a host in 0..$((K - 1))"
 [ -z "$kill_host" ] || [[ $kill_when =~ ^.+:[0-9]+$ ]] || die "-K needs -W FILE:N"
 [ -z "$kill_when" ] || [[ $kill_when =~ ^.+:[0-9]+$ ]] || die "-W: '$kill_when' is not FILE:N"
 [ -z "$kill_host" ] || [ -z "$job2" ] || die "-K and -J: one at a time"
 bits=""
 if [ -n "$rate" ]; then bits=$(rate_bits "$rate") || die "-r: '$rate' is not a rate such as 1Gbit or 125MByte"; fi
-[ "${#rank_env[@]}${#rank_args[@]}${#rank_delay[@]}" = 000 ] && [ -z "$job2" ] || [ "$contract" != torchrun ] ||
-    die "-e, -o, -d and -J are per rank: not with -c torchrun"
+if [ "${#rank_env[@]}${#rank_args[@]}${#rank_delay[@]}" != 000 ] || [ -n "$job2" ]; then
+    [ "$contract" = slurm ] || [ "$contract" = env ] || die "-e, -o, -d and -J are per rank: not with -c $contract"
+fi
 [ "$contract" != slurm ] || [ -z "$jobid" ] || [[ $jobid =~ ^[0-9]+$ ]] || die "-j: Slurm job ids are numbers"
 
 if [ -z "${WP_NETNS_INSIDE:-}" ]; then
     for tool in unshare nsenter ip tc; do
         command -v "$tool" >/dev/null || { echo "netns_hosts.sh: '$tool' not found (Debian: util-linux, iproute2)" >&2; exit 77; }
     done
-    if [ "$contract" = torchrun ]; then
-        command -v torchrun >/dev/null || { echo "netns_hosts.sh: torchrun not found (Debian: python3-torch)" >&2; exit 77; }
+    if [ "$contract" = torchrun ] || [ "$contract" = mpirun ]; then
+        command -v "$contract" >/dev/null || { echo "netns_hosts.sh: $contract not found" >&2; exit 77; }
     fi
     unshare -rnpfm --mount-proc true 2>/dev/null || {
         echo "netns_hosts.sh: cannot create user+network+PID+mount namespaces here (unshare -rnpfm failed)" >&2; exit 77; }
@@ -153,7 +158,7 @@ watcher=$!
 exec 8<&-
 
 addr() { echo "10.78.0.$(( $1 + 1 ))"; }
-in_ns() { local h=$1; shift; nsenter -t "${holders[$h]}" -n "$@"; }
+in_ns() { local h=$1; shift; nsenter -t "${holders[$h]}" -n -u "$@"; }
 
 # names: a file of our own bound over /etc/hosts in this mount namespace only
 hosts_file=$(mktemp)
@@ -168,12 +173,15 @@ ip link set lo up
 ip link add br0 type bridge
 ip link set br0 up
 for ((h = 0; h < K; h++)); do
-    unshare -n sleep infinity &
+    # its own network and host name (UTS) namespace: gethostname() says host<H+1> there, as on a node
+    unshare -nu sh -c "hostname host$((h + 1)) && exec sleep infinity" &
     holders[h]=$!
 done
 for ((h = 0; h < K; h++)); do
     for _ in $(seq 100); do
-        [ "$(readlink "/proc/${holders[h]}/ns/net")" != "$(readlink /proc/self/ns/net)" ] && break
+        [ "$(readlink "/proc/${holders[h]}/ns/net")" != "$(readlink /proc/self/ns/net)" ] &&
+            [ "$(readlink "/proc/${holders[h]}/exe")" != "$(readlink /proc/self/exe)" ] &&
+            [ "$(nsenter -t "${holders[h]}" -u hostname)" = "host$((h + 1))" ] && break
         sleep 0.01
     done
     ip link add "vh$h" type veth peer name eth0 netns "${holders[h]}"
@@ -219,6 +227,35 @@ rank_vars() {
 start_job() {
     local id=$1 tag=$2
     shift 2
+    if [ "$contract" = mpirun ]; then
+        # Open MPI's rsh launcher runs "AGENT HOST COMMAND..." per remote node: here AGENT runs
+        # COMMAND in HOST's namespaces (the holders' pids are in the file beside it)
+        local agent="$logs/agent.sh" hostlist="" h
+        for ((h = 0; h < K; h++)); do
+            echo "host$((h + 1)) ${holders[h]}" >> "$logs/holders"
+            hostlist+="${hostlist:+,}host$((h + 1)):$G"
+        done
+        cat > "$agent" <<AGENT
+#!/bin/bash
+# Open MPI rsh agent for netns_hosts.sh: [-x] HOST COMMAND... -> COMMAND in HOST's namespaces
+while [ "\${1#-}" != "\$1" ]; do shift; done
+pid=\$(awk -v h="\$1" '\$1 == h {print \$2}' "$logs/holders")
+[ -n "\$pid" ] || { echo "agent: unknown host '\$1'" >&2; exit 1; }
+shift
+exec nsenter -t "\$pid" -n -u /bin/sh -c "\$*"
+AGENT
+        chmod +x "$agent"
+        (
+            set +e
+            in_ns 0 env -u WEIPIPE_SECRET -u WEIPIPE_JOB_ID -u RANK MASTER_ADDR=host1 MASTER_PORT="$port" \
+                mpirun --allow-run-as-root --oversubscribe -np $((K * G)) --host "$hostlist" --mca plm_rsh_agent "$agent" \
+                -x MASTER_ADDR -x MASTER_PORT "$weipipe" train "$@" 2>&1 | sed -u "s/^/[${tag}mpirun] /"
+            exit "${PIPESTATUS[0]}"
+        ) &
+        procs+=($!)
+        who[$!]="${tag}mpirun on host1"
+        return
+    fi
     if [ "$contract" = torchrun ]; then
         for ((h = 0; h < K; h++)); do
             (
