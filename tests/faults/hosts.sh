@@ -9,6 +9,8 @@
 #    id, and the first job trains;
 #  - a rank started with another --strategy, or another config (--hidden-size), fails the
 #    rendezvous: it and rank 0 each print one line naming the flag and both values;
+#  - under torchrun's agent store the rendezvous is at MASTER_PORT + 1; a stranger holding it
+#    is one line naming WEIPIPE_PORT, which then moves the job;
 #  - host2 of 3 loses its ranks (every process of its namespace SIGKILLed mid-step; then again
 #    with the host unplugged first, so that only silence tells): every other rank exits
 #    non-zero within --timeout (+ 3 s) naming the lost ranks 2, 3 and host2's address, no
@@ -66,7 +68,33 @@ for case in "slurm|3:--strategy 1f1b|--strategy is 'weipipe-interleave' on rank 
   echo "$c, rank $r with $extra: rank 0 and rank $r name it: $(grep "^\[rank $r\].*error:" "$TMP/f" | sed 's/.*error: //')"
 done
 
-# 4. a host lost mid-step
+# 4. the rendezvous port under torchrun's agent store (TORCHELASTIC_USE_AGENT_STORE=True):
+# MASTER_PORT + 1; held there by a process that is not weipipe: one line saying so; WEIPIPE_PORT
+# picks another. (On loopback: no namespace needed.)
+P=$((20000 + RANDOM % 30000))
+python3 -c "import socket, sys, time
+s = socket.socket(); s.bind(('127.0.0.1', $P + 1)); s.listen(); print('ready', flush=True); time.sleep(60)" > "$TMP/holder" &
+holder=$!
+cleanup_extra="kill $holder 2> /dev/null"
+for _ in $(seq 100); do grep -q ready "$TMP/holder" && break; sleep 0.1; done
+agent() { # agent RANK ENV...: a rank of a torchrun job of 2 whose agent store holds MASTER_PORT
+  local r=$1; shift
+  env -u WEIPIPE_SECRET -u WEIPIPE_JOB_ID RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$P \
+    TORCHELASTIC_RUN_ID=agent TORCHELASTIC_USE_AGENT_STORE=True "$@" "$W" train "${ARGS[@]}"
+}
+agent 0 > "$TMP/p0" 2>&1; rc=$?
+[ $rc = 1 ] && [ "$(grep -c error: "$TMP/p0")" = 1 ] &&
+  grep -q "error: rank 0 cannot listen at 127.0.0.1:$((P + 1)) (port from MASTER_PORT+1, as torchrun's agent store holds MASTER_PORT): another process, not a weipipe rendezvous, holds it; set WEIPIPE_PORT" "$TMP/p0" ||
+  { cat "$TMP/p0"; fail "MASTER_PORT+1 held by another process: exit $rc"; }
+echo "torchrun's agent store: port MASTER_PORT+1; held by a stranger: $(sed -n 's/.*error: //p' "$TMP/p0")"
+agent 0 WEIPIPE_PORT=$((P + 2)) > "$TMP/p0" 2>&1 & a0=$!
+agent 1 WEIPIPE_PORT=$((P + 2)) > "$TMP/p1" 2>&1 || { cat "$TMP/p1"; fail "WEIPIPE_PORT: rank 1"; }
+wait $a0 || { cat "$TMP/p0"; fail "WEIPIPE_PORT: rank 0"; }
+grep -q "reaches 127.0.0.1:$((P + 2)) may join" "$TMP/p0" || { cat "$TMP/p0"; fail "WEIPIPE_PORT not used"; }
+kill $holder 2> /dev/null; wait $holder 2> /dev/null
+echo "WEIPIPE_PORT=$((P + 2)): the job meets there"
+
+# 5. a host lost mid-step
 TIMEOUT=4
 for unplug in "" -X; do
   save="$TMP/save$unplug"
