@@ -101,14 +101,17 @@ static int slurm_master(wp_boot_info *bi, wp_getenv_fn get, void *ctx, char *err
         }
     }
     long port = 0, job = 0;
-    if (get_nonempty(get, ctx, "MASTER_PORT"))
+    if (get_nonempty(get, ctx, "MASTER_PORT")) {
+        bi->port_from = "MASTER_PORT";
         return int_var(get, ctx, "MASTER_PORT", 1, 65535, true, &port, err, errlen) ? 2 : (bi->master_port = (int)port, 0);
+    }
     if (int_var(get, ctx, "SLURM_JOB_ID", 0, 0x7fffffffL, false, &job, err, errlen)) return 2;
     if (!get_nonempty(get, ctx, "SLURM_JOB_ID")) {
         snprintf(err, errlen, "neither MASTER_PORT nor SLURM_JOB_ID is set");
         return 2;
     }
     bi->master_port = 20000 + (int)(job % 20000); /* the same on every node of the job */
+    bi->port_from = "20000 + SLURM_JOB_ID % 20000";
     return 0;
 }
 
@@ -118,6 +121,29 @@ static int master_vars(wp_boot_info *bi, wp_getenv_fn get, void *ctx, char *err,
         int_var(get, ctx, "MASTER_PORT", 1, 65535, true, &port, err, errlen))
         return 2;
     bi->master_port = (int)port;
+    bi->port_from = "MASTER_PORT";
+    /* torchrun's agent on the master host serves its TCPStore on MASTER_PORT for the workers'
+     * c10d (torch.distributed.elastic.agent.server.api: use_agent_store); the port above is
+     * the next one, the same on every rank without any exchange. */
+    const char *agent = get_nonempty(get, ctx, "TORCHELASTIC_USE_AGENT_STORE");
+    if (get_nonempty(get, ctx, "RANK") && agent && strcmp(agent, "True") == 0) {
+        if (port == 65535) {
+            snprintf(err, errlen, "MASTER_PORT=65535 under torchrun's agent store leaves no MASTER_PORT+1: set WEIPIPE_PORT");
+            return 2;
+        }
+        bi->master_port = (int)port + 1;
+        bi->port_from = "MASTER_PORT+1, as torchrun's agent store holds MASTER_PORT";
+    }
+    return 0;
+}
+
+/* WEIPIPE_PORT replaces whatever port the launcher's variables gave. */
+static int port_override(wp_boot_info *bi, wp_getenv_fn get, void *ctx, char *err, size_t errlen) {
+    long port;
+    if (!get_nonempty(get, ctx, "WEIPIPE_PORT")) return 0;
+    if (int_var(get, ctx, "WEIPIPE_PORT", 1, 65535, true, &port, err, errlen)) return 2;
+    bi->master_port = (int)port;
+    bi->port_from = "WEIPIPE_PORT";
     return 0;
 }
 
@@ -399,7 +425,8 @@ int boot_from_env(wp_boot_info *bi, wp_getenv_fn get, void *ctx, char *err, size
     if (int_var(get, ctx, lv->rank, 0, big_world, true, &rank, err, errlen) ||
         int_var(get, ctx, lv->world, 1, big_world, true, &world, err, errlen) ||
         int_var(get, ctx, lv->local, 0, big_world, false, &local, err, errlen) ||
-        (lv == &slurm_vars ? slurm_master(bi, get, ctx, err, errlen) : master_vars(bi, get, ctx, err, errlen)))
+        (lv == &slurm_vars ? slurm_master(bi, get, ctx, err, errlen) : master_vars(bi, get, ctx, err, errlen)) ||
+        port_override(bi, get, ctx, err, errlen))
         return 2;
     if (rank >= world) {
         snprintf(err, errlen, "rank %ld is not below the world size %ld (%s variables)", rank, world, bi->launcher);
@@ -430,8 +457,60 @@ int boot_job_id_from_environ(char *out, size_t outlen) {
 
 /* ---- rendezvous ---- */
 
+static uint32_t flags_hash(const wp_boot_info *bi) {
+    if (!bi->job_flags) return 0;
+    uint32_t h = wire_crc(0, bi->job_flags, strlen(bi->job_flags));
+    return h ? h : 1; /* 0 means "not compared" */
+}
+
+/* The first "name=value" line where two flags texts differ, as "--name is 'A' on rank X, 'B' on
+ * rank Y". Both come from the same table, in the same order; a line one side lacks (another
+ * weipipe version) is named too. */
+static void flags_diff(const char *mine, int my_rank, const char *theirs, int their_rank, char *out, size_t outlen) {
+    const char *a = mine, *b = theirs;
+    while (*a || *b) {
+        size_t la = strcspn(a, "\n"), lb = strcspn(b, "\n");
+        if (la != lb || memcmp(a, b, la) != 0) {
+            size_t ka = strcspn(a, "="), kb = strcspn(b, "=");
+            if (ka > la) ka = la;
+            if (kb > lb) kb = lb;
+            if (ka == kb && memcmp(a, b, ka) == 0)
+                snprintf(out, outlen, "--%.*s is '%.*s' on rank %d, '%.*s' on rank %d", (int)ka, a, (int)(la - ka - (ka < la)),
+                         a + ka + (ka < la), my_rank, (int)(lb - kb - (kb < lb)), b + kb + (kb < lb), their_rank);
+            else
+                snprintf(out, outlen, "rank %d has flag '%.*s' where rank %d has '%.*s' (another weipipe version?)", my_rank,
+                         (int)la, a, their_rank, (int)lb, b);
+            return;
+        }
+        a += la + (a[la] == '\n');
+        b += lb + (b[lb] == '\n');
+    }
+    snprintf(out, outlen, "the flags texts are equal but their hashes differ");
+}
+
+/* Both ends of a rendezvous connection found their flags hashes differ: send ours, read theirs
+ * (rank 0 sends first, the joining rank answers, so neither waits on the other) and name the
+ * first flag that differs. */
+static void flags_swap(int fd, const wp_boot_info *bi, int peer, bool send_first, char *out, size_t outlen) {
+    char why[200], *theirs = NULL;
+    int type = 0;
+    uint64_t seq;
+    size_t len;
+    const char *mine = bi->job_flags ? bi->job_flags : "";
+    double deadline = wp_now() + 2.0;
+    bool ok = (!send_first || ctl_write_frame(fd, F_ABORT, 0, mine, strlen(mine), deadline, why, sizeof why) == 0) &&
+              ctl_read_frame(fd, &type, &seq, &theirs, &len, 1 << 20, deadline, why, sizeof why) == 0 && type == F_ABORT &&
+              (send_first || ctl_write_frame(fd, F_ABORT, 0, mine, strlen(mine), deadline, why, sizeof why) == 0);
+    if (ok)
+        flags_diff(mine, bi->rank, theirs, peer, out, outlen);
+    else
+        snprintf(out, outlen, "rank %d could not tell which (%s)", bi->rank, theirs ? "unexpected frame" : why);
+    free(theirs);
+}
+
 static void hs_fill(wire_hs *h, int kind, const wp_boot_info *bi, int rank, const char *addr) {
     memset(h, 0, sizeof *h);
+    h->flags_hash = flags_hash(bi);
     h->version = WIRE_VERSION;
     h->kind = (uint16_t)kind;
     h->rank = (uint32_t)rank;
@@ -459,26 +538,52 @@ static void answer_other_job(const wp_boot_info *bi, hs_pending *p) {
     sock_write_all(p->fd, buf, sizeof buf, wp_now() + 0.5, why, sizeof why); /* best effort */
 }
 
-/* A joining rank's handshake is complete: check it, answer, keep its connection. */
-static void root_admit(const wp_boot_info *bi, hs_pending *p, int *fds, char **addrs, int *joined, uint64_t *rejected) {
+/* A joining rank's handshake is complete: check it, answer, keep its connection. Returns -1
+ * with err when the job cannot form: a rank of this job (same id and secret) runs with other
+ * job flags. */
+static int root_admit(const wp_boot_info *bi, hs_pending *p, int *fds, char **addrs, int *joined, uint64_t *rejected,
+                      char *err, size_t errlen) {
     hs_expect e = {.kind = HS_CONTROL, .world = bi->world, .job = bi->job_id, .secret = bi->secret};
     wire_hs h, ack;
     char why[200], host[SOCK_ADDR_MAX];
     int port;
     if (hs_check(p->buf, &e, &h, why, sizeof why) != 0) {
         answer_other_job(bi, p);
-        return hs_reject(p, 0, why, rejected);
+        hs_reject(p, 0, why, rejected);
+        return 0;
     }
-    if (h.rank == 0 || fds[h.rank] >= 0) return hs_reject(p, 0, h.rank ? "rank already joined" : "claims rank 0", rejected);
-    if (sock_split_addr(h.addr, host, sizeof host, &port, why, sizeof why) != 0) return hs_reject(p, 0, why, rejected);
+    if (h.rank == 0 || fds[h.rank] >= 0) {
+        hs_reject(p, 0, h.rank ? "rank already joined" : "claims rank 0", rejected);
+        return 0;
+    }
+    if (sock_split_addr(h.addr, host, sizeof host, &port, why, sizeof why) != 0) {
+        hs_reject(p, 0, why, rejected);
+        return 0;
+    }
     uint8_t buf[WIRE_HS_BYTES];
     hs_fill(&ack, HS_CONTROL_ACK, bi, 0, "");
     wire_hs_encode(&ack, buf);
-    if (sock_write_all(p->fd, buf, sizeof buf, wp_now() + 1.0, why, sizeof why) != 0) return hs_reject(p, 0, why, rejected);
+    if (sock_write_all(p->fd, buf, sizeof buf, wp_now() + 1.0, why, sizeof why) != 0) {
+        hs_reject(p, 0, why, rejected);
+        return 0;
+    }
+    if (h.flags_hash != ack.flags_hash) {
+        /* the same job (id and secret agree) started with other flags: it cannot run, and
+         * waiting for the rendezvous to time out would only hide why */
+        char diff[400];
+        flags_swap(p->fd, bi, (int)h.rank, true, diff, sizeof diff);
+        snprintf(err, errlen, "rank %u (%s) was started with other job flags than rank 0: %s (flags hash %08x, rank 0's "
+                 "%08x; start every rank with the same flags and config)", h.rank, h.addr, diff, h.flags_hash,
+                 ack.flags_hash);
+        close(p->fd);
+        p->fd = -1;
+        return -1;
+    }
     fds[h.rank] = p->fd;
     addrs[h.rank] = strdup(h.addr);
     p->fd = -1;
     (*joined)++;
+    return 0;
 }
 
 static void missing_list(int world, const int *fds, char *out, size_t outlen) {
@@ -525,7 +630,11 @@ static int root_gather(const wp_boot_info *bi, const wp_net_opts *net, int lfd, 
                 rc = -1;
             }
             if (rc < 0) hs_reject(&pend[i], 0, why, &rejected);
-            else if (rc == 1) root_admit(bi, &pend[i], fds, addrs, &joined, &rejected);
+            else if (rc == 1 && root_admit(bi, &pend[i], fds, addrs, &joined, &rejected, err, errlen) != 0) {
+                for (int q = 0; q < np; q++)
+                    if (pend[q].fd >= 0) close(pend[q].fd);
+                return 1;
+            }
             if (pend[i].fd >= 0) pend[k++] = pend[i];
         }
         np = k;
@@ -578,8 +687,12 @@ static int root_rendezvous(const wp_boot_info *bi, const wp_net_opts *net, int l
         char holder[WIRE_NAME_MAX + 64] = "";
         if (strstr(why, strerror(EADDRINUSE)) && probe_holder(bi, holder, sizeof holder) == 0)
             snprintf(err, errlen, "rank 0 cannot listen at MASTER_ADDR:MASTER_PORT (%s:%d): it is the rendezvous of "
-                     "another job, %s (this job is '%s', from %s): give each job its own MASTER_PORT",
+                     "another job, %s (this job is '%s', from %s): give each job its own port (MASTER_PORT, or WEIPIPE_PORT)",
                      bi->master_addr, bi->master_port, holder, bi->job_id, bi->job_id_from);
+        else if (strstr(why, strerror(EADDRINUSE)))
+            snprintf(err, errlen, "rank 0 cannot listen at %s:%d (port from %s): another process, not a weipipe "
+                     "rendezvous, holds it; set WEIPIPE_PORT to a free port of the master host, the same on every rank",
+                     bi->master_addr, bi->master_port, bi->port_from ? bi->port_from : "MASTER_PORT");
         else
             snprintf(err, errlen, "rank 0 cannot listen at MASTER_ADDR:MASTER_PORT: %s", why);
         return 1;
@@ -658,11 +771,20 @@ static int rank_rendezvous(const wp_boot_info *bi, const wp_net_opts *net, wp_tr
         if (wire_hs_decode(buf, &ack, scratch, sizeof scratch) == 0 && ack.kind == HS_CONTROL_ACK &&
             strcmp(ack.job, bi->job_id) != 0)
             snprintf(err, errlen, "rank %d: MASTER_ADDR:MASTER_PORT (%s:%d) is the rendezvous of another job, job '%s' "
-                     "(this job is '%s', from %s): give each job its own MASTER_PORT", bi->rank, bi->master_addr,
+                     "(this job is '%s', from %s): give each job its own port (MASTER_PORT, or WEIPIPE_PORT)", bi->rank, bi->master_addr,
                      bi->master_port, ack.job, bi->job_id, bi->job_id_from);
         else
-            snprintf(err, errlen, "rank %d: rank 0 at %s:%d refused the rendezvous (%s; same WEIPIPE_SECRET, "
-                     "WEIPIPE_JOB_ID and world size everywhere?)", bi->rank, bi->master_addr, bi->master_port, why);
+            snprintf(err, errlen, "rank %d: rank 0 at %s:%d (port from %s) refused the rendezvous (%s; same WEIPIPE_SECRET, "
+                     "WEIPIPE_JOB_ID and world size everywhere, and that port weipipe's?)", bi->rank, bi->master_addr,
+                     bi->master_port, bi->port_from ? bi->port_from : "MASTER_PORT", why);
+        close(fd);
+        return 1;
+    }
+    if (ack.flags_hash != h.flags_hash) {
+        char diff[400];
+        flags_swap(fd, bi, 0, false, diff, sizeof diff);
+        snprintf(err, errlen, "rank %d was started with other job flags than rank 0: %s (flags hash %08x, rank 0's %08x; "
+                 "start every rank with the same flags and config)", bi->rank, diff, h.flags_hash, ack.flags_hash);
         close(fd);
         return 1;
     }

@@ -13,6 +13,11 @@
  * the launcher's: TORCHELASTIC_RUN_ID (torchrun), SLURM_JOB_ID.SLURM_STEP_ID (srun; two steps of
  * one allocation differ), PMIX_NAMESPACE or OMPI_MCA_ess_base_jobid (mpirun).
  *
+ * Port: WEIPIPE_PORT when set (any launcher; the same on every rank); else under torchrun with
+ * TORCHELASTIC_USE_AGENT_STORE=True, MASTER_PORT + 1, because torchrun's agent store (a TCPStore
+ * of the master host's agent) already listens on MASTER_PORT there; else MASTER_PORT (Slurm
+ * without MASTER_PORT: 20000 + SLURM_JOB_ID % 20000). Below, "MASTER_PORT" means this port.
+ *
  * Rendezvous: rank 0 listens on MASTER_ADDR:MASTER_PORT; every rank connects (handshake with
  * job id and secret) and sends the address of its data listener; rank 0 answers with the table
  * of all addresses. These connections stay open as the control channel (control.h).
@@ -36,7 +41,8 @@
 typedef struct wp_boot_info {
     int rank, world, local_rank;
     char master_addr[256];
-    int master_port;
+    int master_port;      /* the rendezvous port: see "Port" above */
+    const char *port_from; /* how it was chosen, for messages ("MASTER_PORT", "MASTER_PORT+1 ...") */
     char job_id[64];      /* what tells this job from another at the same rendezvous */
     const char *job_id_from; /* the variable(s) it came from, for messages */
     char secret[64];      /* WEIPIPE_SECRET; empty: the ranks are not authenticated */
@@ -45,6 +51,11 @@ typedef struct wp_boot_info {
      * close-on-exec and non-blocking; wp_job_open_tcp uses it instead of binding, and closes it. */
     bool listen_inherited; /* false (the zeroed default): rank 0 binds MASTER_ADDR:MASTER_PORT */
     int listen_fd;
+    /* The flags that every rank of the job must share, as "name=value" lines in one fixed order
+     * (the command writes them; NULL: not compared). The rendezvous handshake carries their
+     * crc32; a rank whose hash differs from rank 0's fails the rendezvous on both sides, which
+     * swap the texts to name the first flag that differs. */
+    const char *job_flags;
 } wp_boot_info;
 
 typedef const char *(*wp_getenv_fn)(const char *name, void *ctx);

@@ -156,9 +156,25 @@ static void tcp_ctl_abort(wp_control *c, const char *why) {
     pthread_mutex_unlock(&T->sync.mu);
 }
 
+/* "rank 2 (10.0.0.2:4000)"; on rank 0, which knows every rank's address, also the ranks that
+ * share that host ("rank 2 (10.0.0.2:4000, host of ranks 2, 3)"): a host that dies takes them
+ * all, and the first one noticed should not hide the others. */
 static void conn_name(ctl_tcp *T, int r, char *buf, size_t buflen) {
     ctl_conn *k = &T->conns[T->base.rank == 0 ? r : 0];
-    snprintf(buf, buflen, "rank %d (%s)", r, k->addr);
+    char host[SOCK_ADDR_MAX], other[SOCK_ADDR_MAX], why[128], list[160] = "";
+    int port, n = 0;
+    size_t used = 0;
+    if (T->base.rank == 0 && sock_split_addr(k->addr, host, sizeof host, &port, why, sizeof why) == 0)
+        for (int q = 1; q < T->base.world && used + 16 < sizeof list; q++)
+            if (sock_split_addr(T->conns[q].addr, other, sizeof other, &port, why, sizeof why) == 0 &&
+                strcmp(host, other) == 0) {
+                used += (size_t)snprintf(list + used, sizeof list - used, "%s%d", n ? ", " : "", q);
+                n++;
+            }
+    if (n > 1)
+        snprintf(buf, buflen, "rank %d (%s, host of ranks %s)", r, k->addr, list);
+    else
+        snprintf(buf, buflen, "rank %d (%s)", r, k->addr);
 }
 
 /* ---- rank 0: status sessions ---- */
@@ -225,7 +241,7 @@ static void session_join(ctl_tcp *T, int rank, uint64_t req_id) {
 /* ---- handling what arrives ---- */
 
 static void protocol_error(ctl_tcp *T, int r, const char *what) {
-    char name[96], why[400];
+    char name[256], why[512];
     conn_name(T, r, name, sizeof name);
     snprintf(why, sizeof why, "%s %s on the control connection", name, what);
     fail(T, why, -1);
@@ -331,7 +347,7 @@ static void conn_closed(ctl_tcp *T, ctl_conn *k, int err) {
     k->fd = -1;
     pthread_mutex_unlock(&k->wmu);
     if (!k->bye && !T->stop) {
-        char name[96], why[300];
+        char name[256], why[400];
         conn_name(T, k->rank, name, sizeof name);
         snprintf(why, sizeof why, "%s %s the control connection%s%s", name, err ? "lost" : "closed",
                  err ? ": " : " without saying goodbye (died?)", err ? strerror(err) : "");
@@ -414,6 +430,26 @@ static void missing_ranks(ctl_tcp *T, uint64_t seq, char *out, size_t outlen) {
         if (!T->slot[r] || T->slot_seq[r] != seq) used += (size_t)snprintf(out + used, outlen - used, "%s%d", used ? ", " : "", r);
 }
 
+/* The hosts of the ranks missing from collective seq, distinct, as " on host(s) 10.0.0.2": when a
+ * machine vanishes, which one it was is the first thing to know. */
+static void missing_hosts(ctl_tcp *T, uint64_t seq, char *out, size_t outlen) {
+    size_t used = 0;
+    int n = 0;
+    out[0] = 0;
+    for (int r = 1; r < T->base.world; r++) {
+        char host[SOCK_ADDR_MAX], other[SOCK_ADDR_MAX], why[128];
+        int port;
+        bool seen = false;
+        if ((T->slot[r] && T->slot_seq[r] == seq) || sock_split_addr(T->conns[r].addr, host, sizeof host, &port, why, sizeof why))
+            continue;
+        for (int q = 1; q < r && !seen; q++)
+            seen = !(T->slot[q] && T->slot_seq[q] == seq) &&
+                   sock_split_addr(T->conns[q].addr, other, sizeof other, &port, why, sizeof why) == 0 && strcmp(host, other) == 0;
+        if (seen || used + strlen(host) + 16 >= outlen) continue;
+        used += (size_t)snprintf(out + used, outlen - used, "%s%s", n++ ? ", " : " on host(s) ", host);
+    }
+}
+
 static int failed_msg(ctl_tcp *T, char *err, size_t errlen) {
     char why[512];
     ctl_failed(&T->base, why, sizeof why);
@@ -446,8 +482,10 @@ static int root_exchange(ctl_tcp *T, const void *contrib, size_t bytes, void **r
             continue;
         }
         if (wp_now() >= deadline) {
-            snprintf(why, sizeof why, "collective #%llu: rank(s) %s did not arrive within %g s", (unsigned long long)seq,
-                     missing, T->base.timeout);
+            char hosts[128];
+            missing_hosts(T, seq, hosts, sizeof hosts);
+            snprintf(why, sizeof why, "collective #%llu: rank(s) %s%s did not arrive within %g s", (unsigned long long)seq,
+                     missing, hosts, T->base.timeout);
             fail(T, why, -1);
             continue;
         }

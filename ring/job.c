@@ -5,9 +5,11 @@
 #include <string.h>
 
 #include "bootstrap.h"
+#include "clock.h"
 #include "local.h"
 #include "mpi_boot.h"
 #include "ring_warn.h"
+#include "sock.h"
 
 int wp_job_check(const wp_job_cfg *cfg, char *err, size_t errlen) {
     const tp_row *k = cfg->transport;
@@ -43,10 +45,30 @@ static int run_launched_rank(const wp_job_cfg *cfg, wp_rank_fn fn, void *arg, ch
         ring_warn("the %d ranks of job '%s' (from %s) are not authenticated: any process that reaches %s:%d may "
                   "join; to refuse strangers set WEIPIPE_SECRET to the same value on every rank",
                   bi.world, bi.job_id, bi.job_id_from, bi.master_addr, bi.master_port);
+    bi.job_flags = cfg->job_flags;
+    /* Listeners bind the interface that reaches MASTER_ADDR (loopback when it is loopback),
+     * which is then the address the other ranks dial: on a cluster the default --bind
+     * (127.0.0.1) would advertise an address no other host can reach. */
+    wp_job_cfg routed = *cfg;
+    char note[200];
+    if (!cfg->net.bind_given) {
+        char why[256];
+        if (sock_route_addr(bi.master_addr, bi.master_port, routed.net.bind, sizeof routed.net.bind, why, sizeof why)) {
+            snprintf(err, errlen, "rank %d: MASTER_ADDR '%s' is unreachable from this host: %s (--bind ADDR picks the "
+                     "interface by hand)", bi.rank, bi.master_addr, why);
+            return 2;
+        }
+        snprintf(note, sizeof note, "%.64s, the interface that routes to MASTER_ADDR %.64s", routed.net.bind, bi.master_addr);
+    } else {
+        snprintf(note, sizeof note, "%.64s (--bind)", cfg->net.bind);
+    }
     tp_job_conn c = {0};
-    int rc = cfg->transport->open(&bi, cfg, &c, err, errlen);
+    double t0 = wp_now();
+    int rc = cfg->transport->open(&bi, &routed, &c, err, errlen);
     if (rc != 0) return rc;
     wp_rank_ctx ctx = {.rank = bi.rank, .world = bi.world, .local_rank = bi.local_rank, .t = c.t, .ctl = c.ctl};
+    /* on rank 0: from listening until the last of the world joined and got the address table */
+    snprintf(ctx.addr_note, sizeof ctx.addr_note, "%s; rendezvous of %d ranks in %.3f s", note, bi.world, wp_now() - t0);
     rc = begin(cfg, arg, bi.rank, err, errlen);
     if (rc == 0) {
         rc = fn(&ctx, arg);

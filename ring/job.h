@@ -30,6 +30,7 @@ typedef struct wp_job_cfg {
     ib_dev_cfg ib;            /* ibverbs: the device */
     bool cuda_backend;        /* the ranks compute on a CUDA device (device_memory transports need it) */
     double launch_grace;      /* launch_local: seconds the other ranks get after a failure */
+    const char *job_flags;    /* the flags every rank must share ("name=value" lines, bootstrap.h); NULL: unchecked */
     /* Optional, called in each process that runs ranks, around them: first_rank is the lowest
      * rank this process runs (0 for threads). begin's failure (non-zero, message in err) ends
      * the job before any rank starts; end gets the job's code and returns the final one. */

@@ -49,6 +49,11 @@ typedef struct wp_rank_ctx {
     wp_transport *t;
     wp_control *ctl;
     char err[512];
+    /* A launched rank: the address its listeners bind and advertise and why that one, and how
+     * long its rendezvous took, for the command to print once at start ("10.0.0.2, the
+     * interface that routes to MASTER_ADDR host1; rendezvous of 6 ranks in 0.012 s"); "" for
+     * threads. */
+    char addr_note[256];
 } wp_rank_ctx;
 typedef int (*wp_rank_fn)(wp_rank_ctx *ctx, void *arg);
 

@@ -118,6 +118,52 @@ static int resolve(const char *host, int port, bool passive, struct addrinfo **r
     return 0;
 }
 
+int sock_route_addr(const char *host, int port, char *out, size_t outlen, char *err, size_t errlen) {
+    struct addrinfo hints, *res;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_DGRAM;
+    hints.ai_flags = AI_NUMERICSERV;
+    char portstr[16];
+    snprintf(portstr, sizeof portstr, "%d", port);
+    int rc = getaddrinfo(host, portstr, &hints, &res);
+    if (rc != 0) {
+        snprintf(err, errlen, "cannot resolve '%s': %s", host, gai_strerror(rc));
+        return -1;
+    }
+    snprintf(err, errlen, "'%s' has no usable address", host);
+    int ok = -1;
+    /* the first address with a route, in getaddrinfo's order (the order connects try too) */
+    for (struct addrinfo *ai = res; ai && ok != 0; ai = ai->ai_next) {
+        int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+        if (fd < 0) {
+            snprintf(err, errlen, "socket: %s", strerror(errno));
+            continue;
+        }
+        struct sockaddr_storage sa;
+        socklen_t len = sizeof sa;
+        char ip[INET6_ADDRSTRLEN];
+        if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+            snprintf(err, errlen, "no route to '%s': %s", host, strerror(errno));
+        } else if (getsockname(fd, (struct sockaddr *)&sa, &len) != 0) {
+            snprintf(err, errlen, "getsockname: %s", strerror(errno));
+        } else if (!inet_ntop(sa.ss_family,
+                              sa.ss_family == AF_INET ? (const void *)&((struct sockaddr_in *)&sa)->sin_addr
+                                                      : (const void *)&((struct sockaddr_in6 *)&sa)->sin6_addr,
+                              ip, sizeof ip)) {
+            snprintf(err, errlen, "inet_ntop: %s", strerror(errno));
+        } else if (strlen(ip) >= outlen) {
+            snprintf(err, errlen, "address %s is too long", ip);
+        } else {
+            snprintf(out, outlen, "%s", ip);
+            ok = 0;
+        }
+        close(fd);
+    }
+    freeaddrinfo(res);
+    return ok;
+}
+
 int sock_listen(const char *host, int port, char *err, size_t errlen) {
     struct addrinfo *res;
     if (resolve(host, port, true, &res, err, errlen) != 0) return -1;

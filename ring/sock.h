@@ -17,6 +17,12 @@ bool sock_is_wildcard(const char *host);
 /* A non-blocking listener bound to host:port (port 0: the kernel picks one). Returns the fd. */
 int sock_listen(const char *host, int port, char *err, size_t errlen);
 
+/* The local IP address ("10.0.0.2", "::1") of the interface this host would use to reach
+ * host:port: a UDP socket connect()ed there and getsockname() (connecting a UDP socket only
+ * consults the routing table; no packet is sent). Returns 0, or -1 with a reason (the name does
+ * not resolve; no route: "Network is unreachable"). */
+int sock_route_addr(const char *host, int port, char *out, size_t outlen, char *err, size_t errlen);
+
 /* Connect to host:port before the monotonic `deadline`, retrying while the peer refuses (it
  * may not listen yet). Returns a tuned non-blocking fd, or -1 with a reason. */
 int sock_connect(const char *host, int port, double deadline, char *err, size_t errlen);

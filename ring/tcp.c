@@ -21,12 +21,32 @@ void tcp_free_out(tcp_out *o) {
     free(o);
 }
 
+/* "rank 3 (10.0.0.2:4000)", with the ranks that share its host when there are others ("rank 3
+ * (10.0.0.2:4000, host of ranks 2, 3)"): a host that dies takes them all, and the peer noticed
+ * first should not hide the others. */
 static void peer_name(wp_transport *t, int peer, char *buf, size_t buflen) {
     tcp_tp *T = tcp_of(t);
-    if (peer >= 0 && peer < t->world && T->peers[peer].addr[0])
-        snprintf(buf, buflen, "rank %d (%s)", peer, T->peers[peer].addr);
-    else
+    if (!(peer >= 0 && peer < t->world && T->peers[peer].addr[0])) {
         snprintf(buf, buflen, "rank %d", peer);
+        return;
+    }
+    char host[SOCK_ADDR_MAX], other[SOCK_ADDR_MAX], why[128], list[64] = "";
+    int port, n = 0;
+    size_t used = 0;
+    if (sock_split_addr(T->peers[peer].addr, host, sizeof host, &port, why, sizeof why) == 0)
+        for (int q = 0; q < t->world; q++)
+            if (T->peers[q].addr[0] && sock_split_addr(T->peers[q].addr, other, sizeof other, &port, why, sizeof why) == 0 &&
+                strcmp(host, other) == 0) {
+                if (used + 16 < sizeof list)
+                    used += (size_t)snprintf(list + used, sizeof list - used, "%s%d", n ? ", " : "", q);
+                else if (used + 4 < sizeof list)
+                    used += (size_t)snprintf(list + used, sizeof list - used, "...");
+                n++;
+            }
+    if (n > 1)
+        snprintf(buf, buflen, "rank %d (%s, host of ranks %s)", peer, T->peers[peer].addr, list);
+    else
+        snprintf(buf, buflen, "rank %d (%s)", peer, T->peers[peer].addr);
 }
 
 /* The first stream a control frame can go out on: connected and not cut mid-frame. */

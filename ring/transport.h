@@ -43,6 +43,7 @@ enum { WP_CH_WFWD = 0, WP_CH_WBWD = 1, WP_CH_GRAD = 2, WP_CH_ACT = 3, WP_CH_ACTG
 typedef struct wp_net_opts {
     int tcp_streams;          /* sockets per peer that large buffers are striped over */
     char bind[256];           /* interface the data listeners bind to */
+    bool bind_given;          /* --bind was given; else a launched rank binds the interface that routes to MASTER_ADDR */
     double connect_timeout;   /* seconds */
     double timeout;           /* a peer silent this long while awaited is declared dead */
     double link_bandwidth;    /* bytes/s per direction between nodes; 0 = unpaced */

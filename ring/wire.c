@@ -52,6 +52,7 @@ void wire_hs_encode(const wire_hs *h, uint8_t out[WIRE_HS_BYTES]) {
     put16(out + 20, h->stream);
     put16(out + 22, h->nstreams);
     put32(out + 24, h->frame_bytes);
+    put32(out + 28, h->flags_hash);
     put_name(out + 32, h->job);
     put_name(out + 96, h->secret);
     put_name(out + 160, h->addr);
@@ -79,6 +80,7 @@ int wire_hs_decode(const uint8_t in[WIRE_HS_BYTES], wire_hs *h, char *why, size_
     h->stream = get16(in + 20);
     h->nstreams = get16(in + 22);
     h->frame_bytes = get32(in + 24);
+    h->flags_hash = get32(in + 28);
     if (get_name(in + 32, h->job) || get_name(in + 96, h->secret) || get_name(in + 160, h->addr)) {
         snprintf(why, whylen, "malformed handshake (unterminated name field)");
         return -1;

@@ -26,6 +26,7 @@ typedef struct wire_hs {
     uint16_t stream;      /* which of the nstreams sockets of a peer pair this is */
     uint16_t nstreams;
     uint32_t frame_bytes; /* largest data frame; both sides must agree */
+    uint32_t flags_hash;  /* CONTROL and its ACK: crc32 of the job's flags text (bootstrap.h); 0 = none */
     char job[WIRE_NAME_MAX];
     char secret[WIRE_NAME_MAX];
     char addr[WIRE_NAME_MAX]; /* CONTROL: the sender's data listen address ("ip:port") */

@@ -373,6 +373,28 @@ void cli_write_json(FILE *f, const wp_opts *o, unsigned cmd_mask) {
     fputc('}', f);
 }
 
+int cli_job_flags(const wp_opts *o, char *out, size_t outlen) {
+    static const int per_rank[] = {FLAG_config,  FLAG_bind,    FLAG_trace,   FLAG_metrics,  FLAG_quiet,
+                                   FLAG_threads, FLAG_nranks,  FLAG_timeout, FLAG_connect_timeout,
+                                   FLAG_ib_device, FLAG_ib_port, FLAG_ib_gid_index};
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f) return -1;
+    for (int i = 0; i < FLAG_COUNT; i++) {
+        bool skip = !(flags[i].cmds & C_TRAIN);
+        for (size_t k = 0; k < sizeof per_rank / sizeof per_rank[0]; k++) skip = skip || per_rank[k] == i;
+        if (skip) continue;
+        fprintf(f, "%s=", flags[i].name);
+        print_value(f, o, i);
+        fputc('\n', f);
+    }
+    int rc = fclose(f) == 0 && len < outlen ? 0 : -1;
+    if (rc == 0) memcpy(out, text, len + 1);
+    free(text);
+    return rc;
+}
+
 void cli_print_flags(FILE *f, unsigned cmd) {
     if (!cmd) {
         fprintf(f, "subcommands:\n");

@@ -71,6 +71,13 @@ int cli_parse(int argc, char **argv, wp_opts *o, char *err, size_t errlen);
 /* Apply one key = value (as from a config file); 'where' names it in errors. Returns 0 or 2. */
 int cli_set(wp_opts *o, const char *key, const char *value, const char *where, char *err, size_t errlen);
 
+/* The flags of `train` that every rank of one job must share, as "name=value\n" lines in table
+ * order (values after the config file; the rendezvous compares their hash across ranks, see
+ * ring/bootstrap.h). Left out: what may differ per rank or per host (--config's path, --bind,
+ * --trace, --metrics, --quiet, --threads, timeouts, RDMA device, --nranks, which the launcher's
+ * world size replaces). Returns 0, or -1 when out is too small. */
+int cli_job_flags(const wp_opts *o, char *out, size_t outlen);
+
 /* The flags of one subcommand (or all when cmd = 0), generated from the table. */
 void cli_print_flags(FILE *f, unsigned cmd);
 

@@ -16,6 +16,7 @@ int net_cfg_from_opts(const wp_opts *o, wp_net_opts *n, char *err, size_t errlen
         return cli_fail(err, errlen, "--ranks-per-node %lld cannot be negative", (long long)o->ranks_per_node);
     n->tcp_streams = (int)o->tcp_streams;
     snprintf(n->bind, sizeof n->bind, "%s", o->bind);
+    n->bind_given = o->set[FLAG_bind];
     n->connect_timeout = o->connect_timeout;
     n->timeout = o->timeout;
     n->link_bandwidth = o->link_bandwidth;

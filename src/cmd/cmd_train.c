@@ -71,11 +71,14 @@ static int end_process(void *arg, int first_rank, int rc, char *err, size_t errl
 }
 
 static int rank_fn(wp_rank_ctx *ctx, void *arg) {
+    const train_job *j = arg;
+    if (ctx->addr_note[0] && !j->o.quiet) fprintf(stderr, "rank %d: listening on %s\n", ctx->rank, ctx->addr_note);
     return train_rank(arg, ctx->rank, ctx->local_rank, ctx->t, ctx->ctl, ctx->err, sizeof ctx->err);
 }
 
 int cmd_train(const wp_opts *o) {
     static train_job j; /* holds a copy of the options: large */
+    static char job_flags[1 << 16];
     char err[2048];
     if (o->nargs != 0) {
         wp_error("train: takes no positional arguments, got '%s'", o->args[0]);
@@ -90,6 +93,7 @@ int cmd_train(const wp_opts *o) {
     if (!rc) {
         j.job.process_begin = begin_process;
         j.job.process_end = end_process;
+        if (cli_job_flags(&j.o, job_flags, sizeof job_flags) == 0) j.job.job_flags = job_flags;
         rc = wp_job_run(&j.job, rank_fn, &j, err, sizeof err);
     }
     save_lock_release(&save_lock);

@@ -174,7 +174,38 @@ static void test_model_validation(void) {
     }
 }
 
+/* The job flags (compared across ranks at the rendezvous): the same for flags that may differ
+ * per rank or host, different for any other train flag, and each line "name=value". */
+static void test_job_flags(void) {
+    static char base[1 << 16], text[1 << 16];
+    CHECK(parse("train --strategy 1f1b --hidden-size 64") == 0, "parse: %s", err);
+    CHECK(cli_job_flags(&opts, base, sizeof base) == 0, "job flags do not fit");
+    CHECK(strstr(base, "\nstrategy=1f1b\n") && strstr(base, "\nhidden-size=64\n") && !strstr(base, "bind=") &&
+              !strstr(base, "\ntrace=") && !strstr(base, "\nnranks=") && !strstr(base, "\nthreads="),
+          "job flags:\n%s", base);
+    const char *same[] = {"--bind 10.0.0.2", "--trace t.json", "--metrics m", "--quiet", "--threads 3", "--timeout 9s",
+                          "--connect-timeout 2s", "--nranks 8", "--ib-port 2"};
+    for (size_t i = 0; i < sizeof same / sizeof same[0]; i++) {
+        char line[256];
+        snprintf(line, sizeof line, "train --strategy 1f1b --hidden-size 64 %s", same[i]);
+        CHECK(parse(line) == 0 && cli_job_flags(&opts, text, sizeof text) == 0 && strcmp(text, base) == 0,
+              "'%s' changed the job flags", same[i]);
+    }
+    const char *other[] = {"--strategy wzb1", "--hidden-size 32", "--seed 7", "--data x.bin", "--lr 0.5",
+                           "--num-microbatches 3", "--transport local", "--precision fp32"};
+    for (size_t i = 0; i < sizeof other / sizeof other[0]; i++) {
+        char line[256];
+        snprintf(line, sizeof line, "train --strategy 1f1b --hidden-size 64 %s", other[i]);
+        CHECK(parse(line) == 0 && cli_job_flags(&opts, text, sizeof text) == 0 && strcmp(text, base) != 0,
+              "'%s' left the job flags as they were", other[i]);
+    }
+    CHECK(cli_job_flags(&opts, text, 16) == -1, "a buffer too small was accepted");
+    printf("ok: job flags (%zu bytes): per-rank flags left out, %zu job-wide flags each change them\n", strlen(base),
+           sizeof other / sizeof other[0]);
+}
+
 int main(void) {
+    test_job_flags();
     test_bad_flags();
     test_units();
     test_ini_round_trip();

@@ -13,7 +13,7 @@
 
 static void test_handshake(void) {
     wire_hs h = {.version = WIRE_VERSION, .kind = HS_DATA, .rank = 3, .world = 8, .stream = 2, .nstreams = 4,
-                 .frame_bytes = 1 << 20};
+                 .frame_bytes = 1 << 20, .flags_hash = 0xdeadbeefu};
     snprintf(h.job, sizeof h.job, "job-17");
     snprintf(h.secret, sizeof h.secret, "0123456789abcdef");
     snprintf(h.addr, sizeof h.addr, "[::1]:4000");
@@ -113,6 +113,15 @@ static void test_addresses(void) {
     CHECK(sock_split_addr("[fe80::1]:80", host, sizeof host, &port, why, sizeof why) == 0 && strcmp(host, "fe80::1") == 0 &&
               port == 80, "ipv6");
     CHECK(sock_split_addr("node7:1", host, sizeof host, &port, why, sizeof why) == 0 && strcmp(host, "node7") == 0, "name");
+    /* the interface that routes to an address: loopback for loopback (the routing table's
+     * answer, read back from a connected UDP socket); a name that does not resolve fails */
+    char route[64];
+    CHECK(sock_route_addr("127.0.0.1", 29500, route, sizeof route, why, sizeof why) == 0 && strcmp(route, "127.0.0.1") == 0,
+          "route to 127.0.0.1: %s %s", route, why);
+    CHECK(sock_route_addr("127.0.0.9", 1, route, sizeof route, why, sizeof why) == 0 && strcmp(route, "127.0.0.1") == 0,
+          "route to 127.0.0.9: %s %s", route, why);
+    CHECK(sock_route_addr("no-such-host.invalid", 1, route, sizeof route, why, sizeof why) != 0 && strstr(why, "resolve"),
+          "an unresolvable name: %s", why);
     const char *bad[] = {"nohost", ":80", "h:", "h:70000", "h:-1", "h:8x"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         CHECK(sock_split_addr(bad[i], host, sizeof host, &port, why, sizeof why) != 0, "'%s' accepted", bad[i]);
@@ -154,6 +163,28 @@ static void test_boot(void) {
     CHECK(boot(slurm, &bi, err) == 0 && bi.rank == 5 && bi.world == 16 && strcmp(bi.master_addr, "gpu07") == 0 &&
               bi.master_port == 20000 + 123456 % 20000 && strcmp(bi.job_id, "123456.2") == 0,
           "slurm: %s (%s:%d)", err, bi.master_addr, bi.master_port);
+    /* the rendezvous port: torchrun's agent store holds MASTER_PORT (static rendezvous) -> +1;
+     * "False" (c10d) or another launcher -> MASTER_PORT; WEIPIPE_PORT over everything */
+    const char *agent[] = {"RANK=1", "WORLD_SIZE=2", "MASTER_ADDR=h", "MASTER_PORT=29500", "TORCHELASTIC_RUN_ID=r",
+                           "TORCHELASTIC_USE_AGENT_STORE=True", NULL};
+    CHECK(boot(agent, &bi, err) == 0 && bi.master_port == 29501 && strstr(bi.port_from, "MASTER_PORT+1"),
+          "agent store: port %d (%s) %s", bi.master_port, bi.port_from, err);
+    const char *c10d[] = {"RANK=1", "WORLD_SIZE=2", "MASTER_ADDR=h", "MASTER_PORT=29500", "TORCHELASTIC_RUN_ID=r",
+                          "TORCHELASTIC_USE_AGENT_STORE=False", NULL};
+    CHECK(boot(c10d, &bi, err) == 0 && bi.master_port == 29500, "no agent store: port %d %s", bi.master_port, err);
+    const char *over[] = {"RANK=1", "WORLD_SIZE=2", "MASTER_ADDR=h", "MASTER_PORT=29500", "TORCHELASTIC_RUN_ID=r",
+                          "TORCHELASTIC_USE_AGENT_STORE=True", "WEIPIPE_PORT=31000", NULL};
+    CHECK(boot(over, &bi, err) == 0 && bi.master_port == 31000 && strcmp(bi.port_from, "WEIPIPE_PORT") == 0,
+          "WEIPIPE_PORT: port %d %s", bi.master_port, err);
+    const char *slurm_over[] = {"SLURM_PROCID=1", "SLURM_NTASKS=2", "SLURM_JOB_ID=77", "SLURM_STEP_ID=0",
+                                "SLURM_JOB_NODELIST=n1", "WEIPIPE_PORT=31001", NULL};
+    CHECK(boot(slurm_over, &bi, err) == 0 && bi.master_port == 31001, "slurm WEIPIPE_PORT: port %d %s", bi.master_port, err);
+    const char *top[] = {"RANK=1", "WORLD_SIZE=2", "MASTER_ADDR=h", "MASTER_PORT=65535", "TORCHELASTIC_RUN_ID=r",
+                         "TORCHELASTIC_USE_AGENT_STORE=True", NULL};
+    CHECK(boot(top, &bi, err) == 2 && strstr(err, "WEIPIPE_PORT"), "MASTER_PORT 65535 + 1: %s", err);
+    const char *badp[] = {"RANK=1", "WORLD_SIZE=2", "MASTER_ADDR=h", "MASTER_PORT=1", "TORCHELASTIC_RUN_ID=r",
+                          "WEIPIPE_PORT=0", NULL};
+    CHECK(boot(badp, &bi, err) == 2 && strstr(err, "WEIPIPE_PORT"), "WEIPIPE_PORT=0: %s", err);
     /* an sbatch batch script: SLURM_PROCID=0 without a step id is no launched rank; SLURM_STEPID
      * (the older name) alone marks a step too */
     const char *batch[] = {"SLURM_PROCID=0", "SLURM_NTASKS=16", "SLURM_LOCALID=0", "SLURM_JOB_ID=123456",
