@@ -75,6 +75,13 @@ int hs_accept_all(int listen_fd, hs_pending *pending, int *npending, double time
         }
         hs_pending p = {.fd = fd, .deadline = wp_now() + timeout};
         sock_peer_addr(fd, p.from, sizeof p.from);
+        /* An accepted socket inherits nothing of sock_tune: without TCP_NODELAY a small frame
+         * from this side waits for the peer's delayed ACK (~40 ms on Linux) under Nagle. */
+        char why[160];
+        if (sock_tune(fd, why, sizeof why) != 0) {
+            hs_reject(&p, rank, why, rejected);
+            continue;
+        }
         if (*npending >= HS_MAX_PENDING) {
             hs_reject(&p, rank, "too many connections waiting for their handshake", rejected);
             continue;
