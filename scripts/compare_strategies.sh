@@ -20,13 +20,13 @@ shapes=(
   "s = 2048 (short)|configs/paper-h4096-s4k.ini --seq-length 2048|"
 )
 
-# One table from `simulate --format csv` (strategy,step_s,tokens_per_s,bubble,sent,peak,vs_1f1b,note).
+# One table from `simulate --format csv` (strategy,step_s,tokens_per_s,bubble,sent,peak,vs_1f1b,note,fits).
 table() {
   local paper=$1
   awk -F, -v paper="$paper" '
     BEGIN { n = split(paper, p, ";"); for (i = 1; i <= n; i++) { split(p[i], kv, "="); said[kv[1]] = kv[2] } }
     NR == 1 { next }
-    $2 == "" { note = $0; sub(/^[^"]*"/, "", note); sub(/"$/, "", note)
+    $2 == "" { note = $0; sub(/^[^"]*"/, "", note); sub(/",?$/, "", note)
                printf "| %s | - | - | - | - | - | %s |\n", $1, note; next }
     { printf "| %s | %.0f | %.3fx | %.1f%% | %.2f | %.2f | %s |\n", $1, $3, $7, 100 * $4, $5 / 1e9, $6 / 1e9,
              ($1 in said) ? said[$1] : "" }'

@@ -16,6 +16,7 @@ typedef struct {
     bool shown;    /* asked for (1f1b is simulated anyway, as the baseline) */
     bool ok;
     char note[1100];
+    bool fits;     /* peak memory per rank within --device-memory (always, when that is 0) */
     double step_s, tokens_s, bubble;
     size_t sent, peak;
     int n;                      /* ranks, for the per-rank lists */
@@ -37,11 +38,10 @@ static void setting(const wp_opts *o, const wp_layout *L, const wp_machine *m, c
     printf("step: %d micro-batches of %d tokens\n\n", ps->nmb, c->mb * c->seq);
 }
 
-static void print_text(const row *rows, int n, double base, double device_memory) {
+static void print_text(const row *rows, int n, double base) {
     char a[32], b[32], c[32];
-    printf("%-20s %12s %12s %8s %14s %14s %9s\n", "strategy", "step time", "tokens/s", "bubble", "sent/rank/step",
-           "peak mem/rank", "vs 1f1b");
-    bool over = false;
+    printf("%-20s %12s %12s %8s %14s %14s %12s %9s\n", "strategy", "step time", "tokens/s", "bubble", "sent/rank/step",
+           "peak mem/rank", "memory", "vs 1f1b");
     for (int i = 0; i < n; i++) {
         const row *r = &rows[i];
         if (!r->shown) continue;
@@ -49,28 +49,25 @@ static void print_text(const row *rows, int n, double base, double device_memory
             printf("%-20s %s\n", strategy_name(r->st), r->note);
             continue;
         }
-        bool big = device_memory > 0 && (double)r->peak > device_memory;
-        over |= big;
         char ratio[16] = "-";
         if (base > 0) snprintf(ratio, sizeof ratio, "%.3fx", r->tokens_s / base);
-        fmt_bytes(c, sizeof c, (double)r->peak);
-        if (big) strcat(c, " !");
-        printf("%-20s %12s %12.0f %7.1f%% %14s %14s %9s\n", strategy_name(r->st), fmt_seconds(a, sizeof a, r->step_s),
-               r->tokens_s, 100 * r->bubble, fmt_bytes(b, sizeof b, (double)r->sent), c, ratio);
+        printf("%-20s %12s %12.0f %7.1f%% %14s %14s %12s %9s\n", strategy_name(r->st), fmt_seconds(a, sizeof a, r->step_s),
+               r->tokens_s, 100 * r->bubble, fmt_bytes(b, sizeof b, (double)r->sent), fmt_bytes(c, sizeof c, (double)r->peak),
+               r->fits ? "fits" : "does not fit", ratio);
     }
-    if (over) printf("! more than --device-memory per rank\n");
 }
 
 static void print_csv(const row *rows, int n, double base) {
-    printf("strategy,step_s,tokens_per_s,bubble,sent_bytes_per_rank,peak_bytes_per_rank,vs_1f1b,note\n");
+    /* fits is last so that readers that count columns (scripts/compare_strategies.sh) keep working */
+    printf("strategy,step_s,tokens_per_s,bubble,sent_bytes_per_rank,peak_bytes_per_rank,vs_1f1b,note,fits\n");
     for (int i = 0; i < n; i++) {
         const row *r = &rows[i];
         if (!r->shown) continue;
         if (r->ok)
-            printf("%s,%.9g,%.9g,%.6f,%zu,%zu,%.6f,\n", strategy_name(r->st), r->step_s, r->tokens_s, r->bubble, r->sent,
-                   r->peak, base > 0 ? r->tokens_s / base : 0);
+            printf("%s,%.9g,%.9g,%.6f,%zu,%zu,%.6f,,%s\n", strategy_name(r->st), r->step_s, r->tokens_s, r->bubble, r->sent,
+                   r->peak, base > 0 ? r->tokens_s / base : 0, r->fits ? "true" : "false");
         else
-            printf("%s,,,,,,,\"%s\"\n", strategy_name(r->st), r->note);
+            printf("%s,,,,,,,\"%s\",\n", strategy_name(r->st), r->note);
     }
 }
 
@@ -83,8 +80,8 @@ static void print_json(const row *rows, int n, double base, const wp_pipe_shape 
         printf("%s\n{\"strategy\":\"%s\"", k++ ? "," : "", strategy_name(r->st));
         if (r->ok) {
             printf(",\"step_s\":%.9g,\"tokens_per_s\":%.9g,\"bubble\":%.6f,\"sent_bytes_per_rank\":%zu,"
-                   "\"peak_bytes_per_rank\":%zu,\"vs_1f1b\":%.6f", r->step_s, r->tokens_s, r->bubble, r->sent, r->peak,
-                   base > 0 ? r->tokens_s / base : 0);
+                   "\"peak_bytes_per_rank\":%zu,\"vs_1f1b\":%.6f,\"fits\":%s", r->step_s, r->tokens_s, r->bubble, r->sent,
+                   r->peak, base > 0 ? r->tokens_s / base : 0, r->fits ? "true" : "false");
             printf(",\"rank_bubble\":[");
             for (int k = 0; k < r->n; k++) printf("%s%.6f", k ? "," : "", r->rank_bubble[k]);
             printf("],\"rank_sent_bytes\":[");
@@ -182,6 +179,7 @@ static int simulate_all(const wp_opts *o, const wp_pipe_shape *ps, const wp_layo
         wp_trace *ti = rows[i].shown ? t : NULL;
         if (needs_own_layout(o, rows[i].st, ps->nranks, L)) rc = one_own_layout(&rows[i], o, ps, m, ti, i);
         else rc = one(&rows[i], ps, L, &c, ti, i);
+        rows[i].fits = o->device_memory == 0 || rows[i].peak <= (size_t)o->device_memory;
         if (rc == 2 && (all || !rows[i].shown)) rc = 0; /* a row that cannot be laid out says why */
         else if (rc == 2) wp_error("%s", rows[i].note + strlen("not simulated: "));
     }
@@ -197,7 +195,7 @@ static int simulate_all(const wp_opts *o, const wp_pipe_shape *ps, const wp_layo
         print_json(rows, WP_STRAT_COUNT, base, ps);
     } else {
         setting(o, L, m, ps);
-        print_text(rows, WP_STRAT_COUNT, base, (double)o->device_memory);
+        print_text(rows, WP_STRAT_COUNT, base);
     }
     return 0;
 }
