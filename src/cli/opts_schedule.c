@@ -26,6 +26,25 @@ int pipe_shape_from_opts(const wp_opts *o, wp_pipe_shape *p, char *err, size_t e
         return cli_fail(err, errlen, "--seq-segments: %lld segments need at least as many tokens per sequence (--seq-length "
                    "%lld)", (long long)o->seq_segments, (long long)o->seq_length);
     p->gen.seq_segments = (int)o->seq_segments;
+    p->gen.ranks_per_node = (int)(o->ranks_per_node > WP_MAX_CHUNKS ? WP_MAX_CHUNKS : o->ranks_per_node);
+    return warmup_extra_from_opts(o, &p->gen.warmup_extra, err, errlen);
+}
+
+/* auto: one extra forward when a hop between nodes is slower than a hop inside one (more
+ * bandwidth-time per byte, or more latency); that is the hop whose round trip 1F1B would
+ * otherwise wait for once per micro-batch (issue 18). simulate --strategy auto tries others. */
+int warmup_extra_from_opts(const wp_opts *o, int *extra, char *err, size_t errlen) {
+    if (strcmp(o->warmup_extra, "auto") == 0) {
+        bool nodes = o->ranks_per_node > 0 && o->ranks_per_node < o->nranks;
+        bool slower_bw = o->link_bandwidth > 0 && (o->node_link_bandwidth <= 0 || o->node_link_bandwidth > o->link_bandwidth);
+        *extra = nodes && (slower_bw || o->link_latency > o->node_link_latency) ? 1 : 0;
+        return 0;
+    }
+    char *end;
+    long v = strtol(o->warmup_extra, &end, 10);
+    if (end == o->warmup_extra || *end || v < 0 || v > 65536)
+        return cli_fail(err, errlen, "--warmup-extra: '%s' is not auto or a count of forwards from 0 to 65536", o->warmup_extra);
+    *extra = (int)v;
     return 0;
 }
 

@@ -67,8 +67,11 @@ static int prepare_schedule(train_job *j, char *err, size_t errlen) {
                     (long long)j->o.seq_segments, j->L.cfg.seq);
     wp_gen_opts go = {.wzb2_owner_last = strcmp(j->o.wzb2_owner, "last") == 0,
                       .i1f1b_breadth_first = strcmp(j->o.i1f1b_order, "breadth-first") == 0,
-                      .seq_segments = (int)j->o.seq_segments};
-    int rc = schedule_generate(st, j->nranks, j->nmb, j->L.cfg.n_chunks, &go, &j->s, err, errlen);
+                      .seq_segments = (int)j->o.seq_segments,
+                      .ranks_per_node = (int)(j->o.ranks_per_node > WP_MAX_CHUNKS ? WP_MAX_CHUNKS : j->o.ranks_per_node)};
+    int rc = warmup_extra_from_opts(&j->o, &go.warmup_extra, err, errlen);
+    if (rc) return rc;
+    rc = schedule_generate(st, j->nranks, j->nmb, j->L.cfg.n_chunks, &go, &j->s, err, errlen);
     if (rc) return rc;
     j->have_sched = true;
     wp_sizes sz;
