@@ -58,10 +58,10 @@ int layout_from_opts(const wp_opts *o, int nranks, int default_chunks, wp_layout
         return 1;
     }
     *copy = *o;
-    if (!o->num_chunks && !o->chunk_layers[0]) copy->num_chunks = default_chunks;
+    if (!o->num_chunks && !chunk_layers_listed(o)) copy->num_chunks = default_chunks;
     int rc = model_cfg_from_opts(copy, nranks, &cfg, err, errlen);
     int64_t chunks = copy->num_chunks;
-    bool model_default = !o->set[FLAG_num_layers] && !o->chunk_layers[0];
+    bool model_default = !o->set[FLAG_num_layers] && !chunk_layers_listed(o);
     if (rc == 2 && model_default && chunks > o->num_layers && chunks <= WP_MAX_CHUNKS) {
         copy->num_layers = chunks;
         rc = model_cfg_from_opts(copy, nranks, &cfg, err, errlen);

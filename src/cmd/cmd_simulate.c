@@ -35,6 +35,9 @@ static void setting(const wp_opts *o, const wp_layout *L, const wp_machine *m, c
            ps->nranks, per, m->node_bw > 0 ? fmt_bytes(a, sizeof a, m->node_bw) : "unlimited ",
            fmt_seconds(b, sizeof b, m->node_lat), m->link_bw > 0 ? fmt_bytes(d, sizeof d, m->link_bw) : "unlimited ",
            fmt_seconds(e, sizeof e, m->link_lat), o->device_tflops, fmt_bytes(f, sizeof f, m->mem_bw));
+    printf("chunks: %d of ", c->n_chunks); /* uneven with --chunk-layers (auto) */
+    for (int k = 0; k < c->n_chunks; k++) printf("%s%d", k ? "," : "", c->chunk_layers[k]);
+    printf(" layers\n");
     printf("step: %d micro-batches of %d tokens\n\n", ps->nmb, c->mb * c->seq);
 }
 
@@ -158,7 +161,7 @@ static int one_own_layout(row *r, const wp_opts *o, const wp_pipe_shape *ps, con
 }
 
 static bool needs_own_layout(const wp_opts *o, wp_strategy st, int nranks, const wp_layout *L) {
-    return !o->num_chunks && !o->chunk_layers[0] && strategy_default_chunks(st, nranks) != L->cfg.n_chunks;
+    return !o->num_chunks && !chunk_layers_listed(o) && strategy_default_chunks(st, nranks) != L->cfg.n_chunks;
 }
 
 static int simulate_all(const wp_opts *o, const wp_pipe_shape *ps, const wp_layout *L, const wp_machine *m, wp_format fmt) {

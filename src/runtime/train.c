@@ -46,7 +46,7 @@ static int prepare_model(train_job *j, char *err, size_t errlen) {
         if (rc) return rc;
     }
     wp_strategy st; /* --num-chunks 0: the strategy's default (two per rank for interleaved-1f1b) */
-    if (!j->o.num_chunks && !j->o.chunk_layers[0] && strategy_parse(j->o.strategy, &st))
+    if (!j->o.num_chunks && !chunk_layers_listed(&j->o) && strategy_parse(j->o.strategy, &st))
         j->o.num_chunks = strategy_default_chunks(st, j->nranks);
     int rc = model_cfg_from_opts(&j->o, j->nranks, &cfg, err, errlen);
     if (rc == 0) rc = layout_build(&cfg, &j->L, err, errlen);

@@ -8,7 +8,13 @@
  *     WP_1F1B_MAX_WARMUP_EXTRA (bad input, 2).
  *   - on a ring whose hop between two nodes is slow (round trip longer than a forward), one extra
  *     warm-up forward shortens the simulated 1F1B step, and on free links it costs nothing
- *     more than the textbook step. */
+ *     more than the textbook step.
+ *   - --chunk-layers auto (model_cfg_balanced_chunks): against every split of L layers into n
+ *     chunks (brute force, each chunk costed by layout_chunk_flops on a built layout: F + B + W,
+ *     F twice with recompute), its costliest chunk is the least possible; on Llama-2-7B shapes
+ *     (V = 32000, 32 layers) the head is lighter than a layer and the split stays even at 2 or 4
+ *     layers per chunk; with V = 128000 and 8 layers per chunk the last chunk gets fewer. */
+#include <math.h>
 #include <string.h>
 
 #include "check.h"
@@ -118,7 +124,80 @@ static double step_1f1b(int e, double slow) {
     return t;
 }
 
+static double chunk_cost(const wp_model_cfg *cfg, int c) {
+    wp_layout L;
+    char err[256];
+    if (layout_build(cfg, &L, err, sizeof err)) {
+        EXPECT(0, "layout: %s", err);
+        return 0;
+    }
+    wp_flops f = layout_chunk_flops(&L, c);
+    layout_free(&L);
+    return f.fwd * (cfg->recompute ? 2 : 1) + f.bwd_input + f.bwd_weight;
+}
+
+static double worst_chunk(const wp_model_cfg *cfg) {
+    double w = 0;
+    for (int c = 0; c < cfg->n_chunks; c++) w = fmax(w, chunk_cost(cfg, c));
+    return w;
+}
+
+/* the least costliest chunk over every split of cfg's layers into n chunks of at least one */
+static double brute(wp_model_cfg *cfg, int c, int left, int n) {
+    if (c == n - 1) {
+        cfg->chunk_layers[c] = left;
+        return worst_chunk(cfg);
+    }
+    double best = INFINITY;
+    for (int k = 1; k <= left - (n - 1 - c); k++) {
+        cfg->chunk_layers[c] = k;
+        best = fmin(best, brute(cfg, c + 1, left - k, n));
+    }
+    return best;
+}
+
+static wp_model_cfg llama_cfg(int layers, int h, int seq, int vocab, bool recompute) {
+    wp_model_cfg c = {.n_layers = layers, .h = h, .ffn = 8 * h / 3, .n_heads = 4, .n_kv_heads = 4, .head_dim = h / 4,
+                      .seq = seq, .mb = 1, .vocab = vocab, .rope_theta = 1e4, .norm_eps = 1e-5, .init_std = 0.02,
+                      .precision = WP_PREC_MIXED, .recompute = recompute};
+    return c;
+}
+
+static void balanced(int layers, int n, int h, int seq, int vocab, bool recompute) {
+    wp_model_cfg c = llama_cfg(layers, h, seq, vocab, recompute);
+    model_cfg_balanced_chunks(&c, n);
+    int sum = 0, ok = c.n_chunks == n;
+    for (int k = 0; k < n; k++) sum += c.chunk_layers[k], ok &= c.chunk_layers[k] >= 1;
+    EXPECT(ok && sum == layers, "L=%d n=%d: chunks do not split the layers", layers, n);
+    double got = worst_chunk(&c);
+    wp_model_cfg b = c;
+    double want = brute(&b, 0, layers, n);
+    EXPECT(check_close(got, want, 1e-12), "L=%d n=%d h=%d s=%d V=%d: costliest chunk %g, the best split has %g", layers, n,
+           h, seq, vocab, got, want);
+}
+
+/* Llama shapes at 4096: the last chunk's layers with auto */
+static int last_layers(int layers, int n, int vocab) {
+    wp_model_cfg c = llama_cfg(layers, 4096, 4096, vocab, true);
+    c.ffn = 11008;
+    c.n_heads = c.n_kv_heads = 32;
+    c.head_dim = 128;
+    model_cfg_balanced_chunks(&c, n);
+    return c.chunk_layers[n - 1];
+}
+
 int main(void) {
+    for (int L = 2; L <= 10; L++)
+        for (int n = 1; n <= 5 && n <= L; n++) {
+            balanced(L, n, 64, 32, 256, false);
+            balanced(L, n, 64, 32, 4096, true); /* a head of several layers' FLOPs */
+            balanced(L, n, 32, 256, 1024, false);
+        }
+    EXPECT(last_layers(32, 16, 32000) == 2 && last_layers(32, 8, 32000) == 4, "V = 32000: auto is not even (%d, %d)",
+           last_layers(32, 16, 32000), last_layers(32, 8, 32000));
+    EXPECT(last_layers(32, 4, 128000) < 8, "V = 128000, 8 layers per chunk: the last chunk keeps %d",
+           last_layers(32, 4, 128000));
+
     const wp_strategy sts[] = {WP_STRAT_1F1B, WP_STRAT_ZBH1, WP_STRAT_ZBH2, WP_STRAT_SEQ1F1B};
     for (size_t i = 0; i < sizeof sts / sizeof *sts; i++)
         for (int N = 2; N <= 8; N *= 2)
