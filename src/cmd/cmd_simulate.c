@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "adapters.h"
+#include "autotune.h"
 #include "commands.h"
 #include "draw.h"
 #include "log.h"
@@ -203,6 +204,69 @@ static int simulate_all(const wp_opts *o, const wp_pipe_shape *ps, const wp_layo
     return 0;
 }
 
+/* --strategy auto: the ranking (autotune.h). Text: the rows that fit, best first, then how many
+ * do not and the best of them; csv: every row, the columns of --strategy all plus knobs. */
+static int simulate_auto(const wp_opts *o, const wp_pipe_shape *ps, const wp_layout *L, const wp_machine *m,
+                         wp_format fmt) {
+    char err[1024];
+    wp_tuned *rows;
+    int n;
+    int rc = autotune(o, &rows, &n, err, sizeof err);
+    if (rc) {
+        wp_error("%s", err);
+        return rc;
+    }
+    int warm = 0; /* the baseline: 1f1b at the given b, M and warm-up, even chunks */
+    warmup_extra_from_opts(o, &warm, err, sizeof err);
+    double base = 0;
+    for (int i = 0; i < n; i++)
+        if (rows[i].st == WP_STRAT_1F1B && rows[i].b == L->cfg.mb && rows[i].nmb == ps->nmb && rows[i].warmup == warm &&
+            !rows[i].chunk_auto)
+            base = rows[i].tokens_s;
+    int nfit = 0;
+    while (nfit < n && rows[nfit].fits) nfit++;
+    if (fmt == WP_FMT_CSV) {
+        printf("strategy,step_s,tokens_per_s,bubble,sent_bytes_per_rank,peak_bytes_per_rank,vs_1f1b,note,fits,knobs\n");
+        for (int i = 0; i < n; i++)
+            printf("%s,%.9g,%.9g,%.6f,%zu,%zu,%.6f,,%s,%s\n", strategy_name(rows[i].st), rows[i].step_s, rows[i].tokens_s,
+                   rows[i].bubble, rows[i].sent, rows[i].peak, base > 0 ? rows[i].tokens_s / base : 0,
+                   rows[i].fits ? "true" : "false", rows[i].knobs);
+    } else if (fmt == WP_FMT_JSON) {
+        printf("{\"nranks\":%d,\"pick\":%s,\"configurations\":[", ps->nranks, nfit ? "0" : "null");
+        for (int i = 0; i < n; i++)
+            printf("%s\n{\"strategy\":\"%s\",\"knobs\":\"%s\",\"step_s\":%.9g,\"tokens_per_s\":%.9g,\"bubble\":%.6f,"
+                   "\"sent_bytes_per_rank\":%zu,\"peak_bytes_per_rank\":%zu,\"vs_1f1b\":%.6f,\"fits\":%s}",
+                   i ? "," : "", strategy_name(rows[i].st), rows[i].knobs, rows[i].step_s, rows[i].tokens_s, rows[i].bubble,
+                   rows[i].sent, rows[i].peak, base > 0 ? rows[i].tokens_s / base : 0, rows[i].fits ? "true" : "false");
+        printf("]}\n");
+    } else {
+        char a[32], b[32], c[32];
+        setting(o, L, m, ps);
+        printf("%d configurations of %d sequences per step; those that fit in --device-memory, fastest first:\n\n", n,
+               L->cfg.mb * ps->nmb);
+        printf("%4s %-20s %12s %12s %8s %14s %14s %9s  %s\n", "rank", "strategy", "step time", "tokens/s", "bubble",
+               "sent/rank/step", "peak mem/rank", "vs 1f1b", "knobs");
+        for (int i = 0; i < nfit; i++) {
+            char ratio[16] = "-";
+            if (base > 0) snprintf(ratio, sizeof ratio, "%.3fx", rows[i].tokens_s / base);
+            printf("%4d %-20s %12s %12.0f %7.1f%% %14s %14s %9s  %s\n", i + 1, strategy_name(rows[i].st),
+                   fmt_seconds(a, sizeof a, rows[i].step_s), rows[i].tokens_s, 100 * rows[i].bubble,
+                   fmt_bytes(b, sizeof b, (double)rows[i].sent), fmt_bytes(c, sizeof c, (double)rows[i].peak), ratio,
+                   rows[i].knobs);
+        }
+        if (nfit < n)
+            printf("\n%d more do not fit (peak over --device-memory), not ranked; the fastest of them: %s %s, %.0f tokens/s "
+                   "at %s per rank\n", n - nfit, strategy_name(rows[nfit].st), rows[nfit].knobs, rows[nfit].tokens_s,
+                   fmt_bytes(c, sizeof c, (double)rows[nfit].peak));
+        if (nfit)
+            printf("\npick: %s %s: %.0f tokens/s predicted\n", strategy_name(rows[0].st), rows[0].knobs, rows[0].tokens_s);
+        else
+            printf("\npick: none, no configuration fits in --device-memory\n");
+    }
+    free(rows);
+    return 0;
+}
+
 int cmd_simulate(const wp_opts *o) {
     char err[1024];
     wp_format fmt;
@@ -227,7 +291,7 @@ int cmd_simulate(const wp_opts *o) {
         wp_error("%s", err);
         return rc;
     }
-    rc = simulate_all(o, &ps, &L, &m, fmt);
+    rc = strcmp(o->strategy, "auto") == 0 ? simulate_auto(o, &ps, &L, &m, fmt) : simulate_all(o, &ps, &L, &m, fmt);
     layout_free(&L);
     return rc;
 }

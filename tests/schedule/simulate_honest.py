@@ -3,6 +3,11 @@
   fits   every row of --strategy all in csv, json and text says whether its peak memory per rank
          is within --device-memory, recomputed here from the peak the row reports (a threshold
          between two strategies' peaks, so both answers occur).
+  auto   --strategy auto on several presets: the csv has --strategy all's columns plus knobs,
+         the rows that fit come first, best first; its pick (first row, and text's pick line) is
+         the largest tokens/s among the rows that fit, never a row that does not fit (a memory
+         limit below the fastest configuration's peak moves the pick); a sample of rows, the
+         pick among them, run again as `simulate --strategy S KNOBS` gives the same tokens/s.
 
     simulate_honest.py WEIPIPE SOURCE_ROOT
 Exit 0 = pass, 1 = fail (every broken check printed).
@@ -61,9 +66,55 @@ def fits_checks(wp, root):
         check(line and (("does not fit" in line[0]) != ok), f"text {name}: {line}")
 
 
+def auto_checks(wp, name, args):
+    text = run(wp, "--strategy", "auto", "--format", "csv", *args)
+    rows = rows_csv(text)
+    if not check(len(rows) >= 5, f"{name}: auto lists {len(rows)} configurations"):
+        return None
+    all_cols = rows_csv(run(wp, "--strategy", "all", "--format", "csv", *args))
+    want_cols = list(all_cols[0].keys()) + ["knobs"] if all_cols else []
+    check(list(rows[0].keys()) == want_cols, f"{name}: auto columns {list(rows[0].keys())}, want {want_cols}")
+    fit = [r for r in rows if r["fits"] == "true"]
+    check(rows[:len(fit)] == fit, f"{name}: a row that does not fit is ranked among those that fit")
+    rates = [float(r["tokens_per_s"]) for r in fit]
+    check(rates == sorted(rates, reverse=True), f"{name}: rows that fit are not best first")
+    if fit:
+        best = max(rates)
+        check(float(rows[0]["tokens_per_s"]) == best and rows[0]["fits"] == "true",
+              f"{name}: pick {rows[0]['strategy']} {rows[0]['tokens_per_s']} is not the maximum {best} of the rows that fit")
+        pick = [l for l in run(wp, "--strategy", "auto", *args).splitlines() if l.startswith("pick:")]
+        check(pick and pick[0].startswith(f"pick: {rows[0]['strategy']} {rows[0]['knobs']}:"), f"{name}: text {pick}")
+    for r in [rows[0]] + rows[1::max(1, len(rows) // 4)]:
+        again = rows_csv(run(wp, "--strategy", r["strategy"], "--format", "csv", *args, *r["knobs"].split()))
+        got = [a for a in again if a["strategy"] == r["strategy"]]
+        check(got and got[0]["tokens_per_s"] == r["tokens_per_s"] and got[0]["peak_bytes_per_rank"] == r["peak_bytes_per_rank"],
+              f"{name}: {r['strategy']} {r['knobs']}: auto says {r['tokens_per_s']}, direct {got[0]['tokens_per_s'] if got else None}")
+    return rows
+
+
 def main():
     wp, root = sys.argv[1], sys.argv[2]
     fits_checks(wp, root)
+    cfg = lambda f: ["--config", os.path.join(root, "configs", f)]
+    presets = {
+        "tiny N=4 2 per node": cfg("tiny.ini") + ["--nranks", "4", "--num-microbatches", "8", "--device-tflops", "1",
+                                                  "--ranks-per-node", "2", "--link-bandwidth", "1Gbit"],
+        "small N=4": cfg("small.ini") + ["--nranks", "4", "--num-microbatches", "8", "--device-tflops", "10"],
+        "paper s=4096": cfg("paper-h4096-s4k.ini"),
+        "paper s=16384": cfg("paper-h4096-s16k.ini"),
+    }
+    for name, args in presets.items():
+        auto_checks(wp, name, args)
+    # a limit just under the fastest configuration's peak: the pick moves to a row that fits
+    args = presets["paper s=16384"]
+    rows = rows_csv(run(wp, "--strategy", "auto", "--format", "csv", *args, "--device-memory", "1T"))
+    if check(rows, "no rows with 1T"):
+        top = rows[0]
+        limit = int(top["peak_bytes_per_rank"]) - 1
+        tight = auto_checks(wp, "paper s=16384, tight memory", args + ["--device-memory", str(limit)])
+        if tight:
+            check((tight[0]["strategy"], tight[0]["knobs"]) != (top["strategy"], top["knobs"]),
+                  "a limit below the fastest configuration's peak leaves it the pick")
     for f in failures:
         print("FAIL:", f)
     print("simulate honest: %s" % ("all checks passed" if not failures else f"{len(failures)} failures"))
