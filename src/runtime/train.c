@@ -57,6 +57,9 @@ static int prepare_model(train_job *j, char *err, size_t errlen) {
 
 static int prepare_schedule(train_job *j, char *err, size_t errlen) {
     wp_strategy st;
+    if (strcmp(j->o.strategy, "all") == 0 || strcmp(j->o.strategy, "auto") == 0) /* train --strategy auto: not built yet */
+        return fail(err, errlen, 2, "--strategy: %s is for simulate; train runs one strategy (simulate --strategy auto "
+                    "prints the pick and its flags)", j->o.strategy);
     if (!strategy_parse(j->o.strategy, &st))
         return fail(err, errlen, 2, "--strategy: '%s' is not a strategy (weipipe train --help lists them)", j->o.strategy);
     if (j->o.seq_segments < 1 || j->o.seq_segments > WP_MAX_SEGMENTS)
