@@ -38,6 +38,7 @@ COLUMNS = ["sweep", "source", "label", "strategy", "nranks", "ranks_per_node", "
 SETTING_INT = ["nranks", "ranks_per_node", "num_microbatches", "micro_batch_size", "seq_length",
                "hidden_size", "num_layers"]
 SETTING = ["sweep", "source", "label", "link", "device_tflops"] + SETTING_INT
+NO_FIT = "does not fit in device memory"
 RATE_UNITS = {"bit": 1 / 8, "Kbit": 1e3 / 8, "Mbit": 1e6 / 8, "Gbit": 1e9 / 8, "Tbit": 1e12 / 8,
               "Byte": 1, "KByte": 1e3, "MByte": 1e6, "GByte": 1e9, "TByte": 1e12}
 
@@ -97,8 +98,10 @@ def sim_rows(args):
     rows = []
     for rec in csv.DictReader(sys.stdin):
         if rec.get("step_s"):
+            # simulate's fits column (false: peak memory over --device-memory) travels as the note
             rows.append(row_of(s, rec["strategy"], float(rec["step_s"]), float(rec["bubble"]),
-                               int(rec["sent_bytes_per_rank"]), int(rec["peak_bytes_per_rank"]), ""))
+                               int(rec["sent_bytes_per_rank"]), int(rec["peak_bytes_per_rank"]),
+                               NO_FIT if rec.get("fits") == "false" else ""))
         else:
             rows.append(row_of(s, rec["strategy"], None, None, None, None, rec.get("note", "")))
     if not rows:
@@ -147,6 +150,16 @@ def ok(r):
     return r["tokens_per_s"] != ""
 
 
+def fits(r):
+    """A simulated point over the device's memory is drawn as a cross, apart from the lines."""
+    return r["note"] != NO_FIT
+
+
+def mark_no_fit(ax, pts, colour):
+    if pts:
+        ax.scatter(*zip(*pts), marker="x", s=60, color=colour, zorder=3)
+
+
 def strategies_of(rows):
     order = []
     for r in rows:
@@ -188,8 +201,12 @@ def plot_scaling(plt, rows, sweep, label, path):
         xs = [k for k, n in enumerate(ns) if n in pts]
         if not xs:
             continue
-        ax.bar([x - 0.4 + width * (i + 0.5) for x in xs], [float(pts[ns[x]]["tokens_per_s"]) for x in xs], width,
-               color=col[s], label=s, alpha=0.85)
+        bars = ax.bar([x - 0.4 + width * (i + 0.5) for x in xs], [float(pts[ns[x]]["tokens_per_s"]) for x in xs], width,
+                      color=col[s], label=s, alpha=0.85)
+        for x, bar in zip(xs, bars):  # over the device's memory: hatched, not a result one could run
+            if not fits(pts[ns[x]]):
+                bar.set_hatch("xx")
+                bar.set_alpha(0.35)
         ax2.plot(xs, [float(pts[ns[x]]["tokens_per_s_per_rank"]) for x in xs], "o-", color=col[s], lw=1.5,
                  markeredgecolor="black", markeredgewidth=0.5)
         twin = {int(r["nranks"]): r for r in twins if r["strategy"] == s and ok(r)}
@@ -220,9 +237,11 @@ def plot_seqlen(plt, rows, label, path):
     col = colours(strats)
     fig, ax = plt.subplots(figsize=(7.5, 4.8))
     for s in strats:
-        pts = sorted((int(r["seq_length"]), float(r["tokens_per_s"])) for r in sel if r["strategy"] == s and ok(r))
+        mine = [r for r in sel if r["strategy"] == s and ok(r)]
+        pts = sorted((int(r["seq_length"]), float(r["tokens_per_s"])) for r in mine if fits(r))
         if pts:
             ax.plot(*zip(*pts), "o-", color=col[s], label=s, lw=1.5)
+        mark_no_fit(ax, sorted((int(r["seq_length"]), float(r["tokens_per_s"])) for r in mine if not fits(r)), col[s])
     r0 = sel[0]
     h, L, n, b = int(r0["hidden_size"]), int(r0["num_layers"]), int(r0["nranks"]), int(r0["micro_batch_size"])
     cross = 18 * h * L / n / b
@@ -233,7 +252,8 @@ def plot_seqlen(plt, rows, label, path):
     ax.set_yscale("log")
     ax.set_xlabel("sequence length s (tokens)")
     ax.set_ylabel("tokens/s")
-    ax.set_title(f"throughput vs sequence length, N={n}, M={r0['num_microbatches']}:\n{describe(r0, seq=False)}",
+    ax.set_title(f"throughput vs sequence length, N={n}, M={r0['num_microbatches']} (x: does not fit in memory):\n"
+                 f"{describe(r0, seq=False)}",
                  fontsize=9)
     ax.legend(fontsize=7)
     ax.grid(True, which="both", alpha=0.3)
@@ -253,7 +273,9 @@ def plot_bandwidth(plt, rows, label, path):
     for s in strats:
         mine = [r for r in sel if r["strategy"] == s and ok(r)]
         pts = sorted((float(r["link_bytes_per_s"]) * 8, float(r["tokens_per_s"])) for r in mine
-                     if float(r["link_bytes_per_s"]) > 0)
+                     if float(r["link_bytes_per_s"]) > 0 and fits(r))
+        mark_no_fit(ax, sorted((float(r["link_bytes_per_s"]) * 8, float(r["tokens_per_s"])) for r in mine
+                               if float(r["link_bytes_per_s"]) > 0 and not fits(r)), col[s])
         if not pts:
             continue
         ax.plot(*zip(*pts), "o-", color=col[s], label=s, lw=1.5)

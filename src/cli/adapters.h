@@ -20,8 +20,12 @@
 #include "sim.h"
 
 /* ---- model (opts_model.c) ---- */
-/* The model; nranks gives the default chunk count (one per rank). */
+/* The model; nranks gives the default chunk count (one per rank). --chunk-layers auto: that
+ * many chunks, balanced by FLOPs (model_cfg_balanced_chunks). */
 int model_cfg_from_opts(const wp_opts *o, int nranks, wp_model_cfg *cfg, char *err, size_t errlen);
+/* --chunk-layers names the layers per chunk (not empty, auto or even: then --num-chunks or the
+ * strategy's default decides how many chunks; auto balances their FLOPs, even is the default). */
+bool chunk_layers_listed(const wp_opts *o);
 /* --init-from DIR: every model flag the user did not set is filled from DIR/config.json, a set
  * one must agree (2 naming the flag and the key; hf_read_config refuses what the model does
  * not implement). */
@@ -49,6 +53,8 @@ typedef struct {
 } wp_pipe_shape;
 
 int pipe_shape_from_opts(const wp_opts *o, wp_pipe_shape *p, char *err, size_t errlen);
+/* --warmup-extra: a count, or auto (from --ranks-per-node and the link flags). */
+int warmup_extra_from_opts(const wp_opts *o, int *extra, char *err, size_t errlen);
 
 /* The model and its layout with default_chunks chunks (strategy_default_chunks) unless
  * --num-chunks/--chunk-layers say otherwise. When the model's size was left at its default (no

@@ -104,7 +104,7 @@ int model_cfg_from_opts(const wp_opts *o, int nranks, wp_model_cfg *cfg, char *e
                      : strcmp(o->precision, "bf16") == 0 ? WP_PREC_BF16
                                                           : WP_PREC_MIXED;
 
-    if (o->chunk_layers[0]) {
+    if (chunk_layers_listed(o)) {
         int rc = parse_chunk_layers(o->chunk_layers, cfg, err, errlen);
         if (rc) return rc;
         NEED(!o->set[FLAG_num_chunks] || o->num_chunks == cfg->n_chunks,
@@ -115,8 +115,13 @@ int model_cfg_from_opts(const wp_opts *o, int nranks, wp_model_cfg *cfg, char *e
     NEED(chunks >= 1 && chunks <= WP_MAX_CHUNKS, "--num-chunks: %lld must be between 1 and %d", (long long)chunks, WP_MAX_CHUNKS);
     NEED(chunks <= cfg->n_layers, "--num-chunks: %lld chunks need at least as many layers, but --num-layers is %d%s",
          (long long)chunks, cfg->n_layers, o->num_chunks ? "" : " (the default is one chunk per rank, --nranks)");
-    model_cfg_even_chunks(cfg, (int)chunks);
+    if (strcmp(o->chunk_layers, "auto") == 0) model_cfg_balanced_chunks(cfg, (int)chunks);
+    else model_cfg_even_chunks(cfg, (int)chunks);
     return 0;
+}
+
+bool chunk_layers_listed(const wp_opts *o) {
+    return o->chunk_layers[0] && strcmp(o->chunk_layers, "auto") != 0 && strcmp(o->chunk_layers, "even") != 0;
 }
 
 static int64_t *int_field(wp_opts *o, int flag) {

@@ -27,6 +27,24 @@ int pipe_shape_from_opts(const wp_opts *o, wp_pipe_shape *p, char *err, size_t e
                    "%lld)", (long long)o->seq_segments, (long long)o->seq_length);
     p->gen.seq_segments = (int)o->seq_segments;
     p->gen.ranks_per_node = o->ranks_per_node > 0 && o->ranks_per_node <= WP_MAX_CHUNKS ? (int)o->ranks_per_node : 0;
+    return warmup_extra_from_opts(o, &p->gen.warmup_extra, err, errlen);
+}
+
+/* auto: one extra forward when a hop between nodes is slower than a hop inside one (more
+ * bandwidth-time per byte, or more latency); that is the hop whose round trip 1F1B would
+ * otherwise wait for once per micro-batch (issue 18). simulate --strategy auto tries others. */
+int warmup_extra_from_opts(const wp_opts *o, int *extra, char *err, size_t errlen) {
+    if (strcmp(o->warmup_extra, "auto") == 0) {
+        bool nodes = o->ranks_per_node > 0 && o->ranks_per_node < o->nranks;
+        bool slower_bw = o->link_bandwidth > 0 && (o->node_link_bandwidth <= 0 || o->node_link_bandwidth > o->link_bandwidth);
+        *extra = nodes && (slower_bw || o->link_latency > o->node_link_latency) ? 1 : 0;
+        return 0;
+    }
+    char *end;
+    long v = strtol(o->warmup_extra, &end, 10);
+    if (end == o->warmup_extra || *end || v < 0 || v > 65536)
+        return cli_fail(err, errlen, "--warmup-extra: '%s' is not auto or a count of forwards from 0 to 65536", o->warmup_extra);
+    *extra = (int)v;
     return 0;
 }
 
@@ -40,10 +58,10 @@ int layout_from_opts(const wp_opts *o, int nranks, int default_chunks, wp_layout
         return 1;
     }
     *copy = *o;
-    if (!o->num_chunks && !o->chunk_layers[0]) copy->num_chunks = default_chunks;
+    if (!o->num_chunks && !chunk_layers_listed(o)) copy->num_chunks = default_chunks;
     int rc = model_cfg_from_opts(copy, nranks, &cfg, err, errlen);
     int64_t chunks = copy->num_chunks;
-    bool model_default = !o->set[FLAG_num_layers] && !o->chunk_layers[0];
+    bool model_default = !o->set[FLAG_num_layers] && !chunk_layers_listed(o);
     if (rc == 2 && model_default && chunks > o->num_layers && chunks <= WP_MAX_CHUNKS) {
         copy->num_layers = chunks;
         rc = model_cfg_from_opts(copy, nranks, &cfg, err, errlen);

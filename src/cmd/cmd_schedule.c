@@ -143,7 +143,7 @@ int cmd_schedule(const wp_opts *o) {
         return 2;
     }
     if (!strategy_parse(o->strategy, &st)) {
-        wp_error("--strategy: '%s' draws one strategy at a time (all is for simulate)", o->strategy);
+        wp_error("--strategy: '%s' draws one strategy at a time (all and auto are for simulate)", o->strategy);
         return 2;
     }
     wp_pipe_shape ps;

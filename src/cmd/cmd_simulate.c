@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "adapters.h"
+#include "autotune.h"
 #include "commands.h"
 #include "draw.h"
 #include "log.h"
@@ -16,6 +17,7 @@ typedef struct {
     bool shown;    /* asked for (1f1b is simulated anyway, as the baseline) */
     bool ok;
     char note[1100];
+    bool fits;     /* peak memory per rank within --device-memory (always, when that is 0) */
     double step_s, tokens_s, bubble;
     size_t sent, peak;
     int n;                      /* ranks, for the per-rank lists */
@@ -34,14 +36,16 @@ static void setting(const wp_opts *o, const wp_layout *L, const wp_machine *m, c
            ps->nranks, per, m->node_bw > 0 ? fmt_bytes(a, sizeof a, m->node_bw) : "unlimited ",
            fmt_seconds(b, sizeof b, m->node_lat), m->link_bw > 0 ? fmt_bytes(d, sizeof d, m->link_bw) : "unlimited ",
            fmt_seconds(e, sizeof e, m->link_lat), o->device_tflops, fmt_bytes(f, sizeof f, m->mem_bw));
+    printf("chunks: %d of ", c->n_chunks); /* uneven with --chunk-layers (auto) */
+    for (int k = 0; k < c->n_chunks; k++) printf("%s%d", k ? "," : "", c->chunk_layers[k]);
+    printf(" layers\n");
     printf("step: %d micro-batches of %d tokens\n\n", ps->nmb, c->mb * c->seq);
 }
 
-static void print_text(const row *rows, int n, double base, double device_memory) {
+static void print_text(const row *rows, int n, double base) {
     char a[32], b[32], c[32];
-    printf("%-20s %12s %12s %8s %14s %14s %9s\n", "strategy", "step time", "tokens/s", "bubble", "sent/rank/step",
-           "peak mem/rank", "vs 1f1b");
-    bool over = false;
+    printf("%-20s %12s %12s %8s %14s %14s %12s %9s\n", "strategy", "step time", "tokens/s", "bubble", "sent/rank/step",
+           "peak mem/rank", "memory", "vs 1f1b");
     for (int i = 0; i < n; i++) {
         const row *r = &rows[i];
         if (!r->shown) continue;
@@ -49,28 +53,25 @@ static void print_text(const row *rows, int n, double base, double device_memory
             printf("%-20s %s\n", strategy_name(r->st), r->note);
             continue;
         }
-        bool big = device_memory > 0 && (double)r->peak > device_memory;
-        over |= big;
         char ratio[16] = "-";
         if (base > 0) snprintf(ratio, sizeof ratio, "%.3fx", r->tokens_s / base);
-        fmt_bytes(c, sizeof c, (double)r->peak);
-        if (big) strcat(c, " !");
-        printf("%-20s %12s %12.0f %7.1f%% %14s %14s %9s\n", strategy_name(r->st), fmt_seconds(a, sizeof a, r->step_s),
-               r->tokens_s, 100 * r->bubble, fmt_bytes(b, sizeof b, (double)r->sent), c, ratio);
+        printf("%-20s %12s %12.0f %7.1f%% %14s %14s %12s %9s\n", strategy_name(r->st), fmt_seconds(a, sizeof a, r->step_s),
+               r->tokens_s, 100 * r->bubble, fmt_bytes(b, sizeof b, (double)r->sent), fmt_bytes(c, sizeof c, (double)r->peak),
+               r->fits ? "fits" : "does not fit", ratio);
     }
-    if (over) printf("! more than --device-memory per rank\n");
 }
 
 static void print_csv(const row *rows, int n, double base) {
-    printf("strategy,step_s,tokens_per_s,bubble,sent_bytes_per_rank,peak_bytes_per_rank,vs_1f1b,note\n");
+    /* fits is last so that readers that count columns (scripts/compare_strategies.sh) keep working */
+    printf("strategy,step_s,tokens_per_s,bubble,sent_bytes_per_rank,peak_bytes_per_rank,vs_1f1b,note,fits\n");
     for (int i = 0; i < n; i++) {
         const row *r = &rows[i];
         if (!r->shown) continue;
         if (r->ok)
-            printf("%s,%.9g,%.9g,%.6f,%zu,%zu,%.6f,\n", strategy_name(r->st), r->step_s, r->tokens_s, r->bubble, r->sent,
-                   r->peak, base > 0 ? r->tokens_s / base : 0);
+            printf("%s,%.9g,%.9g,%.6f,%zu,%zu,%.6f,,%s\n", strategy_name(r->st), r->step_s, r->tokens_s, r->bubble, r->sent,
+                   r->peak, base > 0 ? r->tokens_s / base : 0, r->fits ? "true" : "false");
         else
-            printf("%s,,,,,,,\"%s\"\n", strategy_name(r->st), r->note);
+            printf("%s,,,,,,,\"%s\",\n", strategy_name(r->st), r->note);
     }
 }
 
@@ -83,8 +84,8 @@ static void print_json(const row *rows, int n, double base, const wp_pipe_shape 
         printf("%s\n{\"strategy\":\"%s\"", k++ ? "," : "", strategy_name(r->st));
         if (r->ok) {
             printf(",\"step_s\":%.9g,\"tokens_per_s\":%.9g,\"bubble\":%.6f,\"sent_bytes_per_rank\":%zu,"
-                   "\"peak_bytes_per_rank\":%zu,\"vs_1f1b\":%.6f", r->step_s, r->tokens_s, r->bubble, r->sent, r->peak,
-                   base > 0 ? r->tokens_s / base : 0);
+                   "\"peak_bytes_per_rank\":%zu,\"vs_1f1b\":%.6f,\"fits\":%s", r->step_s, r->tokens_s, r->bubble, r->sent,
+                   r->peak, base > 0 ? r->tokens_s / base : 0, r->fits ? "true" : "false");
             printf(",\"rank_bubble\":[");
             for (int k = 0; k < r->n; k++) printf("%s%.6f", k ? "," : "", r->rank_bubble[k]);
             printf("],\"rank_sent_bytes\":[");
@@ -161,7 +162,7 @@ static int one_own_layout(row *r, const wp_opts *o, const wp_pipe_shape *ps, con
 }
 
 static bool needs_own_layout(const wp_opts *o, wp_strategy st, int nranks, const wp_layout *L) {
-    return !o->num_chunks && !o->chunk_layers[0] && strategy_default_chunks(st, nranks) != L->cfg.n_chunks;
+    return !o->num_chunks && !chunk_layers_listed(o) && strategy_default_chunks(st, nranks) != L->cfg.n_chunks;
 }
 
 static int simulate_all(const wp_opts *o, const wp_pipe_shape *ps, const wp_layout *L, const wp_machine *m, wp_format fmt) {
@@ -182,6 +183,7 @@ static int simulate_all(const wp_opts *o, const wp_pipe_shape *ps, const wp_layo
         wp_trace *ti = rows[i].shown ? t : NULL;
         if (needs_own_layout(o, rows[i].st, ps->nranks, L)) rc = one_own_layout(&rows[i], o, ps, m, ti, i);
         else rc = one(&rows[i], ps, L, &c, ti, i);
+        rows[i].fits = o->device_memory == 0 || rows[i].peak <= (size_t)o->device_memory;
         if (rc == 2 && (all || !rows[i].shown)) rc = 0; /* a row that cannot be laid out says why */
         else if (rc == 2) wp_error("%s", rows[i].note + strlen("not simulated: "));
     }
@@ -197,8 +199,71 @@ static int simulate_all(const wp_opts *o, const wp_pipe_shape *ps, const wp_layo
         print_json(rows, WP_STRAT_COUNT, base, ps);
     } else {
         setting(o, L, m, ps);
-        print_text(rows, WP_STRAT_COUNT, base, (double)o->device_memory);
+        print_text(rows, WP_STRAT_COUNT, base);
     }
+    return 0;
+}
+
+/* --strategy auto: the ranking (autotune.h). Text: the rows that fit, best first, then how many
+ * do not and the best of them; csv: every row, the columns of --strategy all plus knobs. */
+static int simulate_auto(const wp_opts *o, const wp_pipe_shape *ps, const wp_layout *L, const wp_machine *m,
+                         wp_format fmt) {
+    char err[1024];
+    wp_tuned *rows;
+    int n;
+    int rc = autotune(o, &rows, &n, err, sizeof err);
+    if (rc) {
+        wp_error("%s", err);
+        return rc;
+    }
+    int warm = 0; /* the baseline: 1f1b at the given b, M and warm-up, even chunks */
+    warmup_extra_from_opts(o, &warm, err, sizeof err);
+    double base = 0;
+    for (int i = 0; i < n; i++)
+        if (rows[i].st == WP_STRAT_1F1B && rows[i].b == L->cfg.mb && rows[i].nmb == ps->nmb && rows[i].warmup == warm &&
+            !rows[i].chunk_auto)
+            base = rows[i].tokens_s;
+    int nfit = 0;
+    while (nfit < n && rows[nfit].fits) nfit++;
+    if (fmt == WP_FMT_CSV) {
+        printf("strategy,step_s,tokens_per_s,bubble,sent_bytes_per_rank,peak_bytes_per_rank,vs_1f1b,note,fits,knobs\n");
+        for (int i = 0; i < n; i++)
+            printf("%s,%.9g,%.9g,%.6f,%zu,%zu,%.6f,,%s,%s\n", strategy_name(rows[i].st), rows[i].step_s, rows[i].tokens_s,
+                   rows[i].bubble, rows[i].sent, rows[i].peak, base > 0 ? rows[i].tokens_s / base : 0,
+                   rows[i].fits ? "true" : "false", rows[i].knobs);
+    } else if (fmt == WP_FMT_JSON) {
+        printf("{\"nranks\":%d,\"pick\":%s,\"configurations\":[", ps->nranks, nfit ? "0" : "null");
+        for (int i = 0; i < n; i++)
+            printf("%s\n{\"strategy\":\"%s\",\"knobs\":\"%s\",\"step_s\":%.9g,\"tokens_per_s\":%.9g,\"bubble\":%.6f,"
+                   "\"sent_bytes_per_rank\":%zu,\"peak_bytes_per_rank\":%zu,\"vs_1f1b\":%.6f,\"fits\":%s}",
+                   i ? "," : "", strategy_name(rows[i].st), rows[i].knobs, rows[i].step_s, rows[i].tokens_s, rows[i].bubble,
+                   rows[i].sent, rows[i].peak, base > 0 ? rows[i].tokens_s / base : 0, rows[i].fits ? "true" : "false");
+        printf("]}\n");
+    } else {
+        char a[32], b[32], c[32];
+        setting(o, L, m, ps);
+        printf("%d configurations of %d sequences per step; those that fit in --device-memory, fastest first:\n\n", n,
+               L->cfg.mb * ps->nmb);
+        printf("%4s %-20s %12s %12s %8s %14s %14s %9s  %s\n", "rank", "strategy", "step time", "tokens/s", "bubble",
+               "sent/rank/step", "peak mem/rank", "vs 1f1b", "knobs");
+        for (int i = 0; i < nfit; i++) {
+            char ratio[16] = "-";
+            if (base > 0) snprintf(ratio, sizeof ratio, "%.3fx", rows[i].tokens_s / base);
+            printf("%4d %-20s %12s %12.0f %7.1f%% %14s %14s %9s  %s\n", i + 1, strategy_name(rows[i].st),
+                   fmt_seconds(a, sizeof a, rows[i].step_s), rows[i].tokens_s, 100 * rows[i].bubble,
+                   fmt_bytes(b, sizeof b, (double)rows[i].sent), fmt_bytes(c, sizeof c, (double)rows[i].peak), ratio,
+                   rows[i].knobs);
+        }
+        if (nfit < n)
+            printf("\n%d more do not fit (peak over --device-memory), not ranked; the fastest of them: %s %s, %.0f tokens/s "
+                   "at %s per rank\n", n - nfit, strategy_name(rows[nfit].st), rows[nfit].knobs, rows[nfit].tokens_s,
+                   fmt_bytes(c, sizeof c, (double)rows[nfit].peak));
+        if (nfit)
+            printf("\npick: %s %s: %.0f tokens/s predicted\n", strategy_name(rows[0].st), rows[0].knobs, rows[0].tokens_s);
+        else
+            printf("\npick: none, no configuration fits in --device-memory\n");
+    }
+    free(rows);
     return 0;
 }
 
@@ -226,7 +291,7 @@ int cmd_simulate(const wp_opts *o) {
         wp_error("%s", err);
         return rc;
     }
-    rc = simulate_all(o, &ps, &L, &m, fmt);
+    rc = strcmp(o->strategy, "auto") == 0 ? simulate_auto(o, &ps, &L, &m, fmt) : simulate_all(o, &ps, &L, &m, fmt);
     layout_free(&L);
     return rc;
 }

@@ -72,6 +72,10 @@ typedef struct {
 
 /* Split L layers into n chunks as evenly as possible (earlier chunks get the extra layers). */
 void model_cfg_even_chunks(wp_model_cfg *cfg, int n_chunks);
+/* Split L layers into n chunks so that the costliest chunk (forward + backward FLOPs, the
+ * forward twice with recompute; the LM head makes the last chunk heavier) costs the least
+ * (--chunk-layers auto). Needs every other field of cfg; n <= L. */
+void model_cfg_balanced_chunks(wp_model_cfg *cfg, int n_chunks);
 
 /* 0; 2 with a reason naming the flag when cfg's chunking is impossible (--num-chunks,
  * --chunk-layers); 1 when memory runs out. Caller frees with layout_free. */

@@ -48,7 +48,7 @@ static int prepare_model(train_job *j, char *err, size_t errlen) {
         if (rc) return rc;
     }
     wp_strategy st; /* --num-chunks 0: the strategy's default (two per rank for interleaved-1f1b) */
-    if (!j->o.num_chunks && !j->o.chunk_layers[0] && strategy_parse(j->o.strategy, &st))
+    if (!j->o.num_chunks && !chunk_layers_listed(&j->o) && strategy_parse(j->o.strategy, &st))
         j->o.num_chunks = strategy_node_chunks(st, j->nranks, (int)j->o.ranks_per_node);
     int rc = model_cfg_from_opts(&j->o, j->nranks, &cfg, err, errlen);
     if (rc == 0) rc = layout_build(&cfg, &j->L, err, errlen);
@@ -59,6 +59,9 @@ static int prepare_model(train_job *j, char *err, size_t errlen) {
 
 static int prepare_schedule(train_job *j, char *err, size_t errlen) {
     wp_strategy st;
+    if (strcmp(j->o.strategy, "all") == 0 || strcmp(j->o.strategy, "auto") == 0) /* train --strategy auto: not built yet */
+        return fail(err, errlen, 2, "--strategy: %s is for simulate; train runs one strategy (simulate --strategy auto "
+                    "prints the pick and its flags)", j->o.strategy);
     if (!strategy_parse(j->o.strategy, &st))
         return fail(err, errlen, 2, "--strategy: '%s' is not a strategy (weipipe train --help lists them)", j->o.strategy);
     if (j->o.seq_segments < 1 || j->o.seq_segments > WP_MAX_SEGMENTS)
@@ -71,7 +74,9 @@ static int prepare_schedule(train_job *j, char *err, size_t errlen) {
                       .i1f1b_breadth_first = strcmp(j->o.i1f1b_order, "breadth-first") == 0,
                       .seq_segments = (int)j->o.seq_segments,
                       .ranks_per_node = (int)j->o.ranks_per_node};
-    int rc = schedule_generate(st, j->nranks, j->nmb, j->L.cfg.n_chunks, &go, &j->s, err, errlen);
+    int rc = warmup_extra_from_opts(&j->o, &go.warmup_extra, err, errlen);
+    if (rc) return rc;
+    rc = schedule_generate(st, j->nranks, j->nmb, j->L.cfg.n_chunks, &go, &j->s, err, errlen);
     if (rc) return rc;
     j->have_sched = true;
     wp_sizes sz;

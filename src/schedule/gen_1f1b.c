@@ -1,5 +1,5 @@
 /* 1F1B (activation passing, DAPPLE): rank r holds and owns chunk r, its weights never move.
- * Rank r runs min(N-r-1, M) warm-up forwards, then alternates one forward and one fused
+ * Rank r runs min(N-r-1 + e, M) warm-up forwards (e: extra before a slow hop, schedule.h), then alternates one forward and one fused
  * backward, then drains the remaining backwards. A[r][mb] goes r -> r+1 after F, GA[r-1][mb]
  * goes r -> r-1 after BW; each rank posts the receive of its next input one op ahead, and frees
  * a sent buffer after its next compute (so it never waits for its own send). With uniform
@@ -30,9 +30,9 @@ static void send_after_compute(prog *p, wp_buf b, int peer, int ch) {
     p->pending[p->n_pending++] = b;
 }
 
-static int gen_rank(wp_schedule *s, int r, char *err, size_t errlen) {
+static int gen_rank(wp_schedule *s, const wp_gen_opts *opt, int r, char *err, size_t errlen) {
     const int N = s->nranks, M = s->nmb, last = N - 1;
-    const int warm = N - r - 1 < M ? N - r - 1 : M;
+    const int want = N - r - 1 + gen_warmup_extra(opt, s->strategy, N, r), warm = want < M ? want : M;
     prog p = {.s = s, .r = r, .err = err, .errlen = errlen};
     int nf = 0, nb = 0; /* forwards and backwards emitted */
     push(&p, act_buf(WP_OP_LOAD, buf_w(r, 0, WP_LANE_F), 0));
@@ -46,16 +46,16 @@ static int gen_rank(wp_schedule *s, int r, char *err, size_t errlen) {
         if (forward) {
             int mb = nf++;
             push(&p, act_compute(WP_OP_F, r, mb, WP_LANE_F, false, k));
-            free_pending(&p);
             if (r > 0) push(&p, act_buf(WP_OP_FREE, buf_a(r - 1, mb), k));
             if (r > 0 && nf < M) push(&p, act_xfer(WP_OP_RECV, buf_a(r - 1, nf), r - 1, WP_SCH_ACT, k));
+            free_pending(&p); /* after the RECV: a neighbour's FREE may wait for it (extra warm-up) */
             if (r < last) send_after_compute(&p, buf_a(r, mb), r + 1, WP_SCH_ACT);
         } else {
             int mb = nb++;
             push(&p, act_compute(WP_OP_BW, r, mb, WP_LANE_F, true, k));
-            free_pending(&p);
             if (r < last) push(&p, act_buf(WP_OP_FREE, buf_ga(r, mb), k));
             if (r < last && nb < M) push(&p, act_xfer(WP_OP_RECV, buf_ga(r, nb), r + 1, WP_SCH_ACTGRAD, k));
+            free_pending(&p);
             if (r > 0) send_after_compute(&p, buf_ga(r - 1, mb), r - 1, WP_SCH_ACTGRAD);
         }
     }
@@ -67,11 +67,11 @@ static int gen_rank(wp_schedule *s, int r, char *err, size_t errlen) {
     return p.rc;
 }
 
-int gen_1f1b(wp_schedule *s, char *err, size_t errlen) {
+int gen_1f1b(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen) {
     for (int c = 0; c < s->nchunks; c++) s->owner[c] = c;
     s->split = false;
     for (int r = 0; r < s->nranks; r++) {
-        int rc = gen_rank(s, r, err, errlen);
+        int rc = gen_rank(s, opt, r, err, errlen);
         if (rc) return rc;
     }
     return 0;

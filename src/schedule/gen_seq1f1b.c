@@ -7,7 +7,8 @@
  *   backwards first in, first out across samples, last in, first out across the segments of one
  *             sample (segment k-1 first), because a segment's backward produces the dK/dV of the
  *             earlier segments' keys and values, which their own backward then includes.
- * Rank r holds and owns chunk r (weights never move); it runs N-r-1 + k-1 warm-up forwards, one
+ * Rank r holds and owns chunk r (weights never move); it runs N-r-1 + k-1 warm-up forwards (+ e
+ * before a slow hop, schedule.h), one
  * more than the next rank, so that the last rank starts the backward of a sample as soon as all
  * k of its segments went through (k forwards), then one forward and one fused backward in turn,
  * then the remaining backwards. A unit is 1/k of a micro-batch, so the warm-up and cool-down
@@ -26,9 +27,10 @@
 /* The backward order: samples in order, the segments of each from last to first. */
 static int backward_unit(int i, int k) { return i / k * k + (k - 1 - i % k); }
 
-static void plan_rank(act_plan *p, int r, int k) {
+static void plan_rank(act_plan *p, int r, int k, int extra) {
     const wp_schedule *s = p->s;
-    const int U = s->nmb, want = s->nranks - r - 1 + k - 1, warm = want < U ? want : U;
+    const int U = s->nmb, want = s->nranks - r - 1 + k - 1 + extra;
+    const int warm = want < U ? want : U;
     int nf = 0, nb = 0;
     for (int i = 0; i < 2 * U; i++) {
         bool forward = i < warm || (i < 2 * U - warm && (i - warm) % 2 == 0);
@@ -48,6 +50,6 @@ int gen_seq1f1b(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen
     s->split = false;
     act_plan p;
     act_plan_init(&p, s);
-    for (int r = 0; r < s->nranks; r++) plan_rank(&p, r, k);
+    for (int r = 0; r < s->nranks; r++) plan_rank(&p, r, k, gen_warmup_extra(opt, s->strategy, s->nranks, r));
     return act_build(&p, err, errlen);
 }

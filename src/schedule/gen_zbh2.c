@@ -1,7 +1,7 @@
 /* ZB-H2 (Qi et al. 2023, "Zero Bubble Pipeline Parallelism", section 2.2 and figure 3 bottom):
  * more warm-up forwards and deferred W passes turn the pipeline into a parallelogram with no
  * bubble inside it, at the cost of about twice 1F1B's activation memory. Rank r of N, chunk r:
- *   warm-up   min(2(N-r)-1, M) forwards
+ *   warm-up   min(2(N-r)-1 + e, M) forwards (e: extra before a slow hop, schedule.h)
  *   then      B F pairs until 2N-1 forwards have run (the W passes wait)
  *   steady    B W F while forwards remain
  *   cool-down B W while input gradients remain, then the deferred W passes.
@@ -15,9 +15,9 @@
 #include "act_build.h"
 #include "schedule.h"
 
-static void rank_order(act_plan *p, int r, int N, int M) {
+static void rank_order(act_plan *p, int r, int N, int M, int extra) {
     int nf = 0, nb = 0, nw = 0;
-    int warm = 2 * (N - r) - 1 < M ? 2 * (N - r) - 1 : M;
+    int warm = 2 * (N - r) - 1 + extra < M ? 2 * (N - r) - 1 + extra : M;
     int before_w = 2 * N - 1 < M ? 2 * N - 1 : M;
     for (; nf < warm; nf++) act_add(p, r, WP_OP_F, r, nf);
     while (nf < before_w) {
@@ -36,10 +36,11 @@ static void rank_order(act_plan *p, int r, int N, int M) {
     while (nw < M) act_add(p, r, WP_OP_W, r, nw++);
 }
 
-int gen_zbh2(wp_schedule *s, char *err, size_t errlen) {
+int gen_zbh2(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen) {
     act_plan p;
     act_plan_init(&p, s);
     s->split = true;
-    for (int r = 0; r < s->nranks; r++) rank_order(&p, r, s->nranks, s->nmb);
+    for (int r = 0; r < s->nranks; r++)
+        rank_order(&p, r, s->nranks, s->nmb, gen_warmup_extra(opt, s->strategy, s->nranks, r));
     return act_build(&p, err, errlen);
 }

@@ -34,6 +34,20 @@ static int check_order(wp_strategy s, int nranks, int nmb, const wp_gen_opts *op
                "%d), not %d; --i1f1b-order breadth-first takes any", nranks, lo, lo + nranks, nmb);
 }
 
+int gen_warmup_extra(const wp_gen_opts *opt, wp_strategy s, int nranks, int r) {
+    /* interleaved-1f1b: checked and left out. Its warm-up already spans (v-1)N + 2(N-r-1)
+     * forwards and its micro-batches cross the slow hop 2v-1 times; more warm-up only delays the
+     * first backward (headline, b = 1: 30071 -> 29994 tokens/s at 1, 26019 at 2; depth-first
+     * groups cannot take 3). gpipe runs every forward first anyway. */
+    if (s != WP_STRAT_1F1B && s != WP_STRAT_ZBH1 && s != WP_STRAT_ZBH2 && s != WP_STRAT_SEQ1F1B) return 0;
+    const int per = opt->ranks_per_node;
+    if (opt->warmup_extra <= 0 || per <= 0 || per >= nranks) return 0;
+    int hops = 0; /* slow hops downstream of rank r: after rank q = per-1, 2per-1, ... */
+    for (int q = r; q < nranks; q++)
+        if ((q + 1) % per == 0 && q < nranks - 1) hops++;
+    return hops * opt->warmup_extra;
+}
+
 int strategy_default_chunks(wp_strategy s, int nranks) { return s == WP_STRAT_I1F1B ? 2 * nranks : nranks; }
 
 int strategy_node_chunks(wp_strategy s, int nranks, int ranks_per_node) {
@@ -84,19 +98,25 @@ int schedule_generate(wp_strategy s, int nranks, int nmb, int nchunks, const wp_
     int rc = schedule_check_shape(s, nranks, nmb, nchunks, err, errlen);
     if (!rc) rc = check_order(s, nranks, nmb, opt, err, errlen);
     if (!rc) rc = check_hier(s, nranks, nchunks, opt, err, errlen);
+    /* 1f1b receives one item ahead and frees a sent buffer after its next compute: a rank more
+     * than 4 warm-up forwards ahead of the next one waits for it in a circle (found by
+     * generating every N in {4,8,16}, ranks per node, M in {N,2N,4N}: 3 always runs, 4 never) */
+    if (!rc && s == WP_STRAT_1F1B && gen_warmup_extra(opt, s, nranks, 0) > 0 && opt->warmup_extra > WP_1F1B_MAX_WARMUP_EXTRA)
+        rc = bad(err, errlen, "--warmup-extra: 1f1b takes at most %d extra warm-up forwards per slow hop, not %d",
+                 WP_1F1B_MAX_WARMUP_EXTRA, opt->warmup_extra);
     if (rc) return rc;
     rc = sched_init(out, s, nranks, nmb, nchunks, err, errlen);
     if (rc) return rc;
     switch (s) {
-    case WP_STRAT_1F1B: rc = gen_1f1b(out, err, errlen); break;
+    case WP_STRAT_1F1B: rc = gen_1f1b(out, opt, err, errlen); break;
     case WP_STRAT_NAIVE: rc = gen_naive(out, err, errlen); break;
     case WP_STRAT_INTERLEAVE: rc = gen_interleave(out, err, errlen); break;
     case WP_STRAT_WZB1: rc = gen_wzb1(out, err, errlen); break;
     case WP_STRAT_WZB2: rc = gen_wzb2(out, opt, err, errlen); break;
     case WP_STRAT_GPIPE: rc = gen_gpipe(out, err, errlen); break;
     case WP_STRAT_I1F1B: rc = gen_i1f1b(out, opt, err, errlen); break;
-    case WP_STRAT_ZBH1: rc = gen_zbh1(out, err, errlen); break;
-    case WP_STRAT_ZBH2: rc = gen_zbh2(out, err, errlen); break;
+    case WP_STRAT_ZBH1: rc = gen_zbh1(out, opt, err, errlen); break;
+    case WP_STRAT_ZBH2: rc = gen_zbh2(out, opt, err, errlen); break;
     case WP_STRAT_FSDP: rc = gen_fsdp(out, err, errlen); break;
     case WP_STRAT_SEQ1F1B: rc = gen_seq1f1b(out, opt, err, errlen); break;
     case WP_STRAT_HIER: rc = gen_hier(out, opt, err, errlen); break;

@@ -6,7 +6,8 @@
 # loss of every step is within 3e-4 relative (bf16 gradient sums travel in a different order,
 # interleaved-1f1b adds fp16 chunk boundaries; measured at most 1.07e-4). seq1f1b is held to its
 # own one-rank run (measured 0), and that run to 1f1b within 1e-4 (measured 2.2e-6..9.8e-6 here,
-# 5e-5 in sanitizer builds).
+# 5e-5 in sanitizer builds). S:warmup runs S with two extra warm-up forwards per slow hop, every hop
+# slow (--ranks-per-node 1 --warmup-extra 2); S:auto runs S with --chunk-layers auto (uneven chunks).
 source "$(dirname "$0")/runtime_lib.sh"
 FP32_TOL=1e-5 MIXED_TOL=3e-4 SEG_TOL=1e-4
 common=(--steps 3 --lr-decay-style constant --transport local)
@@ -19,12 +20,26 @@ for N in 1 2 3 4; do
       train "${common[@]}" --nranks 1 --strategy 1f1b --num-microbatches $M --metrics "$TMP/ref-mixed-$M.jsonl" || fail "mixed reference M=$M"
     fi
     for S in 1f1b weipipe-naive weipipe-interleave wzb1 wzb2 gpipe zb-h1 zb-h2 interleaved-1f1b \
-             interleaved-1f1b:breadth-first seq1f1b wzb2:last fsdp; do
+             interleaved-1f1b:breadth-first seq1f1b wzb2:last fsdp 1f1b:warmup zb-h1:warmup zb-h2:warmup \
+             seq1f1b:warmup 1f1b:auto weipipe-interleave:auto wzb2:auto; do
       # interleaved-1f1b: v = 2 chunks per rank (2N) of an 8-layer model, against an 8-layer reference
       shape=() r=$ref rm=$TMP/ref-mixed-$M order=${S#*:}
       [ "$order" = breadth-first ] && [ "$M" = "$N" ] && continue # the same lists as depth-first
       [ "$S" = wzb2:last ] && shape=(--wzb2-owner last) # the paper's: the last rank owns every chunk
-      if [ "$S" = seq1f1b ]; then
+      # extra warm-up before slow hops (schedule.h): every hop between nodes, two more forwards each
+      case $S in *:warmup) [ "$N" = 1 ] && continue; shape=(--ranks-per-node 1 --warmup-extra 2) ;; esac
+      # --chunk-layers auto: 8 layers and a head of 1.5 layers' FLOPs (V = 1024) give 5,3 on two
+      # ranks and 3,2,2,1 on four; held to an 8-layer, V = 1024 single-rank run
+      if [ "${S#*:}" = auto ]; then
+        [ "$N" = 1 ] && continue
+        shape=(--num-layers 8 --vocab-size 1024 --chunk-layers auto)
+        r=$TMP/refv-$M rm=$TMP/refv-mixed-$M
+        if [ ! -d "$r" ]; then
+          train "${common[@]}" --nranks 1 --strategy 1f1b --num-layers 8 --vocab-size 1024 --num-microbatches $M --precision fp32 --save "$r" || fail "V=1024 reference M=$M"
+          train "${common[@]}" --nranks 1 --strategy 1f1b --num-layers 8 --vocab-size 1024 --num-microbatches $M --metrics "$rm.jsonl" || fail "V=1024 mixed reference M=$M"
+        fi
+      fi
+      if [ "${S%%:*}" = seq1f1b ]; then
         # Segments sum attention and weight gradients per segment, a different fp32 order than the
         # whole sequence (model/segments bounds that at ~10 eps per gradient), which three AdamW
         # steps amplify where gradients are near zero (m/sqrt(v) is then +-1 whatever their size).

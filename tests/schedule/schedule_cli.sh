@@ -24,7 +24,7 @@ expect() { # expect CODE ARGS...: exit code CODE; for 1 and 2 exactly one stderr
 json_ok() { python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$1" 2>/dev/null; }
 
 # every strategy the --strategy flag offers (its help lists them between braces), but 'all'
-strategies=$("$wp" simulate --help | sed -n 's/^ *--strategy *{\([^}]*\)}.*/\1/p' | tr '|' ' ' | sed 's/ all//')
+strategies=$("$wp" simulate --help | sed -n 's/^ *--strategy *{\([^}]*\)}.*/\1/p' | tr '|' ' ' | sed 's/ all//; s/ auto//')
 n_strategies=$(echo $strategies | wc -w)
 [ "$n_strategies" -ge 9 ] || fail "--strategy help lists $n_strategies strategies: '$strategies'"
 

@@ -1,0 +1,33 @@
+/* --strategy auto: every strategy and knob setting simulated on the model, ring and machine the
+ * flags describe, at the same tokens per step (b*M), and ranked (issue 18). A knob is a flag:
+ * micro-batch size b with M = tokens per step / (b s) (b over the powers of two that divide b*M,
+ * and the given b), --chunk-layers auto beside even chunks (where they differ), --warmup-extra
+ * 0..2 where there is a slow hop (1f1b, zb-h1, zb-h2, seq1f1b), --seq-segments 2, 4, 8
+ * (seq1f1b), --wzb2-owner spread/last, --num-chunks 2N and 4N with --i1f1b-order depth-first and
+ * breadth-first (interleaved-1f1b). A shape a strategy cannot lay out is no configuration. */
+#ifndef WP_CLI_AUTOTUNE_H
+#define WP_CLI_AUTOTUNE_H
+
+#include "adapters.h"
+
+typedef struct {
+    wp_strategy st;
+    char knobs[240];  /* the flags that make it, e.g. "--micro-batch-size 2 --num-microbatches 16 --warmup-extra 1" */
+    int b, nmb, warmup; /* b, M and the extra warm-up it ran with (the baseline row: 1f1b at the given b, M and warm-up) */
+    bool chunk_auto;
+    int seq;          /* enumeration order (ties) */
+    bool fits;        /* peak per rank within --device-memory (0: always) */
+    double step_s, tokens_s, bubble;
+    size_t sent, peak;
+} wp_tuned;
+
+/* Simulate every configuration; *rows (caller frees) sorted: those that fit by tokens/s, best
+ * first, then those that do not fit, by tokens/s. Ties keep the enumeration order. 0; 2 with a
+ * reason for bad flags (nothing to simulate: a device speed is needed); 1 when a schedule breaks
+ * an invariant or memory runs out. */
+int autotune(const wp_opts *o, wp_tuned **rows, int *n, char *err, size_t errlen);
+
+/* o with row t's strategy and knobs (as if given on the command line). 0, or 2 with a reason. */
+int autotune_apply(wp_opts *o, const wp_tuned *t, char *err, size_t errlen);
+
+#endif
