@@ -39,7 +39,8 @@ static int try_one(tuner *t, wp_strategy st, const char *knobs, int b, int nmb, 
     if (rc) return rc == 2 ? 0 : (snprintf(t->err, t->errlen, "%s", err), rc);
     wp_layout L;
     bool raised;
-    rc = layout_from_opts(t->work, ps.nranks, strategy_default_chunks(st, ps.nranks), &L, &raised, err, sizeof err);
+    const int chunks = strategy_default_chunks(st, ps.nranks, (int)t->work->ranks_per_node);
+    rc = layout_from_opts(t->work, ps.nranks, chunks, &L, &raised, err, sizeof err);
     if (rc == 2) return 0;
     if (rc) return snprintf(t->err, t->errlen, "%s", err), rc;
     if (chunk_auto) { /* the same chunks as even ones: no configuration of its own */

@@ -149,7 +149,7 @@ int cmd_schedule(const wp_opts *o) {
     wp_pipe_shape ps;
     wp_layout L;
     bool raised;
-    int chunks = strategy_node_chunks(st, (int)o->nranks, (int)o->ranks_per_node);
+    int chunks = strategy_default_chunks(st, (int)o->nranks, (int)o->ranks_per_node);
     int rc = pipe_shape_from_opts(o, &ps, err, sizeof err);
     if (rc == 0) rc = layout_from_opts(o, ps.nranks, chunks, &L, &raised, err, sizeof err);
     if (rc) {

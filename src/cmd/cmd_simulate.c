@@ -151,7 +151,7 @@ static int one_own_layout(row *r, const wp_opts *o, const wp_pipe_shape *ps, con
     char err[1024];
     wp_layout L;
     bool raised;
-    int chunks = strategy_default_chunks(r->st, ps->nranks);
+    int chunks = strategy_default_chunks(r->st, ps->nranks, (int)o->ranks_per_node);
     int rc = layout_from_opts(o, ps->nranks, chunks, &L, &raised, err, sizeof err);
     if (rc) return not_simulated(r, rc, err);
     wp_costs c;
@@ -162,7 +162,7 @@ static int one_own_layout(row *r, const wp_opts *o, const wp_pipe_shape *ps, con
 }
 
 static bool needs_own_layout(const wp_opts *o, wp_strategy st, int nranks, const wp_layout *L) {
-    return !o->num_chunks && !chunk_layers_listed(o) && strategy_default_chunks(st, nranks) != L->cfg.n_chunks;
+    return !o->num_chunks && !chunk_layers_listed(o) && strategy_default_chunks(st, nranks, (int)o->ranks_per_node) != L->cfg.n_chunks;
 }
 
 static int simulate_all(const wp_opts *o, const wp_pipe_shape *ps, const wp_layout *L, const wp_machine *m, wp_format fmt) {

@@ -49,7 +49,7 @@ static int prepare_model(train_job *j, char *err, size_t errlen) {
     }
     wp_strategy st; /* --num-chunks 0: the strategy's default (two per rank for interleaved-1f1b) */
     if (!j->o.num_chunks && !chunk_layers_listed(&j->o) && strategy_parse(j->o.strategy, &st))
-        j->o.num_chunks = strategy_node_chunks(st, j->nranks, (int)j->o.ranks_per_node);
+        j->o.num_chunks = strategy_default_chunks(st, j->nranks, (int)j->o.ranks_per_node);
     int rc = model_cfg_from_opts(&j->o, j->nranks, &cfg, err, errlen);
     if (rc == 0) rc = layout_build(&cfg, &j->L, err, errlen);
     if (rc) return rc;

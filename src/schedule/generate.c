@@ -48,11 +48,9 @@ int gen_warmup_extra(const wp_gen_opts *opt, wp_strategy s, int nranks, int r) {
     return hops * opt->warmup_extra;
 }
 
-int strategy_default_chunks(wp_strategy s, int nranks) { return s == WP_STRAT_I1F1B ? 2 * nranks : nranks; }
-
-int strategy_node_chunks(wp_strategy s, int nranks, int ranks_per_node) {
+int strategy_default_chunks(wp_strategy s, int nranks, int ranks_per_node) {
     if (s == WP_STRAT_HIER) return ranks_per_node > 0 && ranks_per_node < nranks ? ranks_per_node : nranks;
-    return strategy_default_chunks(s, nranks);
+    return s == WP_STRAT_I1F1B ? 2 * nranks : nranks;
 }
 
 /* weipipe-hier: K nodes of G ranks, a node's ring over G chunks (gen_hier.c); tawpipe: K nodes

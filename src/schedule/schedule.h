@@ -76,10 +76,8 @@ int gen_hier(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen);
 int gen_tawpipe(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen);
 
 /* Chunks a strategy uses when --num-chunks is 0: two per rank for interleaved-1f1b (v = 2, the
- * smallest interleaving), one per rank for the others. */
-int strategy_default_chunks(wp_strategy s, int nranks);
-/* The same knowing --ranks-per-node (0 = all ranks on one node): weipipe-hier uses one chunk per
- * rank of a node. */
-int strategy_node_chunks(wp_strategy s, int nranks, int ranks_per_node);
+ * smallest interleaving), one per rank of a node for weipipe-hier (ranks_per_node; 0 = all ranks
+ * on one node), one per rank for the others. */
+int strategy_default_chunks(wp_strategy s, int nranks, int ranks_per_node);
 
 #endif

@@ -39,7 +39,7 @@ static void mutations(wp_strategy st, int N) {
     for (int m = 0; m < WP_MUT_COUNT; m++) {
         char err[1024] = "";
         wp_schedule s;
-        if (schedule_generate(st, N, 2 * N, strategy_default_chunks(st, N), NULL, &s, err, sizeof err)) {
+        if (schedule_generate(st, N, 2 * N, strategy_default_chunks(st, N, 0), NULL, &s, err, sizeof err)) {
             EXPECT(0, "%s N=%d: %s", strategy_name(st), N, err);
             return;
         }

@@ -103,7 +103,7 @@ static void one_gen(wp_strategy st, int N, int M, int C, wp_gen_opts g) {
 }
 
 static void one(wp_strategy st, int N, int M, bool owner_last) {
-    one_gen(st, N, M, strategy_default_chunks(st, N), (wp_gen_opts){.wzb2_owner_last = owner_last});
+    one_gen(st, N, M, strategy_default_chunks(st, N, 0), (wp_gen_opts){.wzb2_owner_last = owner_last});
 }
 
 static bool any_m(wp_strategy st) {
