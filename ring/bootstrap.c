@@ -89,14 +89,17 @@ static int slurm_master(wp_boot_info *bi, wp_getenv_fn get, void *ctx, char *err
     if (get_nonempty(get, ctx, "MASTER_ADDR")) {
         if (str_var(get, ctx, "MASTER_ADDR", bi->master_addr, sizeof bi->master_addr, err, errlen)) return 2;
     } else {
-        const char *list = get_nonempty(get, ctx, "SLURM_JOB_NODELIST");
-        if (!list) list = get_nonempty(get, ctx, "SLURM_NODELIST");
+        /* The step's nodes first: a job step may run on part of the allocation, and rank 0
+         * (SLURM_PROCID 0) is on the first node of its step, not of the job. */
+        const char *var = "SLURM_STEP_NODELIST", *list = get_nonempty(get, ctx, var);
+        if (!list) list = get_nonempty(get, ctx, var = "SLURM_JOB_NODELIST");
+        if (!list) list = get_nonempty(get, ctx, var = "SLURM_NODELIST");
         if (!list) {
-            snprintf(err, errlen, "neither MASTER_ADDR nor SLURM_JOB_NODELIST is set");
+            snprintf(err, errlen, "neither MASTER_ADDR nor SLURM_STEP_NODELIST / SLURM_JOB_NODELIST is set");
             return 2;
         }
         if (boot_slurm_first_host(list, bi->master_addr, sizeof bi->master_addr) != 0) {
-            snprintf(err, errlen, "SLURM_JOB_NODELIST='%.60s' has no first host name", list);
+            snprintf(err, errlen, "%s='%.60s' has no first host name", var, list);
             return 2;
         }
     }
@@ -110,8 +113,15 @@ static int slurm_master(wp_boot_info *bi, wp_getenv_fn get, void *ctx, char *err
         snprintf(err, errlen, "neither MASTER_PORT nor SLURM_JOB_ID is set");
         return 2;
     }
-    bi->master_port = 20000 + (int)(job % 20000); /* the same on every node of the job */
-    bi->port_from = "20000 + SLURM_JOB_ID % 20000";
+    /* The same on every node of the step; two steps of one job running at once (srun ... &
+     * twice in a batch script) get different ports: 131 is prime to 20000, so two steps of
+     * one job collide only 20000 steps apart, and step 0 of two jobs only 20000 job ids apart
+     * (the job id in the handshake still keeps those apart). */
+    long step = 0;
+    const char *sv = get_nonempty(get, ctx, "SLURM_STEP_ID") ? "SLURM_STEP_ID" : "SLURM_STEPID";
+    if (int_var(get, ctx, sv, 0, 0x7fffffffL, false, &step, err, errlen)) return 2;
+    bi->master_port = 20000 + (int)((job % 20000 * 131 + step % 20000) % 20000);
+    bi->port_from = "20000 + (131 SLURM_JOB_ID + SLURM_STEP_ID) % 20000";
     return 0;
 }
 

@@ -48,6 +48,14 @@ bool ctl_failed(wp_control *c, char *why, size_t whylen) {
     return failed;
 }
 
+bool ctl_unanswered(wp_control *c, char *out, size_t outlen) {
+    pthread_mutex_lock(&c->mu);
+    bool any = c->unanswered[0] != 0;
+    if (out && outlen) snprintf(out, outlen, "%s", c->unanswered);
+    pthread_mutex_unlock(&c->mu);
+    return any;
+}
+
 void ctl_attach(wp_control *c, wp_transport *t) {
     pthread_mutex_lock(&c->mu);
     c->attached = t;

@@ -37,6 +37,7 @@ struct wp_control {
     wp_transport *attached;
     char status[CTL_STATUS_MAX + 1];
     double status_at;
+    char unanswered[512]; /* rank 0: the ranks its last status query did not hear from ("" = none) */
 };
 
 int ctl_base_init(wp_control *c, const ctl_ops *ops, int rank, int world, double timeout);

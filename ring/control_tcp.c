@@ -184,6 +184,8 @@ static void finish_session(ctl_tcp *T) {
     char *grid = malloc(cap);
     if (!grid) return;
     grid[0] = 0;
+    char silent[sizeof T->base.unanswered] = "";
+    size_t nsilent = 0;
     for (int r = 0; r < T->base.world; r++) {
         const char *note = T->lines[r];
         char missing[96];
@@ -192,9 +194,17 @@ static void finish_session(ctl_tcp *T) {
             snprintf(missing, sizeof missing, "%s", gone ? (T->conns[r].bye ? "(finished)" : "(connection lost)") : "");
             if (!gone) snprintf(missing, sizeof missing, "(no answer within %g s: stopped or dead?)", T->status_timeout);
             note = missing;
+            if (!gone && r > 0 && nsilent + 64 < sizeof silent) {
+                char name[256];
+                conn_name(T, r, name, sizeof name);
+                nsilent += (size_t)snprintf(silent + nsilent, sizeof silent - nsilent, "%s%s", nsilent ? ", " : "", name);
+            }
         }
         used += (size_t)snprintf(grid + used, cap - used, "rank %d: %s\n", r, note);
     }
+    pthread_mutex_lock(&T->base.mu);
+    snprintf(T->base.unanswered, sizeof T->base.unanswered, "%s", silent);
+    pthread_mutex_unlock(&T->base.mu);
     char ignore[128];
     for (int i = 0; i < T->nreq; i++) {
         if (T->req_rank[i] == 0) {

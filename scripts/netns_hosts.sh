@@ -21,7 +21,7 @@
 #       slurm    what srun -N K --ntasks-per-node G sets: SLURM_JOB_ID, SLURM_STEP_ID,
 #                SLURM_PROCID, SLURM_LOCALID, SLURM_NODEID, SLURM_NTASKS, SLURM_JOB_NODELIST=host[1-K],
 #                SLURM_STEP_TASKS_PER_NODE; no MASTER_ADDR / MASTER_PORT (the port is then
-#                20000 + SLURM_JOB_ID % 20000, as weipipe derives it)
+#                20000 + (131 SLURM_JOB_ID + SLURM_STEP_ID) % 20000, as weipipe derives it)
 #       torchrun one real `torchrun --no-python` per host (static rendezvous: its agent store
 #                holds MASTER_PORT on host1): torchrun --nnodes K --nproc-per-node G --node-rank H
 #                --master-addr host1 --master-port PORT --rdzv-id ID weipipe train ARGS
@@ -305,7 +305,7 @@ start_job "$jobid" "" "${args[@]}"
 first=("${procs[@]}")
 if [ -n "$job2" ]; then
     rdv=$port
-    [ "$contract" != slurm ] || rdv=$(( 20000 + jobid % 20000 )) # as ring/bootstrap.c derives it
+    [ "$contract" != slurm ] || rdv=$(( 20000 + jobid % 20000 * 131 % 20000 )) # as ring/bootstrap.c derives it
     for _ in $(seq 300); do
         in_ns 0 ss -Hltn "sport = :$rdv" 2>/dev/null | grep -q . && break
         sleep 0.1

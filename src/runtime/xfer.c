@@ -43,6 +43,10 @@ static int transport_fail(wp_rt *rt, char *err, size_t errlen, const char *await
         nanosleep(&ts, NULL); /* an interrupted pause only shortens the grace */
     }
     const char *w = awaited ? "while waiting for " : "", *sep = awaited ? ": " : "";
+    char silent[512];
+    if (!cause[0] && ctl_unanswered(rt->c.ctl, silent, sizeof silent))
+        return rt_fail(rt, err, errlen, "%s%s%s%s; rank %d's status query before it went unanswered by %s", w,
+                       awaited ? awaited : "", sep, why, rt->c.rank, silent);
     if (cause[0] && !strstr(why, cause))
         return rt_fail(rt, err, errlen, "%s%s%s%s (the job was aborted first: %s)", w, awaited ? awaited : "", sep, why,
                        cause);

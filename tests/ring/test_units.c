@@ -161,8 +161,16 @@ static void test_boot(void) {
     const char *slurm[] = {"SLURM_PROCID=5", "SLURM_NTASKS=16", "SLURM_LOCALID=1", "SLURM_JOB_ID=123456", "SLURM_STEP_ID=2",
                            "SLURM_JOB_NODELIST=gpu[07-08]", "WEIPIPE_SECRET=x", NULL};
     CHECK(boot(slurm, &bi, err) == 0 && bi.rank == 5 && bi.world == 16 && strcmp(bi.master_addr, "gpu07") == 0 &&
-              bi.master_port == 20000 + 123456 % 20000 && strcmp(bi.job_id, "123456.2") == 0,
+              bi.master_port == 20000 + (123456 % 20000 * 131 + 2) % 20000 && strcmp(bi.job_id, "123456.2") == 0,
           "slurm: %s (%s:%d)", err, bi.master_addr, bi.master_port);
+    /* two steps of one job at once (srun ... & twice), the second on other nodes of the
+     * allocation: its own first node (SLURM_STEP_NODELIST) and its own port */
+    const char *step3[] = {"SLURM_PROCID=1", "SLURM_NTASKS=2", "SLURM_JOB_ID=123456", "SLURM_STEP_ID=3",
+                           "SLURM_JOB_NODELIST=gpu[07-10]", "SLURM_STEP_NODELIST=gpu[09-10]", NULL};
+    wp_boot_info b3;
+    CHECK(boot(step3, &b3, err) == 0 && strcmp(b3.master_addr, "gpu09") == 0 && b3.master_port != bi.master_port &&
+              b3.master_port >= 20000 && b3.master_port < 40000,
+          "slurm step 3: %s (%s:%d against step 2's %d)", err, b3.master_addr, b3.master_port, bi.master_port);
     /* the rendezvous port: torchrun's agent store holds MASTER_PORT (static rendezvous) -> +1;
      * "False" (c10d) or another launcher -> MASTER_PORT; WEIPIPE_PORT over everything */
     const char *agent[] = {"RANK=1", "WORLD_SIZE=2", "MASTER_ADDR=h", "MASTER_PORT=29500", "TORCHELASTIC_RUN_ID=r",

@@ -43,7 +43,7 @@ for k in 2 3; do
         done
       fi
       case $c in # the rendezvous port each contract gives
-        slurm) port="host1:$((20000 + $(sed -n "s/.*job \([0-9]*\),.*/\1/p" "$TMP/out" | head -1) % 20000))" ;;
+        slurm) port="host1:$((20000 + $(sed -n "s/.*job \([0-9]*\),.*/\1/p" "$TMP/out" | head -1) % 20000 * 131 % 20000))" ;;  # step 0
         torchrun) port=host1:29501 ;; # MASTER_PORT + 1: torchrun's agent store holds 29500
         env | mpirun) port=host1:29500 ;;
       esac
