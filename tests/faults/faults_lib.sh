@@ -11,7 +11,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN {printf "%.2f", b - a}'; }
 # The losses of a metrics file from step $2 on, one per line, as written (%.17g).
-losses_from() { sed -n 's/^{"step": \([0-9]*\), "loss": \([^,]*\),.*/\1 \2/p' "$1" | awk -v k="$2" '$1 >= k'; }
+losses_from() { sed -n 's/^{"step": \([0-9]*\),.* "loss": \([^,]*\),.*/\1 \2/p' "$1" | awk -v k="$2" '$1 >= k'; }
 
 # start_job LOG ARGS...: launches `train ARGS` in the background; sets LAUNCHER.
 start_job() {
