@@ -82,8 +82,8 @@ static double step1_loss(const char *metrics) {
     size_t size;
     double loss = NAN;
     if (fs_read_small(metrics, 1 << 20, &text, &size, err, sizeof err) != 0) return loss;
-    const char *at = strstr(text, "{\"step\": 1, \"loss\": ");
-    if (at) sscanf(at, "{\"step\": 1, \"loss\": %lf", &loss);
+    const char *at = strstr(text, "{\"step\": 1, "), *key = at ? strstr(at, "\"loss\": ") : NULL;
+    if (key && (!strchr(at, '\n') || key < strchr(at, '\n'))) sscanf(key, "\"loss\": %lf", &loss); /* in that line */
     free(text);
     return loss;
 }
