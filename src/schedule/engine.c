@@ -680,6 +680,7 @@ static int do_tin(eng *e, int r, int step, int idx, const wp_action *a) {
     int rc = tie_check(e, r, step, idx, a, false);
     if (rc != DONE || (rc = need_one(e, r, step, idx, a->buf, false, &in)) != DONE) return rc;
     if (a->buf.lane == WP_TIE_WEIGHT) e->st[step].tie_in[tie_piece_k(a->buf)]++;
+    else e->st[step].tie_gin[tie_piece_j(a->buf)]++;
     return run_for(e, r, step, idx, a);
 }
 
@@ -687,6 +688,10 @@ static int do_reduce(eng *e, int r, int step, int idx) {
     stepst *st = &e->st[step];
     rstate *R = &e->r[r];
     if (!R->arrived[step]) {
+        for (int j = 0; e->s->tied && j < e->SL; j++)
+            if (sched_owns(e->s, r, 0, e->S ? j : -1) && st->tie_gin[j] != e->tie_expect_g[j])
+                return fail_at(e, r, step, idx, "REDUCE before the head's gradient reached the tied embedding (slice %d: "
+                               "%d of %d T.g pieces taken in)", j, st->tie_gin[j], e->tie_expect_g[j]);
         for (int c = 0; c < e->C; c++)
             for (int k = 0; k < e->SL; k++) {
                 if (!sched_owns(e->s, r, c, e->S ? k : -1)) continue;
@@ -853,6 +858,10 @@ static int check_work(eng *e) {
                     return fail_plain(e, "step %d: the %s of chunk %d, micro-batch %d never runs", s + 1, missing, c, mb);
             }
             for (int k = 0; k < e->SL; k++)
+                if (c == 0 && e->s->tied && st->tie_in[k] != e->tie_expect[k])
+                    return fail_plain(e, "step %d: the updated embedding reached the tied head's slice %d in %d of %d "
+                                      "T.w pieces", s + 1, k, st->tie_in[k], e->tie_expect[k]);
+            for (int k = 0; k < e->SL; k++)
                 if (st->updated[c * e->SL + k] != 1)
                     return fail_plain(e, "step %d: chunk %d is never updated (its owner, rank %d, lacks UPDATE(%d))",
                                       s + 1, c, e->S ? k : e->s->owner[c], c);
@@ -937,12 +946,21 @@ static int setup(eng *e) {
         if (!(st->updated = calloc((size_t)e->C * e->SL, sizeof *st->updated))) return -1;
     }
     if (!(e->master = calloc((size_t)e->C * e->SL, sizeof *e->master))) return -1;
-    for (int r = 0; r < e->N; r++) /* the lists are the same every step: what one step brings, each must */
+    /* tied: the pieces every step must bring, from the layout where there is one (tie_piece),
+     * else as the lists name them */
+    for (int k = 0; e->s->tied && e->sz && e->sz->L && k < e->SL; k++)
+        for (int j = 0; j < e->SL; j++) {
+            size_t off, len;
+            tie_piece(e->sz->L, e->S, k, j, &off, &len);
+            if (len) e->tie_expect[k]++, e->tie_expect_g[j]++;
+        }
+    for (int r = 0; e->s->tied && !(e->sz && e->sz->L) && r < e->N; r++)
         for (int i = 0; i < e->s->rank[r].n; i++) {
             const wp_action *a = &e->s->rank[r].a[i];
-            if (a->op == WP_OP_TIN && a->buf.kind == WP_BUF_T && a->buf.lane == WP_TIE_WEIGHT &&
-                tie_piece_k(a->buf) < WP_MAX_CHUNKS)
-                e->tie_expect[tie_piece_k(a->buf)]++;
+            if (a->op != WP_OP_TIN || a->buf.kind != WP_BUF_T || tie_piece_k(a->buf) >= e->SL || tie_piece_j(a->buf) >= e->SL)
+                continue;
+            if (a->buf.lane == WP_TIE_WEIGHT) e->tie_expect[tie_piece_k(a->buf)]++;
+            else e->tie_expect_g[tie_piece_j(a->buf)]++;
         }
     for (int a = 0; a < e->N; a++)
         for (int b = 0; b < e->N; b++) elink_params(e, a, b, &e->ln[a * e->N + b].bw, &e->ln[a * e->N + b].lat);
