@@ -9,7 +9,8 @@
 # is 0.25 off); mixed: every step's loss within 3e-4 relative (measured <= 1.1e-4). seq1f1b is held to its own tied
 # one-rank run, as in equivalence.sh. Extra shapes: fsdp:c1 slices one chunk holding both ends,
 # fsdp:c2 two chunks (on one rank both ends are the same owner), interleaved-1f1b 2N chunks of an
-# 8-layer model. Argument 5: full, or subset (sanitizer builds: N = 3, M = N, four strategies).
+# 8-layer model; a tied fsdp checkpoint resumed as weipipe-interleave. Argument 5: full, or
+# subset (sanitizer builds: N = 3, M = N, four strategies).
 source "$(dirname "$0")/runtime_lib.sh"
 MODE=${5:-full}
 FP32_TOL=1e-5 MIXED_TOL=3e-4
@@ -70,4 +71,11 @@ for S in weipipe-interleave fsdp; do
   echo "tied llama3 $S N=3 fp32: $line; losses: $cmp"
   case $cmp in *ok) ;; *) fail "llama3 tied $S N=3 losses differ: $cmp" ;; esac
 done
+# A tied checkpoint of fsdp (slices) resumes as weipipe-interleave (whole chunks) on the same path.
+train "${common[@]}" --nranks 3 --strategy fsdp --num-microbatches 3 --precision fp32 --steps 2 --save "$TMP/rs" ||
+  fail "tied fsdp, 2 steps"
+train "${common[@]}" --nranks 3 --strategy weipipe-interleave --num-microbatches 3 --precision fp32 --resume "$TMP/rs" \
+  --save "$TMP/rs" || fail "tied resume as weipipe-interleave"
+line=$("$DIFF" "$TMP/rs/step-3" "$(reference 1f1b 3 --strategy 1f1b)/step-3" $FP32_TOL) || fail "tied resume: $line"
+echo "tied fsdp resumed as weipipe-interleave N=3 fp32: $line"
 echo "tied embeddings: every strategy equals the single-rank tied run"
