@@ -5,7 +5,8 @@
  *     owner (owner of the last chunk, or of the slice of it holding the element) is not its
  *     embedding owner — counted here from slice_range alone, not from tie_piece;
  *   - the pieces of every slicing partition the tensor (each element in exactly one piece);
- *   - the validator refuses a T.g sent after REDUCE (a wait in a circle) and a lost TIN of either lane; schedule_tie on an untied layout changes nothing. */
+ *   - the validator refuses a T.g sent after REDUCE (a wait in a circle) and a lost TIN of
+ *     either lane; schedule_tie on an untied layout changes nothing. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
