@@ -20,6 +20,7 @@ struct wp_optim {
     wp_kern *k;
     wp_adamw_hparams hp;
     int n_owned;
+    bool sliced; /* a slice of each chunk: the tie is the schedule's (optim.h) */
     owned_chunk *owned;
     int *slot_of; /* chunk -> index into owned, -1 when not owned; m.n_chunks entries */
 };
@@ -46,17 +47,12 @@ wp_optim *optim_create_slices(wp_optim_model m, wp_kern *k, const int *chunks, i
     o->m = m;
     o->k = k;
     o->hp = *hp;
+    o->sliced = nslices > 0;
     for (int c = 0; c < m.n_chunks; c++) o->slot_of[c] = -1;
     for (int i = 0; i < n_chunks; i++) {
         int c = chunks[i];
         if (c < 0 || c >= m.n_chunks || o->slot_of[c] >= 0) {
             snprintf(err, errlen, "optimizer: chunk %d is out of range (0..%d) or listed twice", c, m.n_chunks - 1);
-            optim_destroy(o);
-            return NULL;
-        }
-        size_t td, ts, tn;
-        if (nslices > 0 && m.tied && m.tied(m.ctx, c, &td, &ts, &tn)) { /* the fold needs both tensors whole */
-            snprintf(err, errlen, "optimizer: chunk %d has tied tensors and cannot be sliced", c);
             optim_destroy(o);
             return NULL;
         }
@@ -153,6 +149,11 @@ float *optim_grad(wp_optim *o, int chunk) {
     return oc ? oc->buf[WP_OPT_GRAD] : NULL;
 }
 
+float *optim_buffer(wp_optim *o, int chunk, wp_optim_buf which) {
+    owned_chunk *oc = slot(o, chunk, "optim_buffer");
+    return oc && which >= WP_OPT_MASTER && which <= WP_OPT_GRAD ? oc->buf[which] : NULL;
+}
+
 int optim_accumulate(wp_optim *o, int chunk, const void *grad, wp_dtype gt) {
     owned_chunk *oc = slot(o, chunk, "optim_accumulate");
     if (oc) kern_accumulate(o->k, oc->buf[WP_OPT_GRAD], WP_F32, grad, gt, oc->numel);
@@ -161,7 +162,7 @@ int optim_accumulate(wp_optim *o, int chunk, const void *grad, wp_dtype gt) {
 
 /* The tie of this chunk (wp_optim_model.tied), if any. */
 static bool tie_of(const wp_optim *o, int chunk, size_t *dst, size_t *src, size_t *n) {
-    return o->m.tied && o->m.tied(o->m.ctx, chunk, dst, src, n);
+    return !o->sliced && o->m.tied && o->m.tied(o->m.ctx, chunk, dst, src, n);
 }
 
 /* src's gradient into dst's, src's zeroed: the tied parameter's gradient is the sum of both

@@ -44,7 +44,8 @@ typedef struct {
      * dst (tied word embeddings: the head is the embedding). The optimizer then adds src's
      * gradient into dst's and zeroes it before the norm and the step, and after each step
      * copies dst's master and working copy over src's, so both stay one tensor whose gradient
-     * is the sum of both uses. Whole chunks only (refused for a slice). */
+     * is the sum of both uses. Whole chunks only: an optimizer of slices ignores it, and the
+     * schedule moves the tie's pieces between the slices' owners (schedule.h: schedule_tie). */
     bool (*tied)(const void *ctx, int chunk, size_t *dst, size_t *src, size_t *n);
 } wp_optim_model;
 
@@ -88,6 +89,9 @@ int optim_set(wp_optim *o, int chunk, wp_optim_buf which, const float *host);
 /* The chunk's fp32 gradient accumulator (backend memory), and a drain of a travelling gradient
  * (gt: WP_BF16 or WP_F32) into it in fp32. */
 float *optim_grad(wp_optim *o, int chunk);
+/* Any of the chunk's buffers (backend memory, its owned range), or NULL after recording an error
+ * when the chunk is not owned. */
+float *optim_buffer(wp_optim *o, int chunk, wp_optim_buf which);
 int optim_accumulate(wp_optim *o, int chunk, const void *grad, wp_dtype gt);
 
 /* Squared norm of the chunk's accumulated gradient, in fp64; inf/NaN anywhere make it

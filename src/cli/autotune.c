@@ -53,6 +53,7 @@ static int try_one(tuner *t, wp_strategy st, const char *knobs, int b, int nmb, 
     }
     wp_schedule s;
     rc = schedule_generate(st, ps.nranks, ps.nmb, L.cfg.n_chunks, &ps.gen, &s, err, sizeof err);
+    if (!rc && (rc = schedule_tie(&s, &L, err, sizeof err))) sched_free(&s);
     if (rc) {
         layout_free(&L);
         return rc == 2 ? 0 : (snprintf(t->err, t->errlen, "%s", err), rc);

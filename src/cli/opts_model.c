@@ -96,7 +96,6 @@ int model_cfg_from_opts(const wp_opts *o, int nranks, wp_model_cfg *cfg, char *e
     cfg->has_eos = o->eos_token_id >= 0;
     cfg->eos_id = cfg->has_eos ? (int)o->eos_token_id : 0;
     /* the owner of the embedding must also own the head: one chunk on one rank (docs/model.md) */
-    NEED(!cfg->tied || nranks <= 1, "--tie-word-embeddings: tied embeddings train on one rank only for now, not %d", nranks);
     cfg->norm_eps = o->norm_eps;
     cfg->init_std = o->init_std;
     cfg->recompute = o->recompute;

@@ -158,6 +158,7 @@ int cmd_schedule(const wp_opts *o) {
     }
     wp_schedule s;
     rc = schedule_generate(st, ps.nranks, ps.nmb, L.cfg.n_chunks, &ps.gen, &s, err, sizeof err);
+    if (!rc && (rc = schedule_tie(&s, &L, err, sizeof err))) sched_free(&s); /* tied: its pieces, as train runs them */
     if (rc) {
         wp_error("%s", err);
         layout_free(&L);

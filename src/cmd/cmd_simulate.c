@@ -118,6 +118,7 @@ static int one(row *r, const wp_pipe_shape *ps, const wp_layout *L, const wp_cos
     char err[1024];
     wp_schedule s;
     int rc = schedule_generate(r->st, ps->nranks, ps->nmb, L->cfg.n_chunks, &ps->gen, &s, err, sizeof err);
+    if (!rc && (rc = schedule_tie(&s, L, err, sizeof err))) sched_free(&s); /* tied: its pieces count too */
     if (rc) return not_simulated(r, rc, err);
     wp_sim sim;
     rc = simulate(&s, L, c, t != NULL, &sim, err, sizeof err);

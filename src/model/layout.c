@@ -68,11 +68,6 @@ int layout_build(const wp_model_cfg *cfg, wp_layout *L, char *err, size_t errlen
     L->cfg = *cfg;
     if (cfg->n_chunks < 1 || cfg->n_chunks > WP_MAX_CHUNKS)
         return fail(err, errlen, 2, "--num-chunks: %d is out of range", cfg->n_chunks);
-    /* the embedding sits in the first chunk and the head in the last; the optimizer folds a
-     * tied gradient only inside one chunk (docs/model.md) */
-    if (cfg->tied && cfg->n_chunks != 1)
-        return fail(err, errlen, 2, "--tie-word-embeddings: tied embeddings train with one chunk only (--num-chunks 1 on one rank), not %d",
-                    cfg->n_chunks);
     int cap = 0, layer = 0;
     bool ok = true;
     const int h = cfg->h, q = cfg->n_heads * cfg->head_dim, kv = cfg->n_kv_heads * cfg->head_dim, f = cfg->ffn;
@@ -236,7 +231,8 @@ static bool om_tensor(const void *ctx, int c, int i, size_t *offset, bool *decay
 
 static void om_init_chunk(const void *ctx, int c, uint64_t seed, float *dst) { layout_init_chunk(ctx, c, seed, dst); }
 
-/* Tied word embeddings: the head (src) is the embedding (dst), both in the one chunk. */
+/* Tied word embeddings: the head (src) is the embedding (dst), both in the one chunk. When
+ * they sit in different chunks the schedule moves the tie between their owners (schedule_tie). */
 static bool om_tied(const void *ctx, int c, size_t *dst, size_t *src, size_t *n) {
     const wp_layout *L = ctx;
     if (!L->cfg.tied) return false;

@@ -34,8 +34,8 @@ typedef struct {
     double norm_eps;
     double init_std;
     bool recompute;
-    bool tied;         /* tie_word_embeddings: lm_head.weight is model.embed_tokens.weight (one
-                          chunk only: layout_build refuses more) */
+    bool tied;         /* tie_word_embeddings: lm_head.weight is model.embed_tokens.weight (the
+                          optimizer ties them inside one chunk, schedule_tie across chunks) */
     wp_precision precision;
     int n_chunks;
     int chunk_layers[WP_MAX_CHUNKS]; /* layers in each chunk (may be uneven, may be 0 only for

@@ -36,6 +36,7 @@ wp_dtype pool_wire_dtype(const rt_pool *p, wp_buf b) {
     switch (b.kind) {
     case WP_BUF_W: return precision_weight_dtype(pr);
     case WP_BUF_GW: return b.lane == WP_LANE_SUM ? WP_F32 : precision_grad_dtype(pr); /* ir.h: a step sum is fp32 */
+    case WP_BUF_T: return WP_F32; /* ir.h: tied pieces are optimizer state, fp32 */
     default: return precision_act_dtype(pr);
     }
 }

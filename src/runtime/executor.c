@@ -318,6 +318,57 @@ static int do_dup(wp_rt *rt, wp_buf b, char *err, size_t errlen) {
     return kern_check(rt, 0, "DUP", err, errlen);
 }
 
+/* Tied embeddings (ir.h: TOUT, TIN; tie.c): where piece b lies in this rank's optimizer buffer
+ * `which` of chunk c, the tensor starting at element `at` of the chunk. */
+static float *tie_at(wp_rt *rt, wp_buf b, int c, size_t at, wp_optim_buf which, size_t *len, char *err, size_t errlen) {
+    size_t off, o_off, o_len;
+    tie_piece(rt->c.L, rt->c.s->nslices, tie_piece_k(b), tie_piece_j(b), &off, len);
+    float *base = optim_buffer(rt->c.o, c, which);
+    if (!base || !optim_range(rt->c.o, c, &o_off, &o_len) || at + off < o_off || at + off + *len > o_off + o_len) {
+        rt_fail(rt, err, errlen, "%s: the tied piece is not in this rank's part of chunk %d", op_name(WP_OP_TOUT), c);
+        return NULL;
+    }
+    return base + (at + off - o_off);
+}
+
+/* TOUT: T.g from the head's accumulated gradient (then zeroed: the embedding's owner steps the
+ * sum), T.w from the embedding's updated master. */
+static int do_tout(wp_rt *rt, wp_buf b, char *err, size_t errlen) {
+    char why[300];
+    size_t eo, ho, numel, len;
+    if (!tie_offsets(rt->c.L, &eo, &ho, &numel)) return rt_fail(rt, err, errlen, "TOUT in an untied model");
+    bool grad = b.lane == WP_TIE_GRAD;
+    float *src = tie_at(rt, b, grad ? last_chunk(rt) : 0, grad ? ho : eo, grad ? WP_OPT_GRAD : WP_OPT_MASTER, &len, err,
+                        errlen);
+    if (!src) return 1;
+    rt_entry *e = pool_create(&rt->pool, b, why, sizeof why);
+    if (!e) return rt_fail(rt, err, errlen, "%s", why);
+    if (e->bytes != len * sizeof(float)) return rt_fail(rt, err, errlen, "TOUT: the piece's size disagrees");
+    kern_copy(rt->k, e->data, src, e->bytes);
+    if (grad) kern_zero(rt->k, src, e->bytes);
+    pool_mark_arrived(&rt->pool, e);
+    return kern_check(rt, 0, "TOUT", err, errlen);
+}
+
+/* TIN: T.g added in fp32 into the embedding's accumulator, T.w copied over the head's master. */
+static int do_tin(wp_rt *rt, wp_buf b, char *err, size_t errlen) {
+    char name[64];
+    size_t eo, ho, numel, len;
+    if (!tie_offsets(rt->c.L, &eo, &ho, &numel)) return rt_fail(rt, err, errlen, "TIN in an untied model");
+    rt_entry *e = pool_find(&rt->pool, b);
+    if (!e) return rt_fail(rt, err, errlen, "reads %s, which this rank does not hold", buf_name(b, name, sizeof name));
+    if (rt_wait(rt, e, false, err, errlen)) return 1; /* the fp32 data itself, never a compute-dtype view */
+    bool grad = b.lane == WP_TIE_GRAD;
+    float *dst = tie_at(rt, b, grad ? 0 : last_chunk(rt), grad ? eo : ho, grad ? WP_OPT_GRAD : WP_OPT_MASTER, &len, err,
+                        errlen);
+    if (!dst) return 1;
+    if (e->bytes != len * sizeof(float)) return rt_fail(rt, err, errlen, "TIN: the piece's size disagrees");
+    if (grad) kern_accumulate(rt->k, dst, WP_F32, e->data, WP_F32, len);
+    else kern_copy(rt->k, dst, e->data, len * sizeof(float));
+    pool_touch(e);
+    return kern_check(rt, 0, "TIN", err, errlen);
+}
+
 /* The global exchange (decision.h's protocol): per-chunk sums of squares from their owners,
  * the loss sum and the token count, summed over ranks; then every rank decides alike. */
 static int do_reduce(wp_rt *rt, char *err, size_t errlen) {
@@ -371,7 +422,7 @@ static int do_free(wp_rt *rt, wp_buf b, char *err, size_t errlen) {
 /* Actions that run on the rank's device stream (ir.h): F, B, W, BW, LOAD, ZERO, ACC, FOLD, DUP, UPDATE. */
 static bool on_device(int op) {
     return op_is_compute(op) || op == WP_OP_LOAD || op == WP_OP_ZERO || op == WP_OP_ACC || op == WP_OP_FOLD ||
-           op == WP_OP_DUP || op == WP_OP_UPDATE;
+           op == WP_OP_DUP || op == WP_OP_UPDATE || op == WP_OP_TOUT || op == WP_OP_TIN;
 }
 
 static void record(wp_rt *rt, const wp_action *x, double t0, double t1) {
@@ -404,6 +455,8 @@ static int run_action(wp_rt *rt, const wp_action *x, char *err, size_t errlen) {
     case WP_OP_ACC: return do_acc(rt, x->buf.kind == WP_BUF_GW ? x->buf : buf_gw(x->chunk), err, errlen);
     case WP_OP_FOLD: return do_fold(rt, x->buf, err, errlen);
     case WP_OP_DUP: return do_dup(rt, x->buf, err, errlen);
+    case WP_OP_TOUT: return do_tout(rt, x->buf, err, errlen);
+    case WP_OP_TIN: return do_tin(rt, x->buf, err, errlen);
     case WP_OP_REDUCE: return do_reduce(rt, err, errlen);
     case WP_OP_UPDATE: return do_update(rt, x->chunk, err, errlen);
     case WP_OP_FREE: return do_free(rt, x->buf, err, errlen);

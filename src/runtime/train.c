@@ -79,6 +79,7 @@ static int prepare_schedule(train_job *j, char *err, size_t errlen) {
     rc = schedule_generate(st, j->nranks, j->nmb, j->L.cfg.n_chunks, &go, &j->s, err, errlen);
     if (rc) return rc;
     j->have_sched = true;
+    if (schedule_tie(&j->s, &j->L, err, errlen)) return 1; /* tied embeddings: the pieces as data (tie.c) */
     wp_sizes sz;
     sizes_from_layout(&sz, &j->L, j->s.split);
     char why[512];

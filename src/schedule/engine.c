@@ -527,6 +527,10 @@ static int do_load(eng *e, int r, int step, int idx, const wp_action *a, wp_buf 
         if (b.idx != e->master[c * e->SL + k])
             return fail_at(e, r, step, idx, "loads %s, but the master of chunk %d holds version @%d now",
                            buf_name(a->buf, nm, sizeof nm), c, e->master[c * e->SL + k] - step);
+        int upd = b.idx - 1; /* the step whose UPDATE made this version */
+        if (e->s->tied && c == e->C - 1 && upd >= 0 && upd < e->steps && e->st[upd].tie_in[k] != e->tie_expect[k])
+            return fail_at(e, r, step, idx, "loads %s before the updated embedding reached the tied head (%d of %d "
+                           "T.w pieces taken in)", buf_name(a->buf, nm, sizeof nm), e->st[upd].tie_in[k], e->tie_expect[k]);
     }
     return DONE;
 }
@@ -635,10 +639,59 @@ static int do_dup(eng *e, int r, int step, int idx, const wp_action *a) {
     return run_for(e, r, step, idx, a);
 }
 
+/* Tied embeddings (ir.h: T, TOUT, TIN; tie.c). Which end a rank is, and when. */
+static int tie_check(eng *e, int r, int step, int idx, const wp_action *a, bool out) {
+    char nm[48], who[80];
+    wp_buf b = a->buf;
+    if (!e->s->tied || b.kind != WP_BUF_T || b.chunk != 0 || b.lane > WP_TIE_WEIGHT || b.nslices)
+        return fail_at(e, r, step, idx, "%s needs a T.g or T.w piece of a tied schedule, not %s", op_name(a->op),
+                       buf_name(b, nm, sizeof nm));
+    int k = tie_piece_k(b), j = tie_piece_j(b), last = e->C - 1;
+    if (k >= e->SL || j >= e->SL) return fail_at(e, r, step, idx, "%s: no such piece", buf_name(b, nm, sizeof nm));
+    bool grad = b.lane == WP_TIE_GRAD, head_side = grad == out; /* T.g leaves the head, T.w reaches it */
+    int c = head_side ? last : 0, sl = head_side ? k : j;
+    if (!sched_owns(e->s, r, c, e->S ? sl : -1))
+        return fail_at(e, r, step, idx, "%s of %s belongs to %s", op_name(a->op), buf_name(b, nm, sizeof nm),
+                       owner_text(e, c, sl, who, sizeof who));
+    const stepst *st = &e->st[step];
+    if (grad && e->r[r].arrived[step])
+        return fail_at(e, r, step, idx, "%s after REDUCE: the norm must count the tied gradient once", op_name(a->op));
+    if (grad && out)
+        for (int mb = 0; mb < e->M; mb++)
+            if (!bit(&st->acc[((size_t)last * e->SL + k) * e->words], mb))
+                return fail_at(e, r, step, idx, "takes the head's gradient before micro-batch %d's arrived", mb);
+    if (!grad && !st->updated[c * e->SL + sl])
+        return fail_at(e, r, step, idx, "%s of %s before UPDATE(%d)", op_name(a->op), buf_name(b, nm, sizeof nm), c);
+    return DONE;
+}
+
+static int do_tout(eng *e, int r, int step, int idx, const wp_action *a) {
+    char nm[48];
+    int rc = tie_check(e, r, step, idx, a, true);
+    if (rc != DONE) return rc;
+    if (find(&e->r[r], a->buf))
+        return fail_at(e, r, step, idx, "creates %s, which rank %d already holds", buf_name(a->buf, nm, sizeof nm), r);
+    if (!create(e, r, a->buf, true, step, idx)) return oom(e);
+    return run_for(e, r, step, idx, a);
+}
+
+static int do_tin(eng *e, int r, int step, int idx, const wp_action *a) {
+    inst *in;
+    int rc = tie_check(e, r, step, idx, a, false);
+    if (rc != DONE || (rc = need_one(e, r, step, idx, a->buf, false, &in)) != DONE) return rc;
+    if (a->buf.lane == WP_TIE_WEIGHT) e->st[step].tie_in[tie_piece_k(a->buf)]++;
+    else e->st[step].tie_gin[tie_piece_j(a->buf)]++;
+    return run_for(e, r, step, idx, a);
+}
+
 static int do_reduce(eng *e, int r, int step, int idx) {
     stepst *st = &e->st[step];
     rstate *R = &e->r[r];
     if (!R->arrived[step]) {
+        for (int j = 0; e->s->tied && j < e->SL; j++)
+            if (sched_owns(e->s, r, 0, e->S ? j : -1) && st->tie_gin[j] != e->tie_expect_g[j])
+                return fail_at(e, r, step, idx, "REDUCE before the head's gradient reached the tied embedding (slice %d: "
+                               "%d of %d T.g pieces taken in)", j, st->tie_gin[j], e->tie_expect_g[j]);
         for (int c = 0; c < e->C; c++)
             for (int k = 0; k < e->SL; k++) {
                 if (!sched_owns(e->s, r, c, e->S ? k : -1)) continue;
@@ -725,6 +778,8 @@ static int engine_action(eng *e, int r, int step, int idx) {
     case WP_OP_FREE: return do_free(e, r, step, idx, a);
     case WP_OP_FOLD: return do_fold(e, r, step, idx, a);
     case WP_OP_DUP: return do_dup(e, r, step, idx, a);
+    case WP_OP_TOUT: return do_tout(e, r, step, idx, a);
+    case WP_OP_TIN: return do_tin(e, r, step, idx, a);
     default: return fail_at(e, r, step, idx, "unknown op %d", a->op);
     }
 }
@@ -802,6 +857,10 @@ static int check_work(eng *e) {
                 if (missing)
                     return fail_plain(e, "step %d: the %s of chunk %d, micro-batch %d never runs", s + 1, missing, c, mb);
             }
+            for (int k = 0; k < e->SL; k++)
+                if (c == 0 && e->s->tied && st->tie_in[k] != e->tie_expect[k])
+                    return fail_plain(e, "step %d: the updated embedding reached the tied head's slice %d in %d of %d "
+                                      "T.w pieces", s + 1, k, st->tie_in[k], e->tie_expect[k]);
             for (int k = 0; k < e->SL; k++)
                 if (st->updated[c * e->SL + k] != 1)
                     return fail_plain(e, "step %d: chunk %d is never updated (its owner, rank %d, lacks UPDATE(%d))",
@@ -887,6 +946,22 @@ static int setup(eng *e) {
         if (!(st->updated = calloc((size_t)e->C * e->SL, sizeof *st->updated))) return -1;
     }
     if (!(e->master = calloc((size_t)e->C * e->SL, sizeof *e->master))) return -1;
+    /* tied: the pieces every step must bring, from the layout where there is one (tie_piece),
+     * else as the lists name them */
+    for (int k = 0; e->s->tied && e->sz && e->sz->L && k < e->SL; k++)
+        for (int j = 0; j < e->SL; j++) {
+            size_t off, len;
+            tie_piece(e->sz->L, e->S, k, j, &off, &len);
+            if (len) e->tie_expect[k]++, e->tie_expect_g[j]++;
+        }
+    for (int r = 0; e->s->tied && !(e->sz && e->sz->L) && r < e->N; r++)
+        for (int i = 0; i < e->s->rank[r].n; i++) {
+            const wp_action *a = &e->s->rank[r].a[i];
+            if (a->op != WP_OP_TIN || a->buf.kind != WP_BUF_T || tie_piece_k(a->buf) >= e->SL || tie_piece_j(a->buf) >= e->SL)
+                continue;
+            if (a->buf.lane == WP_TIE_WEIGHT) e->tie_expect[tie_piece_k(a->buf)]++;
+            else e->tie_expect_g[tie_piece_j(a->buf)]++;
+        }
     for (int a = 0; a < e->N; a++)
         for (int b = 0; b < e->N; b++) elink_params(e, a, b, &e->ln[a * e->N + b].bw, &e->ln[a * e->N + b].lat);
     for (int r = 0; r < e->N; r++) {

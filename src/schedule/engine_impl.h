@@ -85,6 +85,8 @@ typedef struct {
     int *f_rank, *b_rank, *w_rank, *f_idx, *b_idx, *w_idx; /* [C*M] */
     uint64_t *acc;                                          /* [C*SL*words] */
     int *updated;                                           /* [C*SL]: per (chunk, slice) */
+    int tie_in[WP_MAX_CHUNKS];  /* T.w pieces taken in by each head slice k this step (tie.c) */
+    int tie_gin[WP_MAX_CHUNKS]; /* T.g pieces taken in by each embedding slice j this step */
     int arrived;
     double arrive_max, done_at;
     bool scheduled, done;
@@ -108,6 +110,8 @@ typedef struct {
     int n_flight, cap_flight;
     stepst st[MAX_STEPS];
     int *master;    /* [C*SL]: version of each (chunk, slice) master */
+    int tie_expect[WP_MAX_CHUNKS];   /* T.w pieces every step brings to head slice k (tied schedules) */
+    int tie_expect_g[WP_MAX_CHUNKS]; /* T.g pieces every step brings to embedding slice j */
     int K;          /* sequence segments per micro-batch (1: none) */
     int seg_t[WP_MAX_SEGMENTS + 1]; /* their boundaries (seq_split.h) */
     wp_run *run;

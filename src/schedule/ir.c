@@ -25,13 +25,14 @@ bool strategy_parse(const char *name, wp_strategy *s) {
 
 const char *op_name(wp_op op) {
     static const char *const names[WP_OP_COUNT] = {
-        "F", "B", "W", "BW", "SEND", "RECV", "LOAD", "ZERO", "ACC", "REDUCE", "UPDATE", "FREE", "FOLD", "DUP",
+        "F", "B", "W", "BW", "SEND", "RECV", "LOAD", "ZERO", "ACC", "REDUCE", "UPDATE", "FREE", "FOLD", "DUP", "TOUT",
+        "TIN",
     };
     return op < WP_OP_COUNT ? names[op] : "?";
 }
 
 const char *channel_name(int ch) {
-    static const char *const names[] = {"wfwd", "wbwd", "grad", "act", "actgrad", "gradret", "xnode"};
+    static const char *const names[] = {"wfwd", "wbwd", "grad", "act", "actgrad", "gradret", "xnode", "tie"};
     return ch >= 0 && ch < (int)(sizeof names / sizeof names[0]) ? names[ch] : "ch?";
 }
 
@@ -45,6 +46,9 @@ char *buf_name(wp_buf b, char *out, size_t len) {
         break;
     case WP_BUF_A: snprintf(out, len, "A[%d][%d]", b.chunk, b.idx); break;
     case WP_BUF_GA: snprintf(out, len, "GA[%d][%d]", b.chunk, b.idx); break;
+    case WP_BUF_T:
+        snprintf(out, len, "T.%c[%d>%d]", b.lane == WP_TIE_GRAD ? 'g' : 'w', tie_piece_k(b), tie_piece_j(b));
+        break;
     default: snprintf(out, len, "?"); break;
     }
     return out;
@@ -70,6 +74,8 @@ char *action_text(const wp_action *a, char *out, size_t len) {
         break;
     case WP_OP_UPDATE: snprintf(out, len, "%s(%d)", op_name(a->op), a->chunk); break;
     case WP_OP_FOLD:
+    case WP_OP_TOUT:
+    case WP_OP_TIN:
     case WP_OP_DUP: snprintf(out, len, "%s %s", op_name(a->op), buf_name(a->buf, nb, sizeof nb)); break;
     default: snprintf(out, len, "%s", op_name(a->op)); break;
     }
@@ -104,6 +110,51 @@ bool sched_owns(const wp_schedule *s, int rank, int chunk, int slice) {
     if (!s->nslices) return s->owner[chunk] == rank;
     if (slice >= 0) return slice == rank;
     return s->nslices == 1 && rank == 0;
+}
+
+wp_buf buf_tie(int lane, int k, int j) {
+    return (wp_buf){.kind = WP_BUF_T, .lane = (uint8_t)lane, .chunk = 0, .idx = k * 65536 + j};
+}
+int tie_piece_k(wp_buf b) { return b.idx / 65536; }
+int tie_piece_j(wp_buf b) { return b.idx % 65536; }
+
+bool tie_offsets(const wp_layout *L, size_t *emb_off, size_t *head_off, size_t *numel) {
+    const wp_param *e = layout_find(L, "model.embed_tokens.weight"), *h = layout_find(L, "lm_head.weight");
+    if (!L->cfg.tied || !e || !h) return false;
+    *emb_off = e->offset;
+    *head_off = h->offset;
+    *numel = (size_t)e->rows * e->cols;
+    return true;
+}
+
+/* [lo, hi) of the tied tensor that slice k of n of a chunk of E elements covers, the tensor
+ * starting at element `at` of that chunk. */
+static void tie_cut(size_t E, size_t at, size_t numel, int k, int n, size_t *lo, size_t *hi) {
+    size_t off = 0, len = E;
+    if (n) slice_range(E, k, n, &off, &len);
+    size_t a = off > at ? off - at : 0, b = off + len > at ? off + len - at : 0;
+    *lo = a < numel ? a : numel;
+    *hi = b < numel ? b : numel;
+}
+
+void tie_piece(const wp_layout *L, int n, int k, int j, size_t *off, size_t *len) {
+    size_t eo, ho, numel, hl, hh, el, eh;
+    *off = *len = 0;
+    if (!tie_offsets(L, &eo, &ho, &numel)) return;
+    tie_cut(L->chunk_numel[L->cfg.n_chunks - 1], ho, numel, k, n, &hl, &hh);
+    tie_cut(L->chunk_numel[0], eo, numel, j, n, &el, &eh);
+    size_t lo = hl > el ? hl : el, hi = hh < eh ? hh : eh;
+    if (hi > lo) {
+        *off = lo;
+        *len = hi - lo;
+    }
+}
+
+size_t buf_bytes_n(const wp_layout *L, int nslices, wp_buf b) {
+    if (b.kind != WP_BUF_T) return buf_bytes(L, b);
+    size_t off, len;
+    tie_piece(L, nslices, tie_piece_k(b), tie_piece_j(b), &off, &len);
+    return len * sizeof(float);
 }
 
 size_t buf_bytes(const wp_layout *L, wp_buf b) {

@@ -31,6 +31,12 @@
  *              adds whole travelling gradients into it, so that gradients from many laps can be
  *              summed away from the owner's accumulator without a bf16 running sum; its slices
  *              GW[c]/k:n.s travel to their owners and are drained by ACC (gen_hier.c).
+ *   T.g[k>j], T.w[k>j]  tied word embeddings (tie.c; wp_schedule.tied): piece (k, j) of the one
+ *              tensor, the elements that slice k of the last chunk's head and slice j of chunk 0's
+ *              embedding share (k = j = 0 and the whole tensor in a schedule without slices),
+ *              always fp32. T.g (lane WP_TIE_GRAD) carries the head's accumulated gradient from
+ *              the head's owner to the embedding's, T.w (WP_TIE_WEIGHT) the embedding's updated
+ *              master back to the head's owner. buf.idx = k * 65536 + j, buf.chunk = 0.
  * Data is not a buffer: the rank that runs F(0, mb) reads micro-batch mb's tokens, the rank that
  * runs F(last, mb) its targets, from the deterministic loader.
  * The activation state of (c, mb) (what F keeps for the backward) is not a buffer either: it
@@ -71,6 +77,15 @@
  *             on lane F held here (every slice of it arrived), which stays. A rank that keeps
  *             one chunk's weights for a whole step seeds both weight streams from them
  *             (gen_hier.c).
+ *   TOUT(buf) buf = T.g[k>j] or T.w[k>j], created from this rank's optimizer state: T.g from the
+ *             head's part of the last chunk's fp32 accumulator, which it then zeroes (it must hold
+ *             all M contributions; before REDUCE), T.w from the embedding's part of chunk 0's
+ *             master (after UPDATE(0)). The rank must own slice k of the last chunk (T.g) or
+ *             slice j of chunk 0 (T.w).
+ *   TIN(buf)  the other end: T.g added in fp32 into the embedding's part of chunk 0's accumulator
+ *             (owner of slice j, before REDUCE, so the norm counts the sum once); T.w copied over
+ *             the head's part of the last chunk's master (owner of slice k, after UPDATE(last)
+ *             and before a LOAD of the last chunk's next version). buf stays until FREE.
  *   REDUCE    every rank once per step: the global exchange of the squared gradient norm and the
  *             inf/NaN flag (control channel, not the ring). A rank's REDUCE requires each chunk it
  *             owns to hold all M contributions; it completes when every rank has reached it.
@@ -93,7 +108,7 @@
  *     GW, ACC, FOLD into its partial) also waits until earlier SENDs of it have completed.
  *   - FREE waits until the buffer has arrived and its SENDs have completed, then drops it.
  *     A buffer that arrives stays until FREE.
- *   - Compute actions (F, B, W, BW, LOAD, ZERO, ACC, FOLD, DUP, UPDATE) run on the rank's one device
+ *   - Compute actions (F, B, W, BW, LOAD, ZERO, ACC, FOLD, DUP, TOUT, TIN, UPDATE) run on the rank's one device
  *     stream and finish before the next action starts.
  *   - REDUCE waits for all ranks' REDUCE of the same step.
  *
@@ -144,15 +159,20 @@ typedef enum {
     WP_OP_FREE,
     WP_OP_FOLD,
     WP_OP_DUP,
+    WP_OP_TOUT,
+    WP_OP_TIN,
     WP_OP_COUNT
 } wp_op;
 
-typedef enum { WP_BUF_W = 0, WP_BUF_GW, WP_BUF_A, WP_BUF_GA, WP_BUF_KINDS } wp_buf_kind;
+typedef enum { WP_BUF_W = 0, WP_BUF_GW, WP_BUF_A, WP_BUF_GA, WP_BUF_T, WP_BUF_KINDS } wp_buf_kind;
 
 /* Lanes of W: the forward stream's copy and the backward stream's copy. Lanes of GW: the rank's
  * own gradient, a travelling partial sum of a reduce-scatter, and a step sum (held in fp32). */
 enum { WP_LANE_F = 0, WP_LANE_B = 1 };
 enum { WP_LANE_OWN = 0, WP_LANE_PART = 1, WP_LANE_SUM = 2 };
+/* Lanes of T (tied word embeddings, tie.c): the head's gradient on its way to the embedding's
+ * accumulator, and the embedding's updated fp32 master on its way to the head's. */
+enum { WP_TIE_GRAD = 0, WP_TIE_WEIGHT = 1 };
 
 /* Channels; the numbers agree with ring/transport.h's conventional ones. */
 enum {
@@ -163,6 +183,7 @@ enum {
     WP_SCH_ACTGRAD = 4, /* GA: their gradients, r -> r-1 (1F1B) */
     WP_SCH_GRADRET = 5, /* gradients returning to their owner against the ring, r -> r-1 */
     WP_SCH_XNODE = 6,   /* weipipe-hier's once-per-step gather and gradient drain (gen_hier.c) */
+    WP_SCH_TIE = 7,     /* tied embeddings: head gradient to the embedding, embedding to the head (tie.c) */
     WP_SCH_COUNT = 8
 };
 
@@ -204,6 +225,7 @@ typedef struct {
     int nslices;     /* 0: owner[c] holds chunk c's whole master; n: slice k of every chunk's
                         master on rank k (ZeRO-3), owner[] then only names rank 0 */
     int nseg;        /* 0 or 1: whole sequences; k >= 2: units of k sequence segments (above) */
+    bool tied;       /* schedule_tie added the tied-embedding pieces (T buffers, TOUT/TIN) */
     wp_rank_prog *rank; /* [nranks] */
 } wp_schedule;
 
@@ -232,9 +254,21 @@ void slice_range(size_t E, int k, int n, size_t *off, size_t *len);
 /* Whether `rank` owns slice `slice` of chunk c's master (slice -1: every slice of it). */
 bool sched_owns(const wp_schedule *s, int rank, int chunk, int slice);
 
+/* T buffers (tied word embeddings): the name of piece (k, j) of n slices (n = 0: the whole
+ * tensor, k = j = 0), and its elements [*off, *off + *len) of the tied tensor (V*h): those that
+ * slice k of the last chunk (head) and slice j of chunk 0 (embedding) share; *len 0 for none.
+ * tie_offsets: where the embedding starts in chunk 0 and the head in the last chunk; false when
+ * the layout is not tied. */
+wp_buf buf_tie(int lane, int k, int j);
+int tie_piece_k(wp_buf b);
+int tie_piece_j(wp_buf b);
+bool tie_offsets(const wp_layout *L, size_t *emb_off, size_t *head_off, size_t *numel);
+void tie_piece(const wp_layout *L, int n, int k, int j, size_t *off, size_t *len);
+
 /* Bytes of a buffer for a model layout: W in the weight dtype, GW in the grad dtype, A and GA
- * (b*s*h values) in the activation dtype. */
+ * (b*s*h values) in the activation dtype, T in fp32 (its piece of n = nslices slices). */
 size_t buf_bytes(const wp_layout *L, wp_buf b);
+size_t buf_bytes_n(const wp_layout *L, int nslices, wp_buf b);
 
 /* Building and freeing. sched_init, sched_push (append an action to a rank's list) and
  * sched_push_carry (add a buffer the rank holds when the step begins) return 0, or 1 with

@@ -57,6 +57,14 @@ int gen_warmup_extra(const wp_gen_opts *opt, wp_strategy s, int nranks, int r);
 int schedule_generate(wp_strategy s, int nranks, int nmb, int nchunks, const wp_gen_opts *opt, wp_schedule *out,
                       char *err, size_t errlen);
 
+/* Tied word embeddings (ir.h: T buffers, TOUT, TIN; tie.c): when L ties the head to the
+ * embedding, add to every rank's list the pieces that carry the head's gradient to the
+ * embedding's accumulator before REDUCE and the updated embedding to the head's master before the
+ * last chunk's next LOAD. Nothing when L is untied, or when one owner holds the one chunk whole
+ * (the optimizer folds that tie, optim.h). 0, or 1 with a reason. Call after schedule_generate
+ * wherever a tied model's schedule runs, is validated or simulated. */
+int schedule_tie(wp_schedule *s, const wp_layout *L, char *err, size_t errlen);
+
 /* The shape check alone (2 with a reason, or 0). */
 int schedule_check_shape(wp_strategy s, int nranks, int nmb, int nchunks, char *err, size_t errlen);
 

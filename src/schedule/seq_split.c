@@ -84,7 +84,7 @@ int seqsplit_bounds(const wp_layout *L, int k, int *bounds, char *err, size_t er
 }
 
 size_t sched_buf_bytes(const wp_schedule *s, const int *bounds, const wp_layout *L, wp_buf b) {
-    size_t whole = buf_bytes(L, b);
+    size_t whole = buf_bytes_n(L, s->nslices, b); /* a T piece's size depends on the slicing */
     if (s->nseg <= 1 || (b.kind != WP_BUF_A && b.kind != WP_BUF_GA) || b.idx < 0) return whole;
     int j = b.idx % s->nseg, seq = L->cfg.seq;
     return whole / (size_t)seq * (size_t)(bounds[j + 1] - bounds[j]);

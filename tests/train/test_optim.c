@@ -113,7 +113,8 @@ static void test_adamw(wp_kern *k, double wd, int chunks) {
 /* Tied word embeddings (wp_optim_model.tied from layout_optim_model): the head starts as the
  * embedding; the norm counts the summed gradient g_embed + g_head once; AdamW steps the embedding
  * with that sum (fp64 reference fed the folded gradient) and the head's master and working copy
- * are then the embedding's, bit for bit. More than one chunk is refused naming the flag. */
+ * are then the embedding's, bit for bit. Across two chunks, and for an optimizer of slices, the
+ * optimizer leaves the tie alone (the schedule moves it, schedule_tie): no fold there. */
 static void test_tied(wp_kern *k) {
     wp_model_cfg cfg;
     tu_model(&cfg, 2, 12, 2, 1, 20, 37);
@@ -121,7 +122,12 @@ static void test_tied(wp_kern *k) {
     model_cfg_even_chunks(&cfg, 2);
     wp_layout L;
     char err[256];
-    EXPECT_REFUSED(layout_build(&cfg, &L, err, sizeof err), err, "--tie-word-embeddings", "one chunk");
+    EXPECT(layout_build(&cfg, &L, err, sizeof err) == 0, "tied over 2 chunks: %s", err);
+    wp_optim_model m2 = layout_optim_model(&L);
+    size_t d0, s0, n0;
+    EXPECT(!m2.tied(m2.ctx, 0, &d0, &s0, &n0) && !m2.tied(m2.ctx, 1, &d0, &s0, &n0),
+           "tied over 2 chunks: the optimizer must not fold inside a chunk");
+    layout_free(&L);
     model_cfg_even_chunks(&cfg, 1);
     EXPECT(layout_build(&cfg, &L, err, sizeof err) == 0, "layout: %s", err);
     wp_adamw_hparams hp = {0.9, 0.95, 1e-8, 0.1};
@@ -157,6 +163,20 @@ static void test_tied(wp_kern *k) {
     }
     EXPECT(worst < 1e-5, "tied AdamW: worst relative error %.3g against the fp64 reference of the summed gradient", worst);
     printf("tied embeddings: 3 steps, masters rel err %.2e against AdamW on g_embed + g_head\n", worst);
+    { /* slice 1 of 2 holds the head's end: its sum of squares is its own gradient's, unfolded */
+        int c0 = 0;
+        wp_optim *os = optim_create_slices(layout_optim_model(&L), k, &c0, 1, 1, 2, &hp, err, sizeof err);
+        EXPECT(os != NULL, "tied slices: %s", err);
+        size_t off, len;
+        if (os && optim_range(os, 0, &off, &len)) {
+            double want = 0;
+            for (size_t j = 0; j < len; j++) want += (double)grad[off + j] * grad[off + j];
+            optim_set(os, 0, WP_OPT_GRAD, grad + off);
+            double got = optim_chunk_sumsq(os, 0);
+            EXPECT(fabs(got - want) <= 1e-6 * want, "tied slice sumsq %.9g, want the unfolded %.9g", got, want);
+        }
+        optim_destroy(os);
+    }
     free(host), free(grad), free(folded), free(w), free(r.p), free(r.m), free(r.v), free(r.m_size);
     optim_destroy(o);
     layout_free(&L);
