@@ -111,10 +111,11 @@ static int ring_round(wp_transport *t, int rank, int n, void *sbuf, void *rbuf, 
     if (!rc) rc = tp_post_send(t, (rank + 1) % n, WP_CH_WFWD, sbuf, bytes, "calibrate", &sq, err, errlen);
     if (!rc) rc = tp_wait(&sq, timeout, err, errlen);
     if (!rc) rc = tp_wait(&rq, timeout, err, errlen);
-    if (rc) { /* a posted request still refers to our buffers: the transport must not keep it */
+    if (rc) { /* a posted request still refers to our buffers: fail the transport, then let go of them */
+        char ignored[256];
         tp_abort(t, err);
-        tp_wait(&sq, timeout, NULL, 0);
-        tp_wait(&rq, timeout, NULL, 0);
+        tp_wait(&sq, timeout, ignored, sizeof ignored);
+        tp_wait(&rq, timeout, ignored, sizeof ignored);
     }
     return rc;
 }

@@ -255,8 +255,12 @@ static void print_auto(const train_job *j, const train_totals *tot, const double
     for (int r = 0; r < N; r++) step += v[3 * r + 1] / N;
     const double tokens = (double)j->L.cfg.mb * j->L.cfg.seq * j->nmb;
     const double meas = tot->steady_steps > 0 && step > 0 ? tokens / (step / (double)tot->steady_steps) : NAN;
-    printf("auto: %s predicted %.0f tokens/s, measured %.0f tokens/s (%.2fx; steps after the first)\n", j->o.strategy,
-           j->auto_predicted, meas, meas / j->auto_predicted);
+    if (meas > 0)
+        printf("auto: %s predicted %.0f tokens/s, measured %.0f tokens/s (%.2fx; steps after the first)\n", j->o.strategy,
+               j->auto_predicted, meas, meas / j->auto_predicted);
+    else
+        printf("auto: %s predicted %.0f tokens/s, not measured (no step after the first: --steps 2 or more)\n",
+               j->o.strategy, j->auto_predicted);
     fflush(stdout);
 }
 
