@@ -291,7 +291,7 @@ int train_job_prepare(train_job *j, const wp_opts *o, char *err, size_t errlen) 
     if (!rc) rc = lr_schedule_from_opts(&j->o, &j->lr, err, errlen);
     if (!rc) rc = adamw_hparams_from_opts(&j->o, &j->hp, err, errlen);
     if (!rc) rc = job_cfg_from_opts(&j->o, &j->job, err, errlen);
-    if (!rc) rc = prepare_schedule(j, err, errlen);
+    if (!rc && !j->auto_strategy) rc = prepare_schedule(j, err, errlen); /* auto: the pick's, in train_rank */
     if (!rc && train) rc = check_data(j, err, errlen);
     if (!rc && train) rc = resolve_tokenizer(j, err, errlen);
     if (!rc && train) rc = prepare_resume(j, err, errlen);

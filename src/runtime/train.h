@@ -53,8 +53,8 @@ typedef struct {
 int train_job_prepare(train_job *j, const wp_opts *o, char *err, size_t errlen);
 void train_job_free(train_job *j);
 
-/* --strategy auto: the job was prepared with a provisional 1f1b (to check everything that
- * does not depend on the schedule: flags, data, memory of a plain schedule); train_rank then
+/* --strategy auto: the job is prepared without a schedule (a provisional 1f1b names the
+ * strategy; flags, model, data, tokenizer and resume are checked as usual); train_rank then
  * calibrates on the real ranks, rank 0 ranks every strategy and knob setting with the measured
  * machine (autotune_held: b, M and every knob flag the user set are kept) and broadcasts the
  * pick, and each process rebuilds the layout and validated schedule from it before training.
