@@ -11,6 +11,7 @@ typedef struct {
     wp_machine m;
     wp_tuned *rows;
     int n, cap;
+    bool hold; /* autotune_held: knobs whose flags the user set keep their values */
     char *err;
     size_t errlen;
 } tuner;
@@ -86,44 +87,65 @@ static int try_one(tuner *t, wp_strategy st, const char *knobs, int b, int nmb, 
     return rc;
 }
 
+/* A knob the search leaves alone: its flag was set (command line or config file) and the
+ * caller asked to keep such knobs. Its value is then o's own (t->work starts as a copy of o). */
+static bool held(const tuner *t, int flag) { return t->hold && t->o->set[flag]; }
+
 static bool takes_warmup(wp_strategy s) {
     return s == WP_STRAT_1F1B || s == WP_STRAT_ZBH1 || s == WP_STRAT_ZBH2 || s == WP_STRAT_SEQ1F1B;
 }
 
-/* Every knob setting of strategy st at micro-batch size b (M = nmb). */
+/* Every knob setting of strategy st at micro-batch size b (M = nmb); a held knob (held()) is
+ * left out of the knobs string and keeps o's value. */
 static int strategy_knobs(tuner *t, wp_strategy st, int b, int nmb) {
     const wp_opts *o = t->o;
     const bool listed = chunk_layers_listed(o), slow = o->ranks_per_node > 0 && o->ranks_per_node < o->nranks;
+    const bool cl_fixed = listed || held(t, FLAG_chunk_layers), warm_fixed = held(t, FLAG_warmup_extra);
     const int n = (int)o->nranks;
     char base[96], k[240];
     snprintf(base, sizeof base, "--micro-batch-size %d --num-microbatches %d", b, nmb);
-    for (int cl = 0; cl < (listed ? 1 : 2); cl++) {
+    int held_warm = 0;
+    if (warm_fixed) {
+        char err[256];
+        if (warmup_extra_from_opts(o, &held_warm, err, sizeof err)) held_warm = -1;
+    }
+    for (int cl = 0; cl < (cl_fixed ? 1 : 2); cl++) {
         char chunks[64] = "";
-        if (!listed) snprintf(chunks, sizeof chunks, " --chunk-layers %s", cl ? "auto" : "even");
+        if (!cl_fixed) snprintf(chunks, sizeof chunks, " --chunk-layers %s", cl ? "auto" : "even");
         int rc = 0;
-        for (int e = 0; e <= (takes_warmup(st) && slow ? 2 : 0) && !rc; e++) {
-            char warm[32];
-            snprintf(warm, sizeof warm, " --warmup-extra %d", e);
+        for (int e = 0; e <= (takes_warmup(st) && slow && !warm_fixed ? 2 : 0) && !rc; e++) {
+            char warm[32] = "";
+            if (!warm_fixed) snprintf(warm, sizeof warm, " --warmup-extra %d", e);
+            const int we = warm_fixed ? held_warm : e;
             if (st == WP_STRAT_SEQ1F1B) {
-                for (int seg = 2; seg <= 8 && seg <= o->seq_length && !rc; seg *= 2) {
-                    snprintf(k, sizeof k, "%s%s%s --seq-segments %d", base, chunks, warm, seg);
-                    rc = try_one(t, st, k, b, nmb, e, cl);
+                const bool fixed = held(t, FLAG_seq_segments);
+                for (int seg = 2; seg <= (fixed ? 2 : 8) && seg <= o->seq_length && !rc; seg *= 2) {
+                    char segs[32] = "";
+                    if (!fixed) snprintf(segs, sizeof segs, " --seq-segments %d", seg);
+                    snprintf(k, sizeof k, "%s%s%s%s", base, chunks, warm, segs);
+                    rc = try_one(t, st, k, b, nmb, we, cl);
                 }
             } else if (st == WP_STRAT_WZB2) {
-                for (int last = 0; last < 2 && !rc; last++) {
-                    snprintf(k, sizeof k, "%s%s --wzb2-owner %s", base, chunks, last ? "last" : "spread");
-                    rc = try_one(t, st, k, b, nmb, e, cl);
+                const bool fixed = held(t, FLAG_wzb2_owner);
+                for (int last = 0; last < (fixed ? 1 : 2) && !rc; last++) {
+                    char own[32] = "";
+                    if (!fixed) snprintf(own, sizeof own, " --wzb2-owner %s", last ? "last" : "spread");
+                    snprintf(k, sizeof k, "%s%s%s", base, chunks, own);
+                    rc = try_one(t, st, k, b, nmb, we, cl);
                 }
             } else if (st == WP_STRAT_I1F1B && !listed) {
-                for (int v = 2; v <= 4 && !rc; v *= 2)
-                    for (int bf = 0; bf < 2 && !rc; bf++) {
-                        snprintf(k, sizeof k, "%s%s --num-chunks %d --i1f1b-order %s", base, chunks, v * n,
-                                 bf ? "breadth-first" : "depth-first");
-                        rc = try_one(t, st, k, b, nmb, e, cl);
+                const bool vfixed = held(t, FLAG_num_chunks), ofixed = held(t, FLAG_i1f1b_order);
+                for (int v = 2; v <= (vfixed ? 2 : 4) && !rc; v *= 2)
+                    for (int bf = 0; bf < (ofixed ? 1 : 2) && !rc; bf++) {
+                        char nc[40] = "", ord[40] = "";
+                        if (!vfixed) snprintf(nc, sizeof nc, " --num-chunks %d", v * n);
+                        if (!ofixed) snprintf(ord, sizeof ord, " --i1f1b-order %s", bf ? "breadth-first" : "depth-first");
+                        snprintf(k, sizeof k, "%s%s%s%s", base, chunks, nc, ord);
+                        rc = try_one(t, st, k, b, nmb, we, cl);
                     }
             } else {
                 snprintf(k, sizeof k, "%s%s%s", base, chunks, takes_warmup(st) ? warm : "");
-                rc = try_one(t, st, k, b, nmb, e, cl);
+                rc = try_one(t, st, k, b, nmb, we, cl);
             }
         }
         if (rc) return rc;
@@ -138,10 +160,10 @@ static int cmp_rows(const void *x, const void *y) {
     return (a->seq > b->seq) - (a->seq < b->seq); /* qsort is not stable: the enumeration order decides ties */
 }
 
-int autotune(const wp_opts *o, wp_tuned **rows, int *n, char *err, size_t errlen) {
+static int search(const wp_opts *o, bool hold, wp_tuned **rows, int *n, char *err, size_t errlen) {
     *rows = NULL;
     *n = 0;
-    tuner t = {.o = o, .err = err, .errlen = errlen};
+    tuner t = {.o = o, .err = err, .errlen = errlen, .hold = hold};
     int rc = machine_from_opts(o, &t.m, err, errlen);
     if (rc) return rc;
     if (t.m.flops <= 0)
@@ -156,6 +178,7 @@ int autotune(const wp_opts *o, wp_tuned **rows, int *n, char *err, size_t errlen
     for (int64_t b = 1; b <= total && nb < 62; b *= 2)
         if (total % b == 0) bs[nb++] = b;
     if (o->micro_batch_size & (o->micro_batch_size - 1)) bs[nb++] = o->micro_batch_size; /* not a power of two */
+    if (held(&t, FLAG_micro_batch_size) || held(&t, FLAG_num_microbatches)) bs[0] = o->micro_batch_size, nb = 1;
     for (int i = 0; i < nb && !rc; i++)
         for (int s = 0; s < WP_STRAT_COUNT && !rc; s++) {
             *t.work = *o;
@@ -170,4 +193,12 @@ int autotune(const wp_opts *o, wp_tuned **rows, int *n, char *err, size_t errlen
     *rows = t.rows;
     *n = t.n;
     return 0;
+}
+
+int autotune(const wp_opts *o, wp_tuned **rows, int *n, char *err, size_t errlen) {
+    return search(o, false, rows, n, err, errlen);
+}
+
+int autotune_held(const wp_opts *o, wp_tuned **rows, int *n, char *err, size_t errlen) {
+    return search(o, true, rows, n, err, errlen);
 }

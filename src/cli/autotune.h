@@ -27,6 +27,13 @@ typedef struct {
  * an invariant or memory runs out. */
 int autotune(const wp_opts *o, wp_tuned **rows, int *n, char *err, size_t errlen);
 
+/* As autotune, but the knobs whose flags are set in o (o->set: the command line or a config
+ * file) keep their values: --micro-batch-size or --num-microbatches (b and M together, the
+ * tokens per step being kept anyway), --chunk-layers, --warmup-extra, --seq-segments,
+ * --wzb2-owner, --num-chunks, --i1f1b-order. A held knob is not in a row's knobs string. What
+ * train --strategy auto searches: the user's fixed flags constrain it. */
+int autotune_held(const wp_opts *o, wp_tuned **rows, int *n, char *err, size_t errlen);
+
 /* o with row t's strategy and knobs (as if given on the command line). 0, or 2 with a reason. */
 int autotune_apply(wp_opts *o, const wp_tuned *t, char *err, size_t errlen);
 

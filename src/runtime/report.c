@@ -240,10 +240,28 @@ static void print_summary(train_job *j, const train_totals *tot, const double *v
                 schedule_sent(j, r));
     }
     if (!have_pred) fprintf(stderr, "(no prediction: %s)\n", pred ? why : "out of memory");
+
     if (pace[1] > 0)
         fprintf(stderr, "pacing: %.0f of %.0f compute actions took longer than FLOPs / --device-tflops for real (%.3g s in all): "
                         "a lower --device-tflops makes the run follow the simulator\n", pace[1], pace[0], pace[2]);
     free(pred);
+}
+
+/* --strategy auto: the pick's promise against the run, also under --quiet (it is the answer to
+ * "was the pick right"): tokens per step over the mean step time of the steps after the first. */
+static void print_auto(const train_job *j, const train_totals *tot, const double *v) {
+    const int N = j->nranks;
+    double step = 0;
+    for (int r = 0; r < N; r++) step += v[3 * r + 1] / N;
+    const double tokens = (double)j->L.cfg.mb * j->L.cfg.seq * j->nmb;
+    const double meas = tot->steady_steps > 0 && step > 0 ? tokens / (step / (double)tot->steady_steps) : NAN;
+    if (meas > 0)
+        printf("auto: %s predicted %.0f tokens/s, measured %.0f tokens/s (%.2fx; steps after the first)\n", j->o.strategy,
+               j->auto_predicted, meas, meas / j->auto_predicted);
+    else
+        printf("auto: %s predicted %.0f tokens/s, not measured (no step after the first: --steps 2 or more)\n",
+               j->o.strategy, j->auto_predicted);
+    fflush(stdout);
 }
 
 /* A sum over ranks of n values, in pieces of what one all-reduce carries. */
@@ -282,6 +300,7 @@ int report_final(train_job *j, int rank, wp_control *ctl, wp_transport *t, wp_rt
     if (!rc) rc = allreduce_sum(ctl, ops, 2 * nops, err, errlen);
     if (!rc) rc = allreduce_sum(ctl, pace, 3, err, errlen);
     if (!rc && rank == 0 && !j->o.quiet) print_summary(j, tot, v, ops, pace);
+    if (!rc && rank == 0 && j->auto_predicted > 0) print_auto(j, tot, v);
     free(v);
     free(ops);
     return rc;

@@ -3,6 +3,10 @@
 #include "adapters.h"
 #include "train.h"
 
+#include "autotune.h"
+#include "calibrate.h"
+#include "print.h"
+
 #include <inttypes.h>
 #include <stdarg.h>
 #include <math.h>
@@ -41,14 +45,15 @@ static int fail(char *err, size_t errlen, int rc, const char *fmt, ...) {
 
 /* ---- the job ---- */
 
-static int prepare_model(train_job *j, char *err, size_t errlen) {
+static int prepare_model(train_job *j, bool apply_hf, char *err, size_t errlen) {
     wp_model_cfg cfg;
-    if (j->o.init_from[0]) {
+    if (apply_hf && j->o.init_from[0]) {
         int rc = hf_config_apply(j->o.init_from, &j->o, err, errlen);
         if (rc) return rc;
     }
     wp_strategy st; /* --num-chunks 0: the strategy's default (two per rank for interleaved-1f1b) */
-    if (!j->o.num_chunks && !chunk_layers_listed(&j->o) && strategy_parse(j->o.strategy, &st))
+    /* (auto: the provisional strategy's default is not written into the flags the pick reads) */
+    if (!j->o.num_chunks && !chunk_layers_listed(&j->o) && !j->auto_strategy && strategy_parse(j->o.strategy, &st))
         j->o.num_chunks = strategy_default_chunks(st, j->nranks, (int)j->o.ranks_per_node);
     int rc = model_cfg_from_opts(&j->o, j->nranks, &cfg, err, errlen);
     if (rc == 0) rc = layout_build(&cfg, &j->L, err, errlen);
@@ -59,9 +64,9 @@ static int prepare_model(train_job *j, char *err, size_t errlen) {
 
 static int prepare_schedule(train_job *j, char *err, size_t errlen) {
     wp_strategy st;
-    if (strcmp(j->o.strategy, "all") == 0 || strcmp(j->o.strategy, "auto") == 0) /* train --strategy auto: not built yet */
-        return fail(err, errlen, 2, "--strategy: %s is for simulate; train runs one strategy (simulate --strategy auto "
-                    "prints the pick and its flags)", j->o.strategy);
+    if (strcmp(j->o.strategy, "all") == 0)
+        return fail(err, errlen, 2, "--strategy: all is for simulate; train runs one strategy (or auto: the fastest "
+                    "on this machine)");
     if (!strategy_parse(j->o.strategy, &st))
         return fail(err, errlen, 2, "--strategy: '%s' is not a strategy (weipipe train --help lists them)", j->o.strategy);
     if (j->o.seq_segments < 1 || j->o.seq_segments > WP_MAX_SEGMENTS)
@@ -190,7 +195,7 @@ static int resolve_tokenizer(train_job *j, char *err, size_t errlen) {
 }
 
 /* Predicted peak per rank against --device-memory, or the machine's memory shared by N ranks. */
-static int check_memory(train_job *j, char *err, size_t errlen) {
+static int check_memory(train_job *j, bool quiet, char *err, size_t errlen) {
     double limit = (double)j->o.device_memory;
     const char *what = "--device-memory";
     if (limit <= 0 && strcmp(j->o.backend, "cpu") == 0) {
@@ -198,7 +203,7 @@ static int check_memory(train_job *j, char *err, size_t errlen) {
         if (pages > 0 && page > 0) limit = (double)pages * (double)page / j->nranks;
         what = "this machine's memory / --nranks";
     }
-    bool show = !j->o.quiet && !boot_launched(); /* a launched job's launcher showed it already */
+    bool show = !quiet && !j->o.quiet && !boot_launched(); /* a launched job's launcher showed it already */
     for (int r = 0; r < j->nranks; r++) {
         const wp_rank_report *rr = &j->run.rank[r];
         double need = (double)rr->peak_bytes + (double)rr->owner_bytes;
@@ -258,7 +263,8 @@ static int check_flags(train_job *j, char *err, size_t errlen) {
     if (o->nranks < 1 || o->nranks > 4096) return fail(err, errlen, 2, "--nranks: %" PRId64 " must be 1..4096", o->nranks);
     if (o->num_microbatches < 0) return fail(err, errlen, 2, "--num-microbatches: must be 0 (= N) or more");
     if (o->steps < 1) return fail(err, errlen, 2, "--steps: %" PRId64 " must be at least 1", o->steps);
-    if (!o->data[0]) return fail(err, errlen, 2, "--data: train needs token shards (a file, a directory or a glob pattern)");
+    if (!o->data[0] && !o->calibrate[0])
+        return fail(err, errlen, 2, "--data: train needs token shards (a file, a directory or a glob pattern)");
     if (o->save_every < 0 || o->keep_last < 0) return fail(err, errlen, 2, "--save-every/--keep-last: must be 0 or more");
     if (o->save_every > 0 && !o->save[0]) return fail(err, errlen, 2, "--save-every: needs --save DIR");
     if (o->save[0] && fs_exists(o->save) && !fs_is_dir(o->save)) return fail(err, errlen, 2, "--save %s: exists and is not a directory", o->save);
@@ -277,19 +283,25 @@ int train_job_prepare(train_job *j, const wp_opts *o, char *err, size_t errlen) 
     memset(j, 0, sizeof *j);
     j->o = *o;
     j->t_origin = wp_now();
+    j->auto_strategy = strcmp(o->strategy, "auto") == 0;
+    j->calibrating = j->auto_strategy || o->calibrate[0];
+    const bool train = !o->calibrate[0]; /* --calibrate reads no data and trains nothing */
+    if (j->auto_strategy) snprintf(j->o.strategy, sizeof j->o.strategy, "1f1b"); /* provisional: train_rank picks */
     int rc = check_flags(j, err, errlen);
-    if (!rc) rc = prepare_model(j, err, errlen);
+    if (!rc) rc = prepare_model(j, true, err, errlen);
     if (!rc) rc = lr_schedule_from_opts(&j->o, &j->lr, err, errlen);
     if (!rc) rc = adamw_hparams_from_opts(&j->o, &j->hp, err, errlen);
     if (!rc) rc = job_cfg_from_opts(&j->o, &j->job, err, errlen);
-    if (!rc) rc = prepare_schedule(j, err, errlen);
-    if (!rc) rc = check_data(j, err, errlen);
-    if (!rc) rc = resolve_tokenizer(j, err, errlen);
-    if (!rc) rc = prepare_resume(j, err, errlen);
-    if (!rc) rc = check_memory(j, err, errlen);
-    if (!rc && j->start_step >= o->steps)
+    if (!rc && !j->auto_strategy) rc = prepare_schedule(j, err, errlen); /* auto: the pick's, in train_rank */
+    if (!rc && train) rc = check_data(j, err, errlen);
+    if (!rc && train) rc = resolve_tokenizer(j, err, errlen);
+    if (!rc && train) rc = prepare_resume(j, err, errlen);
+    if (!rc && !j->auto_strategy) rc = check_memory(j, false, err, errlen); /* auto: checked on the pick */
+    if (!rc && train && j->start_step >= o->steps)
         rc = fail(err, errlen, 2, "--steps: %" PRId64 " already done by the checkpoint in %s (step %" PRId64 ")", o->steps,
                   j->resume_dir, j->start_step);
+    /* the job's flags (cmd_train hashes them for the handshake) say auto, as every rank's do */
+    if (j->auto_strategy) snprintf(j->o.strategy, sizeof j->o.strategy, "auto");
     return rc;
 }
 
@@ -516,7 +528,137 @@ static int train_loop(rank_state *r, char *err, size_t errlen) {
     return 0;
 }
 
+/* ---- --calibrate and --strategy auto (train.h) ---- */
+
+/* The layout and validated schedule of the pick, in place of the provisional ones (the same
+ * checks as train_job_prepare's: the schedule validates, the memory fits). */
+static int auto_rebuild(train_job *j, const wp_tuned *pick, char *err, size_t errlen) {
+    int rc = autotune_apply(&j->o, pick, err, errlen);
+    if (rc) return rc;
+    if (j->have_run) run_free(&j->run), j->have_run = false;
+    if (j->have_sched) sched_free(&j->s), j->have_sched = false;
+    if (j->have_layout) layout_free(&j->L), j->have_layout = false;
+    j->auto_strategy = false; /* from here on a strategy like any other */
+    rc = prepare_model(j, false, err, errlen);
+    if (!rc) rc = prepare_schedule(j, err, errlen);
+    if (!rc) rc = prepare_resume(j, err, errlen); /* the checkpoint against the pick's chunks */
+    if (!rc) rc = check_memory(j, true, err, errlen);
+    j->auto_predicted = pick->tokens_s;
+    return rc;
+}
+
+/* A rate the run is held to: the measured one, or a pacing flag's (train paces to it) when
+ * that is slower. 0 = unlimited / not measured. */
+static double slower(double given, double measured) {
+    if (given <= 0) return measured;
+    return measured > 0 && measured < given ? measured : given;
+}
+
+/* Rank 0 ranks every configuration on the calibrated machine; every rank gets its pick. */
+typedef struct {
+    int rc, rows;
+    wp_tuned pick;
+    char why[1024];
+} auto_msg;
+
+static void auto_search(const train_job *j, const wp_calib *cal, auto_msg *m) {
+    wp_opts *a = malloc(sizeof *a);
+    if (!a) {
+        m->rc = 1, snprintf(m->why, sizeof m->why, "--strategy auto: out of memory");
+        return;
+    }
+    *a = j->o;
+    /* b and M stay (the data each step reads, hence the single-rank weights); the model is the
+     * one given (never raised to more layers for more chunks) */
+    a->micro_batch_size = j->L.cfg.mb;
+    a->num_microbatches = j->nmb;
+    a->num_layers = j->L.cfg.n_layers;
+    a->set[FLAG_micro_batch_size] = a->set[FLAG_num_microbatches] = a->set[FLAG_num_layers] = true;
+    a->device_tflops = slower(a->device_tflops > 0 ? a->device_tflops : 0, cal->tflops);
+    if (cal->hops_link) {
+        a->link_bandwidth = slower(a->link_bandwidth, cal->link_bw);
+        a->link_latency = a->link_latency > cal->link_lat ? a->link_latency : cal->link_lat;
+    }
+    if (cal->hops_node) {
+        a->node_link_bandwidth = slower(a->node_link_bandwidth, cal->node_bw);
+        a->node_link_latency = a->node_link_latency > cal->node_lat ? a->node_link_latency : cal->node_lat;
+    }
+    if (a->device_memory <= 0 && strcmp(a->backend, "cpu") == 0) { /* as check_memory: the machine's share */
+        long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+        if (pages > 0 && page > 0) a->device_memory = (int64_t)((double)pages * (double)page / j->nranks);
+    }
+    wp_tuned *rows = NULL;
+    int n = 0;
+    m->rc = autotune_held(a, &rows, &n, m->why, sizeof m->why);
+    m->rows = n;
+    if (!m->rc && (n == 0 || !rows[0].fits))
+        m->rc = 2, snprintf(m->why, sizeof m->why, "--strategy auto: none of %d configurations fits in %.1f MiB per rank", n,
+                            (double)a->device_memory / 1048576.0);
+    if (!m->rc) m->pick = rows[0];
+    free(rows);
+    free(a);
+}
+
+static int auto_pick(train_job *j, int rank, wp_transport *t, wp_control *ctl, const wp_calib *cal, char *err,
+                     size_t errlen) {
+    auto_msg mine; /* rank 0's search, then (broadcast) every rank's */
+    memset(&mine, 0, sizeof mine);
+    if (rank == 0) auto_search(j, cal, &mine);
+    if (ctl_broadcast(ctl, 0, &mine, sizeof mine, err, errlen)) return 1;
+    if (mine.rc) return fail(err, errlen, mine.rc, "%s", mine.why);
+    /* every rank is done with the provisional layout (calibration read it) before it changes;
+     * ranks that are threads of one process share the job: its first rank rebuilds it */
+    if (ctl_barrier(ctl, err, errlen)) return 1;
+    const bool owner = !(t && j->nranks > 1 && tp_one_process(t)) || rank == 0;
+    char why[1024] = "";
+    double bad = owner ? (double)auto_rebuild(j, &mine.pick, why, sizeof why) : 0;
+    if (ctl_allreduce(ctl, CTL_MAX, &bad, 1, err, errlen)) return 1;
+    if (bad != 0)
+        return why[0] ? fail(err, errlen, (int)bad, "--strategy auto: %s %s: %s", strategy_name(mine.pick.st), mine.pick.knobs, why)
+                      : fail(err, errlen, (int)bad, "--strategy auto: another process could not set up the pick");
+    if (rank == 0) {
+        char bw[32], lat[32];
+        printf("auto: %s %s: predicted %.0f tokens/s (fastest of %d configurations on the calibrated machine: %.3g TFLOP/s",
+               strategy_name(mine.pick.st), mine.pick.knobs, mine.pick.tokens_s, mine.rows, cal->tflops);
+        if (cal->hops_link || cal->hops_node)
+            printf(", link %s/s %s", fmt_bytes(bw, sizeof bw, cal->hops_link ? cal->link_bw : cal->node_bw),
+                   fmt_seconds(lat, sizeof lat, cal->hops_link ? cal->link_lat : cal->node_lat));
+        printf(")\n");
+        fflush(stdout);
+    }
+    return 0;
+}
+
+/* --calibrate or --strategy auto: measure on every rank, then write the fragment or pick. */
+static int calibrate_ranks(train_job *j, int rank, int device, wp_transport *t, wp_control *ctl, char *err,
+                           size_t errlen) {
+    const wp_opts *o = &j->o;
+    char from[128];
+    int threads = boot_threads_per_rank_environ((int)o->threads, boot_launched() ? 1 : j->nranks,
+                                                sysconf(_SC_NPROCESSORS_ONLN), from, sizeof from);
+    if (rank == 0 && !o->quiet) fprintf(stderr, "calibrating on %d rank%s (%d thread%s per rank)...\n", j->nranks,
+                                        j->nranks == 1 ? "" : "s", threads, threads == 1 ? "" : "s");
+    wp_calib cal;
+    int rc = calib_run(&j->L, j->nranks, (int)o->ranks_per_node, rank, device, o->backend, threads, (uint64_t)o->seed,
+                       o->timeout, j->nranks > 1 ? t : NULL, ctl, &cal, err, errlen);
+    if (rc) return rc;
+    if (!o->calibrate[0]) return auto_pick(j, rank, t, ctl, &cal, err, errlen);
+    char why[1024] = "";
+    double bad = rank == 0 ? (double)calib_write_ini(&cal, &j->L, j->nranks, (int)o->ranks_per_node, o->transport,
+                                                     o->backend, o->calibrate, why, sizeof why) : 0;
+    if (ctl_allreduce(ctl, CTL_MAX, &bad, 1, err, errlen)) return 1;
+    if (bad != 0) return rank == 0 ? fail(err, errlen, 1, "%s", why) : fail(err, errlen, 1, "--calibrate %s: rank 0 could not write it", o->calibrate);
+    if (rank == 0 && !o->quiet)
+        fprintf(stderr, "calibrated in %.2f s: %.4g TFLOP/s effective; wrote %s (simulate --config %s ...)\n", cal.seconds,
+                cal.tflops, o->calibrate, o->calibrate);
+    return 0;
+}
+
 int train_rank(train_job *j, int rank, int device, wp_transport *t, wp_control *ctl, char *err, size_t errlen) {
+    if (j->calibrating) {
+        int rc = calibrate_ranks(j, rank, device, t, ctl, err, errlen);
+        if (rc || j->o.calibrate[0]) return rc;
+    }
     rank_state r = {.j = j, .rank = rank, .t = t, .ctl = ctl};
     /* --trace: one clock for every rank's events (clock_sync.h); without it, this process's
      * start (the trace is then one process's view anyway) */

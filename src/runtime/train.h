@@ -43,12 +43,23 @@ typedef struct {
     char *tokenizer_data;       /* its bytes, read once at the start, written into each checkpoint */
     wp_tokenizer *tok;          /* the tokenizer opened (NULL: none): --sample-every's BOS, EOS and text */
     size_t tokenizer_size;
+    bool calibrating;           /* --calibrate or --strategy auto: train_rank measures the machine first */
+    bool auto_strategy;         /* --strategy auto: the layout and schedule are rebuilt from the pick */
+    double auto_predicted;      /* the pick's predicted tokens/s (set by the pick) */
 } train_job;
 
 /* Everything checked before any rank starts: model, schedule (validated), memory, flags.
  * Returns 0, 2 (bad usage or input, reason in err) or 1. */
 int train_job_prepare(train_job *j, const wp_opts *o, char *err, size_t errlen);
 void train_job_free(train_job *j);
+
+/* --strategy auto: the job is prepared without a schedule (a provisional 1f1b names the
+ * strategy; flags, model, data, tokenizer and resume are checked as usual); train_rank then
+ * calibrates on the real ranks, rank 0 ranks every strategy and knob setting with the measured
+ * machine (autotune_held: b, M and every knob flag the user set are kept) and broadcasts the
+ * pick, and each process rebuilds the layout and validated schedule from it before training.
+ * The job's flags (the handshake's hash) carry "auto" itself, so every rank agrees on them.
+ * --calibrate FILE: train_rank calibrates, rank 0 writes FILE, and no training runs. */
 
 /* The whole training run of one rank. device: the accelerator ordinal for this rank. Returns 0
  * or 1 with one line in err (2 for bad input found late, e.g. a checkpoint of another shape). */
