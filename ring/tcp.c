@@ -388,6 +388,10 @@ static int alloc_peers(tcp_tp *T, char *err, size_t errlen) {
     int world = T->base.world, K = T->net.tcp_streams;
     T->peers = calloc((size_t)world, sizeof *T->peers);
     if (!T->peers) goto oom;
+    /* One egress NIC per process: over tcp a rank cannot share a bucket with the other processes
+     * of its node nor with the receiver's ingress, so this is the node's NIC only with one rank
+     * per node (G > 1 processes: shape the host interface instead, docs/transports.md). */
+    wp_link_init(&T->nic_out, T->net.link_bandwidth, 0);
     for (int p = 0; p < world; p++) {
         tcp_peer *P = &T->peers[p];
         P->rank = p;
@@ -400,7 +404,9 @@ static int alloc_peers(tcp_tp *T, char *err, size_t errlen) {
         }
         double bw, lat;
         tp_net_link(&T->net, T->base.rank, p, &bw, &lat);
-        wp_link_init(&P->link, bw, lat);
+        bool nic = tp_net_nic(&T->net, world, T->base.rank, p);
+        wp_link_init(&P->link, nic ? 0 : bw, lat);
+        if (nic) P->link.nic[0] = &T->nic_out;
     }
     return 0;
 oom:
