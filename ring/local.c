@@ -116,31 +116,33 @@ static wp_request *next_source(local_link *L, bool take) {
     return NULL;
 }
 
-/* Cut frames while the link can take them; returns when it next can (or INFINITY). */
-static double schedule_link(wp_local_world *w, local_link *L, double now) {
+/* Cut one frame if the link (and its NICs) can take it now (*cut); returns when it next can (or
+ * INFINITY: nothing to cut, or just cut, then the caller asks again). */
+static double schedule_link(wp_local_world *w, local_link *L, double now, bool *cut) {
     size_t fb = w->net.frame_bytes;
-    while (next_source(L, false) != NULL) {
-        double ready = wp_link_ready_at(&L->link, fb);
-        if (ready > now) return ready;
-        wp_request *s = next_source(L, true);
-        local_frame *f = malloc(sizeof *f);
-        if (!f) {
-            tp_fail_locked(s->t, -1, "rank %d: out of memory pacing %s", s->t->rank, s->label);
-            return INFINITY;
-        }
-        size_t len = s->bytes - s->scheduled < fb ? s->bytes - s->scheduled : fb;
-        *f = (local_frame){.send = s, .off = s->scheduled, .len = len};
-        f->arrive = wp_link_reserve(&L->link, now, len);
-        if (L->ftail) L->ftail->next = f;
-        else L->fhead = f;
-        L->ftail = f;
-        s->scheduled += len;
-        s->frames_out++;
-        if (s->scheduled == s->bytes) {
-            s->all_scheduled = true;
-            tp_queue_remove(&L->chans[s->channel], s);
-        }
+    *cut = false;
+    if (next_source(L, false) == NULL) return INFINITY;
+    double ready = wp_link_ready_at(&L->link, fb);
+    if (ready > now) return ready;
+    wp_request *s = next_source(L, true);
+    local_frame *f = malloc(sizeof *f);
+    if (!f) {
+        tp_fail_locked(s->t, -1, "rank %d: out of memory pacing %s", s->t->rank, s->label);
+        return INFINITY;
     }
+    size_t len = s->bytes - s->scheduled < fb ? s->bytes - s->scheduled : fb;
+    *f = (local_frame){.send = s, .off = s->scheduled, .len = len};
+    f->arrive = wp_link_reserve(&L->link, now, len);
+    if (L->ftail) L->ftail->next = f;
+    else L->fhead = f;
+    L->ftail = f;
+    s->scheduled += len;
+    s->frames_out++;
+    if (s->scheduled == s->bytes) {
+        s->all_scheduled = true;
+        tp_queue_remove(&L->chans[s->channel], s);
+    }
+    *cut = true;
     return INFINITY;
 }
 
@@ -165,16 +167,26 @@ static double deliver_link(wp_local_world *w, local_link *L, double now) {
     return L->fhead ? L->fhead->arrive : INFINITY;
 }
 
+/* Links take turns frame by frame (one frame each per round, the first one rotating), so the
+ * links that share a NIC share it evenly instead of the first in line taking all of it. */
 static void *pacer_main(void *arg) {
     wp_local_world *w = arg;
+    const size_t nn = (size_t)w->n * (size_t)w->n;
     pthread_mutex_lock(&w->sync.mu);
     while (!w->stop) {
         double now = wp_now(), next = now + 1.0;
-        for (size_t i = 0; i < (size_t)w->n * (size_t)w->n; i++) {
-            local_link *L = &w->links[i];
-            double a = w->fail.failed ? INFINITY : schedule_link(w, L, now);
-            double b = deliver_link(w, L, now);
-            if (a < next) next = a;
+        for (bool any = !w->fail.failed; any;) {
+            any = false;
+            for (size_t k = 0; k < nn; k++) {
+                bool cut;
+                double a = schedule_link(w, &w->links[(w->rr_link + k) % nn], now, &cut);
+                any = any || cut;
+                if (a < next) next = a;
+            }
+        }
+        w->rr_link = (w->rr_link + 1) % nn;
+        for (size_t i = 0; i < nn; i++) {
+            double b = deliver_link(w, &w->links[i], now);
             if (b < next) next = b;
         }
         wp_sync_wait_until(&w->sync, next);
@@ -201,15 +213,28 @@ static int alloc_world(wp_local_world *w, char *err, size_t errlen) {
     return 0;
 }
 
-static void init_links(wp_local_world *w) {
+/* Pairs inside a node: a link each. Between nodes with NICs (tp_net_nic): the pair keeps its
+ * latency and books the two NICs it crosses, shared with the other threads' pairs. */
+static int init_links(wp_local_world *w, char *err, size_t errlen) {
+    int per = w->net.ranks_per_node, nodes = per > 0 ? (w->n + per - 1) / per : 0;
     for (int s = 0; s < w->n; s++)
         for (int d = 0; d < w->n; d++) {
             double bw, lat;
             tp_net_link(&w->net, s, d, &bw, &lat);
             wp_link *l = &w->links[(size_t)s * (size_t)w->n + (size_t)d].link;
-            wp_link_init(l, bw, lat);
+            bool nic = tp_net_nic(&w->net, w->n, s, d);
+            if (nic && !w->nics) {
+                if (!(w->nics = calloc(2 * (size_t)nodes, sizeof *w->nics))) {
+                    snprintf(err, errlen, "local transport: out of memory for %d NICs", 2 * nodes);
+                    return -1;
+                }
+                for (int k = 0; k < 2 * nodes; k++) wp_link_init(&w->nics[k], w->net.link_bandwidth, 0);
+            }
+            wp_link_init(l, nic ? 0 : bw, lat);
+            if (nic) l->nic[0] = &w->nics[s / per], l->nic[1] = &w->nics[nodes + d / per];
             if (s != d && wp_link_paced(l)) w->paced = true;
         }
+    return 0;
 }
 
 int local_world_create(int nranks, const wp_net_opts *net, wp_local_world **out, char *err, size_t errlen) {
@@ -234,8 +259,8 @@ int local_world_create(int nranks, const wp_net_opts *net, wp_local_world **out,
         w->tps[r].w = w;
         rc = local_ctl_init(w, r, err, errlen);
     }
+    if (rc == 0) rc = init_links(w, err, errlen);
     if (rc == 0) {
-        init_links(w);
         if (w->paced) {
             if (pthread_create(&w->pacer, NULL, pacer_main, w) != 0) {
                 snprintf(err, errlen, "local transport: cannot start the pacer thread");
@@ -279,6 +304,7 @@ void local_world_destroy(wp_local_world *w) {
     free(w->sends);
     free(w->recvs);
     free(w->links);
+    free(w->nics);
     free(w->contrib);
     free(w->contrib_bytes);
     wp_sync_destroy(&w->sync);

@@ -44,6 +44,8 @@ struct wp_local_world {
     local_ctl *ctls;
     tp_queue *sends, *recvs; /* mailboxes [(src * n + dst) * WP_MAX_CHANNELS + channel] */
     local_link *links;       /* [src * n + dst] */
+    wp_link *nics;           /* with NICs (tp_net_nic): egress of node k at k, ingress at nodes + k */
+    size_t rr_link;          /* the link the pacer looks at first: links sharing a NIC take turns */
     bool paced;
     bool pacer_started, stop;
     pthread_t pacer;

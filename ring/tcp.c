@@ -1,6 +1,7 @@
 /* The tcp transport: creation, posting, connecting, failing and closing (see tcp.h). The
  * progress thread that moves the bytes is in tcp_progress.c. */
 #include "tcp_impl.h"
+#include "ring_warn.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -388,6 +389,16 @@ static int alloc_peers(tcp_tp *T, char *err, size_t errlen) {
     int world = T->base.world, K = T->net.tcp_streams;
     T->peers = calloc((size_t)world, sizeof *T->peers);
     if (!T->peers) goto oom;
+    /* One egress NIC per process: over tcp a rank cannot share a bucket with the other processes
+     * of its node nor with the receiver's ingress, so this is the node's NIC only with one rank
+     * per node (G > 1 processes: shape the host interface instead, docs/transports.md). */
+    wp_link_init(&T->nic_out, T->net.link_bandwidth, 0);
+    int per = T->net.ranks_per_node;
+    if (T->base.rank == 0 && per > 1 && world > per && T->net.link_bandwidth > 0)
+        ring_warn("over tcp each of a node's %d ranks paces its own egress at --link-bandwidth (one process cannot share "
+                  "a budget with the others): the node gets up to %d times its NIC; for one shared NIC per host, shape "
+                  "the host's interface (scripts/netns_hosts.sh -r) and give no --link-bandwidth",
+                  per, per);
     for (int p = 0; p < world; p++) {
         tcp_peer *P = &T->peers[p];
         P->rank = p;
@@ -400,7 +411,9 @@ static int alloc_peers(tcp_tp *T, char *err, size_t errlen) {
         }
         double bw, lat;
         tp_net_link(&T->net, T->base.rank, p, &bw, &lat);
-        wp_link_init(&P->link, bw, lat);
+        bool nic = tp_net_nic(&T->net, world, T->base.rank, p);
+        wp_link_init(&P->link, nic ? 0 : bw, lat);
+        if (nic) P->link.nic[0] = &T->nic_out;
     }
     return 0;
 oom:

@@ -84,6 +84,8 @@ typedef struct tcp_tp {
     char listen_addr[SOCK_ADDR_MAX];
     bool peers_set;
     tcp_peer *peers;
+    int rr_peer;     /* the peer build_poll cuts a frame for first: peers take turns */
+    wp_link nic_out; /* with NICs (tp_net_nic): this process's egress, shared by its peers */
     hs_pending pending[HS_MAX_PENDING];
     int npending;
     int wake_fd; /* eventfd: posts and failures wake the progress thread */

@@ -47,11 +47,14 @@ static void push_data(tcp_stream *st, tcp_out *o) {
     st->data_tail = o;
 }
 
-/* Cut frames for P while its window and its link allow; returns when to look again. */
-static double schedule_peer(tcp_tp *T, tcp_peer *P, double now) {
+/* Cut one frame for P if its window and its link allow (*cut); returns when to look again
+ * (INFINITY: nothing to cut, window full, or just cut: then the caller asks again). One at a time
+ * so that the peers sharing this process's NIC take turns (build_poll). */
+static double schedule_peer(tcp_tp *T, tcp_peer *P, double now, bool *cut) {
     size_t fb = T->net.frame_bytes;
     bool paced = wp_link_paced(&P->link);
-    while (P->frames_queued < window_frames(T, P)) {
+    *cut = false;
+    if (P->frames_queued < window_frames(T, P)) {
         if (!next_source(P, false)) return INFINITY;
         if (paced && wp_link_ready_at(&P->link, fb) > now) return wp_link_ready_at(&P->link, fb);
         wp_request *s = next_source(P, true);
@@ -78,6 +81,7 @@ static double schedule_peer(tcp_tp *T, tcp_peer *P, double now) {
             s->all_scheduled = true;
             tp_queue_remove(&P->sends[s->channel], s);
         }
+        *cut = true;
     }
     return INFINITY;
 }
@@ -390,12 +394,20 @@ static double build_poll(tcp_tp *T, poll_set *ps, double now) {
         rc |= poll_add(ps, T->pending[i].fd, POLLIN, NULL);
         if (T->pending[i].deadline < next) next = T->pending[i].deadline;
     }
-    for (int p = 0; p < T->base.world; p++) {
-        tcp_peer *P = &T->peers[p];
-        if (!failed && P->connected) {
-            double t = schedule_peer(T, P, now);
+    /* peers take turns frame by frame, the first one rotating, as they may share one NIC */
+    for (bool any = !failed; any;) {
+        any = false;
+        for (int k = 0; k < T->base.world; k++) {
+            tcp_peer *P = &T->peers[(T->rr_peer + k) % T->base.world];
+            bool cut = false;
+            double t = P->connected ? schedule_peer(T, P, now, &cut) : INFINITY;
+            any = any || cut;
             if (t < next) next = t;
         }
+    }
+    T->rr_peer = (T->rr_peer + 1) % T->base.world;
+    for (int p = 0; p < T->base.world; p++) {
+        tcp_peer *P = &T->peers[p];
         for (int i = 0; i < T->net.tcp_streams; i++) {
             tcp_stream *st = &P->streams[i];
             if (st->fd < 0 || (failed && st->broken)) continue;

@@ -23,6 +23,11 @@ void tp_net_link(const wp_net_opts *n, int src, int dst, double *bytes_per_s, do
     *latency_s = same_node ? n->node_link_latency : n->link_latency;
 }
 
+bool tp_net_nic(const wp_net_opts *n, int world, int src, int dst) {
+    int per = n->ranks_per_node;
+    return per > 0 && world > per && src / per != dst / per && n->link_bandwidth > 0;
+}
+
 int tp_init(wp_transport *t, const tp_ops *ops, int rank, int world, wp_sync *sync, tp_fail *fail) {
     memset(t, 0, sizeof *t);
     t->ops = ops;

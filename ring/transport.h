@@ -57,6 +57,11 @@ void tp_net_defaults(wp_net_opts *n);
 /* Bandwidth (bytes/s, 0 = unlimited) and latency of the emulated link src -> dst: the
  * node link when both ranks sit on one node of ranks_per_node ranks, the link otherwise. */
 void tp_net_link(const wp_net_opts *n, int src, int dst, double *bytes_per_s, double *latency_s);
+/* Whether the hop src -> dst of a world of `world` ranks goes through the nodes' NICs (one per
+ * direction per node, link_bandwidth each, shared by the node's flows: ring/link_model.h):
+ * ranks_per_node G > 0, world > G, the two ranks on different nodes, and a bandwidth to share.
+ * Then tp_net_link's bandwidth is the NIC's, not the pair's. */
+bool tp_net_nic(const wp_net_opts *n, int world, int src, int dst);
 
 typedef struct wp_transport wp_transport;
 typedef struct wp_request wp_request;

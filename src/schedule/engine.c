@@ -931,10 +931,12 @@ static int setup(eng *e) {
     e->ch = calloc(NN * WP_SCH_COUNT, sizeof *e->ch);
     e->ln = calloc(NN, sizeof *e->ln);
     e->busy_links = calloc(NN, sizeof *e->busy_links);
+    e->nic_cap = calloc(2 * (size_t)e->N, sizeof *e->nic_cap);
+    e->nic_cnt = calloc(2 * (size_t)e->N, sizeof *e->nic_cnt);
     run->rank = calloc((size_t)e->N, sizeof *run->rank);
     run->step_end = calloc((size_t)e->steps, sizeof *run->step_end);
     run->reduce_at = calloc((size_t)e->steps, sizeof *run->reduce_at);
-    if (!e->r || !e->ch || !e->ln || !e->busy_links || !run->rank || !run->step_end || !run->reduce_at) return -1;
+    if (!e->r || !e->ch || !e->ln || !e->busy_links || !e->nic_cap || !e->nic_cnt || !run->rank || !run->step_end || !run->reduce_at) return -1;
     for (int s = 0; s < e->steps; s++) {
         stepst *st = &e->st[s];
         int **arrs[6] = {&st->f_rank, &st->b_rank, &st->w_rank, &st->f_idx, &st->b_idx, &st->w_idx};
@@ -963,7 +965,10 @@ static int setup(eng *e) {
             else e->tie_expect_g[tie_piece_j(a->buf)]++;
         }
     for (int a = 0; a < e->N; a++)
-        for (int b = 0; b < e->N; b++) elink_params(e, a, b, &e->ln[a * e->N + b].bw, &e->ln[a * e->N + b].lat);
+        for (int b = 0; b < e->N; b++) {
+            elink_params(e, a, b, &e->ln[a * e->N + b].bw, &e->ln[a * e->N + b].lat);
+            e->ln[a * e->N + b].nic = elink_nic(e, a, b);
+        }
     for (int r = 0; r < e->N; r++) {
         for (int c = 0; c < e->C && e->sz; c++) {
             size_t off, part;
@@ -1016,6 +1021,8 @@ static void teardown(eng *e) {
     free(e->ch);
     free(e->ln);
     free(e->busy_links);
+    free(e->nic_cap);
+    free(e->nic_cnt);
     free(e->r);
 }
 

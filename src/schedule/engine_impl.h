@@ -62,6 +62,7 @@ typedef struct xfer {
     int gstep;
     uint64_t *mbs;
     double remaining, t0, t_arrive;
+    double rate; /* bytes/s over the current interval when its link is a NIC's (engine_links.c) */
     int state;
 } xfer;
 
@@ -78,6 +79,7 @@ typedef struct {
     xfer **x;
     int n, cap;
     bool listed; /* in eng.busy_links */
+    bool nic;    /* between nodes with --ranks-per-node: limited by the two nodes' NICs, not per pair */
     double bw, lat;
 } link;
 
@@ -106,6 +108,9 @@ typedef struct {
     link *ln;       /* [N*N] */
     int *busy_links; /* indices into ln of links with transfers on them */
     int n_busy_links;
+    /* NIC sharing (elink_share): per node, egress [0, nodes) then ingress [nodes, 2 nodes) */
+    double *nic_cap;
+    int *nic_cnt;
     xfer **flight;
     int n_flight, cap_flight;
     stepst st[MAX_STEPS];
@@ -128,11 +133,15 @@ chan *engine_get_chan(eng *e, int src, int dst, int ch);
 /* engine_links.c: the link and time model */
 /* Bandwidth and latency of the link src -> dst (node link or the link between nodes). */
 void elink_params(const eng *e, int src, int dst, double *bw, double *lat);
+/* Whether src -> dst crosses nodes through the NICs: --ranks-per-node G given, N > G, and the
+ * two ranks on different nodes. Such a link's bw is its NIC's, shared by all of a node's flows. */
+bool elink_nic(const eng *e, int src, int dst);
 /* Put the channel's next matched transfer on its link once its buffer is there; -1 out of memory. */
 int elink_start(eng *e, chan *c);
 int elink_start_all(eng *e);
-/* The time of the next event after e->now (INFINITY when none). */
-double elink_next_time(const eng *e);
+/* The time of the next event after e->now (INFINITY when none); first shares the NICs among
+ * the flows between nodes (their rates hold until that event). */
+double elink_next_time(eng *e);
 /* Move to time t: bytes on every busy link, last bytes left, arrivals, step decisions; -1 out of memory. */
 int elink_advance_time(eng *e, double t);
 

@@ -1,6 +1,9 @@
 /* The schedule engine's link and time model (engine_impl.h): a transfer occupies its channel
  * from the moment its buffer is there; the transfers on one link (an ordered pair of ranks)
- * share its bandwidth equally, and each arrives latency after its last byte left. Time moves
+ * share its bandwidth equally, and each arrives latency after its last byte left. With
+ * --ranks-per-node G and more than G ranks, the link between nodes is instead one NIC per
+ * direction per node: every flow that leaves a node shares its egress NIC, every flow that
+ * enters one its ingress NIC, max-min fair (elink_share), recomputed at every event. Time moves
  * from event to event: the next compute end, arrival, last byte, or step decision. The IR's
  * semantics (what may be posted, matched, created or freed, and the checks) are engine.c's. */
 #include <math.h>
@@ -16,6 +19,52 @@ void elink_params(const eng *e, int src, int dst, double *bw, double *lat) {
     *lat = same ? e->costs.node_lat : e->costs.link_lat;
 }
 
+bool elink_nic(const eng *e, int src, int dst) {
+    int per = e->costs.ranks_per_node;
+    return per > 0 && e->N > per && src / per != dst / per;
+}
+
+/* Max-min fair rates (progressive filling) for the flows on NIC links: each node's egress and
+ * ingress NIC carries at most costs.link_bw; the NIC with the smallest fair share among its
+ * still-unfixed flows fixes them at that share, which is taken off their other NIC; repeat. */
+static void elink_share(eng *e) {
+    const int per = e->costs.ranks_per_node, nodes = per > 0 ? (e->N + per - 1) / per : 0;
+    bool any = false;
+    for (int i = 0; i < e->n_busy_links; i++) any = any || e->ln[e->busy_links[i]].nic;
+    if (!any) return;
+    for (int n = 0; n < 2 * nodes; n++) e->nic_cap[n] = e->costs.link_bw, e->nic_cnt[n] = 0;
+    int left = 0;
+    for (int i = 0; i < e->n_busy_links; i++) {
+        const link *l = &e->ln[e->busy_links[i]];
+        if (!l->nic) continue;
+        for (int j = 0; j < l->n; j++) {
+            l->x[j]->rate = -1; /* not fixed yet */
+            e->nic_cnt[l->x[j]->src / per]++;
+            e->nic_cnt[nodes + l->x[j]->dst / per]++;
+            left++;
+        }
+    }
+    while (left > 0) {
+        int b = -1;
+        for (int n = 0; n < 2 * nodes; n++)
+            if (e->nic_cnt[n] > 0 && (b < 0 || e->nic_cap[n] / e->nic_cnt[n] < e->nic_cap[b] / e->nic_cnt[b])) b = n;
+        double share = fmax(0.0, e->nic_cap[b] / e->nic_cnt[b]);
+        for (int i = 0; i < e->n_busy_links; i++) {
+            const link *l = &e->ln[e->busy_links[i]];
+            if (!l->nic) continue;
+            for (int j = 0; j < l->n; j++) {
+                xfer *x = l->x[j];
+                int out = x->src / per, in = nodes + x->dst / per;
+                if (x->rate >= 0 || (out != b && in != b)) continue;
+                x->rate = share;
+                e->nic_cap[out] -= share, e->nic_cap[in] -= share;
+                e->nic_cnt[out]--, e->nic_cnt[in]--;
+                left--;
+            }
+        }
+    }
+}
+
 int elink_start(eng *e, chan *c) {
     if (c->busy || c->q_n == 0) return 0;
     xfer *x = c->q[c->q_head];
@@ -26,6 +75,7 @@ int elink_start(eng *e, chan *c) {
     x->state = X_SERIAL;
     x->t0 = e->now;
     x->remaining = (double)x->bytes;
+    x->rate = 0;
     x->gstep = x->from->gstep;
     if (x->from->mbs) {
         if (!(x->mbs = malloc((size_t)e->words * sizeof *x->mbs))) return -1;
@@ -93,7 +143,8 @@ static int elink_arrive(eng *e, xfer *x) {
     return rc;
 }
 
-double elink_next_time(const eng *e) {
+double elink_next_time(eng *e) {
+    elink_share(e);
     double t = INFINITY;
     for (int r = 0; r < e->N; r++)
         if (e->r[r].busy_until > e->now && e->r[r].busy_until < t) t = e->r[r].busy_until;
@@ -102,7 +153,8 @@ double elink_next_time(const eng *e) {
     for (int i = 0; i < e->n_busy_links; i++) {
         const link *l = &e->ln[e->busy_links[i]];
         for (int j = 0; j < l->n; j++) {
-            double d = l->bw > 0 ? l->x[j]->remaining * l->n / l->bw : 0;
+            double d = l->nic ? (l->bw > 0 ? l->x[j]->remaining / l->x[j]->rate : 0)
+                              : l->bw > 0 ? l->x[j]->remaining * l->n / l->bw : 0;
             if (e->now + d < t) t = e->now + d;
         }
     }
@@ -125,6 +177,7 @@ int elink_advance_time(eng *e, double t) {
         int k = 0;
         for (int j = 0; j < n; j++) {
             xfer *x = l->x[j];
+            if (l->nic) rate = x->rate; /* its fair share of the two NICs (elink_share) */
             if (l->bw > 0) x->remaining -= dt * rate;
             if (l->bw <= 0 || x->remaining <= rate * tol) through[k++] = x;
         }

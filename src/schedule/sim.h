@@ -15,7 +15,10 @@
  *     the node link, between nodes the link. Each direction of each (src, dst) pair is one link;
  *     transfers on it at the same time share its bandwidth equally (the ring transport sends the
  *     frames of its channels round robin: ring/link_model.h); a transfer arrives latency after its last
- *     byte left.
+ *     byte left. With ranks_per_node G > 0 and N > G, the link between nodes is instead one NIC
+ *     per direction per node (link_bw each): the transfers leaving a node share its egress NIC,
+ *     those entering one its ingress NIC, max-min fair, re-shared whenever one starts or ends;
+ *     inside a node the pairs stay as above. With ranks_per_node 0 nothing is shared.
  *   - REDUCE: 2*ceil(log2 N) one-way latencies of the slowest link after the last rank arrives
  *     (a tree all-reduce of two scalars on the control connections).
  *   - Unit model (no device speed given): F = B = W = 1, BW = 2, memory-bound ops free, every

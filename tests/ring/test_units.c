@@ -102,6 +102,29 @@ static void test_pace(void) {
     CHECK(bw == 2, "inside a node");
     tp_net_link(&n, 1, 2, &bw, &lat);
     CHECK(bw == 1, "between nodes");
+    /* NICs: only between nodes, only with more ranks than a node holds, only with a bandwidth */
+    CHECK(tp_net_nic(&n, 4, 1, 2) && tp_net_nic(&n, 4, 3, 0) && !tp_net_nic(&n, 4, 0, 1) && !tp_net_nic(&n, 2, 0, 1),
+          "which hops cross NICs");
+    n.ranks_per_node = 0;
+    CHECK(!tp_net_nic(&n, 4, 1, 2), "no NIC without ranks per node");
+    /* two pairs leaving one node (A: 0 -> 2, B: 1 -> 3) share its egress NIC of 1 MB/s: frames
+     * of 0.1 MB offered alternately at time 0 leave one after the other, so 5 frames each (1 MB
+     * in all) take 1 s, not 0.5 s; a pair's frame waits for the NIC and for the destination's
+     * ingress alike; each still arrives its own latency after its last byte */
+    wp_link nic[3], A, B;
+    for (int i = 0; i < 3; i++) wp_link_init(&nic[i], 1e6, 0);
+    wp_link_init(&A, 0, 0.01);
+    wp_link_init(&B, 0, 0.02);
+    A.nic[0] = B.nic[0] = &nic[0], A.nic[1] = &nic[1], B.nic[1] = &nic[2];
+    CHECK(wp_link_paced(&A) && wp_link_ready_at(&A, 100000) <= 0, "NIC-paced link");
+    double a = 0, b = 0;
+    for (int k = 0; k < 5; k++) a = wp_link_reserve(&A, 0, 100000), b = wp_link_reserve(&B, 0, 100000);
+    CHECK_NEAR(a, 0.9 + 0.01, 1e-9, "A's last frame through the shared NIC");
+    CHECK_NEAR(b, 1.0 + 0.02, 1e-9, "B's last frame through the shared NIC");
+    CHECK_NEAR(wp_link_ready_at(&A, 100000), 0.9, 1e-9, "ready once the NIC's last frame starts");
+    /* an ingress NIC busy until 3 s holds back a frame whose egress is free */
+    nic[1].free_at = 3;
+    CHECK_NEAR(wp_link_reserve(&A, 2, 100000), 3.1 + 0.01, 1e-9, "waits for the ingress NIC");
     printf("ok: pacing arithmetic\n");
 }
 

@@ -6,8 +6,12 @@
  *   - a link-bound 1F1B step lasts about bytes on the link / bandwidth;
  *   - the link model: transfers of two channels share a link's bandwidth, transfers of one channel
  *     queue, each arrives one latency after its last byte left;
- *   - costs from FLOPs: B includes a forward when recomputing, BW = B + W. */
+ *   - costs from FLOPs: B includes a forward when recomputing, BW = B + W;
+ *   - NICs (--ranks-per-node): 4 ranks of node 0 sending X bytes each to node 1 at once take 4X/B,
+ *     a lone flow X/B, per-pair links (no --ranks-per-node) X/B for all four; and on generated
+ *     schedules no window of time ever sees more than B per second leave (enter) one node. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
@@ -215,6 +219,142 @@ static void link_model(void) {
     layout_free(&L);
 }
 
+/* Rank 0 owns the one chunk and lends it, at time 0, to every rank G + r of node 1 with bit r
+ * of `which` set (rank 0 -> G + r directly when `spread` is false, else by way of rank r of node
+ * 0, which forwards it: then node 0's G ranks each send one flow across); each of them runs
+ * micro-batch r through it and gives the gradient back to rank 0. 2 nodes x G ranks. */
+static wp_schedule nic_fanout(int G, unsigned which, bool spread) {
+    wp_schedule s;
+    char err[512];
+    int M = __builtin_popcount(which), m = 0;
+    sched_init(&s, WP_STRAT_NAIVE, 2 * G, M, 1, err, sizeof err);
+    s.owner[0] = 0;
+    wp_buf w = buf_w(0, 0, 0), g = buf_gw(0);
+    sched_push(&s, 0, act_buf(WP_OP_LOAD, w, 0), err, sizeof err);
+    for (int r = 0; r < G; r++) {
+        if (!(which >> r & 1)) continue;
+        int via = spread ? r : 0;
+        if (via != 0) {
+            sched_push(&s, 0, act_xfer(WP_OP_SEND, w, via, WP_SCH_WFWD, 0), err, sizeof err);
+            sched_push(&s, via, act_xfer(WP_OP_RECV, w, 0, WP_SCH_WFWD, 0), err, sizeof err);
+        }
+        sched_push(&s, via, act_xfer(WP_OP_SEND, w, G + r, WP_SCH_WFWD, 0), err, sizeof err);
+        if (via != 0) sched_push(&s, via, act_buf(WP_OP_FREE, w, 0), err, sizeof err);
+        wp_action b[] = {act_xfer(WP_OP_RECV, w, via, WP_SCH_WFWD, 0), act_compute(WP_OP_F, 0, m, 0, false, 0),
+                         act_buf(WP_OP_ZERO, g, 0), act_compute(WP_OP_BW, 0, m, 0, false, 0),
+                         act_xfer(WP_OP_SEND, g, 0, WP_SCH_GRAD, 0), act_buf(WP_OP_FREE, w, 0), act_buf(WP_OP_FREE, g, 0)};
+        for (size_t i = 0; i < sizeof b / sizeof b[0]; i++) sched_push(&s, G + r, b[i], err, sizeof err);
+        m++;
+    }
+    for (int r = 0; r < G; r++) {
+        if (!(which >> r & 1)) continue;
+        sched_push(&s, 0, act_xfer(WP_OP_RECV, g, G + r, WP_SCH_GRAD, 0), err, sizeof err);
+        sched_push(&s, 0, act_chunk(WP_OP_ACC, 0, 0), err, sizeof err);
+        sched_push(&s, 0, act_buf(WP_OP_FREE, g, 0), err, sizeof err);
+    }
+    sched_push(&s, 0, act_buf(WP_OP_FREE, w, 0), err, sizeof err);
+    for (int r = 0; r < 2 * G; r++) sched_push(&s, r, act_chunk(WP_OP_REDUCE, 0, 0), err, sizeof err);
+    sched_push(&s, 0, act_chunk(WP_OP_UPDATE, 0, 0), err, sizeof err);
+    return s;
+}
+
+/* When the last weight transfer into node 1 (ranks >= G) of step 0 arrives; n: how many there were. */
+static double nic_last(const wp_schedule *s, const wp_layout *L, const wp_costs *c, int G, int *n) {
+    wp_sim sim;
+    char err[512];
+    int rc = simulate(s, L, c, true, &sim, err, sizeof err);
+    EXPECT(rc == 0, "nic: %s", err);
+    double t = 0;
+    *n = 0;
+    for (int i = 0; rc == 0 && i < sim.run.n_xfer; i++) {
+        const wp_xfer_event *x = &sim.run.xfer[i];
+        if (x->step == 0 && x->buf.kind == WP_BUF_W && x->dst >= G) t = fmax(t, x->t1), ++*n;
+    }
+    if (rc == 0) sim_free(&sim);
+    return t;
+}
+
+static void nic_hand(void) {
+    const int G = 4;
+    wp_layout L = llama(4, 1, 64, 8, 1, 256);
+    double X = (double)buf_bytes(&L, buf_w(0, 0, 0)), B = 1e6, lat = 1e-3;
+    wp_costs c;
+    memset(&c, 0, sizeof c); /* compute and the links inside a node take no time */
+    c.link_bw = B, c.link_lat = lat;
+    const unsigned sets[3] = {1u << 2, 1u << 1 | 1u << 3, 0xf};
+    for (int spread = 0; spread < 2; spread++)
+        for (int per = 0; per <= G; per += G) {
+            c.ranks_per_node = per;
+            for (int k = 0; k < 3; k++) {
+                int flows = __builtin_popcount(sets[k]), n;
+                wp_schedule s = nic_fanout(G, sets[k], spread);
+                double t = nic_last(&s, &L, &c, G, &n);
+                /* per pair (no --ranks-per-node) every flow has a link of its own: X/B (twice
+                 * over when forwarded, every hop being a link then); through node 0's one NIC they
+                 * share it: flows * X / B, whoever sends them */
+                double want = per ? flows * X / B + lat : spread ? 2 * (X / B + lat) : X / B + lat;
+                EXPECT(n == flows && check_close(t, want, 1e-9), "nic %s, --ranks-per-node %d: %d flows of %.0f bytes end at %.9f, want %.9f",
+                       spread ? "one sender per rank" : "all from rank 0", per, flows, X, t, want);
+                sched_free(&s);
+            }
+        }
+    checks++;
+    layout_free(&L);
+}
+
+/* On generated schedules, 2 nodes x 4 ranks: in no window [a, b] between a transfer's first byte
+ * and another's last do the transfers wholly inside it that leave (enter) one node carry more
+ * than B (b - a) bytes. Each transfer's last byte left one latency before it arrived. */
+static void nic_never_over(void) {
+    const int N = 8, G = 4, M = 8;
+    const wp_strategy st[] = {WP_STRAT_INTERLEAVE, WP_STRAT_FSDP, WP_STRAT_HIER, WP_STRAT_TAWPIPE, WP_STRAT_1F1B};
+    for (size_t k = 0; k < sizeof st / sizeof st[0]; k++) {
+        int C = strategy_default_chunks(st[k], N, G);
+        wp_layout L = llama(8, C, 64, 16, 1, 256);
+        wp_gen_opts o = {.ranks_per_node = G};
+        wp_schedule s;
+        char err[512];
+        if (schedule_generate(st[k], N, M, C, &o, &s, err, sizeof err)) {
+            EXPECT(0, "nic %s: %s", strategy_name(st[k]), err);
+            layout_free(&L);
+            continue;
+        }
+        wp_machine m = {.flops = 1e9, .link_bw = 2e6, .link_lat = 1e-4, .node_bw = 1e8, .node_lat = 1e-5, .ranks_per_node = G};
+        wp_costs c;
+        costs_from_layout(&c, &L, N, &m);
+        wp_sim sim;
+        int rc = simulate(&s, &L, &c, true, &sim, err, sizeof err);
+        EXPECT(rc == 0, "nic %s: %s", strategy_name(st[k]), err);
+        int crossing = 0, worst_node = -1;
+        double worst = 0;
+        wp_xfer_event *x = rc == 0 ? malloc((size_t)sim.run.n_xfer * sizeof *x) : NULL;
+        for (int i = 0; x && i < sim.run.n_xfer; i++)
+            if (sim.run.xfer[i].src / G != sim.run.xfer[i].dst / G) x[crossing++] = sim.run.xfer[i];
+        for (int i = 0; i < crossing; i++)
+            for (int j = 0; j < crossing; j++) {
+                double t0 = x[i].t0, t1 = x[j].t1 - m.link_lat;
+                if (t1 <= t0) continue;
+                for (int dir = 0; dir < 2; dir++)
+                    for (int node = 0; node < N / G; node++) {
+                        double bytes = 0;
+                        for (int q = 0; q < crossing; q++)
+                            if ((dir ? x[q].dst : x[q].src) / G == node && x[q].t0 >= t0 - 1e-12 && x[q].t1 - m.link_lat <= t1 + 1e-12)
+                                bytes += (double)x[q].bytes;
+                        double use = bytes / (m.link_bw * (t1 - t0));
+                        if (use > worst) worst = use, worst_node = node;
+                    }
+            }
+        free(x);
+        EXPECT(rc != 0 || crossing > 0, "nic %s: no transfer crosses nodes", strategy_name(st[k]));
+        EXPECT(worst <= 1 + 1e-9, "nic %s: node %d's NIC carries %.3f times its bandwidth in some window", strategy_name(st[k]),
+               worst_node, worst);
+        checks++;
+        if (rc == 0) sim_free(&sim);
+        sched_free(&s);
+        layout_free(&L);
+    }
+}
+
 static void flop_costs(void) {
     wp_layout L = llama(4, 2, 64, 32, 2, 256);
     wp_machine m = {.flops = 1e12};
@@ -241,6 +381,8 @@ int main(void) {
     link_bound();
     link_model();
     flop_costs();
+    nic_hand();
+    nic_never_over();
     printf("%d closed-form checks, %d failures\n", checks, check_failures());
     return check_failures() ? 1 : 0;
 }
