@@ -33,7 +33,7 @@ struct wp_control {
     uint64_t seq; /* collectives called so far (the executor's thread only) */
     pthread_mutex_t mu; /* guards the fields below */
     bool failed;
-    char why[512];
+    char why[1024];
     wp_transport *attached;
     char status[CTL_STATUS_MAX + 1];
     double status_at;

@@ -136,6 +136,13 @@ static int conn_send(ctl_tcp *T, ctl_conn *k, int type, uint64_t seq, const void
 
 /* Record the failure; rank 0 relays it to every rank but the one it came from (sync held). */
 static void fail(ctl_tcp *T, const char *why, int origin) {
+    /* Rank 0 adds the ranks its last status query did not hear from: a rank that timed out may
+     * have waited on a live peer blocked by a dead one, and every rank should name the dead. */
+    char silent[sizeof T->base.unanswered], with[sizeof T->base.why];
+    if (T->base.rank == 0 && ctl_unanswered(&T->base, silent, sizeof silent) && !strstr(why, silent)) {
+        snprintf(with, sizeof with, "%s; rank 0's last status query went unanswered by %s", why, silent);
+        why = with;
+    }
     if (!ctl_fail_local(&T->base, why)) return;
     if (T->base.rank == 0) {
         char ignore[128];

@@ -14,7 +14,7 @@
 #include "rt_impl.h"
 
 int rt_fail(wp_rt *rt, char *err, size_t errlen, const char *fmt, ...) {
-    char what[1024], text[96];
+    char what[2048], text[96];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
@@ -36,7 +36,7 @@ int rt_fail(wp_rt *rt, char *err, size_t errlen, const char *fmt, ...) {
 #define CAUSE_GRACE_S 0.5
 
 static int transport_fail(wp_rt *rt, char *err, size_t errlen, const char *awaited, const char *why) {
-    char cause[400] = "";
+    char cause[1024] = "";
     double until = wp_now() + CAUSE_GRACE_S;
     while (!ctl_failed(rt->c.ctl, cause, sizeof cause) && wp_now() < until) {
         struct timespec ts = {.tv_sec = 0, .tv_nsec = 5000000};
@@ -44,7 +44,8 @@ static int transport_fail(wp_rt *rt, char *err, size_t errlen, const char *await
     }
     const char *w = awaited ? "while waiting for " : "", *sep = awaited ? ": " : "";
     char silent[512];
-    if (!cause[0] && ctl_unanswered(rt->c.ctl, silent, sizeof silent))
+    if (!(cause[0] && strstr(cause, "unanswered")) && !strstr(why, "unanswered") &&
+        ctl_unanswered(rt->c.ctl, silent, sizeof silent))
         return rt_fail(rt, err, errlen, "%s%s%s%s; rank %d's status query before it went unanswered by %s", w,
                        awaited ? awaited : "", sep, why, rt->c.rank, silent);
     if (cause[0] && !strstr(why, cause))
