@@ -152,6 +152,17 @@ TEXT
     # shellcheck disable=SC2086 # args holds the config and its extra flags
     "$W" simulate --strategy auto --config $args --format csv | table ""
   done
+  # issue 19's goal cases, every strategy at the case's own b and M (not each one's best knobs)
+  printf '\n## weipipe-hier at the issue-19 goal cases (every strategy at the stated b and M)\n'
+  for goal in "link-bound: 4 x 8 ranks, 400 TFLOP/s, 10 Gbit/s, h 2048, L 32, s 8192, 64 sequences per rank|configs/hier-goal-4x8-h2048.ini" \
+              "TawPipe's cluster: 3 x 8 ranks, h 1024, L 48, s 16384, 64 sequences per rank|configs/tawpipe-3x8-h1024.ini" \
+              "the WeiPipe paper's headline cluster with 256 sequences per step (b 8, M 32)|$H --micro-batch-size 8"; do
+    IFS='|' read -r name args <<<"$goal"
+    printf '\n### %s\n\n`weipipe simulate --strategy all --config %s`\n\n```\n' "$name" "$args"
+    # shellcheck disable=SC2086 # args holds the config and its extra flags
+    "$W" simulate --strategy all --config $args | sed -n '/^strategy /,$p'
+    printf '```\n'
+  done
   # measured, not simulated: copied from scripts/hosts_vs_sim.sh's output (rerun it to refresh)
   cat <<'TEXT'
 
