@@ -168,6 +168,9 @@ TEXT
 
 ## Paced real run on emulated hosts vs the simulator (issue 19)
 
+Where weipipe-hier wins over bandwidth between nodes × tokens per rank per step (the map, with
+1F1B's R at each point): docs/schedules.md, `scripts/hier_map.sh`.
+
 Not simulated alone: 2 emulated hosts x 2 ranks (`scripts/netns_hosts.sh`: network namespaces,
 each host's interface shaped by HTB to 16 Mbit/s towards the other, unshaped inside a host),
 processes over tcp, compute paced to 0.002 TFLOP/s, a small model (h 128, L 4, s 256, b 2, M 4),
