@@ -135,11 +135,23 @@ static int conn_send(ctl_tcp *T, ctl_conn *k, int type, uint64_t seq, const void
 /* ---- failure ---- */
 
 /* Record the failure; rank 0 relays it to every rank but the one it came from (sync held). */
+#define SILENT_AFTER_S 0.5 /* a rank that has not answered a status query by then is taken as silent */
+
+static void silent_ranks(ctl_tcp *T, char *out, size_t outlen);
+
 static void fail(ctl_tcp *T, const char *why, int origin) {
     /* Rank 0 adds the ranks its last status query did not hear from: a rank that timed out may
      * have waited on a live peer blocked by a dead one, and every rank should name the dead. */
     char silent[sizeof T->base.unanswered], with[sizeof T->base.why];
-    if (T->base.rank == 0 && ctl_unanswered(&T->base, silent, sizeof silent) && !strstr(why, silent)) {
+    bool known = T->base.rank == 0 && ctl_unanswered(&T->base, silent, sizeof silent);
+    /* A status query under way for a while (live ranks answer within milliseconds) already knows
+     * who is silent: the failure may arrive before the query's own deadline. */
+    if (T->base.rank == 0 && !known && T->session &&
+        wp_now() - (T->session_deadline - T->status_timeout) >= SILENT_AFTER_S) {
+        silent_ranks(T, silent, sizeof silent);
+        known = silent[0] != 0;
+    }
+    if (known && !strstr(why, silent)) {
         snprintf(with, sizeof with, "%s; rank 0's last status query went unanswered by %s", why, silent);
         why = with;
     }
@@ -186,13 +198,26 @@ static void conn_name(ctl_tcp *T, int r, char *buf, size_t buflen) {
 
 /* ---- rank 0: status sessions ---- */
 
+/* The ranks of the running session that have not answered yet and whose connection is still
+ * open (a lost connection is reported as such), named with their hosts; "" when none. */
+static void silent_ranks(ctl_tcp *T, char *out, size_t outlen) {
+    size_t n = 0;
+    out[0] = 0;
+    for (int r = 1; r < T->base.world && n + 64 < outlen; r++) {
+        if (T->lines[r] || T->conns[r].fd < 0) continue;
+        char name[256];
+        conn_name(T, r, name, sizeof name);
+        n += (size_t)snprintf(out + n, outlen - n, "%s%s", n ? ", " : "", name);
+    }
+}
+
 static void finish_session(ctl_tcp *T) {
     size_t cap = (size_t)T->base.world * (CTL_STATUS_MAX + 96) + 1, used = 0;
     char *grid = malloc(cap);
     if (!grid) return;
     grid[0] = 0;
-    char silent[sizeof T->base.unanswered] = "";
-    size_t nsilent = 0;
+    char silent[sizeof T->base.unanswered];
+    silent_ranks(T, silent, sizeof silent);
     for (int r = 0; r < T->base.world; r++) {
         const char *note = T->lines[r];
         char missing[96];
@@ -201,11 +226,6 @@ static void finish_session(ctl_tcp *T) {
             snprintf(missing, sizeof missing, "%s", gone ? (T->conns[r].bye ? "(finished)" : "(connection lost)") : "");
             if (!gone) snprintf(missing, sizeof missing, "(no answer within %g s: stopped or dead?)", T->status_timeout);
             note = missing;
-            if (!gone && r > 0 && nsilent + 64 < sizeof silent) {
-                char name[256];
-                conn_name(T, r, name, sizeof name);
-                nsilent += (size_t)snprintf(silent + nsilent, sizeof silent - nsilent, "%s%s", nsilent ? ", " : "", name);
-            }
         }
         used += (size_t)snprintf(grid + used, cap - used, "rank %d: %s\n", r, note);
     }

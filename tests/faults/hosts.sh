@@ -71,7 +71,7 @@ done
 # 4. the rendezvous port under torchrun's agent store (TORCHELASTIC_USE_AGENT_STORE=True):
 # MASTER_PORT + 1; held there by a process that is not weipipe: one line saying so; WEIPIPE_PORT
 # picks another. (On loopback: no namespace needed.)
-P=$((20000 + RANDOM % 30000))
+P=$((20000 + RANDOM % 12000)) # below the ephemeral range (32768-60999)
 python3 -c "import socket, sys, time
 s = socket.socket(); s.bind(('127.0.0.1', $P + 1)); s.listen(); print('ready', flush=True); time.sleep(60)" > "$TMP/holder" &
 holder=$!

@@ -18,7 +18,8 @@
 source "$(dirname "$0")/runtime_lib.sh"
 trap 'kill $(jobs -p) 2> /dev/null; rm -rf "$TMP"' EXIT
 ARGS=(--transport tcp --strategy weipipe-interleave --steps 2)
-port() { echo $((20000 + RANDOM % 30000)); }
+# below the ephemeral range (32768-60999), where outgoing connections of other tests take ports
+port() { echo $((20000 + RANDOM % 12000)); }
 # rank R of a torchrun-style job: rank R WORLD PORT RUN_ID ARGS... (WEIPIPE_SECRET=$SECRET if set)
 rank() {
   local r=$1 n=$2 p=$3 id=$4; shift 4

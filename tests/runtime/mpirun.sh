@@ -16,7 +16,7 @@ train "${ARGS[@]:6}" --transport local --metrics "$TMP/local.jsonl" || fail "loc
 losses "$TMP/local.jsonl" > "$TMP/local.loss"
 [ "$(wc -l < "$TMP/local.loss")" = 3 ] || fail "local run wrote $(wc -l < "$TMP/local.loss") losses, expected 3"
 
-port=$((20000 + RANDOM % 30000))
+port=$((20000 + RANDOM % 12000)) # below the ephemeral range (32768-60999): no outgoing connection holds it
 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port WEIPIPE_SECRET=s3cret WEIPIPE_JOB_ID=mpirun-test \
   "${MPIRUN[@]}" -np 4 -x MASTER_ADDR -x MASTER_PORT -x WEIPIPE_SECRET -x WEIPIPE_JOB_ID \
   "$W" train "${ARGS[@]}" --transport tcp --metrics "$TMP/vars.jsonl" 2> "$TMP/err" || fail "mpirun with MASTER_*: $(tail -3 "$TMP/err")"
