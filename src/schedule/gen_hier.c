@@ -10,8 +10,16 @@
  * Masters and optimizer state are sliced N ways as in fsdp (ir.h: rank k owns slice k of every
  * chunk), so each rank keeps 1/N of the fp32 master and AdamW state. A step of rank r:
  *   gather   for c = 0 .. C-1 (the first chunk first): LOAD slice r of W[c]@0 and SEND it to
- *            the holder of c on every node (channel xnode); a holder RECVs the N-1 other slices
- *            of its chunk: its whole W[c]@0, which it keeps all step, and ZEROs GW[c].s.
+ *            the holder of c on r's node and, on every other node j, to r's gateway there: the
+ *            rank j*G + r mod G, which relays it to the holder of c on node j (a slice reaches a
+ *            holder from its own node's rank directly). Why a gateway: all of r's slices then
+ *            cross the slow link on one (src, dst, channel) queue, which is FIFO, so chunk 0's
+ *            slices go first and the step's first forward starts after 1/C of the gather. Sent
+ *            straight to the C holders, the C flows would share the node's NIC and chunk 0 would
+ *            arrive about when the last chunk does. (The ring still waits for the rest by its
+ *            second turn: weipipe-interleave has every chunk in flight from turn 0, so the gather
+ *            is exposed; docs/schedules.md.) A holder RECVs the N-1 other slices of its chunk:
+ *            its whole W[c]@0, which it keeps all step, and ZEROs GW[c].s.
  *   ring     the node's interleave lists: weight streams start from the holder's copy (lane B
  *            by DUP), every lap's travelling GW[c] is FOLDed into the holder's fp32 step sum.
  *   drain    as soon as the holder's last FOLD of GW[c].s is done (its node gradient is
@@ -29,6 +37,7 @@
  * Every gradient is summed in fp32 beyond one lap of the node ring (a lap's GW in the grad
  * dtype, as weipipe-interleave), so training lands on the single-rank weights.
  * With one rank nothing is sliced: rank 0 owns every chunk whole and LOADs it. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,7 +50,9 @@ typedef struct {
     char *err;
     size_t errlen;
     int rc;
-    bool sent_kept[WP_MAX_CHUNKS]; /* of the rank being listed: its gathered slice of c still held */
+    /* Of the rank r being listed: kept[c*K + j] when it still holds slice j*G + r mod G of W[c]@0
+     * from the gather (its own, j = r / G, or one it relays: every such slice has r's local index). */
+    bool *kept;
 } hier;
 
 static void put(hier *h, int r, wp_action a) {
@@ -85,18 +96,49 @@ static void put_mapped(hier *h, int r, wp_action a, int base, int mb0) {
     }
 }
 
+/* The rank on node `node` through which slices from rank k (on another node) reach that node. */
+static int gateway(const hier *h, int node, int k) { return node * h->G + k % h->G; }
+
+/* Where holder `to` gets slice k of its chunk from: k itself on its own node, else k's gateway
+ * on its node (k itself when the holder is that gateway). */
+static int slice_from(const hier *h, int to, int k) {
+    if (k / h->G == to / h->G) return k;
+    int g = gateway(h, to / h->G, k);
+    return g == to ? k : g;
+}
+
 static void gather(hier *h, int r) {
-    const int mine = held_chunk(h, r);
+    const int mine = held_chunk(h, r), node = r / h->G;
+    memset(h->kept, 0, (size_t)h->C * (size_t)h->K * sizeof *h->kept);
     for (int c = 0; c < h->C; c++) {
         wp_buf w = part(h, buf_w(c, 0, WP_LANE_F), r);
         put(h, r, act_buf(WP_OP_LOAD, w, 0));
+        if (c != mine && h->S) h->kept[c * h->K + node] = true;
         for (int j = 0; j < h->K; j++) {
-            int to = holder(h, (r / h->G + j) % h->K, c);
+            int to = j == node ? holder(h, j, c) : gateway(h, j, r);
             if (to != r) put(h, r, act_xfer(WP_OP_SEND, w, to, WP_SCH_XNODE, 0));
         }
     }
+    /* As a gateway: the slices of ranks with r's local index on the other nodes, chunk by chunk
+     * in the order their senders send them, each relayed to its holder here as it arrives. */
+    for (int c = 0; h->S && c < h->C; c++)
+        for (int j = 0; j < h->K; j++) {
+            int k = j * h->G + r % h->G, to = holder(h, node, c);
+            if (j == node) continue;
+            wp_buf w = part(h, buf_w(c, 0, WP_LANE_F), k);
+            put(h, r, act_xfer(WP_OP_RECV, w, k, WP_SCH_XNODE, 0)); /* to == r: a slice of its own chunk */
+            if (to == r) continue;
+            put(h, r, act_xfer(WP_OP_SEND, w, to, WP_SCH_XNODE, 0));
+            h->kept[c * h->K + j] = true;
+        }
+    /* As the holder, the rest: from each source in the order it sends (a gateway its own slice
+     * first, then those it relays, by node). */
     for (int k = 0; h->S && k < h->S; k++)
-        if (k != r) put(h, r, act_xfer(WP_OP_RECV, part(h, buf_w(mine, 0, WP_LANE_F), k), k, WP_SCH_XNODE, 0));
+        if (k != r && k / h->G == node)
+            put(h, r, act_xfer(WP_OP_RECV, part(h, buf_w(mine, 0, WP_LANE_F), k), k, WP_SCH_XNODE, 0));
+    for (int k = 0; h->S && k < h->S; k++)
+        if (k / h->G != node && slice_from(h, r, k) != k)
+            put(h, r, act_xfer(WP_OP_RECV, part(h, buf_w(mine, 0, WP_LANE_F), k), slice_from(h, r, k), WP_SCH_XNODE, 0));
     wp_buf sum = buf_gw(mine);
     sum.lane = WP_LANE_SUM;
     put(h, r, act_buf(WP_OP_ZERO, sum, 0));
@@ -105,6 +147,15 @@ static void gather(hier *h, int r) {
         if (c != mine) {
             sources(h, r, c, src);
             put(h, r, act_xfer(WP_OP_RECV, sum_part(h, c, r), src[0], WP_SCH_XNODE, 0));
+        }
+}
+
+/* Drop the gather's slices of chunk c that rank r still holds (each waits for its sends). */
+static void drop_kept(hier *h, int r, int c, int turn) {
+    for (int j = 0; j < h->K; j++)
+        if (h->kept[c * h->K + j]) {
+            put(h, r, act_buf(WP_OP_FREE, part(h, buf_w(c, 0, WP_LANE_F), j * h->G + r % h->G), turn));
+            h->kept[c * h->K + j] = false;
         }
 }
 
@@ -151,8 +202,7 @@ static void finish(hier *h, int r, int turn) {
     put(h, r, act_buf(WP_OP_FREE, sum, turn)); /* what is left: the slices sent to their owners */
     put(h, r, act_buf(WP_OP_FREE, buf_w(mine, 0, WP_LANE_F), turn));
     put(h, r, act_buf(WP_OP_FREE, buf_w(mine, 0, WP_LANE_B), turn));
-    for (int c = 0; h->S && c < h->C; c++)
-        if (h->sent_kept[c]) put(h, r, act_buf(WP_OP_FREE, part(h, buf_w(c, 0, WP_LANE_F), r), turn));
+    for (int c = 0; c < h->C; c++) drop_kept(h, r, c, turn);
     put(h, r, act_chunk(WP_OP_REDUCE, 0, turn));
     for (int c = 0; c < h->C; c++) put(h, r, act_chunk(WP_OP_UPDATE, c, turn));
 }
@@ -181,15 +231,13 @@ static int node_ring(hier *h, int j) {
         int r = base + l, c = held_chunk(h, r), last_fold = -1, turn = 0;
         for (int i = 0; i < P->n; i++)
             if (P->a[i].op == WP_OP_FOLD && P->a[i].buf.chunk == c) last_fold = i;
-        for (int k = 0; k < h->C; k++) h->sent_kept[k] = h->S && k != c;
+        gather(h, r);
         for (int i = 0; i < P->n; i++) {
             const wp_action *a = &P->a[i];
-            /* The ring brings this chunk's forward weights, with r's own slice in them: the slice
-             * r loaded for the gather goes first (once its sends are done). */
-            if (a->op == WP_OP_RECV && a->buf.kind == WP_BUF_W && a->buf.lane == WP_LANE_F && h->sent_kept[a->buf.chunk]) {
-                put(h, r, act_buf(WP_OP_FREE, part(h, buf_w(a->buf.chunk, 0, WP_LANE_F), r), a->turn));
-                h->sent_kept[a->buf.chunk] = false;
-            }
+            /* The ring brings this chunk's forward weights, with the slices r loaded or relayed
+             * for the gather in them: those go first (once their sends are done). */
+            if (a->op == WP_OP_RECV && a->buf.kind == WP_BUF_W && a->buf.lane == WP_LANE_F)
+                drop_kept(h, r, a->buf.chunk, a->turn);
             put_mapped(h, r, *a, base, j * Mn);
             turn = P->a[i].turn;
             if (i == last_fold) drain_start(h, r, turn);
@@ -206,10 +254,9 @@ int gen_hier(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen) {
     s->split = false;
     s->nslices = h.S;
     for (int c = 0; c < s->nchunks; c++) s->owner[c] = 0;
-    for (int r = 0; r < N && !h.rc; r++) gather(&h, r);
-    for (int j = 0; j < h.K && !h.rc; j++) {
-        int rc = node_ring(&h, j);
-        if (rc) return rc;
-    }
-    return h.rc;
+    if (!(h.kept = calloc((size_t)h.C * (size_t)h.K, sizeof *h.kept))) return snprintf(err, errlen, "out of memory"), 1;
+    int rc = 0;
+    for (int j = 0; j < h.K && !rc; j++) rc = node_ring(&h, j);
+    free(h.kept);
+    return rc ? rc : h.rc;
 }
