@@ -301,18 +301,24 @@ static int do_fold(wp_rt *rt, wp_buf b, char *err, size_t errlen) {
     return kern_check(rt, 0, "FOLD", err, errlen);
 }
 
-/* A second lane's copy of weights held on lane F (ir.h: DUP), whole or one slice. */
+/* A second lane's copy of weights held on lane F (ir.h: DUP), whole or one slice; or a step sum's
+ * slice (fp32) as a partial in the grad dtype, rounded once. */
 static int do_dup(wp_rt *rt, wp_buf b, char *err, size_t errlen) {
     char name[64], why[300];
+    const bool sum = b.kind == WP_BUF_GW;
     wp_buf src_name = b;
-    src_name.lane = WP_LANE_F;
+    src_name.lane = sum ? WP_LANE_SUM : WP_LANE_F;
     rt_entry *src = pool_find(&rt->pool, src_name);
     if (!src) return rt_fail(rt, err, errlen, "%s is not held here", buf_name(src_name, name, sizeof name));
     if (rt_wait(rt, src, false, err, errlen)) return 1;
     rt_entry *e = pool_create(&rt->pool, b, why, sizeof why);
     if (!e) return rt_fail(rt, err, errlen, "%s", why);
-    if (e->bytes != src->bytes) return rt_fail(rt, err, errlen, "DUP: the two lanes differ in size");
-    kern_copy(rt->k, e->data, src->data, e->bytes);
+    const size_t n = e->bytes / wp_dtype_size(e->wire);
+    if (n != src->bytes / wp_dtype_size(src->wire)) return rt_fail(rt, err, errlen, "DUP: the two lanes differ in size");
+    if (sum)
+        kern_convert(rt->k, e->data, e->wire, src->data, src->wire, n);
+    else
+        kern_copy(rt->k, e->data, src->data, e->bytes);
     pool_mark_arrived(&rt->pool, e);
     pool_touch(src);
     return kern_check(rt, 0, "DUP", err, errlen);

@@ -617,14 +617,37 @@ static int do_fold(eng *e, int r, int step, int idx, const wp_action *a) {
     return run_for(e, r, step, idx, a);
 }
 
-/* DUP: a second lane's copy of weights held here on lane F (whole or one slice). */
+/* DUP of a step sum's slice into a partial slice in the grad dtype (ir.h): the contributions go
+ * with the copy; the sum keeps them too until it is freed (ACC counts a micro-batch once). */
+static int dup_sum(eng *e, int r, int step, int idx, const wp_action *a) {
+    char nm[48];
+    wp_buf b = a->buf, src = b;
+    inst *from;
+    int rc;
+    if (!e->S || b.nslices != e->S || b.slice >= e->S || b.chunk < 0 || b.chunk >= e->C)
+        return fail_at(e, r, step, idx, "DUP makes one partial slice GW[c]/k:%d.p of a sliced schedule, not %s", e->S,
+                       buf_name(b, nm, sizeof nm));
+    src.lane = WP_LANE_SUM;
+    if ((rc = need_one(e, r, step, idx, src, false, &from)) != DONE) return rc;
+    if (find(&e->r[r], b))
+        return fail_at(e, r, step, idx, "creates %s, which rank %d already holds", buf_name(b, nm, sizeof nm), r);
+    inst *in = create(e, r, b, true, step, idx);
+    if (!in) return oom(e);
+    memcpy(in->mbs, from->mbs, (size_t)e->words * sizeof *in->mbs);
+    in->gstep = from->gstep;
+    return run_for(e, r, step, idx, a);
+}
+
+/* DUP: a second lane's copy of weights held here on lane F (whole or one slice), or a step sum's
+ * slice in the grad dtype (dup_sum). */
 static int do_dup(eng *e, int r, int step, int idx, const wp_action *a) {
     char nm[48];
     wp_buf b = absolute(a->buf, step), src = b, parts[WP_MAX_CHUNKS];
     inst *from[WP_MAX_CHUNKS];
     int rc;
+    if (b.kind == WP_BUF_GW && b.lane == WP_LANE_PART) return dup_sum(e, r, step, idx, a);
     if (b.kind != WP_BUF_W || b.lane == WP_LANE_F || b.chunk < 0 || b.chunk >= e->C)
-        return fail_at(e, r, step, idx, "DUP copies weights from lane F to another lane, not into %s",
+        return fail_at(e, r, step, idx, "DUP copies weights from lane F to another lane or a step sum's slice to a partial, not into %s",
                        buf_name(a->buf, nm, sizeof nm));
     src.lane = WP_LANE_F;
     if ((rc = need_all(e, r, step, idx, src, false, from, NULL)) != DONE) return rc;

@@ -71,6 +71,14 @@ static wp_buf sum_part(const hier *h, int c, int k) {
     return part(h, g, k);
 }
 
+/* Slice k of holder `from`'s node sum of chunk c as it travels to rank k: in fp32 inside a node,
+ * in the grad dtype (a partial made by DUP, rounded once) across nodes, where bytes are dear. */
+static wp_buf sum_wire(const hier *h, int c, int k, int from) {
+    wp_buf b = sum_part(h, c, k);
+    if (from / h->G != k / h->G) b.lane = WP_LANE_PART;
+    return b;
+}
+
 /* The holders of chunk c whose sums rank r's slice gets, in drain order: other nodes first (their
  * first is received while the ring runs), then r's own node. */
 static int sources(const hier *h, int r, int c, int *out) {
@@ -146,7 +154,7 @@ static void gather(hier *h, int r) {
     for (int c = 0; h->S && c < h->C; c++) /* the first slice (from another node when K > 1), posted now */
         if (c != mine) {
             sources(h, r, c, src);
-            put(h, r, act_xfer(WP_OP_RECV, sum_part(h, c, r), src[0], WP_SCH_XNODE, 0));
+            put(h, r, act_xfer(WP_OP_RECV, sum_wire(h, c, r, src[0]), src[0], WP_SCH_XNODE, 0));
         }
 }
 
@@ -168,11 +176,15 @@ static void drain_start(hier *h, int r, int turn) {
     put(h, r, acc);
     if (!h->S) return;
     put(h, r, act_buf(WP_OP_FREE, sum_part(h, c, r), turn));
-    for (int k = 0; k < h->S; k++)
-        if (k != r) put(h, r, act_xfer(WP_OP_SEND, sum_part(h, c, k), k, WP_SCH_XNODE, turn));
+    for (int k = 0; k < h->S; k++) {
+        if (k == r) continue;
+        wp_buf b = sum_wire(h, c, k, r);
+        if (b.lane == WP_LANE_PART) put(h, r, act_buf(WP_OP_DUP, b, turn));
+        put(h, r, act_xfer(WP_OP_SEND, b, k, WP_SCH_XNODE, turn));
+    }
     int src[WP_MAX_CHUNKS];
     sources(h, r, c, src);
-    if (h->K > 1) put(h, r, act_xfer(WP_OP_RECV, sum_part(h, c, r), src[0], WP_SCH_XNODE, turn));
+    if (h->K > 1) put(h, r, act_xfer(WP_OP_RECV, sum_wire(h, c, r, src[0]), src[0], WP_SCH_XNODE, turn));
 }
 
 /* Every slice r gets from the holders that are not r: ACC each, RECV the next. */
@@ -184,7 +196,7 @@ static void drain_finish(hier *h, int r, int turn) {
         if (c == mine) n--; /* the last source is r itself, drained at drain_start */
         if (c == mine && h->K == 1) continue;
         for (int i = 0; i < n; i++) {
-            wp_buf b = sum_part(h, c, r);
+            wp_buf b = sum_wire(h, c, r, src[i]);
             if (i > 0) put(h, r, act_xfer(WP_OP_RECV, b, src[i], WP_SCH_XNODE, turn));
             wp_action acc = act_chunk(WP_OP_ACC, c, turn);
             acc.buf = b;
@@ -200,6 +212,8 @@ static void finish(hier *h, int r, int turn) {
     wp_buf sum = buf_gw(mine);
     sum.lane = WP_LANE_SUM;
     put(h, r, act_buf(WP_OP_FREE, sum, turn)); /* what is left: the slices sent to their owners */
+    for (int k = 0; h->S && k < h->S; k++) /* the rounded copies sent across nodes */
+        if (k / h->G != r / h->G) put(h, r, act_buf(WP_OP_FREE, sum_wire(h, mine, k, r), turn));
     put(h, r, act_buf(WP_OP_FREE, buf_w(mine, 0, WP_LANE_F), turn));
     put(h, r, act_buf(WP_OP_FREE, buf_w(mine, 0, WP_LANE_B), turn));
     for (int c = 0; c < h->C; c++) drop_kept(h, r, c, turn);

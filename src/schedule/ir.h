@@ -76,7 +76,10 @@
  *   DUP(buf)  buf = W[c]@v on a lane other than F (whole or a slice): created as a copy of W[c]@v
  *             on lane F held here (every slice of it arrived), which stays. A rank that keeps
  *             one chunk's weights for a whole step seeds both weight streams from them
- *             (gen_hier.c).
+ *             (gen_hier.c). Or buf = a partial slice GW[c]/k:n.p: created from slice k of the
+ *             step sum GW[c].s held here, rounded once to the grad dtype (with its
+ *             contributions); the step sum stays. A node's sum then crosses the slow link in the
+ *             grad dtype (gen_hier.c).
  *   TOUT(buf) buf = T.g[k>j] or T.w[k>j], created from this rank's optimizer state: T.g from the
  *             head's part of the last chunk's fp32 accumulator, which it then zeroes (it must hold
  *             all M contributions; before REDUCE), T.w from the embedding's part of chunk 0's

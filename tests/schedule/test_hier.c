@@ -5,8 +5,9 @@
  *   - bytes sent from node j to other nodes in a step, from the validator's transfer events,
  *     exactly: the gather sends K-1 copies of each of the node's ranks' slices of every chunk (in
  *     the weight dtype) and the drain sends, for each chunk the node holds, every slice of its
- *     fp32 step sum that another node's rank owns. Summed, that is the closed form
- *     (K-1)/K * P * (weight bytes + 4) per node (P parameters of the decoder chunks), checked
+ *     step sum that another node's rank owns, rounded to the grad dtype. Summed, that is the
+ *     closed form (K-1)/K * P * (weight bytes + grad bytes) per node (P parameters of the
+ *     decoder chunks; 8 bytes in fp32, 4 in mixed precision), checked
  *     within one element per slice moved, and the same for M = N and 4N (independent of M);
  *   - tawpipe (gen_tawpipe.c), exactly: per round of N micro-batches every chunk its node owns
  *     goes to the K-1 other nodes for the forward and for the backward (the last chunk once),
@@ -89,22 +90,23 @@ static double hier_case(int K, int G, int M, wp_precision prec) {
     double got[WP_MAX_CHUNKS];
     egress(&run, G, K, got);
     double wsize = (double)wp_dtype_size(precision_weight_dtype(prec));
-    double closed = (double)(K - 1) / K * params(&L) * (wsize + 4);
+    double gsize = (double)wp_dtype_size(precision_grad_dtype(prec));
+    double closed = (double)(K - 1) / K * params(&L) * (wsize + gsize);
     for (int j = 0; j < K; j++) {
         double want = 0, slack = 0;
         for (int c = 0; c < C && N > 1; c++) {
             for (int r = j * G; r < (j + 1) * G; r++) /* the gather: r's slice to K-1 other nodes */
                 want += (double)(K - 1) * (double)buf_bytes(&L, buf_slice(buf_w(c, 0, WP_LANE_F), r, N));
             wp_buf sum = buf_gw(c);
-            sum.lane = WP_LANE_SUM;
+            sum.lane = WP_LANE_PART; /* across nodes a slice of the step sum travels in the grad dtype */
             for (int k = 0; k < N; k++) /* the drain: node j's step sum of c, slices owned elsewhere */
                 if (k / G != j) want += (double)buf_bytes(&L, buf_slice(sum, k, N));
-            slack += 2.0 * N * (wsize + 4); /* slices differ by one element at most */
+            slack += 2.0 * N * (wsize + gsize); /* slices differ by one element at most */
         }
         EXPECT(got[j] == want, "weipipe-hier K=%d G=%d M=%d node %d: %.0f bytes across nodes, want %.0f", K, G, M, j,
                got[j], want);
         EXPECT(got[j] >= closed - slack && got[j] <= closed + slack,
-               "weipipe-hier K=%d G=%d M=%d node %d: %.0f bytes, closed form (K-1)/K*P*(w+4) = %.0f +- %.0f", K, G, M,
+               "weipipe-hier K=%d G=%d M=%d node %d: %.0f bytes, closed form (K-1)/K*P*(w+g) = %.0f +- %.0f", K, G, M,
                j, got[j], closed, slack);
         checks += 2;
     }
