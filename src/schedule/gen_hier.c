@@ -24,18 +24,21 @@
  *            by DUP), every lap's travelling GW[c] is FOLDed into the holder's fp32 step sum.
  *   drain    as soon as the holder's last FOLD of GW[c].s is done (its node gradient is
  *            complete: the drain lap finishes the chunks one by one) it SENDs slice k of it
- *            to rank k for every k; the owner of a slice ACCs the K node sums it receives (the
+ *            to rank k for every k: as it is (fp32) inside the node, and to other nodes as a
+ *            partial GW[c]/k:N.p in the grad dtype that DUP rounds from it once (the slow link
+ *            is where bytes are dear); the owner of a slice ACCs the K node sums it receives (the
  *            slice from another node first: its RECV is posted when the step begins, so the
  *            slow transfer runs during the ring; the rest are received one after another, a
  *            rank never holding two buffers of one name).
  *   end      REDUCE (norm, inf/NaN skip over the N owners' slices), UPDATE of slice r of every
  *            chunk, chunk 0 first, so the next step's first gather starts with it.
  * Bytes across nodes per step and node: the gather brings (K-1)/K of each of the node's G
- * chunks in the weight dtype and the drain sends (K-1)/K of each in fp32: 2(K-1)/K of the model
- * in fp32, independent of M, micro-batch size and sequence length (docs/schedules.md). Inside a
- * node the slices of the other G-1 local owners move too (fast links).
- * Every gradient is summed in fp32 beyond one lap of the node ring (a lap's GW in the grad
- * dtype, as weipipe-interleave), so training lands on the single-rank weights.
+ * chunks in the weight dtype and the drain sends (K-1)/K of each in the grad dtype: 2(K-1)/K of
+ * the model (w = g), independent of M, micro-batch size and sequence length
+ * (docs/schedules.md). Inside a node the slices of the other G-1 local owners move too (fast
+ * links). Every gradient is summed in fp32 beyond one lap of the node ring (a lap's GW in the
+ * grad dtype, as weipipe-interleave) and a node's sum is rounded once more where it leaves the
+ * node, so training lands on the single-rank weights (exactly in fp32).
  * With one rank nothing is sliced: rank 0 owns every chunk whole and LOADs it. */
 #include <stdio.h>
 #include <stdlib.h>
