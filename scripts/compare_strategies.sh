@@ -5,7 +5,9 @@
 # at its best knob setting that fits in memory (`weipipe simulate --strategy auto`), at the
 # effective 156 TFLOP/s (50% MFU, the presets say where that comes from) and, at the headline,
 # at the 312 TFLOP/s peak for reference; the ablations that explain Interleave's lead; and the
-# map of which strategy wins over b x s (scripts/winner_map.sh, docs/img/winner-map-paper-n16.png).
+# map of which strategy wins over b x s (scripts/winner_map.sh, docs/img/winner-map-paper-n16.png);
+# issue 19's goal cases (every strategy at its best knobs), its map of where weipipe-hier wins
+# (scripts/hier_map.sh) and the paced emulated-hosts run (copied from scripts/hosts_vs_sim.sh).
 #
 # usage: scripts/compare_strategies.sh [WEIPIPE] [OUT]   (defaults build/weipipe, docs/comparison.md)
 # The goal cases' searches at 24 and 32 ranks take the better part of an hour each here (fsdp at
@@ -172,30 +174,49 @@ TEXT
       "$W" simulate --strategy auto --config "$config" $extra --format csv
     fi | table ""
   done
+  cat <<'TEXT'
+
+## Where weipipe-hier wins: bandwidth between nodes x tokens per rank per step (issue 19's map)
+
+`scripts/hier_map.sh`: the link-bound goal cluster (4 x 8 ranks, 400 TFLOP/s effective, one
+shared NIC per node and direction, h 2048, L 32, s 8192), every strategy that fits in 80 GiB at
+M = min(128, sequences per step), b = sequences / M (the cell's b and M, not each strategy's best
+knobs: that search would take hours per cell here). Each cell: the winner, weipipe-hier's tokens/s
+against the best other strategy that fits, and 1F1B's R = its activation transfer per micro-batch
+over the NIC / its busiest stage's compute per micro-batch (1F1B is link-bound where R > 1).
+
+TEXT
+  scripts/hier_map.sh "$W"
+  cat <<'TEXT'
+
+weipipe-hier wins where 1F1B is link-bound (R > 1) once a rank has enough tokens per step to hide
+the once-a-step exchange of the model (docs/schedules.md, "What stays exposed"); with fast links
+fsdp wins at large steps, and at 8k tokens per rank per step the exchange is not hidden at any
+bandwidth.
+TEXT
   # measured, not simulated: copied from scripts/hosts_vs_sim.sh's output (rerun it to refresh)
   cat <<'TEXT'
 
 ## Paced real run on emulated hosts vs the simulator (issue 19)
-
-Where weipipe-hier wins over bandwidth between nodes × tokens per rank per step (the map, with
-1F1B's R at each point): docs/schedules.md, `scripts/hier_map.sh`.
 
 Not simulated alone: 2 emulated hosts x 2 ranks (`scripts/netns_hosts.sh`: network namespaces,
 each host's interface shaped by HTB to 16 Mbit/s towards the other, unshaped inside a host),
 processes over tcp, compute paced to 0.002 TFLOP/s, a small model (h 128, L 4, s 256, b 2, M 4),
 the four strategies one after another in one run of `scripts/hosts_vs_sim.sh`, beside `weipipe
 simulate --ranks-per-node 2 --link-bandwidth 16Mbit --node-link-bandwidth 0` (docs/scaling.md
-has the setting in full and the discussion). 2-core machine at a load average of about 7:
+has the setting in full and the discussion). 2-core machine at a load average of about 2
+(`scripts/hosts_vs_sim.sh`, 50 s):
 
 | strategy | measured tokens/s | simulate tokens/s | simulator vs measured |
 | --- | ---: | ---: | ---: |
-| weipipe-hier | 700 | 714 | +2.1% |
-| weipipe-interleave | 581 | 577 | -0.7% |
-| tawpipe | 814 | 776 | -4.6% |
-| 1f1b (`--warmup-extra auto`: 1) | 732 | 720 | -1.7% |
+| weipipe-hier | 762 | 773 | +1.5% |
+| weipipe-interleave | 547 | 577 | +5.4% |
+| tawpipe | 810 | 776 | -4.1% |
+| 1f1b (`--warmup-extra auto`: 1) | 731 | 720 | -1.5% |
 
-All four within 5%. With a link per rank pair between hosts (the simulator before a node's NIC
-was shared) weipipe-hier would have been predicted 26% and tawpipe 10% too fast.
+All four within 5.4%. With a link per rank pair between hosts (the simulator before a node's NIC
+was shared) weipipe-hier would have been predicted 26% and tawpipe 10% too fast (the run before
+weipipe-hier's gateways and bf16 drain).
 TEXT
 } >"$OUT"
 echo "wrote $OUT"
