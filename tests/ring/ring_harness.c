@@ -96,14 +96,23 @@ static int run_child(int rank, int n, const wp_net_opts *net, wp_rank_fn fn, voi
     return rc;
 }
 
+/* A port below the ephemeral range (32768-60999 by default): the kernel gives ports from that
+ * range to the outgoing connections of concurrent tests, which could take one we picked there
+ * between our check and the rank's listen (the shell tests pick theirs the same way). */
 int rh_free_port(void) {
-    char why[128], addr[64], host[64];
-    int port = -1, fd = sock_listen("127.0.0.1", 0, why, sizeof why);
-    CHECK(fd >= 0, "no free port: %s", why);
-    sock_local_addr(fd, addr, sizeof addr);
-    close(fd);
-    CHECK(sock_split_addr(addr, host, sizeof host, &port, why, sizeof why) == 0, "%s", why);
-    return port;
+    char why[128];
+    unsigned seed = (unsigned)getpid() * 2654435761u ^ (unsigned)(wp_now() * 1e6);
+    for (int tries = 0; tries < 200; tries++) {
+        seed = seed * 1103515245u + 12345u;
+        int port = 20000 + (int)((seed >> 8) % 12000);
+        int fd = sock_listen("127.0.0.1", port, why, sizeof why);
+        if (fd >= 0) {
+            close(fd);
+            return port;
+        }
+    }
+    CHECK(0, "no free port in 20000-31999: %s", why);
+    return -1;
 }
 
 pid_t rh_fork_rank(int rank, int n, int port, const char *secret, const wp_net_opts *net, wp_rank_fn fn, void *arg,
