@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define WIRE_VERSION 1
+#define WIRE_VERSION 2 /* 2: flags_hash (was spare, zero) */
 #define WIRE_HS_BYTES 232
 #define WIRE_FRAME_BYTES 48
 #define WIRE_NAME_MAX 64 /* job id, secret and address fields, NUL included */
