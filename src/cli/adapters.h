@@ -54,7 +54,7 @@ typedef struct {
 
 int pipe_shape_from_opts(const wp_opts *o, wp_pipe_shape *p, char *err, size_t errlen);
 /* --warmup-extra: a count, or auto (from --ranks-per-node and the link flags). */
-int warmup_extra_from_opts(const wp_opts *o, int *extra, char *err, size_t errlen);
+int warmup_extra_from_opts(const wp_opts *o, int *extra, bool *is_auto, char *err, size_t errlen);
 
 /* The model and its layout with default_chunks chunks (strategy_default_chunks) unless
  * --num-chunks/--chunk-layers say otherwise. When the model's size was left at its default (no

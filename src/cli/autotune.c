@@ -107,7 +107,7 @@ static int strategy_knobs(tuner *t, wp_strategy st, int b, int nmb) {
     int held_warm = 0;
     if (warm_fixed) {
         char err[256];
-        if (warmup_extra_from_opts(o, &held_warm, err, sizeof err)) held_warm = -1;
+        if (warmup_extra_from_opts(o, &held_warm, NULL, err, sizeof err)) held_warm = -1;
     }
     for (int cl = 0; cl < (cl_fixed ? 1 : 2); cl++) {
         char chunks[64] = "";

@@ -27,13 +27,14 @@ int pipe_shape_from_opts(const wp_opts *o, wp_pipe_shape *p, char *err, size_t e
                    "%lld)", (long long)o->seq_segments, (long long)o->seq_length);
     p->gen.seq_segments = (int)o->seq_segments;
     p->gen.ranks_per_node = o->ranks_per_node > 0 && o->ranks_per_node <= WP_MAX_CHUNKS ? (int)o->ranks_per_node : 0;
-    return warmup_extra_from_opts(o, &p->gen.warmup_extra, err, errlen);
+    return warmup_extra_from_opts(o, &p->gen.warmup_extra, &p->gen.warmup_auto, err, errlen);
 }
 
 /* auto: one extra forward when a hop between nodes is slower than a hop inside one (more
  * bandwidth-time per byte, or more latency); that is the hop whose round trip 1F1B would
  * otherwise wait for once per micro-batch (issue 18). simulate --strategy auto tries others. */
-int warmup_extra_from_opts(const wp_opts *o, int *extra, char *err, size_t errlen) {
+int warmup_extra_from_opts(const wp_opts *o, int *extra, bool *is_auto, char *err, size_t errlen) {
+    if (is_auto) *is_auto = strcmp(o->warmup_extra, "auto") == 0;
     if (strcmp(o->warmup_extra, "auto") == 0) {
         bool nodes = o->ranks_per_node > 0 && o->ranks_per_node < o->nranks;
         bool slower_bw = o->link_bandwidth > 0 && (o->node_link_bandwidth <= 0 || o->node_link_bandwidth > o->link_bandwidth);

@@ -218,7 +218,7 @@ static int simulate_auto(const wp_opts *o, const wp_pipe_shape *ps, const wp_lay
         return rc;
     }
     int warm = 0; /* the baseline: 1f1b at the given b, M and warm-up, even chunks */
-    warmup_extra_from_opts(o, &warm, err, sizeof err);
+    warmup_extra_from_opts(o, &warm, NULL, err, sizeof err);
     double base = 0;
     for (int i = 0; i < n; i++)
         if (rows[i].st == WP_STRAT_1F1B && rows[i].b == L->cfg.mb && rows[i].nmb == ps->nmb && rows[i].warmup == warm &&

@@ -79,7 +79,7 @@ static int prepare_schedule(train_job *j, char *err, size_t errlen) {
                       .i1f1b_breadth_first = strcmp(j->o.i1f1b_order, "breadth-first") == 0,
                       .seq_segments = (int)j->o.seq_segments,
                       .ranks_per_node = (int)j->o.ranks_per_node};
-    int rc = warmup_extra_from_opts(&j->o, &go.warmup_extra, err, errlen);
+    int rc = warmup_extra_from_opts(&j->o, &go.warmup_extra, &go.warmup_auto, err, errlen);
     if (rc) return rc;
     rc = schedule_generate(st, j->nranks, j->nmb, j->L.cfg.n_chunks, &go, &j->s, err, errlen);
     if (rc) return rc;

@@ -42,6 +42,9 @@ typedef struct {
      * Headline (configs/paper-h4096-s16k.ini, b = 1): 1f1b 37815 -> 41483 tokens/s at 1.
      * 0 = the textbook schedule; ranks_per_node 0 (or >= N) = no slow hop. */
     int warmup_extra;
+    /* warmup_extra is --warmup-extra auto's choice: it applies to 1f1b and seq1f1b only (zb-h1,
+     * zb-h2 measured slower with it: generate.c); an explicit count applies as given. */
+    bool warmup_auto;
     int ranks_per_node; /* also weipipe-hier, tawpipe: G ranks per node (0 = all ranks on one node) */
 } wp_gen_opts;
 

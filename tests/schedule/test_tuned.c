@@ -100,6 +100,20 @@ static void unchanged(wp_strategy st, int N, int C) {
     sched_free(&y);
 }
 
+/* --warmup-extra auto's count (warmup_auto) goes to 1f1b and seq1f1b only; an explicit count to
+ * all four strategies that take it (schedule.h). */
+static void auto_scope(void) {
+    const wp_strategy takes[] = {WP_STRAT_1F1B, WP_STRAT_SEQ1F1B, WP_STRAT_ZBH1, WP_STRAT_ZBH2};
+    for (int i = 0; i < 4; i++)
+        for (int a = 0; a < 2; a++) {
+            wp_gen_opts g = {.warmup_extra = 1, .warmup_auto = a, .ranks_per_node = 2};
+            bool zb = takes[i] == WP_STRAT_ZBH1 || takes[i] == WP_STRAT_ZBH2;
+            int want = a && zb ? 0 : 1, got = gen_warmup_extra(&g, takes[i], 4, 0);
+            EXPECT(got == want, "%s, %s count 1: rank 0 of 2 x 2 runs %d extra warm-up forwards, want %d",
+                   strategy_name(takes[i]), a ? "auto's" : "an explicit", got, want);
+        }
+}
+
 /* 1F1B, N = 4 in two nodes of 2, unit computes (F = B = W = 1), the hop between the nodes takes
  * 3 units each way: rank 1 waits a round trip for each gradient with the textbook warm-up. */
 static double step_1f1b(int e, double slow) {
@@ -206,6 +220,7 @@ int main(void) {
                     for (int e = 0; e <= 4; e++) warm_counts(sts[i], N, per, M, e);
     unchanged(WP_STRAT_GPIPE, 4, 4);
     unchanged(WP_STRAT_I1F1B, 4, 8);
+    auto_scope();
     double t0 = step_1f1b(0, 3), t1 = step_1f1b(1, 3), f0 = step_1f1b(0, 0), f1 = step_1f1b(1, 0);
     printf("1f1b N=4, 2 per node, hop 3 units: step %.1f textbook, %.1f with one extra warm-up forward; free links "
            "%.1f and %.1f\n", t0, t1, f0, f1);
