@@ -40,12 +40,14 @@ int gen_warmup_extra(const wp_gen_opts *opt, wp_strategy s, int nranks, int r) {
      * first backward (headline, b = 1: 30071 -> 29994 tokens/s at 1, 26019 at 2; depth-first
      * groups cannot take 3). gpipe runs every forward first anyway. */
     if (s != WP_STRAT_1F1B && s != WP_STRAT_ZBH1 && s != WP_STRAT_ZBH2 && s != WP_STRAT_SEQ1F1B) return 0;
-    /* auto's extra forward is for 1F1B's round trip over the slow hop; the zero-bubble schedules
-     * already fill that wait with W-passes and lose with it (simulated, 1 extra vs none: zb-h1
-     * 60621 -> 39187 tokens/s at N = 32, 8 per node, M = 512, the paper's shape at 312 TFLOP/s;
-     * 128937 -> 93644 at configs/hier-goal-4x8-h2048.ini; zb-h2 87306 -> 79569 there, 40437 ->
-     * 41287 at N = 32; 1f1b 49181 -> 65607 and seq1f1b 49623 -> 69079 at N = 32). An explicit
-     * count still applies to them. */
+    /* auto's extra forward is for 1F1B's round trip over the slow hop. The zero-bubble schedules
+     * fill that wait with W-passes, and for them no rule won everywhere (simulated, tokens/s,
+     * the paper's shape at 312 TFLOP/s with M = 16N, and configs/hier-goal-4x8-h2048.ini; none /
+     * one per slow hop downstream, the 1f1b rule): zb-h1 at 4 x 8 60621 / 39187, 4 x 4 40339 /
+     * 45140, 2 x 8 50995 / 54691, the goal case 128937 / 93644 (none is 0.96 of the best on
+     * average, the 1f1b rule 0.84); zb-h2 40437 / 41287, 38336 / 45389, 54610 / 54610, 87306 /
+     * 79569 (0.86 and 0.88). So auto gives them none; an explicit count applies, and simulate
+     * --strategy auto tries 0-2. (1f1b at 4 x 8: 49181 -> 65607; seq1f1b 49623 -> 69079.) */
     if (opt->warmup_auto && (s == WP_STRAT_ZBH1 || s == WP_STRAT_ZBH2)) return 0;
     const int per = opt->ranks_per_node;
     if (opt->warmup_extra <= 0 || per <= 0 || per >= nranks) return 0;
