@@ -46,6 +46,8 @@ table() {
 header="| strategy | tokens/s | vs best 1f1b | bubble | GB sent/rank/step | peak GB/rank | 80 GiB | its best knobs | paper (section A4, Table 2 text) |
 | --- | ---: | ---: | ---: | ---: | ---: | --- | --- | --- |"
 
+goal_header="${header/paper (section A4, Table 2 text)/ }"
+
 # ratio of weipipe-interleave to 1f1b (and interleaved-1f1b to 1f1b) under extra flags
 ratio() {
   # shellcheck disable=SC2086 # $* holds flags
@@ -79,8 +81,8 @@ very action lists the runtime runs). The rules (issue 18):
 
 The paper's column: what it reports for that shape (section A4, text of its Table 2). It ran
 1F1B and the zero-bubble schedules in Megatron-LM, FSDP in DeepSpeed ZeRO-3, and
-WeiPipe-Interleave alone of its own strategies. WZB1 here is still the ring-builder version
-(issue 18 item 1 is another engineer's: its memory will change).
+WeiPipe-Interleave alone of its own strategies. WZB1 here follows the paper's figure 3
+(docs/schedules.md, "WZB1").
 
 ## s = 16384 (headline), effective 156 TFLOP/s
 
@@ -162,12 +164,13 @@ TEXT
   printf '\n## weipipe-hier at the issue-19 goal cases (every strategy at its best knobs)\n\n'
   printf 'Each row: the strategy'"'"'s fastest setting that fits among all `weipipe simulate --strategy auto`\n'
   printf 'tries at the case'"'"'s sequences per step (every b that divides them, M = sequences / b).\n'
+  printf 'docs/schedules.md reads them against the goals and says what limits weipipe-hier.\n'
   for goal in "link-bound: 4 x 8 ranks, 400 TFLOP/s, 10 Gbit/s, h 2048, L 32, s 8192, 64 sequences per rank|configs/hier-goal-4x8-h2048.ini|" \
               "TawPipe's cluster: 3 x 8 ranks, h 1024, L 48, s 16384, 64 sequences per rank|configs/tawpipe-3x8-h1024.ini|" \
               "the WeiPipe paper's headline cluster, 256 sequences per step (16 per rank)|$H|--micro-batch-size 8"; do
     IFS='|' read -r name config extra <<<"$goal"
     printf '\n### %s\n\n`weipipe simulate --strategy auto --config %s %s--format csv`\n\n%s\n' "$name" "$config" \
-      "${extra:+$extra }" "$header"
+      "${extra:+$extra }" "$goal_header"
     cached=${GOAL_CSV:-/nonexistent}/$(basename "$config" .ini)${extra:+-b8}.csv
     if [ -s "$cached" ]; then cat "$cached"; else
       # shellcheck disable=SC2086 # extra holds flags
