@@ -16,10 +16,11 @@
  *            cross the slow link on one (src, dst, channel) queue, which is FIFO, so chunk 0's
  *            slices go first and the step's first forward starts after 1/C of the gather. Sent
  *            straight to the C holders, the C flows would share the node's NIC and chunk 0 would
- *            arrive about when the last chunk does. (The ring still waits for the rest by its
- *            second turn: weipipe-interleave has every chunk in flight from turn 0, so the gather
- *            is exposed; docs/schedules.md.) A holder RECVs the N-1 other slices of its chunk:
- *            its whole W[c]@0, which it keeps all step, and ZEROs GW[c].s.
+ *            arrive about when the last chunk does. (The ring still waits for most of the rest
+ *            early: every chunk moves on the forward belt from turn 0 and a holder's DUP that
+ *            seeds the backward stream blocks its list, and the belt through it, until its chunk
+ *            is whole; docs/schedules.md, "What stays exposed".) A holder RECVs the N-1 other
+ *            slices of its chunk: its whole W[c]@0, which it keeps all step, and ZEROs GW[c].s.
  *   ring     the node's interleave lists: weight streams start from the holder's copy (lane B
  *            by DUP), every lap's travelling GW[c] is FOLDed into the holder's fp32 step sum.
  *   drain    as soon as the holder's last FOLD of GW[c].s is done (its node gradient is
