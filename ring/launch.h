@@ -48,7 +48,7 @@ typedef struct wp_rank_ctx {
     int local_rank; /* the accelerator this rank uses on its host (0 for threads: they share one) */
     wp_transport *t;
     wp_control *ctl;
-    char err[512];
+    char err[1024]; /* room for a failure that names the one it follows (xfer.c: transport_fail) */
     /* A launched rank: the address its listeners bind and advertise and why that one, and how
      * long its rendezvous took, for the command to print once at start ("10.0.0.2, the
      * interface that routes to MASTER_ADDR host1; rendezvous of 6 ranks in 0.012 s"); "" for

@@ -12,7 +12,7 @@ typedef struct thread_job {
     void *arg;
     pthread_mutex_t mu;
     int first_rank, first_rc; /* first failure, in the order ranks returned */
-    char first_err[600];
+    char first_err[1100];
 } thread_job;
 
 typedef struct thread_arg {
