@@ -34,15 +34,17 @@ int rt_fail(wp_rt *rt, char *err, size_t errlen, const char *fmt, ...) {
  * every rank, but it can arrive a little after the closed socket. Wait for it briefly and name
  * that cause too, so that every rank's error names the rank that failed first. */
 #define CAUSE_GRACE_S 0.5
-/* A peer's abort on the data connections says for certain that another rank failed, and the rank
- * that failed first may itself still be in its grace: its cause reaches the control channel up
- * to a grace plus a relay later than the abort that passed it on (seen in CI: the abort of a
- * rank that had timed out on the first failer arrived first). Wait longer for it then. */
+/* A peer's abort on the data connections says for certain that another rank failed, and a peer
+ * silent past the timeout may only be blocked by one that died: the rank that failed first may
+ * itself still be in its grace, so its cause reaches the control channel up to a grace plus a
+ * relay later (seen in CI: the abort of a rank that had timed out on the first failer arrived
+ * first). Wait longer for it then; a rank that is the first failer exits that much later. */
 #define CAUSE_RELAYED_S 2.0
 
 static int transport_fail(wp_rt *rt, char *err, size_t errlen, const char *awaited, const char *why) {
     char cause[1024] = "";
-    double until = wp_now() + (strstr(why, " aborted: ") ? CAUSE_RELAYED_S : CAUSE_GRACE_S);
+    const bool second_hand = strstr(why, " aborted: ") || strstr(why, " silent for ");
+    double until = wp_now() + (second_hand ? CAUSE_RELAYED_S : CAUSE_GRACE_S);
     while (!ctl_failed(rt->c.ctl, cause, sizeof cause) && wp_now() < until) {
         struct timespec ts = {.tv_sec = 0, .tv_nsec = 5000000};
         nanosleep(&ts, NULL); /* an interrupted pause only shortens the grace */
