@@ -10,7 +10,6 @@
 #include "adapters.h"
 #include "commands.h"
 #include "log.h"
-#include "rng.h"
 #include "whole.h"
 
 #define BENCH_WARMUP 2
@@ -56,58 +55,15 @@ static int gemm_ceiling(wp_kern *k, int n, double *gflops) {
     return kern_error(k) ? -1 : 0;
 }
 
-static void random_tokens(const wp_model_cfg *cfg, uint64_t seed, int32_t *inputs, int32_t *targets) {
-    wp_rng g = rng_seeded(seed);
-    size_t T = (size_t)cfg->mb * cfg->seq;
-    for (size_t t = 0; t < T; t++) {
-        inputs[t] = (int32_t)rng_below(&g, (uint64_t)cfg->vocab);
-        targets[t] = (int32_t)rng_below(&g, (uint64_t)cfg->vocab);
-    }
-}
-
-static int load_random(wp_whole *W, const wp_layout *L, uint64_t seed, char *err, size_t errlen) {
-    size_t T = (size_t)L->cfg.mb * L->cfg.seq;
-    float *params = malloc(L->total_numel * sizeof(float));
-    int32_t *tok = malloc(2 * T * sizeof(int32_t));
-    int rc = -1;
-    if (params && tok) {
-        for (int c = 0; c < L->cfg.n_chunks; c++) layout_init_chunk(L, c, seed, params + L->chunk_offset[c]);
-        random_tokens(&L->cfg, seed, tok, tok + T);
-        rc = whole_set_params(W, params) == 0 && whole_set_tokens(W, tok, tok + T) == 0 ? 0 : -1;
-        const char *why = kern_error(model_kern(whole_model(W)));
-        if (rc) snprintf(err, errlen, "%s", why ? why : "uploading the model failed");
-    } else {
-        snprintf(err, errlen, "bench: out of host memory for %zu parameters", L->total_numel);
-    }
-    free(params);
-    free(tok);
-    return rc;
-}
-
-/* One step (zeroed gradients, forward, fused backward), its two halves timed apart. */
-static int time_iteration(wp_whole *W, wp_kern *k, double *fwd_s, double *bwd_s, double *loss) {
-    if (whole_zero_grads(W) != 0) return -1;
-    kern_sync(k);
-    double t0 = now_s();
-    if (whole_forward(W, loss) != 0) return -1;
-    kern_sync(k);
-    double t1 = now_s();
-    if (whole_backward(W, false) != 0) return -1;
-    kern_sync(k);
-    *fwd_s = t1 - t0;
-    *bwd_s = now_s() - t1;
-    return 0;
-}
-
 /* The fastest step of the timed iterations is reported (with its forward and backward), the
  * usual statistic on a shared machine: slower runs measure the neighbours, not the code. */
-static int run_model(wp_whole *W, wp_kern *k, bench_result *r) {
+static int run_model(wp_whole *W, bench_result *r) {
     double fwd, bwd, total = 0;
     r->fwd_s = r->bwd_s = INFINITY;
     for (int i = 0; i < BENCH_WARMUP; i++)
-        if (time_iteration(W, k, &fwd, &bwd, &r->loss) != 0) return -1;
+        if (whole_time_step(W, &fwd, &bwd, &r->loss) != 0) return -1;
     for (r->iters = 0; r->iters < BENCH_MAX_ITERS && (r->iters < BENCH_MIN_ITERS || total < BENCH_MIN_SECONDS); r->iters++) {
-        if (time_iteration(W, k, &fwd, &bwd, &r->loss) != 0) return -1;
+        if (whole_time_step(W, &fwd, &bwd, &r->loss) != 0) return -1;
         if (fwd + bwd < r->fwd_s + r->bwd_s) r->fwd_s = fwd, r->bwd_s = bwd;
         total += fwd + bwd;
     }
@@ -171,8 +127,8 @@ int cmd_bench(const wp_opts *o) {
     wp_kern *k = kern_create(&ko, err, sizeof err);
     wp_whole *W = k ? whole_create(&L, k, WP_F32, err, sizeof err) : NULL;
     bench_result r = {.gemm_n = ko.kind == WP_BACKEND_CUDA ? 8192 : 512};
-    rc = W && load_random(W, &L, (uint64_t)o->seed, err, sizeof err) == 0 ? 0 : 1;
-    if (rc == 0 && (gemm_ceiling(k, r.gemm_n, &r.gemm_gflops) != 0 || run_model(W, k, &r) != 0)) {
+    rc = W && whole_load_random(W, (uint64_t)o->seed, err, sizeof err) == 0 ? 0 : 1;
+    if (rc == 0 && (gemm_ceiling(k, r.gemm_n, &r.gemm_gflops) != 0 || run_model(W, &r) != 0)) {
         snprintf(err, sizeof err, "%s", kern_error(k) ? kern_error(k) : "kernel failure");
         rc = 1;
     }

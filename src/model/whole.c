@@ -1,8 +1,11 @@
 /* The whole model on one rank, chunk after chunk (see whole.h). */
 #include "whole.h"
 
+#include "rng.h"
+
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 struct wp_whole {
     const wp_layout *L;
@@ -167,3 +170,48 @@ int whole_get_grads(wp_whole *W, float *grads) {
 }
 
 const void *whole_input_grad(const wp_whole *W, int c) { return c > 0 && c < W->n_chunks ? W->g[c - 1] : NULL; }
+
+int whole_load_random(wp_whole *W, uint64_t seed, char *err, size_t errlen) {
+    const wp_layout *L = W->L;
+    size_t T = (size_t)L->cfg.mb * L->cfg.seq;
+    float *params = malloc(L->total_numel * sizeof(float));
+    int32_t *tok = malloc(2 * T * sizeof(int32_t));
+    int rc = 1;
+    if (params && tok) {
+        for (int c = 0; c < L->cfg.n_chunks; c++) layout_init_chunk(L, c, seed, params + L->chunk_offset[c]);
+        wp_rng g = rng_seeded(seed);
+        for (size_t t = 0; t < T; t++) { /* input and target of each position in turn */
+            tok[t] = (int32_t)rng_below(&g, (uint64_t)L->cfg.vocab);
+            tok[T + t] = (int32_t)rng_below(&g, (uint64_t)L->cfg.vocab);
+        }
+        rc = whole_set_params(W, params) == 0 && whole_set_tokens(W, tok, tok + T) == 0 ? 0 : 1;
+        const char *why = kern_error(W->k);
+        if (rc) snprintf(err, errlen, "%s", why ? why : "uploading the model failed");
+    } else {
+        snprintf(err, errlen, "out of host memory for %zu parameters", L->total_numel);
+    }
+    free(params);
+    free(tok);
+    return rc;
+}
+
+static double mono_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int whole_time_step(wp_whole *W, double *fwd_s, double *bwd_s, double *loss) {
+    double l;
+    if (whole_zero_grads(W) != 0) return 1;
+    kern_sync(W->k);
+    double t0 = mono_s();
+    if (whole_forward(W, loss ? loss : &l) != 0) return 1;
+    kern_sync(W->k);
+    double t1 = mono_s();
+    if (whole_backward(W, false) != 0) return 1;
+    kern_sync(W->k);
+    *fwd_s = t1 - t0;
+    *bwd_s = mono_s() - t1;
+    return 0;
+}

@@ -33,6 +33,14 @@ int whole_step(wp_whole *W, bool split, double *loss_mean);
 int whole_zero_grads(wp_whole *W);
 int whole_backward(wp_whole *W, bool split);
 
+/* For timing (weipipe bench, train --calibrate): the layout's seeded initial parameters and
+ * b*s random input and target tokens; the values do not change the time. 0, or 1 with the
+ * reason in err (host memory, or the backend's error). */
+int whole_load_random(wp_whole *W, uint64_t seed, char *err, size_t errlen);
+/* One step (zeroed gradients, forward, fused backward) with the backend synced around each half,
+ * its forward and backward wall times apart; *loss may be NULL. 0, or 1 (backend error). */
+int whole_time_step(wp_whole *W, double *fwd_s, double *bwd_s, double *loss);
+
 /* d(mean loss)/d(param) as total_numel fp32 (host), in layout order. */
 int whole_get_grads(wp_whole *W, float *grads);
 /* The gradient of chunk c's input after whole_step (T*h compute-dtype elements, backend

@@ -11,7 +11,6 @@
 
 #include "clock.h"
 #include "kernels.h"
-#include "rng.h"
 #include "whole.h"
 
 #define CAL_COMPUTE_SECONDS 1.0 /* timed model iterations take about this long (3..20 of them) */
@@ -32,38 +31,6 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* Random parameters and tokens (the values do not change the time; fixed seeds all the same). */
-static int load_model(wp_whole *W, const wp_layout *L, uint64_t seed) {
-    size_t T = (size_t)L->cfg.mb * L->cfg.seq;
-    float *params = malloc(L->total_numel * sizeof(float));
-    int32_t *tok = malloc(2 * T * sizeof(int32_t));
-    int rc = -1;
-    if (params && tok) {
-        for (int c = 0; c < L->cfg.n_chunks; c++) layout_init_chunk(L, c, seed, params + L->chunk_offset[c]);
-        wp_rng g = rng_seeded(seed);
-        for (size_t i = 0; i < 2 * T; i++) tok[i] = (int32_t)rng_below(&g, (uint64_t)L->cfg.vocab);
-        rc = whole_set_params(W, params) == 0 && whole_set_tokens(W, tok, tok + T) == 0 ? 0 : -1;
-    }
-    free(params);
-    free(tok);
-    return rc;
-}
-
-static int one_iteration(wp_whole *W, wp_kern *k, double *fwd, double *bwd) {
-    double loss;
-    if (whole_zero_grads(W) != 0) return -1;
-    kern_sync(k);
-    double t0 = wp_now();
-    if (whole_forward(W, &loss) != 0) return -1;
-    kern_sync(k);
-    double t1 = wp_now();
-    if (whole_backward(W, false) != 0) return -1;
-    kern_sync(k);
-    *fwd = t1 - t0;
-    *bwd = wp_now() - t1;
-    return 0;
-}
-
 /* This rank's median forward and backward times of one micro-batch through the whole model.
  * The iteration count is agreed (from the slowest warm-up) so that every rank computes for the
  * same stretch and none measures a machine the others have already left. */
@@ -75,7 +42,10 @@ static int time_compute(const wp_layout *L, int device, const char *backend, int
     wp_kern *k = kern_create(&ko, why, sizeof why);
     wp_whole *W = k ? whole_create(L, k, WP_F32, why, sizeof why) : NULL;
     double f[CAL_MAX_ITERS], b[CAL_MAX_ITERS], warm[2] = {0, 0};
-    int rc = W && load_model(W, L, seed) == 0 && one_iteration(W, k, &warm[0], &warm[1]) == 0 ? 0 : 1;
+    int rc = W && whole_load_random(W, seed, why, sizeof why) == 0 &&
+                     whole_time_step(W, &warm[0], &warm[1], NULL) == 0
+                 ? 0
+                 : 1;
     if (rc && k && kern_error(k)) snprintf(why, sizeof why, "%s", kern_error(k));
     /* every rank reaches the collective, failed or not: the others would wait in it */
     double v[2] = {rc ? 1.0 : 0.0, warm[0] + warm[1]};
@@ -83,7 +53,7 @@ static int time_compute(const wp_layout *L, int device, const char *backend, int
     int iters = v[1] > 0 ? (int)(CAL_COMPUTE_SECONDS / v[1]) : CAL_MAX_ITERS;
     iters = iters < CAL_MIN_ITERS ? CAL_MIN_ITERS : iters > CAL_MAX_ITERS ? CAL_MAX_ITERS : iters;
     for (int i = 0; rc == 0 && v[0] == 0 && i < iters; i++)
-        if (one_iteration(W, k, &f[i], &b[i]) != 0) {
+        if (whole_time_step(W, &f[i], &b[i], NULL) != 0) {
             snprintf(why, sizeof why, "%s", kern_error(k) ? kern_error(k) : "kernel failure");
             rc = 1;
         }
