@@ -257,6 +257,7 @@ static void end_frame(tcp_tp *T, tcp_stream *st) {
         tcp_got_cts(T, P, f->channel, f->seq, f->a, st->small);
     } else {
         st->small[f->length] = 0;
+        if (!T->base.fail->failed) T->base.fail->hearsay = true;
         tp_fail_locked(&T->base, P->rank, "aborted: %s", st->small);
     }
 }

@@ -242,6 +242,7 @@ int tp_wait_any(wp_request **reqs, int n, double timeout_s, int *index, char *er
         }
         double since = last > start ? last : start;
         if (wp_now() - since >= timeout_s) {
+            if (!t->fail->failed) t->fail->hearsay = true;
             tp_fail_locked(t, culprit->peer, "silent for %g s", timeout_s);
             continue;
         }
@@ -261,6 +262,13 @@ void tp_abort(wp_transport *t, const char *reason) {
     pthread_mutex_lock(&t->sync->mu);
     tp_fail_locked(t, -1, "%s", reason);
     pthread_mutex_unlock(&t->sync->mu);
+}
+
+bool tp_failed_hearsay(wp_transport *t) {
+    pthread_mutex_lock(&t->sync->mu);
+    bool h = t->fail->failed && t->fail->hearsay;
+    pthread_mutex_unlock(&t->sync->mu);
+    return h;
 }
 
 bool tp_failed(wp_transport *t, char *why, size_t whylen) {

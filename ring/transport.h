@@ -110,6 +110,9 @@ int tp_wait_any(wp_request **reqs, int n, double timeout_s, int *index, char *er
 void tp_abort(wp_transport *t, const char *reason);
 /* Whether the transport failed, and why (the one-line cause). */
 bool tp_failed(wp_transport *t, char *why, size_t whylen);
+/* Whether its failure is hearsay: a peer's abort, or a peer silent past the timeout (which may
+ * itself wait on a dead rank), so the first cause lies with some rank, maybe another. */
+bool tp_failed_hearsay(wp_transport *t);
 
 void tp_stats(wp_transport *t, wp_transport_stats *s);
 /* "rank 2 (127.0.0.1:41234)" or "rank 2 (thread)". */

@@ -14,6 +14,7 @@ enum { TP_SEND = 0, TP_RECV = 1 };
  * after the peer's name ("closed the connection"); otherwise it is a whole sentence. */
 typedef struct tp_fail {
     bool failed;
+    bool hearsay; /* the cause is a peer's state seen from here (tp_failed_hearsay) */
     int peer;
     char what[400];
 } tp_fail;

@@ -43,8 +43,7 @@ int rt_fail(wp_rt *rt, char *err, size_t errlen, const char *fmt, ...) {
 
 static int transport_fail(wp_rt *rt, char *err, size_t errlen, const char *awaited, const char *why) {
     char cause[1024] = "";
-    const bool second_hand = strstr(why, " aborted: ") || strstr(why, " silent for ");
-    double until = wp_now() + (second_hand ? CAUSE_RELAYED_S : CAUSE_GRACE_S);
+    double until = wp_now() + (tp_failed_hearsay(rt->c.t) ? CAUSE_RELAYED_S : CAUSE_GRACE_S);
     while (!ctl_failed(rt->c.ctl, cause, sizeof cause) && wp_now() < until) {
         struct timespec ts = {.tv_sec = 0, .tv_nsec = 5000000};
         nanosleep(&ts, NULL); /* an interrupted pause only shortens the grace */

@@ -1,9 +1,10 @@
 /* Faults over tcp with real processes.
  *  kill:  rank 1 is SIGKILLed in the middle of a paced 32 MiB transfer to rank 2: rank 2's
- *         wait fails at once naming rank 1 and the label; rank 0, which waits for something
- *         else, is told through the control channel. Nobody waits for the timeout.
+ *         wait fails at once naming rank 1 and the label (first-hand: not tp_failed_hearsay);
+ *         rank 0, which waits for something else, is told through the control channel. Nobody
+ *         waits for the timeout.
  *  stop:  rank 1 is SIGSTOPped mid-transfer: rank 2's wait fails after the 1.5 s timeout
- *         ("silent"), the status grid shows rank 1 as not answering, and rank 2's abort
+ *         ("silent", hearsay), the status grid shows rank 1 as not answering, and rank 2's abort
  *         reaches rank 0.
  *  abort: in a 4-rank job rank 2 calls ctl_abort; the other three, blocked in waits with a 30 s
  *         timeout, all wake with rank 2's reason.
@@ -65,6 +66,7 @@ static int kill_rank(wp_rank_ctx *ctx, void *arg) {
     RANK_CHECK(ctx, tp_wait(&r, 10, e, sizeof e) != 0, "the wait should fail");
     RANK_CHECK(ctx, has(e, "rank 1 (127.0.0.1:") && has(e, "W[3]@2") && (has(e, "closed") || has(e, "reset")),
                "rank 2's error should name rank 1, its address and W[3]@2 and say it closed: %s", e);
+    RANK_CHECK(ctx, !tp_failed_hearsay(ctx->t), "a closed connection is seen first-hand, not hearsay: %s", e);
     printf("rank 2 got: %s\n", e);
     free(buf);
     return 0;
@@ -98,6 +100,7 @@ static int stop_rank(wp_rank_ctx *ctx, void *arg) {
     RANK_CHECK(ctx, tp_wait(&r, 1.5, e, sizeof e) != 0, "the wait should time out");
     RANK_CHECK(ctx, has(e, "rank 1 (127.0.0.1:") && has(e, "silent for 1.5 s") && has(e, "W[3]@2"),
                "rank 2's error should say rank 1 was silent while it waited for W[3]@2: %s", e);
+    RANK_CHECK(ctx, tp_failed_hearsay(ctx->t), "a silent peer may wait on another: its failure is hearsay");
     printf("rank 2 got: %s\n", e);
     char *grid;
     RANK_CHECK(ctx, ctl_status_grid(ctx->ctl, &grid, ctx->err, sizeof ctx->err) == 0, "grid: %s", ctx->err);
