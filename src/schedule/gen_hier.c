@@ -69,11 +69,13 @@ static int held_chunk(const hier *h, int r) { return (h->G - r % h->G) % h->G; }
 /* Slice k of a whole (the whole itself when nothing is sliced). */
 static wp_buf part(const hier *h, wp_buf whole, int k) { return h->S ? buf_slice(whole, k, h->S) : whole; }
 
-static wp_buf sum_part(const hier *h, int c, int k) {
+/* GW[c].s, the node's fp32 step sum of chunk c, and its slice k. */
+static wp_buf sum_of(int c) {
     wp_buf g = buf_gw(c);
     g.lane = WP_LANE_SUM;
-    return part(h, g, k);
+    return g;
 }
+static wp_buf sum_part(const hier *h, int c, int k) { return part(h, sum_of(c), k); }
 
 /* Slice k of holder `from`'s node sum of chunk c as it travels to rank k: in fp32 inside a node,
  * in the grad dtype (a partial made by DUP, rounded once) across nodes, where bytes are dear. */
@@ -151,9 +153,7 @@ static void gather(hier *h, int r) {
     for (int k = 0; h->S && k < h->S; k++)
         if (k / h->G != node && slice_from(h, r, k) != k)
             put(h, r, act_xfer(WP_OP_RECV, part(h, buf_w(mine, 0, WP_LANE_F), k), slice_from(h, r, k), WP_SCH_XNODE, 0));
-    wp_buf sum = buf_gw(mine);
-    sum.lane = WP_LANE_SUM;
-    put(h, r, act_buf(WP_OP_ZERO, sum, 0));
+    put(h, r, act_buf(WP_OP_ZERO, sum_of(mine), 0));
     int src[WP_MAX_CHUNKS];
     for (int c = 0; h->S && c < h->C; c++) /* the first slice (from another node when K > 1), posted now */
         if (c != mine) {
@@ -213,9 +213,7 @@ static void drain_finish(hier *h, int r, int turn) {
 static void finish(hier *h, int r, int turn) {
     const int mine = held_chunk(h, r);
     drain_finish(h, r, turn);
-    wp_buf sum = buf_gw(mine);
-    sum.lane = WP_LANE_SUM;
-    put(h, r, act_buf(WP_OP_FREE, sum, turn)); /* what is left: the slices sent to their owners */
+    put(h, r, act_buf(WP_OP_FREE, sum_of(mine), turn)); /* what is left: the slices sent to their owners */
     for (int k = 0; h->S && k < h->S; k++) /* the rounded copies sent across nodes */
         if (k / h->G != r / h->G) put(h, r, act_buf(WP_OP_FREE, sum_wire(h, mine, k, r), turn));
     put(h, r, act_buf(WP_OP_FREE, buf_w(mine, 0, WP_LANE_F), turn));
