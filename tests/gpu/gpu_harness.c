@@ -18,10 +18,13 @@ void gh_ok(wp_kern *k, const char *where) {
     CHECK(!e, "%s: %s", where, e);
 }
 
-void gh_open(gh_pair *p, wp_dtype ct) {
+void gh_open(gh_pair *p, wp_dtype ct) { gh_open_attn(p, ct, WP_ATTN_AUTO); }
+
+void gh_open_attn(gh_pair *p, wp_dtype ct, wp_attn_impl attn) {
     char err[512];
-    wp_kern_opts cpu = {.kind = WP_BACKEND_CPU, .compute = WP_F32, .threads = 1, .device = 0};
-    wp_kern_opts gpu = {.kind = WP_BACKEND_CUDA, .compute = ct, .threads = 1, .device = 0};
+    /* the reference on 8 threads: the long cases (attention at s = 4096) stay seconds */
+    wp_kern_opts cpu = {.kind = WP_BACKEND_CPU, .compute = WP_F32, .threads = 8, .device = 0};
+    wp_kern_opts gpu = {.kind = WP_BACKEND_CUDA, .compute = ct, .threads = 1, .device = 0, .attention = attn};
     p->ct = ct;
     p->cpu = kern_create(&cpu, err, sizeof err);
     CHECK(p->cpu, "cpu context: %s", err);
@@ -83,6 +86,17 @@ void *gh_upload_ints(wp_kern *k, const int32_t *host, size_t n) {
     if (!dev) gh_ok(k, "upload of ints");
     kern_to_device(k, dev, host, n * sizeof(int32_t));
     gh_ok(k, "upload of ints");
+    return dev;
+}
+
+void *gh_out(wp_kern *k, size_t bytes) {
+    void *dev = kern_alloc(k, bytes);
+    unsigned char *poison = malloc(bytes + 1);
+    CHECK(dev && poison, "output of %zu bytes: %s", bytes, kern_error(k) ? kern_error(k) : "out of host memory");
+    memset(poison, 0xFF, bytes);
+    kern_to_device(k, dev, poison, bytes);
+    free(poison);
+    gh_ok(k, "poisoned output");
     return dev;
 }
 

@@ -26,8 +26,10 @@ typedef struct {
 
 /* 0 when a CUDA device is usable; else prints "skip: <reason>" and returns GH_SKIP. */
 int gh_require_gpu(const char *test);
-/* Both contexts (the CPU one single-threaded); exits with 1 and a message on failure. */
+/* Both contexts (the CPU one on 8 threads); exits with 1 and a message on failure. */
 void gh_open(gh_pair *p, wp_dtype ct);
+/* The same with the GPU's attention kernels chosen (gh_open: WP_ATTN_AUTO). */
+void gh_open_attn(gh_pair *p, wp_dtype ct, wp_attn_impl attn);
 void gh_close(gh_pair *p);
 
 double gh_unit_roundoff(wp_dtype t);
@@ -42,6 +44,10 @@ void *gh_upload(wp_kern *k, const float *host, size_t n, wp_dtype t);
 /* host[0..n) = backend buffer of n elements of dtype t, widened to fp32 */
 void gh_download(wp_kern *k, float *host, const void *dev, size_t n, wp_dtype t);
 void *gh_upload_ints(wp_kern *k, const int32_t *host, size_t n);
+/* A buffer for an op's output, every byte 0xFF first: NaN in fp32, fp16 and bf16 alike, so an
+ * element the op fails to write fails gh_expect (kern_alloc zero-fills, and a zero passes for
+ * an accumulate-instead-of-overwrite or a skipped tail); exits on failure. Freed with kern_free. */
+void *gh_out(wp_kern *k, size_t bytes);
 
 /* ||got - ref||_2 / ||ref||_2 (0 when both are all zero) */
 double gh_rel_l2(const float *got, const float *ref, size_t n);

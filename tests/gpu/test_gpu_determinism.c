@@ -33,14 +33,14 @@ static void attention_twice(wp_dtype ct, int s, int nh, int nkv, int hd) {
     const size_t nq = (size_t)s * nh * hd, nkvn = (size_t)s * nkv * hd, es = wp_dtype_size(ct);
     void *q = random_buffer(k, &g, nq, ct, 2.0f), *kk = random_buffer(k, &g, nkvn, ct, 2.0f);
     void *v = random_buffer(k, &g, nkvn, ct, 1.0f), *dout = random_buffer(k, &g, nq, ct, 1.0f);
-    void *o = kern_alloc(k, nq * es);
-    float *lse = kern_alloc(k, (size_t)nh * s * 4);
+    void *o = gh_out(k, nq * es);
+    float *lse = gh_out(k, (size_t)nh * s * 4);
     kern_attention_fwd(k, o, lse, q, kk, v, 1, s, s, nh, nkv, hd);
     void *grads[2][3];
     for (int run = 0; run < 2; run++) {
-        grads[run][0] = kern_alloc(k, nq * es);
-        grads[run][1] = kern_alloc(k, nkvn * es);
-        grads[run][2] = kern_alloc(k, nkvn * es);
+        grads[run][0] = gh_out(k, nq * es);
+        grads[run][1] = gh_out(k, nkvn * es);
+        grads[run][2] = gh_out(k, nkvn * es);
         kern_attention_bwd(k, grads[run][0], grads[run][1], grads[run][2], dout, q, kk, v, o, lse, 1, s, s, nh, nkv, hd);
     }
     gh_ok(k, "attention");
@@ -72,8 +72,8 @@ static void weight_grads_twice(wp_dtype ct, wp_dtype dwtype) {
     void *gtok = gh_upload_ints(k, tok, T);
     void *dy = random_buffer(k, &g, (size_t)T * h, ct, 1.0f), *x = random_buffer(k, &g, (size_t)T * h, ct, 1.0f);
     void *w = random_buffer(k, &g, (size_t)V * h, ct, 0.3f);
-    float *rstd = kern_alloc(k, T * 4), *losses = kern_alloc(k, T * 4), *lse = kern_alloc(k, T * 4);
-    void *y = kern_alloc(k, (size_t)T * h * wp_dtype_size(ct)), *dx = kern_alloc(k, (size_t)T * h * wp_dtype_size(ct));
+    float *rstd = gh_out(k, T * 4), *losses = gh_out(k, T * 4), *lse = gh_out(k, T * 4);
+    void *y = gh_out(k, (size_t)T * h * wp_dtype_size(ct)), *dx = gh_out(k, (size_t)T * h * wp_dtype_size(ct));
     kern_rmsnorm_fwd(k, y, rstd, x, w, T, h, 1e-5f);
     kern_lmhead_ce_fwd(k, losses, lse, x, w, gtok, T, h, V);
     const size_t dw_bytes[3] = {(size_t)V * h * wp_dtype_size(dwtype), h * wp_dtype_size(dwtype), (size_t)V * h * wp_dtype_size(dwtype)};

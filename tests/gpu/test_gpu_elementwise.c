@@ -16,7 +16,7 @@ static void check_widen_all_patterns(gh_pair *p, wp_dtype t) {
     uint16_t *bits = malloc(65536 * sizeof *bits);
     float *got = gh_floats(65536);
     for (int i = 0; i < 65536; i++) bits[i] = (uint16_t)i;
-    void *src = kern_alloc(p->gpu, 65536 * 2), *dst = kern_alloc(p->gpu, 65536 * 4);
+    void *src = gh_out(p->gpu, 65536 * 2), *dst = gh_out(p->gpu, 65536 * 4);
     kern_to_device(p->gpu, src, bits, 65536 * 2);
     kern_convert(p->gpu, dst, WP_F32, src, t, 65536);
     kern_to_host(p->gpu, got, dst, 65536 * 4);
@@ -47,7 +47,7 @@ static void check_narrow(gh_pair *p, wp_dtype t) {
     size_t ne = sizeof edges / sizeof edges[0];
     memcpy(x, edges, sizeof edges);
     for (size_t i = ne; i < N; i++) x[i] = (float)((2 * rng_uniform(&g) - 1) * ldexp(1.0, (int)rng_below(&g, 80) - 40));
-    void *src = gh_upload(p->gpu, x, N, WP_F32), *dst = kern_alloc(p->gpu, N * 2);
+    void *src = gh_upload(p->gpu, x, N, WP_F32), *dst = gh_out(p->gpu, N * 2);
     uint16_t *got = malloc(N * 2);
     kern_convert(p->gpu, dst, t, src, WP_F32, N);
     kern_to_host(p->gpu, got, dst, N * 2);
@@ -110,8 +110,8 @@ static void check_add_swiglu(wp_dtype ct, size_t n) {
     const double u = gh_unit_roundoff(ct);
     void *ca = gh_upload(p.cpu, a, n, WP_F32), *cb = gh_upload(p.cpu, b, n, WP_F32), *cdy = gh_upload(p.cpu, dy, n, WP_F32);
     void *ga = gh_upload(p.gpu, a, n, ct), *gb = gh_upload(p.gpu, b, n, ct), *gdy = gh_upload(p.gpu, dy, n, ct);
-    void *cy = kern_alloc(p.cpu, n * 4), *cy2 = kern_alloc(p.cpu, n * 4);
-    void *gy = kern_alloc(p.gpu, n * wp_dtype_size(ct)), *gy2 = kern_alloc(p.gpu, n * wp_dtype_size(ct));
+    void *cy = gh_out(p.cpu, n * 4), *cy2 = gh_out(p.cpu, n * 4);
+    void *gy = gh_out(p.gpu, n * wp_dtype_size(ct)), *gy2 = gh_out(p.gpu, n * wp_dtype_size(ct));
     char what[96];
 
     kern_add(p.cpu, cy, ca, cb, n);
@@ -185,7 +185,7 @@ static void check_adamw(gh_pair *p, wp_dtype wtype, size_t n) {
     gh_fill(&g, init[3], n, 0.1f, WP_F32);  /* grad */
     void *c[4], *gg[4];
     for (int i = 0; i < 4; i++) c[i] = gh_upload(p->cpu, init[i], n, WP_F32), gg[i] = gh_upload(p->gpu, init[i], n, WP_F32);
-    void *cw = kern_alloc(p->cpu, n * wp_dtype_size(wtype)), *gw = kern_alloc(p->gpu, n * wp_dtype_size(wtype));
+    void *cw = gh_out(p->cpu, n * wp_dtype_size(wtype)), *gw = gh_out(p->gpu, n * wp_dtype_size(wtype));
     const float b1 = 0.9f, b2 = 0.95f, bc1 = 1 - powf(b1, 3), bc2 = 1 - powf(b2, 3);
     kern_adamw(p->cpu, c[0], c[1], c[2], c[3], 0.5f, cw, wtype, n, 1e-3f, b1, b2, 1e-8f, 0.1f, bc1, bc2);
     kern_adamw(p->gpu, gg[0], gg[1], gg[2], gg[3], 0.5f, gw, wtype, n, 1e-3f, b1, b2, 1e-8f, 0.1f, bc1, bc2);

@@ -27,8 +27,8 @@ static void check_rmsnorm(gh_pair *p, int T, int h) {
     gh_fill(&g, dw0, h, 1.0f, WP_BF16);
     void *cx = gh_upload(p->cpu, x, n, WP_F32), *cdy = gh_upload(p->cpu, dy, n, WP_F32), *cw = gh_upload(p->cpu, w, h, WP_F32);
     void *gx = gh_upload(p->gpu, x, n, ct), *gdy = gh_upload(p->gpu, dy, n, ct), *gw = gh_upload(p->gpu, w, h, ct);
-    void *cy = kern_alloc(p->cpu, n * 4), *gy = kern_alloc(p->gpu, n * wp_dtype_size(ct));
-    float *crstd = kern_alloc(p->cpu, T * 4), *grstd = kern_alloc(p->gpu, T * 4);
+    void *cy = gh_out(p->cpu, n * 4), *gy = gh_out(p->gpu, n * wp_dtype_size(ct));
+    float *crstd = gh_out(p->cpu, T * 4), *grstd = gh_out(p->gpu, T * 4);
     char what[128];
 
     kern_rmsnorm_fwd(p->cpu, cy, crstd, cx, cw, T, h, 1e-5f);
@@ -108,7 +108,9 @@ static void check_embedding(gh_pair *p, int T, int h, int V) {
     const wp_dtype ct = p->ct;
     wp_rng g = rng_seeded(4000 + T + h + V + ct);
     const size_t nw = (size_t)V * h, ny = (size_t)T * h;
-    float *wte = gh_floats(nw), *dy = gh_floats(ny), *dw0 = gh_floats(nw), *ref = gh_floats(nw), *got = gh_floats(nw);
+    /* ref and got hold the forward's [T, h] output and the backward's [V, h] gradient in turn */
+    const size_t nmax = nw > ny ? nw : ny;
+    float *wte = gh_floats(nw), *dy = gh_floats(ny), *dw0 = gh_floats(nw), *ref = gh_floats(nmax), *got = gh_floats(nmax);
     int32_t *tok = malloc(T * sizeof *tok);
     gh_fill(&g, wte, nw, 1.0f, ct);
     gh_fill(&g, dy, ny, 1.0f, ct);
@@ -117,7 +119,7 @@ static void check_embedding(gh_pair *p, int T, int h, int V) {
     for (int t = 0; t < T; t++) tok[t] = t % 5 == 0 ? V - 1 : (int32_t)rng_below(&g, (uint64_t)(V / 2 + 1));
     void *ctok = gh_upload_ints(p->cpu, tok, T), *gtok = gh_upload_ints(p->gpu, tok, T);
     void *cw = gh_upload(p->cpu, wte, nw, WP_F32), *gw = gh_upload(p->gpu, wte, nw, ct);
-    void *cy = kern_alloc(p->cpu, ny * 4), *gy = kern_alloc(p->gpu, ny * wp_dtype_size(ct));
+    void *cy = gh_out(p->cpu, ny * 4), *gy = gh_out(p->gpu, ny * wp_dtype_size(ct));
     char what[128];
     kern_embedding_fwd(p->cpu, cy, ctok, cw, T, h);
     kern_embedding_fwd(p->gpu, gy, gtok, gw, T, h);
