@@ -73,12 +73,23 @@ struct wp_kern {
     wp_dtype compute;
     int threads;
     char error[512];  /* first error, "" while none */
+    char notes[512];  /* kern_notes: choices a user may want to know, newline-separated */
     void *impl;       /* backend-private state (scratch, cuBLAS handle, streams, ...) */
+    /* kern_memory: bytes held now and at most, kern_alloc's blocks (sizes by address in an
+     * open-addressing table) plus what the backend reports with kern_mem_add */
+    size_t mem_now, mem_peak;
+    struct wp_mem_block { void *p; size_t bytes; } *blocks;
+    size_t nblocks, cap_blocks;
 };
+
+/* A backend's own allocations (scratch, library workspaces) into kern_memory: +bytes when
+ * taken, -bytes when given back. */
+void kern_mem_add(wp_kern *k, int64_t delta);
 
 extern const wp_kern_ops wp_cpu_ops;
 #if WP_HAVE_CUDA
 extern const wp_kern_ops wp_cuda_ops;
+int kern_cuda_device_count(void); /* cuda_context.c; 0 when none or the driver fails */
 #endif
 
 #endif

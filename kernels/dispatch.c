@@ -146,6 +146,7 @@ wp_kern *kern_create(const wp_kern_opts *opts, char *err, size_t errlen) {
 void kern_destroy(wp_kern *k) {
     if (!k) return;
     k->ops->fini(k);
+    free(k->blocks);
     free(k);
 }
 
@@ -158,6 +159,20 @@ bool kern_available(wp_backend_kind kind, char *why, size_t whylen) {
     if (!k) return false;
     kern_destroy(k);
     return true;
+}
+
+const char *kern_notes(const wp_kern *k) { return k ? k->notes : ""; }
+
+int kern_pick_device(int requested, int local_rank, int visible) {
+    if (requested >= 0) return requested;
+    return visible > 0 && local_rank >= 0 ? local_rank % visible : local_rank;
+}
+
+int kern_device_count(wp_backend_kind kind) {
+#if WP_HAVE_CUDA
+    if (kind == WP_BACKEND_CUDA) return kern_cuda_device_count();
+#endif
+    return kind == WP_BACKEND_CPU ? 1 : 0;
 }
 
 wp_backend_kind kern_kind(const wp_kern *k) { return k ? k->kind : WP_BACKEND_CPU; }
@@ -241,11 +256,73 @@ static bool grad_dtype_ok(wp_kern *k, const char *fn, const char *name, wp_dtype
 
 /* ---- memory ---- */
 
-void *kern_alloc(wp_kern *k, size_t bytes) { return live(k) ? k->ops->alloc(k, bytes) : NULL; }
+void kern_mem_add(wp_kern *k, int64_t delta) {
+    k->mem_now = delta < 0 && (size_t)-delta > k->mem_now ? 0 : k->mem_now + (size_t)delta;
+    if (k->mem_now > k->mem_peak) k->mem_peak = k->mem_now;
+}
+
+void kern_memory(const wp_kern *k, size_t *now, size_t *peak) {
+    *now = k ? k->mem_now : 0;
+    *peak = k ? k->mem_peak : 0;
+}
+
+/* The block table: open addressing on the address, linear probing, deletion by moving the
+ * rest of the run back (no tombstones), kept at most half full. */
+static size_t block_slot(const wp_kern *k, const void *p) {
+    uint64_t h = (uint64_t)(uintptr_t)p * 0x9E3779B97F4A7C15ull;
+    size_t i = (size_t)(h >> 20) & (k->cap_blocks - 1);
+    while (k->blocks[i].p && k->blocks[i].p != p) i = (i + 1) & (k->cap_blocks - 1);
+    return i;
+}
+
+static bool block_add(wp_kern *k, void *p, size_t bytes) {
+    if (2 * (k->nblocks + 1) > k->cap_blocks) {
+        size_t cap = k->cap_blocks ? 2 * k->cap_blocks : 64;
+        struct wp_mem_block *old = k->blocks, *nb = calloc(cap, sizeof *nb);
+        if (!nb) return false;
+        size_t oldcap = k->cap_blocks;
+        k->blocks = nb, k->cap_blocks = cap;
+        for (size_t i = 0; i < oldcap; i++)
+            if (old[i].p) k->blocks[block_slot(k, old[i].p)] = old[i];
+        free(old);
+    }
+    k->blocks[block_slot(k, p)] = (struct wp_mem_block){p, bytes};
+    k->nblocks++;
+    return true;
+}
+
+static size_t block_remove(wp_kern *k, const void *p) {
+    if (!k->cap_blocks) return 0;
+    size_t i = block_slot(k, p), mask = k->cap_blocks - 1;
+    if (!k->blocks[i].p) return 0;
+    size_t bytes = k->blocks[i].bytes;
+    k->blocks[i].p = NULL;
+    k->nblocks--;
+    for (size_t j = (i + 1) & mask; k->blocks[j].p; j = (j + 1) & mask) { /* re-seat the run after i */
+        struct wp_mem_block b = k->blocks[j];
+        k->blocks[j].p = NULL;
+        k->blocks[block_slot(k, b.p)] = b;
+    }
+    return bytes;
+}
+
+void *kern_alloc(wp_kern *k, size_t bytes) {
+    if (!live(k)) return NULL;
+    void *p = k->ops->alloc(k, bytes);
+    if (p && !block_add(k, p, bytes)) {
+        k->ops->free(k, p);
+        kern_set_error(k, "kern_alloc: out of host memory for the block table");
+        return NULL;
+    }
+    if (p) kern_mem_add(k, (int64_t)bytes);
+    return p;
+}
 
 /* Frees even after an error, so that callers can clean up. */
 void kern_free(wp_kern *k, void *p) {
-    if (k && p) k->ops->free(k, p);
+    if (!k || !p) return;
+    kern_mem_add(k, -(int64_t)block_remove(k, p));
+    k->ops->free(k, p);
 }
 
 void kern_to_device(wp_kern *k, void *dst, const void *host_src, size_t bytes) {

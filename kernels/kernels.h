@@ -42,11 +42,15 @@ float wp_round_to(float x, wp_dtype t);
 
 typedef enum { WP_BACKEND_CPU = 0, WP_BACKEND_CUDA = 1 } wp_backend_kind;
 
+/* Which attention kernels a CUDA context runs (the CPU backend has one). */
+typedef enum { WP_ATTN_AUTO = 0, WP_ATTN_CUDNN, WP_ATTN_NATIVE } wp_attn_impl;
+
 typedef struct {
     wp_backend_kind kind;
     wp_dtype compute;   /* requested compute dtype; the CPU backend always uses WP_F32 */
     int threads;        /* CPU threads for this context (0: all cores) */
     int device;         /* CUDA device ordinal */
+    wp_attn_impl attention; /* AUTO: cuDNN's fused attention where built and supported, else ours */
 } wp_kern_opts;
 
 typedef struct wp_kern wp_kern;
@@ -56,6 +60,15 @@ typedef struct wp_kern wp_kern;
 wp_kern *kern_create(const wp_kern_opts *opts, char *err, size_t errlen);
 void kern_destroy(wp_kern *k);
 bool kern_available(wp_backend_kind kind, char *why, size_t whylen);
+/* The devices a backend can open (CUDA: those CUDA_VISIBLE_DEVICES leaves visible; 0 when
+ * none or the driver fails); 1 for the CPU. */
+int kern_device_count(wp_backend_kind kind);
+/* The device a rank opens: requested when >= 0, else its local rank modulo the visible devices
+ * (the local rank itself when none are visible: opening it then names the missing device). */
+int kern_pick_device(int requested, int local_rank, int visible);
+/* What the context chose that a user may want to know, one line each, "" while nothing (e.g.
+ * "attention: cuDNN 9.19.0 fused flash attention"); the caller prints it once. */
+const char *kern_notes(const wp_kern *k);
 wp_backend_kind kern_kind(const wp_kern *k);
 wp_dtype kern_compute_dtype(const wp_kern *k);
 const char *kern_error(const wp_kern *k);   /* NULL when no call has failed */
@@ -64,6 +77,10 @@ void kern_set_error(wp_kern *k, const char *fmt, ...);
 /* ---- memory ---- */
 void *kern_alloc(wp_kern *k, size_t bytes);          /* zeroed; NULL (and error) on failure */
 void kern_free(wp_kern *k, void *p);
+/* Bytes of backend memory this context holds now and held at most since it was made: its
+ * kern_alloc blocks plus the backend's own scratch and library workspaces (CUDA: device
+ * memory, not the driver's context; CPU: the heap blocks kern_alloc made). */
+void kern_memory(const wp_kern *k, size_t *now, size_t *peak);
 void kern_to_device(wp_kern *k, void *dst, const void *host_src, size_t bytes);
 void kern_to_host(wp_kern *k, void *host_dst, const void *src, size_t bytes);
 void kern_copy(wp_kern *k, void *dst, const void *src, size_t bytes);

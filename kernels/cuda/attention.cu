@@ -1,7 +1,12 @@
 /* CUDA backend: causal attention, flash style: Q, K, V tiles in shared memory, an online
  * softmax, memory O(s) (never an s x s matrix), fp32 accumulation, grouped-query heads.
  *
- * Two implementations compute the same thing:
+ * cuDNN's fused flash attention (attention_cudnn.cpp) runs a whole causal sequence in fp16/bf16
+ * when the build has it (--attention auto|cudnn); weipipe's own kernels run the rest, are the
+ * cross-check of cuDNN's in the GPU tests, and all of it under --attention native. kern_notes
+ * says once per context which one runs and, when not cuDNN, why.
+ *
+ * Two implementations of our own compute the same thing:
  * - attention_mma.cu: tensor cores through WMMA (fp16/bf16 in, fp32 accumulate), 64 x 64
  *   tiles, for the head sizes real models use;
  * - attention_simt.cu: plain CUDA-core arithmetic for fp32 compute and any other head size.
@@ -10,6 +15,9 @@
  * a second pass owns a query tile and sums its dQ over the KV tiles. Each recomputes the
  * probabilities from the forward's log-sum-exp; the price is computing S and dP twice. */
 #include "attention.cuh"
+#if WP_HAVE_CUDNN
+#include "attention_cudnn.h"
+#endif
 
 /* delta[b, nh, i] = sum_d dout[i, d] * o[i, d]: the softmax backward's row term, once per row. */
 template <typename T>
@@ -48,14 +56,83 @@ static int make_shape(wp_kern *k, const char *name, wp_attn_shape *s, int b, int
     return 0;
 }
 
+/* NULL when cuDNN may run this call; else why not (for the note, or --attention cudnn's error). */
+static const char *cudnn_refusal(wp_kern *k, wp_cuda *c, const wp_attn_shape *s, bool aligned) {
+#if WP_HAVE_CUDNN
+    if (k->compute == WP_F32) return "fp32 compute (cuDNN's fused attention takes fp16 or bf16)";
+    if (s->sq != s->skv) return "queries are the last part of a longer sequence (decoding with a cache)";
+    if (s->hd % 8 != 0 || s->hd > 256) return "a head size that is not a multiple of 8 up to 256";
+    if (!aligned) return "buffers not 16-byte aligned";
+    if (!c->cudnn && !c->cudnn_tried) {
+        c->cudnn_tried = true;
+        c->cudnn = cudnn_attn_create(c->stream, c->cudnn_why, sizeof c->cudnn_why);
+    }
+    return c->cudnn ? NULL : c->cudnn_why;
+#else
+    (void)k, (void)c, (void)s, (void)aligned;
+    return "this build has no cuDNN attention (configure with -Dcudnn=enabled)";
+#endif
+}
+
+/* Our kernels for the call: say which, and why not cuDNN (once per context and reason). */
+static bool use_mma(wp_kern *k, wp_cuda *c, const wp_attn_shape *s, bool aligned, const char *no_cudnn) {
+    bool mma = attn_mma_supports(k, s) && aligned;
+    const char *ours = mma ? "weipipe's tensor-core (WMMA) attention kernels"
+                           : "weipipe's SIMT attention kernels (CUDA cores; 10-50x slower than tensor cores)";
+    const char *simt_why = mma ? "" : k->compute == WP_F32 ? ": fp32 compute" : !aligned ? ": buffers not 16-byte aligned"
+                                                                               : ": a head size without a tensor-core kernel";
+    if (c->attention == WP_ATTN_NATIVE)
+        cu_note(k, "attention: %s (--attention native)%s", ours, simt_why);
+    else
+        cu_note(k, "attention: %s%s, not cuDNN's: %s", ours, simt_why, no_cudnn);
+    return mma;
+}
+
+/* 1 when cuDNN ran the call; 0 when ours should (no_cudnn says why); -1 on an error (recorded). */
+template <typename F>
+static int try_cudnn(wp_kern *k, wp_cuda *c, const wp_attn_shape *s, bool aligned, const char *name,
+                     const char **no_cudnn, char *why, size_t whylen, F call) {
+    *no_cudnn = "--attention native";
+    if (c->attention == WP_ATTN_NATIVE) return 0;
+    *no_cudnn = cudnn_refusal(k, c, s, aligned);
+    if (!*no_cudnn) {
+        int rc = call();
+        if (rc == 0) {
+#if WP_HAVE_CUDNN
+            cu_note(k, "attention: cuDNN %s fused flash attention (deterministic backward)", cudnn_attn_version());
+            size_t ws = cudnn_attn_workspace(c->cudnn);
+            kern_mem_add(k, (int64_t)ws - (int64_t)c->cudnn_workspace);
+            c->cudnn_workspace = ws;
+#endif
+            return 1;
+        }
+        if (rc < 0) return cu_fail(k, name, "%s", why);
+        *no_cudnn = why; /* no plan for this shape */
+    }
+    if (c->attention == WP_ATTN_CUDNN) return cu_fail(k, name, "--attention cudnn: %s", *no_cudnn);
+    (void)whylen;
+    return 0;
+}
+
 extern "C" {
 
 void cu_attention_fwd(wp_kern *k, void *o, float *lse, const void *q, const void *kv_k, const void *kv_v, int b, int sq,
                       int skv, int nh, int nkv, int hd) {
     wp_attn_shape s;
-    if (!cu_ctx(k) || make_shape(k, "attention_fwd", &s, b, sq, skv, nh, nkv, hd) || b == 0 || sq == 0) return;
-    bool mma = attn_mma_supports(k, &s) && ((uintptr_t)o | (uintptr_t)q | (uintptr_t)kv_k | (uintptr_t)kv_v) % 16 == 0;
-    if (mma)
+    wp_cuda *c = cu_ctx(k);
+    if (!c || make_shape(k, "attention_fwd", &s, b, sq, skv, nh, nkv, hd) || b == 0 || sq == 0) return;
+    bool aligned = ((uintptr_t)o | (uintptr_t)q | (uintptr_t)kv_k | (uintptr_t)kv_v) % 16 == 0;
+    const char *no_cudnn;
+    char why[512] = "";
+    int rc = try_cudnn(k, c, &s, aligned, "attention_fwd", &no_cudnn, why, sizeof why, [&]() {
+#if WP_HAVE_CUDNN
+        return cudnn_attn_fwd(c->cudnn, k->compute, o, lse, q, kv_k, kv_v, b, sq, nh, nkv, hd, why, sizeof why);
+#else
+        return 1;
+#endif
+    });
+    if (rc) return;
+    if (use_mma(k, c, &s, aligned, no_cudnn))
         attn_mma_fwd(k, &s, o, lse, q, kv_k, kv_v);
     else
         attn_simt_fwd(k, &s, o, lse, q, kv_k, kv_v);
@@ -74,6 +151,20 @@ void cu_attention_bwd(wp_kern *k, void *dq, void *dk, void *dv, const void *dout
         cu_zero(k, dv, kv_bytes);
         return;
     }
+    bool aligned = ((uintptr_t)dq | (uintptr_t)dk | (uintptr_t)dv | (uintptr_t)dout | (uintptr_t)q | (uintptr_t)kv_k |
+                    (uintptr_t)kv_v | (uintptr_t)o) % 16 == 0;
+    const char *no_cudnn;
+    char why[512] = "";
+    int rc = try_cudnn(k, c, &s, aligned, "attention_bwd", &no_cudnn, why, sizeof why, [&]() {
+#if WP_HAVE_CUDNN
+        return cudnn_attn_bwd(c->cudnn, k->compute, dq, dk, dv, dout, q, kv_k, kv_v, o, lse, b, sq, nh, nkv, hd, why,
+                              sizeof why);
+#else
+        return 1;
+#endif
+    });
+    if (rc) return;
+    bool native_aligned = ((uintptr_t)dout | (uintptr_t)q | (uintptr_t)kv_k | (uintptr_t)kv_v) % 16 == 0;
     size_t rows = (size_t)b * sq * nh;
     float *delta = (float *)cu_scratch(k, WP_SCRATCH_OP, rows * sizeof(float));
     if (!delta) return;
@@ -81,8 +172,7 @@ void cu_attention_bwd(wp_kern *k, void *dq, void *dk, void *dv, const void *dout
     WP_WITH_DTYPE(k->compute, E,
         attn_delta_kernel<E><<<blocks, 256, 0, c->stream>>>(delta, (const E *)dout, (const E *)o, s));
     if (CU_LAUNCH_CHECK(k, "attn_delta_kernel")) return;
-    bool mma = attn_mma_supports(k, &s) && ((uintptr_t)dout | (uintptr_t)q | (uintptr_t)kv_k | (uintptr_t)kv_v) % 16 == 0;
-    if (mma)
+    if (use_mma(k, c, &s, native_aligned, no_cudnn))
         attn_mma_bwd(k, &s, dq, dk, dv, dout, q, kv_k, kv_v, lse, delta);
     else
         attn_simt_bwd(k, &s, dq, dk, dv, dout, q, kv_k, kv_v, lse, delta);

@@ -7,6 +7,9 @@
 
 #include "cuda_backend.h"
 #include "cuda_impl.h"
+#if WP_HAVE_CUDNN
+#include "attention_cudnn.h"
+#endif
 
 /* cuBLAS's own recommendation for Hopper; also enough for Ampere. */
 #define WP_CUBLAS_WORKSPACE (32u << 20)
@@ -33,6 +36,17 @@ int cu_fail(wp_kern *k, const char *kernel, const char *fmt, ...) {
     return -1;
 }
 
+void cu_note(wp_kern *k, const char *fmt, ...) {
+    char line[384];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (strstr(k->notes, line)) return;
+    size_t used = strlen(k->notes);
+    snprintf(k->notes + used, sizeof k->notes - used, "%s%s", used ? "\n" : "", line);
+}
+
 wp_cuda *cu_ctx(wp_kern *k) {
     wp_cuda *c = k->impl;
     if (CU_CHECK(k, cudaSetDevice(c->device))) return NULL;
@@ -55,6 +69,7 @@ void *cu_scratch(wp_kern *k, wp_scratch_slot slot, size_t bytes) {
     /* Stream-ordered free and malloc: work already queued on the stream finishes with the old
      * buffer before its memory is reused, without stalling the host. */
     if (c->scratch[slot] && CU_CHECK(k, cudaFreeAsync(c->scratch[slot], c->stream))) return NULL;
+    kern_mem_add(k, -(int64_t)c->scratch_bytes[slot]);
     c->scratch[slot] = NULL;
     c->scratch_bytes[slot] = 0;
     size_t grown = bytes + bytes / 4;
@@ -63,6 +78,7 @@ void *cu_scratch(wp_kern *k, wp_scratch_slot slot, size_t bytes) {
         return NULL;
     }
     c->scratch_bytes[slot] = grown;
+    kern_mem_add(k, (int64_t)grown);
     return c->scratch[slot];
 }
 
@@ -82,6 +98,12 @@ bool cu_probe(char *why, size_t whylen) {
 }
 
 bool kern_cuda_probe(char *why, size_t whylen) { return cu_probe(why, whylen); }
+
+int kern_cuda_device_count(void) {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess) return 0;
+    return count;
+}
 
 static int init_fail(char *err, size_t errlen, const char *what, cudaError_t e) {
     snprintf(err, errlen, "cuda: %s: %s", what, cudaGetErrorString(e));
@@ -139,6 +161,9 @@ static int init_handles(wp_cuda *c, char *err, size_t errlen) {
 static void release(wp_cuda *c) {
     if (c->device >= 0) (void)cudaSetDevice(c->device);
     if (c->stream) (void)cudaStreamSynchronize(c->stream);
+#if WP_HAVE_CUDNN
+    cudnn_attn_destroy(c->cudnn);
+#endif
     for (int s = 0; s < WP_SCRATCH_SLOTS; s++)
         if (c->scratch[s]) (void)cudaFree(c->scratch[s]);
     if (c->blas) (void)cublasDestroy(c->blas);
@@ -159,12 +184,14 @@ int cu_init(wp_kern *k, const wp_kern_opts *opts, char *err, size_t errlen) {
         return -1;
     }
     c->device = -1;
+    c->attention = opts->attention;
     if (init_device(c, opts->device, err, errlen) || init_handles(c, err, errlen)) {
         release(c);
         return -1;
     }
     k->impl = c;
     k->compute = opts->compute;
+    kern_mem_add(k, WP_CUBLAS_WORKSPACE); /* kern_memory: ours, handed to cuBLAS */
     return 0;
 }
 

@@ -33,6 +33,11 @@ typedef struct {
     void *scratch[WP_SCRATCH_SLOTS];
     size_t scratch_bytes[WP_SCRATCH_SLOTS];
     double *host_result;     /* pinned, for sumsq's one value */
+    wp_attn_impl attention;  /* wp_kern_opts.attention */
+    struct wp_cudnn_attn *cudnn; /* made at the first attention call that may use it */
+    bool cudnn_tried;        /* ... once: cudnn_why keeps why it could not be made */
+    char cudnn_why[256];
+    size_t cudnn_workspace;  /* its bytes as last counted into kern_memory */
 } wp_cuda;
 
 /* The context's state, after making its device current for the calling thread (ranks may
@@ -50,6 +55,8 @@ int cu_blas_check(wp_kern *k, cublasStatus_t s, const char *call, const char *fi
 
 /* Record "cuda: KERNEL: WHAT" (bad argument or unsupported shape); returns -1. */
 int cu_fail(wp_kern *k, const char *kernel, const char *fmt, ...);
+/* Add a line to kern_notes unless it is there already (a choice the user should hear of once). */
+void cu_note(wp_kern *k, const char *fmt, ...);
 
 /* At least bytes of device memory in the given slot (valid until the next call that asks the
  * same slot for more); NULL and an error on failure. */

@@ -13,6 +13,7 @@
 #include "decision.h"
 #include "hf.h"
 #include "job.h"
+#include "kernels.h"
 #include "layout.h"
 #include "lr_schedule.h"
 #include "optim.h"
@@ -30,6 +31,12 @@ bool chunk_layers_listed(const wp_opts *o);
  * one must agree (2 naming the flag and the key; hf_read_config refuses what the model does
  * not implement). */
 int hf_config_apply(const char *hf_dir, wp_opts *o, char *err, size_t errlen);
+
+/* ---- kernels (opts_model.c) ---- */
+/* --backend and --attention, with the compute dtype, CPU threads and device the caller chose:
+ * the one place a flag becomes a kernel option. */
+int kern_opts_from_opts(const wp_opts *o, wp_dtype compute, int threads, int device, wp_kern_opts *ko, char *err,
+                        size_t errlen);
 
 /* ---- optimizer (opts_optim.c) ---- */
 /* --adam-beta1/2, --adam-eps, --weight-decay. */

@@ -188,3 +188,22 @@ int hf_config_apply(const char *hf_dir, wp_opts *o, char *err, size_t errlen) {
         return cli_fail(err, errlen, "%s: head_dim %lld is not hidden_size / num_attention_heads", c.path, (long long)c.head_dim);
     return 0;
 }
+
+int kern_opts_from_opts(const wp_opts *o, wp_dtype compute, int threads, int device, wp_kern_opts *ko, char *err,
+                        size_t errlen) {
+    static const char *const attn[] = {[WP_ATTN_AUTO] = "auto", [WP_ATTN_CUDNN] = "cudnn", [WP_ATTN_NATIVE] = "native"};
+    memset(ko, 0, sizeof *ko);
+    if (strcmp(o->backend, "cuda") != 0 && strcmp(o->backend, "cpu") != 0)
+        return cli_fail(err, errlen, "--backend: '%s' is not one of {cpu|cuda}", o->backend);
+    if (o->device < -1 || o->device > 4095)
+        return cli_fail(err, errlen, "--device: %lld is not a device ordinal (or -1: the local rank's)", (long long)o->device);
+    ko->kind = strcmp(o->backend, "cuda") == 0 ? WP_BACKEND_CUDA : WP_BACKEND_CPU;
+    ko->compute = compute;
+    ko->threads = threads;
+    ko->device = device;
+    for (int i = 0; i < 3; i++)
+        if (strcmp(o->attention, attn[i]) == 0) ko->attention = (wp_attn_impl)i;
+    if (strcmp(o->attention, attn[ko->attention]) != 0)
+        return cli_fail(err, errlen, "--attention: '%s' is not one of {auto|cudnn|native}", o->attention);
+    return 0;
+}

@@ -122,8 +122,13 @@ int cmd_bench(const wp_opts *o) {
         wp_error("%s", err);
         return rc;
     }
-    wp_kern_opts ko = {.kind = strcmp(o->backend, "cuda") == 0 ? WP_BACKEND_CUDA : WP_BACKEND_CPU,
-                       .compute = precision_act_dtype(cfg.precision), .threads = (int)o->threads, .device = 0};
+    wp_kern_opts ko;
+    if (kern_opts_from_opts(o, precision_act_dtype(cfg.precision), (int)o->threads, o->device > 0 ? (int)o->device : 0, &ko,
+                            err, sizeof err)) {
+        wp_error("%s", err);
+        layout_free(&L);
+        return 2;
+    }
     wp_kern *k = kern_create(&ko, err, sizeof err);
     wp_whole *W = k ? whole_create(&L, k, WP_F32, err, sizeof err) : NULL;
     bench_result r = {.gemm_n = ko.kind == WP_BACKEND_CUDA ? 8192 : 512};

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "adapters.h"
 #include "cli.h"
 #include "commands.h"
 #include "checkpoint.h"
@@ -66,11 +67,11 @@ static int load_weights(eval_state *e, const wp_ckpt *c, char *err, size_t errle
 }
 
 static int open_backend(eval_state *e, const wp_opts *o, char *err, size_t errlen) {
-    wp_kern_opts ko = {.kind = strcmp(o->backend, "cuda") == 0 ? WP_BACKEND_CUDA : WP_BACKEND_CPU,
-                       .compute = precision_act_dtype(e->L.cfg.precision),
-                       .threads = (int)o->threads,
-                       .device = 0};
+    wp_kern_opts ko;
     char kerr[512];
+    if (kern_opts_from_opts(o, precision_act_dtype(e->L.cfg.precision), (int)o->threads, o->device > 0 ? (int)o->device : 0,
+                            &ko, kerr, sizeof kerr))
+        return io_fail(err, errlen, 2, "%s", kerr);
     e->k = kern_create(&ko, kerr, sizeof kerr);
     if (!e->k) return io_fail(err, errlen, 1, "--backend %s: %s", o->backend, kerr);
     e->m = model_create(&e->L, e->k, kerr, sizeof kerr);

@@ -244,10 +244,11 @@ static int generate(const sample_model *sm, const wp_opts *o, const wp_tokenizer
         wp_warn("sample: %lld new tokens asked, the model's %" PRId64 " positions leave room for %d after the %d-token prompt",
                 (long long)want, sm->positions, max_new, P);
     int cache = P + (max_new > 0 ? max_new - 1 : 0); /* the last token chosen is never run */
-    wp_kern_opts ko = {.kind = strcmp(o->backend, "cuda") == 0 ? WP_BACKEND_CUDA : WP_BACKEND_CPU,
-                       .compute = precision_act_dtype(cfg->precision),
-                       .threads = (int)o->threads};
+    wp_kern_opts ko;
     char kerr[512];
+    if (kern_opts_from_opts(o, precision_act_dtype(cfg->precision), (int)o->threads, o->device > 0 ? (int)o->device : 0,
+                            &ko, kerr, sizeof kerr))
+        return io_fail(err, errlen, 2, "%s", kerr);
     wp_kern *k = kern_create(&ko, kerr, sizeof kerr);
     if (!k) return io_fail(err, errlen, 1, "--backend %s: %s", o->backend, kerr);
     wp_decoder *D = decoder_create(&sm->L, k, cache, kerr, sizeof kerr);

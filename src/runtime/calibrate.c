@@ -34,12 +34,10 @@ static int cmp_double(const void *a, const void *b) {
 /* This rank's median forward and backward times of one micro-batch through the whole model.
  * The iteration count is agreed (from the slowest warm-up) so that every rank computes for the
  * same stretch and none measures a machine the others have already left. */
-static int time_compute(const wp_layout *L, int device, const char *backend, int threads, uint64_t seed,
-                        wp_control *ctl, double *fwd_s, double *bwd_s, char *err, size_t errlen) {
-    wp_kern_opts ko = {.kind = strcmp(backend, "cuda") == 0 ? WP_BACKEND_CUDA : WP_BACKEND_CPU,
-                       .compute = precision_act_dtype(L->cfg.precision), .threads = threads, .device = device};
+static int time_compute(const wp_layout *L, const wp_kern_opts *ko, uint64_t seed, wp_control *ctl, double *fwd_s,
+                        double *bwd_s, char *err, size_t errlen) {
     char why[512] = "";
-    wp_kern *k = kern_create(&ko, why, sizeof why);
+    wp_kern *k = kern_create(ko, why, sizeof why);
     wp_whole *W = k ? whole_create(L, k, WP_F32, why, sizeof why) : NULL;
     double f[CAL_MAX_ITERS], b[CAL_MAX_ITERS], warm[2] = {0, 0};
     int rc = W && whole_load_random(W, seed, why, sizeof why) == 0 &&
@@ -114,13 +112,12 @@ static int time_hop(wp_transport *t, int rank, int n, double timeout, double *la
     return rc;
 }
 
-int calib_run(const wp_layout *L, int nranks, int ranks_per_node, int rank, int device, const char *backend,
-              int threads, uint64_t seed, double timeout, wp_transport *t, wp_control *ctl, wp_calib *c, char *err,
+int calib_run(const wp_layout *L, int nranks, int ranks_per_node, int rank, const wp_kern_opts *ko, uint64_t seed, double timeout, wp_transport *t, wp_control *ctl, wp_calib *c, char *err,
               size_t errlen) {
     memset(c, 0, sizeof *c);
     const double start = wp_now();
     double fwd = 0, bwd = 0, lat = 0, bw = 0;
-    if (time_compute(L, device, backend, threads, seed, ctl, &fwd, &bwd, err, errlen)) return 1;
+    if (time_compute(L, ko, seed, ctl, &fwd, &bwd, err, errlen)) return 1;
     if (nranks > 1 && t && time_hop(t, rank, nranks, timeout, &lat, &bw, err, errlen)) return 1;
     /* the hop from rank - 1 to rank: inside a node when --ranks-per-node puts both on one (0:
      * one rank per node, every hop between nodes) */
@@ -139,7 +136,7 @@ int calib_run(const wp_layout *L, int nranks, int ranks_per_node, int rank, int 
         c->bwd_flops += f.bwd_input + f.bwd_weight;
     }
     c->tflops = (c->fwd_flops + c->bwd_flops) / (c->fwd_s + c->bwd_s) / 1e12;
-    c->threads = threads;
+    c->threads = ko->threads;
     c->hops_link = (int)v[4];
     c->hops_node = (int)v[7];
     if (c->hops_link) c->link_lat = v[2] / v[4], c->link_bw = v[3] / v[4];

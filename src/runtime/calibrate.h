@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "control.h"
+#include "kernels.h"
 #include "layout.h"
 #include "transport.h"
 
@@ -27,12 +28,11 @@ typedef struct {
 } wp_calib;
 
 /* Collective: every rank of the job calls it with the same layout and flags; every rank gets
- * bit-identical figures (summed by the control channel in rank order). kern: the backend as
- * the run opens it (kind, compute dtype, threads, device); t: the data transport (NULL or one
+ * bit-identical figures (summed by the control channel in rank order). ko: the backend as
+ * the run opens it (kind, compute dtype, threads, device, attention); t: the data transport (NULL or one
  * rank: no hop). Returns 0, or 1 with the reason. */
-int calib_run(const wp_layout *L, int nranks, int ranks_per_node, int rank, int device, const char *backend,
-              int threads, uint64_t seed, double timeout, wp_transport *t, wp_control *ctl, wp_calib *c, char *err,
-              size_t errlen);
+int calib_run(const wp_layout *L, int nranks, int ranks_per_node, int rank, const wp_kern_opts *ko, uint64_t seed,
+              double timeout, wp_transport *t, wp_control *ctl, wp_calib *c, char *err, size_t errlen);
 
 /* The INI fragment (--config FILE for simulate): the flags, each with the measurement behind it
  * in a comment. Written to FILE.tmp, then renamed. Returns 0 or 1 with the reason. */

@@ -220,8 +220,13 @@ static void write_trace(train_job *j, int rank, wp_rt *rt, const wp_clock_sync *
     for (int i = 0; i < n; i++) trace_xfer(j->trace, rank, &xe[i]);
 }
 
+/* Values per rank in report_final's all-reduce: compute_s, step_s, payload sent, the backend's
+ * peak memory (kern_memory). */
+#define RV 4
+
 /* Rank 0's table: measured bubble and step time beside the simulator's, bytes beside the
- * validator's. v holds 3 values per rank (compute_s, step_s, payload sent), ops the op times. */
+ * validator's, the backend's peak memory beside the prediction. v holds RV values per rank,
+ * ops the op times. */
 static void print_summary(train_job *j, const train_totals *tot, const double *v, const double *ops, const double *pace) {
     const int N = j->nranks;
     double *pred = calloc((size_t)N, sizeof *pred);
@@ -229,15 +234,17 @@ static void print_summary(train_job *j, const train_totals *tot, const double *v
     char why[512];
     bool have_pred = pred && predict(j, ops, ops + WP_OP_COUNT * WP_MAX_CHUNKS, &pred_step, pred, why, sizeof why) == 0;
     int64_t steady = tot->steady_steps;
-    for (int r = 0; r < N; r++) meas_step += steady > 0 ? v[3 * r + 1] / (double)steady / N : NAN;
+    for (int r = 0; r < N; r++) meas_step += steady > 0 ? v[RV * r + 1] / (double)steady / N : NAN;
     fprintf(stderr, "\nstep time (steps after the first, mean over ranks): measured %.4g s, simulator %.4g s%s\n", meas_step,
             have_pred ? pred_step : NAN, j->o.device_tflops > 0 ? " (paced compute)" : " (measured op times)");
-    fprintf(stderr, "rank  bubble measured  predicted  payload bytes/step measured  schedule\n");
+    fprintf(stderr, "rank  bubble measured  predicted  payload bytes/step measured  schedule  "
+                    "memory MiB %s peak  predicted\n", strcmp(j->o.backend, "cuda") == 0 ? "device" : "  heap");
     for (int r = 0; r < N; r++) {
-        double meas = v[3 * r + 1] > 0 ? 1.0 - v[3 * r] / v[3 * r + 1] : NAN;
-        double sent = tot->steps > 0 ? v[3 * r + 2] / (double)tot->steps : 0;
-        fprintf(stderr, "%4d  %15.3f  %9.3f  %27.0f  %8" PRIu64 "\n", r, meas, have_pred ? pred[r] : NAN, sent,
-                schedule_sent(j, r));
+        double meas = v[RV * r + 1] > 0 ? 1.0 - v[RV * r] / v[RV * r + 1] : NAN;
+        double sent = tot->steps > 0 ? v[RV * r + 2] / (double)tot->steps : 0;
+        double mem_pred = (double)j->run.rank[r].peak_bytes + (double)j->run.rank[r].owner_bytes;
+        fprintf(stderr, "%4d  %15.3f  %9.3f  %27.0f  %8" PRIu64 "  %22.1f  %9.1f\n", r, meas, have_pred ? pred[r] : NAN,
+                sent, schedule_sent(j, r), v[RV * r + 3] / 1048576.0, mem_pred / 1048576.0);
     }
     if (!have_pred) fprintf(stderr, "(no prediction: %s)\n", pred ? why : "out of memory");
 
@@ -252,7 +259,7 @@ static void print_summary(train_job *j, const train_totals *tot, const double *v
 static void print_auto(const train_job *j, const train_totals *tot, const double *v) {
     const int N = j->nranks;
     double step = 0;
-    for (int r = 0; r < N; r++) step += v[3 * r + 1] / N;
+    for (int r = 0; r < N; r++) step += v[RV * r + 1] / N;
     const double tokens = (double)j->L.cfg.mb * j->L.cfg.seq * j->nmb;
     const double meas = tot->steady_steps > 0 && step > 0 ? tokens / (step / (double)tot->steady_steps) : NAN;
     if (meas > 0)
@@ -279,7 +286,7 @@ int report_final(train_job *j, int rank, wp_control *ctl, wp_transport *t, wp_rt
     const size_t nops = (size_t)WP_OP_COUNT * WP_MAX_CHUNKS;
     if (j->trace) write_trace(j, rank, rt, &tot->clock);
     if (ctl_barrier(ctl, err, errlen)) return 1; /* every transfer of the run has completed */
-    double *v = calloc((size_t)3 * N, sizeof *v);
+    double *v = calloc((size_t)RV * N, sizeof *v);
     double *ops = calloc(2 * nops, sizeof *ops);
     if (!v || !ops) { /* fail rather than skip: the other ranks are about to wait in the all-reduce */
         free(v), free(ops);
@@ -287,16 +294,17 @@ int report_final(train_job *j, int rank, wp_control *ctl, wp_transport *t, wp_rt
     }
     wp_transport_stats now = {0};
     if (t && N > 1) tp_stats(t, &now);
-    v[3 * rank] = tot->compute_s;
-    v[3 * rank + 1] = tot->step_s;
-    v[3 * rank + 2] = (double)(now.payload_sent - (tot->have_start ? tot->start.payload_sent : 0) - tot->eval_sent);
+    v[RV * rank] = tot->compute_s;
+    v[RV * rank + 1] = tot->step_s;
+    v[RV * rank + 2] = (double)(now.payload_sent - (tot->have_start ? tot->start.payload_sent : 0) - tot->eval_sent);
+    v[RV * rank + 3] = (double)tot->mem_peak;
     rt_op_times(rt, ops, ops + nops);
     double pace[3];
     int64_t paced, over;
     rt_pace_overrun(rt, &paced, &over, &pace[2]);
     pace[0] = (double)paced;
     pace[1] = (double)over;
-    int rc = allreduce_sum(ctl, v, (size_t)3 * N, err, errlen);
+    int rc = allreduce_sum(ctl, v, (size_t)RV * N, err, errlen);
     if (!rc) rc = allreduce_sum(ctl, ops, 2 * nops, err, errlen);
     if (!rc) rc = allreduce_sum(ctl, pace, 3, err, errlen);
     if (!rc && rank == 0 && !j->o.quiet) print_summary(j, tot, v, ops, pace);

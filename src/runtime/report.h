@@ -20,6 +20,7 @@ typedef struct {
     uint64_t eval_sent;         /* payload bytes of --eval-every traffic (not the schedule's) */
     int64_t tokens_seen;        /* since step 0 (what the metrics lines report) */
     wp_clock_sync clock;        /* --trace: this rank's offset to the job's common clock */
+    size_t mem_peak;            /* the backend's peak bytes (kern_memory), set before report_final */
 } train_totals;
 
 /* --metrics (JSON lines, rank 0; docs/runtime.md): the first line of a run, {"run": {...}}

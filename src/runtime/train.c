@@ -344,11 +344,10 @@ static int open_backend(rank_state *r, int device, char *err, size_t errlen) {
                                                 sysconf(_SC_NPROCESSORS_ONLN), from, sizeof from);
     if (r->rank == 0 && !o->quiet && strcmp(o->backend, "cpu") == 0)
         fprintf(stderr, "rank 0: %d CPU thread%s per rank (%s)\n", threads, threads == 1 ? "" : "s", from);
-    wp_kern_opts ko = {.kind = strcmp(o->backend, "cuda") == 0 ? WP_BACKEND_CUDA : WP_BACKEND_CPU,
-                       .compute = precision_act_dtype(r->j->L.cfg.precision),
-                       .threads = threads,
-                       .device = device};
+    wp_kern_opts ko;
     char why[512];
+    if (kern_opts_from_opts(o, precision_act_dtype(r->j->L.cfg.precision), threads, device, &ko, why, sizeof why))
+        return fail(err, errlen, 2, "%s", why);
     r->k = kern_create(&ko, why, sizeof why);
     if (!r->k) return fail(err, errlen, 1, "--backend %s: %s", o->backend, why);
     r->m = model_create(&r->j->L, r->k, why, sizeof why);
@@ -519,6 +518,10 @@ static int train_loop(rank_state *r, char *err, size_t errlen) {
         double lr = lr_at(&j->lr, step);
         if (rt_step(r->rt, step, lr, &st, err, errlen)) return 1;
         report_step(j, r->rank, step, lr, &st, r->t_begin, &r->tot, r->metrics);
+        /* after the first step every kernel has run once: what the backend chose (e.g. which
+         * attention and why), said once by rank 0 */
+        if (step == j->start_step && r->rank == 0 && !j->o.quiet && kern_notes(r->k)[0])
+            fprintf(stderr, "%s%s\n", isatty(STDERR_FILENO) ? "\n" : "", kern_notes(r->k));
         if (nonfinite_bound(&skipped_in_row, st.d.skip, j->o.max_skipped_steps, step, rt_scaler(r->rt).scale, err, errlen)) return 1;
         if (r->ev && (step + 1) % j->o.eval_every == 0 && evaluate(r, step, err, errlen)) return 1;
         if (r->sm && (step + 1) % j->o.sample_every == 0 && sample(r, step, err, errlen)) return 1;
@@ -639,7 +642,11 @@ static int calibrate_ranks(train_job *j, int rank, int device, wp_transport *t, 
     if (rank == 0 && !o->quiet) fprintf(stderr, "calibrating on %d rank%s (%d thread%s per rank)...\n", j->nranks,
                                         j->nranks == 1 ? "" : "s", threads, threads == 1 ? "" : "s");
     wp_calib cal;
-    int rc = calib_run(&j->L, j->nranks, (int)o->ranks_per_node, rank, device, o->backend, threads, (uint64_t)o->seed,
+    wp_kern_opts ko;
+    char why0[512];
+    if (kern_opts_from_opts(o, precision_act_dtype(j->L.cfg.precision), threads, device, &ko, why0, sizeof why0))
+        return fail(err, errlen, 2, "%s", why0);
+    int rc = calib_run(&j->L, j->nranks, (int)o->ranks_per_node, rank, &ko, (uint64_t)o->seed,
                        o->timeout, j->nranks > 1 ? t : NULL, ctl, &cal, err, errlen);
     if (rc) return rc;
     if (!o->calibrate[0]) return auto_pick(j, rank, t, ctl, &cal, err, errlen);
@@ -654,7 +661,16 @@ static int calibrate_ranks(train_job *j, int rank, int device, wp_transport *t, 
     return 0;
 }
 
-int train_rank(train_job *j, int rank, int device, wp_transport *t, wp_control *ctl, char *err, size_t errlen) {
+/* The device a rank opens: --device, else its local rank modulo the devices it can see (4 ranks
+ * on a host with 1 GPU, or with CUDA_VISIBLE_DEVICES naming fewer, share them round-robin). */
+static int rank_device(const wp_opts *o, int local_rank) {
+    if (o->device >= 0) return (int)o->device;
+    return kern_pick_device(-1, local_rank,
+                            kern_device_count(strcmp(o->backend, "cuda") == 0 ? WP_BACKEND_CUDA : WP_BACKEND_CPU));
+}
+
+int train_rank(train_job *j, int rank, int local_rank, wp_transport *t, wp_control *ctl, char *err, size_t errlen) {
+    int device = rank_device(&j->o, local_rank);
     if (j->calibrating) {
         int rc = calibrate_ranks(j, rank, device, t, ctl, err, errlen);
         if (rc || j->o.calibrate[0]) return rc;
@@ -669,7 +685,11 @@ int train_rank(train_job *j, int rank, int device, wp_transport *t, wp_control *
     if (!rc && j->nranks > 1 && !(stall = stall_start(ctl, j->o.timeout, err, errlen))) rc = 1;
     if (!rc) rc = train_loop(&r, err, errlen);
     stall_stop(stall);
-    if (!rc) rc = report_final(j, rank, ctl, r.t, r.rt, &r.tot, err, errlen);
+    if (!rc) {
+        size_t now;
+        kern_memory(r.k, &now, &r.tot.mem_peak);
+        rc = report_final(j, rank, ctl, r.t, r.rt, &r.tot, err, errlen);
+    }
     close_rank(&r);
     return rc;
 }

@@ -61,8 +61,10 @@ void train_job_free(train_job *j);
  * The job's flags (the handshake's hash) carry "auto" itself, so every rank agrees on them.
  * --calibrate FILE: train_rank calibrates, rank 0 writes FILE, and no training runs. */
 
-/* The whole training run of one rank. device: the accelerator ordinal for this rank. Returns 0
- * or 1 with one line in err (2 for bad input found late, e.g. a checkpoint of another shape). */
-int train_rank(train_job *j, int rank, int device, wp_transport *t, wp_control *ctl, char *err, size_t errlen);
+/* The whole training run of one rank. Returns 0
+ * or 1 with one line in err (2 for bad input found late, e.g. a checkpoint of another shape).
+ * local_rank: the rank's index on its host; its device is --device, else local_rank modulo the
+ * visible devices. */
+int train_rank(train_job *j, int rank, int local_rank, wp_transport *t, wp_control *ctl, char *err, size_t errlen);
 
 #endif

@@ -1,6 +1,9 @@
-/* CUDA causal attention (tensor-core WMMA kernels for fp16/bf16 with head sizes 16, 32, 64,
- * 96, 128; the SIMT kernels for fp32 and other head sizes) against the CPU backend: grouped
- * KV heads, sq < skv, partial tiles, one query, several batches.
+/* CUDA causal attention against the CPU backend: weipipe's own kernels (--attention native:
+ * tensor-core WMMA kernels for fp16/bf16 with head sizes 16, 32, 64, 96, 128; the SIMT kernels
+ * for fp32 and other head sizes) on every case, and cuDNN's fused attention (--attention
+ * cudnn, where the build has it) on the cases it takes (fp16/bf16 whole sequences, head size a
+ * multiple of 8): grouped KV heads, sq < skv, partial tiles, one query, several batches, and
+ * s = 4096. The same bounds hold both, so cuDNN's kernels are checked by the CPU's and ours.
  *
  * Bounds, u the compute dtype's unit roundoff:
  * - forward o: 4u (P is rounded to the compute dtype before P V; o itself is rounded once);
@@ -13,12 +16,13 @@
 #include <stdlib.h>
 
 #include "gpu_harness.h"
+#include "wp_config.h"
 
 typedef struct {
     int b, sq, skv, nh, nkv, hd;
 } attn_case;
 
-static void check_case(gh_pair *p, const attn_case *a) {
+static void check_case(gh_pair *p, const attn_case *a, const char *impl) {
     const wp_dtype ct = p->ct;
     const size_t nq = (size_t)a->b * a->sq * a->nh * a->hd, nkv = (size_t)a->b * a->skv * a->nkv * a->hd;
     const size_t nl = (size_t)a->b * a->nh * a->sq;
@@ -33,12 +37,12 @@ static void check_case(gh_pair *p, const attn_case *a) {
     gh_fill(&g, dout, nq, 1.0f, ct);
     void *cq = gh_upload(p->cpu, q, nq, WP_F32), *ck = gh_upload(p->cpu, k, nkv, WP_F32), *cv = gh_upload(p->cpu, v, nkv, WP_F32);
     void *gq = gh_upload(p->gpu, q, nq, ct), *gk = gh_upload(p->gpu, k, nkv, ct), *gv = gh_upload(p->gpu, v, nkv, ct);
-    void *co = kern_alloc(p->cpu, nq * 4), *go = kern_alloc(p->gpu, nq * wp_dtype_size(ct));
-    float *clse = kern_alloc(p->cpu, nl * 4), *glse = kern_alloc(p->gpu, nl * 4);
+    void *co = gh_out(p->cpu, nq * 4), *go = gh_out(p->gpu, nq * wp_dtype_size(ct));
+    float *clse = gh_out(p->cpu, nl * 4), *glse = gh_out(p->gpu, nl * 4);
     const double extra = ct == WP_F32 ? 1e-5 : 0.0, u = gh_unit_roundoff(ct);
     char shape[96], what[160];
-    snprintf(shape, sizeof shape, "%s b=%d sq=%d skv=%d nh=%d nkv=%d hd=%d", wp_dtype_name(ct), a->b, a->sq, a->skv, a->nh,
-             a->nkv, a->hd);
+    snprintf(shape, sizeof shape, "%s %s b=%d sq=%d skv=%d nh=%d nkv=%d hd=%d", impl, wp_dtype_name(ct), a->b, a->sq, a->skv,
+             a->nh, a->nkv, a->hd);
 
     kern_attention_fwd(p->cpu, co, clse, cq, ck, cv, a->b, a->sq, a->skv, a->nh, a->nkv, a->hd);
     kern_attention_fwd(p->gpu, go, glse, gq, gk, gv, a->b, a->sq, a->skv, a->nh, a->nkv, a->hd);
@@ -57,9 +61,9 @@ static void check_case(gh_pair *p, const attn_case *a) {
     void *co2 = gh_upload(p->cpu, o_ref, nq, WP_F32), *go2 = gh_upload(p->gpu, o_ref, nq, ct);
     kern_to_device(p->gpu, glse, lse_ref, nl * 4);
     void *cdo = gh_upload(p->cpu, dout, nq, WP_F32), *gdo = gh_upload(p->gpu, dout, nq, ct);
-    void *cdq = kern_alloc(p->cpu, nq * 4), *cdk = kern_alloc(p->cpu, nkv * 4), *cdv = kern_alloc(p->cpu, nkv * 4);
+    void *cdq = gh_out(p->cpu, nq * 4), *cdk = gh_out(p->cpu, nkv * 4), *cdv = gh_out(p->cpu, nkv * 4);
     size_t es = wp_dtype_size(ct);
-    void *gdq = kern_alloc(p->gpu, nq * es), *gdk = kern_alloc(p->gpu, nkv * es), *gdv = kern_alloc(p->gpu, nkv * es);
+    void *gdq = gh_out(p->gpu, nq * es), *gdk = gh_out(p->gpu, nkv * es), *gdv = gh_out(p->gpu, nkv * es);
     kern_attention_bwd(p->cpu, cdq, cdk, cdv, cdo, cq, ck, cv, co2, clse, a->b, a->sq, a->skv, a->nh, a->nkv, a->hd);
     kern_attention_bwd(p->gpu, gdq, gdk, gdv, gdo, gq, gk, gv, go2, glse, a->b, a->sq, a->skv, a->nh, a->nkv, a->hd);
     gh_ok(p->gpu, shape);
@@ -89,13 +93,25 @@ int main(void) {
         {1, 70, 70, 2, 2, 6},     /* tiny head size: SIMT */
         {1, 1, 90, 4, 2, 32},     /* a single query (decoding) */
         {1, 130, 130, 2, 1, 256}, /* the SIMT kernels' largest head size */
+        {1, 1024, 1024, 4, 2, 128}, /* Llama's head size, many tiles */
+        {1, 4096, 4096, 2, 1, 64},  /* a long sequence */
     };
+    /* WP_GPU_TEST_QUICK (compute-sanitizer's run, 10-100x slower): the short cases only */
+    const size_t ncases = getenv("WP_GPU_TEST_QUICK") ? 8 : sizeof cases / sizeof cases[0];
     const wp_dtype cts[] = {WP_F16, WP_BF16, WP_F32};
     for (int t = 0; t < 3; t++) {
         gh_pair p;
-        gh_open(&p, cts[t]);
-        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) check_case(&p, &cases[c]);
+        gh_open_attn(&p, cts[t], WP_ATTN_NATIVE);
+        for (size_t c = 0; c < ncases; c++) check_case(&p, &cases[c], "native");
         gh_close(&p);
+#if WP_HAVE_CUDNN
+        if (cts[t] == WP_F32) continue; /* cuDNN's fused attention is fp16/bf16 */
+        gh_open_attn(&p, cts[t], WP_ATTN_CUDNN);
+        for (size_t c = 0; c < ncases; c++)
+            if (cases[c].sq == cases[c].skv && cases[c].hd % 8 == 0) check_case(&p, &cases[c], "cudnn");
+        printf("%s\n", kern_notes(p.gpu));
+        gh_close(&p);
+#endif
     }
     return check_result("gpu/attention");
 }
