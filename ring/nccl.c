@@ -35,9 +35,16 @@ typedef struct nc_comm {
     bool ready;
     bool engaged; /* the peer is known to be setting it up too: the set-up deadline runs */
     double since; /* when the deadline started */
+    int enqueuing;      /* requests of its last group that NCCL has not finished enqueuing */
+    double enq_since;   /* when that group ended */
 } nc_comm;
 
-typedef enum { NC_START, NC_DESC, NC_ISSUE, NC_FLIGHT } nc_phase;
+/* NC_ENQUEUE: in a group that ncclGroupEnd returned from, on a non-blocking communicator that
+ * is still enqueuing it (the first transfer of a direction also connects it, which needs the
+ * peer's matching call): polled once per progress turn, never waited for while the layer's
+ * lock is held, so this rank's progress thread goes on serving the tcp messages (the go of a
+ * receive) that the peer's matching call is waiting for (docs/transports.md, "NCCL"). */
+typedef enum { NC_START, NC_DESC, NC_ISSUE, NC_ENQUEUE, NC_FLIGHT } nc_phase;
 
 /* One outer request (base.ready: the compute work queued before the post, which its stream
  * waits for). */
@@ -144,24 +151,22 @@ static void comm_check(nc_tp *s, nc_comm *c, int peer) {
         (void)nccl_ok(s, st, c->comm, "a transfer", peer);
 }
 
-/* After a group on non-blocking communicators: wait until NCCL has enqueued its operations
- * on the streams (only then may events be recorded behind them). */
+/* After a group on a non-blocking communicator: 1 when NCCL has enqueued its operations on the
+ * stream (only then may events be recorded behind them), 0 while it still works on it (asked
+ * again next turn: no waiting here), -1 on an error or past --connect-timeout (the first
+ * transfer of a direction also connects it: as long as a set-up may take). */
 static int comm_enqueued(nc_tp *s, nc_comm *c, int peer) {
-    double t0 = wp_now();
-    for (;;) {
-        ncclResult_t st;
-        if (nccl_ok(s, ncclCommGetAsyncError(c->comm, &st), c->comm, "ncclCommGetAsyncError", peer) ||
-            nccl_ok(s, st, c->comm, "enqueueing a transfer", peer))
-            return -1;
-        if (st == ncclSuccess) return 0;
-        /* The first transfer of a direction also connects it: as long as a set-up may take. */
-        if (wp_now() - t0 > s->connect_timeout) {
-            tp_layer_fail(&s->l, "nccl: enqueueing a transfer with rank %d took over %g s (--connect-timeout)", peer,
-                          s->connect_timeout);
-            return -1;
-        }
-        usleep(20);
+    ncclResult_t st;
+    if (nccl_ok(s, ncclCommGetAsyncError(c->comm, &st), c->comm, "ncclCommGetAsyncError", peer) ||
+        nccl_ok(s, st, c->comm, "enqueueing a transfer", peer))
+        return -1;
+    if (st == ncclSuccess) return 1;
+    if (wp_now() - c->enq_since > s->connect_timeout) {
+        tp_layer_fail(&s->l, "nccl: enqueueing a transfer with rank %d took over %g s (--connect-timeout)", peer,
+                      s->connect_timeout);
+        return -1;
     }
+    return 0;
 }
 
 static void comm_abort(nc_comm *c) {
@@ -315,7 +320,10 @@ static int collect_recvs(nc_tp *s) {
     for (tp_layer_req *lq = s->l.head; lq; lq = lq->next) {
         nc_req *q = req_of(lq);
         wp_request *r = lq->outer;
-        if (r->kind != TP_RECV || q->phase != NC_ISSUE || !comm_ready(s, &s->peers[r->peer].in, r->peer)) continue;
+        /* (a communicator still enqueuing its last group takes no new operation until done) */
+        if (r->kind != TP_RECV || q->phase != NC_ISSUE || !comm_ready(s, &s->peers[r->peer].in, r->peer) ||
+            s->peers[r->peer].in.enqueuing)
+            continue;
         if (cuda_ok(s, cudaStreamWaitEvent(s->peers[r->peer].in.stream, kern_cuda_event(lq->ready), 0),
                     "cudaStreamWaitEvent"))
             return -1;
@@ -332,7 +340,7 @@ static int collect_recvs(nc_tp *s) {
 static int collect_sends(nc_tp *s) {
     for (int p = 0; p < s->l.base.world; p++) {
         nc_peer *pe = &s->peers[p];
-        if (!pe->go_head || !comm_ready(s, &pe->out, p)) continue;
+        if (!pe->go_head || !comm_ready(s, &pe->out, p) || pe->out.enqueuing) continue;
         for (nc_req *q = pe->go_head; q; q = q->go_next) {
             if (cuda_ok(s, cudaStreamWaitEvent(pe->out.stream, kern_cuda_event(q->base.ready), 0),
                         "cudaStreamWaitEvent"))
@@ -344,7 +352,27 @@ static int collect_sends(nc_tp *s) {
     return 0;
 }
 
-/* One group for everything ready this turn; then an event behind each operation. */
+/* Requests whose group NCCL has finished enqueuing: an event behind each, in flight. Asks each
+ * communicator once; what is still enqueuing waits for the next turn. */
+static int finish_enqueues(nc_tp *s) {
+    for (tp_layer_req *lq = s->l.head; lq; lq = lq->next) {
+        nc_req *q = req_of(lq);
+        wp_request *r = lq->outer;
+        if (q->phase != NC_ENQUEUE) continue;
+        nc_comm *c = r->kind == TP_SEND ? &s->peers[r->peer].out : &s->peers[r->peer].in;
+        int e = comm_enqueued(s, c, r->peer);
+        if (e < 0) return -1;
+        if (e == 0) continue;
+        if (cuda_ok(s, cudaEventRecord(q->done, c->stream), "cudaEventRecord")) return -1;
+        q->phase = NC_FLIGHT;
+        c->enqueuing--;
+        tp_progress_locked(r, 0);
+    }
+    return 0;
+}
+
+/* One group for everything ready this turn; then an event behind each operation once NCCL has
+ * enqueued it (finish_enqueues, this turn or a later one). */
 static int issue_all(nc_tp *s) {
     s->n_issue = 0;
     if (collect_recvs(s) || collect_sends(s)) return -1;
@@ -360,15 +388,16 @@ static int issue_all(nc_tp *s) {
     }
     ncclResult_t end = ncclGroupEnd(); /* always closes the group opened above */
     if (rc || nccl_ok(s, end, NULL, "ncclGroupEnd", -1)) return -1;
+    double now = wp_now();
     for (int i = 0; i < s->n_issue; i++) {
         nc_req *q = s->issue[i];
         wp_request *r = q->base.outer;
         nc_comm *c = r->kind == TP_SEND ? &s->peers[r->peer].out : &s->peers[r->peer].in;
-        if (comm_enqueued(s, c, r->peer) || cuda_ok(s, cudaEventRecord(q->done, c->stream), "cudaEventRecord")) return -1;
-        q->phase = NC_FLIGHT;
-        tp_progress_locked(r, 0);
+        q->phase = NC_ENQUEUE;
+        c->enqueuing++;
+        c->enq_since = now;
     }
-    return 0;
+    return finish_enqueues(s);
 }
 
 /* ---- the layer's ops ---- */
@@ -403,6 +432,7 @@ static void nc_turn_begin(tp_layer *l) {
         if (pe->out.comm) comm_check(s, &pe->out, p);
         if (pe->in.comm) comm_check(s, &pe->in, p);
     }
+    if (!l->fail.failed) (void)finish_enqueues(s);
 }
 
 /* q's own steps this turn; 1 when complete. */
@@ -430,7 +460,10 @@ static int nc_advance(tp_layer *l, tp_layer_req *lq) {
 /* After the requests' steps: issue what became ready. */
 static void nc_turn_end(tp_layer *l) { (void)issue_all(nc_of(l)); }
 
-static bool nc_device_busy(const tp_layer_req *lq) { return ((const nc_req *)lq)->phase == NC_FLIGHT; }
+static bool nc_device_busy(const tp_layer_req *lq) {
+    nc_phase ph = ((const nc_req *)lq)->phase;
+    return ph == NC_ENQUEUE || ph == NC_FLIGHT; /* NCCL holds the buffer from the group on */
+}
 
 /* Any failure: abort every communicator, so that no kernel stays blocked on a dead peer (the
  * layer then tells the peers through tcp). */
