@@ -7,12 +7,19 @@
 # there is no usable GPU (everything skipped).
 #
 #   scripts/gpu-check.sh [--quick]      (--quick: benchmarks at s = 1024 only)
+#   scripts/gpu-check.sh --kit FILE [--deadline SECONDS] [--logs DIR] [--quick] [--compile]
+#       runs a kit built elsewhere by scripts/gpu-kit.sh, without building (a machine without
+#       -dev packages or internet): stages most valuable first, each inside the deadline, a
+#       summary table last (scripts/gpu_check.py says what each stage runs).
 #
 # Environment: WP_GPU_BUILD (default build-gpu), WP_GPU_ARCH (e.g. 90: build only for the
 # GPU at hand, which compiles faster; default: the gpu_arch option, 80;90), WP_TORCH_PYTHON
 # (default python3), WP_PEAK_TFLOPS (the device's dense bf16 peak, when its name is not
 # in bench_gpu's table). Logs go to $WP_GPU_BUILD/gpu-check/.
 set -u
+if [ "${1:-}" = --kit ]; then
+    exec python3 "$(dirname "$0")/gpu_check.py" "$@"
+fi
 cd "$(dirname "$0")/.."
 build=${WP_GPU_BUILD:-build-gpu}
 python=${WP_TORCH_PYTHON:-python3}

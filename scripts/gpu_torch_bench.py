@@ -105,11 +105,11 @@ class Model(torch.nn.Module):
         return F.cross_entropy(logits.float().view(-1, VOCAB), targets.view(-1))
 
 
-def flash():
-    """Force the flash backend where this torch can say so."""
+def flash(backend="flash"):
+    """Force one attention backend (flash, or cudnn: cuDNN's fused attention) where this torch can say so."""
     try:
         from torch.nn.attention import SDPBackend, sdpa_kernel
-        return sdpa_kernel([SDPBackend.FLASH_ATTENTION])
+        return sdpa_kernel([SDPBackend.CUDNN_ATTENTION if backend == "cudnn" else SDPBackend.FLASH_ATTENTION])
     except ImportError:
         return torch.backends.cuda.sdp_kernel(enable_flash=True, enable_math=False, enable_mem_efficient=False)
 
@@ -143,8 +143,10 @@ def model_flops(seq, layers):
     return 6.0 * seq * matmul + 3 * attn_flops(seq, layers)
 
 
-def bench_block(seq, iters, dev):
+def bench_block(seq, iters, dev, compiled=False):
     blk = Block().to(dev)
+    if compiled:
+        blk = torch.compile(blk)
     cos, sin = rope_tables(seq, dev)
     x = torch.randn(1, seq, H, device=dev, requires_grad=True)
     g = torch.randn(1, seq, H, device=dev) * 1e-3
@@ -172,10 +174,10 @@ def bench_model(seq, iters, dev, layers=4):
     return ms, model_flops(seq, layers)
 
 
-def bench_attention(seq, iters, dev):
+def bench_attention(seq, iters, dev, backend="flash"):
     q, k, v = (torch.randn(1, HEADS, seq, HD, device=dev, dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
     do = torch.randn(1, HEADS, seq, HD, device=dev, dtype=torch.bfloat16)
-    with flash():
+    with flash(backend):
         fwd = best_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True), iters)
         out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         bwd = best_ms(lambda: torch.autograd.grad(out, (q, k, v), do, retain_graph=True), iters)
@@ -186,6 +188,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="s = 1024 only (a smoke run)")
     ap.add_argument("--iters", type=int, default=5)
+    ap.add_argument("--compile", action="store_true", help="also the block under torch.compile (minutes of compiling)")
+    ap.add_argument("--seq", type=int, action="append", help="these sequence lengths instead of 4096 and 16384")
     args = ap.parse_args()
     dev = torch.device("cuda")
     name = torch.cuda.get_device_name(dev)
@@ -193,10 +197,17 @@ def main():
     print(f"device: {name}; torch {torch.__version__}, bf16 autocast, fp32 parameters, flash attention")
     print(f"| {'what':16s} | {'s':>6s} | {'ms':>9s} | {'tokens/s':>10s} | {'TFLOP/s':>7s} | {'MFU':>8s} |")
     print("|------------------|--------|-----------|------------|---------|----------|")
-    for seq in ([1024] if args.quick else [4096, 16384]):
+    for seq in (args.seq or ([1024] if args.quick else [4096, 16384])):
         (fa, fb) = bench_attention(seq, args.iters, dev)
         rows = [("block", *bench_block(seq, args.iters, dev)), ("model (4 layers)", *bench_model(seq, args.iters, dev)),
                 ("attention fwd", *fa), ("attention bwd", *fb)]
+        try:
+            (ca, cb) = bench_attention(seq, args.iters, dev, "cudnn")
+            rows += [("attn fwd cudnn", *ca), ("attn bwd cudnn", *cb)]
+        except RuntimeError as exc:  # no cuDNN backend in this torch
+            print(f"(torch's cuDNN attention: {str(exc).splitlines()[0]})")
+        if args.compile and (seq == 4096 or args.seq):
+            rows.append(("block compiled", *bench_block(seq, args.iters, dev, compiled=True)))
         for what, ms, flops in rows:
             tflops = flops / (ms * 1e-3) / 1e12
             mfu = f"{100 * tflops / peak:.1f}%" if peak else "-"

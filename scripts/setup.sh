@@ -12,7 +12,7 @@ packages="meson ninja-build pkg-config gcc libc6-dev
   libopenblas-dev libopenblas0-pthread libinih-dev libjansson-dev zlib1g-dev
   python3 python3-numpy python3-torch python3-matplotlib fortunes
   openmpi-bin libopenmpi-dev libibverbs-dev rdma-core iproute2
-  g++ libsentencepiece-dev sentencepiece python3-venv"
+  g++ libsentencepiece-dev sentencepiece python3-venv patchelf"
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
 missing=""
@@ -39,5 +39,21 @@ if ! "$venv/bin/python" -c "import transformers, tokenizers, torch" 2>/dev/null;
     $sudo /usr/bin/python3 -m venv --system-site-packages "$venv"
     $sudo "$venv/bin/pip" install -q --disable-pip-version-check transformers==4.44.2 tokenizers==0.19.1 ||
         echo "setup: warning: transformers did not install; the Hugging Face checks will be skipped" >&2
+fi
+# NVIDIA's cudnn-frontend (header-only C++) for cuDNN's fused attention, when the CUDA toolkit
+# is here (-Dcudnn auto finds it in /opt/weipipe-cudnn-frontend/include). Debian does not
+# package it; PyPI's wheel carries the headers. Pinned, like transformers.
+fe=${WEIPIPE_CUDNN_FE:-/opt/weipipe-cudnn-frontend}
+if { command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; } && [ ! -f "$fe/include/cudnn_frontend.h" ]; then
+    echo "setup: cudnn-frontend headers into $fe (PyPI nvidia-cudnn-frontend 1.32.0)"
+    tmp=$(mktemp -d)
+    if "$venv/bin/pip" download -q --disable-pip-version-check --no-deps --only-binary=:all: --python-version 3.11 \
+           --platform manylinux_2_28_x86_64 -d "$tmp" nvidia-cudnn-frontend==1.32.0 &&
+       $sudo /usr/bin/python3 -c 'import sys, zipfile, glob
+z = zipfile.ZipFile(glob.glob(sys.argv[1] + "/*.whl")[0])
+z.extractall(sys.argv[2], [n for n in z.namelist() if n.startswith("include/")])' "$tmp" "$fe"; then :; else
+        echo "setup: warning: cudnn-frontend did not install; the CUDA build will use weipipe's own attention only" >&2
+    fi
+    rm -rf "$tmp"
 fi
 echo "setup: done"

@@ -6,10 +6,13 @@
  * "block": the middle chunk of a 3-chunk, 3-layer model (one block, no embedding or head),
  * timed through model_forward / model_backward exactly as a pipeline rank runs it.
  * "model": 4 layers with embedding and LM head, one chunk, through the whole-model runner.
+ * Attention: --attention auto (cuDNN's fused attention where built); the "native" rows run
+ * the block and attention with weipipe's own kernels (the ablation).
  * Gradients accumulate in bf16 (the paper's gW). FLOPs are layout_chunk_flops (2 per
  * multiply-add, causal attention counted once per visible pair, no recompute).
  *
- * usage: bench_gpu [bf16|fp16] [--quick]   (--quick: s = 1024 only, for a smoke run)
+ * usage: bench_gpu [bf16|fp16] [--quick] [--seq S ...]   (--quick: s = 1024 only, for a smoke
+ * run; --seq: these sequence lengths instead of 4096 and 16384)
  * Prints a markdown table; MFU against the device's nominal dense fp16/bf16 peak (from its
  * name, or WP_PEAK_TFLOPS) and against the measured GEMM ceiling. */
 #include <cuda_runtime_api.h>
@@ -210,7 +213,7 @@ static double attn_call(void *p) {
     return 0;
 }
 
-static void bench_attention(wp_kern *k, int seq, row *fwd, row *bwd) {
+static void bench_attention(wp_kern *k, int seq, row *fwd, row *bwd, const char *fwd_name, const char *bwd_name) {
     const size_t n = (size_t)seq * 4096, es = wp_dtype_size(kern_compute_dtype(k));
     attn_ctx a = {.k = k, .s = seq};
     a.q = random_device(k, n, 1.0f, 11);
@@ -223,9 +226,9 @@ static void bench_attention(wp_kern *k, int seq, row *fwd, row *bwd) {
     a.dv = kern_alloc(k, n * es);
     a.lse = kern_alloc(k, (size_t)32 * seq * 4);
     double pairs = (double)seq * (seq + 1) / 2, f = 4.0 * pairs * 128 * 32; /* QK^T and PV */
-    *fwd = (row){"attention fwd", seq, best_time(k, attn_call, &a), f};
+    *fwd = (row){fwd_name, seq, best_time(k, attn_call, &a), f};
     a.backward = true;
-    *bwd = (row){"attention bwd", seq, best_time(k, attn_call, &a), 2 * f};
+    *bwd = (row){bwd_name, seq, best_time(k, attn_call, &a), 2 * f};
     void *bufs[] = {a.q, a.kk, a.v, a.dout, a.o, a.dq, a.dk, a.dv, a.lse};
     for (int i = 0; i < 9; i++) kern_free(k, bufs[i]);
 }
@@ -257,12 +260,16 @@ static double gemm_ceiling(wp_kern *k) {
 int main(int argc, char **argv) {
     wp_dtype ct = WP_BF16;
     bool quick = false;
+    int given[8], ngiven = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "fp16") == 0) ct = WP_F16;
         else if (strcmp(argv[i], "bf16") == 0) ct = WP_BF16;
         else if (strcmp(argv[i], "--quick") == 0) quick = true;
+        else if (strcmp(argv[i], "--seq") == 0 && i + 1 < argc && ngiven < 8 && atoi(argv[i + 1]) >= 64 &&
+                 atoi(argv[i + 1]) <= 262144)
+            given[ngiven++] = atoi(argv[++i]);
         else {
-            fprintf(stderr, "usage: bench_gpu [bf16|fp16] [--quick]\n");
+            fprintf(stderr, "usage: bench_gpu [bf16|fp16] [--quick] [--seq S (64..262144, up to 8 times)]\n");
             return 2;
         }
     }
@@ -272,6 +279,10 @@ int main(int argc, char **argv) {
     wp_kern_opts o = {.kind = WP_BACKEND_CUDA, .compute = ct, .threads = 1, .device = 0};
     wp_kern *k = kern_create(&o, err, sizeof err);
     CHECK(k, "%s", err);
+    /* the same kernels with weipipe's own attention: the ablation of cuDNN's */
+    o.attention = WP_ATTN_NATIVE;
+    wp_kern *kn = kern_create(&o, err, sizeof err);
+    CHECK(kn, "%s", err);
     struct cudaDeviceProp prop;
     if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) snprintf(prop.name, sizeof prop.name, "unknown");
     double peak = nominal_peak(prop.name), ceiling = gemm_ceiling(k);
@@ -283,16 +294,19 @@ int main(int argc, char **argv) {
            "of GEMM");
     printf("|------------------|--------|-----------|------------|---------|----------|-------------|\n");
     const int quick_seqs[] = {1024}, full_seqs[] = {4096, 16384};
-    const int *seqs = quick ? quick_seqs : full_seqs, nseq = quick ? 1 : 2;
+    const int *seqs = ngiven ? given : quick ? quick_seqs : full_seqs, nseq = ngiven ? ngiven : quick ? 1 : 2;
     for (int i = 0; i < nseq; i++) {
-        row fwd, bwd, blk = bench_block(k, seqs[i]), mdl = bench_model(k, seqs[i]);
-        bench_attention(k, seqs[i], &fwd, &bwd);
-        print_row(&blk, peak, ceiling);
-        print_row(&mdl, peak, ceiling);
-        print_row(&fwd, peak, ceiling);
-        print_row(&bwd, peak, ceiling);
+        row fwd, bwd, nfwd, nbwd, blk = bench_block(k, seqs[i]), mdl = bench_model(k, seqs[i]);
+        row nblk = bench_block(kn, seqs[i]);
+        nblk.what = "block (native)";
+        bench_attention(k, seqs[i], &fwd, &bwd, "attention fwd", "attention bwd");
+        bench_attention(kn, seqs[i], &nfwd, &nbwd, "attn fwd native", "attn bwd native");
+        const row *rows[] = {&blk, &mdl, &fwd, &bwd, &nblk, &nfwd, &nbwd};
+        for (int r = 0; r < 7; r++) print_row(rows[r], peak, ceiling);
         fflush(stdout);
     }
+    printf("\nattention kernels: %s\n", kern_notes(k)[0] ? kern_notes(k) : "(none noted)");
+    kern_destroy(kn);
     kern_destroy(k);
     return 0;
 }
