@@ -49,9 +49,11 @@ for V in 2 0; do
 done
 
 # SIGUSR1 to rank 1: the grid on demand, and the job finishes normally.
-start_job "$TMP/log" --nranks 3 --strategy wzb1 --steps 60 --timeout ${TIMEOUT}s
+# (after rank 0's first metrics line: every rank has then installed its handler, which comes
+# after loading; a fixed sleep lost that race on a loaded machine and SIGUSR1 killed rank 1)
+start_job "$TMP/log" --nranks 3 --strategy wzb1 --steps 60 --timeout ${TIMEOUT}s --metrics "$TMP/usr1.jsonl"
 wait_ranks 3
-sleep 0.5
+for _ in $(seq 400); do grep -q '"step"' "$TMP/usr1.jsonl" 2>/dev/null && break; sleep 0.05; done
 kill -USR1 "$(pid_of_rank 1)"
 wait $LAUNCHER || { cat "$TMP/log"; fail "the job failed after SIGUSR1"; }
 grep -q "^\[rank 1\] stall report (SIGUSR1): where every rank stands" "$TMP/log" || { cat "$TMP/log"; fail "no grid after SIGUSR1"; }
