@@ -303,9 +303,10 @@ int ckpt_commit(const char *save_dir, int64_t step, int nranks, const wp_ckpt_in
     if (rc == 0) rc = manifest_write(manifest, &in, files, nranks, has_tok ? &tok : NULL, err, errlen);
     free(files);
     if (rc == 0) rc = fs_fsync_dir(tmp, err, errlen);
-    /* the same step saved again (e.g. the last step of a resumed run): the new one replaces it */
-    if (rc == 0) rc = fs_remove_tree(final, err, errlen);
-    if (rc == 0) rc = fs_rename_durable(tmp, final, err, errlen);
+    /* the same step saved again (a stop requested at a save step, a run resumed from before it):
+     * the new copy takes the finished one's place without a moment where step-K is missing or
+     * partial (was: the old one removed first, so a crash there left `latest` naming nothing) */
+    if (rc == 0) rc = fs_replace_dir(tmp, final, err, errlen);
     if (rc == 0) rc = point_latest(save_dir, step, err, errlen);
     if (rc == 0) rc = prune(save_dir, step, keep_last, err, errlen);
     return rc;

@@ -113,6 +113,25 @@ int fs_rename_durable(const char *from, const char *to, char *err, size_t errlen
     return fs_fsync_dir(dir, err, errlen);
 }
 
+int fs_replace_dir(const char *from, const char *to, char *err, size_t errlen) {
+    if (!fs_exists(to)) return fs_rename_durable(from, to, err, errlen);
+    char dir[WP_PATH_MAX], old[WP_PATH_MAX];
+    parent_dir(to, dir, sizeof dir);
+    const char *gone = from; /* where the old copy ends up */
+    if (renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_EXCHANGE) != 0) {
+        if (errno != EINVAL && errno != ENOSYS && errno != ENOTSUP)
+            return io_fail(err, errlen, 1, "%s: cannot exchange with %s: %s", from, to, strerror(errno));
+        if (snprintf(old, sizeof old, "%s.old", to) >= (int)sizeof old) return io_fail(err, errlen, 1, "%s: path too long", to);
+        int rc = fs_remove_tree(old, err, errlen); /* a leftover of an earlier fallback */
+        if (rc == 0 && rename(to, old) != 0) rc = io_fail(err, errlen, 1, "%s: cannot rename to %s: %s", to, old, strerror(errno));
+        if (rc == 0 && rename(from, to) != 0) rc = io_fail(err, errlen, 1, "%s: cannot rename to %s: %s", from, to, strerror(errno));
+        if (rc) return rc;
+        gone = old;
+    }
+    int rc = fs_fsync_dir(dir, err, errlen);
+    return rc ? rc : fs_remove_tree(gone, err, errlen);
+}
+
 int fs_write_all(int fd, const void *buf, size_t n, const char *path, char *err, size_t errlen) {
     const char *p = buf;
     while (n > 0) {

@@ -30,6 +30,12 @@ int fs_fsync_dir(const char *dir, char *err, size_t errlen);
 int fs_remove_tree(const char *path, char *err, size_t errlen);
 /* rename, then fsync the directory holding the new name. */
 int fs_rename_durable(const char *from, const char *to, char *err, size_t errlen);
+/* Directory `from` takes the place of `to`, which may exist: `to` names a complete directory at
+ * every instant (the old one until the new one). renameat2's RENAME_EXCHANGE swaps the two in
+ * one step, then the old copy (now at `from`) is removed; where the file system has no exchange,
+ * `to` moves aside to `to.old` first (a crash between that and the next rename leaves it there,
+ * whole). The directory holding them is fsync'd before the old copy goes. */
+int fs_replace_dir(const char *from, const char *to, char *err, size_t errlen);
 
 /* write(2) until all n bytes are out. */
 int fs_write_all(int fd, const void *buf, size_t n, const char *path, char *err, size_t errlen);

@@ -332,6 +332,7 @@ typedef struct {
     rt_sample *sm;       /* --sample-every */
     int32_t *sample_ids; /* [--sample-tokens] */
     FILE *metrics;
+    int64_t saved_step;  /* the last step this run saved (0: none): a stop there saves nothing again */
     double t_begin;
     int64_t tokens_done;
     train_totals tot;
@@ -456,6 +457,7 @@ static void close_rank(rank_state *r) {
 /* Every owner writes its shard; after a barrier rank 0 commits; everyone learns the outcome. */
 static int save_checkpoint(rank_state *r, int64_t steps_done, char *err, size_t errlen) {
     train_job *j = r->j;
+    if (steps_done == r->saved_step) return 0; /* every rank knows it: no collective skipped by one */
     double v[2] = {0, (double)optim_steps(r->o)};
     char why[512] = "";
     v[0] = ckpt_write_shard(j->o.save, steps_done, r->rank, r->o, why, sizeof why) ? 1 : 0;
@@ -474,6 +476,7 @@ static int save_checkpoint(rank_state *r, int64_t steps_done, char *err, size_t 
     if (ctl_allreduce(r->ctl, CTL_MAX, &ok, 1, err, errlen)) return 1;
     if (ok != 0) return fail(err, errlen, 1, "checkpoint step %" PRId64 ": %s", steps_done, r->rank == 0 ? why : "commit failed on rank 0");
     if (r->rank == 0 && !j->o.quiet) fprintf(stderr, "\nsaved %s/step-%" PRId64 "\n", j->o.save, steps_done);
+    r->saved_step = steps_done;
     return 0;
 }
 
@@ -511,7 +514,9 @@ static int train_loop(rank_state *r, char *err, size_t errlen) {
         bool stop;
         if (stop_agreed(r, &stop, err, errlen)) return 1;
         if (stop) {
-            if (r->rank == 0) fprintf(stderr, "\nstop requested: saving at step %" PRId64 "\n", step);
+            if (r->rank == 0)
+                fprintf(stderr, "\nstop requested: %s at step %" PRId64 "\n",
+                        step == r->saved_step ? "saved already" : "saving", step);
             return j->o.save[0] && step > j->start_step ? save_checkpoint(r, step, err, errlen) : 0;
         }
         rt_step_stats st;

@@ -288,7 +288,8 @@ static void test_keep_last_and_commit_checks(void) {
     EXPECT(fs_read_small(p, 100, &latest, &n, err, sizeof err) == 0 && strcmp(latest, "step-5\n") == 0, "latest: %s", err);
     free(latest);
     save(save_dir, 5, 2); /* the same step again replaces it */
-    EXPECT(count_entries(save_dir, "step-") == 2, "re-saving step 5");
+    EXPECT(count_entries(save_dir, "step-") == 2, "re-saving step 5 left %d entries step-* (a .tmp or .old beside?)",
+           count_entries(save_dir, "step-"));
     /* rank 3 never wrote its shard: no checkpoint may appear */
     for (int r = 0; r < 3; r++) EXPECT(ckpt_write_shard(save_dir, 6, r, writers[r], err, sizeof err) == 0, "shard: %s", err);
     wp_ckpt_info in = info_of(6);
@@ -296,6 +297,29 @@ static void test_keep_last_and_commit_checks(void) {
     EXPECT(rc != 0 && strstr(err, "rank 3"), "commit without rank 3's shard: rc %d, '%s'", rc, err);
     snprintf(p, sizeof p, "%s/step-6", save_dir);
     EXPECT(!fs_exists(p), "an incomplete checkpoint was committed");
+}
+
+/* fs_replace_dir, behind a re-saved step: the new directory's files take the old one's place,
+ * nothing is left beside (no .tmp, no .old), and a missing target is a plain rename. */
+static void test_replace_dir(void) {
+    char cur[600], nxt[600], f[700];
+    snprintf(cur, sizeof cur, "%s/replace/step-7", dir);
+    snprintf(nxt, sizeof nxt, "%s/replace/step-7.tmp", dir);
+    EXPECT(fs_mkdirs(cur, err, sizeof err) == 0 && fs_mkdirs(nxt, err, sizeof err) == 0, "mkdir: %s", err);
+    snprintf(f, sizeof f, "%s/old-shard", cur);
+    EXPECT(fs_write_file_atomic(f, "old", 3, err, sizeof err) == 0, "write: %s", err);
+    snprintf(f, sizeof f, "%s/new-shard", nxt);
+    EXPECT(fs_write_file_atomic(f, "new", 3, err, sizeof err) == 0, "write: %s", err);
+    EXPECT(fs_replace_dir(nxt, cur, err, sizeof err) == 0, "fs_replace_dir over an existing step: %s", err);
+    snprintf(f, sizeof f, "%s/new-shard", cur);
+    EXPECT(fs_exists(f), "the new copy's file is not in place");
+    snprintf(f, sizeof f, "%s/old-shard", cur);
+    EXPECT(!fs_exists(f), "the old copy's file survived in place");
+    snprintf(f, sizeof f, "%s.old", cur);
+    EXPECT(!fs_exists(nxt) && !fs_exists(f), "the old copy was left beside (%s or %s)", nxt, f);
+    EXPECT(fs_mkdirs(nxt, err, sizeof err) == 0 && fs_remove_tree(cur, err, sizeof err) == 0, "reset: %s", err);
+    EXPECT(fs_replace_dir(nxt, cur, err, sizeof err) == 0 && fs_is_dir(cur) && !fs_exists(nxt),
+           "fs_replace_dir onto a missing step: %s", err);
 }
 
 /* More ranks than chunks: a rank that owns nothing writes an empty shard; the commit and the
@@ -328,6 +352,7 @@ int main(void) {
     test_damage();
     test_shape_and_tmp();
     test_keep_last_and_commit_checks();
+    test_replace_dir();
     test_empty_rank();
     for (int r = 0; r < 4; r++) optim_destroy(writers[r]);
     layout_free(&L4);
