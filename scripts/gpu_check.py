@@ -77,9 +77,7 @@ def run(stage, name, argv, logs, deadline, cap, env=None, cwd=None):
     with open(log, errors="replace") as f:
         lines = [l.rstrip() for l in f if l.strip()]
     last = lines[-1] if len(lines) > 1 else ""
-    result = {0: "pass", 77: "skip"}.get(rc, "TIMEOUT" if rc is None else f"FAIL ({rc})")
-    if rc is None:
-        result = f"TIMEOUT ({budget:.0f} s)"
+    result = f"TIMEOUT ({budget:.0f} s)" if rc is None else {0: "pass", 77: "skip"}.get(rc, f"FAIL ({rc})")
     ROWS.append((stage, name, result, dt, last[:110]))
     return rc
 

@@ -79,8 +79,10 @@ static bool use_mma(wp_kern *k, wp_cuda *c, const wp_attn_shape *s, bool aligned
     bool mma = attn_mma_supports(k, s) && aligned;
     const char *ours = mma ? "weipipe's tensor-core (WMMA) attention kernels"
                            : "weipipe's SIMT attention kernels (CUDA cores; 10-50x slower than tensor cores)";
-    const char *simt_why = mma ? "" : k->compute == WP_F32 ? ": fp32 compute" : !aligned ? ": buffers not 16-byte aligned"
-                                                                               : ": a head size without a tensor-core kernel";
+    const char *simt_why = "";
+    if (!mma && k->compute == WP_F32) simt_why = ": fp32 compute";
+    else if (!mma && !aligned) simt_why = ": buffers not 16-byte aligned";
+    else if (!mma) simt_why = ": a head size without a tensor-core kernel";
     if (c->attention == WP_ATTN_NATIVE)
         cu_note(k, "attention: %s (--attention native)%s", ours, simt_why);
     else
@@ -91,7 +93,7 @@ static bool use_mma(wp_kern *k, wp_cuda *c, const wp_attn_shape *s, bool aligned
 /* 1 when cuDNN ran the call; 0 when ours should (no_cudnn says why); -1 on an error (recorded). */
 template <typename F>
 static int try_cudnn(wp_kern *k, wp_cuda *c, const wp_attn_shape *s, bool aligned, const char *name,
-                     const char **no_cudnn, char *why, size_t whylen, F call) {
+                     const char **no_cudnn, const char *why, F call) {
     *no_cudnn = "--attention native";
     if (c->attention == WP_ATTN_NATIVE) return 0;
     *no_cudnn = cudnn_refusal(k, c, s, aligned);
@@ -110,7 +112,6 @@ static int try_cudnn(wp_kern *k, wp_cuda *c, const wp_attn_shape *s, bool aligne
         *no_cudnn = why; /* no plan for this shape */
     }
     if (c->attention == WP_ATTN_CUDNN) return cu_fail(k, name, "--attention cudnn: %s", *no_cudnn);
-    (void)whylen;
     return 0;
 }
 
@@ -124,7 +125,7 @@ void cu_attention_fwd(wp_kern *k, void *o, float *lse, const void *q, const void
     bool aligned = ((uintptr_t)o | (uintptr_t)q | (uintptr_t)kv_k | (uintptr_t)kv_v) % 16 == 0;
     const char *no_cudnn;
     char why[512] = "";
-    int rc = try_cudnn(k, c, &s, aligned, "attention_fwd", &no_cudnn, why, sizeof why, [&]() {
+    int rc = try_cudnn(k, c, &s, aligned, "attention_fwd", &no_cudnn, why, [&]() {
 #if WP_HAVE_CUDNN
         return cudnn_attn_fwd(c->cudnn, k->compute, o, lse, q, kv_k, kv_v, b, sq, nh, nkv, hd, why, sizeof why);
 #else
@@ -155,7 +156,7 @@ void cu_attention_bwd(wp_kern *k, void *dq, void *dk, void *dv, const void *dout
                     (uintptr_t)kv_v | (uintptr_t)o) % 16 == 0;
     const char *no_cudnn;
     char why[512] = "";
-    int rc = try_cudnn(k, c, &s, aligned, "attention_bwd", &no_cudnn, why, sizeof why, [&]() {
+    int rc = try_cudnn(k, c, &s, aligned, "attention_bwd", &no_cudnn, why, [&]() {
 #if WP_HAVE_CUDNN
         return cudnn_attn_bwd(c->cudnn, k->compute, dq, dk, dv, dout, q, kv_k, kv_v, o, lse, b, sq, nh, nkv, hd, why,
                               sizeof why);

@@ -33,9 +33,10 @@ bool chunk_layers_listed(const wp_opts *o);
 int hf_config_apply(const char *hf_dir, wp_opts *o, char *err, size_t errlen);
 
 /* ---- kernels (opts_model.c) ---- */
-/* --backend and --attention, with the compute dtype, CPU threads and device the caller chose:
- * the one place a flag becomes a kernel option. */
-int kern_opts_from_opts(const wp_opts *o, wp_dtype compute, int threads, int device, wp_kern_opts *ko, char *err,
+/* --backend, --attention and --device (else local_rank modulo the visible CUDA devices:
+ * kern_pick_device), with the compute dtype and CPU threads the caller chose: the one place a
+ * flag becomes a kernel option. 2 for a --device this machine does not have. */
+int kern_opts_from_opts(const wp_opts *o, wp_dtype compute, int threads, int local_rank, wp_kern_opts *ko, char *err,
                         size_t errlen);
 
 /* ---- optimizer (opts_optim.c) ---- */

@@ -189,21 +189,23 @@ int hf_config_apply(const char *hf_dir, wp_opts *o, char *err, size_t errlen) {
     return 0;
 }
 
-int kern_opts_from_opts(const wp_opts *o, wp_dtype compute, int threads, int device, wp_kern_opts *ko, char *err,
+int kern_opts_from_opts(const wp_opts *o, wp_dtype compute, int threads, int local_rank, wp_kern_opts *ko, char *err,
                         size_t errlen) {
-    static const char *const attn[] = {[WP_ATTN_AUTO] = "auto", [WP_ATTN_CUDNN] = "cudnn", [WP_ATTN_NATIVE] = "native"};
+    /* --backend and --attention are among their flags.def choices already (cli_check_choice) */
     memset(ko, 0, sizeof *ko);
-    if (strcmp(o->backend, "cuda") != 0 && strcmp(o->backend, "cpu") != 0)
-        return cli_fail(err, errlen, "--backend: '%s' is not one of {cpu|cuda}", o->backend);
-    if (o->device < -1 || o->device > 4095)
-        return cli_fail(err, errlen, "--device: %lld is not a device ordinal (or -1: the local rank's)", (long long)o->device);
     ko->kind = strcmp(o->backend, "cuda") == 0 ? WP_BACKEND_CUDA : WP_BACKEND_CPU;
     ko->compute = compute;
     ko->threads = threads;
-    ko->device = device;
-    for (int i = 0; i < 3; i++)
-        if (strcmp(o->attention, attn[i]) == 0) ko->attention = (wp_attn_impl)i;
-    if (strcmp(o->attention, attn[ko->attention]) != 0)
-        return cli_fail(err, errlen, "--attention: '%s' is not one of {auto|cudnn|native}", o->attention);
+    ko->attention = strcmp(o->attention, "cudnn") == 0    ? WP_ATTN_CUDNN
+                    : strcmp(o->attention, "native") == 0 ? WP_ATTN_NATIVE
+                                                          : WP_ATTN_AUTO;
+    if (o->device < -1 || o->device > INT32_MAX)
+        return cli_fail(err, errlen, "--device: %lld is not a device ordinal (or -1: the local rank's)", (long long)o->device);
+    if (ko->kind != WP_BACKEND_CUDA) return 0;
+    int visible = kern_device_count(WP_BACKEND_CUDA);
+    if (o->device >= 0 && visible > 0 && o->device >= visible)
+        return cli_fail(err, errlen, "--device %lld: this machine shows %d CUDA device%s (after CUDA_VISIBLE_DEVICES)",
+                        (long long)o->device, visible, visible == 1 ? "" : "s");
+    ko->device = kern_pick_device((int)o->device, local_rank, visible);
     return 0;
 }

@@ -123,7 +123,7 @@ int cmd_bench(const wp_opts *o) {
         return rc;
     }
     wp_kern_opts ko;
-    if (kern_opts_from_opts(o, precision_act_dtype(cfg.precision), (int)o->threads, o->device > 0 ? (int)o->device : 0, &ko,
+    if (kern_opts_from_opts(o, precision_act_dtype(cfg.precision), (int)o->threads, 0 /* one process: local rank 0 */, &ko,
                             err, sizeof err)) {
         wp_error("%s", err);
         layout_free(&L);

@@ -78,7 +78,7 @@ static int check_setup(const wp_opts *o, check_run *r, char *err, size_t errlen)
     if (rc) return rc;
     /* finite differences need fp32 forwards, whatever --precision the run would use */
     wp_kern_opts ko;
-    if (kern_opts_from_opts(o, WP_F32, (int)o->threads, o->device > 0 ? (int)o->device : 0, &ko, err, errlen)) return 2;
+    if (kern_opts_from_opts(o, WP_F32, (int)o->threads, 0 /* one process: local rank 0 */, &ko, err, errlen)) return 2;
     r->k = kern_create(&ko, err, errlen);
     if (!r->k) return 1;
     r->W = whole_create(&r->L, r->k, WP_F32, err, errlen);

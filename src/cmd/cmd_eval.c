@@ -69,7 +69,7 @@ static int load_weights(eval_state *e, const wp_ckpt *c, char *err, size_t errle
 static int open_backend(eval_state *e, const wp_opts *o, char *err, size_t errlen) {
     wp_kern_opts ko;
     char kerr[512];
-    if (kern_opts_from_opts(o, precision_act_dtype(e->L.cfg.precision), (int)o->threads, o->device > 0 ? (int)o->device : 0,
+    if (kern_opts_from_opts(o, precision_act_dtype(e->L.cfg.precision), (int)o->threads, 0 /* one process: local rank 0 */,
                             &ko, kerr, sizeof kerr))
         return io_fail(err, errlen, 2, "%s", kerr);
     e->k = kern_create(&ko, kerr, sizeof kerr);

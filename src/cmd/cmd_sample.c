@@ -246,7 +246,7 @@ static int generate(const sample_model *sm, const wp_opts *o, const wp_tokenizer
     int cache = P + (max_new > 0 ? max_new - 1 : 0); /* the last token chosen is never run */
     wp_kern_opts ko;
     char kerr[512];
-    if (kern_opts_from_opts(o, precision_act_dtype(cfg->precision), (int)o->threads, o->device > 0 ? (int)o->device : 0,
+    if (kern_opts_from_opts(o, precision_act_dtype(cfg->precision), (int)o->threads, 0 /* one process: local rank 0 */,
                             &ko, kerr, sizeof kerr))
         return io_fail(err, errlen, 2, "%s", kerr);
     wp_kern *k = kern_create(&ko, kerr, sizeof kerr);

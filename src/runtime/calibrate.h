@@ -29,8 +29,8 @@ typedef struct {
 
 /* Collective: every rank of the job calls it with the same layout and flags; every rank gets
  * bit-identical figures (summed by the control channel in rank order). ko: the backend as
- * the run opens it (kind, compute dtype, threads, device, attention); t: the data transport (NULL or one
- * rank: no hop). Returns 0, or 1 with the reason. */
+ * the run opens it (kind, compute dtype, threads, device, attention); t: the data transport
+ * (NULL or one rank: no hop). Returns 0, or 1 with the reason. */
 int calib_run(const wp_layout *L, int nranks, int ranks_per_node, int rank, const wp_kern_opts *ko, uint64_t seed,
               double timeout, wp_transport *t, wp_control *ctl, wp_calib *c, char *err, size_t errlen);
 

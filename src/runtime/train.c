@@ -338,7 +338,7 @@ typedef struct {
     train_totals tot;
 } rank_state;
 
-static int open_backend(rank_state *r, int device, char *err, size_t errlen) {
+static int open_backend(rank_state *r, int local_rank, char *err, size_t errlen) {
     const wp_opts *o = &r->j->o;
     char from[128];
     int threads = boot_threads_per_rank_environ((int)o->threads, boot_launched() ? 1 : r->j->nranks,
@@ -347,7 +347,7 @@ static int open_backend(rank_state *r, int device, char *err, size_t errlen) {
         fprintf(stderr, "rank 0: %d CPU thread%s per rank (%s)\n", threads, threads == 1 ? "" : "s", from);
     wp_kern_opts ko;
     char why[512];
-    if (kern_opts_from_opts(o, precision_act_dtype(r->j->L.cfg.precision), threads, device, &ko, why, sizeof why))
+    if (kern_opts_from_opts(o, precision_act_dtype(r->j->L.cfg.precision), threads, local_rank, &ko, why, sizeof why))
         return fail(err, errlen, 2, "%s", why);
     r->k = kern_create(&ko, why, sizeof why);
     if (!r->k) return fail(err, errlen, 1, "--backend %s: %s", o->backend, why);
@@ -417,9 +417,9 @@ static int sample(rank_state *r, int64_t step, char *err, size_t errlen) {
     return 0;
 }
 
-static int open_rank(rank_state *r, int device, char *err, size_t errlen) {
+static int open_rank(rank_state *r, int local_rank, char *err, size_t errlen) {
     wp_loss_scaler scaler;
-    int rc = open_backend(r, device, err, errlen);
+    int rc = open_backend(r, local_rank, err, errlen);
     /* buffers in GPU memory travel through a staged or NCCL transport (ring/device_tp.h) */
     if (!rc && r->j->nranks > 1) rc = tp_device_open(r->t, r->ctl, r->k, r->j->job.transport, &r->j->job.net, &r->t, err, errlen);
     if (!rc) rc = open_optim(r, &scaler, err, errlen);
@@ -638,7 +638,7 @@ static int auto_pick(train_job *j, int rank, wp_transport *t, wp_control *ctl, c
 }
 
 /* --calibrate or --strategy auto: measure on every rank, then write the fragment or pick. */
-static int calibrate_ranks(train_job *j, int rank, int device, wp_transport *t, wp_control *ctl, char *err,
+static int calibrate_ranks(train_job *j, int rank, int local_rank, wp_transport *t, wp_control *ctl, char *err,
                            size_t errlen) {
     const wp_opts *o = &j->o;
     char from[128];
@@ -649,7 +649,7 @@ static int calibrate_ranks(train_job *j, int rank, int device, wp_transport *t, 
     wp_calib cal;
     wp_kern_opts ko;
     char why0[512];
-    if (kern_opts_from_opts(o, precision_act_dtype(j->L.cfg.precision), threads, device, &ko, why0, sizeof why0))
+    if (kern_opts_from_opts(o, precision_act_dtype(j->L.cfg.precision), threads, local_rank, &ko, why0, sizeof why0))
         return fail(err, errlen, 2, "%s", why0);
     int rc = calib_run(&j->L, j->nranks, (int)o->ranks_per_node, rank, &ko, (uint64_t)o->seed,
                        o->timeout, j->nranks > 1 ? t : NULL, ctl, &cal, err, errlen);
@@ -666,18 +666,9 @@ static int calibrate_ranks(train_job *j, int rank, int device, wp_transport *t, 
     return 0;
 }
 
-/* The device a rank opens: --device, else its local rank modulo the devices it can see (4 ranks
- * on a host with 1 GPU, or with CUDA_VISIBLE_DEVICES naming fewer, share them round-robin). */
-static int rank_device(const wp_opts *o, int local_rank) {
-    if (o->device >= 0) return (int)o->device;
-    return kern_pick_device(-1, local_rank,
-                            kern_device_count(strcmp(o->backend, "cuda") == 0 ? WP_BACKEND_CUDA : WP_BACKEND_CPU));
-}
-
 int train_rank(train_job *j, int rank, int local_rank, wp_transport *t, wp_control *ctl, char *err, size_t errlen) {
-    int device = rank_device(&j->o, local_rank);
     if (j->calibrating) {
-        int rc = calibrate_ranks(j, rank, device, t, ctl, err, errlen);
+        int rc = calibrate_ranks(j, rank, local_rank, t, ctl, err, errlen);
         if (rc || j->o.calibrate[0]) return rc;
     }
     rank_state r = {.j = j, .rank = rank, .t = t, .ctl = ctl};
@@ -685,7 +676,7 @@ int train_rank(train_job *j, int rank, int local_rank, wp_transport *t, wp_contr
      * start (the trace is then one process's view anyway) */
     r.tot.clock.zero = j->t_origin;
     int rc = j->o.trace[0] ? clock_sync_run(ctl, CLOCK_SYNC_ROUNDS, &r.tot.clock, err, errlen) : 0;
-    if (!rc) rc = open_rank(&r, device, err, errlen);
+    if (!rc) rc = open_rank(&r, local_rank, err, errlen);
     stall_watch *stall = NULL;
     if (!rc && j->nranks > 1 && !(stall = stall_start(ctl, j->o.timeout, err, errlen))) rc = 1;
     if (!rc) rc = train_loop(&r, err, errlen);
