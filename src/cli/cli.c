@@ -1,6 +1,8 @@
 /* Parsing of flags and INI config files from the single table in flags.def. */
 #include "cli.h"
 #include "transport_table.h" /* the --transport choices */
+#include "flag_bounds.h"
+#include "fsutil.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -9,6 +11,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct {
     const char *name;
@@ -200,6 +203,7 @@ static int set_value(wp_opts *o, int i, const char *value, const char *where, ch
         break;
     }
     if (bad) return cli_fail(err, errlen, "%s--%s: '%s' is not %s", where, f->name, value, expect);
+    if (cli_check_bound(i, f->type, field, f->name, where, err, errlen) != 0) return 2;
     o->set[i] = true;
     return 0;
 }
@@ -232,8 +236,17 @@ static int on_ini_line(void *user, const char *section, const char *key, const c
 }
 
 static int load_config(wp_opts *o, const char *path, char *err, size_t errlen) {
-    FILE *f = fopen(path, "r");
-    if (!f) return cli_fail(err, errlen, "--config: cannot open '%s': %s", path, strerror(errno));
+    /* a regular file only: a FIFO would block, /dev/zero never end, a directory read as empty */
+    int fd;
+    uint64_t size;
+    char why[WP_PATH_MAX + 128];
+    if (fs_open_regular(path, (uint64_t)16 << 20, &fd, &size, why, sizeof why) != 0)
+        return cli_fail(err, errlen, "--config: %s", why);
+    FILE *f = fdopen(fd, "r");
+    if (!f) {
+        close(fd);
+        return cli_fail(err, errlen, "--config: %s: %s", path, strerror(errno));
+    }
     ini_ctx c = {o, path, err, errlen, 0};
     int line = ini_parse_file(f, on_ini_line, &c);
     fclose(f);

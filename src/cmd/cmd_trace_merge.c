@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "fsutil.h"
 #include "log.h"
 
 #define MERGE_MAX_RANKS 65536
@@ -29,11 +30,12 @@ typedef struct {
 
 /* The events of one input; 2 naming the file when it is not a trace. */
 static int load(const char *path, json_t **root, json_t **events) {
-    json_error_t je;
-    *root = json_load_file(path, 0, &je);
-    if (!*root) {
-        wp_error("trace-merge: %s: %s (line %d)", path, je.text, je.line);
-        return 2;
+    char err[512];
+    /* a FIFO or a device as input would block or never end: regular files only */
+    int rc = fs_load_json(path, (size_t)1 << 34, 0, root, err, sizeof err);
+    if (rc) {
+        wp_error("trace-merge: %s", err);
+        return rc;
     }
     *events = json_object_get(*root, "traceEvents");
     if (!json_is_array(*events)) {

@@ -28,7 +28,8 @@
 #include "optim.h"
 
 #define WP_CKPT_FORMAT "weipipe-checkpoint"
-#define WP_CKPT_VERSION 1
+/* 2: the manifest carries its own CRC-32 ("checksum", manifest.h); 1 (without) is still read */
+#define WP_CKPT_VERSION 2
 
 typedef struct {
     int64_t step;                   /* optimizer steps done: training continues with this step */
@@ -53,15 +54,27 @@ typedef struct {
  * Several ranks may call this at the same time. Returns 0 or 1. */
 int ckpt_write_shard(const char *save_dir, int64_t step, int rank, wp_optim *o, char *err, size_t errlen);
 
+/* Which finished checkpoints a commit may delete: never one this run did not write (a fresh
+ * run beside an older run's checkpoints pruned them: issue 31), except those at or before the
+ * one it resumed from (its own history). */
+typedef struct {
+    int keep_last;          /* newest checkpoints kept among those it may delete; 0 keeps all */
+    int64_t resumed_from;   /* step of the checkpoint the run resumed from, -1 for a fresh run */
+    const int64_t *written; /* steps this run committed before; NULL: any step may go (tools, tests) */
+    int n_written;
+} wp_ckpt_keep;
+
 /* After every rank's ckpt_write_shard returned: checks the nranks shard files, writes the
  * manifest, renames step-K.tmp to step-K, points latest at it, and deletes the oldest step-*
- * directories beyond keep_last (0 keeps all) and stale step-*.tmp ones. Returns 0 or 1. */
-int ckpt_commit(const char *save_dir, int64_t step, int nranks, const wp_ckpt_info *info, int keep_last, char *err,
-                size_t errlen);
+ * directories beyond keep->keep_last (NULL keeps all) and stale step-*.tmp ones. Returns 0 or 1. */
+int ckpt_commit(const char *save_dir, int64_t step, int nranks, const wp_ckpt_info *info, const wp_ckpt_keep *keep,
+                char *err, size_t errlen);
 
 /* --resume value -> step directory: a step directory itself, a save directory (its latest), or
- * "auto" (latest in save_dir). For "auto" without any checkpoint yet, step_dir is set to "" and
- * 0 returned (start fresh). Otherwise 2 naming the path when nothing loadable is there (the
+ * "auto" (latest in save_dir; without a readable latest naming a finished checkpoint, the
+ * newest step-K whose manifest verifies, returning 0 with a note in err for the caller to
+ * show). For "auto" with nothing saved yet (no latest, no step-K), step_dir is set to "" and
+ * 0 returned (start fresh); with no usable checkpoint beside other remains, 2 naming save_dir. Otherwise 2 naming the path when nothing loadable is there (the
  * caller prefixes the flag it came from, e.g. "--resume: "). */
 int ckpt_resolve(const char *resume, const char *save_dir, char *step_dir, size_t len, char *err, size_t errlen);
 

@@ -1,9 +1,13 @@
 /* Reading checkpoints: resolve --resume, verify the manifest and every checksum, re-split the
  * tensors by name into whatever chunks this rank owns. */
+#include <dirent.h>
+#include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "checkpoint.h"
 #include "manifest.h"
@@ -44,15 +48,79 @@ static int follow_latest(const char *save_dir, char *out, size_t len, bool *foun
     return rc;
 }
 
+/* "step-K" (not .tmp): K, else -1. */
+static int64_t finished_step(const char *name) {
+    char *end;
+    if (strncmp(name, "step-", 5) != 0 || name[5] < '0' || name[5] > '9') return -1;
+    errno = 0;
+    long long k = strtoll(name + 5, &end, 10);
+    return errno || *end ? -1 : k;
+}
+
+/* The newest step-K of save_dir whose manifest reads and verifies (its own checksum, every
+ * key); *any_step says whether there was a finished step-K at all. */
+static int newest_verified(const char *save_dir, char *out, size_t len, bool *any_step, char *err, size_t errlen) {
+    *any_step = false;
+    out[0] = '\0';
+    DIR *d = opendir(save_dir);
+    if (!d) return errno == ENOENT ? 0 : io_fail(err, errlen, 2, "%s: cannot open directory: %s", save_dir, strerror(errno));
+    int64_t best = -1;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        int64_t k = finished_step(e->d_name);
+        char manifest[WP_PATH_MAX], why[WP_PATH_MAX + 128];
+        if (k < 0) continue;
+        *any_step = true;
+        if (k <= best || snprintf(manifest, sizeof manifest, "%s/%s/manifest.json", save_dir, e->d_name) >= (int)sizeof manifest)
+            continue;
+        wp_manifest m;
+        if (manifest_read(manifest, &m, why, sizeof why) != 0) continue; /* unfinished or damaged: not a candidate */
+        bool same_step = m.info.step == k;
+        manifest_free(&m);
+        if (same_step && fs_join(out, len, save_dir, e->d_name, err, errlen) == 0) best = k;
+    }
+    closedir(d);
+    if (best < 0) out[0] = '\0';
+    return 0;
+}
+
+/* --resume auto: latest when it names a finished checkpoint; without a readable latest (missing,
+ * unreadable, a looping link, naming nothing finished) the newest step-K whose manifest verifies
+ * (was: a fresh start, whose saves then pruned the finished checkpoints); with neither, but
+ * something there, 2 naming the directory. An empty or missing directory is a fresh start. */
+static int resolve_auto(const char *save_dir, char *step_dir, size_t len, char *err, size_t errlen) {
+    char latest[WP_PATH_MAX], manifest[WP_PATH_MAX], why[WP_PATH_MAX + 128] = "";
+    bool found = false, any_step;
+    struct stat st;
+    int rc = fs_join(latest, sizeof latest, save_dir, "latest", err, errlen);
+    if (rc) return rc;
+    bool has_latest = lstat(latest, &st) == 0;
+    if (has_latest && follow_latest(save_dir, step_dir, len, &found, why, sizeof why) == 0 && found &&
+        fs_join(manifest, sizeof manifest, step_dir, "manifest.json", why, sizeof why) == 0 && fs_exists(manifest))
+        return 0;
+    if (has_latest && !why[0]) snprintf(why, sizeof why, "%s: does not name a finished checkpoint", latest);
+    rc = newest_verified(save_dir, step_dir, len, &any_step, err, errlen);
+    if (rc || step_dir[0]) {
+        if (rc == 0) /* a note for the caller to show: returned 0, with err set */
+            io_fail(err, errlen, 0, "auto: %s; resuming from %s, the newest checkpoint whose manifest verifies",
+                    has_latest ? why : "no latest file", step_dir);
+        return rc;
+    }
+    if (!has_latest && !any_step) return 0; /* nothing saved yet: start fresh */
+    return io_fail(err, errlen, 2, "%s: no readable latest and no finished checkpoint whose manifest verifies (%s); "
+                   "refusing to start over beside them", save_dir, has_latest ? why : "latest missing");
+}
+
 int ckpt_resolve(const char *resume, const char *save_dir, char *step_dir, size_t len, char *err, size_t errlen) {
     char path[WP_PATH_MAX], manifest[WP_PATH_MAX];
     bool found;
     /* copied first: step_dir may be the very buffer resume points into */
     if (snprintf(path, sizeof path, "%s", resume) >= (int)sizeof path) return io_fail(err, errlen, 2, "%.64s...: path too long", resume);
     step_dir[0] = '\0';
+    if (errlen) err[0] = '\0';
     if (strcmp(path, "auto") == 0) {
         if (!save_dir || !save_dir[0]) return io_fail(err, errlen, 2, "--resume auto: needs --save (the directory to resume from)");
-        return follow_latest(save_dir, step_dir, len, &found, err, errlen);
+        return resolve_auto(save_dir, step_dir, len, err, errlen);
     }
     strip_slashes(path);
     if (!fs_is_dir(path)) return io_fail(err, errlen, 2, "%s: not a checkpoint directory", path);
@@ -259,6 +327,12 @@ static int load_chunk(const wp_ckpt *c, wp_optim *o, int chunk, float *host, cha
             int rc = read_tensor(c, &L->params[p], suffix[kind], host + L->params[p].offset, err, errlen);
             if (rc) return rc;
         }
+        /* a NaN master or moment (or a negative second moment) would only surface as NaN losses later */
+        for (size_t i = 0; i < len; i++)
+            if (!isfinite(host[off + i]) || (kind == 2 && host[off + i] < 0))
+                return io_fail(err, errlen, 2, "%s: chunk %d's %s holds %g at element %zu (not finite%s)", c->dir, chunk,
+                               kind == 0 ? "masters" : kind == 1 ? "exp_avg" : "exp_avg_sq", (double)host[off + i], i,
+                               kind == 2 ? " and non-negative" : "");
         if (optim_set(o, chunk, (wp_optim_buf)kind, host + off)) return io_fail(err, errlen, 1, "%s: %s", c->dir, optim_error(o));
     }
     return 0;

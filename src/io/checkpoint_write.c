@@ -152,8 +152,9 @@ static int read_receipt(const char *dir, int rank, int64_t opt_step, wp_manifest
     int rc = fs_join(path, sizeof path, dir, name, err, errlen);
     if (rc == 0) rc = fs_join(shard, sizeof shard, dir, f->name, err, errlen);
     if (rc) return rc;
-    json_error_t jerr;
-    json_t *j = json_load_file(path, 0, &jerr);
+    json_t *j = NULL;
+    char why[64]; /* a missing receipt is reported below as the rank's unfinished shard */
+    (void)fs_load_json(path, 4096, 0, &j, why, sizeof why);
     json_int_t size = -1, step = -1;
     const char *hex = NULL;
     if (!j || json_unpack(j, "{s:I, s:s, s:I}", "size", &size, "crc32", &hex, "optimizer_step", &step) != 0) {
@@ -216,7 +217,15 @@ static int parse_step_name(const char *name, int64_t *step, bool *tmp) {
     return *end == '\0' || *tmp;
 }
 
-static int prune(const char *save_dir, int64_t current, int keep_last, char *err, size_t errlen) {
+/* May this commit delete finished step k (wp_ckpt_keep)? */
+static bool may_prune(const wp_ckpt_keep *keep, int64_t k) {
+    if (!keep->written || k <= keep->resumed_from) return true;
+    for (int i = 0; i < keep->n_written; i++)
+        if (keep->written[i] == k) return true;
+    return false;
+}
+
+static int prune(const char *save_dir, int64_t current, const wp_ckpt_keep *keep, char *err, size_t errlen) {
     DIR *d = opendir(save_dir);
     if (!d) return io_fail(err, errlen, 1, "%s: cannot open directory: %s", save_dir, strerror(errno));
     int64_t *steps = NULL;
@@ -233,6 +242,7 @@ static int prune(const char *save_dir, int64_t current, int keep_last, char *err
             if (k < current && fs_join(path, sizeof path, save_dir, e->d_name, err, errlen) == 0) rc = fs_remove_tree(path, err, errlen);
             continue;
         }
+        if (k != current && !may_prune(keep, k)) continue; /* another run's: neither counted nor deleted */
         if (n == cap) {
             int64_t *grown = realloc(steps, (cap = cap ? 2 * cap : 16) * sizeof *steps);
             if (!grown) {
@@ -245,6 +255,7 @@ static int prune(const char *save_dir, int64_t current, int keep_last, char *err
     }
     closedir(d);
     qsort(steps, n, sizeof *steps, cmp_desc);
+    int keep_last = keep->keep_last;
     for (size_t i = (size_t)keep_last; rc == 0 && keep_last > 0 && i < n; i++) {
         char path[WP_PATH_MAX];
         if (steps[i] == current) continue;
@@ -282,8 +293,8 @@ static int point_latest(const char *save_dir, int64_t step, char *err, size_t er
     return rc;
 }
 
-int ckpt_commit(const char *save_dir, int64_t step, int nranks, const wp_ckpt_info *info, int keep_last, char *err,
-                size_t errlen) {
+int ckpt_commit(const char *save_dir, int64_t step, int nranks, const wp_ckpt_info *info, const wp_ckpt_keep *keep,
+                char *err, size_t errlen) {
     char tmp[WP_PATH_MAX], final[WP_PATH_MAX], manifest[WP_PATH_MAX];
     int rc = step_dir_name(tmp, sizeof tmp, save_dir, step, true, err, errlen);
     if (rc == 0) rc = step_dir_name(final, sizeof final, save_dir, step, false, err, errlen);
@@ -308,6 +319,7 @@ int ckpt_commit(const char *save_dir, int64_t step, int nranks, const wp_ckpt_in
      * partial (was: the old one removed first, so a crash there left `latest` naming nothing) */
     if (rc == 0) rc = fs_replace_dir(tmp, final, err, errlen);
     if (rc == 0) rc = point_latest(save_dir, step, err, errlen);
-    if (rc == 0) rc = prune(save_dir, step, keep_last, err, errlen);
+    wp_ckpt_keep all = {.keep_last = 0, .resumed_from = -1};
+    if (rc == 0) rc = prune(save_dir, step, keep ? keep : &all, err, errlen);
     return rc;
 }

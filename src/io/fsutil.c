@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,6 +53,28 @@ int fs_mkdirs(const char *path, char *err, size_t errlen) {
         return io_fail(err, errlen, 1, "%s: cannot create directory: %s", buf, strerror(errno));
     if (!fs_is_dir(buf)) return io_fail(err, errlen, 2, "%s: exists and is not a directory", buf);
     return 0;
+}
+
+int fs_probe_writable(const char *dir, char *err, size_t errlen) {
+    char at[WP_PATH_MAX], probe[WP_PATH_MAX];
+    if (snprintf(at, sizeof at, "%s", dir) >= (int)sizeof at) return io_fail(err, errlen, 2, "%s: path too long", dir);
+    while (!fs_exists(at)) { /* the directory will be created at the first save: probe where */
+        char *slash = strrchr(at, '/');
+        if (!slash) {
+            snprintf(at, sizeof at, ".");
+            break;
+        }
+        if (slash == at) slash[1] = '\0';
+        else *slash = '\0';
+    }
+    if (snprintf(probe, sizeof probe, "%s/.weipipe-probe-%ld", at, (long)getpid()) >= (int)sizeof probe)
+        return io_fail(err, errlen, 2, "%s: path too long", dir);
+    int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) return io_fail(err, errlen, 2, "%s: cannot create files there: %s", at, strerror(errno));
+    int rc = 0;
+    if (close(fd) != 0) rc = io_fail(err, errlen, 2, "%s: close of a probe file failed: %s", at, strerror(errno));
+    if (unlink(probe) != 0 && rc == 0) rc = io_fail(err, errlen, 2, "%s: cannot remove files there: %s", at, strerror(errno));
+    return rc;
 }
 
 int fs_fsync_dir(const char *dir, char *err, size_t errlen) {
@@ -158,28 +181,49 @@ int fs_write_file_atomic(const char *path, const void *data, size_t n, char *err
     return rc;
 }
 
+int fs_open_regular(const char *path, uint64_t max_bytes, int *fd, uint64_t *size, char *err, size_t errlen) {
+    *fd = -1;
+    *size = 0;
+    int f = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (f < 0) return io_fail(err, errlen, 2, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    int rc = 0;
+    if (fstat(f, &st) != 0) rc = io_fail(err, errlen, 1, "%s: cannot stat: %s", path, strerror(errno));
+    else if (!S_ISREG(st.st_mode))
+        rc = io_fail(err, errlen, 2, "%s: not a regular file (%s)", path,
+                     S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISCHR(st.st_mode) ? "a character device"
+                                                                             : S_ISSOCK(st.st_mode) ? "a socket" : "a device");
+    else if (max_bytes > 0 && (uint64_t)st.st_size > max_bytes)
+        rc = io_fail(err, errlen, 2, "%s: %lld bytes, more than the %llu this file may have", path, (long long)st.st_size,
+                     (unsigned long long)max_bytes);
+    /* regular files ignore O_NONBLOCK today; cleared anyway so that no read can ever see EAGAIN */
+    int fl = rc ? 0 : fcntl(f, F_GETFL);
+    if (rc == 0 && (fl < 0 || fcntl(f, F_SETFL, fl & ~O_NONBLOCK) != 0))
+        rc = io_fail(err, errlen, 1, "%s: fcntl failed: %s", path, strerror(errno));
+    if (rc) {
+        close(f);
+        return rc;
+    }
+    *fd = f;
+    *size = (uint64_t)st.st_size;
+    return 0;
+}
+
 int fs_read_small(const char *path, size_t max_bytes, char **data, size_t *size, char *err, size_t errlen) {
     *data = NULL;
     *size = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return io_fail(err, errlen, 2, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        close(fd);
-        return io_fail(err, errlen, 1, "%s: cannot stat: %s", path, strerror(errno));
-    }
-    if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size > max_bytes) {
-        close(fd);
-        return io_fail(err, errlen, 2, "%s: not a regular file of at most %zu bytes", path, max_bytes);
-    }
-    char *buf = malloc((size_t)st.st_size + 1);
+    int fd;
+    uint64_t want;
+    int rc = fs_open_regular(path, max_bytes, &fd, &want, err, errlen);
+    if (rc) return rc;
+    char *buf = malloc((size_t)want + 1);
     if (!buf) {
         close(fd);
-        return io_fail(err, errlen, 1, "%s: out of memory reading %lld bytes", path, (long long)st.st_size);
+        return io_fail(err, errlen, 1, "%s: out of memory reading %llu bytes", path, (unsigned long long)want);
     }
     size_t got = 0;
-    while (got < (size_t)st.st_size) {
-        ssize_t r = read(fd, buf + got, (size_t)st.st_size - got);
+    while (got < (size_t)want) {
+        ssize_t r = read(fd, buf + got, (size_t)want - got);
         if (r < 0 && errno == EINTR) continue;
         if (r <= 0) {
             free(buf);
@@ -195,28 +239,34 @@ int fs_read_small(const char *path, size_t max_bytes, char **data, size_t *size,
     return 0;
 }
 
+int fs_load_json(const char *path, size_t max_bytes, size_t flags, json_t **out, char *err, size_t errlen) {
+    char *text;
+    size_t size;
+    *out = NULL;
+    int rc = fs_read_small(path, max_bytes, &text, &size, err, errlen);
+    if (rc) return rc;
+    json_error_t je;
+    *out = json_loadb(text, size, flags, &je);
+    free(text);
+    if (!*out) return io_fail(err, errlen, 2, "%s: not JSON: %s (line %d)", path, je.text, je.line);
+    return 0;
+}
+
 int fs_map_file(const char *path, fs_map *m, char *err, size_t errlen) {
     m->data = NULL;
     m->size = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return io_fail(err, errlen, 2, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        close(fd);
-        return io_fail(err, errlen, 1, "%s: cannot stat: %s", path, strerror(errno));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return io_fail(err, errlen, 2, "%s: not a regular file", path);
-    }
-    if (st.st_size > 0) {
-        void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    int fd;
+    uint64_t size;
+    int rc = fs_open_regular(path, 0, &fd, &size, err, errlen);
+    if (rc) return rc;
+    if (size > 0) {
+        void *p = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (p == MAP_FAILED) {
             close(fd);
-            return io_fail(err, errlen, 1, "%s: cannot map %lld bytes: %s", path, (long long)st.st_size, strerror(errno));
+            return io_fail(err, errlen, 1, "%s: cannot map %llu bytes: %s", path, (unsigned long long)size, strerror(errno));
         }
         m->data = p;
-        m->size = (size_t)st.st_size;
+        m->size = (size_t)size;
     }
     close(fd); /* the mapping stays valid */
     return 0;

@@ -22,6 +22,11 @@ int fs_join(char *out, size_t outlen, const char *dir, const char *name, char *e
 bool fs_is_dir(const char *path);
 bool fs_exists(const char *path);
 
+/* Can files be created in dir (or, when dir does not exist yet, in its nearest existing
+ * ancestor)? A probe file is created and removed: read-only mounts, permissions and a full
+ * inode table all show, before hours of work are lost at the first save. 2 naming dir. */
+int fs_probe_writable(const char *dir, char *err, size_t errlen);
+
 /* mkdir -p */
 int fs_mkdirs(const char *path, char *err, size_t errlen);
 /* fsync a directory, so that renames and new entries in it survive a crash. */
@@ -41,8 +46,19 @@ int fs_replace_dir(const char *from, const char *to, char *err, size_t errlen);
 int fs_write_all(int fd, const void *buf, size_t n, const char *path, char *err, size_t errlen);
 /* path.tmp written, fsync'd and renamed over path: readers see the old file or the whole new one. */
 int fs_write_file_atomic(const char *path, const void *data, size_t n, char *err, size_t errlen);
+/* Opens a file to read, which must be a regular file of at most max_bytes (0: any size): a FIFO,
+ * a device (/dev/zero), a socket or a directory is refused with 2 naming the path, without
+ * blocking (O_NONBLOCK while opening, so a FIFO with no writer cannot hang the open; cleared
+ * after). Every reader of a user-given file goes through here. *fd is O_CLOEXEC; *size its
+ * size. Missing or unreadable: 2. */
+int fs_open_regular(const char *path, uint64_t max_bytes, int *fd, uint64_t *size, char *err, size_t errlen);
 /* A small file read whole, NUL-terminated (caller frees *data). Missing file: 2. */
 int fs_read_small(const char *path, size_t max_bytes, char **data, size_t *size, char *err, size_t errlen);
+
+/* A JSON file (fs_read_small's checks, then jansson's json_loadb with flags). Not JSON: 2 with
+ * the line and jansson's reason. */
+struct json_t;
+int fs_load_json(const char *path, size_t max_bytes, size_t flags, struct json_t **out, char *err, size_t errlen);
 
 /* A read-only mapping of a whole file (data is NULL for an empty file). */
 typedef struct {

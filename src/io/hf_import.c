@@ -15,12 +15,9 @@ static json_t *load_config(const char *hf_dir, char *path, size_t len, char *err
         *rc = io_fail(err, errlen, 2, "%s: missing (not a Hugging Face model directory)", path);
         return NULL;
     }
-    json_error_t jerr;
-    json_t *j = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
-    if (!j) {
-        *rc = io_fail(err, errlen, 2, "%s: line %d: %s", path, jerr.line, jerr.text);
-        return NULL;
-    }
+    json_t *j;
+    *rc = fs_load_json(path, (size_t)64 << 20, JSON_REJECT_DUPLICATES, &j, err, errlen);
+    if (*rc) return NULL;
     if (!json_is_object(j)) {
         json_decref(j);
         *rc = io_fail(err, errlen, 2, "%s: not a JSON object", path);
@@ -139,9 +136,9 @@ static int open_files(hf_files *h, const char *dir, char *err, size_t errlen) {
     int rc = fs_join(index, sizeof index, dir, "model.safetensors.index.json", err, errlen);
     if (rc) return rc;
     if (!fs_exists(index)) return add_file(h, dir, NULL, "model.safetensors", err, errlen);
-    json_error_t jerr;
-    json_t *j = json_load_file(index, 0, &jerr);
-    if (!j) return io_fail(err, errlen, 2, "%s: line %d: %s", index, jerr.line, jerr.text);
+    json_t *j;
+    rc = fs_load_json(index, (size_t)256 << 20, 0, &j, err, errlen);
+    if (rc) return rc;
     json_t *map = json_object_get(j, "weight_map");
     if (!json_is_object(map)) rc = io_fail(err, errlen, 2, "%s: no weight_map object", index);
     const char *name;

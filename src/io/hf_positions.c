@@ -9,9 +9,9 @@ int hf_max_positions(const char *hf_dir, int64_t *positions, char *err, size_t e
     char path[WP_PATH_MAX];
     int rc = fs_join(path, sizeof path, hf_dir, "config.json", err, errlen);
     if (rc) return rc;
-    json_error_t je;
-    json_t *j = json_load_file(path, 0, &je);
-    if (!j) return io_fail(err, errlen, 2, "%s: not JSON: %s (line %d)", path, je.text, je.line);
+    json_t *j;
+    rc = fs_load_json(path, (size_t)64 << 20, 0, &j, err, errlen);
+    if (rc) return rc;
     json_t *v = json_object_get(j, "max_position_embeddings");
     if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > INT32_MAX)
         rc = io_fail(err, errlen, 2, "%s: key max_position_embeddings missing or not an integer in [1, 2^31)", path);

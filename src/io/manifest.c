@@ -1,11 +1,16 @@
 /* manifest.json: build, write atomically, read back with every key checked. */
 #include "manifest.h"
 
+#include "decision.h"
+
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#define CHECKSUM_KEY ",\n  \"checksum\": \""
+#define CHECKSUM_END "\"\n}\n"
 
 void manifest_shard_name(int rank, char *out, size_t len) { snprintf(out, len, "rank-%05d.safetensors", rank); }
 
@@ -76,9 +81,22 @@ int manifest_write(const char *path, const wp_ckpt_info *in, const wp_manifest_f
     char *text = root ? json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(17)) : NULL;
     json_decref(root);
     if (!text) return io_fail(err, errlen, 1, "%s: cannot build the manifest (non-finite loss scale or out of memory)", path);
+    /* the CRC of everything before the closing "\n}" goes in as the last key (manifest.h) */
     size_t len = strlen(text);
-    int rc = fs_write_file_atomic(path, text, len, err, errlen);
+    if (len < 2 || strcmp(text + len - 2, "\n}") != 0) {
+        free(text);
+        return io_fail(err, errlen, 1, "%s: unexpected JSON layout from jansson", path);
+    }
+    size_t body = len - 2, total = body + sizeof CHECKSUM_KEY - 1 + 8 + sizeof CHECKSUM_END - 1;
+    char *full = malloc(total + 1);
+    if (full) {
+        memcpy(full, text, body);
+        snprintf(full + body, total + 1 - body, CHECKSUM_KEY "%08x" CHECKSUM_END, fs_crc32(0, text, body));
+    }
     free(text);
+    if (!full) return io_fail(err, errlen, 1, "%s: out of memory", path);
+    int rc = fs_write_file_atomic(path, full, total, err, errlen);
+    free(full);
     return rc;
 }
 
@@ -238,7 +256,7 @@ static int parse_root(const ctx *x, json_t *root, wp_manifest *m) {
     if (!format) return 2;
     if (strcmp(format, WP_CKPT_FORMAT) != 0) return io_fail(x->err, x->errlen, 2, "%s: key format is '%s', not %s", x->path, format, WP_CKPT_FORMAT);
     int64_t version, nranks = 0;
-    int rc = get_int(x, root, "version", WP_CKPT_VERSION, WP_CKPT_VERSION, &version);
+    int rc = get_int(x, root, "version", 1, WP_CKPT_VERSION, &version);
     if (!rc) rc = get_int(x, root, "step", 0, INT64_MAX, &in->step);
     if (!rc) rc = get_int(x, root, "optimizer_step", 0, INT64_MAX, &in->optimizer_step);
     if (!rc) rc = get_num(x, root, "loss_scale", &in->loss_scale);
@@ -257,9 +275,33 @@ static int parse_root(const ctx *x, json_t *root, wp_manifest *m) {
                          m->tokenizer.name);
         if (!rc) snprintf(in->tokenizer_name, sizeof in->tokenizer_name, "%s", m->tokenizer.name);
     }
-    if (!rc && !(in->loss_scale > 0)) rc = io_fail(x->err, x->errlen, 2, "%s: key loss_scale %g is not positive", x->path, in->loss_scale);
+    /* the scaler's own range (optim/decision.h): 1e-300 made every loss NaN and still exited 0 */
+    if (!rc && !(in->loss_scale >= WP_LOSS_SCALE_MIN && in->loss_scale <= WP_LOSS_SCALE_MAX))
+        rc = io_fail(x->err, x->errlen, 2, "%s: key loss_scale %g is outside [%g, %g]", x->path, in->loss_scale, WP_LOSS_SCALE_MIN,
+                     WP_LOSS_SCALE_MAX);
+
     in->nranks = (int)nranks;
     return rc;
+}
+
+/* Version 2: the "checksum" key, last, as manifest_write puts it, over the bytes before it. */
+static int check_checksum(const ctx *x, json_t *root, const char *text, size_t size) {
+    json_t *v = json_object_get(root, "version"), *sum = json_object_get(root, "checksum");
+    if (json_is_integer(v) && json_integer_value(v) == 1 && !sum) return 0; /* written before checksums */
+    const char *key = NULL;
+    for (const char *p = strstr(text, CHECKSUM_KEY); p; p = strstr(p + 1, CHECKSUM_KEY)) key = p;
+    size_t tail = sizeof CHECKSUM_KEY - 1 + 8 + sizeof CHECKSUM_END - 1;
+    if (!json_is_string(sum) || !key || (size_t)(key - text) + tail != size ||
+        strcmp(key + sizeof CHECKSUM_KEY - 1 + 8, CHECKSUM_END) != 0)
+        return io_fail(x->err, x->errlen, 2, "%s: key checksum missing or not the last line (a version-2 manifest ends with it)",
+                       x->path);
+    char *end;
+    unsigned long want = strtoul(json_string_value(sum), &end, 16);
+    uint32_t got = fs_crc32(0, text, (size_t)(key - text));
+    if (strlen(json_string_value(sum)) != 8 || *end || want != got)
+        return io_fail(x->err, x->errlen, 2, "%s: key checksum is %s, but the manifest's bytes give %08x (edited or corrupted)",
+                       x->path, json_string_value(sum), got);
+    return 0;
 }
 
 int manifest_read(const char *path, wp_manifest *m, char *err, size_t errlen) {
@@ -271,10 +313,11 @@ int manifest_read(const char *path, wp_manifest *m, char *err, size_t errlen) {
     if (rc) return rc;
     json_error_t jerr;
     json_t *root = json_loadb(text, size, JSON_REJECT_DUPLICATES, &jerr);
-    free(text);
     ctx x = {path, err, errlen};
     if (!json_is_object(root)) rc = io_fail(err, errlen, 2, "%s: not a JSON object (%s, line %d)", path, root ? "wrong type" : jerr.text, jerr.line);
-    else rc = parse_root(&x, root, m);
+    else rc = check_checksum(&x, root, text, size);
+    free(text);
+    if (rc == 0) rc = parse_root(&x, root, m);
     json_decref(root);
     if (rc) manifest_free(m);
     return rc;

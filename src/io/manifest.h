@@ -9,7 +9,12 @@
  *  "model": {"num-layers": L, "hidden-size": h, ..., "chunk-layers": "2,2"},
  *  "files": [{"name": "rank-00000.safetensors", "size": bytes, "crc32": "8 hex digits"}, ...],
  *  "tokenizer": {"name": "tokenizer.model", "size": bytes, "crc32": "8 hex digits"}}
- * "tokenizer" only when the run had one (older checkpoints have none). */
+ * "tokenizer" only when the run had one (older checkpoints have none).
+ * Version 2 ends with "checksum": "8 hex digits", the last key: the CRC-32 of every byte of
+ * the file before the "," that precedes it, so a manifest edited or damaged anywhere is
+ * refused (2) rather than trusted. Version 1 manifests (written before the checksum) are
+ * still read: their shard files are verified by CRC as before; only the manifest's own
+ * numbers go unchecked, within the ranges every reader applies. */
 #ifndef WP_IO_MANIFEST_H
 #define WP_IO_MANIFEST_H
 

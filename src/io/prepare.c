@@ -208,12 +208,8 @@ static int add_document(prep *p, const char *path, int fd, uint64_t size, char *
 /* Every input is opened before anything is written: a missing one costs nothing. */
 static int open_inputs(const char *const *inputs, int n, int *fds, uint64_t *sizes, char *err, size_t errlen) {
     for (int i = 0; i < n; i++) {
-        struct stat st;
-        fds[i] = open(inputs[i], O_RDONLY | O_CLOEXEC);
-        if (fds[i] < 0) return io_fail(err, errlen, 2, "%s: cannot read input: %s", inputs[i], strerror(errno));
-        if (fstat(fds[i], &st) != 0 || !S_ISREG(st.st_mode))
-            return io_fail(err, errlen, 2, "%s: not a regular file", inputs[i]);
-        sizes[i] = (uint64_t)st.st_size;
+        int rc = fs_open_regular(inputs[i], 0, &fds[i], &sizes[i], err, errlen);
+        if (rc) return rc;
     }
     return 0;
 }

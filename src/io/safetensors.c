@@ -173,8 +173,9 @@ static int parse_shape(const st_file *f, const char *name, json_t *shape, st_ten
         if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > ((json_int_t)1 << 40))
             return io_fail(err, errlen, 2, "%s: tensor %s: shape entry %d is not a size", f->path, name, d);
         t->shape[d] = json_integer_value(v);
-        t->numel *= (uint64_t)t->shape[d];
-        if (t->numel > ((uint64_t)1 << 48)) return io_fail(err, errlen, 2, "%s: tensor %s: shape too large", f->path, name);
+        /* checked before it can wrap: [2^32, 2^32, 4] was 0 elements mod 2^64 and passed */
+        if (__builtin_mul_overflow(t->numel, (uint64_t)t->shape[d], &t->numel) || t->numel > ((uint64_t)1 << 48))
+            return io_fail(err, errlen, 2, "%s: tensor %s: shape too large (more than 2^48 elements)", f->path, name);
     }
     return 0;
 }
@@ -202,6 +203,29 @@ static int parse_tensor(const st_file *f, const char *name, json_t *desc, st_ten
                        name, (long long)(end - begin), (unsigned long long)(t->numel * (uint64_t)elem));
     t->data = f->data + begin;
     t->nbytes = (size_t)(end - begin);
+    return 0;
+}
+
+static int by_begin(const void *a, const void *b) {
+    const st_tensor *x = a, *y = b;
+    const unsigned char *p = x->data, *q = y->data;
+    return p < q ? -1 : p > q;
+}
+
+/* Two tensors sharing bytes would alias: a write through one (or a crafted file) changes the
+ * other. Refused, as the safetensors format itself does. Empty tensors take no bytes. */
+static int check_overlaps(st_file *f, char *err, size_t errlen) {
+    qsort(f->tensors, (size_t)f->n, sizeof *f->tensors, by_begin);
+    const st_tensor *prev = NULL;
+    for (int i = 0; i < f->n; i++) {
+        const st_tensor *t = &f->tensors[i];
+        if (t->nbytes == 0) continue;
+        const unsigned char *at = t->data, *pat = prev ? prev->data : NULL;
+        if (prev && at < pat + prev->nbytes)
+            return io_fail(err, errlen, 2, "%s: tensors %s and %s overlap (data_offsets from %lld and %lld)", f->path, prev->name,
+                           t->name, (long long)(pat - f->data), (long long)(at - f->data));
+        prev = t;
+    }
     return 0;
 }
 
@@ -233,6 +257,8 @@ static int parse_header(st_file *f, char *err, size_t errlen) {
         if (rc) return rc;
         f->n++;
     }
+    int rc = check_overlaps(f, err, errlen);
+    if (rc) return rc;
     qsort(f->tensors, (size_t)f->n, sizeof *f->tensors, by_name);
     return 0;
 }

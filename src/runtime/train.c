@@ -7,6 +7,7 @@
 #include "calibrate.h"
 #include "print.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <math.h>
@@ -221,6 +222,7 @@ static int prepare_resume(train_job *j, char *err, size_t errlen) {
     j->start_step = 0;
     if (!j->o.resume[0]) return 0;
     int rc = ckpt_resolve(j->o.resume, j->o.save, j->resume_dir, sizeof j->resume_dir, err, errlen);
+    if (rc == 0 && err[0]) wp_warn("--resume %s", err); /* resumed other than through latest: say from where */
     if (rc || !j->resume_dir[0]) return rc;
     wp_ckpt *c;
     if ((rc = ckpt_open(&c, j->resume_dir, err, errlen)) != 0) return rc;
@@ -268,6 +270,9 @@ static int check_flags(train_job *j, char *err, size_t errlen) {
     if (o->save_every < 0 || o->keep_last < 0) return fail(err, errlen, 2, "--save-every/--keep-last: must be 0 or more");
     if (o->save_every > 0 && !o->save[0]) return fail(err, errlen, 2, "--save-every: needs --save DIR");
     if (o->save[0] && fs_exists(o->save) && !fs_is_dir(o->save)) return fail(err, errlen, 2, "--save %s: exists and is not a directory", o->save);
+    char why[WP_PATH_MAX + 128];
+    /* a read-only or full --save was found only at the first save, perhaps hours in */
+    if (o->save[0] && fs_probe_writable(o->save, why, sizeof why)) return fail(err, errlen, 2, "--save %s", why);
     if (o->max_skipped_steps < 0) return fail(err, errlen, 2, "--max-skipped-steps: must be 0 (no bound) or more");
     if (o->resume[0] && o->init_from[0]) return fail(err, errlen, 2, "--resume and --init-from: give one of them");
     if (!(o->device_tflops >= 0)) return fail(err, errlen, 2, "--device-tflops: %g must be 0 (unpaced) or more", o->device_tflops);
@@ -333,6 +338,8 @@ typedef struct {
     int32_t *sample_ids; /* [--sample-tokens] */
     FILE *metrics;
     int64_t saved_step;  /* the last step this run saved (0: none): a stop there saves nothing again */
+    int64_t *written;    /* rank 0: the steps this run committed, the only ones its pruning may delete */
+    int n_written;
     double t_begin;
     int64_t tokens_done;
     train_totals tot;
@@ -447,11 +454,44 @@ static void close_rank(rank_state *r) {
     eval_destroy(r->ev);
     sample_destroy(r->sm);
     free(r->sample_ids);
+    free(r->written);
     loader_close(r->val);
     loader_close(r->data);
     optim_destroy(r->o);
     model_destroy(r->m);
     kern_destroy(r->k);
+}
+
+/* After a collective step that failed on some rank: every rank gets the message of the lowest
+ * failing rank (was: only that rank named the cause, the others "a rank failed"). */
+static int first_cause(rank_state *r, bool failed, char *why, size_t whylen, int *who, char *err, size_t errlen) {
+    double v = failed ? r->rank : (double)INT32_MAX;
+    *who = -1;
+    if (r->j->nranks > 1 && ctl_allreduce(r->ctl, CTL_MIN, &v, 1, err, errlen)) return 1;
+    if (v == (double)INT32_MAX) return 0;
+    *who = (int)v;
+    if (!failed) why[0] = '\0';
+    if (r->j->nranks > 1 && ctl_broadcast(r->ctl, *who, why, whylen, err, errlen)) return 1;
+    why[whylen - 1] = '\0';
+    return 0;
+}
+
+static int commit_checkpoint(rank_state *r, int64_t steps_done, int64_t opt_step, char *why, size_t whylen) {
+    train_job *j = r->j;
+    wp_loss_scaler sc = rt_scaler(r->rt);
+    wp_ckpt_info info = {.step = steps_done, .optimizer_step = opt_step, .loss_scale = sc.scale,
+                         .loss_scale_clean_steps = sc.clean_steps, .seed = j->o.seed, .micro_batches = j->nmb,
+                         .nranks = j->nranks, .cfg = j->L.cfg, .tokenizer_data = j->tokenizer_data,
+                         .tokenizer_size = j->tokenizer_size};
+    snprintf(info.tokenizer_name, sizeof info.tokenizer_name, "%s", j->tokenizer_name);
+    int64_t *more = realloc(r->written, (size_t)(r->n_written + 1) * sizeof *more);
+    if (!more) return snprintf(why, whylen, "out of memory"), 1;
+    r->written = more;
+    wp_ckpt_keep keep = {.keep_last = (int)j->o.keep_last, .resumed_from = j->resume_dir[0] ? j->start_step : -1,
+                         .written = r->written, .n_written = r->n_written};
+    int rc = ckpt_commit(j->o.save, steps_done, j->nranks, &info, &keep, why, whylen);
+    if (rc == 0) r->written[r->n_written++] = steps_done;
+    return rc;
 }
 
 /* Every owner writes its shard; after a barrier rank 0 commits; everyone learns the outcome. */
@@ -460,21 +500,14 @@ static int save_checkpoint(rank_state *r, int64_t steps_done, char *err, size_t 
     if (steps_done == r->saved_step) return 0; /* every rank knows it: no collective skipped by one */
     double v[2] = {0, (double)optim_steps(r->o)};
     char why[512] = "";
-    v[0] = ckpt_write_shard(j->o.save, steps_done, r->rank, r->o, why, sizeof why) ? 1 : 0;
+    int who;
+    bool failed = ckpt_write_shard(j->o.save, steps_done, r->rank, r->o, why, sizeof why) != 0;
+    if (first_cause(r, failed, why, sizeof why, &who, err, errlen)) return 1;
+    if (who >= 0) return fail(err, errlen, 1, "checkpoint step %" PRId64 ": rank %d: %s", steps_done, who, why);
     if (ctl_allreduce(r->ctl, CTL_MAX, v, 2, err, errlen)) return 1;
-    if (v[0] != 0) return fail(err, errlen, 1, "checkpoint step %" PRId64 ": %s", steps_done, why[0] ? why : "a rank failed to write its shard");
-    double ok = 0;
-    if (r->rank == 0) {
-        wp_loss_scaler sc = rt_scaler(r->rt);
-        wp_ckpt_info info = {.step = steps_done, .optimizer_step = (int64_t)v[1], .loss_scale = sc.scale,
-                             .loss_scale_clean_steps = sc.clean_steps, .seed = j->o.seed, .micro_batches = j->nmb,
-                             .nranks = j->nranks, .cfg = j->L.cfg, .tokenizer_data = j->tokenizer_data,
-                             .tokenizer_size = j->tokenizer_size};
-        snprintf(info.tokenizer_name, sizeof info.tokenizer_name, "%s", j->tokenizer_name);
-        ok = ckpt_commit(j->o.save, steps_done, j->nranks, &info, (int)j->o.keep_last, why, sizeof why) ? 1 : 0;
-    }
-    if (ctl_allreduce(r->ctl, CTL_MAX, &ok, 1, err, errlen)) return 1;
-    if (ok != 0) return fail(err, errlen, 1, "checkpoint step %" PRId64 ": %s", steps_done, r->rank == 0 ? why : "commit failed on rank 0");
+    failed = r->rank == 0 && commit_checkpoint(r, steps_done, (int64_t)v[1], why, sizeof why) != 0;
+    if (first_cause(r, failed, why, sizeof why, &who, err, errlen)) return 1;
+    if (who >= 0) return fail(err, errlen, 1, "checkpoint step %" PRId64 ": rank 0's commit: %s", steps_done, why);
     if (r->rank == 0 && !j->o.quiet) fprintf(stderr, "\nsaved %s/step-%" PRId64 "\n", j->o.save, steps_done);
     r->saved_step = steps_done;
     return 0;
@@ -502,6 +535,16 @@ static int stop_agreed(rank_state *r, bool *stop, char *err, size_t errlen) {
     return 0;
 }
 
+/* Each metrics line out now, and any failed write an error (was: a full disk cut the file
+ * short, with exit 0 and no word). */
+static int metrics_flush(rank_state *r, char *err, size_t errlen) {
+    if (!r->metrics) return 0;
+    /* errno as the failed write left it (report.c may have flushed already) */
+    if (fflush(r->metrics) != 0 || ferror(r->metrics))
+        return fail(err, errlen, 1, "--metrics %s: write failed: %s", r->j->o.metrics, errno ? strerror(errno) : "I/O error");
+    return 0;
+}
+
 static int train_loop(rank_state *r, char *err, size_t errlen) {
     train_job *j = r->j;
     r->t_begin = wp_now();
@@ -523,6 +566,7 @@ static int train_loop(rank_state *r, char *err, size_t errlen) {
         double lr = lr_at(&j->lr, step);
         if (rt_step(r->rt, step, lr, &st, err, errlen)) return 1;
         report_step(j, r->rank, step, lr, &st, r->t_begin, &r->tot, r->metrics);
+        if (metrics_flush(r, err, errlen)) return 1;
         /* after the first step every kernel has run once: what the backend chose (e.g. which
          * attention and why), said once by rank 0 */
         if (step == j->start_step && r->rank == 0 && !j->o.quiet && kern_notes(r->k)[0])

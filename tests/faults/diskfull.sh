@@ -2,7 +2,7 @@
 # Saving where the disk is full or the place unwritable: a clear error naming the checkpoint,
 # exit 1 (runtime) or 2 (a bad --save), and the previous checkpoint stays the latest and verifies.
 #   - a 4 MiB tmpfs holding one checkpoint (root only; skipped otherwise): ENOSPC;
-#   - the same tmpfs remounted read-only: EROFS;
+#   - the same tmpfs remounted read-only: EROFS, refused at start (exit 2);
 #   - RLIMIT_FSIZE below a shard's size (any user; SIGXFSZ ignored, so writes fail with EFBIG);
 #   - a regular file where the --save directory should be: refused up front, exit 2.
 source "$(dirname "$0")/faults_lib.sh"
@@ -24,13 +24,19 @@ if [ "$(id -u)" = 0 ] && mkdir "$TMP/mnt" && mount -t tmpfs -o size=4m tmpfs "$T
   train "${common[@]}" --steps 6 --save "$TMP/mnt/ck" --keep-last 0 --resume auto > "$TMP/full.log" 2>&1
   rc=$?
   [ $rc = 1 ] || { cat "$TMP/full.log"; fail "tmpfs full: exit $rc, expected 1"; }
+  # every rank names the first cause (was: only the failing one; the others "a rank failed")
+  n=$(grep -c "weipipe: error: checkpoint step 4: rank [0-9]*: .*No space left on device" "$TMP/full.log")
+  [ "$n" -ge 3 ] || { cat "$TMP/full.log"; fail "tmpfs full: $n of 3 ranks name the first failing rank and its cause"; }
   expect_failed_save "$TMP/mnt/ck" "$TMP/full.log" 2 "4 MiB tmpfs, one ${size} KiB checkpoint in it, full at the next (exit $rc)"
   rm -rf "$TMP/mnt/ck"/step-*.tmp
   mount -o remount,ro "$TMP/mnt" || fail "remount read-only"
   train "${common[@]}" --steps 6 --save "$TMP/mnt/ck" --keep-last 0 --resume auto > "$TMP/ro.log" 2>&1
   rc=$?
-  [ $rc = 1 ] || [ $rc = 2 ] || { cat "$TMP/ro.log"; fail "read-only: exit $rc"; }
-  expect_failed_save "$TMP/mnt/ck" "$TMP/ro.log" 2 "tmpfs remounted read-only (exit $rc)"
+  # refused at start by a probe file (was: found at the first save, after the training)
+  [ $rc = 2 ] && grep -q "weipipe: error: --save .*cannot create files there: Read-only file system" "$TMP/ro.log" ||
+    { cat "$TMP/ro.log"; fail "read-only: exit $rc, expected 2 naming the read-only --save at start"; }
+  [ "$(verify_latest "$TMP/mnt/ck")" = step-2 ] || fail "read-only: latest is no longer step-2"
+  echo "tmpfs remounted read-only (exit $rc, at start): $(grep -m1 -o 'error: .*' "$TMP/ro.log" | cut -c1-150)"
 else
   echo "tmpfs part skipped: not root or mount refused ($(cat "$TMP/mount.err" 2>/dev/null))"
 fi

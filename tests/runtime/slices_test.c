@@ -108,7 +108,7 @@ static void save_as_ranks(const char *save_dir, const wp_layout *L, wp_optim **w
     for (int r = 0; r < n; r++)
         EXPECT(ckpt_write_shard(save_dir, STEPS, r, writers[r], err, sizeof err) == 0, "shard %d: %s", r, err);
     wp_ckpt_info in = info_of(L, n);
-    EXPECT(ckpt_commit(save_dir, STEPS, n, &in, 0, err, sizeof err) == 0, "commit: %s", err);
+    EXPECT(ckpt_commit(save_dir, STEPS, n, &in, NULL, err, sizeof err) == 0, "commit: %s", err);
     snprintf(step_dir, len, "%s/step-%d", save_dir, STEPS);
 }
 

@@ -82,7 +82,7 @@ static int save(const char *save_dir, int64_t step, int keep_last) {
         EXPECT(jobs[r].rc == 0, "rank %d shard: %s", r, jobs[r].err);
     }
     wp_ckpt_info in = info_of(step);
-    int rc = ckpt_commit(save_dir, step, 4, &in, keep_last, err, sizeof err);
+    int rc = ckpt_commit(save_dir, step, 4, &in, &(wp_ckpt_keep){.keep_last = keep_last, .resumed_from = -1}, err, sizeof err);
     EXPECT(rc == 0, "commit step %lld: %s", (long long)step, err);
     return rc;
 }
@@ -293,7 +293,7 @@ static void test_keep_last_and_commit_checks(void) {
     /* rank 3 never wrote its shard: no checkpoint may appear */
     for (int r = 0; r < 3; r++) EXPECT(ckpt_write_shard(save_dir, 6, r, writers[r], err, sizeof err) == 0, "shard: %s", err);
     wp_ckpt_info in = info_of(6);
-    int rc = ckpt_commit(save_dir, 6, 4, &in, 2, err, sizeof err);
+    int rc = ckpt_commit(save_dir, 6, 4, &in, &(wp_ckpt_keep){.keep_last = 2, .resumed_from = -1}, err, sizeof err);
     EXPECT(rc != 0 && strstr(err, "rank 3"), "commit without rank 3's shard: rc %d, '%s'", rc, err);
     snprintf(p, sizeof p, "%s/step-6", save_dir);
     EXPECT(!fs_exists(p), "an incomplete checkpoint was committed");
@@ -331,7 +331,7 @@ static void test_empty_rank(void) {
     for (int r = 0; r < 4; r++) EXPECT(ckpt_write_shard(save_dir, 1, r, writers[r], err, sizeof err) == 0, "shard: %s", err);
     EXPECT(ckpt_write_shard(save_dir, 1, 4, none, err, sizeof err) == 0, "empty shard: %s", err);
     wp_ckpt_info in = info_of(1);
-    EXPECT(ckpt_commit(save_dir, 1, 5, &in, 0, err, sizeof err) == 0, "commit with an empty rank: %s", err);
+    EXPECT(ckpt_commit(save_dir, 1, 5, &in, NULL, err, sizeof err) == 0, "commit with an empty rank: %s", err);
     snprintf(step_dir, sizeof step_dir, "%s/step-1", save_dir);
     wp_ckpt *ck;
     int all[4] = {0, 1, 2, 3};

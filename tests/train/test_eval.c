@@ -50,7 +50,7 @@ static void make_checkpoint(const char *save, const wp_rope_scaling *sc) {
     }
     EXPECT(ckpt_write_shard(save, 3, 0, o, err, sizeof err) == 0, "shard: %s", err);
     wp_ckpt_info in = {.step = 3, .loss_scale = 1024, .seed = 1, .micro_batches = 1, .nranks = 1, .cfg = L.cfg};
-    EXPECT(ckpt_commit(save, 3, 1, &in, 0, err, sizeof err) == 0, "commit: %s", err);
+    EXPECT(ckpt_commit(save, 3, 1, &in, NULL, err, sizeof err) == 0, "commit: %s", err);
     optim_destroy(o);
     kern_destroy(k);
     layout_free(&L);

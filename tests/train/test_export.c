@@ -42,7 +42,7 @@ static void make_checkpoint(const char *save) {
         EXPECT(ckpt_write_shard(save, 12, r, writers[r], err, sizeof err) == 0, "shard: %s", err);
     }
     wp_ckpt_info in = {.step = 12, .loss_scale = 1, .seed = 1, .micro_batches = 2, .nranks = 2, .cfg = Lw.cfg};
-    EXPECT(ckpt_commit(save, 12, 2, &in, 0, err, sizeof err) == 0, "commit: %s", err);
+    EXPECT(ckpt_commit(save, 12, 2, &in, NULL, err, sizeof err) == 0, "commit: %s", err);
 }
 
 static float master_of(const char *name, size_t j) {
