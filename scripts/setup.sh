@@ -3,7 +3,8 @@
 # Everything comes from Debian's archive; nothing else is downloaded. Open MPI is for the mpirun
 # launch test and MPI bootstrap, libibverbs for the RDMA transport (it builds without a device),
 # iproute2 for the emulated slow links of scripts/netns_ring.sh. SentencePiece (library and its
-# spm_train/spm_encode tools) for the tokenizers, g++ for the one C++ file that wraps it.
+# spm_train/spm_encode tools) for the tokenizers, g++ for the one C++ file that wraps it. strace
+# for tests/faults/crashsave.sh (a SIGKILL injected at each system call of a save).
 # The one thing from PyPI: Hugging Face transformers (and its tokenizers), the reference nobody
 # here wrote, in a venv over Debian's torch (PyPI's torch would pull gigabytes of CUDA
 # libraries): WEIPIPE_HF_VENV, default /opt/weipipe-hf. Tests find it through scripts/hfenv.py.
@@ -12,7 +13,7 @@ packages="meson ninja-build pkg-config gcc libc6-dev
   libopenblas-dev libopenblas0-pthread libinih-dev libjansson-dev zlib1g-dev
   python3 python3-numpy python3-torch python3-matplotlib fortunes
   openmpi-bin libopenmpi-dev libibverbs-dev rdma-core iproute2
-  g++ libsentencepiece-dev sentencepiece python3-venv patchelf"
+  g++ libsentencepiece-dev sentencepiece python3-venv patchelf strace"
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
 missing=""
