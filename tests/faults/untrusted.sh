@@ -43,6 +43,19 @@ refused "--threads 100000" "threads" "${TR[@]}" --steps 1 --threads 100000
 refused "--timeout 1e30s" "timeout" "${TR[@]}" --steps 1 --timeout 1e30s
 refused "--device-tflops 1e-30" "device-tflops" "${TR[@]}" --steps 1 --device-tflops 1e-30
 refused "--link-bandwidth 1e-30GByte" "link-bandwidth" "$W" simulate --config "$CFG" --link-bandwidth 1e-30GByte
+# with the longest --timeout allowed, a SIGTERM to one rank still ends the whole job at the next
+# step boundary (was, with --timeout 1e30s: every rank spinning, deaf to SIGTERM)
+start_job "$TMP/term.log" --nranks 3 --steps 1000000 --timeout 86400s
+wait_ranks 3
+sleep 1
+kill -TERM "$(pid_of_rank 2)"
+t0=$(now)
+for _ in $(seq $((T * 10))); do kill -0 "$LAUNCHER" 2> /dev/null || break; sleep 0.1; done
+kill -0 "$LAUNCHER" 2> /dev/null && { kill -KILL -- -"$PGID" "$LAUNCHER"; fail "--timeout 86400s: SIGTERM to one rank did not end the job in $T s"; }
+wait "$LAUNCHER"
+rc=$?
+[ $rc = 0 ] && grep -q "stop requested" "$TMP/term.log" || { cat "$TMP/term.log"; fail "--timeout 86400s, SIGTERM: exit $rc"; }
+echo "--timeout 86400s, SIGTERM to rank 2: the job stopped in $(elapsed "$t0") s, exit 0"
 
 # --- item 2: --resume auto without a usable latest
 S=$TMP/ck
