@@ -125,6 +125,12 @@ shard overlap || fail "building the overlapping shard"
 refused "a shard whose tensors overlap" "overlap" "${TR[@]}" --steps 4 --resume "$S3/step-2"
 shard wrap || fail "building the wrapping shape"
 refused "a shard with shape [2^32, 2^32, 4]" "shape too large" "${TR[@]}" --steps 4 --resume "$S3/step-2"
+# a version-1 manifest (written before the checksum) still loads
+rm -rf "$S3/step-2" && cp -r "$TMP/orig" "$S3/step-2"
+/usr/bin/python3 -c 'import json, sys; p = sys.argv[1]; m = json.load(open(p)); m.pop("checksum"); m["version"] = 1; json.dump(m, open(p, "w"), indent=2)' \
+  "$S3/step-2/manifest.json" || fail "writing a version-1 manifest"
+"${TR[@]}" --steps 3 --resume "$S3/step-2" 2> "$TMP/v1.err" || { cat "$TMP/v1.err"; fail "a version-1 manifest without checksum no longer loads"; }
+echo "a version-1 manifest without checksum: still resumed from"
 
 # --- item 6: a failed --metrics write is an error
 timeout $T "$W" train --config "$CFG" --data "$DATA" --threads 1 --quiet --steps 2 --metrics /dev/full > /dev/null 2> "$TMP/full.err"
