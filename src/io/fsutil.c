@@ -181,6 +181,15 @@ int fs_write_file_atomic(const char *path, const void *data, size_t n, char *err
     return rc;
 }
 
+/* What a path that is not a regular file is, for the message. */
+static const char *kind_of(mode_t mode) {
+    if (S_ISDIR(mode)) return "a directory";
+    if (S_ISFIFO(mode)) return "a FIFO";
+    if (S_ISCHR(mode)) return "a character device";
+    if (S_ISSOCK(mode)) return "a socket";
+    return "a device or special file";
+}
+
 int fs_open_regular(const char *path, uint64_t max_bytes, int *fd, uint64_t *size, char *err, size_t errlen) {
     *fd = -1;
     *size = 0;
@@ -190,9 +199,7 @@ int fs_open_regular(const char *path, uint64_t max_bytes, int *fd, uint64_t *siz
     int rc = 0;
     if (fstat(f, &st) != 0) rc = io_fail(err, errlen, 1, "%s: cannot stat: %s", path, strerror(errno));
     else if (!S_ISREG(st.st_mode))
-        rc = io_fail(err, errlen, 2, "%s: not a regular file (%s)", path,
-                     S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISCHR(st.st_mode) ? "a character device"
-                                                                             : S_ISSOCK(st.st_mode) ? "a socket" : "a device");
+        rc = io_fail(err, errlen, 2, "%s: not a regular file (%s)", path, kind_of(st.st_mode));
     else if (max_bytes > 0 && (uint64_t)st.st_size > max_bytes)
         rc = io_fail(err, errlen, 2, "%s: %lld bytes, more than the %llu this file may have", path, (long long)st.st_size,
                      (unsigned long long)max_bytes);

@@ -485,7 +485,10 @@ static int commit_checkpoint(rank_state *r, int64_t steps_done, int64_t opt_step
                          .tokenizer_size = j->tokenizer_size};
     snprintf(info.tokenizer_name, sizeof info.tokenizer_name, "%s", j->tokenizer_name);
     int64_t *more = realloc(r->written, (size_t)(r->n_written + 1) * sizeof *more);
-    if (!more) return snprintf(why, whylen, "out of memory"), 1;
+    if (!more) {
+        snprintf(why, whylen, "out of memory");
+        return 1;
+    }
     r->written = more;
     wp_ckpt_keep keep = {.keep_last = (int)j->o.keep_last, .resumed_from = j->resume_dir[0] ? j->start_step : -1,
                          .written = r->written, .n_written = r->n_written};
