@@ -8,7 +8,7 @@
 #     refuses (was: started over and pruned the finished ones); a fresh run never prunes another's;
 #   - a manifest edited anywhere (its own checksum), a loss_scale outside the scaler's range, a
 #     shard with overlapping tensors or a shape whose product wraps: exit 2 naming it;
-#   - a failed --metrics write: exit 1 naming the file (was: exit 0, a cut line).
+#   - a failed --metrics write: exit 1 naming the file (was: exit 0, a cut line); --trace the same.
 source "$(dirname "$0")/faults_lib.sh"
 TR=("$W" train --config "$CFG" --data "$DATA" --threads 1 --quiet --transport tcp)
 T=10 # no case may take longer: a hang fails the test instead of blocking it
@@ -137,3 +137,7 @@ timeout $T "$W" train --config "$CFG" --data "$DATA" --threads 1 --quiet --steps
 rc=$?
 [ $rc = 1 ] && grep -q "metrics /dev/full: write failed: No space left" "$TMP/full.err" || { cat "$TMP/full.err"; fail "--metrics /dev/full: exit $rc"; }
 echo "--metrics /dev/full (exit $rc): $(grep -m1 -o 'error: .*' "$TMP/full.err")"
+timeout $T "${TR[@]}" --steps 2 --trace /dev/full > /dev/null 2> "$TMP/trace.err"
+rc=$?
+[ $rc = 1 ] && grep -q "trace: writing '/dev/full' failed: No space left" "$TMP/trace.err" || { cat "$TMP/trace.err"; fail "--trace /dev/full: exit $rc"; }
+echo "--trace /dev/full (exit $rc): $(grep -m1 -o 'error: .*' "$TMP/trace.err")"
