@@ -8,6 +8,9 @@
 source "$(dirname "$0")/faults_lib.sh"
 command -v strace > /dev/null || { echo "SKIP: strace not installed (scripts/setup.sh installs it)"; exit 77; }
 strace -qq -o /dev/null true 2> /dev/null || { echo "SKIP: strace cannot trace here (ptrace refused)"; exit 77; }
+# LeakSanitizer stops the world with ptrace, which strace holds already: no leak check in the
+# traced runs (the resumed ones keep it)
+NOLEAK="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 SET=mkdir,openat,write,pwrite64,fsync,fdatasync,rename,renameat2,unlink,unlinkat,rmdir,ftruncate,close
 # a constant learning rate: the killed runs stop at --steps 4, the reference goes to 6, and a
 # decay over --steps would give their steps 3-4 other rates
@@ -19,7 +22,7 @@ one --steps 6 --save whole --metrics whole.jsonl > /dev/null 2>&1 || fail "the u
 one --steps 2 --save base > /dev/null 2>&1 || fail "the run to step 2"
 # the calls of a run from step 2 to 4, in order; those from the save of step 4 on are the targets
 cp -r base probe
-strace -qq -o calls.log -e trace=$SET "$W" "${ARGS[@]}" --steps 4 --save probe --resume auto > /dev/null 2>&1 ||
+ASAN_OPTIONS=$NOLEAK strace -qq -o calls.log -e trace=$SET "$W" "${ARGS[@]}" --steps 4 --save probe --resume auto > /dev/null 2>&1 ||
   fail "the traced run"
 first=$(grep -n 'mkdir(".*step-4.tmp"' calls.log | head -1 | cut -d: -f1)
 [ -n "$first" ] || fail "no mkdir of step-4.tmp in the traced run"
@@ -31,7 +34,7 @@ for ((i = first; i <= total; i++)); do
   nth=$(head -n "$i" calls.log | sed 's/(.*//' | grep -cx "$call")
   rm -rf ck && cp -r base ck
   # braces with stderr away, so that bash does not report each kill
-  { strace -qq -o /dev/null -e trace="$call" -e inject="$call":signal=KILL:when="$nth" "$W" "${ARGS[@]}" --steps 4 --save ck \
+  { ASAN_OPTIONS=$NOLEAK strace -qq -o /dev/null -e trace="$call" -e inject="$call":signal=KILL:when="$nth" "$W" "${ARGS[@]}" --steps 4 --save ck \
     --resume auto > /dev/null 2>&1; } 2> /dev/null
   rc=$?
   [ $rc = 137 ] || fail "call $i ($call #$nth): the run was not killed (exit $rc)"
