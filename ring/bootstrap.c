@@ -18,6 +18,7 @@
 #include "clock.h"
 #include "control_tcp.h"
 #include "handshake.h"
+#include "peer_hosts.h"
 #include "sock.h"
 #include "tcp.h"
 #include "wire.h"
@@ -199,6 +200,36 @@ static int job_vars(wp_boot_info *bi, wp_getenv_fn get, void *ctx, char *err, si
         return 2;
     }
     bi->job_id_from = from;
+    return 0;
+}
+
+static int no_op_host(const char *host, void *ctx) {
+    (void)host;
+    (void)ctx;
+    return 0;
+}
+
+/* WEIPIPE_PEERS: "launcher" (Slurm's node list of this step, else of the job) or a host list.
+ * Checked for syntax here, so that every rank refuses a malformed one alike (exit 2). */
+static int peers_var(wp_boot_info *bi, wp_getenv_fn get, void *ctx, char *err, size_t errlen) {
+    const char *list = get_nonempty(get, ctx, "WEIPIPE_PEERS"), *from = "WEIPIPE_PEERS";
+    if (!list) return 0;
+    if (strcmp(list, "launcher") == 0) {
+        list = get_nonempty(get, ctx, from = "SLURM_STEP_NODELIST");
+        if (!list) list = get_nonempty(get, ctx, from = "SLURM_JOB_NODELIST");
+        if (!list) {
+            snprintf(err, errlen, "WEIPIPE_PEERS=launcher, but no launcher variable names the job's hosts (Slurm's "
+                     "SLURM_JOB_NODELIST; torchrun and mpirun name none): list them, WEIPIPE_PEERS=host1,node[02-04]");
+            return 2;
+        }
+    }
+    if (strlen(list) >= sizeof bi->peers || ph_expand(list, no_op_host, NULL) != 0) {
+        snprintf(err, errlen, "%s='%.80s' is not a host list (names, or Slurm's name[01-04,7] ranges, at most %d hosts "
+                 "and %zu characters)", from, list, PH_MAX_HOSTS, sizeof bi->peers - 1);
+        return 2;
+    }
+    snprintf(bi->peers, sizeof bi->peers, "%s", list);
+    bi->peers_from = from;
     return 0;
 }
 
@@ -445,7 +476,7 @@ int boot_from_env(wp_boot_info *bi, wp_getenv_fn get, void *ctx, char *err, size
     bi->rank = (int)rank;
     bi->world = (int)world;
     bi->local_rank = (int)local;
-    if (job_vars(bi, get, ctx, err, errlen)) return 2;
+    if (job_vars(bi, get, ctx, err, errlen) || peers_var(bi, get, ctx, err, errlen)) return 2;
     return inherited_listener(bi, get, ctx, err, errlen);
 }
 

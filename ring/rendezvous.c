@@ -16,6 +16,7 @@
 #include "control_tcp.h"
 #include "flags_check.h"
 #include "handshake.h"
+#include "peer_hosts.h"
 #include "ring_warn.h"
 #include "sock.h"
 #include "tcp.h"
@@ -173,8 +174,8 @@ static void missing_list(int world, const int *fds, char *out, size_t outlen) {
 
 /* Rank 0: accept every other rank (refusing strangers, who never stop it), then send them the
  * address table. */
-static int root_gather(const wp_boot_info *bi, const wp_net_opts *net, int lfd, int *fds, char **addrs, char *err,
-                       size_t errlen) {
+static int root_gather(const wp_boot_info *bi, const wp_net_opts *net, const ph_set *peers, int lfd, int *fds,
+                       char **addrs, char *err, size_t errlen) {
     hs_pending pend[HS_MAX_PENDING];
     int np = 0;
     root_state st = {.joined = 1};
@@ -204,6 +205,10 @@ static int root_gather(const wp_boot_info *bi, const wp_net_opts *net, int lfd, 
         for (int i = 0; i < np; i++) {
             char why[200];
             int rc = hs_read_some(&pend[i], why, sizeof why);
+            if (peers && !ph_allowed(peers, pend[i].from)) {
+                snprintf(why, sizeof why, "not an address of the job's hosts (%s)", bi->peers_from);
+                rc = -1;
+            }
             if (rc == 0 && now >= pend[i].deadline) {
                 snprintf(why, sizeof why, "no complete handshake in time (%zu of %d bytes)", pend[i].got, WIRE_HS_BYTES);
                 rc = -1;
@@ -278,7 +283,10 @@ static int root_rendezvous(const wp_boot_info *bi, const wp_net_opts *net, int l
             snprintf(err, errlen, "rank 0 cannot listen at MASTER_ADDR:MASTER_PORT: %s", why);
         return 1;
     }
-    int rc = root_gather(bi, net, lfd, fds, addrs, err, errlen);
+    ph_set peers;
+    int rc = bi->peers[0] ? ph_resolve(bi->peers, bi->peers_from, &peers, err, errlen) : 0;
+    if (rc == 0) rc = root_gather(bi, net, bi->peers[0] ? &peers : NULL, lfd, fds, addrs, err, errlen);
+    if (bi->peers[0]) ph_free(&peers);
     close(lfd);
     size_t len = 0;
     char *table = rc == 0 ? join_table(addrs, bi->world, &len) : NULL;

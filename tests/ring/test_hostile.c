@@ -18,7 +18,9 @@
  *             and other flags: neither gets the job id back nor any byte of rank 0's flags.
  *  fakeabort: the same fake peers, sending a garbage frame after their handshake: rank 0 logs
  *             and drops them and the job forms when the real rank 1 joins.
- * usage: test_hostile data|rendezvous|badframe|cutframe|flood|leak|fakeabort */
+ *  peers:     WEIPIPE_PEERS=127.0.0.1: a stranger from 127.0.0.2 with an admissible handshake
+ *             is dropped unanswered; the job forms.
+ * usage: test_hostile data|rendezvous|badframe|cutframe|flood|leak|fakeabort|peers */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -432,6 +434,43 @@ static void test_fake_peer(const char *dir, bool leak) {
     rh_job_flags = NULL;
 }
 
+/* WEIPIPE_PEERS=127.0.0.1: a stranger connecting from 127.0.0.2 (loopback too, another
+ * address) with a handshake rank 0 would admit as rank 1 (the job id, no secret, no flags) is
+ * dropped unanswered, logged, and the real rank 1 joins. */
+static void test_peers(const char *dir) {
+    wp_net_opts net;
+    rh_net(&net, 1);
+    net.connect_timeout = 20;
+    int port = rh_free_port();
+    pid_t pids[2];
+    setenv("WEIPIPE_PEERS", "127.0.0.1", 1);
+    rh_join_delay[1] = 3.0;
+    for (int r = 0; r < 2; r++) pids[r] = rh_fork_rank(r, 2, port, "", &net, sum_rank, NULL, &guard_pgid, dir);
+    rh_join_delay[1] = 0;
+    unsetenv("WEIPIPE_PEERS");
+    wait_listening(port);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in from = {.sin_family = AF_INET, .sin_addr.s_addr = inet_addr("127.0.0.2")},
+                       to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    CHECK(fd >= 0 && bind(fd, (struct sockaddr *)&from, sizeof from) == 0 && connect(fd, (struct sockaddr *)&to, sizeof to) == 0,
+          "cannot connect from 127.0.0.2: %s", strerror(errno));
+    uint8_t hs[WIRE_HS_BYTES];
+    char why[128];
+    good_hs(hs, HS_CONTROL, 1, 2, 0, 0, 0, RH_JOB, "");
+    sock_write_all(fd, hs, sizeof hs, wp_now() + 2, why, sizeof why);
+    CHECK(refused(fd, 5.0), "a handshake from 127.0.0.2 was answered (WEIPIPE_PEERS=127.0.0.1)");
+    close(fd);
+    wait_ranks(pids, 2, dir, "peers");
+    CHECK(rh_group_gone(guard_pgid), "peers: processes left behind");
+    char path[600];
+    snprintf(path, sizeof path, "%s/rank0.err", dir);
+    char *log = rh_slurp(path);
+    printf("rank 0's log:\n%s", log);
+    CHECK(strstr(log, "from 127.0.0.2:") && strstr(log, "not an address of the job's hosts (WEIPIPE_PEERS)"),
+          "rank 0 did not log the stranger from 127.0.0.2");
+    free(log);
+}
+
 /* ---- a real peer sending a bad frame ---- */
 
 static int victim_rank(wp_rank_ctx *ctx, void *arg) {
@@ -541,8 +580,9 @@ int main(int argc, char **argv) {
     else if (strcmp(mode, "flood") == 0) test_flood(dir);
     else if (strcmp(mode, "leak") == 0) test_fake_peer(dir, true);
     else if (strcmp(mode, "fakeabort") == 0) test_fake_peer(dir, false);
+    else if (strcmp(mode, "peers") == 0) test_peers(dir);
     else {
-        fprintf(stderr, "usage: test_hostile data|rendezvous|badframe|cutframe|flood|leak|fakeabort\n");
+        fprintf(stderr, "usage: test_hostile data|rendezvous|badframe|cutframe|flood|leak|fakeabort|peers\n");
         return 2;
     }
     char path[600];

@@ -8,6 +8,7 @@
 #include "bootstrap.h"
 #include "flags_check.h"
 #include "link_model.h"
+#include "peer_hosts.h"
 #include "sha256.h"
 #include "ring_harness.h"
 #include "sock.h"
@@ -405,7 +406,49 @@ static void test_flags_check(void) {
     printf("ok: sha256 (4 FIPS vectors), hmac-sha256 (3 RFC 4231 cases), flags hashes as Python's hmac, flags named not valued\n");
 }
 
+static int collect_host(const char *host, void *ctx) {
+    char *out = ctx;
+    size_t used = strlen(out);
+    snprintf(out + used, 1024 - used, "%s%s", used ? " " : "", host);
+    return 0;
+}
+
+/* Slurm's host lists expanded as scontrol show hostnames does (by hand: each range keeps the
+ * width of its lower bound), malformed ones refused; addresses matched as sock_peer_addr
+ * writes them. */
+static void test_peer_hosts(void) {
+    static const char *cases[][2] = {
+        {"gpu[03-05,9],cpu1", "gpu03 gpu04 gpu05 gpu9 cpu1"},
+        {"rack[1-2]-n[01-02]", "rack1-n01 rack1-n02 rack2-n01 rack2-n02"},
+        {"host1", "host1"},
+        {"a,b[7],c", "a b7 c"},
+        {"n[098-101]", "n098 n099 n100 n101"},
+        {"gpu[03-", NULL}, {"gpu[5-3]", NULL}, {"gpu[]", NULL}, {"", NULL}, {"a,,b", NULL}, {"n[1-x]", NULL},
+        {"n[0-99999999]", NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char out[1024] = "";
+        int rc = ph_expand(cases[i][0], collect_host, out);
+        if (cases[i][1])
+            CHECK(rc == 0 && strcmp(out, cases[i][1]) == 0, "'%s' expanded to '%s' (rc %d), want '%s'", cases[i][0], out,
+                  rc, cases[i][1]);
+        else
+            CHECK(rc != 0, "'%s' was accepted as a host list ('%s')", cases[i][0], out);
+    }
+    ph_set set;
+    char err[256];
+    CHECK(ph_resolve("127.0.0.1,::1", "WEIPIPE_PEERS", &set, err, sizeof err) == 0, "%s", err);
+    CHECK(ph_allowed(&set, "127.0.0.1:4000") && ph_allowed(&set, "[::1]:4000") && ph_allowed(&set, "[::ffff:127.0.0.1]:9") &&
+              !ph_allowed(&set, "127.0.0.2:4000") && !ph_allowed(&set, "[::2]:1") && !ph_allowed(&set, "?"),
+          "ph_allowed");
+    ph_free(&set);
+    CHECK(ph_resolve("no-such-host.invalid", "WEIPIPE_PEERS", &set, err, sizeof err) == 2 &&
+              strstr(err, "'no-such-host.invalid' does not resolve"), "an unknown host: %s", err);
+    printf("ok: host lists: 5 expanded as Slurm does, 7 malformed refused; addresses matched (v4, v6, v4-mapped)\n");
+}
+
 int main(void) {
+    test_peer_hosts();
     test_handshake();
     test_flags_check();
     test_frames();
