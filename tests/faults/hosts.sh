@@ -10,6 +10,8 @@
 #  - a rank started with another --strategy, or another config (--hidden-size), fails the
 #    rendezvous at once with one line naming the flag and its value; rank 0 (no secret: it
 #    may be a stranger) names it and its own value when --connect-timeout ends the wait;
+#  - WEIPIPE_PEERS=launcher (Slurm's host[1-2], resolved) lets the job form; WEIPIPE_PEERS=host1
+#    makes rank 0 drop host2's ranks unread and name them missing;
 #  - under torchrun's agent store the rendezvous is at MASTER_PORT + 1; a stranger holding it
 #    is one line naming WEIPIPE_PORT, which then moves the job;
 #  - host2 of 3 loses its ranks (every process of its namespace SIGKILLed mid-step; then again
@@ -71,6 +73,20 @@ for case in "slurm|3:--strategy 1f1b|--strategy (rank 0 has --strategy 'weipipe-
   one_error "$TMP/f" "rank $r" "rank $r was started with other job flags than rank 0: $atr"
   echo "$c, rank $r with $extra: rank 0 and rank $r name it: $(grep "^\[rank $r\].*error:" "$TMP/f" | sed 's/.*error: //')"
 done
+
+# 3b. WEIPIPE_PEERS: =launcher (Slurm's host[1-2], resolved through the hosts' /etc/hosts) lets
+# the job form; =host1 drops host2's ranks unread (they retry until --connect-timeout), and rank
+# 0 logs them and names them missing.
+peers=(); for q in 0 1 2 3; do peers+=(-e "$q:WEIPIPE_PEERS=launcher"); done
+hosts "$TMP/pl" -k 2 -g 2 -c slurm "${peers[@]}" -- "${ARGS[@]}"
+[ $RC = 0 ] || { cat "$TMP/pl"; fail "WEIPIPE_PEERS=launcher: the job failed ($RC)"; }
+! grep -q "not an address of the job's hosts" "$TMP/pl" || { cat "$TMP/pl"; fail "WEIPIPE_PEERS=launcher refused a rank"; }
+peers=(); for q in 0 1 2 3; do peers+=(-e "$q:WEIPIPE_PEERS=host1"); done
+hosts "$TMP/p1" -k 2 -g 2 -c slurm "${peers[@]}" -- "${ARGS[@]}"
+[ $RC != 0 ] || { cat "$TMP/p1"; fail "WEIPIPE_PEERS=host1: the job formed with host2's ranks"; }
+grep -q "^\[rank 0\].*refused a connection from 10.78.0.2:[0-9]*: not an address of the job's hosts (WEIPIPE_PEERS)" "$TMP/p1" &&
+  grep -q "^\[rank 0\].*rank(s) 2, 3 did not join" "$TMP/p1" || { cat "$TMP/p1"; fail "WEIPIPE_PEERS=host1: rank 0 did not refuse host2's ranks"; }
+echo "WEIPIPE_PEERS=launcher (host[1-2]): the job trains; =host1: host2's ranks refused: $(grep '^\[rank 0\].*error:' "$TMP/p1" | sed 's/.*error: //' | cut -c1-160)"
 
 # 4. the rendezvous port under torchrun's agent store (TORCHELASTIC_USE_AGENT_STORE=True):
 # MASTER_PORT + 1; held there by a process that is not weipipe: one line saying so; WEIPIPE_PORT
