@@ -18,6 +18,7 @@
 #include "clock.h"
 #include "control_tcp.h"
 #include "handshake.h"
+#include "peer_hosts.h"
 #include "sock.h"
 #include "tcp.h"
 #include "wire.h"
@@ -199,6 +200,36 @@ static int job_vars(wp_boot_info *bi, wp_getenv_fn get, void *ctx, char *err, si
         return 2;
     }
     bi->job_id_from = from;
+    return 0;
+}
+
+static int no_op_host(const char *host, void *ctx) {
+    (void)host;
+    (void)ctx;
+    return 0;
+}
+
+/* WEIPIPE_PEERS: "launcher" (Slurm's node list of this step, else of the job) or a host list.
+ * Checked for syntax here, so that every rank refuses a malformed one alike (exit 2). */
+static int peers_var(wp_boot_info *bi, wp_getenv_fn get, void *ctx, char *err, size_t errlen) {
+    const char *list = get_nonempty(get, ctx, "WEIPIPE_PEERS"), *from = "WEIPIPE_PEERS";
+    if (!list) return 0;
+    if (strcmp(list, "launcher") == 0) {
+        list = get_nonempty(get, ctx, from = "SLURM_STEP_NODELIST");
+        if (!list) list = get_nonempty(get, ctx, from = "SLURM_JOB_NODELIST");
+        if (!list) {
+            snprintf(err, errlen, "WEIPIPE_PEERS=launcher, but no launcher variable names the job's hosts (Slurm's "
+                     "SLURM_JOB_NODELIST; torchrun and mpirun name none): list them, WEIPIPE_PEERS=host1,node[02-04]");
+            return 2;
+        }
+    }
+    if (strlen(list) >= sizeof bi->peers || ph_expand(list, no_op_host, NULL) != 0) {
+        snprintf(err, errlen, "%s='%.80s' is not a host list (names, or Slurm's name[01-04,7] ranges, at most %d hosts "
+                 "and %zu characters)", from, list, PH_MAX_HOSTS, sizeof bi->peers - 1);
+        return 2;
+    }
+    snprintf(bi->peers, sizeof bi->peers, "%s", list);
+    bi->peers_from = from;
     return 0;
 }
 
@@ -445,7 +476,7 @@ int boot_from_env(wp_boot_info *bi, wp_getenv_fn get, void *ctx, char *err, size
     bi->rank = (int)rank;
     bi->world = (int)world;
     bi->local_rank = (int)local;
-    if (job_vars(bi, get, ctx, err, errlen)) return 2;
+    if (job_vars(bi, get, ctx, err, errlen) || peers_var(bi, get, ctx, err, errlen)) return 2;
     return inherited_listener(bi, get, ctx, err, errlen);
 }
 
@@ -463,426 +494,4 @@ int boot_job_id_from_environ(char *out, size_t outlen) {
     if (job_vars(&bi, env_get, NULL, err, sizeof err) != 0) return 2;
     snprintf(out, outlen, "%s", bi.job_id);
     return 0;
-}
-
-/* ---- rendezvous ---- */
-
-static uint32_t flags_hash(const wp_boot_info *bi) {
-    if (!bi->job_flags) return 0;
-    uint32_t h = wire_crc(0, bi->job_flags, strlen(bi->job_flags));
-    return h ? h : 1; /* 0 means "not compared" */
-}
-
-/* The first "name=value" line where two flags texts differ, as "--name is 'A' on rank X, 'B' on
- * rank Y". Both come from the same table, in the same order; a line one side lacks (another
- * weipipe version) is named too. */
-static void flags_diff(const char *mine, int my_rank, const char *theirs, int their_rank, char *out, size_t outlen) {
-    const char *a = mine, *b = theirs;
-    while (*a || *b) {
-        size_t la = strcspn(a, "\n"), lb = strcspn(b, "\n");
-        if (la != lb || memcmp(a, b, la) != 0) {
-            size_t ka = strcspn(a, "="), kb = strcspn(b, "=");
-            if (ka > la) ka = la;
-            if (kb > lb) kb = lb;
-            if (ka == kb && memcmp(a, b, ka) == 0)
-                snprintf(out, outlen, "--%.*s is '%.*s' on rank %d, '%.*s' on rank %d", (int)ka, a, (int)(la - ka - (ka < la)),
-                         a + ka + (ka < la), my_rank, (int)(lb - kb - (kb < lb)), b + kb + (kb < lb), their_rank);
-            else
-                snprintf(out, outlen, "rank %d has flag '%.*s' where rank %d has '%.*s' (another weipipe version?)", my_rank,
-                         (int)la, a, their_rank, (int)lb, b);
-            return;
-        }
-        a += la + (a[la] == '\n');
-        b += lb + (b[lb] == '\n');
-    }
-    snprintf(out, outlen, "the flags texts are equal but their hashes differ");
-}
-
-/* Both ends of a rendezvous connection found their flags hashes differ: send ours, read theirs
- * (rank 0 sends first, the joining rank answers, so neither waits on the other) and name the
- * first flag that differs. */
-static void flags_swap(int fd, const wp_boot_info *bi, int peer, bool send_first, char *out, size_t outlen) {
-    char why[200], *theirs = NULL;
-    int type = 0;
-    uint64_t seq;
-    size_t len;
-    const char *mine = bi->job_flags ? bi->job_flags : "";
-    double deadline = wp_now() + 2.0;
-    bool ok = (!send_first || ctl_write_frame(fd, F_ABORT, 0, mine, strlen(mine), deadline, why, sizeof why) == 0) &&
-              ctl_read_frame(fd, &type, &seq, &theirs, &len, 1 << 20, deadline, why, sizeof why) == 0 && type == F_ABORT &&
-              (send_first || ctl_write_frame(fd, F_ABORT, 0, mine, strlen(mine), deadline, why, sizeof why) == 0);
-    if (ok)
-        flags_diff(mine, bi->rank, theirs, peer, out, outlen);
-    else
-        snprintf(out, outlen, "rank %d could not tell which (%s)", bi->rank, theirs ? "unexpected frame" : why);
-    free(theirs);
-}
-
-static void hs_fill(wire_hs *h, int kind, const wp_boot_info *bi, int rank, const char *addr) {
-    memset(h, 0, sizeof *h);
-    h->flags_hash = flags_hash(bi);
-    h->version = WIRE_VERSION;
-    h->kind = (uint16_t)kind;
-    h->rank = (uint32_t)rank;
-    h->world = (uint32_t)bi->world;
-    snprintf(h->job, sizeof h->job, "%s", bi->job_id);
-    snprintf(h->secret, sizeof h->secret, "%s", bi->secret);
-    snprintf(h->addr, sizeof h->addr, "%s", addr);
-}
-
-/* A rank of another job (or its rank 0 probing, root_rendezvous) reached this rendezvous: tell it
- * whose rendezvous this is, so that it fails at once naming this job instead of waiting for a
- * rank 0 that is not there. Only the job id goes back (never the secret, never an address). */
-static void answer_other_job(const wp_boot_info *bi, hs_pending *p) {
-    wire_hs h, ack;
-    char why[128];
-    if (wire_hs_decode(p->buf, &h, why, sizeof why) != 0 || h.kind != HS_CONTROL || strcmp(h.job, bi->job_id) == 0)
-        return;
-    memset(&ack, 0, sizeof ack);
-    ack.version = WIRE_VERSION;
-    ack.kind = HS_CONTROL_ACK;
-    ack.world = (uint32_t)bi->world;
-    snprintf(ack.job, sizeof ack.job, "%s", bi->job_id);
-    uint8_t buf[WIRE_HS_BYTES];
-    wire_hs_encode(&ack, buf);
-    sock_write_all(p->fd, buf, sizeof buf, wp_now() + 0.5, why, sizeof why); /* best effort */
-}
-
-/* A joining rank's handshake is complete: check it, answer, keep its connection. Returns -1
- * with err when the job cannot form: a rank of this job (same id and secret) runs with other
- * job flags. */
-static int root_admit(const wp_boot_info *bi, hs_pending *p, int *fds, char **addrs, int *joined, uint64_t *rejected,
-                      char *err, size_t errlen) {
-    hs_expect e = {.kind = HS_CONTROL, .world = bi->world, .job = bi->job_id, .secret = bi->secret};
-    wire_hs h, ack;
-    char why[200], host[SOCK_ADDR_MAX];
-    int port;
-    if (hs_check(p->buf, &e, &h, why, sizeof why) != 0) {
-        answer_other_job(bi, p);
-        hs_reject(p, 0, why, rejected);
-        return 0;
-    }
-    if (h.rank == 0 || fds[h.rank] >= 0) {
-        hs_reject(p, 0, h.rank ? "rank already joined" : "claims rank 0", rejected);
-        return 0;
-    }
-    if (sock_split_addr(h.addr, host, sizeof host, &port, why, sizeof why) != 0) {
-        hs_reject(p, 0, why, rejected);
-        return 0;
-    }
-    uint8_t buf[WIRE_HS_BYTES];
-    hs_fill(&ack, HS_CONTROL_ACK, bi, 0, "");
-    wire_hs_encode(&ack, buf);
-    if (sock_write_all(p->fd, buf, sizeof buf, wp_now() + 1.0, why, sizeof why) != 0) {
-        hs_reject(p, 0, why, rejected);
-        return 0;
-    }
-    if (h.flags_hash != ack.flags_hash) {
-        /* the same job (id and secret agree) started with other flags: it cannot run, and
-         * waiting for the rendezvous to time out would only hide why */
-        char diff[400];
-        flags_swap(p->fd, bi, (int)h.rank, true, diff, sizeof diff);
-        snprintf(err, errlen, "rank %u (%s) was started with other job flags than rank 0: %s (flags hash %08x, rank 0's "
-                 "%08x; start every rank with the same flags and config)", h.rank, h.addr, diff, h.flags_hash,
-                 ack.flags_hash);
-        close(p->fd);
-        p->fd = -1;
-        return -1;
-    }
-    fds[h.rank] = p->fd;
-    addrs[h.rank] = strdup(h.addr);
-    p->fd = -1;
-    (*joined)++;
-    return 0;
-}
-
-static void missing_list(int world, const int *fds, char *out, size_t outlen) {
-    size_t used = 0;
-    out[0] = 0;
-    for (int r = 1; r < world && used + 16 < outlen; r++)
-        if (fds[r] < 0) used += (size_t)snprintf(out + used, outlen - used, "%s%d", used ? ", " : "", r);
-}
-
-/* Rank 0: accept every other rank (refusing strangers), then send them the address table. */
-static int root_gather(const wp_boot_info *bi, const wp_net_opts *net, int lfd, int *fds, char **addrs, char *err,
-                       size_t errlen) {
-    hs_pending pend[HS_MAX_PENDING];
-    int np = 0, joined = 1;
-    uint64_t rejected = 0;
-    double deadline = wp_now() + net->connect_timeout;
-    while (joined < bi->world) {
-        double now = wp_now(), next = deadline;
-        if (now >= deadline) {
-            char missing[256];
-            missing_list(bi->world, fds, missing, sizeof missing);
-            snprintf(err, errlen, "rendezvous at %s:%d: rank(s) %s did not join within %g s", bi->master_addr,
-                     bi->master_port, missing, net->connect_timeout);
-            for (int i = 0; i < np; i++) close(pend[i].fd);
-            return 1;
-        }
-        struct pollfd pf[HS_MAX_PENDING + 1] = {{.fd = lfd, .events = POLLIN}};
-        for (int i = 0; i < np; i++) {
-            pf[i + 1] = (struct pollfd){.fd = pend[i].fd, .events = POLLIN};
-            if (pend[i].deadline < next) next = pend[i].deadline;
-        }
-        if (poll(pf, (nfds_t)np + 1, (int)((next - now) * 1000) + 1) < 0 && errno != EINTR) {
-            snprintf(err, errlen, "rendezvous: poll: %s", strerror(errno));
-            return 1;
-        }
-        now = wp_now();
-        hs_accept_all(lfd, pend, &np, fmin(net->connect_timeout, HS_TIMEOUT_MAX), &rejected, 0);
-        int k = 0;
-        for (int i = 0; i < np; i++) {
-            char why[200];
-            int rc = hs_read_some(&pend[i], why, sizeof why);
-            if (rc == 0 && now >= pend[i].deadline) {
-                snprintf(why, sizeof why, "no complete handshake in time (%zu of %d bytes)", pend[i].got, WIRE_HS_BYTES);
-                rc = -1;
-            }
-            if (rc < 0) hs_reject(&pend[i], 0, why, &rejected);
-            else if (rc == 1 && root_admit(bi, &pend[i], fds, addrs, &joined, &rejected, err, errlen) != 0) {
-                for (int q = 0; q < np; q++)
-                    if (pend[q].fd >= 0) close(pend[q].fd);
-                return 1;
-            }
-            if (pend[i].fd >= 0) pend[k++] = pend[i];
-        }
-        np = k;
-    }
-    for (int i = 0; i < np; i++) hs_reject(&pend[i], 0, "the rendezvous is complete", &rejected);
-    return 0;
-}
-
-static char *join_table(char **addrs, int world, size_t *len) {
-    size_t cap = (size_t)world * (SOCK_ADDR_MAX + 1) + 1, used = 0;
-    char *t = malloc(cap);
-    if (!t) return NULL;
-    for (int r = 0; r < world; r++) used += (size_t)snprintf(t + used, cap - used, "%s\n", addrs[r]);
-    *len = used;
-    return t;
-}
-
-/* Rank 0 found MASTER_ADDR:MASTER_PORT taken: ask whoever listens there for its job id (a
- * handshake claiming no rank of a world of none, which no rendezvous admits; one of another job
- * answers with its id, answer_other_job). 0 with "job 'ID'" in out, or -1. */
-static int probe_holder(const wp_boot_info *bi, char *out, size_t outlen) {
-    char why[256];
-    double deadline = wp_now() + 2.0;
-    int fd = sock_connect(bi->master_addr, bi->master_port, deadline, why, sizeof why);
-    if (fd < 0) return -1;
-    wire_hs h, ack;
-    memset(&h, 0, sizeof h);
-    h.version = WIRE_VERSION;
-    h.kind = HS_CONTROL;
-    snprintf(h.job, sizeof h.job, "%s", bi->job_id);
-    snprintf(h.addr, sizeof h.addr, "probe:1");
-    uint8_t buf[WIRE_HS_BYTES];
-    wire_hs_encode(&h, buf);
-    int rc = sock_write_all(fd, buf, sizeof buf, deadline, why, sizeof why) == 0 &&
-                     sock_read_all(fd, buf, sizeof buf, deadline, why, sizeof why) == 0 &&
-                     wire_hs_decode(buf, &ack, why, sizeof why) == 0 && ack.kind == HS_CONTROL_ACK
-                 ? 0
-                 : -1;
-    close(fd);
-    if (rc == 0) snprintf(out, outlen, "job '%s'", ack.job);
-    return rc;
-}
-
-/* lfd: the listener inherited from the launcher (closed here), or -1 to bind one. */
-static int root_rendezvous(const wp_boot_info *bi, const wp_net_opts *net, int lfd, int *fds, char **addrs, char *err,
-                           size_t errlen) {
-    char why[256];
-    if (lfd < 0) lfd = sock_listen(bi->master_addr, bi->master_port, why, sizeof why);
-    if (lfd < 0) {
-        char holder[WIRE_NAME_MAX + 64] = "";
-        if (strstr(why, strerror(EADDRINUSE)) && probe_holder(bi, holder, sizeof holder) == 0)
-            snprintf(err, errlen, "rank 0 cannot listen at MASTER_ADDR:MASTER_PORT (%s:%d): it is the rendezvous of "
-                     "another job, %s (this job is '%s', from %s): give each job its own port (MASTER_PORT, or WEIPIPE_PORT)",
-                     bi->master_addr, bi->master_port, holder, bi->job_id, bi->job_id_from);
-        else if (strstr(why, strerror(EADDRINUSE)))
-            snprintf(err, errlen, "rank 0 cannot listen at %s:%d (port from %s): another process, not a weipipe "
-                     "rendezvous, holds it; set WEIPIPE_PORT to a free port of the master host, the same on every rank",
-                     bi->master_addr, bi->master_port, bi->port_from ? bi->port_from : "MASTER_PORT");
-        else
-            snprintf(err, errlen, "rank 0 cannot listen at MASTER_ADDR:MASTER_PORT: %s", why);
-        return 1;
-    }
-    int rc = root_gather(bi, net, lfd, fds, addrs, err, errlen);
-    close(lfd);
-    size_t len = 0;
-    char *table = rc == 0 ? join_table(addrs, bi->world, &len) : NULL;
-    if (rc == 0 && !table) {
-        snprintf(err, errlen, "rank 0: out of memory for the address table");
-        rc = 1;
-    }
-    for (int r = 1; rc == 0 && r < bi->world; r++)
-        if (ctl_write_frame(fds[r], F_TABLE, 0, table, len, wp_now() + net->connect_timeout, why, sizeof why) != 0) {
-            snprintf(err, errlen, "rank 0 cannot send the address table to rank %d (%s): %s", r, addrs[r], why);
-            rc = 1;
-        }
-    free(table);
-    return rc;
-}
-
-static int parse_table(char *text, int world, char **addrs, char *err, size_t errlen) {
-    char *save = NULL;
-    int r = 0;
-    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        if (r >= world) break;
-        addrs[r++] = strdup(line);
-    }
-    if (r != world) {
-        snprintf(err, errlen, "rendezvous: rank 0 sent %d addresses for %d ranks", r, world);
-        return 1;
-    }
-    return 0;
-}
-
-/* The data address other ranks should dial: the listener's, with a wildcard host replaced by
- * the local address of the connection to rank 0 (the interface that reaches the others), or
- * by MASTER_ADDR on rank 0 itself. via_fd < 0: rank 0. */
-static void format_addr(char *out, size_t outlen, const char *host, int port) {
-    int n = strchr(host, ':') ? snprintf(out, outlen, "[%s]:%d", host, port) : snprintf(out, outlen, "%s:%d", host, port);
-    if (n < 0 || (size_t)n >= outlen) out[0] = 0; /* refused later as a malformed address */
-}
-
-static void advertised_addr(const wp_boot_info *bi, wp_transport *t, int via_fd, char *out, size_t outlen) {
-    char host[256], why[128], local[SOCK_ADDR_MAX];
-    int port, ignore;
-    const char *bound = tcp_listen_addr(t);
-    snprintf(out, outlen, "%s", bound);
-    if (sock_split_addr(bound, host, sizeof host, &port, why, sizeof why) != 0 || !sock_is_wildcard(host)) return;
-    if (via_fd < 0) {
-        snprintf(host, sizeof host, "%s", bi->master_addr);
-    } else {
-        sock_local_addr(via_fd, local, sizeof local);
-        if (sock_split_addr(local, host, sizeof host, &ignore, why, sizeof why) != 0) return;
-    }
-    format_addr(out, outlen, host, port);
-}
-
-static int rank_rendezvous(const wp_boot_info *bi, const wp_net_opts *net, wp_transport *t, int *fd0,
-                           char **addrs, char *err, size_t errlen) {
-    char why[256], my_addr[SOCK_ADDR_MAX], scratch[128];
-    double deadline = wp_now() + net->connect_timeout;
-    int fd = sock_connect(bi->master_addr, bi->master_port, deadline, why, sizeof why);
-    if (fd < 0) {
-        snprintf(err, errlen, "rank %d cannot reach rank 0 at MASTER_ADDR:MASTER_PORT: %s", bi->rank, why);
-        return 1;
-    }
-    wire_hs h, ack;
-    uint8_t buf[WIRE_HS_BYTES];
-    advertised_addr(bi, t, fd, my_addr, sizeof my_addr);
-    hs_fill(&h, HS_CONTROL, bi, bi->rank, my_addr);
-    wire_hs_encode(&h, buf);
-    hs_expect e = {.kind = HS_CONTROL_ACK, .world = bi->world, .job = bi->job_id, .secret = bi->secret};
-    if (sock_write_all(fd, buf, sizeof buf, deadline, why, sizeof why) != 0 ||
-        sock_read_all(fd, buf, sizeof buf, deadline, why, sizeof why) != 0 || hs_check(buf, &e, &ack, why, sizeof why) != 0) {
-        if (wire_hs_decode(buf, &ack, scratch, sizeof scratch) == 0 && ack.kind == HS_CONTROL_ACK &&
-            strcmp(ack.job, bi->job_id) != 0)
-            snprintf(err, errlen, "rank %d: MASTER_ADDR:MASTER_PORT (%s:%d) is the rendezvous of another job, job '%s' "
-                     "(this job is '%s', from %s): give each job its own port (MASTER_PORT, or WEIPIPE_PORT)", bi->rank, bi->master_addr,
-                     bi->master_port, ack.job, bi->job_id, bi->job_id_from);
-        else
-            snprintf(err, errlen, "rank %d: rank 0 at %s:%d (port from %s) refused the rendezvous (%s; same WEIPIPE_SECRET, "
-                     "WEIPIPE_JOB_ID and world size everywhere, and that port weipipe's?)", bi->rank, bi->master_addr,
-                     bi->master_port, bi->port_from ? bi->port_from : "MASTER_PORT", why);
-        close(fd);
-        return 1;
-    }
-    if (ack.flags_hash != h.flags_hash) {
-        char diff[400];
-        flags_swap(fd, bi, 0, false, diff, sizeof diff);
-        snprintf(err, errlen, "rank %d was started with other job flags than rank 0: %s (flags hash %08x, rank 0's %08x; "
-                 "start every rank with the same flags and config)", bi->rank, diff, h.flags_hash, ack.flags_hash);
-        close(fd);
-        return 1;
-    }
-    int type;
-    uint64_t seq;
-    char *table;
-    size_t len;
-    /* Rank 0 waits up to --connect-timeout for the last rank to join. */
-    deadline = wp_now() + 2 * net->connect_timeout;
-    if (ctl_read_frame(fd, &type, &seq, &table, &len, (size_t)bi->world * (SOCK_ADDR_MAX + 1), deadline, why,
-                       sizeof why) != 0 || type != F_TABLE) {
-        if (table) snprintf(why, sizeof why, "a %s frame instead of the address table", wire_frame_type_name(type));
-        snprintf(err, errlen, "rank %d: no address table from rank 0 at %s:%d: %s", bi->rank, bi->master_addr,
-                 bi->master_port, why);
-        free(table);
-        close(fd);
-        return 1;
-    }
-    int rc = parse_table(table, bi->world, addrs, err, errlen);
-    free(table);
-    if (rc != 0) {
-        close(fd);
-        return 1;
-    }
-    *fd0 = fd;
-    return 0;
-}
-
-static void free_addrs(char **addrs, int world) {
-    for (int r = 0; addrs && r < world; r++) free(addrs[r]);
-    free(addrs);
-}
-
-int wp_job_open_tcp(const wp_boot_info *bi, const wp_net_opts *net, wp_transport **t, wp_control **ctl, char *err,
-                    size_t errlen) {
-    *t = NULL;
-    *ctl = NULL;
-    int world = bi->world;
-    int lfd = bi->rank == 0 && bi->listen_inherited ? bi->listen_fd : -1; /* ours to close */
-    int *fds = malloc((size_t)world * sizeof *fds);
-    char **addrs = calloc((size_t)world, sizeof *addrs);
-    if (!fds || !addrs) {
-        if (lfd >= 0) close(lfd);
-        free(fds);
-        free(addrs);
-        snprintf(err, errlen, "rank %d: out of memory for the rendezvous", bi->rank);
-        return 1;
-    }
-    for (int r = 0; r < world; r++) fds[r] = -1;
-    int rc = tcp_create(net, bi->rank, world, bi->job_id, bi->secret, t, err, errlen);
-    if (rc == 0) {
-        if (bi->rank == 0) {
-            char my_addr[SOCK_ADDR_MAX];
-            advertised_addr(bi, *t, -1, my_addr, sizeof my_addr);
-            addrs[0] = strdup(my_addr);
-            if (world > 1) {
-                rc = root_rendezvous(bi, net, lfd, fds, addrs, err, errlen);
-                lfd = -1; /* closed there */
-            }
-        } else {
-            rc = rank_rendezvous(bi, net, *t, &fds[0], addrs, err, errlen);
-        }
-    }
-    if (lfd >= 0) close(lfd); /* not needed (a world of one) or never reached */
-    for (int r = 0; rc == 0 && r < world; r++)
-        if (!addrs[r]) {
-            snprintf(err, errlen, "rank %d: out of memory for the address table", bi->rank);
-            rc = 1;
-        }
-    if (rc == 0) rc = tcp_set_peers(*t, addrs, err, errlen);
-    if (rc == 0) {
-        rc = ctl_tcp_start(bi->rank, world, fds, addrs, net->timeout, ctl, err, errlen);
-        for (int r = 0; r < world; r++) fds[r] = -1; /* owned by the control channel now */
-    }
-    for (int r = 0; r < world; r++)
-        if (fds[r] >= 0) close(fds[r]);
-    free(fds);
-    free_addrs(addrs, world);
-    if (rc != 0) {
-        tp_close(*t);
-        *t = NULL;
-        return 1;
-    }
-    ctl_attach(*ctl, *t);
-    return 0;
-}
-
-void wp_job_close(wp_transport *t, wp_control *ctl) {
-    ctl_close(ctl);
-    tp_close(t);
 }

@@ -8,7 +8,9 @@
  *   Open MPI (mpirun): OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_RANK,
  *                  with MASTER_ADDR / MASTER_PORT (mpirun -x MASTER_ADDR -x MASTER_PORT)
  * and optionally WEIPIPE_SECRET (any string shared by the job's ranks: without it the ranks
- * are not authenticated, as with NCCL or gloo, and rank 0 warns once). The job id that tells two
+ * are not authenticated, as with NCCL or gloo, and rank 0 warns once) and WEIPIPE_PEERS (the
+ * hosts that may join: "launcher" for Slurm's node list, or a list "node[01-04],login1"; a
+ * connection to rank 0 from any other address is dropped unread). The job id that tells two
  * jobs at one MASTER_ADDR:MASTER_PORT apart: WEIPIPE_JOB_ID (weipipe's launcher sets it), else
  * the launcher's: TORCHELASTIC_RUN_ID (torchrun), SLURM_JOB_ID.SLURM_STEP_ID (srun; two steps of
  * one allocation differ), PMIX_NAMESPACE or OMPI_MCA_ess_base_jobid (mpirun).
@@ -56,6 +58,11 @@ typedef struct wp_boot_info {
      * crc32; a rank whose hash differs from rank 0's fails the rendezvous on both sides, which
      * swap the texts to name the first flag that differs. */
     const char *job_flags;
+    /* WEIPIPE_PEERS: the hosts that may join the rendezvous, in Slurm's host list syntax (the
+     * value itself, or with WEIPIPE_PEERS=launcher SLURM_STEP_NODELIST / SLURM_JOB_NODELIST);
+     * rank 0 resolves them when it opens the rendezvous (peer_hosts.h). "": anyone may try. */
+    char peers[4096];
+    const char *peers_from; /* the variable the list came from, for messages */
 } wp_boot_info;
 
 typedef const char *(*wp_getenv_fn)(const char *name, void *ctx);

@@ -2,6 +2,7 @@
 #include "handshake.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -56,10 +57,66 @@ int hs_check(const uint8_t buf[WIRE_HS_BYTES], const hs_expect *e, wire_hs *h, c
 }
 
 void hs_reject(hs_pending *p, int rank, const char *why, uint64_t *rejected) {
-    ring_warn("rank %d: refused a connection from %s: %s", rank, p->from, why);
+    /* a flood must not flood the log too */
+    if (*rejected < HS_LOG_REFUSALS)
+        ring_warn("rank %d: refused a connection from %s: %s", rank, p->from, why);
+    else if (*rejected == HS_LOG_REFUSALS)
+        ring_warn("rank %d: refused a connection from %s: %s (further refusals are counted, not logged)", rank,
+                  p->from, why);
     close(p->fd);
     p->fd = -1;
     (*rejected)++;
+}
+
+/* The host part of "ip:port" / "[ip6]:port": its length. */
+static size_t host_len(const char *from) {
+    const char *colon = strrchr(from, ':');
+    return colon ? (size_t)(colon - from) : strlen(from);
+}
+
+static bool same_host(const hs_pending *a, const hs_pending *b) {
+    size_t n = host_len(a->from);
+    return n == host_len(b->from) && memcmp(a->from, b->from, n) == 0;
+}
+
+/* How many pending connections share p's address, and the oldest of them that has not sent a
+ * whole handshake (-1 if none). */
+static int count_host(const hs_pending *pending, int n, const hs_pending *p, int *oldest) {
+    int count = 0;
+    *oldest = -1;
+    for (int i = 0; i < n; i++)
+        if (same_host(&pending[i], p)) {
+            count++;
+            if (pending[i].got < WIRE_HS_BYTES && (*oldest < 0 || pending[i].deadline < pending[*oldest].deadline))
+                *oldest = i;
+        }
+    return count;
+}
+
+/* Make room for p: drop the oldest silent connection of its address when that address holds
+ * HS_MAX_PER_HOST, else, when all slots are taken, that of the address holding the most.
+ * Returns false when no silent connection can go (every pending one has sent its handshake:
+ * the caller processes them next; p is the one refused then). */
+static bool make_room(hs_pending *pending, int *npending, const hs_pending *p, uint64_t *rejected, int rank) {
+    int victim = -1, oldest;
+    if (count_host(pending, *npending, p, &oldest) >= HS_MAX_PER_HOST) {
+        victim = oldest;
+    } else if (*npending >= HS_MAX_PENDING) {
+        int most = 0;
+        for (int i = 0; i < *npending; i++) {
+            int o, c = count_host(pending, *npending, &pending[i], &o);
+            if (c > most && o >= 0) {
+                most = c;
+                victim = o;
+            }
+        }
+    } else {
+        return true;
+    }
+    if (victim < 0) return false;
+    hs_reject(&pending[victim], rank, "dropped to make room for a newer connection (too many waiting)", rejected);
+    pending[victim] = pending[--(*npending)];
+    return true;
 }
 
 int hs_accept_all(int listen_fd, hs_pending *pending, int *npending, double timeout, uint64_t *rejected,
@@ -82,7 +139,13 @@ int hs_accept_all(int listen_fd, hs_pending *pending, int *npending, double time
             hs_reject(&p, rank, why, rejected);
             continue;
         }
-        if (*npending >= HS_MAX_PENDING) {
+        /* A rank sends its handshake with its connect: read it now, so that the connections
+         * the room-making below may drop are the silent ones. */
+        if (hs_read_some(&p, why, sizeof why) < 0) {
+            hs_reject(&p, rank, why, rejected);
+            continue;
+        }
+        if (!make_room(pending, npending, &p, rejected, rank)) {
             hs_reject(&p, rank, "too many connections waiting for their handshake", rejected);
             continue;
         }

@@ -8,7 +8,7 @@
 
 static const uint8_t hs_magic[8] = {'W', 'E', 'I', 'P', 'I', 'P', 'E', '\n'};
 #define FRAME_MAGIC 0x52465057u /* "WPFR" read as little-endian */
-#define HS_CRC_AT 224
+#define HS_CRC_AT 228
 #define FRAME_CRC_AT 40
 
 static void put16(uint8_t *p, uint16_t v) { v = htole16(v); memcpy(p, &v, 2); }
@@ -52,7 +52,8 @@ void wire_hs_encode(const wire_hs *h, uint8_t out[WIRE_HS_BYTES]) {
     put16(out + 20, h->stream);
     put16(out + 22, h->nstreams);
     put32(out + 24, h->frame_bytes);
-    put32(out + 28, h->flags_hash);
+    put32(out + 28, (uint32_t)h->flags_hash); /* the low half where version 2 had its crc32 */
+    put32(out + 224, (uint32_t)(h->flags_hash >> 32));
     put_name(out + 32, h->job);
     put_name(out + 96, h->secret);
     put_name(out + 160, h->addr);
@@ -70,7 +71,7 @@ int wire_hs_decode(const uint8_t in[WIRE_HS_BYTES], wire_hs *h, char *why, size_
         snprintf(why, whylen, "wrong protocol version %u (expected %u)", h->version, WIRE_VERSION);
         return -1;
     }
-    if (get32(in + HS_CRC_AT) != wire_crc(crc32(0, Z_NULL, 0), in, HS_CRC_AT) || get32(in + HS_CRC_AT + 4) != 0) {
+    if (get32(in + HS_CRC_AT) != wire_crc(crc32(0, Z_NULL, 0), in, HS_CRC_AT)) {
         snprintf(why, whylen, "corrupt handshake (checksum mismatch)");
         return -1;
     }
@@ -80,12 +81,12 @@ int wire_hs_decode(const uint8_t in[WIRE_HS_BYTES], wire_hs *h, char *why, size_
     h->stream = get16(in + 20);
     h->nstreams = get16(in + 22);
     h->frame_bytes = get32(in + 24);
-    h->flags_hash = get32(in + 28);
+    h->flags_hash = (uint64_t)get32(in + 224) << 32 | get32(in + 28);
     if (get_name(in + 32, h->job) || get_name(in + 96, h->secret) || get_name(in + 160, h->addr)) {
         snprintf(why, whylen, "malformed handshake (unterminated name field)");
         return -1;
     }
-    if (h->kind < HS_DATA || h->kind > HS_CONTROL_ACK) {
+    if (h->kind < HS_DATA || h->kind > HS_REFUSED) {
         snprintf(why, whylen, "unknown handshake kind %u", h->kind);
         return -1;
     }

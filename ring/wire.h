@@ -10,13 +10,22 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define WIRE_VERSION 2 /* 2: flags_hash (was spare, zero) */
+#define WIRE_VERSION 3 /* 2: flags_hash (was spare, zero); 3: 64-bit flags_hash, HS_REFUSED */
 #define WIRE_HS_BYTES 232
 #define WIRE_FRAME_BYTES 48
 #define WIRE_NAME_MAX 64 /* job id, secret and address fields, NUL included */
 
-/* Handshake kinds: the connector sends DATA or CONTROL, the acceptor answers with the _ACK. */
-enum { HS_DATA = 1, HS_DATA_ACK = 2, HS_CONTROL = 3, HS_CONTROL_ACK = 4 };
+/* Handshake kinds: the connector sends DATA or CONTROL, the acceptor answers with the _ACK.
+ * Rank 0's rendezvous answers a CONTROL handshake it refuses with HS_REFUSED: every field zero
+ * but `rank`, which holds why (HS_WHY_*), so that a rank of another job or with another secret
+ * fails at once instead of retrying; the reason never names this job's id or flags. */
+enum { HS_DATA = 1, HS_DATA_ACK = 2, HS_CONTROL = 3, HS_CONTROL_ACK = 4, HS_REFUSED = 5 };
+enum {
+    HS_WHY_JOB = 1,    /* another job id */
+    HS_WHY_SECRET = 2, /* this job's id, another secret */
+    HS_WHY_WORLD = 3,  /* id and secret agree, another world size or a rank outside it */
+    HS_WHY_RANK = 4,   /* id and secret agree, the rank has joined already (or claims rank 0) */
+};
 
 typedef struct wire_hs {
     uint16_t version;
@@ -26,7 +35,7 @@ typedef struct wire_hs {
     uint16_t stream;      /* which of the nstreams sockets of a peer pair this is */
     uint16_t nstreams;
     uint32_t frame_bytes; /* largest data frame; both sides must agree */
-    uint32_t flags_hash;  /* CONTROL and its ACK: crc32 of the job's flags text (bootstrap.h); 0 = none */
+    uint64_t flags_hash;  /* CONTROL and its ACK: keyed hash of the job's flags text (bootstrap.c); 0 = none */
     char job[WIRE_NAME_MAX];
     char secret[WIRE_NAME_MAX];
     char addr[WIRE_NAME_MAX]; /* CONTROL: the sender's data listen address ("ip:port") */

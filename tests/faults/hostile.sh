@@ -35,12 +35,12 @@ $PY - "$job" $ports <<'PY' || { kill $LAUNCHER; fail "the attacker failed"; }
 import os, random, socket, struct, sys, time, zlib
 random.seed(5)
 job = sys.argv[1].encode()
-def hs(version=1, secret=b"guessed-secret"):
+def hs(version=3, secret=b"guessed-secret"):  # wire.h's version 3: crc32 of bytes 0..227 at 228
     h = bytearray(232)
     h[0:8] = b"WEIPIPE\n"
     struct.pack_into("<HHIIHHI", h, 8, version, 1, 0, 3, 0, 1, 1 << 20)
     h[32:32 + len(job)], h[96:96 + len(secret)] = job, secret
-    struct.pack_into("<I", h, 224, zlib.crc32(bytes(h[:224])))
+    struct.pack_into("<I", h, 228, zlib.crc32(bytes(h[:228])))
     return bytes(h)
 attacks = [("random bytes", bytes(random.randrange(256) for _ in range(232)), True),
            ("guessed secret", hs(), True),

@@ -5,10 +5,13 @@
 #    naming MASTER_ADDR; the job fails;
 #  - two jobs with different ids on the same hosts and port (torchrun variables: same
 #    MASTER_PORT; Slurm: job ids 71 and 20071, whose derived ports collide) while the first one's
-#    rendezvous is open: each rank of the second exits 1 with one line naming the first job's
-#    id, and the first job trains;
+#    rendezvous is open: each rank of the second exits 1 with one line saying so (never told
+#    the first job's id), and the first job trains;
 #  - a rank started with another --strategy, or another config (--hidden-size), fails the
-#    rendezvous: it and rank 0 each print one line naming the flag and both values;
+#    rendezvous at once with one line naming the flag and its value; rank 0 (no secret: it
+#    may be a stranger) names it and its own value when --connect-timeout ends the wait;
+#  - WEIPIPE_PEERS=launcher (Slurm's host[1-2], resolved) lets the job form; WEIPIPE_PEERS=host1
+#    makes rank 0 drop host2's ranks unread and name them missing;
 #  - under torchrun's agent store the rendezvous is at MASTER_PORT + 1; a stranger holding it
 #    is one line naming WEIPIPE_PORT, which then moves the job;
 #  - host2 of 3 loses its ranks (every process of its namespace SIGKILLed mid-step; then again
@@ -43,30 +46,47 @@ echo "rank 3 with MASTER_ADDR=10.99.0.1: exit 2: $(grep '^\[rank 3\].*error:' "$
 
 # 2. two jobs, different ids, same hosts and port
 for c in env slurm; do
-  ids=(-j jobA -J jobB) first=jobA
-  [ $c = slurm ] && ids=(-j 71 -J 20071) first=71.0
+  ids=(-j jobA -J jobB) first=jobA second=jobB
+  [ $c = slurm ] && ids=(-j 71 -J 20071) first=71.0 second=20071.0
   hosts "$TMP/j" -k 2 -g 2 -c $c "${ids[@]}" -d 3:3 -- "${ARGS[@]}"
   [ $RC = 0 ] || { cat "$TMP/j"; fail "$c: the first job failed ($RC)"; }
   for r in 0 1 2 3; do
     [ "$(status_of "$TMP/j" "job2 rank $r")" = 1 ] || { cat "$TMP/j"; fail "$c: the second job's rank $r did not exit 1"; }
-    one_error "$TMP/j" "job2 rank $r" "rendezvous of another job, job '$first'"
+    # the first job's id is for its own ranks only: never told to another job's
+    one_error "$TMP/j" "job2 rank $r" "rendezvous of another job (this job is '$second'"
+    ! grep -q "^\[job2 rank $r\].*'$first'" "$TMP/j" || { cat "$TMP/j"; fail "$c: job2 rank $r was told the first job's id"; }
   done
-  echo "$c: two jobs at one port: the second's 4 ranks exit 1 naming '$first', the first trains; e.g. $(grep '^\[job2 rank 0\].*error:' "$TMP/j" | sed 's/.*error: //')"
+  echo "$c: two jobs at one port: the second's 4 ranks exit 1 saying so (not told '$first'), the first trains; e.g. $(grep '^\[job2 rank 0\].*error:' "$TMP/j" | sed 's/.*error: //')"
 done
 
 # 3. a rank with another --strategy, or another config
 sed 's/^hidden-size *=.*/hidden-size = 32/' "$CFG" > "$TMP/other.ini"
 grep -q '^hidden-size = 32' "$TMP/other.ini" || echo "hidden-size = 32" >> "$TMP/other.ini"
-for case in "slurm|3:--strategy 1f1b|--strategy is 'weipipe-interleave' on rank 0, '1f1b' on rank 3|--strategy is '1f1b' on rank 3, 'weipipe-interleave' on rank 0|3" \
-            "env|2:--config $TMP/other.ini|--hidden-size is '64' on rank 0, '32' on rank 2|--hidden-size is '32' on rank 2, '64' on rank 0|2"; do
+for case in "slurm|3:--strategy 1f1b|--strategy (rank 0 has --strategy 'weipipe-interleave')|--strategy differs (rank 3 has --strategy '1f1b'|3" \
+            "env|2:--config $TMP/other.ini|--hidden-size (rank 0 has --hidden-size '64')|--hidden-size differs (rank 2 has --hidden-size '32'|2"; do
   IFS='|' read -r c extra at0 atr r <<< "$case"
   hosts "$TMP/f" -k 2 -g 2 -c $c -o "$extra" -- "${ARGS[@]}" --strategy weipipe-interleave
   [ $RC != 0 ] || { cat "$TMP/f"; fail "$c, rank $r with '$extra': the job exited 0"; }
   for q in 0 1 2 3; do [ -n "$(status_of "$TMP/f" "rank $q")" ] || { cat "$TMP/f"; fail "$c: rank $q exited 0"; }; done
-  one_error "$TMP/f" "rank 0" "rank $r (10.78.0.2:[0-9]*) was started with other job flags than rank 0: $at0"
+  # no WEIPIPE_SECRET: rank 0 cannot tell that rank from a stranger, so it waits (--connect-timeout)
+  one_error "$TMP/f" "rank 0" "did not join within 5 s; rank $r (10.78.0.2:[0-9]*) came with other job flags than rank 0: $at0"
   one_error "$TMP/f" "rank $r" "rank $r was started with other job flags than rank 0: $atr"
   echo "$c, rank $r with $extra: rank 0 and rank $r name it: $(grep "^\[rank $r\].*error:" "$TMP/f" | sed 's/.*error: //')"
 done
+
+# 3b. WEIPIPE_PEERS: =launcher (Slurm's host[1-2], resolved through the hosts' /etc/hosts) lets
+# the job form; =host1 drops host2's ranks unread (they retry until --connect-timeout), and rank
+# 0 logs them and names them missing.
+peers=(); for q in 0 1 2 3; do peers+=(-e "$q:WEIPIPE_PEERS=launcher"); done
+hosts "$TMP/pl" -k 2 -g 2 -c slurm "${peers[@]}" -- "${ARGS[@]}"
+[ $RC = 0 ] || { cat "$TMP/pl"; fail "WEIPIPE_PEERS=launcher: the job failed ($RC)"; }
+! grep -q "not an address of the job's hosts" "$TMP/pl" || { cat "$TMP/pl"; fail "WEIPIPE_PEERS=launcher refused a rank"; }
+peers=(); for q in 0 1 2 3; do peers+=(-e "$q:WEIPIPE_PEERS=host1"); done
+hosts "$TMP/p1" -k 2 -g 2 -c slurm "${peers[@]}" -- "${ARGS[@]}"
+[ $RC != 0 ] || { cat "$TMP/p1"; fail "WEIPIPE_PEERS=host1: the job formed with host2's ranks"; }
+grep -q "^\[rank 0\].*refused a connection from 10.78.0.2:[0-9]*: not an address of the job's hosts (WEIPIPE_PEERS)" "$TMP/p1" &&
+  grep -q "^\[rank 0\].*rank(s) 2, 3 did not join" "$TMP/p1" || { cat "$TMP/p1"; fail "WEIPIPE_PEERS=host1: rank 0 did not refuse host2's ranks"; }
+echo "WEIPIPE_PEERS=launcher (host[1-2]): the job trains; =host1: host2's ranks refused: $(grep '^\[rank 0\].*error:' "$TMP/p1" | sed 's/.*error: //' | cut -c1-160)"
 
 # 4. the rendezvous port under torchrun's agent store (TORCHELASTIC_USE_AGENT_STORE=True):
 # MASTER_PORT + 1; held there by a process that is not weipipe: one line saying so; WEIPIPE_PORT

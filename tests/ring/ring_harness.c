@@ -56,6 +56,7 @@ void rh_net(wp_net_opts *net, int streams) {
 }
 
 double rh_join_delay[8];
+const char *rh_job_flags;
 
 static void child_env(int rank, int n, int port, const char *secret) {
     char v[32];
@@ -82,6 +83,7 @@ static int run_child(int rank, int n, const wp_net_opts *net, wp_rank_fn fn, voi
         fprintf(stderr, "rank %d: %s\n", rank, err);
         return 90;
     }
+    bi.job_flags = rh_job_flags;
     wp_rank_ctx ctx = {.rank = rank, .world = n};
     if (wp_job_open_tcp(&bi, net, &ctx.t, &ctx.ctl, err, sizeof err) != 0) {
         fprintf(stderr, "rank %d: %s\n", rank, err);

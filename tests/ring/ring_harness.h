@@ -51,6 +51,9 @@ pid_t rh_fork_rank(int rank, int n, int port, const char *secret, const wp_net_o
 #define RH_JOB "ring-test"
 /* Seconds rank r waits before it joins the rendezvous (tests of the rendezvous listener). */
 extern double rh_join_delay[8];
+/* The job flags text every forked rank compares at the rendezvous (wp_boot_info.job_flags);
+ * NULL (the default): not compared. */
+extern const char *rh_job_flags;
 
 /* The same over threads and the local transport; returns launch_threads' code. */
 int rh_run_local(int n, const wp_net_opts *net, wp_rank_fn fn, void *arg, char *err, size_t errlen);

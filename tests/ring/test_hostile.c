@@ -4,16 +4,26 @@
  *             short and closed, one cut short and left open, wrong job id, a second copy of a
  *             connected stream, a wrong world size, a flipped bit). Each is refused without an
  *             answer, rank 1 counts exactly 9 refusals, and the real transfer arrives intact.
- *  rendezvous: an attacker process hits rank 0's rendezvous port with bad handshakes (the one of
- *             another job is answered with this job's id only, then closed) while
+ *  rendezvous: an attacker process hits rank 0's rendezvous port with bad handshakes (those that
+ *             decode are answered with a refusal code alone, then closed) while
  *             rank 1 is late; all are refused and logged, and the job still forms.
  *  badframe:  a fake rank 1 (this process, speaking the protocol by hand) answers rank 0's
  *             clear-to-send with a data frame whose checksum is wrong: rank 0's wait fails
  *             naming rank 1, the checksum and the label.
  *  cutframe:  the same fake rank 1 sends a frame header and half its payload, then closes:
  *             rank 0's wait fails naming rank 1 and the label (no hang, no partial message).
- * usage: test_hostile data|rendezvous|badframe|cutframe */
+ *  flood:     200 silent connections to rank 0's rendezvous port, reopened as fast as rank 0
+ *             drops them, while 4 ranks join from the same address: the job forms.
+ *  leak:      a fake rank 1 with a wrong job id, then one with the job id (no secret is set)
+ *             and other flags: neither gets the job id back nor any byte of rank 0's flags.
+ *  fakeabort: the same fake peers, sending a garbage frame after their handshake: rank 0 logs
+ *             and drops them and the job forms when the real rank 1 joins.
+ *  peers:     WEIPIPE_PEERS=127.0.0.1: a stranger from 127.0.0.2 with an admissible handshake
+ *             is dropped unanswered; the job forms.
+ * usage: test_hostile data|rendezvous|badframe|cutframe|flood|leak|fakeabort|peers */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
@@ -102,15 +112,18 @@ static int run_attacks(const char *addr, int kind, int world, int nstreams, uint
         }
         char why[128];
         sock_write_all(fd, buf, (size_t)a.bytes, wp_now() + 2, why, sizeof why);
-        if (v == 4 && kind == HS_CONTROL) {
-            /* another job's rank at a rendezvous is told whose it is (the job id, nothing else) */
+        int why_code = v == 0 ? HS_WHY_SECRET : v == 4 ? HS_WHY_JOB : v == 5 ? HS_WHY_RANK : v == 6 ? HS_WHY_WORLD : 0;
+        if (kind == HS_CONTROL && why_code) {
+            /* a weipipe rank that rank 0 refuses is told why in one code, and nothing of this job */
             wire_hs ack;
             uint8_t in[WIRE_HS_BYTES];
             bool told = sock_read_all(fd, in, sizeof in, wp_now() + 3, why, sizeof why) == 0 &&
-                        wire_hs_decode(in, &ack, why, sizeof why) == 0 && ack.kind == HS_CONTROL_ACK &&
-                        strcmp(ack.job, RH_JOB) == 0 && ack.secret[0] == 0 && ack.addr[0] == 0 && refused(fd, 3.0);
+                        wire_hs_decode(in, &ack, why, sizeof why) == 0 && ack.kind == HS_REFUSED &&
+                        ack.rank == (uint32_t)why_code && ack.job[0] == 0 && ack.secret[0] == 0 && ack.addr[0] == 0 &&
+                        ack.flags_hash == 0 && ack.world == 0 && refused(fd, 3.0);
             if (!told) {
-                fprintf(stderr, "attack '%s' on %s: not told the job id '%s' and closed\n", a.name, addr, RH_JOB);
+                fprintf(stderr, "attack '%s' on %s: not refused with reason %d alone, then closed\n", a.name, addr,
+                        why_code);
                 failures++;
             }
         } else if (a.observable && !refused(fd, a.keep_open ? 8.0 : 3.0)) {
@@ -235,6 +248,229 @@ static void test_rendezvous(const char *dir) {
     free(log);
 }
 
+/* ---- strangers at the rendezvous: a flood, a fake peer (issue 31, findings 3 and 4) ---- */
+
+/* Whatever this test leaves running dies with it, on every exit path (CHECK exits): the ranks'
+ * process group and the attacker. Forked children inherit the handler but are not main. */
+static pid_t guard_main, guard_pgid, guard_attacker;
+
+static void guard_kill(void) {
+    if (getpid() != guard_main) return;
+    if (guard_attacker > 0) kill(guard_attacker, SIGKILL);
+    if (guard_pgid > 0) kill(-guard_pgid, SIGKILL);
+}
+
+static int sum_rank(wp_rank_ctx *ctx, void *arg) {
+    (void)arg;
+    double x = ctx->rank + 1, want = ctx->world * (ctx->world + 1) / 2.0;
+    RANK_CHECK(ctx, ctl_allreduce(ctx->ctl, CTL_SUM, &x, 1, ctx->err, sizeof ctx->err) == 0 && x == want, "allreduce");
+    return 0;
+}
+
+/* A blocking connect to 127.0.0.1:port that sends nothing; -1 when nobody listens. */
+static int silent_connect(int port) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0) return fd;
+    if (fd >= 0) close(fd);
+    return -1;
+}
+
+/* The attacker of the flood test: FLOOD_CONNS silent connections to rank 0's rendezvous port,
+ * each reopened as soon as rank 0 drops it, for `seconds` or until killed. */
+#define FLOOD_CONNS 200
+static void flood(int port, double seconds) {
+    int fds[FLOOD_CONNS];
+    long opened = 0;
+    for (int i = 0; i < FLOOD_CONNS; i++) fds[i] = -1;
+    for (double end = wp_now() + seconds; wp_now() < end;) {
+        for (int i = 0; i < FLOOD_CONNS; i++) {
+            char b[64];
+            struct pollfd p = {.fd = fds[i], .events = POLLIN};
+            if (fds[i] >= 0 && poll(&p, 1, 0) > 0 && recv(fds[i], b, sizeof b, MSG_DONTWAIT) <= 0) {
+                close(fds[i]);
+                fds[i] = -1;
+            }
+            if (fds[i] < 0 && (fds[i] = silent_connect(port)) < 0) break; /* not listening (yet, or any more) */
+            if (fds[i] >= 0) opened++;
+        }
+        nap(0.005);
+    }
+    _exit(opened > 0 ? 0 : 3);
+}
+
+static void wait_listening(int port) {
+    for (int i = 0; i < 1000; i++) {
+        int fd = silent_connect(port);
+        if (fd >= 0) {
+            close(fd);
+            return;
+        }
+        nap(0.01);
+    }
+    CHECK(0, "rank 0 never listened on port %d", port);
+}
+
+/* Every rank exited 0 (waited for, with the group's deadline). */
+static void wait_ranks(const pid_t *pids, int n, const char *dir, const char *what) {
+    for (int r = 0; r < n; r++) {
+        int st;
+        CHECK(waitpid(pids[r], &st, 0) == pids[r], "waitpid");
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+            char path[600];
+            snprintf(path, sizeof path, "%s/rank%d.err", dir, r);
+            char *log = rh_slurp(path);
+            fprintf(stderr, "rank %d's log:\n%s", r, log);
+            free(log);
+            CHECK(0, "%s: rank %d exited %d", what, r, WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+        }
+    }
+}
+
+/* 200 silent connections, reopened as fast as rank 0 drops them, while a 4-rank job forms on
+ * loopback (from the same address as the flood): the job forms and its allreduce is right. */
+static void test_flood(const char *dir) {
+    wp_net_opts net;
+    rh_net(&net, 1);
+    net.connect_timeout = 30;
+    int port = rh_free_port();
+    pid_t pids[4];
+    for (int r = 1; r < 4; r++) rh_join_delay[r] = 1.0; /* the flood is on by then */
+    for (int r = 0; r < 4; r++) pids[r] = rh_fork_rank(r, 4, port, "", &net, sum_rank, NULL, &guard_pgid, dir);
+    wait_listening(port);
+    fflush(NULL);
+    guard_attacker = fork();
+    CHECK(guard_attacker >= 0, "fork");
+    if (guard_attacker == 0) flood(port, 60);
+    wait_ranks(pids, 4, dir, "flood");
+    kill(guard_attacker, SIGKILL);
+    int st;
+    CHECK(waitpid(guard_attacker, &st, 0) == guard_attacker, "waitpid attacker");
+    guard_attacker = 0;
+    CHECK(rh_group_gone(guard_pgid), "flood: processes left behind");
+    char path[600];
+    snprintf(path, sizeof path, "%s/rank0.err", dir);
+    char *log = rh_slurp(path);
+    printf("rank 0's log under the flood:\n%s", log);
+    free(log);
+}
+
+#define SECRET_PATH "/home/alice/private-corpus.bin"
+static const char fake_flags[] = "data=" SECRET_PATH "\nsave=/home/alice/run7\nlr=0.000314\nsteps=100\n";
+
+/* A handshake of a fake rank 1: job id `job`, no secret, a flags hash that matches nothing. */
+static void fake_hs(uint8_t *buf, const char *job) {
+    wire_hs h = {.version = WIRE_VERSION, .kind = HS_CONTROL, .rank = 1, .world = 2, .flags_hash = 0x1234567u};
+    snprintf(h.job, sizeof h.job, "%s", job);
+    snprintf(h.addr, sizeof h.addr, "127.0.0.1:9");
+    wire_hs_encode(&h, buf);
+}
+
+/* Send a handshake, then collect whatever rank 0 sends until it closes (or `wait_s`). */
+static size_t fake_peer(int port, const uint8_t *hs, const void *more, size_t morelen, uint8_t *got, size_t cap,
+                        double wait_s) {
+    char why[128], addr[64];
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
+    int fd = dial(addr);
+    CHECK(fd >= 0, "the fake peer cannot reach rank 0");
+    sock_write_all(fd, hs, WIRE_HS_BYTES, wp_now() + 2, why, sizeof why);
+    size_t n = 0;
+    bool sent_more = more == NULL;
+    for (double end = wp_now() + wait_s; n < cap && wp_now() < end;) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 50) <= 0) continue;
+        ssize_t k = recv(fd, got + n, cap - n, 0);
+        if (k <= 0) break;
+        n += (size_t)k;
+        if (!sent_more && n >= WIRE_HS_BYTES) { /* answered: now the rest */
+            sock_write_all(fd, more, morelen, wp_now() + 2, why, sizeof why);
+            sent_more = true;
+        }
+    }
+    close(fd);
+    return n;
+}
+
+static bool holds(const uint8_t *got, size_t n, const char *s) { return memmem(got, n, s, strlen(s)) != NULL; }
+
+/* A fake rank 1 without the secret (none is set: the README's default) and with flags of its
+ * own, before the real rank 1 joins. leak: what rank 0 sends it holds neither the job id (to a
+ * wrong one) nor any byte of rank 0's flag values (to either). abort: it also sends a garbage
+ * frame after its handshake; rank 0 drops it, logs it, and the job forms when rank 1 joins. */
+static void test_fake_peer(const char *dir, bool leak) {
+    wp_net_opts net;
+    rh_net(&net, 1);
+    net.connect_timeout = 20;
+    int port = rh_free_port();
+    pid_t pids[2];
+    rh_job_flags = fake_flags;
+    rh_join_delay[1] = 6.0; /* after both fakes */
+    for (int r = 0; r < 2; r++) pids[r] = rh_fork_rank(r, 2, port, "", &net, sum_rank, NULL, &guard_pgid, dir);
+    rh_join_delay[1] = 0;
+    wait_listening(port);
+    uint8_t hs[WIRE_HS_BYTES], got[1 << 16], junk[1000];
+    rh_fill(junk, sizeof junk, 7);
+    fake_hs(hs, "someone-elses-job");
+    size_t n = fake_peer(port, hs, leak ? NULL : junk, sizeof junk, got, sizeof got, 3.0);
+    printf("a wrong job id got %zu bytes back\n", n);
+    if (leak) CHECK(!holds(got, n, RH_JOB), "a peer with a wrong job id was told the job id '%s'", RH_JOB);
+    const char *values[] = {SECRET_PATH, "/home/alice/run7", "0.000314", "data=", "steps="};
+    for (size_t v = 0; leak && v < sizeof values / sizeof *values; v++)
+        CHECK(!holds(got, n, values[v]), "a peer with a wrong job id got '%s' of rank 0's flags", values[v]);
+    fake_hs(hs, RH_JOB);
+    n = fake_peer(port, hs, leak ? NULL : junk, sizeof junk, got, sizeof got, 3.0);
+    printf("the job id with other flags got %zu bytes back\n", n);
+    for (size_t v = 0; leak && v < sizeof values / sizeof *values; v++)
+        CHECK(!holds(got, n, values[v]), "a peer with other flags got '%s' of rank 0's flag values", values[v]);
+    wait_ranks(pids, 2, dir, leak ? "leak" : "fake peer");
+    CHECK(rh_group_gone(guard_pgid), "processes left behind");
+    char path[600];
+    snprintf(path, sizeof path, "%s/rank0.err", dir);
+    char *log = rh_slurp(path);
+    printf("rank 0's log:\n%s", log);
+    CHECK(leak || strstr(log, "refused a connection"), "rank 0 did not log the fake peers");
+    free(log);
+    rh_job_flags = NULL;
+}
+
+/* WEIPIPE_PEERS=127.0.0.1: a stranger connecting from 127.0.0.2 (loopback too, another
+ * address) with a handshake rank 0 would admit as rank 1 (the job id, no secret, no flags) is
+ * dropped unanswered, logged, and the real rank 1 joins. */
+static void test_peers(const char *dir) {
+    wp_net_opts net;
+    rh_net(&net, 1);
+    net.connect_timeout = 20;
+    int port = rh_free_port();
+    pid_t pids[2];
+    setenv("WEIPIPE_PEERS", "127.0.0.1", 1);
+    rh_join_delay[1] = 3.0;
+    for (int r = 0; r < 2; r++) pids[r] = rh_fork_rank(r, 2, port, "", &net, sum_rank, NULL, &guard_pgid, dir);
+    rh_join_delay[1] = 0;
+    unsetenv("WEIPIPE_PEERS");
+    wait_listening(port);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in from = {.sin_family = AF_INET, .sin_addr.s_addr = inet_addr("127.0.0.2")},
+                       to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    CHECK(fd >= 0 && bind(fd, (struct sockaddr *)&from, sizeof from) == 0 && connect(fd, (struct sockaddr *)&to, sizeof to) == 0,
+          "cannot connect from 127.0.0.2: %s", strerror(errno));
+    uint8_t hs[WIRE_HS_BYTES];
+    char why[128];
+    good_hs(hs, HS_CONTROL, 1, 2, 0, 0, 0, RH_JOB, "");
+    sock_write_all(fd, hs, sizeof hs, wp_now() + 2, why, sizeof why);
+    CHECK(refused(fd, 5.0), "a handshake from 127.0.0.2 was answered (WEIPIPE_PEERS=127.0.0.1)");
+    close(fd);
+    wait_ranks(pids, 2, dir, "peers");
+    CHECK(rh_group_gone(guard_pgid), "peers: processes left behind");
+    char path[600];
+    snprintf(path, sizeof path, "%s/rank0.err", dir);
+    char *log = rh_slurp(path);
+    printf("rank 0's log:\n%s", log);
+    CHECK(strstr(log, "from 127.0.0.2:") && strstr(log, "not an address of the job's hosts (WEIPIPE_PEERS)"),
+          "rank 0 did not log the stranger from 127.0.0.2");
+    free(log);
+}
+
 /* ---- a real peer sending a bad frame ---- */
 
 static int victim_rank(wp_rank_ctx *ctx, void *arg) {
@@ -335,16 +571,22 @@ int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "";
     char dir[] = "/tmp/weipipe-ring-XXXXXX";
     CHECK(mkdtemp(dir), "mkdtemp");
+    guard_main = getpid();
+    atexit(guard_kill);
     if (strcmp(mode, "data") == 0) test_data(dir);
     else if (strcmp(mode, "rendezvous") == 0) test_rendezvous(dir);
     else if (strcmp(mode, "badframe") == 0) test_badframe(false);
     else if (strcmp(mode, "cutframe") == 0) test_badframe(true);
+    else if (strcmp(mode, "flood") == 0) test_flood(dir);
+    else if (strcmp(mode, "leak") == 0) test_fake_peer(dir, true);
+    else if (strcmp(mode, "fakeabort") == 0) test_fake_peer(dir, false);
+    else if (strcmp(mode, "peers") == 0) test_peers(dir);
     else {
-        fprintf(stderr, "usage: test_hostile data|rendezvous|badframe|cutframe\n");
+        fprintf(stderr, "usage: test_hostile data|rendezvous|badframe|cutframe|flood|leak|fakeabort|peers\n");
         return 2;
     }
     char path[600];
-    for (int r = 0; r < 2; r++) {
+    for (int r = 0; r < 4; r++) {
         snprintf(path, sizeof path, "%s/rank%d.err", dir, r);
         unlink(path);
     }

@@ -6,14 +6,17 @@
 #include <string.h>
 
 #include "bootstrap.h"
+#include "flags_check.h"
 #include "link_model.h"
+#include "peer_hosts.h"
+#include "sha256.h"
 #include "ring_harness.h"
 #include "sock.h"
 #include "wire.h"
 
 static void test_handshake(void) {
     wire_hs h = {.version = WIRE_VERSION, .kind = HS_DATA, .rank = 3, .world = 8, .stream = 2, .nstreams = 4,
-                 .frame_bytes = 1 << 20, .flags_hash = 0xdeadbeefu};
+                 .frame_bytes = 1 << 20, .flags_hash = 0xdeadbeef01234567u};
     snprintf(h.job, sizeof h.job, "job-17");
     snprintf(h.secret, sizeof h.secret, "0123456789abcdef");
     snprintf(h.addr, sizeof h.addr, "[::1]:4000");
@@ -336,8 +339,118 @@ static void test_threads(void) {
            sizeof c / sizeof c[0]);
 }
 
+static void hex(const uint8_t *b, int n, char *out) {
+    for (int i = 0; i < n; i++) snprintf(out + 2 * i, 3, "%02x", b[i]);
+}
+
+/* SHA-256 and HMAC-SHA-256 against FIPS 180-4's and RFC 4231's vectors (checked again with
+ * Python's hashlib and hmac), and the rendezvous' flags hashes against Python's
+ *   hmac.new(b"job-17\0s3cret", b"weipipe job flags\0" + b"lr=0.001\nsteps=100\n", sha256)
+ *   hmac.new(b"job-17\0s3cret", b"weipipe job flag\0" + b"lr=0.001", sha256) (and "steps=100")
+ * (the first 8 bytes, big-endian). Then which flags fc_differ names, and fc_values. */
+static void test_flags_check(void) {
+    static const struct { const char *msg; long repeat; const char *want; } sha[] = {
+        {"abc", 1, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"},
+        {"", 1, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"},
+        {"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", 1,
+         "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"},
+        {"a", 1000000, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0"},
+    };
+    uint8_t d[SHA256_BYTES];
+    char got[2 * SHA256_BYTES + 1];
+    for (size_t i = 0; i < sizeof sha / sizeof *sha; i++) {
+        sha256_ctx c;
+        sha256_init(&c);
+        for (long r = 0; r < sha[i].repeat; r++) sha256_update(&c, sha[i].msg, strlen(sha[i].msg));
+        sha256_final(&c, d);
+        hex(d, SHA256_BYTES, got);
+        CHECK(strcmp(got, sha[i].want) == 0, "sha256 of '%s' x %ld: %s, want %s", sha[i].msg, sha[i].repeat, got, sha[i].want);
+    }
+    uint8_t key1[20], key6[131];
+    memset(key1, 0x0b, sizeof key1);
+    memset(key6, 0xaa, sizeof key6);
+    static const char *data6 = "Test Using Larger Than Block-Size Key - Hash Key First";
+    const struct { const void *key; size_t keylen; const char *msg, *want; } mac[] = {
+        {key1, sizeof key1, "Hi There", "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7"},
+        {"Jefe", 4, "what do ya want for nothing?", "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"},
+        {key6, sizeof key6, NULL, "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54"},
+    };
+    for (size_t i = 0; i < sizeof mac / sizeof *mac; i++) {
+        const char *m = mac[i].msg ? mac[i].msg : data6;
+        const void *parts[2] = {m, m + 3}; /* split in two: the parts are concatenated */
+        size_t lens[2] = {3, strlen(m) - 3};
+        hmac_sha256(mac[i].key, mac[i].keylen, parts, lens, 2, d);
+        hex(d, SHA256_BYTES, got);
+        CHECK(strcmp(got, mac[i].want) == 0, "hmac-sha256 case %zu: %s, want %s", i, got, mac[i].want);
+    }
+    const char *flags = "lr=0.001\nsteps=100\n";
+    CHECK(fc_hash(flags, "job-17", "s3cret") == 0xd5e27e14f3781c7aull, "fc_hash: %016llx",
+          (unsigned long long)fc_hash(flags, "job-17", "s3cret"));
+    CHECK(fc_hash(NULL, "job-17", "s3cret") == 0, "no flags must hash to 0 (not compared)");
+    CHECK(fc_hash(flags, "job-18", "s3cret") != fc_hash(flags, "job-17", "s3cret") &&
+              fc_hash(flags, "job-17", "") != fc_hash(flags, "job-17", "s3cret"),
+          "the flags hash must depend on the job id and the secret");
+    char *list = fc_list(flags, "job-17", "s3cret");
+    CHECK(list && strcmp(list, "lr=f2354c2f11eeb96e\nsteps=2c731cd018ecdf6f\n") == 0, "fc_list: %s", list ? list : "(null)");
+    CHECK(!strstr(list, "0.001") && !strstr(list, "100"), "the per-flag list holds a value: %s", list);
+    char names[200], values[200];
+    fc_differ(flags, "job-17", "s3cret", list, names, sizeof names);
+    CHECK(names[0] == 0, "equal flags differ: '%s'", names);
+    char *other = fc_list("lr=0.002\nsteps=100\nseed=3\n", "job-17", "s3cret");
+    fc_differ(flags, "job-17", "s3cret", other, names, sizeof names);
+    CHECK(strcmp(names, "--lr, --seed") == 0, "fc_differ named '%s', want '--lr, --seed'", names);
+    fc_values(flags, names, values, sizeof values);
+    CHECK(strcmp(values, "--lr '0.001', --seed (none)") == 0, "fc_values: '%s'", values);
+    free(list);
+    free(other);
+    printf("ok: sha256 (4 FIPS vectors), hmac-sha256 (3 RFC 4231 cases), flags hashes as Python's hmac, flags named not valued\n");
+}
+
+static int collect_host(const char *host, void *ctx) {
+    char *out = ctx;
+    size_t used = strlen(out);
+    snprintf(out + used, 1024 - used, "%s%s", used ? " " : "", host);
+    return 0;
+}
+
+/* Slurm's host lists expanded as scontrol show hostnames does (by hand: each range keeps the
+ * width of its lower bound), malformed ones refused; addresses matched as sock_peer_addr
+ * writes them. */
+static void test_peer_hosts(void) {
+    static const char *cases[][2] = {
+        {"gpu[03-05,9],cpu1", "gpu03 gpu04 gpu05 gpu9 cpu1"},
+        {"rack[1-2]-n[01-02]", "rack1-n01 rack1-n02 rack2-n01 rack2-n02"},
+        {"host1", "host1"},
+        {"a,b[7],c", "a b7 c"},
+        {"n[098-101]", "n098 n099 n100 n101"},
+        {"gpu[03-", NULL}, {"gpu[5-3]", NULL}, {"gpu[]", NULL}, {"", NULL}, {"a,,b", NULL}, {"n[1-x]", NULL},
+        {"n[0-99999999]", NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char out[1024] = "";
+        int rc = ph_expand(cases[i][0], collect_host, out);
+        if (cases[i][1])
+            CHECK(rc == 0 && strcmp(out, cases[i][1]) == 0, "'%s' expanded to '%s' (rc %d), want '%s'", cases[i][0], out,
+                  rc, cases[i][1]);
+        else
+            CHECK(rc != 0, "'%s' was accepted as a host list ('%s')", cases[i][0], out);
+    }
+    ph_set set;
+    char err[256];
+    CHECK(ph_resolve("127.0.0.1,::1", "WEIPIPE_PEERS", &set, err, sizeof err) == 0, "%s", err);
+    CHECK(ph_allowed(&set, "127.0.0.1:4000") && ph_allowed(&set, "[::1]:4000") && ph_allowed(&set, "[::ffff:127.0.0.1]:9") &&
+              !ph_allowed(&set, "127.0.0.2:4000") && !ph_allowed(&set, "[::2]:1") && !ph_allowed(&set, "?"),
+          "ph_allowed");
+    ph_free(&set);
+    CHECK(ph_resolve("no-such-host.invalid", "WEIPIPE_PEERS", &set, err, sizeof err) == 2 &&
+              strstr(err, "'no-such-host.invalid' does not resolve"), "an unknown host: %s", err);
+    printf("ok: host lists: 5 expanded as Slurm does, 7 malformed refused; addresses matched (v4, v6, v4-mapped)\n");
+}
+
 int main(void) {
+    test_peer_hosts();
     test_handshake();
+    test_flags_check();
     test_frames();
     test_pace();
     test_addresses();

@@ -54,8 +54,9 @@ for r in 1 0; do
   t=$(took $t0)
   [ $rc = 1 ] || fail "job-b rank $r exited $rc, expected 1: $(cat "$TMP/b$r")"
   awk -v t=$t 'BEGIN {exit !(t < 10)}' || fail "job-b rank $r took ${t}s to fail"
-  [ "$(grep -c 'error:' "$TMP/b$r")" = 1 ] && grep -q "error: .*another job, job 'job-a' (this job is 'job-b'" "$TMP/b$r" ||
-    fail "job-b rank $r does not name job-a in one line: $(cat "$TMP/b$r")"
+  [ "$(grep -c 'error:' "$TMP/b$r")" = 1 ] && grep -q "error: .*another job (this job is 'job-b'" "$TMP/b$r" ||
+    fail "job-b rank $r does not say so in one line: $(cat "$TMP/b$r")"
+  ! grep -q "job-a" "$TMP/b$r" || fail "job-b rank $r was told job-a's id: $(cat "$TMP/b$r")"
   echo "job-b rank $r: exit 1 after ${t}s: $(grep error: "$TMP/b$r")"
 done
 rank 1 2 $P job-a --nranks 2 2> "$TMP/a1" || fail "job-a rank 1 after job-b's attempts: $(cat "$TMP/a1")"
