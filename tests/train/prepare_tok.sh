@@ -215,6 +215,7 @@ t = Tokenizer.from_file(sys.argv[1]); print(",".join(map(str, t.encode(sys.argv[
     want=$("$weipipe" sample "$tmp/ck/step-2" --prompt-tokens "$bos,$ids" --temperature 0 --max-new-tokens 6 --format ids 2>&1)
     got=$("$weipipe" sample "$tmp/ck/step-2" --prompt "$prompt" --temperature 0 --max-new-tokens 6 --format ids 2>&1)
     [ -n "$got" ] && [ "$got" = "$want" ] || bad "sample --prompt with a tokenizer.json: '$got', with the library's ids: '$want'"
+    [ $fail -eq 0 ] && echo "weipipe prepare: the shards of tokenize_hf.py; sample --prompt: as the library's ids ($got)"
 fi
 [ $fail -eq 0 ] && echo "prepare_tok $mode: all checks passed"
 exit $fail
