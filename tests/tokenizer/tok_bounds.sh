@@ -74,7 +74,7 @@ json.dump({"model": {"type": "BPE", "vocab": v, "merges": []}, "decoder": {"type
     "$tmp/v300.json"
 "$weipipe" sample "$tmp/ck" --tokenizer "$tmp/v300.json" --prompt hi 2> "$tmp/err"
 rc=$?
-[ $rc -eq 2 ] && grep -q "v300.json" "$tmp/err" && grep -q "300" "$tmp/err" && grep -q "256" "$tmp/err" \
+[ $rc -eq 2 ] && grep -q "v300.json" "$tmp/err" && grep -q "$tmp/ck" "$tmp/err" && grep -q "300" "$tmp/err" && grep -q "256" "$tmp/err" \
     || bad "sample with a tokenizer above the model's vocabulary: exit $rc: $(cat "$tmp/err")"
 [ $fail -eq 0 ] && echo "tok_bounds: all checks passed"
 exit $fail

@@ -239,6 +239,11 @@ def check(tool, name, path, tok, files, texts):
     if run_tool(tool, "encode", pairs, *files).split("\n")[:-1] != [" ".join(map(str, o)) for o in ours]:
         bad += 1
         print(f"{name}: merges as [a, b] pairs encode differently", file=sys.stderr)
+    # tok_open_mem: the file's text given in memory encodes the same and reports the same facts
+    if run_tool(tool, "mem-encode", path, *files).split("\n")[:-1] != [" ".join(map(str, o)) for o in ours] or \
+            run_tool(tool, "mem-facts", path) != run_tool(tool, "facts", path):
+        bad += 1
+        print(f"{name}: tok_open_mem differs from tok_open", file=sys.stderr)
     dec = run_tool(tool, "decode", path, stdin="".join(" ".join(map(str, o)) + "\n" for o in ours).encode()).split("\n")[:-1]
     round_trips = 0
     for f, text, ids, h in zip(files, texts, ours, dec):

@@ -3,6 +3,7 @@
  *   tok_tool decode TOKENIZER           each stdin line of ids -> its decoded text in hex
  *   tok_tool bench TOKENIZER FILE...    encode MB per CPU-second (one thread; each file one text)
  *   tok_tool facts TOKENIZER            "vocab bos eos"
+ *   tok_tool mem-encode|mem-facts ...   the same through tok_open_mem (the file read into memory)
  * Exit: 0 ok, the tokenizer's code (2 bad input, 1 failure) otherwise, with its one line. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,14 +101,24 @@ int main(int argc, char **argv) {
     }
     char err[1024];
     wp_tokenizer *t;
-    int rc = tok_open(argv[2], &t, err, sizeof err);
+    const char *cmd = argv[1];
+    int rc;
+    if (strncmp(cmd, "mem-", 4) == 0) {
+        size_t len;
+        char *json = slurp(argv[2], &len);
+        rc = json ? tok_open_mem(json, len, argv[2], &t, err, sizeof err) : 1;
+        free(json);
+        cmd += 4;
+    } else {
+        rc = tok_open(argv[2], &t, err, sizeof err);
+    }
     if (rc) {
         fprintf(stderr, "tok_tool: %s\n", err);
         return rc;
     }
-    if (strcmp(argv[1], "decode") == 0) rc = decode_lines(t);
-    else if (strcmp(argv[1], "facts") == 0) printf("%lld %d %d\n", (long long)tok_vocab_size(t), tok_bos(t), tok_eos(t));
-    else rc = encode_files(t, argc - 3, argv + 3, strcmp(argv[1], "bench") == 0);
+    if (strcmp(cmd, "decode") == 0) rc = decode_lines(t);
+    else if (strcmp(cmd, "facts") == 0) printf("%lld %d %d\n", (long long)tok_vocab_size(t), tok_bos(t), tok_eos(t));
+    else rc = encode_files(t, argc - 3, argv + 3, strcmp(cmd, "bench") == 0);
     tok_close(t);
     if (fflush(stdout) != 0) rc = 1;
     return rc;
