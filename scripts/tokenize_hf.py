@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Text files -> token shards through a Hugging Face tokenizer.json: `weipipe prepare --tokenizer`
-for the tokenizers weipipe does not encode itself (byte-level BPE: GPT-2, Llama-3).
+"""Text files -> token shards through a Hugging Face tokenizer.json with the `tokenizers` library:
+the reference `weipipe prepare --tokenizer tokenizer.json` is tested against (it writes the same
+shards, encoding in C).
 
     tokenize_hf.py TEXT_FILE... --tokenizer tokenizer.json --out DIR [--val-fraction F]
                    [--vocab-size V] [--shard-tokens N]
@@ -17,7 +18,8 @@ All files are written under temporary names and renamed only when every one is c
 of an earlier, larger run are removed, and so is a tokenizer.model of an earlier run.
 
 BOS/EOS are found as weipipe finds them (src/io/tokenizer.c): bos_token / eos_token of a
-tokenizer_config.json beside the tokenizer.json, else <|begin_of_text|> / <s> for BOS and
+tokenizer_config.json beside the tokenizer.json, else (BOS) the special token the file's
+TemplateProcessing puts first, else <|begin_of_text|> / <s> for BOS and
 <|end_of_text|> / <|endoftext|> / </s> for EOS.
 
 Needs the `tokenizers` library (PyPI), e.g. in a venv that sees Debian's packages:
@@ -54,6 +56,24 @@ except ImportError as e:
     sys.exit(77)
 
 
+def template_bos(tok):
+    """The special token the file's TemplateProcessing puts first (alone or in a Sequence), -1 when none."""
+    def find(pp):
+        if not isinstance(pp, dict):
+            return -1
+        if pp.get("type") == "Sequence":
+            for p in pp.get("processors", []):
+                if find(p) >= 0:
+                    return find(p)
+            return -1
+        if pp.get("type") != "TemplateProcessing" or not pp.get("single"):
+            return -1
+        name = pp["single"][0].get("SpecialToken", {}).get("id")
+        ids = pp.get("special_tokens", {}).get(name, {}).get("ids", []) if name else []
+        return ids[0] if ids and 0 <= ids[0] < tok.get_vocab_size(with_added_tokens=True) else -1
+    return find(json.loads(tok.to_str()).get("post_processor"))
+
+
 def special_ids(path, tok):
     """(bos, eos) as src/io/tokenizer.c finds them; -1 when none."""
     vocab = tok.get_vocab(with_added_tokens=True)
@@ -77,6 +97,8 @@ def special_ids(path, tok):
                         eos = find(v)
         except (OSError, ValueError):
             pass  # as in C: an unreadable config is no config
+    if bos < 0:
+        bos = template_bos(tok)
     for name in ("<|begin_of_text|>", "<s>"):
         if bos < 0:
             bos = find(name)
@@ -169,6 +191,8 @@ def main():
         tok = Tokenizer.from_file(a.tokenizer)
     except Exception as e:  # the library raises Exception for a bad file
         die(f"--tokenizer {a.tokenizer}: not a tokenizer.json: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
+    tok.no_truncation()  # whole documents, as weipipe prepare
+    tok.no_padding()
     tv = max(tok.get_vocab(with_added_tokens=True).values()) + 1
     vocab = a.vocab_size or tv
     if vocab < tv or vocab > 2**31 - 1:

@@ -184,8 +184,8 @@ static int open_tokenizer(const wp_opts *o, const sample_model *sm, wp_tokenizer
     if (!path[0]) return sm->L.cfg.vocab == BYTE_VOCAB ? tok_open(NULL, tok, err, errlen) : 0;
     if ((rc = tok_open(path, tok, err, errlen)) != 0) return rc;
     if (tok_vocab_size(*tok) > sm->L.cfg.vocab)
-        return cli_fail(err, errlen, "%s: %s's vocabulary of %" PRId64 " exceeds the model's %d",
-                        o->tokenizer[0] ? "--tokenizer" : "sample", path, tok_vocab_size(*tok), sm->L.cfg.vocab);
+        return cli_fail(err, errlen, "%s: %s's vocabulary of %" PRId64 " exceeds the model's %d (%s)",
+                        o->tokenizer[0] ? "--tokenizer" : "sample", path, tok_vocab_size(*tok), sm->L.cfg.vocab, sm->source);
     return 0;
 }
 

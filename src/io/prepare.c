@@ -283,11 +283,6 @@ int prepare_shards_tok(const char *const *inputs, int n_inputs, const char *out_
                        void *progress_ctx, wp_prepare_stats *stats, char *err, size_t errlen) {
     memset(stats, 0, sizeof *stats);
     if (tok && strcmp(tok_kind(tok), "bytes") == 0) tok = NULL;
-    if (tok && strcmp(tok_kind(tok), "sentencepiece") != 0)
-        return io_fail(err, errlen, 2,
-                       "--tokenizer %s: a tokenizer.json is tokenized by scripts/tokenize_hf.py (the tokenizers library), "
-                       "which writes the same shards",
-                       tok_path(tok));
     int rc = check_args(n_inputs, out_dir, val_fraction, vocab, tok, shard_tokens, err, errlen);
     if (rc) return rc;
     const int version = shard_version_for_vocab(vocab);

@@ -42,7 +42,7 @@ typedef void (*wp_prepare_progress)(void *ctx, uint64_t bytes_done, uint64_t byt
 #define WP_PREPARE_PIECE_BYTES ((size_t)8 << 20)
 
 /* prepare_shards with a tokenizer (NULL or the bytes kind: exactly prepare_shards). With a
- * SentencePiece tokenizer, each part (a document's head for training, its tail for validation,
+ * tokenizer (SentencePiece, or a tokenizer.json encoded by tokjson.h), each part (a document's head for training, its tail for validation,
  * cut at the first UTF-8 character boundary at or after the byte split) starts with the
  * tokenizer's BOS (its EOS when it has no BOS; a tokenizer with neither is refused), then the
  * part's text encoded in pieces of at most piece_bytes (0: WP_PREPARE_PIECE_BYTES) cut after a

@@ -6,11 +6,11 @@
  *                        shards mark documents with token 0, see prepare.h);
  *   "sentencepiece"      a SentencePiece model (tokenizer.model, Llama-2 family) through
  *                        Debian's libsentencepiece: encode and decode;
- *   "hf-tokenizer.json"  a Hugging Face tokenizer.json of a byte-level BPE (GPT-2, Llama-3):
- *                        DECODE only. Encoding needs the BPE merges applied exactly as the
- *                        `tokenizers` library does (pre-tokenizer regex, added tokens); that
- *                        is done by that library in scripts/tokenize_hf.py, never by a BPE
- *                        written here, so tok_encode returns 2 saying so (docs/formats.md).
+ *   "hf-tokenizer.json"  a Hugging Face tokenizer.json of a BPE model (GPT-2 and Llama-3 byte
+ *                        level, SmolLM2, SentencePiece-style byte-fallback BPE as Llama-2 and
+ *                        Mistral publish them): encode and decode as the `tokenizers` library
+ *                        does (tokjson.h, which lists what is supported; anything else is
+ *                        refused at open with exit 2 naming the field).
  *
  * CONVENTION shared by checkpoints, exports and prepare: a directory holds `tokenizer.model`
  * or `tokenizer.json` when the run had one (TOK_FILE_SPM / TOK_FILE_HF); neither means bytes
@@ -34,13 +34,19 @@ typedef struct wp_tokenizer wp_tokenizer;
  * for the built-in byte tokenizer (token = byte value). 0 ok, 2 not a tokenizer (err names the
  * file and why), 1 I/O error. */
 int tok_open(const char *path, wp_tokenizer **out, char *err, size_t errlen);
+/* A tokenizer.json given as text (json[0, len), e.g. made from a GGUF file's metadata); name
+ * stands for the file in errors. tok_path and tok_file_name are NULL and TOK_FILE_HF, and no
+ * tokenizer_config.json is looked for (BOS from the file's TemplateProcessing, else by name). */
+int tok_open_mem(const char *json, size_t len, const char *name, wp_tokenizer **out, char *err, size_t errlen);
 void tok_close(wp_tokenizer *t);
 int64_t tok_vocab_size(const wp_tokenizer *t);
 int32_t tok_bos(const wp_tokenizer *t); /* -1 when none */
 int32_t tok_eos(const wp_tokenizer *t); /* -1 when none */
 const char *tok_kind(const wp_tokenizer *t); /* "bytes", "sentencepiece", "hf-tokenizer.json" */
 /* ids: malloc'd array the caller frees (NULL when *n is 0); 0/1/2. No BOS/EOS is added: the
- * caller decides where documents start. */
+ * caller decides where documents start (a tokenizer.json is encoded as the library's
+ * encode(text, add_special_tokens=False); invalid UTF-8 is first replaced as Python's
+ * decode(errors='replace') does). */
 int tok_encode(const wp_tokenizer *t, const char *text, size_t len, int32_t **ids, size_t *n, char *err, size_t errlen);
 /* text: malloc'd NUL-terminated string the caller frees; ids >= vocab (or < 0) -> 2. The bytes
  * the tokens stand for (a partial UTF-8 sequence stays as it is), less any NUL byte (a C string

@@ -8,7 +8,8 @@
 #       Python's zlib); a damaged copy makes --resume exit 2 naming it; refusals leave nothing.
 #   prepare_tok.sh hf WEIPIPE PYTHON HF_HELPER TOKENIZE_HF   scripts/tokenize_hf.py with a
 #       tokenizer.json built by the `tokenizers` library (skipped, 77, without it): the same
-#       checks, decoding with the library.
+#       checks, decoding with the library; weipipe prepare --tokenizer tokenizer.json writes the
+#       same shards byte for byte, and sample --prompt the same ids as the library's.
 # PYTHON: Debian's python3 (numpy-free checks) or, for hf, a python3 that has `tokenizers`.
 set -u
 mode=$1
@@ -111,7 +112,7 @@ if [ "$mode" = spm ]; then
     printf '{"model": {"type": "BPE", "vocab": {"a": 0}}, "decoder": {"type": "ByteLevel"}}' > "$tmp/tokenizer.json"
     "$weipipe" prepare "$tmp/a.txt" --out "$data" --tokenizer "$tmp/tokenizer.json" 2> "$tmp/err"
     rc=$?
-    [ $rc -eq 2 ] && grep -q "tokenize_hf.py" "$tmp/err" || bad "tokenizer.json in prepare: exit $rc: $(cat "$tmp/err")"
+    [ $rc -eq 2 ] && grep -q "merges" "$tmp/err" || bad "tokenizer.json without merges in prepare: exit $rc: $(cat "$tmp/err")"
     [ ! -e "$data" ] || bad "a refused prepare left $(ls "$data")"
 
     # a byte-level run first, so that the tokenizer run must replace its shards
@@ -197,9 +198,24 @@ else
     cmp -s "$data/tokenizer.json" "$tj" || bad "tokenizer.json not copied into the data directory"
     check_shards "$data" "$bos" 0.2 "'$py' -c 'import sys; from tokenizers import Tokenizer; t = Tokenizer.from_file(\"$tj\"); sys.stdout.buffer.write(t.decode([int(x) for x in sys.stdin.read().split()], skip_special_tokens=False).encode() + b\"\\n\")'" \
         || bad "tokenize_hf shards do not decode to the inputs"
+    # weipipe prepare encodes the tokenizer.json itself (src/io/tokjson.h): the same shards
+    "$weipipe" prepare "$tmp/a.txt" "$tmp/b.txt" --tokenizer "$tj" --out "$tmp/cdata" --val-fraction 0.2 --quiet \
+        || bad "weipipe prepare --tokenizer tokenizer.json failed"
+    for f in train_000.bin val_000.bin; do
+        cmp -s "$data/$f" "$tmp/cdata/$f" || bad "$f: weipipe prepare's shard differs from scripts/tokenize_hf.py's"
+    done
+    cmp -s "$tmp/cdata/tokenizer.json" "$tj" || bad "weipipe prepare did not copy tokenizer.json"
     # shellcheck disable=SC2086
     "$weipipe" train --data "$data" --vocab-size "$vocab" --save "$tmp/ck" $common_train || bad "train on tokenize_hf shards failed"
     check_manifest "$tmp/ck/step-2" tokenizer.json "$tj"
+    # sample --prompt encodes in C: the same generation as the library's ids given as --prompt-tokens
+    prompt="über the 日本 fox <|end_of_text|> hello world"
+    ids=$("$py" -c 'import sys; from tokenizers import Tokenizer
+t = Tokenizer.from_file(sys.argv[1]); print(",".join(map(str, t.encode(sys.argv[2], add_special_tokens=False).ids)))' "$tj" "$prompt")
+    want=$("$weipipe" sample "$tmp/ck/step-2" --prompt-tokens "$bos,$ids" --temperature 0 --max-new-tokens 6 --format ids 2>&1)
+    got=$("$weipipe" sample "$tmp/ck/step-2" --prompt "$prompt" --temperature 0 --max-new-tokens 6 --format ids 2>&1)
+    [ -n "$got" ] && [ "$got" = "$want" ] || bad "sample --prompt with a tokenizer.json: '$got', with the library's ids: '$want'"
+    [ $fail -eq 0 ] && echo "weipipe prepare: the shards of tokenize_hf.py; sample --prompt: as the library's ids ($got)"
 fi
 [ $fail -eq 0 ] && echo "prepare_tok $mode: all checks passed"
 exit $fail

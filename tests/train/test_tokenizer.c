@@ -391,8 +391,8 @@ static int test_hf(const char *python, const char *helper) {
     EXPECT(strcmp(tok_kind(t), "hf-tokenizer.json") == 0 && strcmp(tok_file_name(t), TOK_FILE_HF) == 0, "hf: kind");
     int32_t *ids;
     size_t n;
-    EXPECT(tok_encode(t, "abc", 3, &ids, &n, err, sizeof err) == 2 && strstr(err, "tokenize_hf.py"),
-           "hf: encode must refuse pointing at scripts/tokenize_hf.py: %s", err);
+    EXPECT(tok_encode(t, "abc", 3, &ids, &n, err, sizeof err) == 0 && n > 0, "hf: encode: %s", err);
+    free(ids); /* every id against the library: tests/tokenizer/tok_check.py */
     /* the helper's facts: vocabulary, eos */
     path_in(p, sizeof p, "facts.txt");
     size_t len;
