@@ -71,7 +71,7 @@ static const char *config_token(json_t *cfg, const char *key) {
  * (Llama-3: <|begin_of_text|>); else the names of the families we take: Llama-3
  * <|begin_of_text|> / <|end_of_text|>, GPT-2 <|endoftext|> (its only special token, EOS; no
  * BOS), and <s> / </s>. */
-static void hf_bos_eos(wp_tokenizer *t, const char *path) {
+static int hf_bos_eos(wp_tokenizer *t, const char *path, char *err, size_t errlen) {
     t->bos = t->eos = -1;
     char cfg_path[WP_PATH_MAX], dir[WP_PATH_MAX];
     snprintf(dir, sizeof dir, "%s", path ? path : "");
@@ -80,18 +80,21 @@ static void hf_bos_eos(wp_tokenizer *t, const char *path) {
     else dir[0] = '\0';
     if (path && snprintf(cfg_path, sizeof cfg_path, "%stokenizer_config.json", dir) < (int)sizeof cfg_path &&
         fs_exists(cfg_path)) {
-        json_t *cfg = json_load_file(cfg_path, 0, NULL);
-        if (cfg) {
-            t->bos = tokjson_token_id(t->hf, config_token(cfg, "bos_token"));
-            t->eos = tokjson_token_id(t->hf, config_token(cfg, "eos_token"));
-            json_decref(cfg);
-        }
+        /* through fs_load_json: a FIFO or a device in its place is refused, never read forever;
+         * a damaged one is named rather than ignored (its BOS/EOS would silently change) */
+        json_t *cfg = NULL;
+        int rc = fs_load_json(cfg_path, TOK_MAX_FILE_BYTES, 0, &cfg, err, errlen);
+        if (rc) return rc;
+        t->bos = tokjson_token_id(t->hf, config_token(cfg, "bos_token"));
+        t->eos = tokjson_token_id(t->hf, config_token(cfg, "eos_token"));
+        json_decref(cfg);
     }
     if (t->bos < 0) t->bos = tokjson_template_bos(t->hf);
     static const char *const bos_names[] = {"<|begin_of_text|>", "<s>"};
     static const char *const eos_names[] = {"<|end_of_text|>", "<|endoftext|>", "</s>"};
     for (size_t i = 0; t->bos < 0 && i < sizeof bos_names / sizeof *bos_names; i++) t->bos = tokjson_token_id(t->hf, bos_names[i]);
     for (size_t i = 0; t->eos < 0 && i < sizeof eos_names / sizeof *eos_names; i++) t->eos = tokjson_token_id(t->hf, eos_names[i]);
+    return 0;
 }
 
 static int hf_open(wp_tokenizer *t, const char *path, const char *name, const char *data, size_t size, char *err, size_t errlen) {
@@ -99,8 +102,7 @@ static int hf_open(wp_tokenizer *t, const char *path, const char *name, const ch
     if (rc) return rc;
     t->type = TOK_HF;
     t->vocab = tokjson_vocab(t->hf);
-    hf_bos_eos(t, path);
-    return 0;
+    return hf_bos_eos(t, path, err, errlen);
 }
 
 /* ---- opening ---- */
