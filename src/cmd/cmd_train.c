@@ -15,11 +15,14 @@
 #include "stop.h"
 #include "train.h"
 
+/* Rank R > 0 of a job whose ranks do not share one process writes tr.rank-R.json beside
+ * --trace tr.json (the extension kept last, so viewers and globs see a .json), FILE.rank-R
+ * when --trace has no extension. */
 static void trace_path(const train_job *j, int rank, char *path, size_t len) {
-    if (rank > 0)
-        snprintf(path, len, "%s.rank-%d", j->o.trace, rank);
-    else
-        snprintf(path, len, "%s", j->o.trace);
+    const char *t = j->o.trace, *slash = strrchr(t, '/'), *dot = strrchr(t, '.');
+    if (rank == 0) snprintf(path, len, "%s", t);
+    else if (dot && dot > (slash ? slash : t) && dot[1]) snprintf(path, len, "%.*s.rank-%d%s", (int)(dot - t), t, rank, dot);
+    else snprintf(path, len, "%s.rank-%d", t, rank);
 }
 
 static int open_trace(void *arg, int first_rank, char *err, size_t errlen) {

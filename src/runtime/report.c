@@ -331,11 +331,12 @@ static size_t utf8_len(const unsigned char *p, size_t n) {
     return k;
 }
 
-/* One --sample-every sample as a JSON string's contents, so the line stays one valid JSON line
- * whatever the model writes: the tokenizer's text (a byte vocabulary without one: the bytes),
- * quotes, backslashes and control bytes escaped, valid UTF-8 kept, any other byte as U+FFFD;
- * with neither a tokenizer nor bytes, the ids comma-separated. */
-static void sample_text(const train_job *j, const int32_t *ids, int n, char *buf, size_t len) {
+/* One --sample-every sample: the tokenizer's text (a byte vocabulary without one: the bytes),
+ * valid UTF-8 kept, any other byte as U+FFFD; with neither a tokenizer nor bytes, the ids
+ * comma-separated. json: as a JSON string's contents, so the metrics line stays one valid JSON
+ * line whatever the model writes (quotes, backslashes and control bytes escaped); else for the
+ * console: newlines and tabs as they are, other control bytes (a terminal's escapes) as \xNN. */
+static void sample_text(const train_job *j, const int32_t *ids, int n, bool json, char *buf, size_t len) {
     size_t at = 0;
     buf[0] = '\0';
     char *decoded = NULL, why[256];
@@ -353,10 +354,14 @@ static void sample_text(const train_job *j, const int32_t *ids, int n, char *buf
     for (size_t i = 0; i < dn && at + 16 < len;) {
         unsigned c = p[i];
         size_t k = c >= 0x80 ? utf8_len(p + i, dn - i) : 1;
-        if (c == '"' || c == '\\')
+        if (json && (c == '"' || c == '\\'))
             at += (size_t)snprintf(buf + at, len - at, "\\%c", c);
-        else if (c >= 0x20 && c < 0x7f)
+        else if ((c >= 0x20 && c < 0x7f) || (!json && (c == '\n' || c == '\t')))
             buf[at++] = (char)c, buf[at] = '\0';
+        else if (c < 0x80 && !json)
+            at += (size_t)snprintf(buf + at, len - at, "\\x%02x", c);
+        else if (k == 0 && !json)
+            at += (size_t)snprintf(buf + at, len - at, "\xef\xbf\xbd"); /* U+FFFD in UTF-8 */
         else if (c < 0x80 || k == 0)
             at += (size_t)snprintf(buf + at, len - at, "\\u%04x", c < 0x80 ? c : 0xfffdu);
         else if (at + k + 1 < len)
@@ -370,8 +375,9 @@ void report_sample(const train_job *j, int64_t step, const int32_t *ids, int n, 
     size_t len = (size_t)n * 64 + 32; /* a token's text escaped, or its id */
     char *text = malloc(len);
     if (!text) return; /* a sample is a courtesy: no memory, no sample */
-    sample_text(j, ids, n, text, len);
+    sample_text(j, ids, n, false, text, len);
     if (!j->o.quiet) fprintf(stderr, "%sstep %" PRId64 "  sample: %s\n", isatty(STDERR_FILENO) ? "\n" : "", step + 1, text);
+    sample_text(j, ids, n, true, text, len);
     if (metrics) {
         fprintf(metrics, "{\"step\": %" PRId64 ", \"sample\": \"%s\"}\n", step + 1, text);
         fflush(metrics);
