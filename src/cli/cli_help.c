@@ -29,7 +29,7 @@ static const unsigned char group_of[FLAG_COUNT] = {
     [FLAG_warmup_steps] = G_OPTIM, [FLAG_lr_decay_style] = G_OPTIM, [FLAG_adam_beta1] = G_OPTIM,
     [FLAG_adam_beta2] = G_OPTIM, [FLAG_adam_eps] = G_OPTIM, [FLAG_weight_decay] = G_OPTIM, [FLAG_clip_grad] = G_OPTIM,
     [FLAG_loss_scale] = G_OPTIM, [FLAG_loss_scale_window] = G_OPTIM, [FLAG_max_skipped_steps] = G_OPTIM,
-    [FLAG_save] = G_CKPT, [FLAG_save_every] = G_CKPT, [FLAG_keep_last] = G_CKPT, [FLAG_resume] = G_CKPT,
+    [FLAG_save] = G_CKPT, [FLAG_overwrite_save] = G_CKPT, [FLAG_save_every] = G_CKPT, [FLAG_keep_last] = G_CKPT, [FLAG_resume] = G_CKPT,
     [FLAG_init_from] = G_CKPT, [FLAG_max_shard_size] = G_CKPT,
     [FLAG_transport] = G_CLUSTER, [FLAG_tcp_streams] = G_CLUSTER, [FLAG_bind] = G_CLUSTER,
     [FLAG_connect_timeout] = G_CLUSTER, [FLAG_timeout] = G_CLUSTER, [FLAG_ib_device] = G_CLUSTER,
@@ -39,7 +39,7 @@ static const unsigned char group_of[FLAG_COUNT] = {
     [FLAG_device_memory] = G_CLUSTER, [FLAG_device_mem_bandwidth] = G_CLUSTER,
     [FLAG_prompt] = G_SAMPLE, [FLAG_prompt_tokens] = G_SAMPLE, [FLAG_max_new_tokens] = G_SAMPLE,
     [FLAG_temperature] = G_SAMPLE, [FLAG_top_k] = G_SAMPLE, [FLAG_top_p] = G_SAMPLE,
-    [FLAG_config] = G_OUTPUT, [FLAG_metrics] = G_OUTPUT, [FLAG_sample_every] = G_OUTPUT,
+    [FLAG_config] = G_OUTPUT, [FLAG_peak_tflops] = G_OUTPUT, [FLAG_metrics] = G_OUTPUT, [FLAG_sample_every] = G_OUTPUT,
     [FLAG_sample_tokens] = G_OUTPUT, [FLAG_trace] = G_OUTPUT, [FLAG_format] = G_OUTPUT, [FLAG_svg] = G_OUTPUT,
     [FLAG_quiet] = G_OUTPUT, [FLAG_local_clocks] = G_OUTPUT,
 };

@@ -25,6 +25,7 @@
 #include "stop.h"
 #include "log.h"
 #include "model.h"
+#include "peak.h"
 #include "report.h"
 #include "sample_run.h"
 #include "bootstrap.h"
@@ -351,6 +352,13 @@ static int open_backend(rank_state *r, int local_rank, char *err, size_t errlen)
         return fail(err, errlen, 2, "%s", why);
     r->k = kern_create(&ko, why, sizeof why);
     if (!r->k) return fail(err, errlen, 1, "--backend %s: %s", o->backend, why);
+    if (r->rank == 0) { /* the rank that reports; MFU's peak, never the pacing --device-tflops */
+        const char *source = "";
+        r->j->peak_tflops = peak_tflops(r->k, o->peak_tflops, &source);
+        if (!o->quiet && !boot_launched())
+            fprintf(stderr, "rank 0: MFU against %.4g TFLOPS per rank (%s%s%s)\n", r->j->peak_tflops, source,
+                    kern_kind(r->k) == WP_BACKEND_CUDA ? ": " : "", kern_kind(r->k) == WP_BACKEND_CUDA ? kern_device_name(r->k) : "");
+    }
     r->m = model_create(&r->j->L, r->k, why, sizeof why);
     if (!r->m) return fail(err, errlen, 1, "model: %s", why);
     return 0;
@@ -471,7 +479,13 @@ static int save_checkpoint(rank_state *r, int64_t steps_done, char *err, size_t 
                              .nranks = j->nranks, .cfg = j->L.cfg, .tokenizer_data = j->tokenizer_data,
                              .tokenizer_size = j->tokenizer_size};
         snprintf(info.tokenizer_name, sizeof info.tokenizer_name, "%s", j->tokenizer_name);
+        char *flags = NULL;
+        size_t flags_len = 0;
+        FILE *f = open_memstream(&flags, &flags_len); /* the schedule a --resume inherits (opts_resume.c) */
+        if (f) cli_write_json(f, &j->o, C_TRAIN);
+        if (f && fclose(f) == 0) info.run_flags = flags;
         ok = ckpt_commit(j->o.save, steps_done, j->nranks, &info, (int)j->o.keep_last, why, sizeof why) ? 1 : 0;
+        free(flags);
     }
     if (ctl_allreduce(r->ctl, CTL_MAX, &ok, 1, err, errlen)) return 1;
     if (ok != 0) return fail(err, errlen, 1, "checkpoint step %" PRId64 ": %s", steps_done, r->rank == 0 ? why : "commit failed on rank 0");
