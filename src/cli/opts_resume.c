@@ -4,6 +4,7 @@
  * listed in one refusal. */
 #include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "adapters.h"
@@ -31,7 +32,11 @@ static bool listed(int flag, const int *list, size_t n) {
 /* A JSON scalar as the text cli_set parses; false for anything else. */
 static bool as_text(json_t *v, char *buf, size_t len) {
     if (json_is_integer(v)) snprintf(buf, len, "%lld", (long long)json_integer_value(v));
-    else if (json_is_real(v)) snprintf(buf, len, "%.17g", json_real_value(v));
+    else if (json_is_real(v)) { /* the shortest text that reads back the same double */
+        double x = json_real_value(v);
+        snprintf(buf, len, "%.15g", x);
+        if (strtod(buf, NULL) != x) snprintf(buf, len, "%.17g", x);
+    }
     else if (json_is_boolean(v)) snprintf(buf, len, "%s", json_is_true(v) ? "true" : "false");
     else if (json_is_string(v)) snprintf(buf, len, "%s", json_string_value(v));
     else return false;
@@ -61,8 +66,11 @@ static int take(resume_ctx *c, const char *key, json_t *v, char *err, size_t err
         return 0;
     }
     if (!agree || memcmp((char *)c->o + off, (char *)&ck + off, size) == 0) return 0;
+    char item[400];
+    snprintf(item, sizeof item, "--%s (checkpoint: %s)", key, text);
+    if (strstr(c->diff, item)) return 0; /* a key in both "model" and "flags" */
     size_t n = strlen(c->diff);
-    snprintf(c->diff + n, c->difflen - n, "%s--%s (checkpoint: %s)", n ? ", " : "", key, text);
+    snprintf(c->diff + n, c->difflen - n, "%s%s", n ? ", " : "", item);
     return 0;
 }
 
