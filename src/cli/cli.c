@@ -212,11 +212,12 @@ int cli_set(wp_opts *o, const char *key, const char *value, const char *where, c
 }
 
 /* Sections group keys for readers (keys are global); a section that is no group of --help nor
- * one of the names configs/ use is refused, so a misspelt [modle] cannot hide keys. */
+ * one of the names configs/ and train --calibrate ([machine]) write is refused, so a misspelt
+ * [modle] cannot hide keys. */
 static bool known_section(const char *name) {
     static const char *const known[] = {"model", "compute", "parallelism", "pipeline", "data", "optimizer", "train",
                                         "training", "schedule", "checkpoints", "cluster", "links", "sampling",
-                                        "sample", "output", "export", "simulate"};
+                                        "sample", "output", "export", "simulate", "machine"};
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
         if (strcmp(name, known[i]) == 0) return true;
     return false;
