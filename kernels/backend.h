@@ -74,6 +74,7 @@ struct wp_kern {
     int threads;
     char error[512];  /* first error, "" while none */
     char notes[512];  /* kern_notes: choices a user may want to know, newline-separated */
+    char device_name[256]; /* kern_device_name: the GPU's name (cudaDeviceProp.name), "cpu" */
     void *impl;       /* backend-private state (scratch, cuBLAS handle, streams, ...) */
     /* kern_memory: bytes held now and at most, kern_alloc's blocks (sizes by address in an
      * open-addressing table) plus what the backend reports with kern_mem_add */

@@ -162,6 +162,7 @@ bool kern_available(wp_backend_kind kind, char *why, size_t whylen) {
 }
 
 const char *kern_notes(const wp_kern *k) { return k ? k->notes : ""; }
+const char *kern_device_name(const wp_kern *k) { return k && k->device_name[0] ? k->device_name : "cpu"; }
 
 int kern_pick_device(int requested, int local_rank, int visible) {
     if (requested >= 0) return requested;

@@ -69,6 +69,8 @@ int kern_pick_device(int requested, int local_rank, int visible);
 /* What the context chose that a user may want to know, one line each, "" while nothing (e.g.
  * "attention: cuDNN 9.19.0 fused flash attention"); the caller prints it once. */
 const char *kern_notes(const wp_kern *k);
+/* The device: the GPU's name as CUDA reports it ("NVIDIA H100 80GB HBM3"), or "cpu". */
+const char *kern_device_name(const wp_kern *k);
 wp_backend_kind kern_kind(const wp_kern *k);
 wp_dtype kern_compute_dtype(const wp_kern *k);
 const char *kern_error(const wp_kern *k);   /* NULL when no call has failed */

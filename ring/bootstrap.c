@@ -188,7 +188,7 @@ static int job_vars(wp_boot_info *bi, wp_getenv_fn get, void *ctx, char *err, si
     if (!id) {
         snprintf(err, errlen, "WEIPIPE_JOB_ID is not set, nor the launcher's job id (%s): give every rank of the job "
                  "the same WEIPIPE_JOB_ID, one that no other job at MASTER_ADDR:MASTER_PORT uses",
-                 strcmp(bi->launcher, "torchrun") == 0 ? "TORCHELASTIC_RUN_ID"
+                 strcmp(bi->launcher, "torchrun") == 0 ? "TORCHELASTIC_RUN_ID, which torchrun --rdzv-id ID sets"
                  : strcmp(bi->launcher, "slurm") == 0  ? "SLURM_JOB_ID"
                                                        : "PMIX_NAMESPACE, OMPI_MCA_ess_base_jobid");
         return 2;

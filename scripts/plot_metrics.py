@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Plot training metrics written by `weipipe train --metrics FILE` (JSON lines, docs/runtime.md).
 
     plot_metrics.py METRICS.jsonl [MORE.jsonl ...] [-o metrics.png] [--keys loss,lr,...]
@@ -99,7 +99,8 @@ def main():
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        sys.exit("plot_metrics: matplotlib is not installed (Debian: apt-get install python3-matplotlib)")
+        sys.exit(f"plot_metrics: {sys.executable} has no matplotlib (Debian: apt-get install python3-matplotlib, "
+                 "then run this script as it is or with /usr/bin/python3)")
 
     runs = []
     for path in args.files:

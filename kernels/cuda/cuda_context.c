@@ -111,7 +111,7 @@ static int init_fail(char *err, size_t errlen, const char *what, cudaError_t e) 
 }
 
 /* Device selection and properties; err names the culprit. */
-static int init_device(wp_cuda *c, int device, char *err, size_t errlen) {
+static int init_device(wp_cuda *c, wp_kern *k, int device, char *err, size_t errlen) {
     if (!cu_probe(err, errlen)) return -1;
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
@@ -131,6 +131,7 @@ static int init_device(wp_cuda *c, int device, char *err, size_t errlen) {
         return -1;
     }
     c->device = device;
+    snprintf(k->device_name, sizeof k->device_name, "%s", p.name); /* MFU's peak (src/runtime/peak.c) */
     c->sm_count = p.multiProcessorCount;
     c->smem_optin = p.sharedMemPerBlockOptin;
     return 0;
@@ -185,7 +186,7 @@ int cu_init(wp_kern *k, const wp_kern_opts *opts, char *err, size_t errlen) {
     }
     c->device = -1;
     c->attention = opts->attention;
-    if (init_device(c, opts->device, err, errlen) || init_handles(c, err, errlen)) {
+    if (init_device(c, k, opts->device, err, errlen) || init_handles(c, err, errlen)) {
         release(c);
         return -1;
     }

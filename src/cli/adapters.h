@@ -44,6 +44,11 @@ int kern_opts_from_opts(const wp_opts *o, wp_dtype compute, int threads, int loc
 int adamw_hparams_from_opts(const wp_opts *o, wp_adamw_hparams *hp, char *err, size_t errlen);
 /* --lr, --min-lr, --warmup-steps, --lr-decay-style, --steps. */
 int lr_schedule_from_opts(const wp_opts *o, wp_lr_schedule *s, char *err, size_t errlen);
+/* --resume: the model shape, vocabulary, schedule (and, not given, sequence, micro-batch,
+ * precision, seed, steps, tokenizer) from the checkpoint's manifest into o, as if given; flags
+ * given that disagree are all listed in one refusal (2). No --resume, or auto with nothing
+ * saved: 0, o untouched. opts_resume.c. */
+int resume_opts_from_manifest(wp_opts *o, char *err, size_t errlen);
 
 /* ---- ring (opts_ring.c) ---- */
 /* --tcp-streams, --bind, --connect-timeout, --timeout, --link-*, --ranks-per-node, --node-link-*. */

@@ -1,5 +1,6 @@
 /* Parsing of flags and INI config files from the single table in flags.def. */
 #include "cli.h"
+#include "cli_impl.h"
 #include "transport_table.h" /* the --transport choices */
 #include "flag_bounds.h"
 #include "fsutil.h"
@@ -13,58 +14,43 @@
 #include <string.h>
 #include <unistd.h>
 
-typedef struct {
-    const char *name;
-    wp_flag_type type;
-    const char *def;
-    unsigned cmds;
-    const char *help;
-    size_t offset;
-} flag_info;
-
-static const flag_info flags[FLAG_COUNT] = {
+const flag_info flags[FLAG_COUNT] = {
 #define X(field, name, type, def, cmds, help) {name, FT_##type, def, cmds, help, offsetof(wp_opts, field)},
 #include "flags.def"
 #undef X
 };
 
-static const struct {
-    const char *name;
-    unsigned bit;
-    int max_args; /* positional arguments it takes */
-    const char *summary;
-} commands[] = {
-    {"train", C_TRAIN, 0, "train a model (one rank, or a ring of --nranks)"},
-    {"eval", C_EVAL, 1, "CKPT_DIR: mean next-token loss of a checkpoint on a shard"},
-    {"schedule", C_SCHEDULE, 0, "print, validate and draw a strategy's action lists"},
-    {"simulate", C_SIMULATE, 0, "predict step time, bubble, traffic and memory per strategy"},
-    {"prepare", C_PREPARE, WP_MAX_ARGS, "TEXT_FILE...: turn text files into token shards (llm.c layout)"},
-    {"export", C_EXPORT, 2, "CKPT_DIR OUT_DIR: write a checkpoint as Hugging Face Llama safetensors"},
-    {"check", C_CHECK, 0, "forward and backward of a config on random tokens, with finite differences"},
-    {"bench", C_BENCH, 0, "time the kernels and a model step"},
-    {"trace-merge", C_TRACE_MERGE, WP_MAX_ARGS, "OUT.json IN.json...: one trace of every rank's --trace file"},
-    {"sample", C_SAMPLE, 1, "CKPT_DIR|HF_DIR: generate tokens from a prompt (KV cache, one rank)"},
+/* formats: the --format choices of the subcommands that print tables (cmd_*.c read them). */
+const cli_command_info commands[CLI_N_COMMANDS] = {
+    {"train", C_TRAIN, 0, "train a model (one rank, or a ring of --nranks)", NULL},
+    {"eval", C_EVAL, 1, "CKPT_DIR: mean next-token loss of a checkpoint on a shard", NULL},
+    {"schedule", C_SCHEDULE, 0, "print, validate and draw a strategy's action lists", "{text|csv|json}"},
+    {"simulate", C_SIMULATE, 0, "predict step time, bubble, traffic and memory per strategy", "{text|csv|json}"},
+    {"prepare", C_PREPARE, WP_MAX_ARGS, "TEXT_FILE...: turn text files into token shards (llm.c layout)", NULL},
+    {"export", C_EXPORT, 2, "CKPT_DIR OUT_DIR: write a checkpoint as Hugging Face Llama safetensors", NULL},
+    {"check", C_CHECK, 0, "forward and backward of a config on random tokens, with finite differences", "{text|json}"},
+    {"bench", C_BENCH, 0, "time the kernels and a model step", "{text|csv|json}"},
+    {"trace-merge", C_TRACE_MERGE, WP_MAX_ARGS, "OUT.json IN.json...: one trace of every rank's --trace file", NULL},
+    {"sample", C_SAMPLE, 1, "CKPT_DIR|HF_DIR: generate tokens from a prompt (KV cache, one rank)", "{text|ids}"},
 };
 
 const char *cli_flag_name(int flag) { return flag >= 0 && flag < FLAG_COUNT ? flags[flag].name : "?"; }
 
 unsigned cli_command(const char *name) {
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    for (size_t i = 0; i < CLI_N_COMMANDS; i++)
         if (strcmp(commands[i].name, name) == 0) return commands[i].bit;
     return 0;
 }
 
-static const char *command_name(unsigned bit) {
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (commands[i].bit == bit) return commands[i].name;
-    return "?";
+const cli_command_info *cli_command_of(unsigned bit) {
+    for (size_t i = 0; i < CLI_N_COMMANDS; i++)
+        if (commands[i].bit == bit) return &commands[i];
+    return NULL;
 }
 
-static int command_max_args(unsigned bit) {
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (commands[i].bit == bit) return commands[i].max_args;
-    return 0;
-}
+static const char *command_name(unsigned bit) { return cli_command_of(bit) ? cli_command_of(bit)->name : "?"; }
+
+static int command_max_args(unsigned bit) { return cli_command_of(bit) ? cli_command_of(bit)->max_args : 0; }
 
 int cli_fail(char *err, size_t errlen, const char *fmt, ...) {
     va_list ap;
@@ -74,7 +60,7 @@ int cli_fail(char *err, size_t errlen, const char *fmt, ...) {
     return 2;
 }
 
-static int find_flag(const char *name) {
+int cli_find_flag(const char *name) {
     for (int i = 0; i < FLAG_COUNT; i++)
         if (strcmp(flags[i].name, name) == 0) return i;
     return -1;
@@ -162,8 +148,15 @@ static int parse_bool(const char *s, bool *out) {
     return -1;
 }
 
-int cli_check_choice(int flag, const char *value, char *err, size_t errlen) {
-    const char *help = flags[flag].help;
+/* The choices of a flag for one subcommand: --format's are the subcommand's own. */
+static const char *choices_of(int flag, unsigned cmd) {
+    const cli_command_info *c = cli_command_of(cmd);
+    if (flag == FLAG_format && c && c->formats) return c->formats;
+    return flags[flag].help;
+}
+
+static int check_choice_for(int flag, unsigned cmd, const char *value, char *err, size_t errlen) {
+    const char *help = choices_of(flag, cmd);
     if (help[0] != '{') return 0;
     const char *close = strchr(help, '}');
     size_t vlen = strlen(value);
@@ -173,8 +166,11 @@ int cli_check_choice(int flag, const char *value, char *err, size_t errlen) {
         if ((size_t)(q - p) == vlen && strncmp(p, value, vlen) == 0) return 0;
         p = q + 1;
     }
-    return cli_fail(err, errlen, "--%s: '%s' is not one of %.*s", flags[flag].name, value, (int)(close - help + 1), help);
+    return cli_fail(err, errlen, "--%s: '%s' is not one of %.*s%s%s", flags[flag].name, value, (int)(close - help + 1), help,
+                    help != flags[flag].help ? " for " : "", help != flags[flag].help ? command_name(cmd) : "");
 }
+
+int cli_check_choice(int flag, const char *value, char *err, size_t errlen) { return check_choice_for(flag, 0, value, err, errlen); }
 
 static int set_value(wp_opts *o, int i, const char *value, const char *where, char *err, size_t errlen) {
     void *field = (char *)o + flags[i].offset;
@@ -198,7 +194,7 @@ static int set_value(wp_opts *o, int i, const char *value, const char *where, ch
     }
     case FT_STR:
         if (strlen(value) >= 256) return cli_fail(err, errlen, "%s--%s: value longer than 255 characters", where, f->name);
-        if (cli_check_choice(i, value, err, errlen) != 0) return 2;
+        if (check_choice_for(i, o->cmd, value, err, errlen) != 0) return 2;
         strcpy(field, value);
         break;
     }
@@ -209,30 +205,60 @@ static int set_value(wp_opts *o, int i, const char *value, const char *where, ch
 }
 
 int cli_set(wp_opts *o, const char *key, const char *value, const char *where, char *err, size_t errlen) {
-    int i = find_flag(key);
-    if (i < 0) return cli_fail(err, errlen, "%sunknown key '%s'", where, key);
+    int i = cli_find_flag(key);
+    if (i < 0) {
+        char what[160], why[400];
+        snprintf(what, sizeof what, "key '%s'", key);
+        cli_unknown_flag(key, what, 0, why, sizeof why);
+        return cli_fail(err, errlen, "%s%s", where, why);
+    }
     return set_value(o, i, value, where, err, errlen);
+}
+
+/* Sections group keys for readers (keys are global); a section that is no group of --help nor
+ * one of the names configs/ and train --calibrate ([machine]) write is refused, so a misspelt
+ * [modle] cannot hide keys. */
+static bool known_section(const char *name) {
+    static const char *const known[] = {"model", "compute", "parallelism", "pipeline", "data", "optimizer", "train",
+                                        "training", "schedule", "checkpoints", "cluster", "links", "sampling",
+                                        "sample", "output", "export", "simulate", "machine"};
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+        if (strcmp(name, known[i]) == 0) return true;
+    return false;
 }
 
 typedef struct {
     wp_opts *o;
     const char *path;
+    FILE *f;
+    int line;     /* lines read so far: inih calls the handler right after reading its line */
+    int bad_line; /* the first line a key was refused on (0: none); its reason is in err */
     char *err;
     size_t errlen;
-    int rc;
 } ini_ctx;
 
-static int on_ini_line(void *user, const char *section, const char *key, const char *value) {
-    (void)section; /* sections only group keys for readers; names are global */
+static char *read_counted(char *buf, int size, void *user) {
     ini_ctx *c = user;
+    char *got = fgets(buf, size, c->f);
+    if (got) c->line++;
+    return got;
+}
+
+static int on_ini_line(void *user, const char *section, const char *key, const char *value) {
+    ini_ctx *c = user;
+    if (c->bad_line) return 0; /* the first refusal is the one reported */
     char where[512];
-    snprintf(where, sizeof where, "%s: ", c->path);
-    if (strcmp(key, "config") == 0) {
-        c->rc = cli_fail(c->err, c->errlen, "%s: 'config' cannot be set inside a config file", c->path);
-        return 0;
-    }
-    c->rc = cli_set(c->o, key, value, where, c->err, c->errlen);
-    return c->rc == 0;
+    snprintf(where, sizeof where, "%s line %d: ", c->path, c->line);
+    int rc = 0;
+    if (section[0] && !known_section(section))
+        rc = cli_fail(c->err, c->errlen, "%sunknown section [%s] (sections only group keys: model, parallelism, data, "
+                      "optimizer, checkpoints, cluster, output)", where, section);
+    else if (strcmp(key, "config") == 0)
+        rc = cli_fail(c->err, c->errlen, "%s'config' cannot be set inside a config file", where);
+    else
+        rc = cli_set(c->o, key, value, where, c->err, c->errlen);
+    if (rc) c->bad_line = c->line;
+    return rc == 0;
 }
 
 static int load_config(wp_opts *o, const char *path, char *err, size_t errlen) {
@@ -247,16 +273,14 @@ static int load_config(wp_opts *o, const char *path, char *err, size_t errlen) {
         close(fd);
         return cli_fail(err, errlen, "--config: %s: %s", path, strerror(errno));
     }
-    ini_ctx c = {o, path, err, errlen, 0};
-    int line = ini_parse_file(f, on_ini_line, &c);
+    ini_ctx c = {.o = o, .path = path, .f = f, .err = err, .errlen = errlen};
+    int first = ini_parse_stream(read_counted, &c, on_ini_line, &c); /* the first bad line, ours or a syntax error */
+    bool read_error = ferror(f);
     fclose(f);
-    if (c.rc != 0) {
-        size_t n = strlen(err);
-        if (line > 0 && n + 16 < errlen) snprintf(err + n, errlen - n, " (line %d)", line);
-        return 2;
-    }
-    if (line != 0) return cli_fail(err, errlen, "%s: line %d is not 'key = value'", path, line);
-    return 0;
+    if (read_error) return cli_fail(err, errlen, "--config: cannot read '%s'", path);
+    if (first != 0 && first != c.bad_line)
+        return cli_fail(err, errlen, "%s line %d: not 'key = value' nor a [section]", path, first);
+    return c.bad_line ? 2 : 0;
 }
 
 static void set_defaults(wp_opts *o) {
@@ -308,8 +332,12 @@ int cli_parse(int argc, char **argv, wp_opts *o, char *err, size_t errlen) {
         if (n >= sizeof name) return cli_fail(err, errlen, "unknown flag '%s'", arg);
         memcpy(name, arg + 2, n);
         name[n] = '\0';
-        int i = find_flag(name);
-        if (i < 0) return cli_fail(err, errlen, "unknown flag '--%s' for '%s' (see weipipe %s --help)", name, o->cmd_name, o->cmd_name);
+        int i = cli_find_flag(name);
+        if (i < 0) {
+            char what[160];
+            snprintf(what, sizeof what, "flag '--%s'", name);
+            return cli_unknown_flag(name, what, o->cmd, err, errlen);
+        }
         if (!(flags[i].cmds & o->cmd))
             return cli_fail(err, errlen, "--%s does not apply to '%s' (see weipipe %s --help)", name, o->cmd_name, o->cmd_name);
         const char *value = eq ? eq + 1 : NULL;
@@ -406,23 +434,4 @@ int cli_job_flags(const wp_opts *o, char *out, size_t outlen) {
     if (rc == 0) memcpy(out, text, len + 1);
     free(text);
     return rc;
-}
-
-void cli_print_flags(FILE *f, unsigned cmd) {
-    if (!cmd) {
-        fprintf(f, "subcommands:\n");
-        for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-            fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
-        fprintf(f, "\nflags (weipipe SUBCOMMAND --help lists the ones each takes):\n");
-    } else {
-        fprintf(f, "flags of '%s':\n", command_name(cmd));
-    }
-    for (int i = 0; i < FLAG_COUNT; i++) {
-        if (cmd && !(flags[i].cmds & cmd)) continue;
-        char lhs[64];
-        snprintf(lhs, sizeof lhs, "--%s", flags[i].name);
-        fprintf(f, "  %-24s %s", lhs, flags[i].help);
-        if (flags[i].def[0]) fprintf(f, " [%s]", flags[i].def);
-        fputc('\n', f);
-    }
 }

@@ -23,7 +23,11 @@ enum {
     C_SAMPLE = 1u << 9,
 };
 #define C_ALL (C_TRAIN | C_EVAL | C_SCHEDULE | C_SIMULATE | C_PREPARE | C_EXPORT | C_CHECK | C_BENCH | C_TRACE_MERGE | C_SAMPLE)
-#define C_MODEL (C_TRAIN | C_EVAL | C_CHECK | C_BENCH | C_SIMULATE | C_SCHEDULE | C_EXPORT | C_SAMPLE)
+/* the subcommands that build a model from flags; eval, export and sample take the shape from
+ * the checkpoint (or config.json) and read only the few C_RUN flags and their own */
+#define C_MODEL (C_TRAIN | C_CHECK | C_BENCH | C_SIMULATE | C_SCHEDULE)
+/* the subcommands that run the model on a backend (simulate and schedule only model it) */
+#define C_RUN (C_TRAIN | C_CHECK | C_BENCH | C_EVAL | C_SAMPLE)
 #define C_PIPE (C_TRAIN | C_SCHEDULE | C_SIMULATE | C_BENCH)
 #define C_DATA (C_TRAIN | C_EVAL | C_BENCH)
 #define C_PACE (C_TRAIN | C_SIMULATE | C_SCHEDULE)

@@ -21,8 +21,13 @@ int adamw_hparams_from_opts(const wp_opts *o, wp_adamw_hparams *hp, char *err, s
 int lr_schedule_from_opts(const wp_opts *o, wp_lr_schedule *s, char *err, size_t errlen) {
     memset(s, 0, sizeof *s);
     if (!(o->lr >= 0 && isfinite(o->lr))) return cli_fail(err, errlen, "--lr: %g must be a finite non-negative number", o->lr);
-    if (!(o->min_lr >= 0 && isfinite(o->min_lr)))
-        return cli_fail(err, errlen, "--min-lr: %g must be a finite non-negative number", o->min_lr);
+    /* -1 (the default) follows --lr, so a lower --lr never makes the "decay" climb to a fixed
+     * floor above it; an explicit floor above the peak would do just that and is refused. */
+    double min_lr = o->min_lr == -1 ? 0.1 * o->lr : o->min_lr;
+    if (!(min_lr >= 0 && isfinite(min_lr)))
+        return cli_fail(err, errlen, "--min-lr: %g must be a finite non-negative number (or -1: 0.1 x --lr)", o->min_lr);
+    if (min_lr > o->lr)
+        return cli_fail(err, errlen, "--min-lr: %g is above --lr %g: the decay would raise the rate", min_lr, o->lr);
     if (o->warmup_steps < 0) return cli_fail(err, errlen, "--warmup-steps: %lld must not be negative", (long long)o->warmup_steps);
     if (o->steps < 1) return cli_fail(err, errlen, "--steps: %lld must be at least 1", (long long)o->steps);
     if (strcmp(o->lr_decay_style, "constant") == 0) s->decay = WP_LR_CONSTANT;
@@ -30,7 +35,7 @@ int lr_schedule_from_opts(const wp_opts *o, wp_lr_schedule *s, char *err, size_t
     else if (strcmp(o->lr_decay_style, "cosine") == 0) s->decay = WP_LR_COSINE;
     else return cli_fail(err, errlen, "--lr-decay-style: '%s' is not one of constant|linear|cosine", o->lr_decay_style);
     s->lr = o->lr;
-    s->min_lr = o->min_lr;
+    s->min_lr = min_lr;
     s->warmup_steps = o->warmup_steps;
     s->total_steps = o->steps;
     return 0;

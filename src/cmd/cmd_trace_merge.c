@@ -1,5 +1,5 @@
 /* weipipe trace-merge OUT.json IN.json...: the --trace files of a job's processes (rank 0's
- * file and TRACE.rank-R, perhaps copied from several hosts) as one Chrome/Perfetto trace, a
+ * file and tr.rank-R.json, perhaps copied from several hosts) as one Chrome/Perfetto trace, a
  * process per rank. Train already stamps every rank's events on the job's common clock
  * (ring/clock_sync.h), so merging is a union of the events; it checks that no rank appears in
  * two files and states the largest clock residual. --local-clocks undoes the correction (each

@@ -2,12 +2,16 @@
  * through the job runner (ring/job.h), which reads the transport table for how they meet:
  * threads of this process, or processes over a rendezvous started by our own launcher or by
  * torchrun / srun / mpirun. Each process that runs ranks writes its own --trace file. */
+#include <dirent.h>
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "adapters.h"
 #include "bootstrap.h"
+#include "fsutil.h"
 #include "commands.h"
 #include "job.h"
 #include "log.h"
@@ -15,11 +19,14 @@
 #include "stop.h"
 #include "train.h"
 
+/* Rank R > 0 of a job whose ranks do not share one process writes tr.rank-R.json beside
+ * --trace tr.json (the extension kept last, so viewers and globs see a .json), FILE.rank-R
+ * when --trace has no extension. */
 static void trace_path(const train_job *j, int rank, char *path, size_t len) {
-    if (rank > 0)
-        snprintf(path, len, "%s.rank-%d", j->o.trace, rank);
-    else
-        snprintf(path, len, "%s", j->o.trace);
+    const char *t = j->o.trace, *slash = strrchr(t, '/'), *dot = strrchr(t, '.');
+    if (rank == 0) snprintf(path, len, "%s", t);
+    else if (dot && dot > (slash ? slash : t) && dot[1]) snprintf(path, len, "%.*s.rank-%d%s", (int)(dot - t), t, rank, dot);
+    else snprintf(path, len, "%s.rank-%d", t, rank);
 }
 
 static int open_trace(void *arg, int first_rank, char *err, size_t errlen) {
@@ -76,7 +83,37 @@ static int rank_fn(wp_rank_ctx *ctx, void *arg) {
     return train_rank(arg, ctx->rank, ctx->local_rank, ctx->t, ctx->ctl, ctx->err, sizeof ctx->err);
 }
 
-int cmd_train(const wp_opts *o) {
+/* Another run's steps in a fresh run's --save would mix two runs (and --resume auto would then
+ * pick the wrong one up): refused unless --resume or --overwrite-save, which moves the old
+ * directory aside as SAVE.old-<unix time> (never deletes) and starts an empty one. */
+static int fresh_save_dir(const wp_opts *o, char *err, size_t errlen) {
+    if (!o->save[0] || o->resume[0] || o->calibrate[0] || !fs_is_dir(o->save)) return 0;
+    DIR *d = opendir(o->save);
+    if (!d) return snprintf(err, errlen, "--save %.1000s: cannot read it: %s", o->save, strerror(errno)), 1;
+    char step[300] = "";
+    for (struct dirent *e; !step[0] && (e = readdir(d));)
+        if (strncmp(e->d_name, "step-", 5) == 0 || strcmp(e->d_name, "latest") == 0) snprintf(step, sizeof step, "%s", e->d_name);
+    closedir(d);
+    if (!step[0]) return 0;
+    if (!o->overwrite_save)
+        return snprintf(err, errlen, "--save %.1000s holds another run's checkpoints (%s): --resume auto continues it, "
+                        "--overwrite-save moves them aside and starts over", o->save, step), 2;
+    if (boot_launched())
+        return snprintf(err, errlen, "--overwrite-save: under a launcher every rank would move %.1000s; move it aside "
+                        "before launching", o->save), 2;
+    char aside[WP_PATH_MAX + 48];
+    snprintf(aside, sizeof aside, "%s.old-%lld", o->save, (long long)time(NULL));
+    if (fs_exists(aside)) return snprintf(err, errlen, "--overwrite-save: %.1000s exists already", aside), 2;
+    if (rename(o->save, aside) != 0)
+        return snprintf(err, errlen, "--overwrite-save: cannot move %.1000s to %.1000s: %s", o->save, aside, strerror(errno)), 1;
+    if (!o->quiet) fprintf(stderr, "--overwrite-save: moved the old %.1000s to %.1000s\n", o->save, aside);
+    return fs_mkdirs(o->save, err, errlen);
+}
+
+int cmd_train(const wp_opts *given) {
+    static wp_opts opts; /* the flags with what --resume's manifest gives */
+    opts = *given;
+    const wp_opts *o = &opts;
     static train_job j; /* holds a copy of the options: large */
     static char job_flags[1 << 16];
     char err[2048];
@@ -88,7 +125,9 @@ int cmd_train(const wp_opts *o) {
         wp_error("%s", err);
         return 1;
     }
-    int rc = train_job_prepare(&j, o, err, sizeof err);
+    int rc = resume_opts_from_manifest(&opts, err, sizeof err);
+    if (!rc) rc = fresh_save_dir(o, err, sizeof err);
+    if (!rc) rc = train_job_prepare(&j, o, err, sizeof err);
     if (!rc && !boot_launched()) rc = lock_save(&j, err, sizeof err);
     if (!rc) {
         j.job.process_begin = begin_process;

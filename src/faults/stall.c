@@ -25,6 +25,8 @@ struct stall_watch {
     pthread_cond_t cv;
     bool stop;
     double reported_note_at; /* status_at of the note last reported (one report per stall) */
+    double seen_note_at;     /* status_at at the previous tick */
+    double longest_healthy;  /* the longest a note of rank 0 lasted before the next one came */
 };
 
 static atomic_int usr1_pending;
@@ -56,14 +58,21 @@ static void print_grid(stall_watch *w, const char *why) {
     free(grid);
 }
 
-/* Rank 0's own note unchanged for the threshold: report once for this note. */
+/* Rank 0's own note unchanged for the threshold, and for twice the longest any note lasted
+ * so far and then moved on (a run whose healthy steps are slow waits that long every step:
+ * no report for those): report once for this note. */
 static void check_progress(stall_watch *w) {
     if (ctl_rank(w->ctl) != 0) return;
     double at = ctl_status_at(w->ctl), idle = wp_now() - at;
-    if (idle < w->threshold || at == w->reported_note_at) return;
+    if (at != w->seen_note_at) {
+        if (w->seen_note_at > 0 && at - w->seen_note_at > w->longest_healthy) w->longest_healthy = at - w->seen_note_at;
+        w->seen_note_at = at;
+    }
+    if (idle < w->threshold || idle < 2 * w->longest_healthy || at == w->reported_note_at) return;
     w->reported_note_at = at;
-    char why[96];
-    snprintf(why, sizeof why, "rank 0 made no progress for %.1f s", idle);
+    char why[128];
+    snprintf(why, sizeof why, "rank 0 made no progress for %.1f s (the longest healthy wait so far: %.1f s)", idle,
+             w->longest_healthy);
     print_grid(w, why);
 }
 

@@ -8,6 +8,7 @@
  * helper thread (so stuck executors need not cooperate, and a stopped or dead rank shows as
  * "no answer"):
  *   - automatically on rank 0, once its own note has not changed for a third of --timeout
+ *     and for twice the longest a note lasted so far before the next (slow healthy steps)
  *     (before the progress timeout ends the job, so the grid shows the stall, not the
  *     aftermath); once per stall;
  *   - on SIGUSR1, on whichever rank receives it (kill -USR1 <rank pid>).

@@ -48,6 +48,10 @@ typedef struct {
     const void *tokenizer_data;
     size_t tokenizer_size;
     char tokenizer_name[32];
+    /* The run's train flags as one JSON object {"lr": ..., "lr-decay-style": ...} (NULL: none),
+     * kept as the manifest's "flags" so a --resume need not restate them (src/cli/opts_resume.c).
+     * Written only; readers of the manifest take it from manifest.json themselves. */
+    const char *run_flags;
 } wp_ckpt_info;
 
 /* Rank `rank` writes its owned chunks (from o) into SAVE/step-K.tmp/, creating it if needed.

@@ -73,6 +73,11 @@ int manifest_write(const char *path, const wp_ckpt_info *in, const wp_manifest_f
                              (json_int_t)in->loss_scale_clean_steps, "seed", (json_int_t)in->seed, "data", data,
                              "precision", precision_name(in->cfg.precision), "nranks", in->nranks, "model",
                              model_json(&in->cfg), "files", files_json(files, n_files));
+    json_t *flags = root && in->run_flags ? json_loads(in->run_flags, 0, NULL) : NULL;
+    if (flags && json_object_set_new(root, "flags", flags)) {
+        json_decref(root);
+        root = NULL;
+    }
     if (root && tokenizer) {
         json_t *arr = files_json(tokenizer, 1);
         json_object_set(root, "tokenizer", json_array_get(arr, 0));

@@ -20,9 +20,12 @@ static void progress_line(const train_job *j, int64_t step, double lr, const rt_
     int64_t done = step + 1 - j->start_step, left = j->o.steps - step - 1;
     double eta = done > 0 ? elapsed / (double)done * (double)left : 0;
     bool tty = isatty(STDERR_FILENO);
-    fprintf(stderr, "%sstep %" PRId64 "/%" PRId64 "  loss %.4f  lr %.3e  grad norm %.3f%s  %.0f tok/s  %.0f s left%s",
+    double peak = j->peak_tflops * 1e12 * j->nranks;
+    char mfu[32] = "";
+    if (peak > 0 && st->step_s > 0) snprintf(mfu, sizeof mfu, "  MFU %.1f%%", 100 * report_step_flops(j) / st->step_s / peak);
+    fprintf(stderr, "%sstep %" PRId64 "/%" PRId64 "  loss %.4f  lr %.3e  grad norm %.3f%s  %.0f tok/s%s  %.0f s left%s",
             tty ? "\r\033[K" : "", step + 1, j->o.steps, st->loss, lr, st->d.grad_norm, st->d.skip ? " (skipped)" : "",
-            tok_s, eta, tty ? "" : "\n");
+            tok_s, mfu, eta, tty ? "" : "\n");
     fflush(stderr);
 }
 
@@ -55,7 +58,7 @@ void report_run_line(const train_job *j, FILE *f) {
     fprintf(f, "{\"run\": {\"time\": %s, \"version\": \"%s\", \"commit\": \"%s\", \"ranks\": %d, \"micro_batches\": %d, "
                "\"start_step\": %" PRId64 ", \"model_flops_per_step\": %.17g, \"peak_flops\": %s, \"flags\": ",
             json_num(t, sizeof t, unix_now()), WP_VERSION, WP_COMMIT, j->nranks, j->nmb, j->start_step,
-            report_step_flops(j), j->o.device_tflops > 0 ? json_num(peak, sizeof peak, j->o.device_tflops * 1e12 * j->nranks) : "null");
+            report_step_flops(j), j->peak_tflops > 0 ? json_num(peak, sizeof peak, j->peak_tflops * 1e12 * j->nranks) : "null");
     cli_write_json(f, &j->o, C_TRAIN);
     fputs("}}\n", f);
     fflush(f);
@@ -70,12 +73,13 @@ void report_val_line(FILE *f, int64_t step, double loss) {
 }
 
 /* MFU: the model's FLOPs of a step over the step's time, as a share of every rank's peak
- * (--device-tflops; null without it: the CPU and CUDA backends do not know their peak). */
+ * (--peak-tflops, else peak.h's: a known GPU's datasheet figure or the CPU's measured GEMM
+ * rate; null when neither is known). */
 static void metrics_line(const train_job *j, FILE *f, int64_t step, double lr, const rt_step_stats *st, double tok_s,
                          int64_t tokens_seen) {
     if (!f) return;
     char loss[32], norm[32], t[32], mfu[32], num[4][32];
-    double peak = j->o.device_tflops * 1e12 * j->nranks;
+    double peak = j->peak_tflops * 1e12 * j->nranks; /* --peak-tflops or peak.h's, never the pacing --device-tflops */
     fprintf(f,
             "{\"step\": %" PRId64 ", \"time\": %s, \"loss\": %s, \"lr\": %s, \"grad_norm\": %s, \"loss_scale\": %s, "
             "\"skipped\": %s, \"tokens\": %" PRId64 ", \"tokens_seen\": %" PRId64 ", \"tokens_per_s\": %s, \"mfu\": %s, "
@@ -92,6 +96,7 @@ void report_step(const train_job *j, int rank, int64_t step, double lr, const rt
                  train_totals *tot, FILE *metrics) {
     if (tot->steps > 0) {
         tot->compute_s += st->compute_s;
+        tot->wait_s += st->wait_s;
         tot->step_s += st->step_s;
         tot->steady_steps++;
     }
@@ -136,7 +141,8 @@ static int predict(const train_job *j, const double *sum, const double *cnt, dou
     wp_run run;
     if (engine_run(&j->s, &sz, &costs, 2, false, &run, err, errlen)) return 1;
     *step_s = run.step_end[1] - run.step_end[0];
-    for (int r = 0; r < j->nranks; r++) bubble[r] = *step_s > 0 ? 1.0 - run.rank[r].busy / *step_s : 0;
+    /* idle = neither computing nor on the memory-bound ops: waiting for other ranks */
+    for (int r = 0; r < j->nranks; r++) bubble[r] = *step_s > 0 ? 1.0 - (run.rank[r].busy + run.rank[r].other) / *step_s : 0;
     run_free(&run);
     return 0;
 }
@@ -235,7 +241,9 @@ static void print_summary(train_job *j, const train_totals *tot, const double *v
     bool have_pred = pred && predict(j, ops, ops + WP_OP_COUNT * WP_MAX_CHUNKS, &pred_step, pred, why, sizeof why) == 0;
     int64_t steady = tot->steady_steps;
     for (int r = 0; r < N; r++) meas_step += steady > 0 ? v[RV * r + 1] / (double)steady / N : NAN;
-    fprintf(stderr, "\nstep time (steps after the first, mean over ranks): measured %.4g s, simulator %.4g s%s\n", meas_step,
+    char meas_text[64] = "n/a (one step: --steps 2 or more)";
+    if (steady > 0) snprintf(meas_text, sizeof meas_text, "%.4g s", meas_step);
+    fprintf(stderr, "\nstep time (steps after the first, mean over ranks): measured %s, simulator %.4g s%s\n", meas_text,
             have_pred ? pred_step : NAN, j->o.device_tflops > 0 ? " (paced compute)" : " (measured op times)");
     fprintf(stderr, "rank  bubble measured  predicted  payload bytes/step measured  schedule  "
                     "memory MiB %s peak  predicted\n", strcmp(j->o.backend, "cuda") == 0 ? "device" : "  heap");
@@ -294,7 +302,7 @@ int report_final(train_job *j, int rank, wp_control *ctl, wp_transport *t, wp_rt
     }
     wp_transport_stats now = {0};
     if (t && N > 1) tp_stats(t, &now);
-    v[RV * rank] = tot->compute_s;
+    v[RV * rank] = tot->step_s - tot->wait_s; /* working: the bubble is the time spent waiting for peers */
     v[RV * rank + 1] = tot->step_s;
     v[RV * rank + 2] = (double)(now.payload_sent - (tot->have_start ? tot->start.payload_sent : 0) - tot->eval_sent);
     v[RV * rank + 3] = (double)tot->mem_peak;
@@ -331,11 +339,12 @@ static size_t utf8_len(const unsigned char *p, size_t n) {
     return k;
 }
 
-/* One --sample-every sample as a JSON string's contents, so the line stays one valid JSON line
- * whatever the model writes: the tokenizer's text (a byte vocabulary without one: the bytes),
- * quotes, backslashes and control bytes escaped, valid UTF-8 kept, any other byte as U+FFFD;
- * with neither a tokenizer nor bytes, the ids comma-separated. */
-static void sample_text(const train_job *j, const int32_t *ids, int n, char *buf, size_t len) {
+/* One --sample-every sample: the tokenizer's text (a byte vocabulary without one: the bytes),
+ * valid UTF-8 kept, any other byte as U+FFFD; with neither a tokenizer nor bytes, the ids
+ * comma-separated. json: as a JSON string's contents, so the metrics line stays one valid JSON
+ * line whatever the model writes (quotes, backslashes and control bytes escaped); else for the
+ * console: newlines and tabs as they are, other control bytes (a terminal's escapes) as \xNN. */
+static void sample_text(const train_job *j, const int32_t *ids, int n, bool json, char *buf, size_t len) {
     size_t at = 0;
     buf[0] = '\0';
     char *decoded = NULL, why[256];
@@ -353,10 +362,14 @@ static void sample_text(const train_job *j, const int32_t *ids, int n, char *buf
     for (size_t i = 0; i < dn && at + 16 < len;) {
         unsigned c = p[i];
         size_t k = c >= 0x80 ? utf8_len(p + i, dn - i) : 1;
-        if (c == '"' || c == '\\')
+        if (json && (c == '"' || c == '\\'))
             at += (size_t)snprintf(buf + at, len - at, "\\%c", c);
-        else if (c >= 0x20 && c < 0x7f)
+        else if ((c >= 0x20 && c < 0x7f) || (!json && (c == '\n' || c == '\t')))
             buf[at++] = (char)c, buf[at] = '\0';
+        else if (c < 0x80 && !json)
+            at += (size_t)snprintf(buf + at, len - at, "\\x%02x", c);
+        else if (k == 0 && !json)
+            at += (size_t)snprintf(buf + at, len - at, "\xef\xbf\xbd"); /* U+FFFD in UTF-8 */
         else if (c < 0x80 || k == 0)
             at += (size_t)snprintf(buf + at, len - at, "\\u%04x", c < 0x80 ? c : 0xfffdu);
         else if (at + k + 1 < len)
@@ -370,8 +383,9 @@ void report_sample(const train_job *j, int64_t step, const int32_t *ids, int n, 
     size_t len = (size_t)n * 64 + 32; /* a token's text escaped, or its id */
     char *text = malloc(len);
     if (!text) return; /* a sample is a courtesy: no memory, no sample */
-    sample_text(j, ids, n, text, len);
+    sample_text(j, ids, n, false, text, len);
     if (!j->o.quiet) fprintf(stderr, "%sstep %" PRId64 "  sample: %s\n", isatty(STDERR_FILENO) ? "\n" : "", step + 1, text);
+    sample_text(j, ids, n, true, text, len);
     if (metrics) {
         fprintf(metrics, "{\"step\": %" PRId64 ", \"sample\": \"%s\"}\n", step + 1, text);
         fflush(metrics);

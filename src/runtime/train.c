@@ -26,6 +26,7 @@
 #include "stop.h"
 #include "log.h"
 #include "model.h"
+#include "peak.h"
 #include "report.h"
 #include "sample_run.h"
 #include "bootstrap.h"
@@ -358,6 +359,13 @@ static int open_backend(rank_state *r, int local_rank, char *err, size_t errlen)
         return fail(err, errlen, 2, "%s", why);
     r->k = kern_create(&ko, why, sizeof why);
     if (!r->k) return fail(err, errlen, 1, "--backend %s: %s", o->backend, why);
+    if (r->rank == 0) { /* the rank that reports; MFU's peak, never the pacing --device-tflops */
+        const char *source = "";
+        r->j->peak_tflops = peak_tflops(r->k, o->peak_tflops, &source);
+        if (!o->quiet && !boot_launched())
+            fprintf(stderr, "rank 0: MFU against %.4g TFLOPS per rank (%s%s%s)\n", r->j->peak_tflops, source,
+                    kern_kind(r->k) == WP_BACKEND_CUDA ? ": " : "", kern_kind(r->k) == WP_BACKEND_CUDA ? kern_device_name(r->k) : "");
+    }
     r->m = model_create(&r->j->L, r->k, why, sizeof why);
     if (!r->m) return fail(err, errlen, 1, "model: %s", why);
     return 0;
@@ -485,14 +493,22 @@ static int commit_checkpoint(rank_state *r, int64_t steps_done, int64_t opt_step
                          .tokenizer_size = j->tokenizer_size};
     snprintf(info.tokenizer_name, sizeof info.tokenizer_name, "%s", j->tokenizer_name);
     int64_t *more = realloc(r->written, (size_t)(r->n_written + 1) * sizeof *more);
-    if (!more) {
+    char *flags = NULL;
+    size_t flags_len = 0;
+    FILE *f = more ? open_memstream(&flags, &flags_len) : NULL; /* the schedule a --resume inherits (opts_resume.c) */
+    if (f) cli_write_json(f, &j->o, C_TRAIN);
+    if (!f || fclose(f) != 0) {
+        free(flags);
+        if (more) r->written = more;
         snprintf(why, whylen, "out of memory");
         return 1;
     }
+    info.run_flags = flags;
     r->written = more;
     wp_ckpt_keep keep = {.keep_last = (int)j->o.keep_last, .resumed_from = j->resume_dir[0] ? j->start_step : -1,
                          .written = r->written, .n_written = r->n_written};
     int rc = ckpt_commit(j->o.save, steps_done, j->nranks, &info, &keep, why, whylen);
+    free(flags);
     if (rc == 0) r->written[r->n_written++] = steps_done;
     return rc;
 }

@@ -46,6 +46,7 @@ typedef struct {
     bool calibrating;           /* --calibrate or --strategy auto: train_rank measures the machine first */
     bool auto_strategy;         /* --strategy auto: the layout and schedule are rebuilt from the pick */
     double auto_predicted;      /* the pick's predicted tokens/s (set by the pick) */
+    double peak_tflops;         /* per rank, for MFU (peak.h; set by rank 0 when its backend opens; 0: unknown) */
 } train_job;
 
 /* Everything checked before any rank starts: model, schedule (validated), memory, flags.

@@ -19,6 +19,33 @@ expect2 train --hidden-size abc
 expect2 check --precision fp8
 expect2 simulate --link-bandwidth 10
 expect2 train --config /nonexistent.ini
+# the one line names what was probably meant: a typo, another trainer's name, Hugging Face's
+# underscores; config files: the right key and line; per-subcommand --format choices
+expect_msg() {
+    want=$1; shift
+    expect2 "$@"
+    grep -qF -- "$want" /tmp/wp_exit_err.$$ || { echo "FAIL: weipipe $*: '$(cat /tmp/wp_exit_err.$$)' lacks '$want'"; fails=$((fails + 1)); }
+}
+expect_msg "did you mean --num-layers?" train --num-layer 3
+expect_msg "did you mean --steps?" train --max-steps 3
+expect_msg "did you mean --lr?" train --learning_rate 3e-4
+expect_msg "did you mean --num-layers? (weipipe spells flags with hyphens" train --num_layers 3
+expect_msg "did you mean --ffn-hidden-size?" train --intermediate_size 3
+expect_msg "unknown flag '--zzzz-qqq' for 'train'" train --zzzz-qqq 1
+expect_msg "does not apply to 'sample'" sample --recompute
+expect_msg "'csv' is not one of {text|ids} for sample" sample --format csv x
+expect_msg "'ids' is not one of {text|json} for check" check --format ids
+ini=/tmp/wp_exit_ini.$$
+printf 'num-layers = 2\nnum-layer = 3\nbogus = 1\n' >"$ini"
+expect_msg "$ini line 2: unknown key 'num-layer': did you mean --num-layers?" train --config "$ini"
+printf 'num-layers = 2\nnot a pair\nbogus = 1\n' >"$ini"
+expect_msg "$ini line 2: not 'key = value'" train --config "$ini"
+printf '[model]\nnum-layers = 2\n[modle]\nhidden-size = 32\n' >"$ini"
+expect_msg "$ini line 4: unknown section [modle]" train --config "$ini"
+rm -f "$ini"
+"$wp" sample --help | grep -q -- --recompute && { echo "FAIL: sample --help lists --recompute"; fails=$((fails + 1)); }
+"$wp" sample --help | grep -q -- "--format  *{text|ids}" || { echo "FAIL: sample --help: --format's choices"; fails=$((fails + 1)); }
+"$wp" --help | grep -q "^  other:" && { echo "FAIL: a flag without a --help group"; fails=$((fails + 1)); }
 "$wp" --help >/dev/null || { echo "FAIL: --help"; fails=$((fails + 1)); }
 "$wp" train --help | grep -q -- --num-layers || { echo "FAIL: train --help lacks --num-layers"; fails=$((fails + 1)); }
 rm -f /tmp/wp_exit_err.$$

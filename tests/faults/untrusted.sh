@@ -77,13 +77,19 @@ for m in "$S"/step-*/manifest.json; do echo " " >> "$m"; done
 before=$(ls "$S" | tr '\n' ' ')
 refused "no latest, no verified manifest" "$S: no readable latest" "${TR[@]}" --steps 9 --save "$S" --resume auto
 [ "$(ls "$S" | tr '\n' ' ')" = "$before" ] || fail "refused resume changed $S: [$before] -> [$(ls "$S" | tr '\n' ' ')]"
-# a fresh run beside another run's checkpoints prunes only its own
+# a fresh run beside another run's checkpoints: refused before it writes (issue 28: --resume
+# continues it, --overwrite-save moves it aside), so it can neither prune nor mix them
 S2=$TMP/ck2
 train --steps 4 --save "$S2" --save-every 4 --keep-last 1 || fail "the old run"
-train --steps 3 --save "$S2" --save-every 1 --keep-last 1 || fail "the fresh run"
-[ -d "$S2/step-4" ] && [ "$(cat "$S2/latest")" = step-3 ] && [ ! -d "$S2/step-1" ] && [ ! -d "$S2/step-2" ] ||
-  fail "fresh run, --keep-last 1: $(ls "$S2" | tr '\n' ' '), expected the old step-4 kept and only step-3 of its own"
-echo "a fresh run beside another's step-4 with --keep-last 1: kept step-4, pruned its own step-1, step-2"
+before=$(ls "$S2" | tr '\n' ' ')
+refused "a fresh run into another run's --save" "overwrite-save" "${TR[@]}" --steps 3 --save "$S2" --save-every 1 --keep-last 1
+[ "$(ls "$S2" | tr '\n' ' ')" = "$before" ] || fail "refused fresh run changed $S2: [$before] -> [$(ls "$S2" | tr '\n' ' ')]"
+# a run resumed from an older step of the chain prunes its own history, never a step it will not rewrite
+train --steps 2 --save "$TMP/ck2b" --save-every 1 --keep-last 5 || fail "the chain"
+train --steps 4 --save "$TMP/ck2b" --save-every 1 --keep-last 1 --resume "$TMP/ck2b/step-1" || fail "the run resumed from step-1"
+[ "$(cat "$TMP/ck2b/latest")" = step-4 ] && [ ! -d "$TMP/ck2b/step-1" ] && [ ! -d "$TMP/ck2b/step-3" ] ||
+  fail "resumed from step-1, --keep-last 1: $(ls "$TMP/ck2b" | tr '\n' ' '), expected only step-4"
+echo "a run resumed from step-1 with --keep-last 1: left $(ls "$TMP/ck2b" | grep step | tr '\n' ' ')"
 
 # --- item 9: the manifest's own checksum, optimizer state and safetensors checks
 S3=$TMP/ck3

@@ -7,7 +7,7 @@
 source "$(dirname "$0")/runtime_lib.sh"
 common=(--nranks 2 --strategy 1f1b --num-microbatches 2 --val-data "$DATA" --lr-decay-style constant)
 t0=$(date +%s.%N)
-train "${common[@]}" --steps 3 --eval-every 2 --device-tflops 0.01 --metrics "$TMP/ok.jsonl" 2>/dev/null || fail "train"
+train "${common[@]}" --steps 3 --eval-every 2 --peak-tflops 0.01 --metrics "$TMP/ok.jsonl" 2>/dev/null || fail "train"
 train "${common[@]}" --steps 2 --eval-every 1 --precision fp32 --init-std 1e38 --metrics "$TMP/nan.jsonl" 2>/dev/null \
   || fail "train with a NaN loss"
 t1=$(date +%s.%N)
@@ -46,7 +46,7 @@ per_mb = 6 * mb * s * macs + 3 * 4 * pairs * h * L
 want = per_mb * ok[0]["run"]["micro_batches"]
 assert ok[0]["run"]["model_flops_per_step"] == want, (ok[0]["run"]["model_flops_per_step"], want)
 peak = 0.01e12 * 2
-assert ok[0]["run"]["peak_flops"] == peak and nan[0]["run"]["peak_flops"] is None
+assert ok[0]["run"]["peak_flops"] == peak and nan[0]["run"]["peak_flops"] > 0  # --peak-tflops; else the measured CPU GEMM rate
 
 steps = [r for r in ok if "loss" in r]
 assert [r["step"] for r in steps] == [1, 2, 3]
@@ -63,7 +63,7 @@ assert [r["step"] for r in vals] == [2] and isinstance(vals[0]["val_loss"], floa
 steps = [r for r in nan if "loss" in r]
 vals = [r for r in nan if "val_loss" in r]
 assert len(steps) == 2 and len(vals) == 2
-assert all(r["loss"] is None and r["grad_norm"] is None and r["skipped"] is True and r["mfu"] is None for r in steps), steps
+assert all(r["loss"] is None and r["grad_norm"] is None and r["skipped"] is True and r["mfu"] > 0 for r in steps), steps  # mfu: against the measured CPU peak
 assert all(r["val_loss"] is None for r in vals), vals
 print(f"metrics: {len(ok)} + {len(nan)} lines strict JSON; model FLOPs/step {want:.0f} as counted here; "
       f"MFU {[round(r['mfu'], 3) for r in ok if 'mfu' in r]}; NaN loss and val loss written as null")

@@ -17,4 +17,10 @@ for x in step tokens_seen time; do
   grep -q "panels loss, grad_norm, lr, tokens_per_s, mfu -> " "$TMP/out" || { cat "$TMP/out"; fail "panels"; }
   [ "$(head -c 8 "$TMP/$x.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] || fail "$x.png is not a PNG"
 done
+# run as a program it finds Debian's matplotlib (#!/usr/bin/python3, not a venv's python3 on PATH)
+[ -x "$PLOT" ] || fail "$PLOT is not executable"
+MPLBACKEND=Agg "$PLOT" "$TMP/m.jsonl" -o "$TMP/direct.png" >"$TMP/direct" 2>&1 || { cat "$TMP/direct"; fail "$PLOT as a program"; }
+# a python without matplotlib (-S: no site packages) is named in the refusal
+/usr/bin/python3 -S "$PLOT" "$TMP/m.jsonl" -o "$TMP/none.png" >"$TMP/none" 2>&1 && fail "plot_metrics without matplotlib succeeded"
+grep -q "/usr/bin/python3 has no matplotlib" "$TMP/none" || { cat "$TMP/none"; fail "the refusal does not name the python"; }
 echo "plot_metrics: $(cat "$TMP/out")"

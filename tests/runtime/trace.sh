@@ -26,7 +26,7 @@ run wzb2-tcp --nranks 2 --strategy wzb2 --num-microbatches 2 --steps 3 --transpo
 ARGS=(--nranks 3 --strategy 1f1b --num-microbatches 6 --steps 2)
 WEIPIPE_TEST_CLOCK_SKEW=0.5 run skew-tcp "${ARGS[@]}" --transport tcp
 WEIPIPE_TEST_CLOCK_SKEW=0.5 run skew-local "${ARGS[@]}" --transport local
-"$W" trace-merge --quiet "$TMP/merged.json" "$TMP/skew-tcp.json" "$TMP/skew-tcp.json.rank-1" "$TMP/skew-tcp.json.rank-2" \
+"$W" trace-merge --quiet "$TMP/merged.json" "$TMP/skew-tcp.json" "$TMP/skew-tcp.rank-1.json" "$TMP/skew-tcp.rank-2.json" \
   || fail "trace-merge"
 "$CHECK" "$TMP/merged.json" train --config "$CFG" --data "$DATA" "${ARGS[@]}" || fail "merged trace: trace_check"
 /usr/bin/python3 - "$TMP/merged.json" <<'PY' || fail "merged trace: offsets or process names"
@@ -41,8 +41,8 @@ for r, c in clock.items():
     assert names[r].startswith(f"rank {r} @ "), names[r]
 print("offsets within residual:", {r: (c["offset_s"], c["residual_s"]) for r, c in clock.items()})
 PY
-"$W" trace-merge --quiet --local-clocks "$TMP/local.json" "$TMP/skew-tcp.json" "$TMP/skew-tcp.json.rank-1" \
-  "$TMP/skew-tcp.json.rank-2" || fail "trace-merge --local-clocks"
+"$W" trace-merge --quiet --local-clocks "$TMP/local.json" "$TMP/skew-tcp.json" "$TMP/skew-tcp.rank-1.json" \
+  "$TMP/skew-tcp.rank-2.json" || fail "trace-merge --local-clocks"
 "$CHECK" "$TMP/local.json" train --config "$CFG" --data "$DATA" "${ARGS[@]}" >"$TMP/local.out" 2>&1 \
   && fail "trace_check passed a trace on skewed local clocks"
 grep -q "clocks disagree" "$TMP/local.out" || { cat "$TMP/local.out"; fail "trace_check failed for another reason"; }

@@ -1,7 +1,7 @@
 /* Checks a `weipipe train --trace` file against the lists the run executed.
  *
  * usage: trace_check TRACE train ARGS...   (ARGS: the run's own flags, so that the checker builds
- * the same layout and schedule). TRACE is rank 0's file; over tcp ranks R > 0 wrote TRACE.rank-R,
+ * the same layout and schedule). TRACE is rank 0's file; over tcp ranks R > 0 wrote TRACE.rank-R (tr.rank-R.json for tr.json),
  * which are read too when present. Checks, for every rank:
  *   - every file parses as JSON (jansson) with a traceEvents array of complete events;
  *   - the compute track holds every device action of the list once per step, by name (F(2,5),
@@ -244,7 +244,11 @@ int main(int argc, char **argv) {
     read_file(argv[1], &nc, &got);
     for (int r = 1; r < N; r++) {
         char path[600];
-        snprintf(path, sizeof path, "%s.rank-%d", argv[1], r);
+        size_t n = strlen(argv[1]); /* tr.json -> tr.rank-R.json (cmd_train.c), else TRACE.rank-R */
+        if (n > 5 && strcmp(argv[1] + n - 5, ".json") == 0)
+            snprintf(path, sizeof path, "%.*s.rank-%d.json", (int)(n - 5), argv[1], r);
+        else
+            snprintf(path, sizeof path, "%s.rank-%d", argv[1], r);
         FILE *f = fopen(path, "r");
         if (!f) continue; /* threads: one file holds every rank */
         fclose(f);

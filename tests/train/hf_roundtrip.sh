@@ -2,7 +2,7 @@
 # The Hugging Face round trip from the command line, with a Llama 3.x-style config: an export
 # turned into a tied model with rope_scaling llama3, max_position_embeddings 1234, bos 1 and
 # eos [2, 3] is imported (--init-from), trained on one rank, resumed (the manifest keeps scaling
-# and tie, and a resume that drops them is refused; bos/eos and max positions are kept), exported
+# and tie: a resume takes them, one that contradicts them is refused; bos/eos and max positions are kept), exported
 # again (tie_word_embeddings true and no lm_head.weight, as save_pretrained writes a tied model;
 # rope_scaling, max_position_embeddings, bos 1 and eos 2 in config.json and
 # generation_config.json) and its loss checked by scripts/hf_check.py against weipipe eval.
@@ -35,10 +35,12 @@ grep -q '"rope_type": "llama3"' "$tmp/hf0/config.json" && grep -q '"tie_word_emb
 tr1 --init-from "$tmp/hf0" --steps 3 --save "$tmp/ck" || bad "--init-from the tied llama3 model"
 grep -q '"tie-word-embeddings": true' "$tmp/ck/step-3/manifest.json" || bad "manifest lacks the tie"
 grep -q '"rope-scaling"' "$tmp/ck/step-3/manifest.json" || bad "manifest lacks the rope scaling"
-tr1 $model --resume "$tmp/ck" --steps 4 --save "$tmp/ck" 2> "$tmp/err"
+# the manifest gives the scaling and tie to a resume that leaves them out; one that contradicts
+# them is refused naming every flag
+tr1 $model --resume "$tmp/ck" --steps 4 --save "$tmp/ck" --rope-scaling-factor 4 --tie-word-embeddings false 2> "$tmp/err"
 rc=$?
-[ $rc -eq 2 ] && grep -q -- "--rope-scaling-factor\|--tie-word-embeddings" "$tmp/err" ||
-    bad "a resume without the scaling and tie: exit $rc, $(cat "$tmp/err")"
+[ $rc -eq 2 ] && grep -q -- "--rope-scaling-factor" "$tmp/err" && grep -q -- "--tie-word-embeddings" "$tmp/err" ||
+    bad "a resume contradicting the scaling and tie: exit $rc, $(cat "$tmp/err")"
 # bos/eos and max positions, which only an export reads, are kept from the checkpoint
 tr1 $model --resume "$tmp/ck" --steps 4 --save "$tmp/ck" --tie-word-embeddings --rope-scaling-factor 8 \
     --rope-original-max-positions 64 || bad "resume with the same model"

@@ -264,6 +264,16 @@ static void test_flags(void) {
     o.min_lr = NAN;
     rc = lr_schedule_from_opts(&o, &s, err, sizeof err);
     EXPECT_REFUSED(rc, err, "--min-lr");
+    /* the default floor follows --lr (0.1 x), so a low --lr still decays */
+    char *low[] = {"train", "--lr", "1e-5"};
+    EXPECT(cli_parse(3, low, &o, err, sizeof err) == 0 && lr_schedule_from_opts(&o, &s, err, sizeof err) == 0 &&
+               s.min_lr == 0.1 * 1e-5,
+           "default --min-lr with --lr 1e-5: %g, want 1e-6 (%s)", s.min_lr, err);
+    o.min_lr = 2e-5; /* a floor above the peak would climb */
+    rc = lr_schedule_from_opts(&o, &s, err, sizeof err);
+    EXPECT_REFUSED(rc, err, "--min-lr");
+    o.min_lr = 1e-5; /* equal: constant after warm-up, allowed */
+    EXPECT(lr_schedule_from_opts(&o, &s, err, sizeof err) == 0, "--min-lr = --lr: %s", err);
     o.adam_beta1 = 1.0;
     rc = adamw_hparams_from_opts(&o, &hp, err, sizeof err);
     EXPECT_REFUSED(rc, err, "--adam-beta1");
