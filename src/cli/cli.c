@@ -1,5 +1,6 @@
 /* Parsing of flags and INI config files from the single table in flags.def. */
 #include "cli.h"
+#include "strategy.h"        /* the --strategy choices */
 #include "transport_table.h" /* the --transport choices */
 
 #include <ctype.h>

@@ -180,7 +180,7 @@ static int simulate_all(const wp_opts *o, const wp_pipe_shape *ps, const wp_layo
     int rc = 0;
     for (int i = 0; i < WP_STRAT_COUNT && !rc; i++) {
         rows[i] = (row){.st = (wp_strategy)i, .shown = all || strcmp(o->strategy, strategy_name((wp_strategy)i)) == 0};
-        if (!rows[i].shown && i != WP_STRAT_1F1B) continue;
+        if (!rows[i].shown && i != (int)strategy_baseline()) continue;
         wp_trace *ti = rows[i].shown ? t : NULL;
         if (needs_own_layout(o, rows[i].st, ps->nranks, L)) rc = one_own_layout(&rows[i], o, ps, m, ti, i);
         else rc = one(&rows[i], ps, L, &c, ti, i);
@@ -193,7 +193,8 @@ static int simulate_all(const wp_opts *o, const wp_pipe_shape *ps, const wp_layo
         rc = 1;
     }
     if (rc) return rc;
-    double base = rows[WP_STRAT_1F1B].ok ? rows[WP_STRAT_1F1B].tokens_s : 0;
+    const wp_strategy bs = strategy_baseline();
+    double base = rows[bs].ok ? rows[bs].tokens_s : 0;
     if (fmt == WP_FMT_CSV) {
         print_csv(rows, WP_STRAT_COUNT, base);
     } else if (fmt == WP_FMT_JSON) {
@@ -221,7 +222,7 @@ static int simulate_auto(const wp_opts *o, const wp_pipe_shape *ps, const wp_lay
     warmup_extra_from_opts(o, &warm, NULL, err, sizeof err);
     double base = 0;
     for (int i = 0; i < n; i++)
-        if (rows[i].st == WP_STRAT_1F1B && rows[i].b == L->cfg.mb && rows[i].nmb == ps->nmb && rows[i].warmup == warm &&
+        if (rows[i].st == strategy_baseline() && rows[i].b == L->cfg.mb && rows[i].nmb == ps->nmb && rows[i].warmup == warm &&
             !rows[i].chunk_auto)
             base = rows[i].tokens_s;
     int nfit = 0;

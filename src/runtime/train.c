@@ -72,7 +72,7 @@ static int prepare_schedule(train_job *j, char *err, size_t errlen) {
     if (j->o.seq_segments < 1 || j->o.seq_segments > WP_MAX_SEGMENTS)
         return fail(err, errlen, 2, "--seq-segments: %lld is not between 1 and %d", (long long)j->o.seq_segments,
                     WP_MAX_SEGMENTS);
-    if (st == WP_STRAT_SEQ1F1B && j->o.seq_segments > j->L.cfg.seq)
+    if (strategy_has(st, WP_TRAIT_SEGMENTS) && j->o.seq_segments > j->L.cfg.seq)
         return fail(err, errlen, 2, "--seq-segments: %lld segments need at least as many tokens per sequence (%d)",
                     (long long)j->o.seq_segments, j->L.cfg.seq);
     wp_gen_opts go = {.wzb2_owner_last = strcmp(j->o.wzb2_owner, "last") == 0,

@@ -129,23 +129,7 @@
 #include <stdio.h>
 
 #include "layout.h"
-
-typedef enum {
-    WP_STRAT_1F1B = 0,
-    WP_STRAT_NAIVE,
-    WP_STRAT_INTERLEAVE,
-    WP_STRAT_WZB1,
-    WP_STRAT_WZB2,
-    WP_STRAT_GPIPE,   /* the activation-passing baselines (act_build.h) */
-    WP_STRAT_I1F1B,
-    WP_STRAT_ZBH1,
-    WP_STRAT_ZBH2,
-    WP_STRAT_FSDP,    /* ZeRO-3 data parallel over sliced weights (gen_fsdp.c) */
-    WP_STRAT_SEQ1F1B, /* 1F1B over sequence segments (gen_seq1f1b.c, nseg) */
-    WP_STRAT_HIER,    /* WeiPipe rings inside nodes, one exchange across nodes per step (gen_hier.c) */
-    WP_STRAT_TAWPIPE, /* TawPipe: chunks owned across nodes, broadcast inside (gen_tawpipe.c) */
-    WP_STRAT_COUNT
-} wp_strategy;
+#include "strategy.h" /* wp_strategy, its names and traits (strategies.def) */
 
 typedef enum {
     WP_OP_F = 0,
@@ -233,10 +217,6 @@ typedef struct {
 } wp_schedule;
 
 /* Names. */
-const char *strategy_name(wp_strategy s);
-/* Whether name is a strategy (then *s is set). A question, not a fallible call: it has no err
- * because each caller words the refusal for its own command (schedule: "all is for simulate"). */
-bool strategy_parse(const char *name, wp_strategy *s);
 const char *op_name(wp_op op);
 const char *channel_name(int ch);
 /* "W[3]@0", "W[3]@0.b", "GW[3]", "A[2][5]", "GA[2][5]" */
