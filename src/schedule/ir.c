@@ -147,7 +147,7 @@ size_t buf_bytes(const wp_layout *L, wp_buf b) {
     case WP_BUF_W: return numel * wp_dtype_size(precision_weight_dtype(m->precision));
     case WP_BUF_GW: return numel * wp_dtype_size(b.lane == WP_LANE_SUM ? WP_F32 : precision_grad_dtype(m->precision));
     case WP_BUF_A:
-    case WP_BUF_GA: return (size_t)m->mb * m->seq * m->h * wp_dtype_size(precision_act_dtype(m->precision));
+    case WP_BUF_GA: return (size_t)m->micro_batch * m->seq * m->h * wp_dtype_size(precision_act_dtype(m->precision));
     default: return 0;
     }
 }

@@ -161,7 +161,8 @@ enum { WP_LANE_OWN = 0, WP_LANE_PART = 1, WP_LANE_SUM = 2 };
  * accumulator, and the embedding's updated fp32 master on its way to the head's. */
 enum { WP_TIE_GRAD = 0, WP_TIE_WEIGHT = 1 };
 
-/* Channels; the numbers agree with ring/transport.h's conventional ones. */
+/* Channels; the numbers agree with ring/transport.h's conventional ones (static_assert in
+ * src/runtime/xfer.c, the first layer that sees both). */
 enum {
     WP_SCH_WFWD = 0,   /* forward weights, r -> r+1 */
     WP_SCH_WBWD = 1,   /* backward weights */
