@@ -80,7 +80,7 @@ int gen_1f1b(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen) {
 /* 1f1b receives one item ahead and frees a sent buffer after its next compute: a rank more than 4
  * warm-up forwards ahead of the next one waits for it in a circle (found by generating every N in
  * {4,8,16}, ranks per node, M in {N,2N,4N}: 3 always runs, 4 never). */
-int check_1f1b(int nranks, int nmb, int nchunks, const wp_gen_opts *opt, char *err, size_t errlen) {
+int gen_check_1f1b(int nranks, int nmb, int nchunks, const wp_gen_opts *opt, char *err, size_t errlen) {
     (void)nmb, (void)nchunks;
     if (gen_warmup_extra(opt, WP_STRAT_1F1B, nranks, 0) > 0 && opt->warmup_extra > WP_1F1B_MAX_WARMUP_EXTRA)
         return gen_bad(err, errlen, "--warmup-extra: 1f1b takes at most %d extra warm-up forwards per slow hop, not %d",

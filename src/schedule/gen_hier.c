@@ -278,7 +278,7 @@ int gen_hier(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen) {
 }
 
 /* K nodes of G ranks, a node's ring over G chunks: G divides N and C = G. */
-int check_hier(int nranks, int nmb, int nchunks, const wp_gen_opts *opt, char *err, size_t errlen) {
+int gen_check_hier(int nranks, int nmb, int nchunks, const wp_gen_opts *opt, char *err, size_t errlen) {
     (void)nmb;
     int G, rc = gen_check_nodes(strategy_name(WP_STRAT_HIER), nranks, opt, &G, err, errlen);
     if (!rc && nchunks != G)

@@ -164,7 +164,7 @@ int gen_tawpipe(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen
 }
 
 /* K nodes of G ranks: G divides N (C = N is the shared shape check's). */
-int check_tawpipe(int nranks, int nmb, int nchunks, const wp_gen_opts *opt, char *err, size_t errlen) {
+int gen_check_tawpipe(int nranks, int nmb, int nchunks, const wp_gen_opts *opt, char *err, size_t errlen) {
     (void)nmb, (void)nchunks;
     int G;
     return gen_check_nodes(strategy_name(WP_STRAT_TAWPIPE), nranks, opt, &G, err, errlen);
