@@ -93,7 +93,7 @@ int eng_bad_slicing(eng *e, int r, int step, int idx, wp_buf b) {
 }
 
 /* Whether R holds a slice of b's whole other than `except` (slot pools count whole buffers). */
-bool eng_holds_sibling(const rstate *R, wp_buf b, const inst *except) {
+static bool holds_sibling(const rstate *R, wp_buf b, const inst *except) {
     if (!b.nslices) return false;
     for (int i = 0; i < R->n_held; i++)
         if (R->held[i] != except && buf_eq(whole_of(R->held[i]->b), whole_of(b))) return true;
@@ -118,7 +118,7 @@ const char *eng_freed_note(const eng *e, const rstate *R, wp_buf b, int step, ch
     return out;
 }
 
-size_t eng_bytes_of(const eng *e, wp_buf b) {
+static size_t bytes_of(const eng *e, wp_buf b) {
     return e->sz && e->sz->L ? sched_buf_bytes(e->s, e->seg_t, e->sz->L, b) : 0;
 }
 
@@ -162,8 +162,8 @@ inst *eng_create(eng *e, int r, wp_buf b, bool present, int step, int idx) {
     in->gstep = -1;
     in->born = idx;
     in->born_step = step;
-    in->bytes = eng_bytes_of(e, b);
-    if (!eng_holds_sibling(R, b, NULL)) R->n_kind[b.kind]++;
+    in->bytes = bytes_of(e, b);
+    if (!holds_sibling(R, b, NULL)) R->n_kind[b.kind]++;
     R->held[R->n_held++] = in;
     R->bytes += in->bytes;
     eng_note_peaks(e, r);
@@ -172,7 +172,7 @@ inst *eng_create(eng *e, int r, wp_buf b, bool present, int step, int idx) {
 
 int eng_destroy(eng *e, int r, inst *in, int step, int idx) {
     rstate *R = &e->r[r];
-    if (!eng_holds_sibling(R, in->b, in)) R->n_kind[in->b.kind]--;
+    if (!holds_sibling(R, in->b, in)) R->n_kind[in->b.kind]--;
     for (int i = 0; i < R->n_held; i++)
         if (R->held[i] == in) {
             R->held[i] = R->held[--R->n_held];
