@@ -1,6 +1,7 @@
 /* --strategy auto: enumerate, simulate, rank (autotune.h). */
 #include "autotune.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,8 +92,63 @@ static int try_one(tuner *t, wp_strategy st, const char *knobs, int b, int nmb, 
  * caller asked to keep such knobs. Its value is then o's own (t->work starts as a copy of o). */
 static bool held(const tuner *t, int flag) { return t->hold && t->o->set[flag]; }
 
-static bool takes_warmup(wp_strategy s) {
-    return s == WP_STRAT_1F1B || s == WP_STRAT_ZBH1 || s == WP_STRAT_ZBH2 || s == WP_STRAT_SEQ1F1B;
+/* The settings a strategy's row in strategies.def lists for the search (its knobs column). */
+enum { KNOB_END, KNOB_SEQ_SEGMENTS, KNOB_WZB2_OWNER, KNOB_CHUNKS_PER_RANK, KNOB_I1F1B_ORDER, KNOB_COUNT };
+#define NO_KNOBS {KNOB_END}
+#define KNOBS(...) {__VA_ARGS__}
+#define ROW_(id, name, gen, check, chunks, traits, knobs) knobs,
+static const int row_knobs[][3] = {WP_STRATEGIES(ROW_)};
+#undef ROW_
+static_assert(sizeof row_knobs / sizeof row_knobs[0] == WP_STRAT_COUNT, "knobs for every wp_strategy");
+
+static const struct {
+    int flag;     /* held(): the knob keeps o's value (one try, not written) */
+    const char *opt;
+    int n;        /* values tried */
+    bool listed;  /* --chunk-layers listing the chunks holds it too (they fix C) */
+} knobs[KNOB_COUNT] = {
+    [KNOB_SEQ_SEGMENTS] = {FLAG_seq_segments, "--seq-segments", 3, false},
+    [KNOB_WZB2_OWNER] = {FLAG_wzb2_owner, "--wzb2-owner", 2, false},
+    [KNOB_CHUNKS_PER_RANK] = {FLAG_num_chunks, "--num-chunks", 2, true},
+    [KNOB_I1F1B_ORDER] = {FLAG_i1f1b_order, "--i1f1b-order", 2, true},
+};
+
+/* Value i of knob k into v; false past the last one that applies (segments: 2, 4, 8 up to the
+ * sequence length; chunks: v = 2, 4 per rank). */
+static bool knob_value(const wp_opts *o, int k, int i, char *v, size_t len) {
+    switch (k) {
+    case KNOB_SEQ_SEGMENTS:
+        if ((2 << i) > o->seq_length) return false;
+        snprintf(v, len, "%d", 2 << i);
+        return true;
+    case KNOB_WZB2_OWNER: snprintf(v, len, "%s", i ? "last" : "spread"); return true;
+    case KNOB_CHUNKS_PER_RANK: snprintf(v, len, "%d", (2 << i) * (int)o->nranks); return true;
+    case KNOB_I1F1B_ORDER: snprintf(v, len, "%s", i ? "breadth-first" : "depth-first"); return true;
+    }
+    return false;
+}
+
+typedef struct {
+    wp_strategy st;
+    int b, nmb, warmup;
+    bool chunk_auto;
+} try_at;
+
+/* Try every value of knob list ks[0] (and, nested, of the rest) after the settings already in
+ * k; a held knob takes one try at its first value and is not written. */
+static int sweep(tuner *t, const int *ks, int left, char *k, size_t klen, const try_at *a) {
+    if (!left || *ks == KNOB_END) return try_one(t, a->st, k, a->b, a->nmb, a->warmup, a->chunk_auto);
+    const bool fixed = held(t, knobs[*ks].flag) || (knobs[*ks].listed && chunk_layers_listed(t->o));
+    const size_t at = strlen(k);
+    int rc = 0;
+    for (int i = 0; i < (fixed ? 1 : knobs[*ks].n) && !rc; i++) {
+        char v[32];
+        if (!knob_value(t->o, *ks, i, v, sizeof v)) break;
+        if (!fixed) snprintf(k + at, klen - at, " %s %s", knobs[*ks].opt, v);
+        rc = sweep(t, ks + 1, left - 1, k, klen, a);
+        k[at] = 0;
+    }
+    return rc;
 }
 
 /* Every knob setting of strategy st at micro-batch size b (M = nmb); a held knob (held()) is
@@ -101,7 +157,7 @@ static int strategy_knobs(tuner *t, wp_strategy st, int b, int nmb) {
     const wp_opts *o = t->o;
     const bool listed = chunk_layers_listed(o), slow = o->ranks_per_node > 0 && o->ranks_per_node < o->nranks;
     const bool cl_fixed = listed || held(t, FLAG_chunk_layers), warm_fixed = held(t, FLAG_warmup_extra);
-    const int n = (int)o->nranks;
+    const bool warmup = strategy_has(st, WP_TRAIT_WARMUP);
     char base[96], k[240];
     snprintf(base, sizeof base, "--micro-batch-size %d --num-microbatches %d", b, nmb);
     int held_warm = 0;
@@ -113,40 +169,12 @@ static int strategy_knobs(tuner *t, wp_strategy st, int b, int nmb) {
         char chunks[64] = "";
         if (!cl_fixed) snprintf(chunks, sizeof chunks, " --chunk-layers %s", cl ? "auto" : "even");
         int rc = 0;
-        for (int e = 0; e <= (takes_warmup(st) && slow && !warm_fixed ? 2 : 0) && !rc; e++) {
+        for (int e = 0; e <= (warmup && slow && !warm_fixed ? 2 : 0) && !rc; e++) {
             char warm[32] = "";
             if (!warm_fixed) snprintf(warm, sizeof warm, " --warmup-extra %d", e);
-            const int we = warm_fixed ? held_warm : e;
-            if (st == WP_STRAT_SEQ1F1B) {
-                const bool fixed = held(t, FLAG_seq_segments);
-                for (int seg = 2; seg <= (fixed ? 2 : 8) && seg <= o->seq_length && !rc; seg *= 2) {
-                    char segs[32] = "";
-                    if (!fixed) snprintf(segs, sizeof segs, " --seq-segments %d", seg);
-                    snprintf(k, sizeof k, "%s%s%s%s", base, chunks, warm, segs);
-                    rc = try_one(t, st, k, b, nmb, we, cl);
-                }
-            } else if (st == WP_STRAT_WZB2) {
-                const bool fixed = held(t, FLAG_wzb2_owner);
-                for (int last = 0; last < (fixed ? 1 : 2) && !rc; last++) {
-                    char own[32] = "";
-                    if (!fixed) snprintf(own, sizeof own, " --wzb2-owner %s", last ? "last" : "spread");
-                    snprintf(k, sizeof k, "%s%s%s", base, chunks, own);
-                    rc = try_one(t, st, k, b, nmb, we, cl);
-                }
-            } else if (st == WP_STRAT_I1F1B && !listed) {
-                const bool vfixed = held(t, FLAG_num_chunks), ofixed = held(t, FLAG_i1f1b_order);
-                for (int v = 2; v <= (vfixed ? 2 : 4) && !rc; v *= 2)
-                    for (int bf = 0; bf < (ofixed ? 1 : 2) && !rc; bf++) {
-                        char nc[40] = "", ord[40] = "";
-                        if (!vfixed) snprintf(nc, sizeof nc, " --num-chunks %d", v * n);
-                        if (!ofixed) snprintf(ord, sizeof ord, " --i1f1b-order %s", bf ? "breadth-first" : "depth-first");
-                        snprintf(k, sizeof k, "%s%s%s%s", base, chunks, nc, ord);
-                        rc = try_one(t, st, k, b, nmb, we, cl);
-                    }
-            } else {
-                snprintf(k, sizeof k, "%s%s%s", base, chunks, takes_warmup(st) ? warm : "");
-                rc = try_one(t, st, k, b, nmb, we, cl);
-            }
+            const try_at a = {.st = st, .b = b, .nmb = nmb, .warmup = warm_fixed ? held_warm : e, .chunk_auto = cl};
+            snprintf(k, sizeof k, "%s%s%s", base, chunks, warmup ? warm : "");
+            rc = sweep(t, row_knobs[st], 3, k, sizeof k, &a);
         }
         if (rc) return rc;
     }

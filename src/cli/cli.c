@@ -1,6 +1,7 @@
 /* Parsing of flags and INI config files from the single table in flags.def. */
 #include "cli.h"
 #include "cli_impl.h"
+#include "strategy.h"        /* the --strategy choices */
 #include "transport_table.h" /* the --transport choices */
 #include "flag_bounds.h"
 #include "fsutil.h"

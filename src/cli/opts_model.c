@@ -80,7 +80,7 @@ int model_cfg_from_opts(const wp_opts *o, int nranks, wp_model_cfg *cfg, char *e
     cfg->n_kv_heads = (int)kv;
     cfg->head_dim = (int)hd;
     cfg->seq = (int)o->seq_length;
-    cfg->mb = (int)o->micro_batch_size;
+    cfg->micro_batch = (int)o->micro_batch_size;
     cfg->vocab = (int)o->vocab_size;
     cfg->rope_theta = o->rope_theta;
     /* no scaling is all zeros, so configs compare and checkpoint the same whatever the unused flags say */

@@ -76,7 +76,7 @@ static void summarise(const wp_layout *L, bench_result *r) {
         wp_flops f = layout_chunk_flops(L, c);
         flops += f.fwd + f.bwd_input + f.bwd_weight;
     }
-    r->tokens_per_s = (double)L->cfg.mb * L->cfg.seq / step;
+    r->tokens_per_s = (double)L->cfg.micro_batch * L->cfg.seq / step;
     r->model_gflops = flops / step / 1e9;
     r->mfu = r->gemm_gflops > 0 ? r->model_gflops / r->gemm_gflops : 0;
 }
@@ -90,19 +90,19 @@ static void print_result(const wp_opts *o, const wp_layout *L, wp_kern *k, const
                "\"kv_heads\": %d, \"seq\": %d, \"batch\": %d, \"vocab\": %d, \"chunks\": %d, \"recompute\": %s, "
                "\"iters\": %d, \"fwd_ms\": %.3f, \"bwd_ms\": %.3f, \"step_ms\": %.3f, \"tokens_per_s\": %.1f, "
                "\"model_gflops\": %.2f, \"gemm_n\": %d, \"gemm_gflops\": %.2f, \"mfu\": %.4f, \"loss\": %.6f}\n",
-               backend, dt, c->n_layers, c->h, c->ffn, c->n_heads, c->n_kv_heads, c->seq, c->mb, c->vocab, c->n_chunks,
+               backend, dt, c->n_layers, c->h, c->ffn, c->n_heads, c->n_kv_heads, c->seq, c->micro_batch, c->vocab, c->n_chunks,
                c->recompute ? "true" : "false", r->iters, 1e3 * r->fwd_s, 1e3 * r->bwd_s, 1e3 * (r->fwd_s + r->bwd_s),
                r->tokens_per_s, r->model_gflops, r->gemm_n, r->gemm_gflops, r->mfu, r->loss);
     } else if (strcmp(o->format, "csv") == 0) {
         printf("backend,compute,layers,hidden,ffn,heads,kv_heads,seq,batch,vocab,chunks,recompute,iters,fwd_ms,bwd_ms,"
                "step_ms,tokens_per_s,model_gflops,gemm_n,gemm_gflops,mfu,loss\n");
         printf("%s,%s,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%.3f,%.3f,%.3f,%.1f,%.2f,%d,%.2f,%.4f,%.6f\n", backend, dt,
-               c->n_layers, c->h, c->ffn, c->n_heads, c->n_kv_heads, c->seq, c->mb, c->vocab, c->n_chunks, c->recompute,
+               c->n_layers, c->h, c->ffn, c->n_heads, c->n_kv_heads, c->seq, c->micro_batch, c->vocab, c->n_chunks, c->recompute,
                r->iters, 1e3 * r->fwd_s, 1e3 * r->bwd_s, 1e3 * (r->fwd_s + r->bwd_s), r->tokens_per_s, r->model_gflops,
                r->gemm_n, r->gemm_gflops, r->mfu, r->loss);
     } else {
         printf("model: %d layers, h=%d ffn=%d heads=%d/%d, b=%d s=%d V=%d, %d chunk%s%s; %s backend, %s compute\n",
-               c->n_layers, c->h, c->ffn, c->n_heads, c->n_kv_heads, c->mb, c->seq, c->vocab, c->n_chunks, c->n_chunks == 1 ? "" : "s",
+               c->n_layers, c->h, c->ffn, c->n_heads, c->n_kv_heads, c->micro_batch, c->seq, c->vocab, c->n_chunks, c->n_chunks == 1 ? "" : "s",
                c->recompute ? ", recompute" : "", backend, dt);
         printf("fp32 GEMM ceiling (%d^3): %.1f GFLOP/s\n", r->gemm_n, r->gemm_gflops);
         printf("step (best of %d): forward %.2f ms + backward %.2f ms = %.2f ms\n", r->iters, 1e3 * r->fwd_s,

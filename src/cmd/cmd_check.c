@@ -59,7 +59,7 @@ static void check_free(check_run *r) {
 static void make_tokens(check_run *r, uint64_t seed) {
     const wp_model_cfg *cfg = &r->L.cfg;
     wp_rng g = rng_seeded(seed ^ 0x746f6b656e73ull); /* "tokens" */
-    for (int b = 0; b < cfg->mb; b++) {
+    for (int b = 0; b < cfg->micro_batch; b++) {
         int32_t prev = (int32_t)rng_below(&g, (uint64_t)cfg->vocab);
         for (int t = 0; t < cfg->seq; t++) {
             int32_t next = (int32_t)rng_below(&g, (uint64_t)cfg->vocab);
@@ -83,7 +83,7 @@ static int check_setup(const wp_opts *o, check_run *r, char *err, size_t errlen)
     if (!r->k) return 1;
     r->W = whole_create(&r->L, r->k, WP_F32, err, errlen);
     if (!r->W) return 1;
-    r->T = (size_t)cfg.mb * cfg.seq;
+    r->T = (size_t)cfg.micro_batch * cfg.seq;
     r->N = r->L.total_numel;
     r->params = malloc(r->N * sizeof(float));
     r->grads = malloc(r->N * sizeof(float));
@@ -172,7 +172,7 @@ static void print_text(const check_run *r, const wp_opts *o, const check_result 
     const wp_model_cfg *c = &r->L.cfg;
     if (!o->quiet) {
         printf("model: %d layers in %d chunk%s, h=%d ffn=%d heads=%d/%d, b=%d s=%d V=%d, %zu parameters\n", c->n_layers,
-               c->n_chunks, c->n_chunks == 1 ? "" : "s", c->h, c->ffn, c->n_heads, c->n_kv_heads, c->mb, c->seq, c->vocab, r->N);
+               c->n_chunks, c->n_chunks == 1 ? "" : "s", c->h, c->ffn, c->n_heads, c->n_kv_heads, c->micro_batch, c->seq, c->vocab, r->N);
         printf("loss %.9g (ln V = %.6g)\ngradient norm %.6g\n", res->loss, log((double)c->vocab), res->grad_norm);
         for (int j = 0; j < FD_DIRECTIONS; j++)
             printf("direction %d: <g,d> = %+.6e  finite difference = %+.6e  rel err %.2e\n", j, res->probes[j].dot,

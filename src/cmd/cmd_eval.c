@@ -35,10 +35,10 @@ static wp_precision precision_of(const wp_opts *o, wp_precision ckpt) {
 static int eval_cfg(const wp_opts *o, const wp_ckpt *c, wp_model_cfg *cfg, char *err, size_t errlen) {
     *cfg = ckpt_info(c)->cfg;
     if (o->set[FLAG_seq_length]) cfg->seq = (int)o->seq_length;
-    cfg->mb = o->set[FLAG_micro_batch_size] ? (int)o->micro_batch_size : 1;
+    cfg->micro_batch = o->set[FLAG_micro_batch_size] ? (int)o->micro_batch_size : 1;
     cfg->precision = precision_of(o, cfg->precision);
     model_cfg_even_chunks(cfg, 1);
-    if (cfg->seq < 1 || cfg->mb < 1) return io_fail(err, errlen, 2, "--seq-length/--micro-batch-size: must be at least 1");
+    if (cfg->seq < 1 || cfg->micro_batch < 1) return io_fail(err, errlen, 2, "--seq-length/--micro-batch-size: must be at least 1");
     if (o->batches < 1) return io_fail(err, errlen, 2, "--batches: %lld must be at least 1", (long long)o->batches);
     return 0;
 }
@@ -77,7 +77,7 @@ static int open_backend(eval_state *e, const wp_opts *o, char *err, size_t errle
     e->m = model_create(&e->L, e->k, kerr, sizeof kerr);
     if (!e->m) return io_fail(err, errlen, 1, "eval: %s", kerr);
     e->a = model_acts_create(e->m, 0);
-    size_t tokens = (size_t)e->L.cfg.mb * e->L.cfg.seq;
+    size_t tokens = (size_t)e->L.cfg.micro_batch * e->L.cfg.seq;
     e->h_in = malloc(tokens * sizeof *e->h_in);
     e->h_tgt = malloc(tokens * sizeof *e->h_tgt);
     e->d_in = kern_alloc(e->k, tokens * sizeof *e->d_in);
@@ -89,7 +89,7 @@ static int open_backend(eval_state *e, const wp_opts *o, char *err, size_t errle
 
 /* Micro-batch of sequences first .. first+b-1; rows past the last sequence carry no loss. */
 static int run_batch(eval_state *e, int64_t first, int64_t count, double *loss_sum, char *err, size_t errlen) {
-    const int b = e->L.cfg.mb, s = e->L.cfg.seq;
+    const int b = e->L.cfg.micro_batch, s = e->L.cfg.seq;
     for (int r = 0; r < b; r++) {
         int32_t *in = e->h_in + (size_t)r * s, *tgt = e->h_tgt + (size_t)r * s;
         if (first + r < count) {
@@ -118,7 +118,7 @@ static int evaluate(eval_state *e, const wp_opts *o, double *mean, char *err, si
         return io_fail(err, errlen, 2, "--batches: %lld sequences of %d tokens asked, %s holds %lld", (long long)count,
                        e->L.cfg.seq, o->data, (long long)loader_windows(e->data));
     double loss_sum = 0;
-    for (int64_t first = 0; rc == 0 && first < count; first += e->L.cfg.mb) rc = run_batch(e, first, count, &loss_sum, err, errlen);
+    for (int64_t first = 0; rc == 0 && first < count; first += e->L.cfg.micro_batch) rc = run_batch(e, first, count, &loss_sum, err, errlen);
     *mean = loss_sum / ((double)count * e->L.cfg.seq);
     return rc;
 }

@@ -75,7 +75,7 @@ static int load_checkpoint(sample_model *sm, const wp_opts *o, char *err, size_t
     if (rc == 0) rc = ckpt_open(&c, dir, err, errlen);
     if (rc) return rc;
     wp_model_cfg cfg = ckpt_info(c)->cfg;
-    cfg.mb = 1;
+    cfg.micro_batch = 1;
     cfg.precision = precision_of(o, cfg.precision);
     model_cfg_even_chunks(&cfg, 1);
     sm->positions = o->set[FLAG_seq_length] ? o->seq_length : cfg.seq;

@@ -104,7 +104,7 @@ static int timeline(const wp_opts *o, const wp_schedule *s, const wp_layout *L, 
 
 static void model_line(const wp_layout *L, bool raised) {
     const wp_model_cfg *m = &L->cfg;
-    printf("model: %d layers, h %d, s %d, b %d, %zu parameters, %s precision%s\n", m->n_layers, m->h, m->seq, m->mb,
+    printf("model: %d layers, h %d, s %d, b %d, %zu parameters, %s precision%s\n", m->n_layers, m->h, m->seq, m->micro_batch,
            L->total_numel, precision_name(m->precision),
            raised ? " (default model, layers raised to one per chunk for the byte counts)" : "");
 }

@@ -29,7 +29,7 @@ static void setting(const wp_opts *o, const wp_layout *L, const wp_machine *m, c
     const wp_model_cfg *c = &L->cfg;
     char a[32], b[32], d[32], e[32], f[32];
     printf("model: %d layers, h %d, ffn %d, %d heads, s %d, b %d, V %d: %.3g B parameters, %s precision%s\n", c->n_layers,
-           c->h, c->ffn, c->n_heads, c->seq, c->mb, c->vocab, (double)L->total_numel / 1e9, precision_name(c->precision),
+           c->h, c->ffn, c->n_heads, c->seq, c->micro_batch, c->vocab, (double)L->total_numel / 1e9, precision_name(c->precision),
            c->recompute ? ", recompute" : "");
     int per = m->ranks_per_node > 0 && m->ranks_per_node < ps->nranks ? m->ranks_per_node : m->ranks_per_node > 0 ? ps->nranks : 1;
     printf("ring: %d ranks, %d per node; inside a node %s/s %s, between nodes %s/s %s; %g TFLOP/s, memory %s/s\n",
@@ -39,7 +39,7 @@ static void setting(const wp_opts *o, const wp_layout *L, const wp_machine *m, c
     printf("chunks: %d of ", c->n_chunks); /* uneven with --chunk-layers (auto) */
     for (int k = 0; k < c->n_chunks; k++) printf("%s%d", k ? "," : "", c->chunk_layers[k]);
     printf(" layers\n");
-    printf("step: %d micro-batches of %d tokens\n\n", ps->nmb, c->mb * c->seq);
+    printf("step: %d micro-batches of %d tokens\n\n", ps->nmb, c->micro_batch * c->seq);
 }
 
 static void print_text(const row *rows, int n, double base) {
@@ -180,7 +180,7 @@ static int simulate_all(const wp_opts *o, const wp_pipe_shape *ps, const wp_layo
     int rc = 0;
     for (int i = 0; i < WP_STRAT_COUNT && !rc; i++) {
         rows[i] = (row){.st = (wp_strategy)i, .shown = all || strcmp(o->strategy, strategy_name((wp_strategy)i)) == 0};
-        if (!rows[i].shown && i != WP_STRAT_1F1B) continue;
+        if (!rows[i].shown && i != (int)strategy_baseline()) continue;
         wp_trace *ti = rows[i].shown ? t : NULL;
         if (needs_own_layout(o, rows[i].st, ps->nranks, L)) rc = one_own_layout(&rows[i], o, ps, m, ti, i);
         else rc = one(&rows[i], ps, L, &c, ti, i);
@@ -193,7 +193,8 @@ static int simulate_all(const wp_opts *o, const wp_pipe_shape *ps, const wp_layo
         rc = 1;
     }
     if (rc) return rc;
-    double base = rows[WP_STRAT_1F1B].ok ? rows[WP_STRAT_1F1B].tokens_s : 0;
+    const wp_strategy bs = strategy_baseline();
+    double base = rows[bs].ok ? rows[bs].tokens_s : 0;
     if (fmt == WP_FMT_CSV) {
         print_csv(rows, WP_STRAT_COUNT, base);
     } else if (fmt == WP_FMT_JSON) {
@@ -221,7 +222,7 @@ static int simulate_auto(const wp_opts *o, const wp_pipe_shape *ps, const wp_lay
     warmup_extra_from_opts(o, &warm, NULL, err, sizeof err);
     double base = 0;
     for (int i = 0; i < n; i++)
-        if (rows[i].st == WP_STRAT_1F1B && rows[i].b == L->cfg.mb && rows[i].nmb == ps->nmb && rows[i].warmup == warm &&
+        if (rows[i].st == strategy_baseline() && rows[i].b == L->cfg.micro_batch && rows[i].nmb == ps->nmb && rows[i].warmup == warm &&
             !rows[i].chunk_auto)
             base = rows[i].tokens_s;
     int nfit = 0;
@@ -244,7 +245,7 @@ static int simulate_auto(const wp_opts *o, const wp_pipe_shape *ps, const wp_lay
         char a[32], b[32], c[32];
         setting(o, L, m, ps);
         printf("%d configurations of %d sequences per step; those that fit in --device-memory, fastest first:\n\n", n,
-               L->cfg.mb * ps->nmb);
+               L->cfg.micro_batch * ps->nmb);
         printf("%4s %-20s %12s %12s %8s %14s %14s %9s  %s\n", "rank", "strategy", "step time", "tokens/s", "bubble",
                "sent/rank/step", "peak mem/rank", "vs 1f1b", "knobs");
         for (int i = 0; i < nfit; i++) {

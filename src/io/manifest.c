@@ -22,7 +22,7 @@ static json_t *model_json(const wp_model_cfg *c) {
     }
     json_t *m = json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:f, s:s}", "num-layers", c->n_layers, "hidden-size",
                           c->h, "ffn-hidden-size", c->ffn, "num-attention-heads", c->n_heads, "num-query-groups", c->n_kv_heads,
-                          "vocab-size", c->vocab, "seq-length", c->seq, "micro-batch-size", c->mb, "rope-theta", c->rope_theta,
+                          "vocab-size", c->vocab, "seq-length", c->seq, "micro-batch-size", c->micro_batch, "rope-theta", c->rope_theta,
                           "norm-eps", c->norm_eps, "init-std", c->init_std, "chunk-layers", chunks);
     /* written only when set, so manifests of plain models read the same as before */
     const wp_rope_scaling *r = &c->rope_scaling;
@@ -66,7 +66,7 @@ static json_t *files_json(const wp_manifest_file *files, int n) {
 int manifest_write(const char *path, const wp_ckpt_info *in, const wp_manifest_file *files, int n_files,
                    const wp_manifest_file *tokenizer, char *err, size_t errlen) {
     json_t *data = json_pack("{s:I, s:I, s:i, s:i}", "next_step", (json_int_t)in->step, "micro_batches",
-                             (json_int_t)in->micro_batches, "micro_batch_size", in->cfg.mb, "seq_length", in->cfg.seq);
+                             (json_int_t)in->micro_batches, "micro_batch_size", in->cfg.micro_batch, "seq_length", in->cfg.seq);
     json_t *root = json_pack("{s:s, s:i, s:I, s:I, s:f, s:I, s:I, s:o, s:s, s:i, s:o, s:o}", "format", WP_CKPT_FORMAT,
                              "version", WP_CKPT_VERSION, "step", (json_int_t)in->step, "optimizer_step",
                              (json_int_t)in->optimizer_step, "loss_scale", in->loss_scale, "loss_scale_clean_steps",
@@ -175,7 +175,7 @@ static int parse_shape(const ctx *x, json_t *m, wp_model_cfg *c) {
     if (!rc) rc = get_int32(x, m, "num-query-groups", 1, &c->n_kv_heads);
     if (!rc) rc = get_int32(x, m, "vocab-size", 2, &c->vocab);
     if (!rc) rc = get_int32(x, m, "seq-length", 1, &c->seq);
-    if (!rc) rc = get_int32(x, m, "micro-batch-size", 1, &c->mb);
+    if (!rc) rc = get_int32(x, m, "micro-batch-size", 1, &c->micro_batch);
     if (rc) return rc;
     if (c->h % c->n_heads || (c->h / c->n_heads) % 2 || c->n_heads % c->n_kv_heads)
         return io_fail(x->err, x->errlen, 2, "%s: model heads (%d query, %d key/value) do not divide hidden-size %d into even heads",

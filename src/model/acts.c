@@ -7,9 +7,9 @@
 
 wp_dims model_dims(const wp_model_cfg *cfg, wp_dtype compute) {
     wp_dims d;
-    d.b = cfg->mb;
+    d.b = cfg->micro_batch;
     d.s = cfg->seq;
-    d.T = cfg->mb * cfg->seq;
+    d.T = cfg->micro_batch * cfg->seq;
     d.h = cfg->h;
     d.nh = cfg->n_heads;
     d.nkv = cfg->n_kv_heads;
@@ -31,7 +31,7 @@ wp_dims model_dims(const wp_model_cfg *cfg, wp_dtype compute) {
 wp_dims model_dims_segment(const wp_model_cfg *cfg, wp_dtype compute, int t0, int t1) {
     wp_dims d = model_dims(cfg, compute);
     d.s = t1 - t0;
-    d.T = cfg->mb * d.s;
+    d.T = cfg->micro_batch * d.s;
     d.pos0 = t0;
     return d;
 }

@@ -132,12 +132,12 @@ void layout_chunk_params(const wp_layout *L, int c, int *first, int *end) {
 
 /* FLOPs of a chunk of `layers` blocks, with the LM head when it is the last chunk. */
 static wp_flops flops_of(const wp_model_cfg *m, int layers, bool last) {
-    double T = (double)m->mb * m->seq;
+    double T = (double)m->micro_batch * m->seq;
     double matmul = 0; /* multiply-adds per token in this chunk's matrix products */
     matmul += (double)layers * (double)(layout_block_numel(m) - 2 * (size_t)m->h);
     if (last) matmul += (double)m->vocab * m->h;
     /* causal attention: query i scores i+1 keys; QK^T and PV each 2 FLOPs per multiply-add */
-    double pairs = (double)m->mb * m->seq * (m->seq + 1.0) / 2.0;
+    double pairs = (double)m->micro_batch * m->seq * (m->seq + 1.0) / 2.0;
     double attn_fwd = 4.0 * pairs * m->n_heads * m->head_dim * layers;
     wp_flops f;
     f.fwd = 2.0 * T * matmul + attn_fwd;

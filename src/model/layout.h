@@ -24,7 +24,7 @@ typedef struct {
     int n_kv_heads;    /* key/value heads (grouped-query attention) */
     int head_dim;      /* h / n_heads */
     int seq;           /* s */
-    int mb;            /* micro-batch size b */
+    int micro_batch;   /* micro-batch size b (sequences); "mb" names a micro-batch index (ir.h) */
     int vocab;         /* V */
     double rope_theta;
     wp_rope_scaling rope_scaling; /* llama3 frequency scaling; factor 0: none */

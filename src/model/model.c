@@ -87,7 +87,7 @@ wp_model *model_create(const wp_layout *L, wp_kern *k, char *err, size_t errlen)
     m->L = *L;
     m->L.params = malloc((size_t)L->n_params * sizeof *L->params);
     m->chunks = calloc((size_t)L->cfg.n_chunks, sizeof *m->chunks);
-    m->host_losses = malloc((size_t)L->cfg.mb * (size_t)L->cfg.seq * sizeof(float));
+    m->host_losses = malloc((size_t)L->cfg.micro_batch * (size_t)L->cfg.seq * sizeof(float));
     if (!m->L.params || !m->chunks || !m->host_losses) return create_fail(m, err, errlen, "out of host memory");
     memcpy(m->L.params, L->params, (size_t)L->n_params * sizeof *L->params);
     for (int c = 0; c < L->cfg.n_chunks; c++)

@@ -68,7 +68,7 @@ wp_whole *whole_create(const wp_layout *L, wp_kern *k, wp_dtype gw_dtype, char *
     W->k = k;
     W->gt = gw_dtype;
     W->n_chunks = L->cfg.n_chunks;
-    W->T = (size_t)L->cfg.mb * (size_t)L->cfg.seq;
+    W->T = (size_t)L->cfg.micro_batch * (size_t)L->cfg.seq;
     W->act_bytes = W->T * (size_t)L->cfg.h * wp_dtype_size(kern_compute_dtype(k));
     W->m = model_create(L, k, err, errlen);
     if (!W->m) {
@@ -173,7 +173,7 @@ const void *whole_input_grad(const wp_whole *W, int c) { return c > 0 && c < W->
 
 int whole_load_random(wp_whole *W, uint64_t seed, char *err, size_t errlen) {
     const wp_layout *L = W->L;
-    size_t T = (size_t)L->cfg.mb * L->cfg.seq;
+    size_t T = (size_t)L->cfg.micro_batch * L->cfg.seq;
     float *params = malloc(L->total_numel * sizeof(float));
     int32_t *tok = malloc(2 * T * sizeof(int32_t));
     int rc = 1;

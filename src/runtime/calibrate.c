@@ -161,7 +161,7 @@ int calib_write_ini(const wp_calib *c, const wp_layout *L, int nranks, int ranks
     fprintf(f, "# weipipe train --calibrate, %s: %d rank%s over %s, %s backend, %d thread%s per rank, %.2f s\n", when,
             nranks, nranks == 1 ? "" : "s", transport, backend, c->threads, c->threads == 1 ? "" : "s", c->seconds);
     fprintf(f, "# model: %d layers, h %d, ffn %d, s %d, b %d, V %d, %d chunk%s, %s precision\n", m->n_layers, m->h, m->ffn,
-            m->seq, m->mb, m->vocab, m->n_chunks, m->n_chunks == 1 ? "" : "s", precision_name(m->precision));
+            m->seq, m->micro_batch, m->vocab, m->n_chunks, m->n_chunks == 1 ? "" : "s", precision_name(m->precision));
     fprintf(f, "# one micro-batch, whole model, median over the ranks' runs: forward %.4g ms (%.4g TFLOP/s), "
                "backward %.4g ms (%.4g TFLOP/s)\n", 1e3 * c->fwd_s, c->fwd_flops / c->fwd_s / 1e12, 1e3 * c->bwd_s,
             c->bwd_flops / c->bwd_s / 1e12);

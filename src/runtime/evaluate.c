@@ -36,7 +36,7 @@ int eval_create(rt_eval **out, const wp_schedule *s, int rank, wp_model *m, wp_o
     *e = (rt_eval){.s = s, .rank = rank, .m = m, .k = model_kern(m), .o = o, .t = t, .ctl = ctl, .data = data,
                    .batches = batches, .timeout = timeout};
     const wp_layout *L = model_layout(m);
-    size_t T = (size_t)L->cfg.mb * L->cfg.seq, most = 0;
+    size_t T = (size_t)L->cfg.micro_batch * L->cfg.seq, most = 0;
     wp_dtype ct = kern_compute_dtype(e->k), wt = precision_weight_dtype(L->cfg.precision);
     for (int c = 0; c < s->nchunks; c++) {
         if (s->nslices && L->chunk_numel[c] > most) most = L->chunk_numel[c]; /* every rank stages its slice */
@@ -71,7 +71,7 @@ void eval_destroy(rt_eval *e) {
 /* Micro-batch i: sequences i*b .. i*b+b-1 of the split in reading order. */
 static int load_batch(rt_eval *e, int i, char *err, size_t errlen) {
     const wp_layout *L = model_layout(e->m);
-    const int b = L->cfg.mb, s = L->cfg.seq;
+    const int b = L->cfg.micro_batch, s = L->cfg.seq;
     for (int r = 0; r < b; r++)
         if (loader_sequential(e->data, (int64_t)i * b + r, e->h_tok + (size_t)r * s, e->h_tgt + (size_t)r * s))
             return fail(err, errlen, loader_error(e->data));
@@ -120,7 +120,7 @@ static int gather_weights(rt_eval *e, int c, char *err, size_t errlen) {
 static int forward_chunk(rt_eval *e, int c, double *loss, char *err, size_t errlen) {
     const wp_layout *L = model_layout(e->m);
     const int last = e->s->nchunks - 1;
-    size_t act_bytes = (size_t)L->cfg.mb * L->cfg.seq * L->cfg.h * wp_dtype_size(kern_compute_dtype(e->k));
+    size_t act_bytes = (size_t)L->cfg.micro_batch * L->cfg.seq * L->cfg.h * wp_dtype_size(kern_compute_dtype(e->k));
     int prev = c > 0 ? e->s->owner[c - 1] : e->rank;
     if (prev != e->rank && move(e, false, prev, e->x[0], act_bytes, err, errlen)) return 1;
     wp_dtype wt = precision_weight_dtype(L->cfg.precision);
@@ -150,7 +150,7 @@ int eval_run(rt_eval *e, double *mean_loss, char *err, size_t errlen) {
             if (forward_chunk(e, c, &v[0], err, errlen)) return 1;
         }
     }
-    if (e->s->owner[e->s->nchunks - 1] == e->rank) v[1] = (double)e->batches * L->cfg.mb * L->cfg.seq;
+    if (e->s->owner[e->s->nchunks - 1] == e->rank) v[1] = (double)e->batches * L->cfg.micro_batch * L->cfg.seq;
     char why[300];
     if (ctl_allreduce(e->ctl, CTL_SUM, v, 2, why, sizeof why)) return fail(err, errlen, why);
     *mean_loss = v[0] / v[1];

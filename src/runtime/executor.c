@@ -11,7 +11,7 @@
 #include "rt_impl.h"
 #include "units.h"
 
-static size_t tokens_per_mb(const wp_layout *L) { return (size_t)L->cfg.mb * (size_t)L->cfg.seq; }
+static size_t tokens_per_mb(const wp_layout *L) { return (size_t)L->cfg.micro_batch * (size_t)L->cfg.seq; }
 
 int rt_create(wp_rt **out, const rt_config *cfg, char *err, size_t errlen) {
     wp_rt *rt = calloc(1, sizeof *rt);

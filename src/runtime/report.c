@@ -268,7 +268,7 @@ static void print_auto(const train_job *j, const train_totals *tot, const double
     const int N = j->nranks;
     double step = 0;
     for (int r = 0; r < N; r++) step += v[RV * r + 1] / N;
-    const double tokens = (double)j->L.cfg.mb * j->L.cfg.seq * j->nmb;
+    const double tokens = (double)j->L.cfg.micro_batch * j->L.cfg.seq * j->nmb;
     const double meas = tot->steady_steps > 0 && step > 0 ? tokens / (step / (double)tot->steady_steps) : NAN;
     if (meas > 0)
         printf("auto: %s predicted %.0f tokens/s, measured %.0f tokens/s (%.2fx; steps after the first)\n", j->o.strategy,

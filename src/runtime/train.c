@@ -74,7 +74,7 @@ static int prepare_schedule(train_job *j, char *err, size_t errlen) {
     if (j->o.seq_segments < 1 || j->o.seq_segments > WP_MAX_SEGMENTS)
         return fail(err, errlen, 2, "--seq-segments: %lld is not between 1 and %d", (long long)j->o.seq_segments,
                     WP_MAX_SEGMENTS);
-    if (st == WP_STRAT_SEQ1F1B && j->o.seq_segments > j->L.cfg.seq)
+    if (strategy_has(st, WP_TRAIT_SEGMENTS) && j->o.seq_segments > j->L.cfg.seq)
         return fail(err, errlen, 2, "--seq-segments: %lld segments need at least as many tokens per sequence (%d)",
                     (long long)j->o.seq_segments, j->L.cfg.seq);
     wp_gen_opts go = {.wzb2_owner_last = strcmp(j->o.wzb2_owner, "last") == 0,
@@ -121,7 +121,7 @@ static int check_val(train_job *j, const wp_loader *train, char *err, size_t err
     const wp_opts *o = &j->o;
     const wp_layout *L = &j->L;
     const char *flag = o->val_data[0] ? "--val-data" : "--data";
-    wp_loader_cfg lc = {.b = L->cfg.mb, .s = L->cfg.seq, .vocab = L->cfg.vocab, .micro_batches = 1, .seed = (uint64_t)o->seed};
+    wp_loader_cfg lc = {.b = L->cfg.micro_batch, .s = L->cfg.seq, .vocab = L->cfg.vocab, .micro_batches = 1, .seed = (uint64_t)o->seed};
     wp_loader *probe;
     int rc = loader_open_list(&probe, &j->val, flag, &lc, err, errlen);
     if (rc) return rc;
@@ -131,9 +131,9 @@ static int check_val(train_job *j, const wp_loader *train, char *err, size_t err
                   "dataset share one format",
                   flag, loader_shard_path(probe, 0), loader_shard_version(probe), shard_token_type(loader_shard_version(probe)),
                   loader_shard_path(train, 0), loader_shard_version(train), shard_token_type(loader_shard_version(train)));
-    else if (o->eval_every > 0 && loader_windows(probe) < o->eval_batches * L->cfg.mb)
+    else if (o->eval_every > 0 && loader_windows(probe) < o->eval_batches * L->cfg.micro_batch)
         rc = fail(err, errlen, 2, "--eval-batches: %" PRId64 " micro-batches of %d sequences asked, the validation shards (%s) hold %" PRId64,
-                  o->eval_batches, L->cfg.mb, flag, loader_windows(probe));
+                  o->eval_batches, L->cfg.micro_batch, flag, loader_windows(probe));
     loader_close(probe);
     int first, common;
     if (rc == 0 && shard_list_overlap(&j->val, &j->data, &first, &common))
@@ -145,7 +145,7 @@ static int check_val(train_job *j, const wp_loader *train, char *err, size_t err
 
 static int check_data(train_job *j, char *err, size_t errlen) {
     const wp_layout *L = &j->L;
-    wp_loader_cfg lc = {.b = L->cfg.mb, .s = L->cfg.seq, .vocab = L->cfg.vocab, .micro_batches = j->nmb,
+    wp_loader_cfg lc = {.b = L->cfg.micro_batch, .s = L->cfg.seq, .vocab = L->cfg.vocab, .micro_batches = j->nmb,
                         .seed = (uint64_t)j->o.seed};
     int rc = shard_list_resolve(&j->data, j->o.data, WP_SPLIT_TRAIN, "--data", false, err, errlen);
     if (rc == 0) rc = resolve_val(j, err, errlen);
@@ -395,7 +395,7 @@ static int open_optim(rank_state *r, wp_loss_scaler *scaler, char *err, size_t e
 static int open_data(rank_state *r, char *err, size_t errlen) {
     const train_job *j = r->j;
     const wp_layout *L = &j->L;
-    wp_loader_cfg lc = {.b = L->cfg.mb, .s = L->cfg.seq, .vocab = L->cfg.vocab, .micro_batches = j->nmb,
+    wp_loader_cfg lc = {.b = L->cfg.micro_batch, .s = L->cfg.seq, .vocab = L->cfg.vocab, .micro_batches = j->nmb,
                         .seed = (uint64_t)j->o.seed};
     int rc = loader_open_list(&r->data, &j->data, "--data", &lc, err, errlen);
     if (rc || j->o.eval_every == 0) return rc;
@@ -641,7 +641,7 @@ static void auto_search(const train_job *j, const wp_calib *cal, auto_msg *m) {
     *a = j->o;
     /* b and M stay (the data each step reads, hence the single-rank weights); the model is the
      * one given (never raised to more layers for more chunks) */
-    a->micro_batch_size = j->L.cfg.mb;
+    a->micro_batch_size = j->L.cfg.micro_batch;
     a->num_microbatches = j->nmb;
     a->num_layers = j->L.cfg.n_layers;
     a->set[FLAG_micro_batch_size] = a->set[FLAG_num_microbatches] = a->set[FLAG_num_layers] = true;

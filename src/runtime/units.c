@@ -38,7 +38,7 @@ bool rt_seg_has_prev(const wp_rt *rt, int mb) { return seg_of(rt, mb) > 0; }
 int rt_seg_sample(const wp_rt *rt, int mb) { return mb / nseg(rt); }
 
 void rt_seg_upload(wp_rt *rt, int mb, int32_t *d_tok, int32_t *d_tgt) {
-    const int b = rt->c.L->cfg.mb, s = rt->c.L->cfg.seq, j = seg_of(rt, mb);
+    const int b = rt->c.L->cfg.micro_batch, s = rt->c.L->cfg.seq, j = seg_of(rt, mb);
     const int t0 = nseg(rt) == 1 ? 0 : rt->seg_t[j], len = nseg(rt) == 1 ? s : rt->seg_t[j + 1] - t0;
     const size_t row = (size_t)len * sizeof(int32_t);
     for (int r = 0; r < b; r++) {
@@ -54,11 +54,11 @@ double rt_seg_share(const wp_rt *rt, const wp_action *x) {
 }
 
 int64_t rt_seg_tokens(const wp_rt *rt, int mb) {
-    const int b = rt->c.L->cfg.mb, j = seg_of(rt, mb);
+    const int b = rt->c.L->cfg.micro_batch, j = seg_of(rt, mb);
     int len = nseg(rt) == 1 ? rt->c.L->cfg.seq : rt->seg_t[j + 1] - rt->seg_t[j];
     return (int64_t)b * len;
 }
 
 double rt_seg_step_tokens(const wp_rt *rt) {
-    return (double)sched_samples(rt->c.s) * rt->c.L->cfg.mb * rt->c.L->cfg.seq;
+    return (double)sched_samples(rt->c.s) * rt->c.L->cfg.micro_batch * rt->c.L->cfg.seq;
 }

@@ -4,6 +4,7 @@
  * queued SEND to the same (peer, channel) has been posted, which keeps the FIFO pairing of the
  * IR even when a relay's data is still arriving. Waits service every pending request of the
  * rank (not only the awaited one), so relays keep moving while this rank waits. */
+#include <assert.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,16 @@
 
 #include "clock.h"
 #include "rt_impl.h"
+
+/* The executor posts an action's IR channel (ir.h's WP_SCH_*) as the transport's channel number
+ * unchanged: here, where both headers are visible (the IR sits above ring/), the numbers must
+ * agree and every IR channel must be one the transport has. */
+#define WP_SAME_CHANNEL_(n) ((int)WP_SCH_##n == (int)WP_CH_##n)
+static_assert(WP_SAME_CHANNEL_(WFWD) && WP_SAME_CHANNEL_(WBWD) && WP_SAME_CHANNEL_(GRAD) && WP_SAME_CHANNEL_(ACT) &&
+                  WP_SAME_CHANNEL_(ACTGRAD),
+              "ir.h's channels and ring/transport.h's conventional ones");
+#undef WP_SAME_CHANNEL_
+static_assert(WP_SCH_COUNT <= WP_MAX_CHANNELS, "every IR channel is a transport channel");
 
 int rt_fail(wp_rt *rt, char *err, size_t errlen, const char *fmt, ...) {
     char what[2048], text[96];

@@ -1,5 +1,6 @@
-/* Inside the schedule engine (engine.h): its state, shared by engine.c (the IR's semantics:
- * buffers, matching, actions, checks) and engine_links.c (the link and time model). */
+/* Inside the schedule engine (engine.h): its state, shared by the IR's semantics (engine.c: checks
+ * and the main loop; engine_bufs.c: buffers; engine_actions.c: matching and actions) and engine_links.c (the link and
+ * time model). */
 #ifndef WP_SCHEDULE_ENGINE_IMPL_H
 #define WP_SCHEDULE_ENGINE_IMPL_H
 
@@ -126,9 +127,49 @@ typedef struct {
     bool progress;
 } eng;
 
-/* engine.c */
+/* engine_bufs.c: grow *p to hold need elements; engine_actions.c: the channel src -> dst, ch */
 int engine_grow(void **p, int *cap, int need, size_t elem);
 chan *engine_get_chan(eng *e, int src, int dst, int ch);
+
+/* engine_bufs.c: the buffers a rank holds (instances), errors that name their action */
+int eng_oom(eng *e);
+const char *eng_step_note(const eng *e, int step);
+/* "rank R, action I (TEXT): message"; ERROR. */
+int eng_fail_at(eng *e, int rank, int step, int idx, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+int eng_fail_plain(eng *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+char *eng_rel_name(wp_buf b, int step, char *out, size_t len);
+inst *eng_find(rstate *R, wp_buf b);
+int eng_expand(const eng *e, wp_buf b, wp_buf *out);
+int eng_bad_slicing(eng *e, int r, int step, int idx, wp_buf b);
+void eng_wait_for(rstate *R, int why, wp_buf b, int step);
+const char *eng_freed_note(const eng *e, const rstate *R, wp_buf b, int step, char *out, size_t len);
+size_t eng_acts_bytes_of(const eng *e, int c, int mb, bool kept);
+void eng_note_peaks(eng *e, int r);
+inst *eng_create(eng *e, int r, wp_buf b, bool present, int step, int idx);
+int eng_destroy(eng *e, int r, inst *in, int step, int idx);
+int eng_first_common(const uint64_t *a, const uint64_t *b, int n);
+/* A buffer an action reads or writes: DONE with *out, BLOCKED while it arrives, ERROR. */
+int eng_need_one(eng *e, int r, int step, int idx, wp_buf b, bool write, inst **out);
+int eng_need_all(eng *e, int r, int step, int idx, wp_buf b, bool write, inst **out, int *n);
+int eng_need(eng *e, int r, int step, int idx, wp_buf b, bool write, inst **out);
+
+/* engine_actions.c: what each action does (transfers posted and matched, computes, the
+ * optimizer's pieces); run rank r's list as far as it can go at e->now. */
+void eng_advance_rank(eng *e, int r);
+
+/* One (chunk, micro-batch) entry of a per-chunk-and-micro-batch table of st (a step's state). */
+#define AT(arr, c, mb) (st->arr[(c) * e->M + (mb)])
+
+/* Small questions about names (ir.h: a sliced schedule holds W and GW as slices). */
+static inline wp_buf absolute(wp_buf b, int step) {
+    if (b.kind == WP_BUF_W) b.idx += step;
+    return b;
+}
+static inline bool sliceable(wp_buf b) { return b.kind == WP_BUF_W || b.kind == WP_BUF_GW; }
+static inline wp_buf whole_of(wp_buf b) { return buf_slice(b, 0, 0); }
+static inline int slice_of(wp_buf b) { return b.nslices ? b.slice : 0; }
+static inline bool bit(const uint64_t *s, int i) { return s[i / 64] >> (i % 64) & 1; }
+static inline void set_bit(uint64_t *s, int i) { s[i / 64] |= 1ull << (i % 64); }
 
 /* engine_links.c: the link and time model */
 /* Bandwidth and latency of the link src -> dst (node link or the link between nodes). */

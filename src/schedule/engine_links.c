@@ -5,7 +5,7 @@
  * direction per node: every flow that leaves a node shares its egress NIC, every flow that
  * enters one its ingress NIC, max-min fair (elink_share), recomputed at every event. Time moves
  * from event to event: the next compute end, arrival, last byte, or step decision. The IR's
- * semantics (what may be posted, matched, created or freed, and the checks) are engine.c's. */
+ * semantics (what may be posted, matched, created or freed, and the checks) are engine_actions.c's and engine.c's. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

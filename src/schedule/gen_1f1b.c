@@ -4,7 +4,7 @@
  * goes r -> r-1 after BW; each rank posts the receive of its next input one op ahead, and frees
  * a sent buffer after its next compute (so it never waits for its own send). With uniform
  * stages the bubble is (N-1)/(M+N-1) of the step. */
-#include "schedule.h"
+#include "gen_common.h"
 
 typedef struct {
     wp_schedule *s;
@@ -74,5 +74,16 @@ int gen_1f1b(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen) {
         int rc = gen_rank(s, opt, r, err, errlen);
         if (rc) return rc;
     }
+    return 0;
+}
+
+/* 1f1b receives one item ahead and frees a sent buffer after its next compute: a rank more than 4
+ * warm-up forwards ahead of the next one waits for it in a circle (found by generating every N in
+ * {4,8,16}, ranks per node, M in {N,2N,4N}: 3 always runs, 4 never). */
+int gen_check_1f1b(int nranks, int nmb, int nchunks, const wp_gen_opts *opt, char *err, size_t errlen) {
+    (void)nmb, (void)nchunks;
+    if (gen_warmup_extra(opt, WP_STRAT_1F1B, nranks, 0) > 0 && opt->warmup_extra > WP_1F1B_MAX_WARMUP_EXTRA)
+        return gen_bad(err, errlen, "--warmup-extra: 1f1b takes at most %d extra warm-up forwards per slow hop, not %d",
+                       WP_1F1B_MAX_WARMUP_EXTRA, opt->warmup_extra);
     return 0;
 }

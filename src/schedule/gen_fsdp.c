@@ -32,7 +32,7 @@
  * each chunk's weights and its BW adds straight into the fp32 accumulator (to_master). */
 #include <stdlib.h>
 
-#include "schedule.h"
+#include "gen_common.h"
 
 typedef struct {
     int chunk, hop;
@@ -155,7 +155,8 @@ static void backward(fsdp_rank *g, int mb) {
     }
 }
 
-int gen_fsdp(wp_schedule *s, char *err, size_t errlen) {
+int gen_fsdp(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen) {
+    (void)opt;
     const int N = s->nranks, k = s->nmb / N;
     s->split = false;
     s->nslices = N > 1 ? N : 0;

@@ -5,9 +5,10 @@
  * rank, against at most N in 1F1B. With uniform stages the step lasts (M+N-1)(F+B) for any F/B
  * ratio, a bubble of (N-1)/(M+N-1) as in 1F1B. Transfers, loads and frees: act_build.h. */
 #include "act_build.h"
-#include "schedule.h"
+#include "gen_common.h"
 
-int gen_gpipe(wp_schedule *s, char *err, size_t errlen) {
+int gen_gpipe(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen) {
+    (void)opt;
     act_plan p;
     act_plan_init(&p, s);
     s->split = false;

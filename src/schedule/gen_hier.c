@@ -46,7 +46,7 @@
 #include <string.h>
 
 #include "ring_build.h"
-#include "schedule.h"
+#include "gen_common.h"
 
 typedef struct {
     wp_schedule *s;
@@ -275,4 +275,13 @@ int gen_hier(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen) {
     for (int j = 0; j < h.K && !rc; j++) rc = node_ring(&h, j);
     free(h.kept);
     return rc ? rc : h.rc;
+}
+
+/* K nodes of G ranks, a node's ring over G chunks: G divides N and C = G. */
+int gen_check_hier(int nranks, int nmb, int nchunks, const wp_gen_opts *opt, char *err, size_t errlen) {
+    (void)nmb;
+    int G, rc = gen_check_nodes(strategy_name(WP_STRAT_HIER), nranks, opt, &G, err, errlen);
+    if (!rc && nchunks != G)
+        rc = gen_bad(err, errlen, "--num-chunks: weipipe-hier needs one chunk per rank of a node (%d), not %d", G, nchunks);
+    return rc;
 }

@@ -16,7 +16,7 @@
  * both orders are plain 1F1B (N-r-1 warm-up forwards). Transfers: act_build.h (the output of
  * rank N-1's chunks wraps to rank 0). */
 #include "act_build.h"
-#include "schedule.h"
+#include "gen_common.h"
 
 typedef struct {
     int N, v, g, r;
@@ -63,4 +63,15 @@ int gen_i1f1b(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen) 
         rank_order(&p, &l, s->nmb);
     }
     return act_build(&p, err, errlen);
+}
+
+/* C = vN is the shared shape check's (WP_CHUNKS_V_PER_RANK); here M: depth-first interleaving
+ * walks the chunks in groups of N micro-batches (Megatron's rule), breadth-first takes any M. */
+int gen_check_i1f1b(int nranks, int nmb, int nchunks, const wp_gen_opts *opt, char *err, size_t errlen) {
+    (void)nchunks;
+    if (opt->i1f1b_breadth_first || nmb % nranks == 0) return 0;
+    int lo = nmb / nranks * nranks;
+    if (lo == 0) lo = nranks;
+    return gen_bad(err, errlen, "--num-microbatches: interleaved-1f1b depth-first needs a multiple of --nranks %d (e.g. "
+                   "%d or %d), not %d; --i1f1b-order breadth-first takes any", nranks, lo, lo + nranks, nmb);
 }

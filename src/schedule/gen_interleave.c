@@ -10,7 +10,7 @@
 #include <stdlib.h>
 
 #include "ring_build.h"
-#include "schedule.h"
+#include "gen_common.h"
 
 int interleave_place(ring_plan *p, char *err, size_t errlen) {
     const int N = p->s->nranks, k = p->s->nmb / N;
@@ -25,7 +25,8 @@ int interleave_place(ring_plan *p, char *err, size_t errlen) {
     return rc;
 }
 
-int gen_interleave(wp_schedule *s, char *err, size_t errlen) {
+int gen_interleave(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen) {
+    (void)opt;
     const int N = s->nranks;
     for (int c = 0; c < N; c++) s->owner[c] = (N - c) % N;
     s->split = false;

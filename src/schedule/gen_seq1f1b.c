@@ -21,7 +21,7 @@
 #include <stdlib.h>
 
 #include "act_build.h"
-#include "schedule.h"
+#include "gen_common.h"
 #include "seq_split.h"
 
 /* The backward order: samples in order, the segments of each from last to first. */

@@ -20,7 +20,7 @@
  * GW[c].s and SENDs that to the owner (channel xnode); the owner ACCs the K-1 node sums (the
  * first one's RECV posted when its round begins, the others at the round's end: a rank never
  * holds two buffers of one name). REDUCE and the owners' UPDATEs end the step. */
-#include "schedule.h"
+#include "gen_common.h"
 
 typedef struct {
     wp_schedule *s;
@@ -161,4 +161,11 @@ int gen_tawpipe(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen
         if (t.rc) return t.rc;
     }
     return 0;
+}
+
+/* K nodes of G ranks: G divides N (C = N is the shared shape check's). */
+int gen_check_tawpipe(int nranks, int nmb, int nchunks, const wp_gen_opts *opt, char *err, size_t errlen) {
+    (void)nmb, (void)nchunks;
+    int G;
+    return gen_check_nodes(strategy_name(WP_STRAT_TAWPIPE), nranks, opt, &G, err, errlen);
 }

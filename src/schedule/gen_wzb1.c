@@ -27,9 +27,10 @@
 #include <stdlib.h>
 
 #include "ring_build.h"
-#include "schedule.h"
+#include "gen_common.h"
 
-int gen_wzb1(wp_schedule *s, char *err, size_t errlen) {
+int gen_wzb1(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen) {
+    (void)opt;
     const int N = s->nranks, k = s->nmb / N;
     for (int c = 0; c < N; c++) s->owner[c] = (N - c) % N;
     s->split = true;

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 
 #include "ring_build.h"
-#include "schedule.h"
+#include "gen_common.h"
 
 int gen_wzb2(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen) {
     const int N = s->nranks, k = s->nmb / N;

@@ -10,7 +10,7 @@
  * shrinks from (N-1)(F+B+W) to (N-1)(F+B-W) (the paper's figure 3; exact with F = B = W and free
  * links). This is the order of the authors' exact-semantics ZB-H1 schedule. */
 #include "act_build.h"
-#include "schedule.h"
+#include "gen_common.h"
 
 static void rank_order(act_plan *p, int r, int N, int M, int extra) {
     int nf = 0, nb = 0, nw = 0;

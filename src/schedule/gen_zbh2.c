@@ -13,7 +13,7 @@
  * first), so the fill of (N-1)F stays: bubble (N-1)F / (M(F+B+W) + (N-1)F), the least any
  * schedule with a step barrier can reach. */
 #include "act_build.h"
-#include "schedule.h"
+#include "gen_common.h"
 
 static void rank_order(act_plan *p, int r, int N, int M, int extra) {
     int nf = 0, nb = 0, nw = 0;

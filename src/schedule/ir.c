@@ -4,25 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const strategy_names[WP_STRAT_COUNT] = {
-    [WP_STRAT_1F1B] = "1f1b", [WP_STRAT_NAIVE] = "weipipe-naive", [WP_STRAT_INTERLEAVE] = "weipipe-interleave",
-    [WP_STRAT_WZB1] = "wzb1", [WP_STRAT_WZB2] = "wzb2",
-    [WP_STRAT_GPIPE] = "gpipe", [WP_STRAT_I1F1B] = "interleaved-1f1b", [WP_STRAT_ZBH1] = "zb-h1", [WP_STRAT_ZBH2] = "zb-h2",
-    [WP_STRAT_FSDP] = "fsdp", [WP_STRAT_SEQ1F1B] = "seq1f1b",
-    [WP_STRAT_HIER] = "weipipe-hier", [WP_STRAT_TAWPIPE] = "tawpipe",
-};
-
-const char *strategy_name(wp_strategy s) { return s < WP_STRAT_COUNT ? strategy_names[s] : "?"; }
-
-bool strategy_parse(const char *name, wp_strategy *s) {
-    for (int i = 0; i < WP_STRAT_COUNT; i++)
-        if (strcmp(name, strategy_names[i]) == 0) {
-            *s = (wp_strategy)i;
-            return true;
-        }
-    return false;
-}
-
 const char *op_name(wp_op op) {
     static const char *const names[WP_OP_COUNT] = {
         "F", "B", "W", "BW", "SEND", "RECV", "LOAD", "ZERO", "ACC", "REDUCE", "UPDATE", "FREE", "FOLD", "DUP", "TOUT",
@@ -166,7 +147,7 @@ size_t buf_bytes(const wp_layout *L, wp_buf b) {
     case WP_BUF_W: return numel * wp_dtype_size(precision_weight_dtype(m->precision));
     case WP_BUF_GW: return numel * wp_dtype_size(b.lane == WP_LANE_SUM ? WP_F32 : precision_grad_dtype(m->precision));
     case WP_BUF_A:
-    case WP_BUF_GA: return (size_t)m->mb * m->seq * m->h * wp_dtype_size(precision_act_dtype(m->precision));
+    case WP_BUF_GA: return (size_t)m->micro_batch * m->seq * m->h * wp_dtype_size(precision_act_dtype(m->precision));
     default: return 0;
     }
 }

@@ -129,23 +129,7 @@
 #include <stdio.h>
 
 #include "layout.h"
-
-typedef enum {
-    WP_STRAT_1F1B = 0,
-    WP_STRAT_NAIVE,
-    WP_STRAT_INTERLEAVE,
-    WP_STRAT_WZB1,
-    WP_STRAT_WZB2,
-    WP_STRAT_GPIPE,   /* the activation-passing baselines (act_build.h) */
-    WP_STRAT_I1F1B,
-    WP_STRAT_ZBH1,
-    WP_STRAT_ZBH2,
-    WP_STRAT_FSDP,    /* ZeRO-3 data parallel over sliced weights (gen_fsdp.c) */
-    WP_STRAT_SEQ1F1B, /* 1F1B over sequence segments (gen_seq1f1b.c, nseg) */
-    WP_STRAT_HIER,    /* WeiPipe rings inside nodes, one exchange across nodes per step (gen_hier.c) */
-    WP_STRAT_TAWPIPE, /* TawPipe: chunks owned across nodes, broadcast inside (gen_tawpipe.c) */
-    WP_STRAT_COUNT
-} wp_strategy;
+#include "strategy.h" /* wp_strategy, its names and traits (strategies.def) */
 
 typedef enum {
     WP_OP_F = 0,
@@ -177,7 +161,8 @@ enum { WP_LANE_OWN = 0, WP_LANE_PART = 1, WP_LANE_SUM = 2 };
  * accumulator, and the embedding's updated fp32 master on its way to the head's. */
 enum { WP_TIE_GRAD = 0, WP_TIE_WEIGHT = 1 };
 
-/* Channels; the numbers agree with ring/transport.h's conventional ones. */
+/* Channels; the numbers agree with ring/transport.h's conventional ones (static_assert in
+ * src/runtime/xfer.c, the first layer that sees both). */
 enum {
     WP_SCH_WFWD = 0,   /* forward weights, r -> r+1 */
     WP_SCH_WBWD = 1,   /* backward weights */
@@ -233,10 +218,6 @@ typedef struct {
 } wp_schedule;
 
 /* Names. */
-const char *strategy_name(wp_strategy s);
-/* Whether name is a strategy (then *s is set). A question, not a fallible call: it has no err
- * because each caller words the refusal for its own command (schedule: "all is for simulate"). */
-bool strategy_parse(const char *name, wp_strategy *s);
 const char *op_name(wp_op op);
 const char *channel_name(int ch);
 /* "W[3]@0", "W[3]@0.b", "GW[3]", "A[2][5]", "GA[2][5]" */

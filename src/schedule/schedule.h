@@ -1,4 +1,5 @@
-/* Schedule generators: one pure function per strategy, (N, M, C) -> IR (ir.h).
+/* Schedule generators: one pure function per strategy, (N, M, C) -> IR (ir.h); the strategies and
+ * their generators are the rows of strategies.def (strategy.h: names, traits, default chunks).
  *
  * Accepted shapes (anything else is bad input, return code 2 with a one-line reason):
  *   - N >= 1 ranks, M >= 1 micro-batches per step.
@@ -33,7 +34,7 @@ typedef struct {
     bool i1f1b_breadth_first; /* interleaved-1f1b: breadth-first loop order (else depth-first) */
     int seq_segments; /* seq1f1b: segments k per micro-batch; 0 = WP_SEQ1F1B_DEFAULT_SEGMENTS */
     /* Extra warm-up before a slow hop (1f1b, zb-h1, zb-h2, seq1f1b; not gpipe nor
-     * interleaved-1f1b: generate.c says why). A slow hop is a node boundary, after rank q with
+     * interleaved-1f1b: gen_common.c says why). A slow hop is a node boundary, after rank q with
      * (q+1) mod ranks_per_node = 0. Rank r runs warmup_extra more warm-up forwards than the
      * textbook count for every slow hop downstream of it (capped at its micro-batches), so the
      * round trip over the slow link overlaps forwards instead of sitting on the critical path
@@ -43,12 +44,12 @@ typedef struct {
      * 0 = the textbook schedule; ranks_per_node 0 (or >= N) = no slow hop. */
     int warmup_extra;
     /* warmup_extra is --warmup-extra auto's choice: it applies to 1f1b and seq1f1b only (zb-h1,
-     * zb-h2 measured slower with it: generate.c); an explicit count applies as given. */
+     * zb-h2 measured slower with it: gen_common.c); an explicit count applies as given. */
     bool warmup_auto;
     int ranks_per_node; /* also weipipe-hier, tawpipe: G ranks per node (0 = all ranks on one node) */
 } wp_gen_opts;
 
-#define WP_1F1B_MAX_WARMUP_EXTRA 3 /* more is bad input for 1f1b (generate.c says why) */
+#define WP_1F1B_MAX_WARMUP_EXTRA 3 /* more is bad input for 1f1b (gen_1f1b.c says why) */
 
 /* Extra warm-up forwards of rank r (the rule above). */
 int gen_warmup_extra(const wp_gen_opts *opt, wp_strategy s, int nranks, int r);
@@ -70,25 +71,5 @@ int schedule_tie(wp_schedule *s, const wp_layout *L, char *err, size_t errlen);
 
 /* The shape check alone (2 with a reason, or 0). */
 int schedule_check_shape(wp_strategy s, int nranks, int nmb, int nchunks, char *err, size_t errlen);
-
-/* One generator per strategy (called by schedule_generate after the shape check). */
-int gen_1f1b(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen);
-int gen_naive(wp_schedule *s, char *err, size_t errlen);
-int gen_interleave(wp_schedule *s, char *err, size_t errlen);
-int gen_wzb1(wp_schedule *s, char *err, size_t errlen);
-int gen_wzb2(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen);
-int gen_fsdp(wp_schedule *s, char *err, size_t errlen);
-int gen_gpipe(wp_schedule *s, char *err, size_t errlen);
-int gen_i1f1b(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen);
-int gen_zbh1(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen);
-int gen_zbh2(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen);
-int gen_seq1f1b(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen);
-int gen_hier(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen);
-int gen_tawpipe(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen);
-
-/* Chunks a strategy uses when --num-chunks is 0: two per rank for interleaved-1f1b (v = 2, the
- * smallest interleaving), one per rank of a node for weipipe-hier (ranks_per_node; 0 = all ranks
- * on one node), one per rank for the others. */
-int strategy_default_chunks(wp_strategy s, int nranks, int ranks_per_node);
 
 #endif

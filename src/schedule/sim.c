@@ -67,7 +67,7 @@ int simulate(const wp_schedule *s, const wp_layout *L, const wp_costs *c, bool r
         return 1;
     }
     out->step_s = out->run.step_end[1] - out->run.step_end[0];
-    double tokens = L ? (double)sched_samples(s) * L->cfg.mb * L->cfg.seq : (double)sched_samples(s);
+    double tokens = L ? (double)sched_samples(s) * L->cfg.micro_batch * L->cfg.seq : (double)sched_samples(s);
     out->tokens_per_s = out->step_s > 0 ? tokens / out->step_s : 0;
     double busy = 0;
     for (int r = 0; r < N; r++) {

@@ -93,7 +93,7 @@ static wp_model_cfg paper_cfg(int layers, int seq, int chunks) {
     c.n_kv_heads = 32;
     c.head_dim = 128;
     c.seq = seq;
-    c.mb = 1;
+    c.micro_batch = 1;
     c.vocab = 32000;
     c.rope_theta = 10000;
     c.norm_eps = 1e-5;

@@ -35,7 +35,7 @@ static wp_model_cfg make_cfg(const model_case *mc, bool recompute) {
     c.n_kv_heads = mc->kv_heads;
     c.head_dim = mc->h / mc->heads;
     c.seq = mc->seq;
-    c.mb = mc->batch;
+    c.micro_batch = mc->batch;
     c.vocab = mc->vocab;
     c.rope_theta = 10000;
     c.norm_eps = 1e-5;

@@ -29,7 +29,7 @@ wp_model_cfg shape_cfg(int layers, int h, int heads, int kv_heads, int ffn, int 
     c.n_kv_heads = kv_heads;
     c.head_dim = h / heads;
     c.seq = seq;
-    c.mb = batch;
+    c.micro_batch = batch;
     c.vocab = vocab;
     c.rope_theta = 10000;
     c.norm_eps = 1e-5;
@@ -63,7 +63,7 @@ void harness_open(harness *H, const wp_model_cfg *cfg, uint64_t seed, wp_dtype g
     CHECK(H->k, "kern_create: %s", err);
     H->W = whole_create(&H->L, H->k, gt, err, sizeof err);
     CHECK(H->W, "whole_create: %s", err);
-    H->T = (size_t)cfg->mb * cfg->seq;
+    H->T = (size_t)cfg->micro_batch * cfg->seq;
     H->N = H->L.total_numel;
     H->params = xmalloc_floats(H->N);
     H->inputs = malloc(2 * H->T * sizeof(int32_t));

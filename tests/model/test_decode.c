@@ -29,7 +29,7 @@ static void reference_logits(const wp_model_cfg *shape, const float *params, con
     char err[512];
     wp_model_cfg cfg = *shape;
     cfg.seq = S;
-    cfg.mb = 1;
+    cfg.micro_batch = 1;
     model_cfg_even_chunks(&cfg, 1);
     wp_layout L;
     CHECK(layout_build(&cfg, &L, err, sizeof err) == 0, "layout_build: %s", err);

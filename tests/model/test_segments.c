@@ -40,7 +40,7 @@ static void *dev_alloc(harness *H, size_t bytes) {
 
 /* The slice [t0, t1) of every row of a host [b, s] token array, uploaded. */
 static int32_t *upload_slice(harness *H, const int32_t *src, int t0, int t1) {
-    const int b = H->L.cfg.mb, s = H->L.cfg.seq, len = t1 - t0;
+    const int b = H->L.cfg.micro_batch, s = H->L.cfg.seq, len = t1 - t0;
     int32_t *host = malloc((size_t)b * len * sizeof *host);
     CHECK(host, "malloc: tokens");
     for (int bi = 0; bi < b; bi++) memcpy(host + (size_t)bi * len, src + (size_t)bi * s + t0, (size_t)len * sizeof *host);
@@ -58,7 +58,7 @@ static void seg_open(seg_run *R, harness *H, int k, const int *bounds) {
     memcpy(R->bounds, bounds, (size_t)(k + 1) * sizeof *bounds);
     R->m = model_create(&H->L, H->k, err, sizeof err);
     CHECK(R->m, "model_create: %s", err);
-    const int C = H->L.cfg.n_chunks, b = H->L.cfg.mb, h = H->L.cfg.h;
+    const int C = H->L.cfg.n_chunks, b = H->L.cfg.micro_batch, h = H->L.cfg.h;
     for (int c = 0; c < C; c++) {
         size_t n = H->L.chunk_numel[c];
         R->w[c] = dev_alloc(H, n * sizeof(float));
@@ -174,7 +174,7 @@ static void check_split(harness *H, const float *g_ref, double l_ref, int k, con
     double lerr = fabs(l - l_ref) / fabs(l_ref);
     check_say(err <= GRAD_TOL && lerr <= LOSS_TOL,
               "L=%d h=%d b=%d s=%d chunks %-5s%s k=%d [%s] %s: loss rel err %.2e, worst gradient rel err %.2e (%s)",
-              H->L.cfg.n_layers, H->L.cfg.h, H->L.cfg.mb, H->L.cfg.seq, chunks_str(&H->L.cfg),
+              H->L.cfg.n_layers, H->L.cfg.h, H->L.cfg.micro_batch, H->L.cfg.seq, chunks_str(&H->L.cfg),
               H->L.cfg.recompute ? " recompute" : "", k, bounds_str(bounds, k), split ? "B+W" : "fused", lerr, err,
               worst_name);
     free(g);
@@ -213,7 +213,7 @@ static void check_link_refused(const wp_model_cfg *cfg, int t0, int t1, bool wit
     bool refused = !bad;
     if (bad) {
         /* unlinked: its F must refuse (it would attend to keys that are not there) */
-        size_t n = (size_t)cfg->mb * (t1 - t0);
+        size_t n = (size_t)cfg->micro_batch * (t1 - t0);
         int32_t *tok = dev_alloc(&H, n * sizeof *tok);
         void *x_out = dev_alloc(&H, n * (size_t)cfg->h * sizeof(float));
         kern_zero(H.k, tok, n * sizeof *tok);

@@ -47,7 +47,7 @@ static void compare_case(const wp_model_cfg *cfg, wp_dtype gt) {
     if (check_failures() == before)
         printf("ok   L=%d h=%d s=%d b=%d V=%d chunks %-8s gW %s: %zu gradients and %d input gradients bit-identical, "
                "loss %.7f\n",
-               cfg->n_layers, cfg->h, cfg->seq, cfg->mb, cfg->vocab, chunks_str(cfg), wp_dtype_name(gt), H.N, n - 1, lf);
+               cfg->n_layers, cfg->h, cfg->seq, cfg->micro_batch, cfg->vocab, chunks_str(cfg), wp_dtype_name(gt), H.N, n - 1, lf);
     free(gs);
     free(gf);
     free(is);

@@ -20,7 +20,7 @@ static void same(double got, double want, const char *what, int c) {
 static void one(int layers, int h, int heads, int kv, int ffn, int seq, int mb, int vocab, int chunks, bool recompute,
                 double tflops) {
     wp_model_cfg cfg = {.n_layers = layers, .h = h, .ffn = ffn, .n_heads = heads, .n_kv_heads = kv, .head_dim = h / heads,
-                        .seq = seq, .mb = mb, .vocab = vocab, .rope_theta = 1e4, .norm_eps = 1e-5, .init_std = 0.02,
+                        .seq = seq, .micro_batch = mb, .vocab = vocab, .rope_theta = 1e4, .norm_eps = 1e-5, .init_std = 0.02,
                         .recompute = recompute, .precision = WP_PREC_MIXED};
     model_cfg_even_chunks(&cfg, chunks);
     wp_layout L;

@@ -137,7 +137,7 @@ static void interleaved_traffic(void) {
         for (int v = 2; v <= 3; v++) {
             const int M = 2 * N, C = v * N;
             wp_model_cfg c = {.n_layers = C, .h = 32, .ffn = 96, .n_heads = 4, .n_kv_heads = 4, .head_dim = 8, .seq = 16,
-                              .mb = 2, .vocab = 64, .rope_theta = 1e4, .norm_eps = 1e-5, .init_std = 0.02,
+                              .micro_batch = 2, .vocab = 64, .rope_theta = 1e4, .norm_eps = 1e-5, .init_std = 0.02,
                               .precision = WP_PREC_MIXED};
             model_cfg_even_chunks(&c, C);
             wp_layout L;

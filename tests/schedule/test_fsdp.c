@@ -26,7 +26,7 @@ static int checks;
 
 static wp_layout layout(int layers, int chunks, int h, wp_precision prec) {
     wp_model_cfg c = {.n_layers = layers, .h = h, .ffn = 8 * h / 3 + 1, .n_heads = 3, .n_kv_heads = 3, .head_dim = h / 3,
-                      .seq = 16, .mb = 2, .vocab = 101, .rope_theta = 1e4, .norm_eps = 1e-5, .init_std = 0.02,
+                      .seq = 16, .micro_batch = 2, .vocab = 101, .rope_theta = 1e4, .norm_eps = 1e-5, .init_std = 0.02,
                       .precision = prec};
     model_cfg_even_chunks(&c, chunks);
     wp_layout L;

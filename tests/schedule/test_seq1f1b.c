@@ -36,7 +36,7 @@ static int gen(wp_schedule *s, wp_strategy st, int N, int M, int k) {
 
 static wp_layout model(int N, int seq, bool recompute) {
     wp_model_cfg c = {.n_layers = N, .h = 64, .ffn = 160, .n_heads = 4, .n_kv_heads = 2, .head_dim = 16, .seq = seq,
-                      .mb = 2, .vocab = 96, .rope_theta = 1e4, .norm_eps = 1e-5, .init_std = 0.02,
+                      .micro_batch = 2, .vocab = 96, .rope_theta = 1e4, .norm_eps = 1e-5, .init_std = 0.02,
                       .precision = WP_PREC_MIXED, .recompute = recompute};
     model_cfg_even_chunks(&c, N);
     wp_layout L;

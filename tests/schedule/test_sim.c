@@ -33,7 +33,7 @@ static wp_schedule gen(wp_strategy st, int N, int M) {
  * 12h^2 + 2h parameters. */
 static wp_layout llama(int layers, int chunks, int h, int seq, int mb, int vocab) {
     wp_model_cfg c = {.n_layers = layers, .h = h, .ffn = 8 * h / 3, .n_heads = 4, .n_kv_heads = 4, .head_dim = h / 4,
-                      .seq = seq, .mb = mb, .vocab = vocab, .rope_theta = 1e4, .norm_eps = 1e-5, .init_std = 0.02,
+                      .seq = seq, .micro_batch = mb, .vocab = vocab, .rope_theta = 1e4, .norm_eps = 1e-5, .init_std = 0.02,
                       .precision = WP_PREC_MIXED};
     model_cfg_even_chunks(&c, chunks);
     wp_layout L;

@@ -19,7 +19,7 @@ static int checks;
 
 static wp_layout layout(int chunks, bool tied) {
     wp_model_cfg c = {.n_layers = 8, .h = 51, .ffn = 137, .n_heads = 3, .n_kv_heads = 3, .head_dim = 17, .seq = 16,
-                      .mb = 2, .vocab = 101, .rope_theta = 1e4, .norm_eps = 1e-5, .init_std = 0.02,
+                      .micro_batch = 2, .vocab = 101, .rope_theta = 1e4, .norm_eps = 1e-5, .init_std = 0.02,
                       .precision = WP_PREC_MIXED, .tied = tied};
     model_cfg_even_chunks(&c, chunks);
     wp_layout L;

@@ -172,7 +172,7 @@ static double brute(wp_model_cfg *cfg, int c, int left, int n) {
 
 static wp_model_cfg llama_cfg(int layers, int h, int seq, int vocab, bool recompute) {
     wp_model_cfg c = {.n_layers = layers, .h = h, .ffn = 8 * h / 3, .n_heads = 4, .n_kv_heads = 4, .head_dim = h / 4,
-                      .seq = seq, .mb = 1, .vocab = vocab, .rope_theta = 1e4, .norm_eps = 1e-5, .init_std = 0.02,
+                      .seq = seq, .micro_batch = 1, .vocab = vocab, .rope_theta = 1e4, .norm_eps = 1e-5, .init_std = 0.02,
                       .precision = WP_PREC_MIXED, .recompute = recompute};
     return c;
 }

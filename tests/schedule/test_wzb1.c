@@ -116,7 +116,7 @@ static void state_counts(void) {
 
 static wp_layout layout(int layers, int chunks, int h, int ffn, int heads, int seq, int vocab, bool recompute) {
     wp_model_cfg c = {.n_layers = layers, .h = h, .ffn = ffn, .n_heads = heads, .n_kv_heads = heads,
-                      .head_dim = h / heads, .seq = seq, .mb = 1, .vocab = vocab, .rope_theta = 1e4, .norm_eps = 1e-5,
+                      .head_dim = h / heads, .seq = seq, .micro_batch = 1, .vocab = vocab, .rope_theta = 1e4, .norm_eps = 1e-5,
                       .init_std = 0.02, .recompute = recompute, .precision = WP_PREC_MIXED};
     model_cfg_even_chunks(&c, chunks);
     wp_layout L;

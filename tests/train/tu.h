@@ -71,7 +71,7 @@ static inline void tu_model(wp_model_cfg *c, int n_layers, int h, int n_heads, i
     c->ffn = ffn;
     c->vocab = vocab;
     c->seq = 16;
-    c->mb = 2;
+    c->micro_batch = 2;
     c->rope_theta = 10000;
     c->norm_eps = 1e-5;
     c->init_std = 0.02;

@@ -1,0 +1,232 @@
+/* The schedule engine's buffers (engine_impl.h): per rank the instances it holds (each may still
+ * be arriving), how a name maps to them (a whole W or GW in a sliced schedule is its slices),
+ * their creation and release with the memory counters, and the errors that name the action. */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine_impl.h"
+#include "model.h"
+
+/* ---------- small helpers ---------- */
+
+int engine_grow(void **p, int *cap, int need, size_t elem) {
+    if (need <= *cap) return 0;
+    int nc = *cap ? *cap * 2 : 16;
+    while (nc < need) nc *= 2;
+    void *q = realloc(*p, (size_t)nc * elem);
+    if (!q) return -1;
+    *p = q;
+    *cap = nc;
+    return 0;
+}
+
+int eng_oom(eng *e) {
+    if (!e->failed) {
+        snprintf(e->err, e->errlen, "schedule: out of memory");
+        e->failed = 1;
+    }
+    return ERROR;
+}
+
+const char *eng_step_note(const eng *e, int step) {
+    static const char *const notes[MAX_STEPS] = {"", " in the second step", " in the third step", " in the fourth step"};
+    return e->steps > 1 ? notes[step] : "";
+}
+
+/* "rank R, action I (TEXT): message" — every error names where it happened. */
+int eng_fail_at(eng *e, int rank, int step, int idx, const char *fmt, ...) {
+    if (e->failed) return ERROR;
+    char at[96], msg[400];
+    action_text(&e->s->rank[rank].a[idx], at, sizeof at);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    snprintf(e->err, e->errlen, "rank %d, action %d (%s)%s: %s", rank, idx, at, eng_step_note(e, step), msg);
+    e->failed = 1;
+    return ERROR;
+}
+
+int eng_fail_plain(eng *e, const char *fmt, ...) {
+    if (e->failed) return ERROR;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->err, e->errlen, fmt, ap);
+    va_end(ap);
+    e->failed = 1;
+    return ERROR;
+}
+
+
+/* Name with the version relative to `step`, as the lists write it. */
+char *eng_rel_name(wp_buf b, int step, char *out, size_t len) {
+    if (b.kind == WP_BUF_W) b.idx -= step;
+    return buf_name(b, out, len);
+}
+
+inst *eng_find(rstate *R, wp_buf b) {
+    for (int i = 0; i < R->n_held; i++)
+        if (buf_eq(R->held[i]->b, b)) return R->held[i];
+    return NULL;
+}
+
+/* ---------- slices (ir.h: a sliced schedule holds W and GW as slices) ---------- */
+
+
+/* The instances a name stands for: a whole W or GW in a sliced schedule is its S slices, any
+ * other name itself. Returns the count, or -1 when the name's slicing does not fit the schedule. */
+int eng_expand(const eng *e, wp_buf b, wp_buf *out) {
+    if (b.nslices && (!sliceable(b) || b.nslices != e->S || b.slice >= b.nslices)) return -1;
+    if (!e->S || !sliceable(b) || b.nslices) {
+        out[0] = b;
+        return 1;
+    }
+    for (int k = 0; k < e->S; k++) out[k] = buf_slice(b, k, e->S);
+    return e->S;
+}
+
+int eng_bad_slicing(eng *e, int r, int step, int idx, wp_buf b) {
+    char nm[48];
+    return eng_fail_at(e, r, step, idx, "%s does not fit the schedule's slicing (%d slices per W and GW buffer)",
+                   eng_rel_name(b, step, nm, sizeof nm), e->S);
+}
+
+/* Whether R holds a slice of b's whole other than `except` (slot pools count whole buffers). */
+static bool holds_sibling(const rstate *R, wp_buf b, const inst *except) {
+    if (!b.nslices) return false;
+    for (int i = 0; i < R->n_held; i++)
+        if (R->held[i] != except && buf_eq(whole_of(R->held[i]->b), whole_of(b))) return true;
+    return false;
+}
+
+void eng_wait_for(rstate *R, int why, wp_buf b, int step) {
+    R->why = why;
+    R->why_buf = b;
+    R->why_step = step;
+}
+
+/* " (it was freed at action 12)" when it was, for use-after-free messages. */
+const char *eng_freed_note(const eng *e, const rstate *R, wp_buf b, int step, char *out, size_t len) {
+    out[0] = '\0';
+    for (int i = R->n_freed - 1; i >= 0; i--)
+        if (buf_eq(R->freed[i].b, b)) {
+            snprintf(out, len, " (it was freed at action %d%s)", R->freed[i].index,
+                     R->freed[i].step != step ? eng_step_note(e, R->freed[i].step) : "");
+            break;
+        }
+    return out;
+}
+
+static size_t bytes_of(const eng *e, wp_buf b) {
+    return e->sz && e->sz->L ? sched_buf_bytes(e->s, e->seg_t, e->sz->L, b) : 0;
+}
+
+/* One activation state of (c, mb) as F leaves it (kept = false), or what a separate B adds to it
+ * for the W-pass (kept = true; model_acts_bytes: the runtime reserves that at B and releases it at
+ * W, so charging it from F would count memory no rank holds): a segment's own size when the
+ * schedule has segments. */
+size_t eng_acts_bytes_of(const eng *e, int c, int mb, bool kept) {
+    if (!e->sz) return 0;
+    if (kept && !e->s->split) return 0;
+    if (e->K == 1 || !e->sz->L) return kept ? e->sz->kept_bytes[c] : e->sz->acts_bytes[c];
+    int j = mb % e->K;
+    wp_dtype dt = precision_act_dtype(e->sz->L->cfg.precision);
+    size_t fwd = model_acts_bytes_segment(e->sz->L, c, dt, false, e->seg_t[j], e->seg_t[j + 1]);
+    return kept ? model_acts_bytes_segment(e->sz->L, c, dt, true, e->seg_t[j], e->seg_t[j + 1]) - fwd : fwd;
+}
+
+void eng_note_peaks(eng *e, int r) {
+    rstate *R = &e->r[r];
+    wp_rank_report *rep = &e->run->rank[r];
+    for (int k = 0; k < WP_BUF_KINDS; k++)
+        if (R->n_kind[k] > rep->peak_n[k]) rep->peak_n[k] = R->n_kind[k];
+    if (R->n_acts > rep->peak_acts) rep->peak_acts = R->n_acts;
+    if (R->acts_bytes > rep->peak_acts_bytes) rep->peak_acts_bytes = R->acts_bytes;
+    if (R->bytes > rep->peak_bytes) rep->peak_bytes = R->bytes;
+}
+
+inst *eng_create(eng *e, int r, wp_buf b, bool present, int step, int idx) {
+    rstate *R = &e->r[r];
+    inst *in = calloc(1, sizeof *in);
+    if (!in || engine_grow((void **)&R->held, &R->cap_held, R->n_held + 1, sizeof *R->held)) {
+        free(in);
+        return NULL;
+    }
+    if (b.kind == WP_BUF_GW && !(in->mbs = calloc((size_t)e->words, sizeof *in->mbs))) {
+        free(in);
+        return NULL;
+    }
+    in->b = b;
+    in->present = present;
+    in->gstep = -1;
+    in->born = idx;
+    in->born_step = step;
+    in->bytes = bytes_of(e, b);
+    if (!holds_sibling(R, b, NULL)) R->n_kind[b.kind]++;
+    R->held[R->n_held++] = in;
+    R->bytes += in->bytes;
+    eng_note_peaks(e, r);
+    return in;
+}
+
+int eng_destroy(eng *e, int r, inst *in, int step, int idx) {
+    rstate *R = &e->r[r];
+    if (!holds_sibling(R, in->b, in)) R->n_kind[in->b.kind]--;
+    for (int i = 0; i < R->n_held; i++)
+        if (R->held[i] == in) {
+            R->held[i] = R->held[--R->n_held];
+            break;
+        }
+    R->bytes -= in->bytes;
+    if (engine_grow((void **)&R->freed, &R->cap_freed, R->n_freed + 1, sizeof *R->freed)) return -1;
+    R->freed[R->n_freed++] = (freed_rec){in->b, step, idx};
+    free(in->mbs);
+    free(in);
+    return 0;
+}
+
+int eng_first_common(const uint64_t *a, const uint64_t *b, int n) {
+    for (int i = 0; i < n; i++)
+        if (bit(a, i) && bit(b, i)) return i;
+    return -1;
+}
+
+/* A buffer an action reads: ERROR if not held, BLOCKED while it arrives (or, for writes, while
+ * earlier sends of it are on the wire), else DONE with *out set. */
+int eng_need_one(eng *e, int r, int step, int idx, wp_buf b, bool write, inst **out) {
+    rstate *R = &e->r[r];
+    char nm[48], note[96];
+    inst *in = eng_find(R, b);
+    if (!in)
+        return eng_fail_at(e, r, step, idx, "needs %s, which rank %d does not hold%s", eng_rel_name(b, step, nm, sizeof nm), r,
+                       eng_freed_note(e, R, b, step, note, sizeof note));
+    if (!in->present) {
+        eng_wait_for(R, WHY_ARRIVE, b, step);
+        return BLOCKED;
+    }
+    if (write && in->sends > 0) {
+        eng_wait_for(R, WHY_SEND, b, step);
+        return BLOCKED;
+    }
+    *out = in;
+    return DONE;
+}
+
+/* Every instance b stands for (all slices of a whole in a sliced schedule): out[0..*n). */
+int eng_need_all(eng *e, int r, int step, int idx, wp_buf b, bool write, inst **out, int *n) {
+    wp_buf parts[WP_MAX_CHUNKS];
+    int k = eng_expand(e, b, parts), rc;
+    if (k < 0) return eng_bad_slicing(e, r, step, idx, b);
+    for (int i = 0; i < k; i++)
+        if ((rc = eng_need_one(e, r, step, idx, parts[i], write, &out[i])) != DONE) return rc;
+    if (n) *n = k;
+    return DONE;
+}
+
+int eng_need(eng *e, int r, int step, int idx, wp_buf b, bool write, inst **out) {
+    inst *all[WP_MAX_CHUNKS];
+    int rc = eng_need_all(e, r, step, idx, b, write, all, NULL);
+    if (rc == DONE) *out = all[0];
+    return rc;
+}
