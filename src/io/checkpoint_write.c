@@ -258,6 +258,8 @@ static int prune(const char *save_dir, int64_t current, int keep_last, char *err
 /* The run's tokenizer into the step directory (a plain name, checked), atomically, with the size
  * and CRC-32 the manifest lists. Every failure here is a runtime one (1): the file was
  * checked when the run started. */
+const char *const ckpt_side_files[CKPT_SIDE_FILES] = {"tokenizer_config.json", "generation_config.json"};
+
 static int copy_tokenizer(const char *dir, const wp_ckpt_info *info, wp_manifest_file *f, char *err, size_t errlen) {
     const char *name = info->tokenizer_name;
     if (strcmp(name, "tokenizer.model") != 0 && strcmp(name, "tokenizer.json") != 0)
@@ -267,6 +269,11 @@ static int copy_tokenizer(const char *dir, const wp_ckpt_info *info, wp_manifest
     char path[WP_PATH_MAX];
     int rc = fs_join(path, sizeof path, dir, name, err, errlen);
     if (rc == 0) rc = fs_write_file_atomic(path, info->tokenizer_data, info->tokenizer_size, err, errlen);
+    for (int i = 0; rc == 0 && i < CKPT_SIDE_FILES; i++) {
+        if (!info->side_data[i]) continue;
+        rc = fs_join(path, sizeof path, dir, ckpt_side_files[i], err, errlen);
+        if (rc == 0) rc = fs_write_file_atomic(path, info->side_data[i], info->side_size[i], err, errlen);
+    }
     if (rc) return 1;
     snprintf(f->name, sizeof f->name, "%s", name);
     f->size = info->tokenizer_size;

@@ -156,13 +156,13 @@ static void kv_case(int P, int G, const int *chunks, int nchunks, uint64_t seed,
     int32_t gen[64];
     int n = 0;
     decoder_reset(D);
-    CHECK(decoder_generate(D, Gs, toks, P, G_MAX(S - P), -1, gen, &n, NULL, NULL, err, sizeof err) == 0, "generate: %s", err);
+    CHECK(decoder_generate(D, Gs, toks, P, G_MAX(S - P), NULL, 0, gen, &n, NULL, NULL, err, sizeof err) == 0, "generate: %s", err);
     EXPECT(n == S - P && memcmp(gen, toks + P, (size_t)n * sizeof *gen) == 0, "generate: %d ids, not the greedy run's", n);
     int32_t eos = gen[n > 3 ? 3 : n - 1];
     int first = 0;
     while (gen[first] != eos) first++; /* its first appearance */
     decoder_reset(D);
-    CHECK(decoder_generate(D, Gs, toks, P, S - P, eos, gen, &n, NULL, NULL, err, sizeof err) == 0, "generate: %s", err);
+    CHECK(decoder_generate(D, Gs, toks, P, S - P, &eos, 1, gen, &n, NULL, NULL, err, sizeof err) == 0, "generate: %s", err);
     EXPECT(n == first + 1 && gen[n - 1] == eos, "EOS %d first chosen at %d: generation gave %d ids", (int)eos, first, n);
     sampler_destroy(Gs);
 
