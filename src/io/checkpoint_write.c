@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "checkpoint.h"
+#include "progress.h"
 #include "manifest.h"
 #include "safetensors.h"
 
@@ -131,7 +132,17 @@ int ckpt_write_shard(const char *save_dir, int64_t step, int rank, wp_optim *o, 
     rc = st_writer_open(&w, path, descs, n, keys, values, 3, err, errlen);
     free(descs);
     if (rc) return rc;
+    uint64_t bytes = 0;
+    for (int i = 0; i < optim_n_owned(o); i++) {
+        size_t off, len;
+        optim_range(o, optim_owned_chunk(o, i), &off, &len);
+        bytes += 3 * len * sizeof(float); /* masters and both moments, as put_chunks writes them */
+    }
+    char what[WP_PATH_MAX + 32];
+    snprintf(what, sizeof what, "saving %.200s", dir);
+    io_progress_begin(what, bytes); /* the ranks of this process share one meter */
     rc = put_chunks(w, o, err, errlen);
+    io_progress_end(rc == 0);
     uint64_t size;
     uint32_t crc;
     if (rc) {

@@ -15,6 +15,7 @@
 
 #include "hf.h"
 #include "safetensors.h"
+#include "progress.h"
 #include "tokenizer.h"
 
 static const char *torch_dtype(wp_dtype t) { return t == WP_F16 ? "float16" : t == WP_BF16 ? "bfloat16" : "float32"; }
@@ -367,7 +368,12 @@ static int write_all(const wp_ckpt *c, const wp_model_cfg *cfg, const hf_export_
     if (!shard_of) rc = io_fail(err, errlen, 1, "export: out of memory");
     int n = rc ? 0 : plan_shards(&L, x->dtype, x->max_shard_bytes, shard_of);
     if (rc == 0 && n == 0) rc = io_fail(err, errlen, 1, "export: out of memory");
+    char what[WP_PATH_MAX + 16];
+    snprintf(what, sizeof what, "export to %.200s", dir);
+    bool metered = rc == 0;
+    if (metered) io_progress_begin(what, (uint64_t)L.total_numel * wp_dtype_size(x->dtype));
     for (int s = 0; rc == 0 && s < n; s++) rc = write_shard(c, &L, shard_of, s, n, dir, x->dtype, err, errlen);
+    if (metered) io_progress_end(rc == 0);
     if (rc == 0 && n > 1) rc = write_index(&L, shard_of, n, dir, x->dtype, err, errlen);
     free(shard_of);
     layout_free(&L);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "hf.h"
+#include "progress.h"
 #include "safetensors.h"
 
 static json_t *load_config(const char *hf_dir, char *path, size_t len, char *err, size_t errlen, int *rc) {
@@ -174,6 +175,7 @@ static int load_param(const hf_files *h, const char *dir, const wp_param *p, flo
     if (!t) return io_fail(err, errlen, 2, "%s: tensor %s not found in its safetensors files", dir, p->name);
     int rc = st_check_shape(f, t, p->rows, p->cols, err, errlen);
     if (rc == 0) rc = st_to_f32(f, t, dst, err, errlen);
+    if (rc == 0) io_progress_add(t->nbytes);
     return rc;
 }
 
@@ -214,11 +216,28 @@ static void close_dir(hf_files *h) {
     free(h);
 }
 
+/* The bytes of the files' tensors that L's parameters read (those of o's chunks when o is given): the meter's total. */
+static uint64_t file_bytes(const hf_files *h, const wp_layout *L, const wp_optim *o) {
+    uint64_t total = 0;
+    for (int i = 0; i < L->n_params; i++) {
+        const st_file *f;
+        bool head = h->tied && strcmp(L->params[i].name, "lm_head.weight") == 0;
+        const st_tensor *t = o && !optim_owns(o, L->params[i].chunk) ? NULL : find(h, head ? "model.embed_tokens.weight" : L->params[i].name, &f);
+        if (t) total += t->nbytes;
+    }
+    return total;
+}
+
 int hf_load_masters(const char *hf_dir, wp_optim *o, char *err, size_t errlen) {
     hf_files *h = calloc(1, sizeof *h);
     if (!h) return io_fail(err, errlen, 1, "--init-from: out of memory");
     int rc = open_dir(hf_dir, h, err, errlen);
+    char what[WP_PATH_MAX + 16];
+    snprintf(what, sizeof what, "reading %.200s", hf_dir);
+    bool metered = rc == 0;
+    if (metered) io_progress_begin(what, file_bytes(h, layout_of_optim(o), o));
     if (rc == 0) rc = load_chunks(h, hf_dir, o, err, errlen);
+    if (metered) io_progress_end(rc == 0);
     close_dir(h);
     return rc;
 }
@@ -236,6 +255,7 @@ static int read_pieces(const hf_files *h, const char *dir, const wp_param *p, fl
     for (size_t first = 0; rc == 0 && first < numel; first += piece) {
         size_t n = numel - first < piece ? numel - first : piece;
         rc = st_to_f32_range(f, t, first, n, buf, err, errlen);
+        if (rc == 0) io_progress_add(n * (t->nbytes / (t->numel ? t->numel : 1)));
         if (rc == 0) rc = sink(ctx, p, first, n, buf, err, errlen);
         if (rc == 0) st_release(f, t, first, n); /* a tied head reads the embedding again: from the page cache */
     }
@@ -248,7 +268,12 @@ int hf_read_params(const char *hf_dir, const wp_layout *L, hf_param_sink sink, v
     float *buf = h ? malloc(piece * sizeof *buf) : NULL;
     int rc = buf ? 0 : io_fail(err, errlen, 1, "%s: out of memory", hf_dir);
     if (rc == 0) rc = open_dir(hf_dir, h, err, errlen);
+    char what[WP_PATH_MAX + 16];
+    snprintf(what, sizeof what, "reading %.200s", hf_dir);
+    bool metered = rc == 0;
+    if (metered) io_progress_begin(what, file_bytes(h, L, NULL));
     for (int i = 0; rc == 0 && i < L->n_params; i++) rc = read_pieces(h, hf_dir, &L->params[i], buf, piece, sink, ctx, err, errlen);
+    if (metered) io_progress_end(rc == 0);
     free(buf);
     if (h) close_dir(h);
     return rc;

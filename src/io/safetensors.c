@@ -1,6 +1,8 @@
 /* safetensors: streaming writer (checksummed while writing) and validating mapped reader. */
 #include "safetensors.h"
 
+#include "progress.h"
+
 #include <sys/mman.h>
 
 #include <errno.h>
@@ -106,6 +108,7 @@ int st_writer_put(st_writer *w, const void *data, size_t bytes, char *err, size_
                        (unsigned long long)(w->written + bytes), (unsigned long long)w->expected);
     int rc = put_bytes(w, data, bytes, err, errlen);
     if (rc == 0) w->written += bytes;
+    if (rc == 0) io_progress_add(bytes); /* an export's or a checkpoint's meter, when one runs */
     return rc;
 }
 
