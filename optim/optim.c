@@ -21,17 +21,31 @@ struct wp_optim {
     wp_adamw_hparams hp;
     int n_owned;
     bool sliced; /* a slice of each chunk: the tie is the schedule's (optim.h) */
+    bool weights_only; /* masters alone (optim_create_weights): no moments, no gradient */
     owned_chunk *owned;
     int *slot_of; /* chunk -> index into owned, -1 when not owned; m.n_chunks entries */
 };
+
+static wp_optim *create(wp_optim_model m, wp_kern *k, const int *chunks, int n_chunks, int slice, int nslices,
+                        const wp_adamw_hparams *hp, bool weights_only, char *err, size_t errlen);
 
 wp_optim *optim_create(wp_optim_model m, wp_kern *k, const int *chunks, int n_chunks, const wp_adamw_hparams *hp,
                        char *err, size_t errlen) {
     return optim_create_slices(m, k, chunks, n_chunks, 0, 0, hp, err, errlen);
 }
 
+wp_optim *optim_create_weights(wp_optim_model m, wp_kern *k, const int *chunks, int n_chunks, char *err, size_t errlen) {
+    static const wp_adamw_hparams none = {0};
+    return create(m, k, chunks, n_chunks, 0, 0, &none, true, err, errlen);
+}
+
 wp_optim *optim_create_slices(wp_optim_model m, wp_kern *k, const int *chunks, int n_chunks, int slice, int nslices,
                               const wp_adamw_hparams *hp, char *err, size_t errlen) {
+    return create(m, k, chunks, n_chunks, slice, nslices, hp, false, err, errlen);
+}
+
+static wp_optim *create(wp_optim_model m, wp_kern *k, const int *chunks, int n_chunks, int slice, int nslices,
+                        const wp_adamw_hparams *hp, bool weights_only, char *err, size_t errlen) {
     if (nslices < 0 || (nslices > 0 && (slice < 0 || slice >= nslices))) {
         snprintf(err, errlen, "optimizer: slice %d of %d does not exist", slice, nslices);
         return NULL;
@@ -48,6 +62,7 @@ wp_optim *optim_create_slices(wp_optim_model m, wp_kern *k, const int *chunks, i
     o->k = k;
     o->hp = *hp;
     o->sliced = nslices > 0;
+    o->weights_only = weights_only;
     for (int c = 0; c < m.n_chunks; c++) o->slot_of[c] = -1;
     for (int i = 0; i < n_chunks; i++) {
         int c = chunks[i];
@@ -66,7 +81,7 @@ wp_optim *optim_create_slices(wp_optim_model m, wp_kern *k, const int *chunks, i
             oc->numel = E * (size_t)(slice + 1) / (size_t)nslices - oc->off;
         }
         o->slot_of[c] = i;
-        for (int b = 0; b < 4; b++) oc->buf[b] = kern_alloc(k, oc->numel * sizeof(float));
+        for (int b = 0; b < (weights_only ? 1 : 4); b++) oc->buf[b] = kern_alloc(k, oc->numel * sizeof(float));
     }
     if (kern_error(k)) {
         snprintf(err, errlen, "optimizer: %s", kern_error(k));
@@ -106,6 +121,13 @@ static owned_chunk *slot(const wp_optim *o, int chunk, const char *who) {
     return NULL;
 }
 
+/* The same for what needs the moments or the gradient: refused by a weights-only optimizer. */
+static owned_chunk *state_slot(const wp_optim *o, int chunk, const char *who) {
+    if (!o->weights_only) return slot(o, chunk, who);
+    kern_set_error(o->k, "%s: a weights-only optimizer holds no moments nor gradient", who);
+    return NULL;
+}
+
 static int status(const wp_optim *o) { return kern_error(o->k) ? 1 : 0; }
 
 int optim_init_from_seed(wp_optim *o, uint64_t seed) {
@@ -126,26 +148,26 @@ int optim_init_from_seed(wp_optim *o, uint64_t seed) {
 int optim_reset(wp_optim *o) {
     for (int i = 0; i < o->n_owned; i++) {
         owned_chunk *oc = &o->owned[i];
-        for (int b = WP_OPT_EXP_AVG; b <= WP_OPT_GRAD; b++) kern_zero(o->k, oc->buf[b], oc->numel * sizeof(float));
+        for (int b = WP_OPT_EXP_AVG; b <= WP_OPT_GRAD && !o->weights_only; b++) kern_zero(o->k, oc->buf[b], oc->numel * sizeof(float));
         oc->steps = 0;
     }
     return status(o);
 }
 
 int optim_get(wp_optim *o, int chunk, wp_optim_buf which, float *host) {
-    owned_chunk *oc = slot(o, chunk, "optim_get");
+    owned_chunk *oc = which == WP_OPT_MASTER ? slot(o, chunk, "optim_get") : state_slot(o, chunk, "optim_get");
     if (oc) kern_to_host(o->k, host, oc->buf[which], oc->numel * sizeof(float));
     return status(o);
 }
 
 int optim_set(wp_optim *o, int chunk, wp_optim_buf which, const float *host) {
-    owned_chunk *oc = slot(o, chunk, "optim_set");
+    owned_chunk *oc = which == WP_OPT_MASTER ? slot(o, chunk, "optim_set") : state_slot(o, chunk, "optim_set");
     if (oc) kern_to_device(o->k, oc->buf[which], host, oc->numel * sizeof(float));
     return status(o);
 }
 
 float *optim_grad(wp_optim *o, int chunk) {
-    owned_chunk *oc = slot(o, chunk, "optim_grad");
+    owned_chunk *oc = state_slot(o, chunk, "optim_grad");
     return oc ? oc->buf[WP_OPT_GRAD] : NULL;
 }
 
@@ -155,7 +177,7 @@ float *optim_buffer(wp_optim *o, int chunk, wp_optim_buf which) {
 }
 
 int optim_accumulate(wp_optim *o, int chunk, const void *grad, wp_dtype gt) {
-    owned_chunk *oc = slot(o, chunk, "optim_accumulate");
+    owned_chunk *oc = state_slot(o, chunk, "optim_accumulate");
     if (oc) kern_accumulate(o->k, oc->buf[WP_OPT_GRAD], WP_F32, grad, gt, oc->numel);
     return status(o);
 }
@@ -176,7 +198,7 @@ static void fold_tied(wp_optim *o, owned_chunk *oc) {
 }
 
 double optim_chunk_sumsq(wp_optim *o, int chunk) {
-    owned_chunk *oc = slot(o, chunk, "optim_chunk_sumsq");
+    owned_chunk *oc = state_slot(o, chunk, "optim_chunk_sumsq");
     if (!oc) return NAN;
     fold_tied(o, oc);
     return kern_sumsq(o->k, oc->buf[WP_OPT_GRAD], WP_F32, oc->numel);
@@ -191,7 +213,7 @@ static bool tensor(const wp_optim *o, int chunk, int i, size_t *offset, float *w
 }
 
 int optim_step_chunk(wp_optim *o, int chunk, float lr, float grad_scale, void *w_out, wp_dtype wtype) {
-    owned_chunk *oc = slot(o, chunk, "optim_step_chunk");
+    owned_chunk *oc = state_slot(o, chunk, "optim_step_chunk");
     if (!oc) return 1;
     fold_tied(o, oc); /* a no-op when optim_chunk_sumsq folded already */
     oc->steps++;
@@ -241,6 +263,7 @@ int optim_working_copy(wp_optim *o, int chunk, void *w_out, wp_dtype wtype) {
 }
 
 int optim_zero_grad(wp_optim *o) {
+    if (o->weights_only && o->n_owned > 0) return state_slot(o, o->owned[0].chunk, "optim_zero_grad") ? 0 : 1;
     for (int i = 0; i < o->n_owned; i++) kern_zero(o->k, o->owned[i].buf[WP_OPT_GRAD], o->owned[i].numel * sizeof(float));
     return status(o);
 }

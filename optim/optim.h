@@ -62,6 +62,12 @@ wp_optim *optim_create(wp_optim_model m, wp_kern *k, const int *chunks, int n_ch
  * the whole chunk, as optim_create). */
 wp_optim *optim_create_slices(wp_optim_model m, wp_kern *k, const int *chunks, int n_chunks, int slice, int nslices,
                               const wp_adamw_hparams *hp, char *err, size_t errlen);
+/* Weights only (`weipipe sample`, `eval`, loading a model to run it): fp32 masters alone, so a
+ * loader that fills masters (hf_load_masters and its kin) serves inference without the moments
+ * and gradient, three times the weights' memory. What needs those (optim_grad, optim_step_chunk,
+ * optim_accumulate, optim_chunk_sumsq, optim_zero_grad, optim_get/set of another buffer) records
+ * an error instead; optim_reset zeroes the step count only. */
+wp_optim *optim_create_weights(wp_optim_model m, wp_kern *k, const int *chunks, int n_chunks, char *err, size_t errlen);
 void optim_destroy(wp_optim *o);
 
 /* The model description the optimizer was made with. */

@@ -1,6 +1,8 @@
-/* weipipe eval CKPT_DIR --data PATH [--seq-length S] [--batches K]: mean next-token loss of
- * the checkpoint's masters over the first K sequences of the data read in order (sequence i is
- * tokens [i*S, (i+1)*S]), one rank, the whole model as one chunk. */
+/* weipipe eval CKPT_DIR|HF_DIR --data PATH [--seq-length S] [--batches K]: mean next-token loss
+ * of a model over the first K sequences of the data read in order (sequence i is tokens
+ * [i*S, (i+1)*S]), one rank, the whole model as one chunk. The model is a checkpoint's masters
+ * or a Hugging Face directory (the model source, src/runtime/model_source.h: weights only, no
+ * optimizer state); a Hugging Face directory needs --seq-length. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -14,6 +16,7 @@
 #include "loader.h"
 #include "log.h"
 #include "model.h"
+#include "model_source.h"
 
 typedef struct {
     wp_layout L;
@@ -26,43 +29,42 @@ typedef struct {
     wp_loader *data;
 } eval_state;
 
-static wp_precision precision_of(const wp_opts *o, wp_precision ckpt) {
-    if (!o->set[FLAG_precision]) return ckpt;
-    return strcmp(o->precision, "fp32") == 0 ? WP_PREC_FP32 : strcmp(o->precision, "bf16") == 0 ? WP_PREC_BF16 : WP_PREC_MIXED;
-}
-
-/* The checkpoint's shape with this evaluation's sequence length, batch and precision. */
-static int eval_cfg(const wp_opts *o, const wp_ckpt *c, wp_model_cfg *cfg, char *err, size_t errlen) {
-    *cfg = ckpt_info(c)->cfg;
-    if (o->set[FLAG_seq_length]) cfg->seq = (int)o->seq_length;
-    cfg->micro_batch = o->set[FLAG_micro_batch_size] ? (int)o->micro_batch_size : 1;
-    cfg->precision = precision_of(o, cfg->precision);
-    model_cfg_even_chunks(cfg, 1);
-    if (cfg->seq < 1 || cfg->micro_batch < 1) return io_fail(err, errlen, 2, "--seq-length/--micro-batch-size: must be at least 1");
+static int check_eval_flags(const wp_opts *o, char *err, size_t errlen) {
+    if (o->set[FLAG_seq_length] && (o->seq_length < 1 || o->seq_length > INT32_MAX))
+        return io_fail(err, errlen, 2, "--seq-length: %lld must be at least 1", (long long)o->seq_length);
+    if (o->set[FLAG_micro_batch_size] && (o->micro_batch_size < 1 || o->micro_batch_size > INT32_MAX))
+        return io_fail(err, errlen, 2, "--micro-batch-size: %lld must be at least 1", (long long)o->micro_batch_size);
     if (o->batches < 1) return io_fail(err, errlen, 2, "--batches: %lld must be at least 1", (long long)o->batches);
     return 0;
 }
 
-/* Masters rounded through the wire dtype (what training computes with), then to compute dtype. */
-static int load_weights(eval_state *e, const wp_ckpt *c, char *err, size_t errlen) {
-    size_t n = e->L.chunk_numel[0];
-    float *host = malloc(n * sizeof *host);
-    if (!host) return io_fail(err, errlen, 1, "eval: out of memory for %zu weights", n);
-    int rc = 0;
-    for (int i = 0; rc == 0 && i < e->L.n_params; i++)
-        rc = ckpt_read_master(c, &e->L.params[i], host + e->L.params[i].offset, err, errlen);
-    wp_dtype wire = precision_weight_dtype(e->L.cfg.precision), ct = kern_compute_dtype(e->k);
-    for (size_t i = 0; rc == 0 && i < n; i++) host[i] = wp_round_to(host[i], wire);
-    float *f32 = rc ? NULL : kern_alloc(e->k, n * sizeof *f32);
-    e->w = rc ? NULL : kern_alloc(e->k, n * wp_dtype_size(ct));
-    if (f32 && e->w) {
-        kern_to_device(e->k, f32, host, n * sizeof *host);
-        kern_convert(e->k, e->w, ct, f32, WP_F32, n);
-        kern_sync(e->k);
-    }
-    if (f32) kern_free(e->k, f32);
-    free(host);
-    if (rc == 0 && kern_error(e->k)) rc = io_fail(err, errlen, 1, "eval: %s", kern_error(e->k));
+/* One tensor of the source into the weights: rounded through the wire dtype (what training
+ * computes with), then to the compute dtype on the backend through an fp32 staging copy. */
+typedef struct {
+    eval_state *e;
+    float *staging; /* backend, the largest tensor */
+} eval_sink;
+
+static int to_weights(void *ctx, const wp_param *p, size_t first, size_t n, float *vals, char *err, size_t errlen) {
+    eval_sink *s = ctx;
+    wp_kern *k = s->e->k;
+    wp_dtype wire = precision_weight_dtype(s->e->L.cfg.precision), ct = kern_compute_dtype(k);
+    for (size_t i = 0; i < n; i++) vals[i] = wp_round_to(vals[i], wire);
+    kern_to_device(k, s->staging, vals, n * sizeof *vals);
+    kern_convert(k, (char *)s->e->w + (p->offset + first) * wp_dtype_size(ct), ct, s->staging, WP_F32, n);
+    kern_sync(k);
+    return kern_error(k) ? io_fail(err, errlen, 1, "eval: %s: %s", p->name, kern_error(k)) : 0;
+}
+
+static int load_weights(eval_state *e, wp_model_src *src, char *err, size_t errlen) {
+    size_t most = 1;
+    for (int i = 0; i < e->L.n_params; i++)
+        if (layout_param_numel(&e->L.params[i]) > most) most = layout_param_numel(&e->L.params[i]);
+    eval_sink s = {.e = e, .staging = kern_alloc(e->k, most * sizeof(float))};
+    e->w = kern_alloc(e->k, e->L.chunk_numel[0] * wp_dtype_size(kern_compute_dtype(e->k)));
+    int rc = s.staging && e->w ? model_src_read(src, to_weights, &s, err, errlen)
+                               : io_fail(err, errlen, 1, "eval: out of memory for %zu weights", e->L.chunk_numel[0]);
+    if (s.staging) kern_free(e->k, s.staging);
     return rc;
 }
 
@@ -140,31 +142,32 @@ static void eval_free(eval_state *e) {
 
 int cmd_eval(const wp_opts *o) {
     if (o->nargs != 1) {
-        wp_error("eval: expected one CKPT_DIR, got %d arguments", o->nargs);
+        wp_error("eval: expected one CKPT_DIR or Hugging Face directory, got %d arguments", o->nargs);
         return 2;
     }
     if (!o->data[0]) {
         wp_error("--data: eval needs a token shard or a directory of shards");
         return 2;
     }
-    char err[2 * WP_PATH_MAX], dir[WP_PATH_MAX];
-    wp_ckpt *c = NULL;
+    char err[2 * WP_PATH_MAX], name[2 * WP_PATH_MAX];
+    wp_model_src src;
+    memset(&src, 0, sizeof src);
     eval_state e = {0};
-    wp_model_cfg cfg;
     double mean = NAN;
-    int rc = ckpt_resolve(o->args[0], NULL, dir, sizeof dir, err, sizeof err);
-    if (rc == 0) rc = ckpt_open(&c, dir, err, sizeof err);
-    if (rc == 0) rc = eval_cfg(o, c, &cfg, err, sizeof err);
-    if (rc == 0) rc = layout_build(&cfg, &e.L, err, sizeof err);
+    int mb = o->set[FLAG_micro_batch_size] ? (int)o->micro_batch_size : 1;
+    int rc = check_eval_flags(o, err, sizeof err);
+    if (rc == 0) rc = model_src_open(o->args[0], o, mb, true, &src, err, sizeof err);
+    /* the layout is the source's; eval_free frees its own copy */
+    if (rc == 0) rc = layout_build(&src.L.cfg, &e.L, err, sizeof err);
     if (rc == 0) rc = open_backend(&e, o, err, sizeof err);
-    if (rc == 0) rc = load_weights(&e, c, err, sizeof err);
+    if (rc == 0) rc = load_weights(&e, &src, err, sizeof err);
     if (rc == 0) rc = evaluate(&e, o, &mean, err, sizeof err);
     if (rc == 0)
-        printf("eval: loss %.8f over %lld sequences of %d tokens (%s, step %" PRId64 ", %s weights)\n", mean,
-               (long long)o->batches, cfg.seq, o->data, ckpt_info(c)->step, precision_name(cfg.precision));
+        printf("eval: loss %.8f over %lld sequences of %d tokens (%s, %s, %s weights)\n", mean, (long long)o->batches,
+               e.L.cfg.seq, o->data, model_src_name(&src, name, sizeof name), precision_name(e.L.cfg.precision));
     else
         wp_error("%s", err);
     eval_free(&e);
-    ckpt_close(c);
+    model_src_close(&src);
     return rc;
 }

@@ -3,8 +3,11 @@
  *
  * Generation on one rank with the KV-cache decoder (src/model/decode.h): the weights are a
  * checkpoint's fp32 masters (SAVE/step-K, or SAVE: its latest) or a Hugging Face directory
- * (config.json + safetensors, read by hf_import), rounded through the weight wire dtype of
- * --precision (the checkpoint's by default, as `weipipe eval` does) and run on --backend.
+ * (config.json + safetensors), opened by the model source (src/runtime/model_source.h) and
+ * handed to the decoder tensor by tensor (no optimizer state, no second copy of the model),
+ * rounded through the weight wire dtype of --precision (the checkpoint's by default, as
+ * `weipipe eval` does) and run on --backend. At the end, stderr gets one line: the load time,
+ * time to first token, decode tokens/s and peak resident memory.
  *
  * Positions: a checkpoint's model takes its training --seq-length positions, a Hugging Face
  * directory config.json's max_position_embeddings; --seq-length overrides either (RoPE has no
@@ -13,7 +16,9 @@
  * Tokens: the tokenizer is --tokenizer, else the model directory's tokenizer.model or
  * tokenizer.json (src/io/tokenizer.h), else the built-in bytes when the vocabulary is 256. --prompt
  * is encoded by it after its BOS (when it has one); --prompt-tokens are the ids as given; without
- * either the model starts from BOS, else token 0. Generation stops after the tokenizer's EOS.
+ * either the model starts from BOS, else token 0. Generation stops after any id of the model's
+ * eos list (generation_config.json's eos_token_id, an id or a list; a checkpoint's eos token id),
+ * else after the tokenizer's EOS.
  * --format text decodes the generated ids (bytes are written as they come); without a tokenizer
  * only --prompt-tokens and --format ids work. */
 #include <errno.h>
@@ -22,7 +27,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
+#include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "adapters.h"
@@ -30,107 +36,11 @@
 #include "cli.h"
 #include "commands.h"
 #include "decode.h"
-#include "hf.h"
-#include "hf_positions.h"
 #include "log.h"
+#include "model_source.h"
 #include "tokenizer.h"
 
 #define BYTE_VOCAB 256
-
-typedef struct {
-    wp_layout L;
-    bool have_layout;
-    float *params;      /* host fp32, layout order */
-    int64_t positions;  /* what the model takes */
-    char source[WP_PATH_MAX]; /* the step or Hugging Face directory read */
-} sample_model;
-
-static bool is_file(const char *dir, const char *name) {
-    char path[WP_PATH_MAX];
-    struct stat st;
-    if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path) return false;
-    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
-}
-
-static bool is_hf_dir(const char *dir) {
-    return is_file(dir, "config.json") &&
-           (is_file(dir, "model.safetensors") || is_file(dir, "model.safetensors.index.json"));
-}
-
-static wp_precision precision_of(const wp_opts *o, wp_precision def) {
-    if (!o->set[FLAG_precision]) return def;
-    return strcmp(o->precision, "fp32") == 0 ? WP_PREC_FP32 : strcmp(o->precision, "bf16") == 0 ? WP_PREC_BF16 : WP_PREC_MIXED;
-}
-
-static int alloc_params(sample_model *sm, char *err, size_t errlen) {
-    sm->params = malloc(sm->L.total_numel * sizeof *sm->params);
-    if (!sm->params) return io_fail(err, errlen, 1, "sample: out of memory for %zu weights", sm->L.total_numel);
-    return 0;
-}
-
-static int load_checkpoint(sample_model *sm, const wp_opts *o, char *err, size_t errlen) {
-    char dir[WP_PATH_MAX];
-    wp_ckpt *c = NULL;
-    int rc = ckpt_resolve(o->args[0], NULL, dir, sizeof dir, err, errlen);
-    if (rc == 0) rc = ckpt_open(&c, dir, err, errlen);
-    if (rc) return rc;
-    wp_model_cfg cfg = ckpt_info(c)->cfg;
-    cfg.micro_batch = 1;
-    cfg.precision = precision_of(o, cfg.precision);
-    model_cfg_even_chunks(&cfg, 1);
-    sm->positions = o->set[FLAG_seq_length] ? o->seq_length : cfg.seq;
-    snprintf(sm->source, sizeof sm->source, "%s", dir);
-    rc = layout_build(&cfg, &sm->L, err, errlen);
-    sm->have_layout = rc == 0;
-    if (rc == 0) rc = alloc_params(sm, err, errlen);
-    for (int i = 0; rc == 0 && i < sm->L.n_params; i++)
-        rc = ckpt_read_master(c, &sm->L.params[i], sm->params + sm->L.params[i].offset, err, errlen);
-    ckpt_close(c);
-    return rc;
-}
-
-static int load_hf(sample_model *sm, const wp_opts *given, char *err, size_t errlen) {
-    static wp_opts o; /* large; a copy the config fills */
-    o = *given;
-    const char *dir = given->args[0];
-    snprintf(sm->source, sizeof sm->source, "%s", dir);
-    wp_model_cfg cfg;
-    int rc = hf_config_apply(dir, &o, err, errlen);
-    if (rc == 0) {
-        if (given->set[FLAG_seq_length])
-            sm->positions = given->seq_length;
-        else
-            rc = hf_max_positions(dir, &sm->positions, err, errlen);
-    }
-    if (rc == 0) {
-        o.seq_length = sm->positions;
-        o.micro_batch_size = 1;
-        o.num_chunks = 1;
-        o.chunk_layers[0] = '\0';
-        rc = model_cfg_from_opts(&o, 1, &cfg, err, errlen);
-    }
-    if (rc == 0) {
-        model_cfg_even_chunks(&cfg, 1);
-        cfg.precision = precision_of(given, WP_PREC_FP32); /* the directory's weights as they are */
-        rc = layout_build(&cfg, &sm->L, err, errlen);
-        sm->have_layout = rc == 0;
-    }
-    if (rc == 0) rc = alloc_params(sm, err, errlen);
-    if (rc) return rc;
-    /* hf_load_masters fills an optimizer's masters: one on the CPU, only for loading */
-    wp_kern_opts ko = {.kind = WP_BACKEND_CPU, .compute = WP_F32, .threads = 1};
-    char kerr[512];
-    wp_kern *k = kern_create(&ko, kerr, sizeof kerr);
-    if (!k) return io_fail(err, errlen, 1, "sample: %s", kerr);
-    wp_adamw_hparams hp = {.beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8};
-    wp_optim *opt = optim_create(layout_optim_model(&sm->L), k, (int[]){0}, 1, &hp, err, errlen);
-    rc = opt ? hf_load_masters(dir, opt, err, errlen) : 1;
-    if (rc == 0 && optim_get(opt, 0, WP_OPT_MASTER, sm->params) != 0)
-        rc = io_fail(err, errlen, 1, "sample: reading the masters: %s", optim_error(opt));
-    optim_destroy(opt);
-    kern_destroy(k);
-    return rc;
-}
 
 /* Comma-separated ids, each in [0, V). */
 static int parse_ids(const char *s, int64_t V, int32_t **ids, int *n, char *err, size_t errlen) {
@@ -172,20 +82,24 @@ static int check_flags(const wp_opts *o, char *err, size_t errlen) {
 }
 
 /* --tokenizer, else the model directory's, else bytes for a vocabulary of 256; *tok NULL: none. */
-static int open_tokenizer(const wp_opts *o, const sample_model *sm, wp_tokenizer **tok, char *err, size_t errlen) {
+static int open_tokenizer(const wp_opts *o, const wp_model_src *sm, wp_tokenizer **tok, char *err, size_t errlen) {
     char path[WP_PATH_MAX] = "";
     *tok = NULL;
     int rc = 0;
     if (o->tokenizer[0])
         snprintf(path, sizeof path, "%s", o->tokenizer);
     else
-        rc = tok_find_in_dir(sm->source, path, sizeof path, err, errlen);
+        rc = tok_find_in_dir(sm->dir, path, sizeof path, err, errlen);
     if (rc) return rc;
     if (!path[0]) return sm->L.cfg.vocab == BYTE_VOCAB ? tok_open(NULL, tok, err, errlen) : 0;
     if ((rc = tok_open(path, tok, err, errlen)) != 0) return rc;
     if (tok_vocab_size(*tok) > sm->L.cfg.vocab)
+    {
+        char name[WP_PATH_MAX + 32];
         return cli_fail(err, errlen, "%s: %s's vocabulary of %" PRId64 " exceeds the model's %d (%s)",
-                        o->tokenizer[0] ? "--tokenizer" : "sample", path, tok_vocab_size(*tok), sm->L.cfg.vocab, sm->source);
+                        o->tokenizer[0] ? "--tokenizer" : "sample", path, tok_vocab_size(*tok), sm->L.cfg.vocab,
+                        model_src_name(sm, name, sizeof name));
+    }
     return 0;
 }
 
@@ -218,13 +132,23 @@ static int prompt_ids(const wp_opts *o, const wp_tokenizer *tok, int64_t V, int3
     return 0;
 }
 
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 typedef struct {
     bool ids, bytes; /* --format ids; text of the byte tokenizer (written as it comes) */
     int count;
+    int chosen;         /* tokens chosen so far */
+    double first, last; /* when the first and the latest were chosen */
 } printer;
 
 static void print_token(int32_t id, void *ctx) {
     printer *p = ctx;
+    p->last = now();
+    if (p->chosen++ == 0) p->first = p->last;
     if (p->ids)
         printf("%s%d", p->count ? "," : "", (int)id);
     else if (p->bytes)
@@ -235,8 +159,60 @@ static void print_token(int32_t id, void *ctx) {
     fflush(stdout);
 }
 
-static int generate(const sample_model *sm, const wp_opts *o, const wp_tokenizer *tok, const int32_t *prompt, int P,
-                    char *err, size_t errlen) {
+/* The weights into the decoder, one piece at a time, rounded through the wire dtype first (what
+ * training computes with, as eval). */
+typedef struct {
+    wp_decoder *D;
+    wp_kern *k;
+    wp_dtype wire;
+} weight_sink;
+
+static int to_decoder(void *ctx, const wp_param *p, size_t first, size_t n, float *vals, char *err, size_t errlen) {
+    weight_sink *w = ctx;
+    for (size_t i = 0; i < n; i++) vals[i] = wp_round_to(vals[i], w->wire);
+    if (decoder_set_param(w->D, p, first, n, vals) != 0)
+        return io_fail(err, errlen, 1, "sample: %s: %s", p->name, kern_error(w->k) ? kern_error(w->k) : "out of memory");
+    return 0;
+}
+
+/* Peak resident memory in MiB: /proc/self/status's VmHWM, this program's own (getrusage's
+ * ru_maxrss carries over the high mark of the process that forked us, a Python test's, say);
+ * ru_maxrss where /proc is missing. */
+static double peak_rss_mib(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long long kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmHWM: %lld kB", &kb) == 1) break;
+    if (f) fclose(f);
+    struct rusage ru;
+    if (kb < 0 && getrusage(RUSAGE_SELF, &ru) == 0) kb = ru.ru_maxrss;
+    return kb < 0 ? -1.0 : (double)kb / 1024.0;
+}
+
+/* One line on stderr: what a user tuning threads or comparing runtimes reads. */
+static void report_speed(const printer *pr, double t_start, double t_loaded) {
+    double decode = pr->chosen > 1 ? (pr->chosen - 1) / (pr->last - pr->first) : 0.0;
+    fprintf(stderr, "sample: weights loaded in %.2f s; first token after %.2f s; %d tokens, %.1f tokens/s after the "
+            "first; peak resident memory %.0f MiB\n", t_loaded - t_start, pr->chosen ? pr->first - t_start : 0.0,
+            pr->chosen, decode, peak_rss_mib());
+}
+
+/* The ids that end generation: the model's eos list, else the tokenizer's EOS, else none. */
+static int stop_ids(const wp_model_src *sm, const wp_tokenizer *tok, int32_t *eos) {
+    if (sm->n_eos > 0) {
+        memcpy(eos, sm->eos, (size_t)sm->n_eos * sizeof *eos);
+        return sm->n_eos;
+    }
+    if (tok && tok_eos(tok) >= 0) {
+        eos[0] = tok_eos(tok);
+        return 1;
+    }
+    return 0;
+}
+
+static int generate(wp_model_src *sm, const wp_opts *o, const wp_tokenizer *tok, const int32_t *prompt, int P,
+                    double t_start, char *err, size_t errlen) {
     const wp_model_cfg *cfg = &sm->L.cfg;
     int64_t room = sm->positions - P, want = o->max_new_tokens;
     int max_new = (int)(want < room ? want : room);
@@ -256,11 +232,14 @@ static int generate(const sample_model *sm, const wp_opts *o, const wp_tokenizer
     wp_sampler *S = sampler_create(cfg->vocab, &sp, (uint64_t)o->seed);
     int32_t *out = malloc(((size_t)max_new + 1) * sizeof *out);
     int rc = D && S && out ? 0 : io_fail(err, errlen, 1, "sample: %s", D ? "out of memory" : kerr);
-    if (rc == 0 && decoder_set_params(D, sm->params) != 0) rc = io_fail(err, errlen, 1, "sample: %s", kern_error(k));
+    weight_sink ws = {.D = D, .k = k, .wire = precision_weight_dtype(cfg->precision)};
+    if (rc == 0) rc = model_src_read(sm, to_decoder, &ws, err, errlen);
+    double t_loaded = now();
     printer pr = {.ids = strcmp(o->format, "ids") == 0, .bytes = tok && strcmp(tok_kind(tok), "bytes") == 0};
-    int n = 0;
+    int32_t eos[WP_SRC_MAX_EOS];
+    int n_eos = stop_ids(sm, tok, eos), n = 0;
     if (rc == 0 && max_new > 0)
-        rc = decoder_generate(D, S, prompt, P, max_new, tok ? tok_eos(tok) : -1, out, &n, print_token, &pr, err, errlen);
+        rc = decoder_generate(D, S, prompt, P, max_new, eos, n_eos, out, &n, print_token, &pr, err, errlen);
     if (rc == 0 && !pr.ids && !pr.bytes) {
         char *text = NULL;
         rc = tok_decode(tok, out, (size_t)n, &text, err, errlen);
@@ -269,6 +248,7 @@ static int generate(const sample_model *sm, const wp_opts *o, const wp_tokenizer
     }
     if (rc == 0 && (pr.ids || isatty(STDOUT_FILENO))) putchar('\n'); /* text in a pipe: the bytes alone */
     if (rc == 0 && fflush(stdout) != 0) rc = io_fail(err, errlen, 1, "sample: writing stdout: %s", strerror(errno));
+    if (rc == 0) report_speed(&pr, t_start, t_loaded);
     free(out);
     sampler_destroy(S);
     decoder_destroy(D);
@@ -277,17 +257,19 @@ static int generate(const sample_model *sm, const wp_opts *o, const wp_tokenizer
 }
 
 int cmd_sample(const wp_opts *o) {
+    double t_start = now();
     if (o->nargs != 1) {
         wp_error("sample: expected one CKPT_DIR or Hugging Face directory, got %d arguments", o->nargs);
         return 2;
     }
     char err[2 * WP_PATH_MAX];
-    sample_model sm = {0};
+    wp_model_src sm;
     int32_t *prompt = NULL;
     int P = 0;
     wp_tokenizer *tok = NULL;
     int rc = check_flags(o, err, sizeof err);
-    if (rc == 0) rc = is_hf_dir(o->args[0]) ? load_hf(&sm, o, err, sizeof err) : load_checkpoint(&sm, o, err, sizeof err);
+    if (rc == 0) rc = model_src_open(o->args[0], o, 1, false, &sm, err, sizeof err);
+    else memset(&sm, 0, sizeof sm);
     if (rc == 0) rc = open_tokenizer(o, &sm, &tok, err, sizeof err);
     if (rc == 0 && strcmp(o->format, "text") == 0 && !tok)
         rc = cli_fail(err, sizeof err, "--format text: no tokenizer for the model's vocabulary of %d (give --tokenizer, "
@@ -295,17 +277,11 @@ int cmd_sample(const wp_opts *o) {
     if (rc == 0) rc = prompt_ids(o, tok, sm.L.cfg.vocab, &prompt, &P, err, sizeof err);
     if (rc == 0 && P > sm.positions)
         rc = cli_fail(err, sizeof err, "%s: the prompt's %d tokens exceed the model's %" PRId64 " positions (%s)",
-                      o->prompt_tokens[0] ? "--prompt-tokens" : "--prompt", P, sm.positions, sm.source);
-    if (rc == 0) {
-        /* masters rounded through the wire dtype, what training computes with (as eval) */
-        wp_dtype wire = precision_weight_dtype(sm.L.cfg.precision);
-        for (size_t i = 0; i < sm.L.total_numel; i++) sm.params[i] = wp_round_to(sm.params[i], wire);
-        rc = generate(&sm, o, tok, prompt, P, err, sizeof err);
-    }
+                      o->prompt_tokens[0] ? "--prompt-tokens" : "--prompt", P, sm.positions, sm.dir);
+    if (rc == 0) rc = generate(&sm, o, tok, prompt, P, t_start, err, sizeof err);
     if (rc) wp_error("%s", err);
     free(prompt);
     tok_close(tok);
-    free(sm.params);
-    if (sm.have_layout) layout_free(&sm.L);
+    model_src_close(&sm);
     return rc;
 }

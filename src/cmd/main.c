@@ -1,6 +1,8 @@
 /* weipipe: one executable, subcommands dispatched from a table. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "commands.h"
@@ -35,8 +37,21 @@ static void usage(FILE *f) {
 /* The ring layer's warnings go through the command's log (one line, control bytes escaped). */
 static void ring_warning(const char *line) { wp_warn("%s", line); }
 
+/* `sample` decodes one token at a time: every kernel is a short OpenMP region, and libgomp's
+ * default waiting between regions spins, so with 2 threads on 2 busy cores each token waits
+ * for spinning threads to be scheduled (SmolLM2-135M, load 22: 0.2 tokens/s with active
+ * waiting, 4+ with passive; docs/performance-cpu.md). libgomp reads OMP_WAIT_POLICY once, as it
+ * loads, so sample runs itself again with it set, unless the user chose a policy. */
+static void passive_wait_for_sample(char **argv) {
+    if (strcmp(argv[1], "sample") != 0 || getenv("OMP_WAIT_POLICY")) return;
+    if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
+    execv("/proc/self/exe", argv);
+    unsetenv("OMP_WAIT_POLICY"); /* no exec (no /proc): go on as we are */
+}
+
 int main(int argc, char **argv) {
     ring_set_warn(ring_warning);
+    if (argc >= 2) passive_wait_for_sample(argv);
     if (argc < 2) {
         wp_error("no subcommand given (try weipipe --help)");
         return 2;

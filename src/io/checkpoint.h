@@ -31,6 +31,9 @@
 /* 2: the manifest carries its own CRC-32 ("checksum", manifest.h); 1 (without) is still read */
 #define WP_CKPT_VERSION 2
 
+#define CKPT_SIDE_FILES 2
+extern const char *const ckpt_side_files[CKPT_SIDE_FILES]; /* "tokenizer_config.json", "generation_config.json" */
+
 typedef struct {
     int64_t step;                   /* optimizer steps done: training continues with this step */
     int64_t optimizer_step;         /* AdamW t (skipped steps do not count) */
@@ -52,6 +55,13 @@ typedef struct {
      * kept as the manifest's "flags" so a --resume need not restate them (src/cli/opts_resume.c).
      * Written only; readers of the manifest take it from manifest.json themselves. */
     const char *run_flags;
+    /* Hugging Face files found beside the tokenizer (an --init-from directory's, or a checkpoint's
+     * that carried them), ckpt_side_files[i]'s bytes or NULL: tokenizer_config.json (special
+     * tokens, chat template: what transformers' tokenizer reads beside tokenizer.json) and
+     * generation_config.json (the eos list). Written beside the tokenizer and carried to exports;
+     * not listed in the manifest: nothing here reads them but the export. */
+    const void *side_data[CKPT_SIDE_FILES];
+    size_t side_size[CKPT_SIDE_FILES];
 } wp_ckpt_info;
 
 /* Rank `rank` writes its owned chunks (from o) into SAVE/step-K.tmp/, creating it if needed.

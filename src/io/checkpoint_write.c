@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "checkpoint.h"
+#include "progress.h"
 #include "manifest.h"
 #include "safetensors.h"
 
@@ -131,7 +132,17 @@ int ckpt_write_shard(const char *save_dir, int64_t step, int rank, wp_optim *o, 
     rc = st_writer_open(&w, path, descs, n, keys, values, 3, err, errlen);
     free(descs);
     if (rc) return rc;
+    uint64_t bytes = 0;
+    for (int i = 0; i < optim_n_owned(o); i++) {
+        size_t off, len;
+        optim_range(o, optim_owned_chunk(o, i), &off, &len);
+        bytes += 3 * len * sizeof(float); /* masters and both moments, as put_chunks writes them */
+    }
+    char what[WP_PATH_MAX + 32];
+    snprintf(what, sizeof what, "saving %.200s", dir);
+    io_progress_begin(what, bytes); /* the ranks of this process share one meter */
     rc = put_chunks(w, o, err, errlen);
+    io_progress_end(rc == 0);
     uint64_t size;
     uint32_t crc;
     if (rc) {
@@ -269,6 +280,8 @@ static int prune(const char *save_dir, int64_t current, const wp_ckpt_keep *keep
 /* The run's tokenizer into the step directory (a plain name, checked), atomically, with the size
  * and CRC-32 the manifest lists. Every failure here is a runtime one (1): the file was
  * checked when the run started. */
+const char *const ckpt_side_files[CKPT_SIDE_FILES] = {"tokenizer_config.json", "generation_config.json"};
+
 static int copy_tokenizer(const char *dir, const wp_ckpt_info *info, wp_manifest_file *f, char *err, size_t errlen) {
     const char *name = info->tokenizer_name;
     if (strcmp(name, "tokenizer.model") != 0 && strcmp(name, "tokenizer.json") != 0)
@@ -278,6 +291,11 @@ static int copy_tokenizer(const char *dir, const wp_ckpt_info *info, wp_manifest
     char path[WP_PATH_MAX];
     int rc = fs_join(path, sizeof path, dir, name, err, errlen);
     if (rc == 0) rc = fs_write_file_atomic(path, info->tokenizer_data, info->tokenizer_size, err, errlen);
+    for (int i = 0; rc == 0 && i < CKPT_SIDE_FILES; i++) {
+        if (!info->side_data[i]) continue;
+        rc = fs_join(path, sizeof path, dir, ckpt_side_files[i], err, errlen);
+        if (rc == 0) rc = fs_write_file_atomic(path, info->side_data[i], info->side_size[i], err, errlen);
+    }
     if (rc) return 1;
     snprintf(f->name, sizeof f->name, "%s", name);
     f->size = info->tokenizer_size;

@@ -60,4 +60,17 @@ int hf_read_config(const char *hf_dir, hf_config *c, char *err, size_t errlen);
  * Moments, gradients and the step count start at zero. Returns 0, 2 or 1. */
 int hf_load_masters(const char *hf_dir, wp_optim *o, char *err, size_t errlen);
 
+/* Every parameter of layout L (any chunking) from HF_DIR in layout order, each in pieces: sink
+ * gets elements [first, first + n) of parameter p as fp32 values (a buffer it may change, valid
+ * for the call). Inference loads its weights this way without an optimizer and with one piece of
+ * the files in memory at a time (their pages are dropped once read). sink returns 0, or 1/2
+ * with err set, which stops the load. Returns 0, 2 or 1. */
+typedef int (*hf_param_sink)(void *ctx, const wp_param *p, size_t first, size_t n, float *vals, char *err, size_t errlen);
+int hf_read_params(const char *hf_dir, const wp_layout *L, hf_param_sink sink, void *ctx, char *err, size_t errlen);
+
+/* The ids that end generation: generation_config.json's eos_token_id (an id or a list, as
+ * Llama 3 Instruct's [128001, 128008, 128009]), else config.json's, into ids[0..*n) (at most
+ * max; *n = 0 when neither names one). Returns 0 or 2 naming the file. */
+int hf_read_eos(const char *hf_dir, int32_t *ids, int max, int *n, char *err, size_t errlen);
+
 #endif

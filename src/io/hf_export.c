@@ -15,6 +15,7 @@
 
 #include "hf.h"
 #include "safetensors.h"
+#include "progress.h"
 #include "tokenizer.h"
 
 static const char *torch_dtype(wp_dtype t) { return t == WP_F16 ? "float16" : t == WP_BF16 ? "bfloat16" : "float32"; }
@@ -65,11 +66,37 @@ int hf_write_config(const wp_model_cfg *c, const char *out_dir, wp_dtype dtype, 
     return write_json(j, out_dir, "config.json", err, errlen);
 }
 
-/* What transformers' GenerationConfig.from_model_config writes for such a config. */
-static int write_generation_config(const wp_model_cfg *c, const char *out_dir, char *err, size_t errlen) {
-    json_t *j = json_pack("{s:b, s:o, s:o}", "_from_model_config", 1, "bos_token_id", special_id(c, false), "eos_token_id",
-                          special_id(c, true));
-    return write_json(j, out_dir, "generation_config.json", err, errlen);
+/* A JSON file of the checkpoint directory (a carried side file), NULL when absent; 2 when it is
+ * there but not a JSON object. */
+static int ckpt_json(const char *ckpt, const char *name, json_t **out, char *err, size_t errlen) {
+    char path[WP_PATH_MAX];
+    *out = NULL;
+    int rc = fs_join(path, sizeof path, ckpt, name, err, errlen);
+    if (rc || !fs_exists(path)) return rc;
+    json_error_t jerr;
+    *out = json_load_file(path, 0, &jerr);
+    if (!*out) return io_fail(err, errlen, 2, "%s: line %d: %s", path, jerr.line, jerr.text);
+    if (json_is_object(*out)) return 0;
+    json_decref(*out);
+    *out = NULL;
+    return io_fail(err, errlen, 2, "%s: not a JSON object", path);
+}
+
+/* What transformers' GenerationConfig.from_model_config writes for such a config; the eos list
+ * of the generation_config.json carried from --init-from when it names one whose first id is the
+ * model's eos (Llama 3 Instruct ends a turn at any of [128001, 128008, 128009]). */
+static int write_generation_config(const wp_model_cfg *c, const char *ckpt, const char *out_dir, char *err, size_t errlen) {
+    json_t *carried = NULL, *eos = special_id(c, true);
+    int rc = ckpt_json(ckpt, "generation_config.json", &carried, err, errlen);
+    json_t *list = carried ? json_object_get(carried, "eos_token_id") : NULL;
+    if (rc == 0 && json_is_array(list) && json_array_size(list) > 0 && json_is_integer(eos) &&
+        json_equal(json_array_get(list, 0), eos)) {
+        json_decref(eos);
+        eos = json_incref(list);
+    }
+    json_decref(carried);
+    json_t *j = json_pack("{s:b, s:o, s:o}", "_from_model_config", 1, "bos_token_id", special_id(c, false), "eos_token_id", eos);
+    return rc ? (json_decref(j), rc) : write_json(j, out_dir, "generation_config.json", err, errlen);
 }
 
 static st_desc desc_of(const wp_param *p, wp_dtype dtype) {
@@ -233,6 +260,57 @@ static int copy_tokenizers(const char *ckpt, const char *dir, char *err, size_t 
     return rc;
 }
 
+/* The text of token id in tokenizer.json (its added_tokens, else its model's vocab), or NULL. */
+static const char *token_text(json_t *tok, int id) {
+    size_t i;
+    json_t *t;
+    json_array_foreach(json_object_get(tok, "added_tokens"), i, t) {
+        json_t *tid = json_object_get(t, "id");
+        if (json_is_integer(tid) && json_integer_value(tid) == id) return json_string_value(json_object_get(t, "content"));
+    }
+    const char *key;
+    json_object_foreach(json_object_get(json_object_get(tok, "model"), "vocab"), key, t)
+        if (json_is_integer(t) && json_integer_value(t) == id) return key;
+    return NULL;
+}
+
+/* A tokenizer_config.json for a tokenizer.json that came without one: the fast tokenizer class
+ * (transformers' LlamaTokenizerFast would otherwise add its own <s> and </s> as new ids) and the
+ * bos/eos tokens by text. */
+static json_t *made_tokenizer_config(const wp_model_cfg *c, const char *ckpt, char *err, size_t errlen, int *rc) {
+    json_t *tok = NULL;
+    *rc = ckpt_json(ckpt, "tokenizer.json", &tok, err, errlen);
+    if (!tok) return NULL; /* tokenizer.model: transformers' sentencepiece classes need no help */
+    const char *bos = c->has_bos ? token_text(tok, c->bos_id) : NULL, *eos = c->has_eos ? token_text(tok, c->eos_id) : NULL;
+    json_t *j = json_pack("{s:s, s:b, s:i}", "tokenizer_class", "PreTrainedTokenizerFast", "clean_up_tokenization_spaces", 0,
+                          "model_max_length", hf_default_max_positions(c));
+    if (j && bos) json_object_set_new(j, "bos_token", json_string(bos));
+    if (j && eos) json_object_set_new(j, "eos_token", json_string(eos));
+    json_decref(tok);
+    if (!j) *rc = io_fail(err, errlen, 1, "export: out of memory");
+    return j;
+}
+
+/* tokenizer_config.json (the one carried from --init-from, else one made for a tokenizer.json)
+ * and special_tokens_map.json, its special tokens as save_pretrained writes them. */
+static int write_tokenizer_config(const wp_model_cfg *c, const char *ckpt, const char *dir, char *err, size_t errlen) {
+    json_t *cfg = NULL;
+    int rc = ckpt_json(ckpt, "tokenizer_config.json", &cfg, err, errlen);
+    if (rc == 0 && !cfg) cfg = made_tokenizer_config(c, ckpt, err, errlen, &rc);
+    if (rc || !cfg) return rc;
+    static const char *const specials[] = {"bos_token", "eos_token", "unk_token", "pad_token"};
+    json_t *map = json_object();
+    for (size_t i = 0; map && i < sizeof specials / sizeof *specials; i++) {
+        json_t *v = json_object_get(cfg, specials[i]);
+        if (v && !json_is_null(v)) json_object_set(map, specials[i], v);
+    }
+    rc = write_json(json_incref(cfg), dir, "tokenizer_config.json", err, errlen);
+    if (rc == 0) rc = write_json(map, dir, "special_tokens_map.json", err, errlen);
+    else json_decref(map);
+    json_decref(cfg);
+    return rc;
+}
+
 /* An existing OUT_DIR is replaced only when everything in it is what an export writes, so a
  * mistyped OUT_DIR (a home directory, a checkpoint) is never swept away. */
 static bool export_name(const char *n) {
@@ -240,7 +318,8 @@ static bool export_name(const char *n) {
     char tail[32];
     if (strcmp(n, ".") == 0 || strcmp(n, "..") == 0 || strcmp(n, "config.json") == 0 ||
         strcmp(n, "generation_config.json") == 0 || strcmp(n, "model.safetensors") == 0 ||
-        strcmp(n, "model.safetensors.index.json") == 0)
+        strcmp(n, "model.safetensors.index.json") == 0 || strcmp(n, "tokenizer_config.json") == 0 ||
+        strcmp(n, "special_tokens_map.json") == 0)
         return true;
     for (size_t i = 0; i < sizeof tokenizer_files / sizeof *tokenizer_files; i++)
         if (strcmp(n, tokenizer_files[i]) == 0) return true;
@@ -289,7 +368,12 @@ static int write_all(const wp_ckpt *c, const wp_model_cfg *cfg, const hf_export_
     if (!shard_of) rc = io_fail(err, errlen, 1, "export: out of memory");
     int n = rc ? 0 : plan_shards(&L, x->dtype, x->max_shard_bytes, shard_of);
     if (rc == 0 && n == 0) rc = io_fail(err, errlen, 1, "export: out of memory");
+    char what[WP_PATH_MAX + 16];
+    snprintf(what, sizeof what, "export to %.200s", dir);
+    bool metered = rc == 0;
+    if (metered) io_progress_begin(what, (uint64_t)L.total_numel * wp_dtype_size(x->dtype));
     for (int s = 0; rc == 0 && s < n; s++) rc = write_shard(c, &L, shard_of, s, n, dir, x->dtype, err, errlen);
+    if (metered) io_progress_end(rc == 0);
     if (rc == 0 && n > 1) rc = write_index(&L, shard_of, n, dir, x->dtype, err, errlen);
     free(shard_of);
     layout_free(&L);
@@ -306,8 +390,9 @@ static int write_all(const wp_ckpt *c, const wp_model_cfg *cfg, const hf_export_
         if (rc == 0) tok_close(t);
     }
     if (rc == 0) rc = hf_write_config(&named, dir, x->dtype, err, errlen);
-    if (rc == 0) rc = write_generation_config(&named, dir, err, errlen);
+    if (rc == 0) rc = write_generation_config(&named, ckpt_dir(c), dir, err, errlen);
     if (rc == 0) rc = copy_tokenizers(ckpt_dir(c), dir, err, errlen);
+    if (rc == 0 && ckpt_tokenizer(c)) rc = write_tokenizer_config(&named, ckpt_dir(c), dir, err, errlen);
     if (rc == 0) rc = fs_fsync_dir(dir, err, errlen);
     return rc;
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "hf.h"
+#include "progress.h"
 #include "safetensors.h"
 
 static json_t *load_config(const char *hf_dir, char *path, size_t len, char *err, size_t errlen, int *rc) {
@@ -171,6 +172,7 @@ static int load_param(const hf_files *h, const char *dir, const wp_param *p, flo
     if (!t) return io_fail(err, errlen, 2, "%s: tensor %s not found in its safetensors files", dir, p->name);
     int rc = st_check_shape(f, t, p->rows, p->cols, err, errlen);
     if (rc == 0) rc = st_to_f32(f, t, dst, err, errlen);
+    if (rc == 0) io_progress_add(t->nbytes);
     return rc;
 }
 
@@ -195,21 +197,115 @@ static int load_chunks(const hf_files *h, const char *dir, wp_optim *o, char *er
     return rc;
 }
 
-int hf_load_masters(const char *hf_dir, wp_optim *o, char *err, size_t errlen) {
+/* The directory's safetensors files, and whether the head is the embedding; h->n = 0 on failure. */
+static int open_dir(const char *hf_dir, hf_files *h, char *err, size_t errlen) {
     char path[WP_PATH_MAX];
     int rc;
     json_t *j = load_config(hf_dir, path, sizeof path, err, errlen, &rc);
     if (!j) return rc;
-    hf_files *h = calloc(1, sizeof *h);
-    if (!h) {
-        json_decref(j);
-        return io_fail(err, errlen, 1, "--init-from: out of memory");
-    }
     h->tied = json_is_true(json_object_get(j, "tie_word_embeddings"));
     json_decref(j);
-    rc = open_files(h, hf_dir, err, errlen);
-    if (rc == 0) rc = load_chunks(h, hf_dir, o, err, errlen);
+    return open_files(h, hf_dir, err, errlen);
+}
+
+static void close_dir(hf_files *h) {
     for (int i = 0; i < h->n; i++) st_close(h->files[i]);
     free(h);
+}
+
+/* The bytes of the files' tensors that L's parameters read (those of o's chunks when o is given): the meter's total. */
+static uint64_t file_bytes(const hf_files *h, const wp_layout *L, const wp_optim *o) {
+    uint64_t total = 0;
+    for (int i = 0; i < L->n_params; i++) {
+        const st_file *f;
+        bool head = h->tied && strcmp(L->params[i].name, "lm_head.weight") == 0;
+        const st_tensor *t = o && !optim_owns(o, L->params[i].chunk) ? NULL : find(h, head ? "model.embed_tokens.weight" : L->params[i].name, &f);
+        if (t) total += t->nbytes;
+    }
+    return total;
+}
+
+int hf_load_masters(const char *hf_dir, wp_optim *o, char *err, size_t errlen) {
+    hf_files *h = calloc(1, sizeof *h);
+    if (!h) return io_fail(err, errlen, 1, "--init-from: out of memory");
+    int rc = open_dir(hf_dir, h, err, errlen);
+    char what[WP_PATH_MAX + 16];
+    snprintf(what, sizeof what, "reading %.200s", hf_dir);
+    bool metered = rc == 0;
+    if (metered) io_progress_begin(what, file_bytes(h, layout_of_optim(o), o));
+    if (rc == 0) rc = load_chunks(h, hf_dir, o, err, errlen);
+    if (metered) io_progress_end(rc == 0);
+    close_dir(h);
+    return rc;
+}
+
+/* A parameter's tensor in pieces of at most `piece` elements, each converted, handed to sink and
+ * its file pages dropped: the reader holds one piece, never a whole embedding. */
+static int read_pieces(const hf_files *h, const char *dir, const wp_param *p, float *buf, size_t piece, hf_param_sink sink,
+                       void *ctx, char *err, size_t errlen) {
+    const st_file *f;
+    bool head = h->tied && strcmp(p->name, "lm_head.weight") == 0; /* as load_param */
+    const st_tensor *t = find(h, head ? "model.embed_tokens.weight" : p->name, &f);
+    if (!t) return io_fail(err, errlen, 2, "%s: tensor %s not found in its safetensors files", dir, p->name);
+    int rc = st_check_shape(f, t, p->rows, p->cols, err, errlen);
+    size_t numel = layout_param_numel(p);
+    for (size_t first = 0; rc == 0 && first < numel; first += piece) {
+        size_t n = numel - first < piece ? numel - first : piece;
+        rc = st_to_f32_range(f, t, first, n, buf, err, errlen);
+        if (rc == 0) io_progress_add(n * (t->nbytes / (t->numel ? t->numel : 1)));
+        if (rc == 0) rc = sink(ctx, p, first, n, buf, err, errlen);
+        if (rc == 0) st_release(f, t, first, n); /* a tied head reads the embedding again: from the page cache */
+    }
+    return rc;
+}
+
+int hf_read_params(const char *hf_dir, const wp_layout *L, hf_param_sink sink, void *ctx, char *err, size_t errlen) {
+    const size_t piece = (size_t)1 << 22; /* 16 MiB of fp32 */
+    hf_files *h = calloc(1, sizeof *h);
+    float *buf = h ? malloc(piece * sizeof *buf) : NULL;
+    int rc = buf ? 0 : io_fail(err, errlen, 1, "%s: out of memory", hf_dir);
+    if (rc == 0) rc = open_dir(hf_dir, h, err, errlen);
+    char what[WP_PATH_MAX + 16];
+    snprintf(what, sizeof what, "reading %.200s", hf_dir);
+    bool metered = rc == 0;
+    if (metered) io_progress_begin(what, file_bytes(h, L, NULL));
+    for (int i = 0; rc == 0 && i < L->n_params; i++) rc = read_pieces(h, hf_dir, &L->params[i], buf, piece, sink, ctx, err, errlen);
+    if (metered) io_progress_end(rc == 0);
+    free(buf);
+    if (h) close_dir(h);
+    return rc;
+}
+
+/* One token id of generation_config.json / config.json: an integer in [0, 2^31). */
+static int eos_id(const char *path, json_t *v, int32_t *id, char *err, size_t errlen) {
+    if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX)
+        return io_fail(err, errlen, 2, "%s: eos_token_id holds something other than a token id", path);
+    *id = (int32_t)json_integer_value(v);
+    return 0;
+}
+
+/* eos_token_id of DIR/NAME: absent or null leaves *n = 0; an integer or a list of them. */
+static int eos_of(const char *dir, const char *name, int32_t *ids, int max, int *n, char *err, size_t errlen) {
+    char path[WP_PATH_MAX];
+    int rc = fs_join(path, sizeof path, dir, name, err, errlen);
+    if (rc || !fs_exists(path)) return rc;
+    json_error_t jerr;
+    json_t *j = json_load_file(path, 0, &jerr);
+    if (!j) return io_fail(err, errlen, 2, "%s: line %d: %s", path, jerr.line, jerr.text);
+    json_t *v = json_object_get(j, "eos_token_id");
+    if (json_is_array(v)) {
+        if ((int)json_array_size(v) > max) rc = io_fail(err, errlen, 2, "%s: eos_token_id lists more than %d ids", path, max);
+        for (size_t i = 0; rc == 0 && i < json_array_size(v); i++) rc = eos_id(path, json_array_get(v, i), &ids[(*n)++], err, errlen);
+    } else if (v && !json_is_null(v)) {
+        rc = eos_id(path, v, &ids[(*n)++], err, errlen);
+    }
+    json_decref(j);
+    return rc;
+}
+
+int hf_read_eos(const char *hf_dir, int32_t *ids, int max, int *n, char *err, size_t errlen) {
+    *n = 0;
+    int rc = eos_of(hf_dir, "generation_config.json", ids, max, n, err, errlen);
+    if (rc == 0 && *n == 0) rc = eos_of(hf_dir, "config.json", ids, max, n, err, errlen);
     return rc;
 }

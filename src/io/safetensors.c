@@ -1,12 +1,17 @@
 /* safetensors: streaming writer (checksummed while writing) and validating mapped reader. */
 #include "safetensors.h"
 
+#include "progress.h"
+
+#include <sys/mman.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 /* a header larger than this is not one of ours, nor any sane model file's */
@@ -103,6 +108,7 @@ int st_writer_put(st_writer *w, const void *data, size_t bytes, char *err, size_
                        (unsigned long long)(w->written + bytes), (unsigned long long)w->expected);
     int rc = put_bytes(w, data, bytes, err, errlen);
     if (rc == 0) w->written += bytes;
+    if (rc == 0) io_progress_add(bytes); /* an export's or a checkpoint's meter, when one runs */
     return rc;
 }
 
@@ -302,9 +308,16 @@ const char *st_meta(const st_file *f, const char *key) {
 }
 
 int st_to_f32(const st_file *f, const st_tensor *t, float *dst, char *err, size_t errlen) {
+    return st_to_f32_range(f, t, 0, t->numel, dst, err, errlen);
+}
+
+int st_to_f32_range(const st_file *f, const st_tensor *t, uint64_t first, uint64_t n, float *dst, char *err, size_t errlen) {
     if (!t->known) return io_fail(err, errlen, 2, "%s: tensor %s: dtype %s cannot be read as weights (F32, F16, BF16)", f->path, t->name, t->dtype_name);
-    const unsigned char *p = t->data;
-    for (uint64_t i = 0; i < t->numel; i++) {
+    if (first > t->numel || n > t->numel - first)
+        return io_fail(err, errlen, 1, "%s: tensor %s: elements %llu..+%llu past its %llu", f->path, t->name,
+                       (unsigned long long)first, (unsigned long long)n, (unsigned long long)t->numel);
+    const unsigned char *p = (const unsigned char *)t->data + first * (t->dtype == WP_F32 ? 4 : 2);
+    for (uint64_t i = 0; i < n; i++) {
         /* memcpy: the file gives no alignment guarantee beyond its own layout */
         if (t->dtype == WP_F32) {
             memcpy(&dst[i], p + 4 * i, 4);
@@ -315,6 +328,19 @@ int st_to_f32(const st_file *f, const st_tensor *t, float *dst, char *err, size_
         }
     }
     return 0;
+}
+
+void st_release(const st_file *f, const st_tensor *t, uint64_t first, uint64_t n) {
+    (void)f;
+    long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0 || t->numel == 0 || first >= t->numel) return;
+    if (n > t->numel - first) n = t->numel - first;
+    size_t es = t->nbytes / t->numel;
+    uintptr_t start = (uintptr_t)t->data + first * es;
+    uintptr_t a = (start + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
+    uintptr_t b = (start + n * es) & ~((uintptr_t)page - 1);
+    /* advice only: a failure leaves the pages resident, which costs memory, not correctness */
+    if (b > a) (void)madvise((void *)a, b - a, MADV_DONTNEED);
 }
 
 int st_check_shape(const st_file *f, const st_tensor *t, int64_t rows, int64_t cols, char *err, size_t errlen) {

@@ -69,6 +69,14 @@ const char *st_meta(const st_file *f, const char *key);   /* __metadata__ value 
 /* The tensor's values as fp32 (from F32, F16 or BF16); 2 naming the file and tensor otherwise. */
 int st_to_f32(const st_file *f, const st_tensor *t, float *dst, char *err, size_t errlen);
 
+/* Elements [first, first + n) of it as fp32 (1 when the range is outside it). */
+int st_to_f32_range(const st_file *f, const st_tensor *t, uint64_t first, uint64_t n, float *dst, char *err, size_t errlen);
+
+/* Drops the mapped pages wholly inside elements [first, first + n) of the tensor from memory
+ * (read again from the file if touched): a reader that converts piece by piece then holds one
+ * piece of the file at a time, not the whole file (`weipipe sample` on a Hugging Face directory). */
+void st_release(const st_file *f, const st_tensor *t, uint64_t first, uint64_t n);
+
 /* Its shape is [rows, cols], or [rows] when cols == 1 (norm weights are 1-D in Hugging Face).
  * 2 with a message naming the file, tensor and both shapes otherwise. */
 int st_check_shape(const st_file *f, const st_tensor *t, int64_t rows, int64_t cols, char *err, size_t errlen);

@@ -177,6 +177,25 @@ int decoder_set_params(wp_decoder *D, const float *params) {
     return kern_error(D->k) ? 1 : 0;
 }
 
+int decoder_set_param(wp_decoder *D, const wp_param *p, size_t first, size_t n, const float *src) {
+    if (first > layout_param_numel(p) || n > layout_param_numel(p) - first) {
+        kern_set_error(D->k, "decoder_set_param: elements %zu..+%zu outside %s", first, n, p->name);
+        return 1;
+    }
+    char *dst = (char *)D->w[p->chunk] + (p->offset + first) * D->cs; /* offsets count from the chunk's start */
+    if (D->ct == WP_F32) {
+        kern_to_device(D->k, dst, src, n * sizeof(float));
+        return kern_error(D->k) ? 1 : 0;
+    }
+    float *staging = kern_alloc(D->k, n * sizeof(float)); /* one piece, not the model */
+    if (!staging) return 1;
+    kern_to_device(D->k, staging, src, n * sizeof(float));
+    kern_convert(D->k, dst, D->ct, staging, WP_F32, n);
+    kern_sync(D->k);
+    kern_free(D->k, staging);
+    return kern_error(D->k) ? 1 : 0;
+}
+
 void decoder_reset(wp_decoder *D) { D->pos = 0; }
 int decoder_pos(const wp_decoder *D) { return D->pos; }
 int decoder_max_pos(const wp_decoder *D) { return D->max_pos; }
@@ -347,7 +366,13 @@ int32_t sampler_pick(wp_sampler *S, const float *logits) {
     return S->idx[m - 1]; /* u within rounding of the total */
 }
 
-int decoder_generate(wp_decoder *D, wp_sampler *S, const int32_t *prompt, int P, int max_new, int32_t eos,
+static bool is_eos(int32_t id, const int32_t *eos, int n_eos) {
+    for (int i = 0; i < n_eos; i++)
+        if (id == eos[i]) return true;
+    return false;
+}
+
+int decoder_generate(wp_decoder *D, wp_sampler *S, const int32_t *prompt, int P, int max_new, const int32_t *eos, int n_eos,
                      int32_t *out, int *n_out, void (*on_token)(int32_t id, void *ctx), void *ctx, char *err,
                      size_t errlen) {
     *n_out = 0;
@@ -361,7 +386,7 @@ int decoder_generate(wp_decoder *D, wp_sampler *S, const int32_t *prompt, int P,
         int32_t id = sampler_pick(S, logits);
         out[(*n_out)++] = id;
         if (on_token) on_token(id, ctx);
-        if (id == eos || *n_out == max_new || D->pos == D->max_pos) break; /* its logits are not needed */
+        if (is_eos(id, eos, n_eos) || *n_out == max_new || D->pos == D->max_pos) break; /* its logits are not needed */
         rc = decoder_run(D, &id, 1, logits, false, err, errlen);
     }
     free(logits);

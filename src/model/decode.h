@@ -33,6 +33,11 @@ void decoder_destroy(wp_decoder *D);
  * backend's compute dtype. */
 int decoder_set_params(wp_decoder *D, const float *params);
 
+/* Upload elements [first, first + n) of one parameter p of L (n fp32 values), rounded as
+ * decoder_set_params does: a loader hands the weights over piece by piece, never holding a
+ * second copy of the whole model. */
+int decoder_set_param(wp_decoder *D, const wp_param *p, size_t first, size_t n, const float *src);
+
 /* Forget the cached positions: the next decoder_run starts a new sequence at position 0. */
 void decoder_reset(wp_decoder *D);
 /* Positions cached so far (the position of the next token). */
@@ -63,10 +68,11 @@ void sampler_destroy(wp_sampler *S);
 int32_t sampler_pick(wp_sampler *S, const float *logits);
 
 /* From a reset decoder: run the prompt (P >= 1 tokens), then choose up to max_new tokens with S,
- * feeding each back, into out; stops after eos (when eos >= 0) or when the cache is full.
+ * feeding each back, into out; stops after any of eos[0..n_eos) (a generation config's list:
+ * Llama 3 Instruct ends a turn with either of two ids) or when the cache is full.
  * *n_out: tokens chosen. on_token, when given, sees each as it is chosen (streaming).
  * 0, 1 or 2 as decoder_run. */
-int decoder_generate(wp_decoder *D, wp_sampler *S, const int32_t *prompt, int P, int max_new, int32_t eos,
+int decoder_generate(wp_decoder *D, wp_sampler *S, const int32_t *prompt, int P, int max_new, const int32_t *eos, int n_eos,
                      int32_t *out, int *n_out, void (*on_token)(int32_t id, void *ctx), void *ctx, char *err,
                      size_t errlen);
 

@@ -82,6 +82,8 @@ void model_cfg_balanced_chunks(wp_model_cfg *cfg, int n_chunks);
 int layout_build(const wp_model_cfg *cfg, wp_layout *L, char *err, size_t errlen);
 void layout_free(wp_layout *L);
 const wp_param *layout_find(const wp_layout *L, const char *name);
+/* Elements of one parameter (rows x cols). */
+static inline size_t layout_param_numel(const wp_param *p) { return (size_t)p->rows * (size_t)p->cols; }
 /* Index of the first parameter of chunk c, and one past its last. */
 void layout_chunk_params(const wp_layout *L, int c, int *first, int *end);
 

@@ -110,7 +110,7 @@ int sample_run(rt_sample *S, int32_t *ids, int *n, char *err, size_t errlen) {
     if (decoder_set_params(S->D, S->params) != 0) return fail(err, errlen, kern_error(S->k));
     decoder_reset(S->D);
     char why[512];
-    if (decoder_generate(S->D, S->greedy, &S->bos, 1, S->tokens, S->eos, ids, n, NULL, NULL, why, sizeof why) != 0)
+    if (decoder_generate(S->D, S->greedy, &S->bos, 1, S->tokens, &S->eos, S->eos >= 0 ? 1 : 0, ids, n, NULL, NULL, why, sizeof why) != 0)
         return fail(err, errlen, why);
     return 0;
 }

@@ -160,6 +160,24 @@ static int check_data(train_job *j, char *err, size_t errlen) {
 /* The run's tokenizer: --tokenizer, else the one beside the training shards (the directory of
  * the first one: a --data directory's own). Opened to check it is one and that its vocabulary
  * fits the model's; kept in every checkpoint (checkpoint.h). None (bytes or ids only) is fine. */
+/* tokenizer_config.json and generation_config.json beside the tokenizer file (an --init-from
+ * directory's, or a checkpoint's that carried them): special tokens, chat template and the eos
+ * list go into every checkpoint, and from there into exports (transformers' AutoTokenizer needs
+ * them to add no tokens of its own). */
+static int read_side_files(train_job *j, const char *tokenizer, char *err, size_t errlen) {
+    char path[WP_PATH_MAX], why[WP_PATH_MAX + 256];
+    const char *slash = strrchr(tokenizer, '/');
+    int dirlen = slash ? (int)(slash - tokenizer) : 1, rc = 0;
+    for (int i = 0; rc == 0 && i < CKPT_SIDE_FILES; i++) {
+        if (snprintf(path, sizeof path, "%.*s/%s", dirlen, slash ? tokenizer : ".", ckpt_side_files[i]) >= (int)sizeof path)
+            return fail(err, errlen, 2, "%s: path too long", tokenizer);
+        if (!fs_exists(path)) continue;
+        rc = fs_read_small(path, (size_t)1 << 26, &j->side_data[i], &j->side_size[i], why, sizeof why);
+        if (rc) rc = fail(err, errlen, rc, "%s", why);
+    }
+    return rc;
+}
+
 static int resolve_tokenizer(train_job *j, char *err, size_t errlen) {
     const wp_opts *o = &j->o;
     char path[WP_PATH_MAX] = "", why[WP_PATH_MAX + 512];
@@ -177,6 +195,11 @@ static int resolve_tokenizer(train_job *j, char *err, size_t errlen) {
         if (rc) return fail(err, errlen, rc, "--data: %s", why);
         flag = "--data's tokenizer";
     }
+    if (!path[0] && o->init_from[0]) { /* a pretrained model's own tokenizer, kept with its checkpoints */
+        int rc = tok_find_in_dir(o->init_from, path, sizeof path, why, sizeof why);
+        if (rc) return fail(err, errlen, rc, "--init-from: %s", why);
+        flag = "--init-from's tokenizer";
+    }
     if (!path[0]) return 0;
     wp_tokenizer *t;
     int rc = tok_open(path, &t, why, sizeof why);
@@ -190,6 +213,7 @@ static int resolve_tokenizer(train_job *j, char *err, size_t errlen) {
         /* the bytes now: every checkpoint gets the tokenizer the run was checked with */
         rc = fs_read_small(path, (size_t)1 << 30, &j->tokenizer_data, &j->tokenizer_size, why, sizeof why);
         if (rc) rc = fail(err, errlen, rc, "%s %s", flag, why);
+        if (rc == 0) rc = read_side_files(j, path, err, errlen);
     }
     if (rc == 0) j->tok = t; /* kept for --sample-every (decode only reads it) */
     else tok_close(t);
@@ -313,6 +337,7 @@ int train_job_prepare(train_job *j, const wp_opts *o, char *err, size_t errlen) 
 
 void train_job_free(train_job *j) {
     free(j->tokenizer_data);
+    for (int i = 0; i < CKPT_SIDE_FILES; i++) free(j->side_data[i]);
     tok_close(j->tok);
     shard_list_free(&j->data);
     shard_list_free(&j->val);
@@ -491,6 +516,7 @@ static int commit_checkpoint(rank_state *r, int64_t steps_done, int64_t opt_step
                          .loss_scale_clean_steps = sc.clean_steps, .seed = j->o.seed, .micro_batches = j->nmb,
                          .nranks = j->nranks, .cfg = j->L.cfg, .tokenizer_data = j->tokenizer_data,
                          .tokenizer_size = j->tokenizer_size};
+    for (int i = 0; i < CKPT_SIDE_FILES; i++) info.side_data[i] = j->side_data[i], info.side_size[i] = j->side_size[i];
     snprintf(info.tokenizer_name, sizeof info.tokenizer_name, "%s", j->tokenizer_name);
     int64_t *more = realloc(r->written, (size_t)(r->n_written + 1) * sizeof *more);
     char *flags = NULL;

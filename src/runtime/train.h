@@ -6,6 +6,7 @@
 
 #include <stdint.h>
 
+#include "checkpoint.h"
 #include "cli.h"
 #include "decision.h"
 #include "fsutil.h"
@@ -43,6 +44,8 @@ typedef struct {
     char *tokenizer_data;       /* its bytes, read once at the start, written into each checkpoint */
     wp_tokenizer *tok;          /* the tokenizer opened (NULL: none): --sample-every's BOS, EOS and text */
     size_t tokenizer_size;
+    char *side_data[CKPT_SIDE_FILES]; /* checkpoint.h's side files found beside the tokenizer, or NULL */
+    size_t side_size[CKPT_SIDE_FILES];
     bool calibrating;           /* --calibrate or --strategy auto: train_rank measures the machine first */
     bool auto_strategy;         /* --strategy auto: the layout and schedule are rebuilt from the pick */
     double auto_predicted;      /* the pick's predicted tokens/s (set by the pick) */

@@ -156,15 +156,43 @@ static void kv_case(int P, int G, const int *chunks, int nchunks, uint64_t seed,
     int32_t gen[64];
     int n = 0;
     decoder_reset(D);
-    CHECK(decoder_generate(D, Gs, toks, P, G_MAX(S - P), -1, gen, &n, NULL, NULL, err, sizeof err) == 0, "generate: %s", err);
+    CHECK(decoder_generate(D, Gs, toks, P, G_MAX(S - P), NULL, 0, gen, &n, NULL, NULL, err, sizeof err) == 0, "generate: %s", err);
     EXPECT(n == S - P && memcmp(gen, toks + P, (size_t)n * sizeof *gen) == 0, "generate: %d ids, not the greedy run's", n);
     int32_t eos = gen[n > 3 ? 3 : n - 1];
     int first = 0;
     while (gen[first] != eos) first++; /* its first appearance */
     decoder_reset(D);
-    CHECK(decoder_generate(D, Gs, toks, P, S - P, eos, gen, &n, NULL, NULL, err, sizeof err) == 0, "generate: %s", err);
+    CHECK(decoder_generate(D, Gs, toks, P, S - P, &eos, 1, gen, &n, NULL, NULL, err, sizeof err) == 0, "generate: %s", err);
     EXPECT(n == first + 1 && gen[n - 1] == eos, "EOS %d first chosen at %d: generation gave %d ids", (int)eos, first, n);
+    /* an eos list (a generation config's): the first of its ids chosen ends it, whichever it is */
+    int32_t eos_list[2] = {V + 5 /* never chosen */, eos};
+    decoder_reset(D);
+    CHECK(decoder_generate(D, Gs, toks, P, S - P, eos_list, 2, gen, &n, NULL, NULL, err, sizeof err) == 0, "generate: %s", err);
+    EXPECT(n == first + 1 && gen[n - 1] == eos, "eos list {%d, %d}: generation gave %d ids, want %d", V + 5, (int)eos, n, first + 1);
     sampler_destroy(Gs);
+
+    /* decoder_set_param in pieces of 7 elements (a loader's path) gives the weights
+     * decoder_set_params gives: the same prefill logits, bit for bit (the second decoder's
+     * weights start as NaN so a piece missed shows) */
+    wp_decoder *D2 = decoder_create(&L, k, S, err, sizeof err);
+    CHECK(D2, "decoder_create: %s", err);
+    float *nan_params = xmalloc_floats(L.total_numel);
+    for (size_t i = 0; i < L.total_numel; i++) nan_params[i] = NAN;
+    CHECK(decoder_set_params(D2, nan_params) == 0, "decoder_set_params: %s", kern_error(k));
+    for (int i = 0; i < L.n_params; i++) {
+        const wp_param *p = &L.params[i];
+        const float *src = params + L.chunk_offset[p->chunk] + p->offset;
+        for (size_t first = 0; first < layout_param_numel(p); first += 7) {
+            size_t m = layout_param_numel(p) - first < 7 ? layout_param_numel(p) - first : 7;
+            CHECK(decoder_set_param(D2, p, first, m, src + first) == 0, "decoder_set_param %s: %s", p->name, kern_error(k));
+        }
+    }
+    decoder_reset(D);
+    CHECK(decoder_run(D, toks, P, got, true, err, sizeof err) == 0, "prefill: %s", err);
+    CHECK(decoder_run(D2, toks, P, want, true, err, sizeof err) == 0, "prefill: %s", err);
+    EXPECT(memcmp(got, want, (size_t)P * V * sizeof *got) == 0, "weights set piece by piece: other logits than set whole");
+    free(nan_params);
+    decoder_destroy(D2);
 
     free(toks);
     free(got);

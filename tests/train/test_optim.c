@@ -378,6 +378,39 @@ static void test_skip(wp_kern *k) {
     layout_free(&L);
 }
 
+/* optim_create_weights: the masters round-trip (what hf_load_masters and its kin need), the
+ * step count resets, and whatever needs moments or a gradient is refused with an error, never a
+ * write through a missing buffer. Its own backend: the refusals leave a sticky error there. */
+static void test_weights_only(void) {
+    wp_kern_opts ko = {.kind = WP_BACKEND_CPU, .compute = WP_F32, .threads = 1};
+    char err[256];
+    wp_kern *k = kern_create(&ko, err, sizeof err);
+    wp_model_cfg cfg;
+    tu_model(&cfg, 2, 8, 2, 2, 24, 11);
+    wp_layout L;
+    layout_build(&cfg, &L, err, sizeof err);
+    int c0 = 0;
+    wp_optim *o = optim_create_weights(layout_optim_model(&L), k, &c0, 1, err, sizeof err);
+    EXPECT(o != NULL, "optim_create_weights: %s", err);
+    if (!o) return;
+    size_t n = L.chunk_numel[0];
+    float *in = malloc(n * 4), *out = malloc(n * 4), *w = malloc(n * 4);
+    uint64_t rng = 9;
+    for (size_t j = 0; j < n; j++) in[j] = (float)tu_normal(&rng), out[j] = NAN;
+    EXPECT(optim_set(o, 0, WP_OPT_MASTER, in) == 0 && optim_reset(o) == 0 && optim_get(o, 0, WP_OPT_MASTER, out) == 0,
+           "weights-only masters: %s", optim_error(o) ? optim_error(o) : "");
+    EXPECT(memcmp(in, out, n * 4) == 0, "weights-only masters do not round-trip");
+    EXPECT(optim_buffer(o, 0, WP_OPT_MASTER) != NULL && optim_buffer(o, 0, WP_OPT_EXP_AVG) == NULL, "weights-only buffers");
+    EXPECT(optim_grad(o, 0) == NULL && optim_error(o) && strstr(optim_error(o), "weights-only"),
+           "optim_grad on a weights-only optimizer: %s", optim_error(o) ? optim_error(o) : "no error");
+    EXPECT(optim_step_chunk(o, 0, 0.1f, 1.0f, w, WP_F32) != 0 && optim_zero_grad(o) != 0 &&
+           optim_get(o, 0, WP_OPT_EXP_AVG, out) != 0, "a step, zero_grad or a moment of a weights-only optimizer: refused");
+    free(in), free(out), free(w);
+    optim_destroy(o);
+    layout_free(&L);
+    kern_destroy(k);
+}
+
 int main(void) {
     wp_kern_opts ko = {.kind = WP_BACKEND_CPU, .compute = WP_F32, .threads = 1};
     char err[256];
@@ -395,6 +428,7 @@ int main(void) {
     test_clip();
     test_scaler();
     test_skip(k);
+    test_weights_only();
     EXPECT(kern_error(k) == NULL, "kernel error: %s", kern_error(k));
     kern_destroy(k);
     return check_result("train/optim");
