@@ -160,6 +160,22 @@ static void note_peaks(eng *e, int r) {
     if (R->bytes > rep->peak_bytes) rep->peak_bytes = R->bytes;
 }
 
+/* One more (or one fewer, d = -1) buffer of this size held: the pool model of engine_impl.h. */
+static int slot_count(eng *e, int r, const inst *in, int d) {
+    rstate *R = &e->r[r];
+    if (!in->bytes) return 0;
+    int i = 0;
+    while (i < R->n_slots && R->slots[i].bytes != in->bytes) i++;
+    if (i == R->n_slots) {
+        if (d < 0 || engine_grow((void **)&R->slots, &R->cap_slots, R->n_slots + 1, sizeof *R->slots)) return d < 0 ? 0 : -1;
+        R->slots[R->n_slots++] = (struct eng_slot){.bytes = in->bytes, .kind = in->b.kind};
+    }
+    struct eng_slot *sl = &R->slots[i];
+    sl->held += d;
+    if (sl->held > sl->peak) sl->peak = sl->held, e->run->rank[r].pool_bytes[sl->kind] += sl->bytes;
+    return 0;
+}
+
 static inst *create(eng *e, int r, wp_buf b, bool present, int step, int idx) {
     rstate *R = &e->r[r];
     inst *in = calloc(1, sizeof *in);
@@ -180,6 +196,7 @@ static inst *create(eng *e, int r, wp_buf b, bool present, int step, int idx) {
     if (!holds_sibling(R, b, NULL)) R->n_kind[b.kind]++;
     R->held[R->n_held++] = in;
     R->bytes += in->bytes;
+    if (slot_count(e, r, in, 1)) return NULL; /* it is held: teardown frees it */
     note_peaks(e, r);
     return in;
 }
@@ -193,6 +210,7 @@ static int destroy(eng *e, int r, inst *in, int step, int idx) {
             break;
         }
     R->bytes -= in->bytes;
+    slot_count(e, r, in, -1);
     if (engine_grow((void **)&R->freed, &R->cap_freed, R->n_freed + 1, sizeof *R->freed)) return -1;
     R->freed[R->n_freed++] = (freed_rec){in->b, step, idx};
     free(in->mbs);
@@ -1013,6 +1031,7 @@ static void teardown(eng *e) {
             }
             free(e->r[r].held);
             free(e->r[r].freed);
+            free(e->r[r].slots);
         }
     for (int i = 0; i < e->n_chans; i++) {
         chan *c = e->chans[i];
