@@ -196,14 +196,10 @@ static int resolve_tokenizer(train_job *j, char *err, size_t errlen) {
 }
 
 void train_mem_cfg(const train_job *j, wp_mem_cfg *mc) {
-    const wp_opts *o = &j->o;
     char from[128];
-    const bool cpu = strcmp(o->backend, "cpu") == 0;
-    *mc = (wp_mem_cfg){.compute = cpu ? WP_F32 : precision_act_dtype(j->L.cfg.precision), .cpu = cpu,
-                       .threads = boot_threads_per_rank_environ((int)o->threads, boot_launched() ? 1 : j->nranks,
-                                                                sysconf(_SC_NPROCESSORS_ONLN), from, sizeof from),
-                       .eval = o->eval_every > 0, .sample = o->sample_every > 0,
-                       .sample_tokens = (int)(o->sample_tokens < j->L.cfg.seq ? o->sample_tokens : j->L.cfg.seq)};
+    mem_cfg_from_opts(&j->o, &j->L, j->nranks, mc);
+    mc->threads = boot_threads_per_rank_environ((int)j->o.threads, boot_launched() ? 1 : j->nranks,
+                                                sysconf(_SC_NPROCESSORS_ONLN), from, sizeof from); /* what train runs with */
 }
 
 void train_mem_predict(const train_job *j, int r, double terms[WP_MEM_TERMS]) {
@@ -632,9 +628,10 @@ static void auto_search(const train_job *j, const wp_calib *cal, auto_msg *m) {
         a->node_link_bandwidth = slower(a->node_link_bandwidth, cal->node_bw);
         a->node_link_latency = a->node_link_latency > cal->node_lat ? a->node_link_latency : cal->node_lat;
     }
-    if (a->device_memory <= 0 && strcmp(a->backend, "cpu") == 0) { /* as check_memory: the machine's share */
-        long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-        if (pages > 0 && page > 0) a->device_memory = (int64_t)((double)pages * (double)page / j->nranks);
+    if (a->device_memory <= 0 && strcmp(a->backend, "cpu") == 0) { /* as check_memory: this host's room, shared */
+        char src[1300];
+        double room = memlimit_available(src, sizeof src) / j->nranks;
+        if (room > 0) a->device_memory = (int64_t)((room - MEMLIMIT_FIXED_MIB * 1048576.0) / (1 + MEMLIMIT_MARGIN));
     }
     wp_tuned *rows = NULL;
     int n = 0;
