@@ -3,6 +3,7 @@
 #include "report.h"
 
 #include <stdio.h>
+#include <time.h>
 
 #include "bootstrap.h"
 #include "memlimit.h"
@@ -35,7 +36,9 @@ static void print_table(const train_job *j, const double *v, int stride) {
 }
 
 static void metrics_line(const train_job *j, const double *v, int stride, FILE *f) {
-    fprintf(f, "{\"memory\": [");
+    struct timespec ts; /* every metrics line carries its Unix time */
+    double now = clock_gettime(CLOCK_REALTIME, &ts) == 0 ? (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec : 0;
+    fprintf(f, "{\"time\": %.6f, \"memory\": [", now);
     for (int r = 0; r < j->nranks; r++) {
         const double *x = v + (size_t)stride * r;
         double pred[WP_MEM_TERMS];
