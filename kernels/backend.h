@@ -65,6 +65,7 @@ typedef struct wp_kern_ops {
     void (*to_device_async)(wp_kern *k, void *dst, const void *src, size_t bytes);
     void (*to_host_async)(wp_kern *k, void *dst, const void *src, size_t bytes);
     int (*device)(const wp_kern *k);
+    int (*mem_info)(wp_kern *k, size_t *free_bytes, size_t *total_bytes); /* 0 ok; NULL: host memory */
 } wp_kern_ops;
 
 struct wp_kern {

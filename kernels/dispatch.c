@@ -259,8 +259,8 @@ static bool grad_dtype_ok(wp_kern *k, const char *fn, const char *name, wp_dtype
 
 const char *const wp_mem_term_name[WP_MEM_TERMS] = {
     [WP_MEM_WEIGHTS] = "weights", [WP_MEM_GRADS] = "gradients", [WP_MEM_OPTIM] = "optimizer", [WP_MEM_ACTS] = "activations",
-    [WP_MEM_COMM] = "comm", [WP_MEM_SCRATCH] = "scratch", [WP_MEM_LOGITS] = "logits", [WP_MEM_EVAL] = "eval",
-    [WP_MEM_SAMPLE] = "sample", [WP_MEM_IO] = "io",
+    [WP_MEM_COMM] = "comm", [WP_MEM_SCRATCH] = "scratch", [WP_MEM_LOGITS] = "logits", [WP_MEM_EVAL] = "evaluation",
+    [WP_MEM_SAMPLE] = "sampling", [WP_MEM_IO] = "io",
 };
 _Static_assert(sizeof wp_mem_term_name / sizeof *wp_mem_term_name == WP_MEM_TERMS, "a name per memory term");
 
@@ -297,6 +297,11 @@ void kern_memory_terms(const wp_kern *k, size_t at_peak[WP_MEM_TERMS], size_t ow
         at_peak[t] = k ? k->term_at_peak[t] : 0;
         own[t] = k ? k->term_peak[t] : 0;
     }
+}
+
+int kern_device_free(wp_kern *k, size_t *free_bytes, size_t *total_bytes) {
+    if (!live(k) || !k->ops->mem_info) return -1;
+    return k->ops->mem_info(k, free_bytes, total_bytes);
 }
 
 void kern_memory(const wp_kern *k, size_t *now, size_t *peak) {

@@ -81,6 +81,8 @@ void kern_free(wp_kern *k, void *p);
  * kern_alloc blocks plus the backend's own scratch and library workspaces (CUDA: device
  * memory, not the driver's context; CPU: the heap blocks kern_alloc made). */
 void kern_memory(const wp_kern *k, size_t *now, size_t *peak);
+/* A GPU's free and total memory now: 0, or -1 where the backend's memory is the host's. */
+int kern_device_free(wp_kern *k, size_t *free_bytes, size_t *total_bytes);
 /* What the memory is for (docs/memory.md): every allocation is counted under the term current
  * when it is made (kern_mem_term), so the run's table can set each term's measured bytes beside
  * its predicted ones. */

@@ -212,7 +212,8 @@ int kern_opts_from_opts(const wp_opts *o, wp_dtype compute, int threads, int loc
 }
 
 void mem_cfg_from_opts(const wp_opts *o, const wp_layout *L, int nranks, wp_mem_cfg *mc) {
-    const bool cpu = strcmp(o->backend, "cpu") == 0;
+    /* simulate models the GPUs of a preset unless --backend cpu is given (train sets it) */
+    const bool cpu = o->set[FLAG_backend] && strcmp(o->backend, "cpu") == 0;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int share = nranks > 0 && cores > nranks ? (int)(cores / nranks) : 1;
     *mc = (wp_mem_cfg){.compute = cpu ? WP_F32 : precision_act_dtype(L->cfg.precision), .cpu = cpu,

@@ -312,8 +312,9 @@ int report_final(train_job *j, int rank, wp_control *ctl, wp_transport *t, wp_rt
     int rc = allreduce_sum(ctl, v, (size_t)RV * N, err, errlen);
     if (!rc) rc = allreduce_sum(ctl, ops, 2 * nops, err, errlen);
     if (!rc) rc = allreduce_sum(ctl, pace, 3, err, errlen);
-    if (!rc && rank == 0 && !j->o.quiet) print_summary(j, tot, v, ops, pace);
+    /* the memory table first: scripts read the summary's rank lines to the end of the output */
     if (!rc && rank == 0) report_memory(j, v + 3, RV, tot->metrics);
+    if (!rc && rank == 0 && !j->o.quiet) print_summary(j, tot, v, ops, pace);
     if (!rc && rank == 0 && j->auto_predicted > 0) print_auto(j, tot, v);
     free(v);
     free(ops);

@@ -13,14 +13,14 @@
 
 static void print_row(const char *what, const double *t, double total) {
     fprintf(stderr, "      %-9s", what);
-    for (int k = 0; k < WP_MEM_TERMS; k++) fprintf(stderr, " %*.1f", k == WP_MEM_ACTS ? 11 : 9, t[k] * MIB);
+    for (int k = 0; k < WP_MEM_TERMS; k++) fprintf(stderr, " %*.1f", k == WP_MEM_ACTS || k == WP_MEM_EVAL ? 11 : 9, t[k] * MIB);
     fprintf(stderr, " %9.1f\n", total * MIB);
 }
 
 static void print_table(const train_job *j, const double *v, int stride) {
     fprintf(stderr, "\nmemory per rank, MiB: the allocator's high-water (its terms at that moment) beside the prediction; "
                     "resident: the process's VmHWM%s\nrank          ", j->nranks > 1 && !boot_launched() ? " (ranks are threads of one process: shared)" : "");
-    for (int k = 0; k < WP_MEM_TERMS; k++) fprintf(stderr, " %*s", k == WP_MEM_ACTS ? 11 : 9, wp_mem_term_name[k]);
+    for (int k = 0; k < WP_MEM_TERMS; k++) fprintf(stderr, " %*s", k == WP_MEM_ACTS || k == WP_MEM_EVAL ? 11 : 9, wp_mem_term_name[k]);
     fprintf(stderr, "     total\n");
     for (int r = 0; r < j->nranks; r++) {
         const double *x = v + (size_t)stride * r;

@@ -198,6 +198,8 @@ static int resolve_tokenizer(train_job *j, char *err, size_t errlen) {
 void train_mem_cfg(const train_job *j, wp_mem_cfg *mc) {
     char from[128];
     mem_cfg_from_opts(&j->o, &j->L, j->nranks, mc);
+    mc->cpu = strcmp(j->o.backend, "cpu") == 0; /* train runs on the backend it names, the default too */
+    mc->compute = mc->cpu ? WP_F32 : precision_act_dtype(j->L.cfg.precision);
     mc->threads = boot_threads_per_rank_environ((int)j->o.threads, boot_launched() ? 1 : j->nranks,
                                                 sysconf(_SC_NPROCESSORS_ONLN), from, sizeof from); /* what train runs with */
 }
@@ -451,9 +453,28 @@ static int sample(rank_state *r, int64_t step, char *err, size_t errlen) {
     return 0;
 }
 
+/* On a GPU, the prediction and its margin against the device's free memory once the context is
+ * open (train_job_prepare could not ask it); --device-memory was checked already. */
+static int check_device_memory(rank_state *r, char *err, size_t errlen) {
+    size_t free_b, total_b;
+    if (kern_device_free(r->k, &free_b, &total_b) != 0) return 0;
+    double terms[WP_MEM_TERMS];
+    size_t now, peak;
+    train_mem_predict(r->j, r->rank, terms);
+    kern_memory(r->k, &now, &peak); /* the model's scratch is taken already: it is in the prediction */
+    double need = mem_total(terms), with = need * (1 + MEMLIMIT_MARGIN) + MEMLIMIT_FIXED_MIB * 1048576.0;
+    if (with <= (double)free_b + (double)now) return 0;
+    char big[256];
+    mem_largest(terms, 3, big, sizeof big);
+    return fail(err, errlen, 2, "rank %d needs about %.1f MiB on its GPU (%s), %.1f MiB with the margin, more than the %.1f MiB free of %.1f MiB",
+                r->rank, need / 1048576.0, big, with / 1048576.0, ((double)free_b + (double)now) / 1048576.0,
+                (double)total_b / 1048576.0);
+}
+
 static int open_rank(rank_state *r, int local_rank, char *err, size_t errlen) {
     wp_loss_scaler scaler;
     int rc = open_backend(r, local_rank, err, errlen);
+    if (!rc) rc = check_device_memory(r, err, errlen);
     /* buffers in GPU memory travel through a staged or NCCL transport (ring/device_tp.h) */
     if (!rc && r->j->nranks > 1) rc = tp_device_open(r->t, r->ctl, r->k, r->j->job.transport, &r->j->job.net, &r->t, err, errlen);
     if (!rc) rc = open_optim(r, &scaler, err, errlen);
@@ -615,6 +636,7 @@ static void auto_search(const train_job *j, const wp_calib *cal, auto_msg *m) {
     *a = j->o;
     /* b and M stay (the data each step reads, hence the single-rank weights); the model is the
      * one given (never raised to more layers for more chunks) */
+    a->set[FLAG_backend] = true; /* the pick runs on this backend (mem_cfg_from_opts) */
     a->micro_batch_size = j->L.cfg.mb;
     a->num_microbatches = j->nmb;
     a->num_layers = j->L.cfg.n_layers;
