@@ -65,6 +65,7 @@ typedef struct wp_kern_ops {
     void (*to_device_async)(wp_kern *k, void *dst, const void *src, size_t bytes);
     void (*to_host_async)(wp_kern *k, void *dst, const void *src, size_t bytes);
     int (*device)(const wp_kern *k);
+    int (*mem_info)(wp_kern *k, size_t *free_bytes, size_t *total_bytes); /* 0 ok; NULL: host memory */
 } wp_kern_ops;
 
 struct wp_kern {
@@ -79,13 +80,17 @@ struct wp_kern {
     /* kern_memory: bytes held now and at most, kern_alloc's blocks (sizes by address in an
      * open-addressing table) plus what the backend reports with kern_mem_add */
     size_t mem_now, mem_peak;
-    struct wp_mem_block { void *p; size_t bytes; } *blocks;
+    size_t term_now[WP_MEM_TERMS], term_peak[WP_MEM_TERMS], term_at_peak[WP_MEM_TERMS];
+    wp_mem_term term; /* kern_mem_term: what the next allocations are for */
+    struct wp_mem_block { void *p; size_t bytes; wp_mem_term term; } *blocks;
     size_t nblocks, cap_blocks;
 };
 
 /* A backend's own allocations (scratch, library workspaces) into kern_memory: +bytes when
- * taken, -bytes when given back. */
+ * taken, -bytes when given back; kern_mem_add_term names what they are for (kern_mem_add:
+ * scratch). */
 void kern_mem_add(wp_kern *k, int64_t delta);
+void kern_mem_add_term(wp_kern *k, wp_mem_term t, int64_t delta);
 
 extern const wp_kern_ops wp_cpu_ops;
 #if WP_HAVE_CUDA

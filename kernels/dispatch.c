@@ -136,6 +136,7 @@ wp_kern *kern_create(const wp_kern_opts *opts, char *err, size_t errlen) {
     k->kind = opts->kind;
     k->compute = opts->compute;
     k->threads = opts->threads;
+    k->term = WP_MEM_SCRATCH;
     if (ops->init(k, opts, err, errlen) != 0) {
         free(k);
         return NULL;
@@ -257,9 +258,51 @@ static bool grad_dtype_ok(wp_kern *k, const char *fn, const char *name, wp_dtype
 
 /* ---- memory ---- */
 
-void kern_mem_add(wp_kern *k, int64_t delta) {
-    k->mem_now = delta < 0 && (size_t)-delta > k->mem_now ? 0 : k->mem_now + (size_t)delta;
-    if (k->mem_now > k->mem_peak) k->mem_peak = k->mem_now;
+const char *const wp_mem_term_name[WP_MEM_TERMS] = {
+    [WP_MEM_WEIGHTS] = "weights", [WP_MEM_GRADS] = "gradients", [WP_MEM_OPTIM] = "optimizer", [WP_MEM_ACTS] = "activations",
+    [WP_MEM_COMM] = "comm", [WP_MEM_SCRATCH] = "scratch", [WP_MEM_LOGITS] = "logits", [WP_MEM_EVAL] = "evaluation",
+    [WP_MEM_SAMPLE] = "sampling", [WP_MEM_IO] = "io",
+};
+_Static_assert(sizeof wp_mem_term_name / sizeof *wp_mem_term_name == WP_MEM_TERMS, "a name per memory term");
+
+static size_t sub_floor(size_t a, int64_t delta) {
+    return delta < 0 && (size_t)-delta > a ? 0 : a + (size_t)delta;
+}
+
+void kern_mem_add_term(wp_kern *k, wp_mem_term t, int64_t delta) {
+    if (!k || t < 0 || t >= WP_MEM_TERMS) return;
+    k->mem_now = sub_floor(k->mem_now, delta);
+    k->term_now[t] = sub_floor(k->term_now[t], delta);
+    if (k->term_now[t] > k->term_peak[t]) k->term_peak[t] = k->term_now[t];
+    if (k->mem_now > k->mem_peak) {
+        k->mem_peak = k->mem_now;
+        memcpy(k->term_at_peak, k->term_now, sizeof k->term_at_peak);
+    }
+}
+
+void kern_mem_add(wp_kern *k, int64_t delta) { kern_mem_add_term(k, WP_MEM_SCRATCH, delta); }
+
+void kern_mem_host(wp_kern *k, wp_mem_term t, int64_t delta) {
+    if (k && k->kind == WP_BACKEND_CPU) kern_mem_add_term(k, t, delta);
+}
+
+wp_mem_term kern_mem_term(wp_kern *k, wp_mem_term t) {
+    if (!k) return WP_MEM_SCRATCH;
+    wp_mem_term old = k->term;
+    if (t >= 0 && t < WP_MEM_TERMS) k->term = t;
+    return old;
+}
+
+void kern_memory_terms(const wp_kern *k, size_t at_peak[WP_MEM_TERMS], size_t own[WP_MEM_TERMS]) {
+    for (int t = 0; t < WP_MEM_TERMS; t++) {
+        at_peak[t] = k ? k->term_at_peak[t] : 0;
+        own[t] = k ? k->term_peak[t] : 0;
+    }
+}
+
+int kern_device_free(wp_kern *k, size_t *free_bytes, size_t *total_bytes) {
+    if (!live(k) || !k->ops->mem_info) return -1;
+    return k->ops->mem_info(k, free_bytes, total_bytes);
 }
 
 void kern_memory(const wp_kern *k, size_t *now, size_t *peak) {
@@ -287,16 +330,17 @@ static bool block_add(wp_kern *k, void *p, size_t bytes) {
             if (old[i].p) k->blocks[block_slot(k, old[i].p)] = old[i];
         free(old);
     }
-    k->blocks[block_slot(k, p)] = (struct wp_mem_block){p, bytes};
+    k->blocks[block_slot(k, p)] = (struct wp_mem_block){p, bytes, k->term};
     k->nblocks++;
     return true;
 }
 
-static size_t block_remove(wp_kern *k, const void *p) {
+static size_t block_remove(wp_kern *k, const void *p, wp_mem_term *term) {
     if (!k->cap_blocks) return 0;
     size_t i = block_slot(k, p), mask = k->cap_blocks - 1;
     if (!k->blocks[i].p) return 0;
     size_t bytes = k->blocks[i].bytes;
+    *term = k->blocks[i].term;
     k->blocks[i].p = NULL;
     k->nblocks--;
     for (size_t j = (i + 1) & mask; k->blocks[j].p; j = (j + 1) & mask) { /* re-seat the run after i */
@@ -315,14 +359,16 @@ void *kern_alloc(wp_kern *k, size_t bytes) {
         kern_set_error(k, "kern_alloc: out of host memory for the block table");
         return NULL;
     }
-    if (p) kern_mem_add(k, (int64_t)bytes);
+    if (p) kern_mem_add_term(k, k->term, (int64_t)bytes);
     return p;
 }
 
 /* Frees even after an error, so that callers can clean up. */
 void kern_free(wp_kern *k, void *p) {
     if (!k || !p) return;
-    kern_mem_add(k, -(int64_t)block_remove(k, p));
+    wp_mem_term t = WP_MEM_SCRATCH;
+    size_t bytes = block_remove(k, p, &t);
+    kern_mem_add_term(k, t, -(int64_t)bytes);
     k->ops->free(k, p);
 }
 

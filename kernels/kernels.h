@@ -83,6 +83,33 @@ void kern_free(wp_kern *k, void *p);
  * kern_alloc blocks plus the backend's own scratch and library workspaces (CUDA: device
  * memory, not the driver's context; CPU: the heap blocks kern_alloc made). */
 void kern_memory(const wp_kern *k, size_t *now, size_t *peak);
+/* A GPU's free and total memory now: 0, or -1 where the backend's memory is the host's. */
+int kern_device_free(wp_kern *k, size_t *free_bytes, size_t *total_bytes);
+/* What the memory is for (docs/memory.md): every allocation is counted under the term current
+ * when it is made (kern_mem_term), so the run's table can set each term's measured bytes beside
+ * its predicted ones. */
+typedef enum {
+    WP_MEM_WEIGHTS,  /* weight buffers (W: what circulates, or what a stage keeps) */
+    WP_MEM_GRADS,    /* weight-gradient buffers (GW, tied pieces) */
+    WP_MEM_OPTIM,    /* the owner's fp32 master, Adam moments and fp32 accumulator */
+    WP_MEM_ACTS,     /* activation states kept from F to B (and W) */
+    WP_MEM_COMM,     /* stage-boundary activations and their gradients (A, GA) */
+    WP_MEM_SCRATCH,  /* the model's and the backend's working memory */
+    WP_MEM_LOGITS,   /* the LM head's logits blocks */
+    WP_MEM_EVAL,     /* --eval-every: the validation pipeline */
+    WP_MEM_SAMPLE,   /* --sample-every: the gathered weights and the decoder */
+    WP_MEM_IO,       /* host side: loader, checkpoint writer, token staging */
+    WP_MEM_TERMS
+} wp_mem_term;
+extern const char *const wp_mem_term_name[WP_MEM_TERMS];
+/* Set the term of the allocations that follow; returns the one it replaces. */
+wp_mem_term kern_mem_term(wp_kern *k, wp_mem_term t);
+/* Each term's bytes at the moment the total peaked (at_peak: they sum to kern_memory's peak)
+ * and each term's own high-water (own). */
+void kern_memory_terms(const wp_kern *k, size_t at_peak[WP_MEM_TERMS], size_t own[WP_MEM_TERMS]);
+/* A host allocation made outside kern_alloc (malloc of a staging copy): counted under t on the
+ * CPU backend, whose "device" memory is the host's; a GPU's ledger is device memory only. */
+void kern_mem_host(wp_kern *k, wp_mem_term t, int64_t delta);
 void kern_to_device(wp_kern *k, void *dst, const void *host_src, size_t bytes);
 void kern_to_host(wp_kern *k, void *host_dst, const void *src, size_t bytes);
 void kern_copy(wp_kern *k, void *dst, const void *src, size_t bytes);

@@ -57,7 +57,8 @@
     X(host_free, WP_SLOT_PINNED)            \
     X(to_device_async, WP_SLOT_OPTIONAL)    \
     X(to_host_async, WP_SLOT_OPTIONAL)      \
-    X(device, WP_SLOT_OPTIONAL)
+    X(device, WP_SLOT_OPTIONAL)             \
+    X(mem_info, WP_SLOT_OPTIONAL)
 
 typedef enum {
     WP_SLOT_CONTEXT,

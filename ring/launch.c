@@ -361,9 +361,41 @@ static void supervise(launch_state *s, double timeout, wp_launch_result *res) {
     free(rank_of);
 }
 
+/* oom_kill of this process's cgroup v2 memory.events (the ranks share it), -1 when unknown. */
+static long cgroup_oom_kills(void) {
+    char line[1024], path[1200];
+    long n = -1;
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    if (!f) return -1;
+    path[0] = 0;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "0::", 3) == 0) {
+            line[strcspn(line, "\n")] = 0;
+            snprintf(path, sizeof path, "/sys/fs/cgroup%s/memory.events", strcmp(line + 3, "/") == 0 ? "" : line + 3);
+        }
+    fclose(f);
+    if (!path[0] || !(f = fopen(path, "r"))) return -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "oom_kill %ld", &n) == 1) break;
+    fclose(f);
+    return n;
+}
+
+/* SIGKILL from no one the launcher knows is, nearly always, the kernel's OOM killer: say so
+ * (docs/memory.md), with the cgroup's count when there is one. */
+static void describe_signal(int sig, char *how, size_t len) {
+    long oom = sig == SIGKILL ? cgroup_oom_kills() : -1;
+    if (sig == SIGKILL && oom > 0)
+        snprintf(how, len, "killed by the OOM killer (SIGKILL; this cgroup's memory.events: oom_kill %ld)", oom);
+    else if (sig == SIGKILL)
+        snprintf(how, len, "killed by SIGKILL, most likely the kernel's OOM killer (out of memory: see dmesg)");
+    else
+        snprintf(how, len, "killed by signal %d (%s)", sig, strsignal(sig));
+}
+
 static void describe(const wp_launch_result *res, int n, char *err, size_t errlen) {
-    char how[80], rest[96] = "";
-    if (res->signal) snprintf(how, sizeof how, "killed by signal %d (%s)", res->signal, strsignal(res->signal));
+    char how[160], rest[96] = "";
+    if (res->signal) describe_signal(res->signal, how, sizeof how);
     else snprintf(how, sizeof how, "exit status %d", res->exit_code);
     if (res->killed) snprintf(rest, sizeof rest, "; killed %d rank(s) still running after the grace period", res->killed);
     if (res->interrupted)

@@ -30,6 +30,7 @@ enum {
 typedef struct {
     void *p;
     size_t bytes;
+    wp_mem_term term; /* what kern_memory counts it as */
 } cpu_buf;
 
 /* cos/sin tables of the last RoPE call, [s, hd/2] each; reused while the key is the same. */

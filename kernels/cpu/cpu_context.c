@@ -83,9 +83,12 @@ void *cpu_scratch(wp_kern *k, int slot, size_t bytes, const char *who) {
     cpu_buf *b = &cpu_of(k)->scratch[slot];
     if (b->bytes >= bytes && b->p) return b->p;
     free(b->p);
+    kern_mem_add_term(k, b->term, -(int64_t)b->bytes);
     b->bytes = 0;
     b->p = cpu_aligned_alloc(k, bytes, who);
-    if (b->p) b->bytes = bytes;
+    /* the LM head's rows of logits are a term of their own (kern_memory_terms) */
+    b->term = strncmp(who, "kern_lmhead", 11) == 0 ? WP_MEM_LOGITS : WP_MEM_SCRATCH;
+    if (b->p) b->bytes = bytes, kern_mem_add_term(k, b->term, (int64_t)bytes);
     return b->p;
 }
 

@@ -71,4 +71,9 @@ void cu_to_host_async(wp_kern *k, void *dst, const void *src, size_t bytes) {
 
 int cu_device(const wp_kern *k) { return ((const wp_cuda *)k->impl)->device; }
 
+/* The device's free memory now (the context is current on this thread: cu_init). */
+int cu_mem_info(wp_kern *k, size_t *free_bytes, size_t *total_bytes) {
+    return CU_CHECK(k, cudaMemGetInfo(free_bytes, total_bytes)) ? -1 : 0;
+}
+
 cudaEvent_t kern_cuda_event(struct wp_kern_event *e) { return (cudaEvent_t)(void *)e; }

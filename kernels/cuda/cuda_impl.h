@@ -125,6 +125,7 @@ void cu_host_free(wp_kern *k, void *p);
 void cu_to_device_async(wp_kern *k, void *dst, const void *src, size_t bytes);
 void cu_to_host_async(wp_kern *k, void *dst, const void *src, size_t bytes);
 int cu_device(const wp_kern *k);
+int cu_mem_info(wp_kern *k, size_t *free_bytes, size_t *total_bytes);
 
 /* ---- helpers shared between files ---- */
 /* C[i] = round(acc[i] + beta * C[i]) for an m x n row-major C (row stride ldc) in ctype, where

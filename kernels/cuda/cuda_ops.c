@@ -43,4 +43,5 @@ const wp_kern_ops wp_cuda_ops = {
     .to_device_async = cu_to_device_async,
     .to_host_async = cu_to_host_async,
     .device = cu_device,
+    .mem_info = cu_mem_info,
 };

@@ -15,6 +15,7 @@
 #include "job.h"
 #include "kernels.h"
 #include "layout.h"
+#include "memory.h"
 #include "lr_schedule.h"
 #include "optim.h"
 #include "schedule.h"
@@ -36,6 +37,10 @@ int hf_config_apply(const char *hf_dir, wp_opts *o, char *err, size_t errlen);
 /* --backend, --attention and --device (else local_rank modulo the visible CUDA devices:
  * kern_pick_device), with the compute dtype and CPU threads the caller chose: the one place a
  * flag becomes a kernel option. 2 for a --device this machine does not have. */
+/* The run's memory as schedule/memory.h predicts it: --backend cpu given (the CPU computes in
+ * fp32 and its host copies count; without it, a GPU computing in the precision's dtype), --threads (0: the machine's cores shared by nranks), --eval-every,
+ * --sample-every and --sample-tokens. */
+void mem_cfg_from_opts(const wp_opts *o, const wp_layout *L, int nranks, wp_mem_cfg *mc);
 int kern_opts_from_opts(const wp_opts *o, wp_dtype compute, int threads, int local_rank, wp_kern_opts *ko, char *err,
                         size_t errlen);
 

@@ -63,7 +63,9 @@ static int try_one(tuner *t, wp_strategy st, const char *knobs, int b, int nmb, 
     wp_costs c;
     costs_from_layout(&c, &L, ps.nranks, &t->m);
     wp_sim sim;
-    rc = simulate(&s, &L, &c, false, &sim, err, sizeof err);
+    wp_mem_cfg mc;
+    mem_cfg_from_opts(t->o, &L, ps.nranks, &mc);
+    rc = simulate_mem(&s, &L, &c, &mc, false, &sim, err, sizeof err);
     if (rc) {
         snprintf(t->err, t->errlen, "%s %s breaks an invariant: %s", strategy_name(st), knobs, err);
     } else {

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "adapters.h"
 
@@ -208,4 +209,15 @@ int kern_opts_from_opts(const wp_opts *o, wp_dtype compute, int threads, int loc
                         (long long)o->device, visible, visible == 1 ? "" : "s");
     ko->device = kern_pick_device((int)o->device, local_rank, visible);
     return 0;
+}
+
+void mem_cfg_from_opts(const wp_opts *o, const wp_layout *L, int nranks, wp_mem_cfg *mc) {
+    /* simulate models the GPUs of a preset unless --backend cpu is given (train sets it) */
+    const bool cpu = o->set[FLAG_backend] && strcmp(o->backend, "cpu") == 0;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int share = nranks > 0 && cores > nranks ? (int)(cores / nranks) : 1;
+    *mc = (wp_mem_cfg){.compute = cpu ? WP_F32 : precision_act_dtype(L->cfg.precision), .cpu = cpu,
+                       .threads = o->threads > 0 ? (int)o->threads : share, .eval = o->eval_every > 0,
+                       .sample = o->sample_every > 0,
+                       .sample_tokens = (int)(o->sample_tokens < L->cfg.seq ? o->sample_tokens : L->cfg.seq)};
 }

@@ -114,14 +114,16 @@ static int not_simulated(row *r, int rc, const char *err) {
     return 2;
 }
 
-static int one(row *r, const wp_pipe_shape *ps, const wp_layout *L, const wp_costs *c, wp_trace *t, int idx) {
+static int one(row *r, const wp_opts *o, const wp_pipe_shape *ps, const wp_layout *L, const wp_costs *c, wp_trace *t, int idx) {
     char err[1024];
     wp_schedule s;
     int rc = schedule_generate(r->st, ps->nranks, ps->nmb, L->cfg.n_chunks, &ps->gen, &s, err, sizeof err);
     if (!rc && (rc = schedule_tie(&s, L, err, sizeof err))) sched_free(&s); /* tied: its pieces count too */
     if (rc) return not_simulated(r, rc, err);
     wp_sim sim;
-    rc = simulate(&s, L, c, t != NULL, &sim, err, sizeof err);
+    wp_mem_cfg mc;
+    mem_cfg_from_opts(o, L, ps->nranks, &mc);
+    rc = simulate_mem(&s, L, c, &mc, t != NULL, &sim, err, sizeof err);
     if (rc) {
         wp_error("%s schedule breaks an invariant: %s", strategy_name(r->st), err);
     } else {
@@ -157,7 +159,7 @@ static int one_own_layout(row *r, const wp_opts *o, const wp_pipe_shape *ps, con
     if (rc) return not_simulated(r, rc, err);
     wp_costs c;
     costs_from_layout(&c, &L, ps->nranks, m);
-    rc = one(r, ps, &L, &c, t, idx);
+    rc = one(r, o, ps, &L, &c, t, idx);
     layout_free(&L);
     return rc;
 }
@@ -183,7 +185,7 @@ static int simulate_all(const wp_opts *o, const wp_pipe_shape *ps, const wp_layo
         if (!rows[i].shown && i != (int)strategy_baseline()) continue;
         wp_trace *ti = rows[i].shown ? t : NULL;
         if (needs_own_layout(o, rows[i].st, ps->nranks, L)) rc = one_own_layout(&rows[i], o, ps, m, ti, i);
-        else rc = one(&rows[i], ps, L, &c, ti, i);
+        else rc = one(&rows[i], o, ps, L, &c, ti, i);
         rows[i].fits = o->device_memory == 0 || rows[i].peak <= (size_t)o->device_memory;
         if (rc == 2 && (all || !rows[i].shown)) rc = 0; /* a row that cannot be laid out says why */
         else if (rc == 2) wp_error("%s", rows[i].note + strlen("not simulated: "));

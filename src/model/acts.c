@@ -174,6 +174,14 @@ void model_plan_scratch(const wp_dims *d, wp_arena *ar, wp_model *m) {
     m->s_dlogits = take_ct(ar, d, d->T < WP_HEAD_ROWS ? d->T : WP_HEAD_ROWS, d->V);
 }
 
+size_t model_scratch_bytes(const wp_layout *L, wp_dtype compute) {
+    wp_model probe = {0}; /* the plan writes its pointers into a model; only the size is kept */
+    wp_dims d = model_dims(&L->cfg, compute);
+    wp_arena ar = {0};
+    model_plan_scratch(&d, &ar, &probe);
+    return arena_size(&ar);
+}
+
 size_t model_acts_bytes(const wp_layout *L, int chunk, wp_dtype compute, bool split_backward) {
     return model_acts_bytes_segment(L, chunk, compute, split_backward, 0, L->cfg.seq);
 }

@@ -116,6 +116,14 @@ wp_acts *model_acts_create(wp_model *m, int chunk) {
     return acts_create(m, chunk, &m->d);
 }
 
+/* Activation states count as activations, unless a caller named another term for them (the
+ * validation pipeline's own are evaluation memory). */
+static wp_mem_term acts_term(wp_model *m) {
+    wp_mem_term t = kern_mem_term(m->k, WP_MEM_ACTS);
+    if (t != WP_MEM_SCRATCH) kern_mem_term(m->k, t);
+    return t;
+}
+
 wp_acts *acts_create(wp_model *m, int chunk, const wp_dims *d) {
     int n = m->L.cfg.chunk_layers[chunk];
     wp_acts *a = calloc(1, sizeof *a);
@@ -138,7 +146,9 @@ wp_acts *acts_create(wp_model *m, int chunk, const wp_dims *d) {
     wp_arena ar = {0};
     acts_plan_fwd(&m->L, chunk, d, &ar, NULL);
     a->fwd_bytes = arena_size(&ar);
+    wp_mem_term was = acts_term(m);
     a->fwd_mem = kern_alloc(m->k, a->fwd_bytes);
+    kern_mem_term(m->k, was);
     if (!a->fwd_mem) {
         model_acts_destroy(m, a);
         return NULL;
@@ -171,7 +181,9 @@ int acts_reserve_kept(wp_model *m, wp_acts *a) {
     wp_arena ar = {0};
     acts_plan_kept(&m->L, a->chunk, &a->d, &ar, NULL);
     a->kept_bytes = arena_size(&ar);
+    wp_mem_term was = acts_term(m);
     a->kept_mem = kern_alloc(m->k, a->kept_bytes);
+    kern_mem_term(m->k, was);
     if (!a->kept_mem) {
         a->kept_bytes = 0;
         return 1;

@@ -34,6 +34,8 @@ void model_acts_destroy(wp_model *m, wp_acts *a);
 /* Bytes one wp_acts holds at its peak (after F, or after B when the backward is split),
  * so that schedules can predict memory without allocating. */
 size_t model_acts_bytes(const wp_layout *L, int chunk, wp_dtype compute, bool split_backward);
+/* The model's scratch (model_create's one block), without making a model. */
+size_t model_scratch_bytes(const wp_layout *L, wp_dtype compute);
 
 /* Sequence segments (Seq1F1B: a micro-batch split along the sequence). The state of positions
  * [t0, t1) of each of the micro-batch's b sequences; prev is the same chunk's state of the

@@ -98,13 +98,25 @@ void pool_elem_range(const rt_pool *p, wp_buf b, size_t *off, size_t *len) {
     if (b.nslices) slice_range(E, b.slice, b.nslices, off, len);
 }
 
+/* What a buffer's memory counts as (kern_memory_terms). */
+static wp_mem_term term_of(wp_buf b) {
+    switch (b.kind) {
+    case WP_BUF_W: return WP_MEM_WEIGHTS;
+    case WP_BUF_GW: case WP_BUF_T: return WP_MEM_GRADS;
+    default: return WP_MEM_COMM;
+    }
+}
+
 /* An entry with memory of its own. */
 static rt_entry *create_own(rt_pool *p, wp_buf b, int nslices, char *err, size_t errlen) {
     char name[64];
     rt_entry *e = new_entry(p);
     rt_slot s;
     size_t bytes = p->sched ? sched_buf_bytes(p->sched, p->seg_t, p->L, b) : buf_bytes(p->L, b);
-    if (!e || take_slot(p, bytes, &s) != 0) {
+    wp_mem_term was = kern_mem_term(p->k, term_of(b));
+    int got = e ? take_slot(p, bytes, &s) : -1;
+    kern_mem_term(p->k, was);
+    if (got != 0) {
         snprintf(err, errlen, "out of memory for buffer %s (%zu bytes)%s%s", buf_name(b, name, sizeof name), bytes,
                  kern_error(p->k) ? ": " : "", kern_error(p->k) ? kern_error(p->k) : "");
         return NULL;
@@ -226,7 +238,9 @@ void *pool_view(rt_pool *p, rt_entry *e) {
     size_t n = e->bytes / wp_dtype_size(e->wire);
     size_t vb = n * wp_dtype_size(p->compute);
     if (!e->view) {
+        wp_mem_term was = kern_mem_term(p->k, term_of(e->name));
         e->view = kern_alloc(p->k, vb);
+        kern_mem_term(p->k, was);
         if (!e->view) return NULL;
         e->view_bytes = vb;
         p->allocated += vb;

@@ -227,8 +227,9 @@ static void write_trace(train_job *j, int rank, wp_rt *rt, const wp_clock_sync *
 }
 
 /* Values per rank in report_final's all-reduce: compute_s, step_s, payload sent, the backend's
- * peak memory (kern_memory). */
-#define RV 4
+ * peak memory (kern_memory), the resident high-water, the terms at the peak. */
+#define RV_MEM 5
+#define RV (RV_MEM + WP_MEM_TERMS)
 
 /* Rank 0's table: measured bubble and step time beside the simulator's, bytes beside the
  * validator's, the backend's peak memory beside the prediction. v holds RV values per rank,
@@ -250,7 +251,9 @@ static void print_summary(train_job *j, const train_totals *tot, const double *v
     for (int r = 0; r < N; r++) {
         double meas = v[RV * r + 1] > 0 ? 1.0 - v[RV * r] / v[RV * r + 1] : NAN;
         double sent = tot->steps > 0 ? v[RV * r + 2] / (double)tot->steps : 0;
-        double mem_pred = (double)j->run.rank[r].peak_bytes + (double)j->run.rank[r].owner_bytes;
+        double terms[WP_MEM_TERMS];
+        train_mem_predict(j, r, terms);
+        double mem_pred = mem_total(terms);
         fprintf(stderr, "%4d  %15.3f  %9.3f  %27.0f  %8" PRIu64 "  %22.1f  %9.1f\n", r, meas, have_pred ? pred[r] : NAN,
                 sent, schedule_sent(j, r), v[RV * r + 3] / 1048576.0, mem_pred / 1048576.0);
     }
@@ -306,6 +309,8 @@ int report_final(train_job *j, int rank, wp_control *ctl, wp_transport *t, wp_rt
     v[RV * rank + 1] = tot->step_s;
     v[RV * rank + 2] = (double)(now.payload_sent - (tot->have_start ? tot->start.payload_sent : 0) - tot->eval_sent);
     v[RV * rank + 3] = (double)tot->mem_peak;
+    v[RV * rank + 4] = tot->mem_resident;
+    for (int t = 0; t < WP_MEM_TERMS; t++) v[RV * rank + RV_MEM + t] = (double)tot->mem_terms[t];
     rt_op_times(rt, ops, ops + nops);
     double pace[3];
     int64_t paced, over;
@@ -315,6 +320,8 @@ int report_final(train_job *j, int rank, wp_control *ctl, wp_transport *t, wp_rt
     int rc = allreduce_sum(ctl, v, (size_t)RV * N, err, errlen);
     if (!rc) rc = allreduce_sum(ctl, ops, 2 * nops, err, errlen);
     if (!rc) rc = allreduce_sum(ctl, pace, 3, err, errlen);
+    /* the memory table first: scripts read the summary's rank lines to the end of the output */
+    if (!rc && rank == 0) report_memory(j, v + 3, RV, tot->metrics);
     if (!rc && rank == 0 && !j->o.quiet) print_summary(j, tot, v, ops, pace);
     if (!rc && rank == 0 && j->auto_predicted > 0) print_auto(j, tot, v);
     free(v);

@@ -21,6 +21,9 @@ typedef struct {
     int64_t tokens_seen;        /* since step 0 (what the metrics lines report) */
     wp_clock_sync clock;        /* --trace: this rank's offset to the job's common clock */
     size_t mem_peak;            /* the backend's peak bytes (kern_memory), set before report_final */
+    size_t mem_terms[WP_MEM_TERMS]; /* its terms at that peak (kern_memory_terms) */
+    double mem_resident;        /* the process's VmHWM (threads as ranks: the process's, shared) */
+    FILE *metrics;              /* rank 0's --metrics (NULL: none): the memory line */
 } train_totals;
 
 /* --metrics (JSON lines, rank 0; docs/runtime.md): the first line of a run, {"run": {...}}
@@ -42,6 +45,10 @@ int report_final(train_job *j, int rank, wp_control *ctl, wp_transport *t, wp_rt
 
 /* Rank 0: a --sample-every sample after step (ids from token 0) on stderr and as a metrics line
  * {"step": K, "sample": "..."} (the bytes as text with the byte vocabulary, else the ids). */
+/* The memory table (rank 0): per rank the allocator's high-water and its terms at that moment
+ * beside the prediction's, and the resident set; also one {"memory": [...]} --metrics line.
+ * v: per rank (stride values apart) the peak, the resident high-water, the WP_MEM_TERMS terms. */
+void report_memory(const train_job *j, const double *v, int stride, FILE *metrics);
 void report_sample(const train_job *j, int64_t step, const int32_t *ids, int n, FILE *metrics);
 
 #endif

@@ -45,6 +45,7 @@ int sample_create(rt_sample **out, const wp_schedule *s, int rank, const wp_layo
     char why[512];
     S->stage = kern_alloc(k, most * sizeof(float));
     S->params = malloc(L->total_numel * sizeof *S->params);
+    if (S->params) kern_mem_host(k, WP_MEM_SAMPLE, (int64_t)(L->total_numel * sizeof *S->params));
     S->D = decoder_create(L, k, tokens, why, sizeof why); /* token 0 and tokens - 1 chosen ones are run */
     S->greedy = sampler_create(L->cfg.vocab, &(wp_sampling){.temperature = 0, .top_k = 0, .top_p = 1}, 0);
     if (!S->D) return fail(err, errlen, why);
@@ -58,6 +59,7 @@ void sample_destroy(rt_sample *S) {
     if (S->stage) kern_free(S->k, S->stage);
     decoder_destroy(S->D);
     sampler_destroy(S->greedy);
+    if (S->params) kern_mem_host(S->k, WP_MEM_SAMPLE, -(int64_t)(S->L->total_numel * sizeof *S->params));
     free(S->params);
     free(S);
 }

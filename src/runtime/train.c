@@ -25,6 +25,7 @@
 #include "loader.h"
 #include "stop.h"
 #include "log.h"
+#include "memlimit.h"
 #include "model.h"
 #include "peak.h"
 #include "report.h"
@@ -220,23 +221,47 @@ static int resolve_tokenizer(train_job *j, char *err, size_t errlen) {
     return rc;
 }
 
-/* Predicted peak per rank against --device-memory, or the machine's memory shared by N ranks. */
+void train_mem_cfg(const train_job *j, wp_mem_cfg *mc) {
+    char from[128];
+    mem_cfg_from_opts(&j->o, &j->L, j->nranks, mc);
+    mc->cpu = strcmp(j->o.backend, "cpu") == 0; /* train runs on the backend it names, the default too */
+    mc->compute = mc->cpu ? WP_F32 : precision_act_dtype(j->L.cfg.precision);
+    mc->threads = boot_threads_per_rank_environ((int)j->o.threads, boot_launched() ? 1 : j->nranks,
+                                                sysconf(_SC_NPROCESSORS_ONLN), from, sizeof from); /* what train runs with */
+}
+
+void train_mem_predict(const train_job *j, int r, double terms[WP_MEM_TERMS]) {
+    wp_mem_cfg mc;
+    train_mem_cfg(j, &mc);
+    mem_predict(&j->s, &j->L, &j->run.rank[r], r, &mc, terms);
+}
+
+/* Predicted peak per rank, plus the stated margin (memlimit.h), against what the ranks may use:
+ * --device-memory each; on the CPU what this host may still give (cgroup, else MemAvailable),
+ * shared by the ranks on it (all of them, or --ranks-per-node). A GPU's free memory is known
+ * only once the backend is open: --device-memory is the check there. */
 static int check_memory(train_job *j, bool quiet, char *err, size_t errlen) {
     double limit = (double)j->o.device_memory;
-    const char *what = "--device-memory";
+    char what[1400] = "--device-memory";
     if (limit <= 0 && strcmp(j->o.backend, "cpu") == 0) {
-        long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-        if (pages > 0 && page > 0) limit = (double)pages * (double)page / j->nranks;
-        what = "this machine's memory / --nranks";
+        int here = j->o.ranks_per_node > 0 && j->o.ranks_per_node < j->nranks ? (int)j->o.ranks_per_node : j->nranks;
+        char src[1300];
+        limit = memlimit_available(src, sizeof src) / here;
+        snprintf(what, sizeof what, "%s / %d rank%s on this host", src, here, here == 1 ? "" : "s");
     }
     bool show = !quiet && !j->o.quiet && !boot_launched(); /* a launched job's launcher showed it already */
     for (int r = 0; r < j->nranks; r++) {
-        const wp_rank_report *rr = &j->run.rank[r];
-        double need = (double)rr->peak_bytes + (double)rr->owner_bytes;
-        if (show && r == 0) fprintf(stderr, "predicted peak memory per rank (buffers + activations + optimizer):\n");
-        if (show) fprintf(stderr, "  rank %d: %.1f MiB\n", r, need / 1048576.0);
-        if (limit > 0 && need > limit)
-            return fail(err, errlen, 2, "rank %d needs about %.1f MiB, more than %s (%.1f MiB)", r, need / 1048576.0, what,
+        double terms[WP_MEM_TERMS];
+        train_mem_predict(j, r, terms);
+        double need = mem_total(terms), with = need * (1 + MEMLIMIT_MARGIN) + MEMLIMIT_FIXED_MIB * 1048576.0;
+        char big[256];
+        mem_largest(terms, 3, big, sizeof big);
+        if (show && r == 0) fprintf(stderr, "predicted peak memory per rank (docs/memory.md):\n");
+        if (show) fprintf(stderr, "  rank %d: %.1f MiB (%s)\n", r, need / 1048576.0, big);
+        if (limit > 0 && with > limit)
+            return fail(err, errlen, 2,
+                        "rank %d needs about %.1f MiB (%s), %.1f MiB with the %.0f%% + %.0f MiB margin, more than %s (%.1f MiB)",
+                        r, need / 1048576.0, big, with / 1048576.0, MEMLIMIT_MARGIN * 100, MEMLIMIT_FIXED_MIB, what,
                         limit / 1048576.0);
     }
     return 0;
@@ -402,7 +427,9 @@ static int open_optim(rank_state *r, wp_loss_scaler *scaler, char *err, size_t e
     for (int c = 0; c < j->s.nchunks; c++)
         if (sched_owns(&j->s, r->rank, c, j->s.nslices ? r->rank : -1)) owned[n++] = c;
     /* a sliced schedule: rank k holds slice k of every chunk (ir.h) */
+    wp_mem_term was = kern_mem_term(r->k, WP_MEM_OPTIM);
     r->o = optim_create_slices(layout_optim_model(&j->L), r->k, owned, n, r->rank, j->s.nslices, &j->hp, err, errlen);
+    kern_mem_term(r->k, was);
     if (!r->o) return 1;
     *scaler = loss_scaler_init(j->L.cfg.precision == WP_PREC_MIXED, j->o.loss_scale, j->o.loss_scale_window);
     if (j->o.init_from[0]) return hf_load_masters(j->o.init_from, r->o, err, errlen);
@@ -427,8 +454,11 @@ static int open_data(rank_state *r, char *err, size_t errlen) {
     if (r->rank == 0 && j->val_warning[0]) wp_warn("%s", j->val_warning);
     lc.micro_batches = 1;
     if ((rc = loader_open_list(&r->val, &j->val, j->o.val_data[0] ? "--val-data" : "--data", &lc, err, errlen)) != 0) return rc;
-    return eval_create(&r->ev, &j->s, r->rank, r->m, r->o, r->t, r->ctl, r->val, (int)j->o.eval_batches, j->o.timeout, err,
-                       errlen);
+    wp_mem_term was = kern_mem_term(r->k, WP_MEM_EVAL);
+    rc = eval_create(&r->ev, &j->s, r->rank, r->m, r->o, r->t, r->ctl, r->val, (int)j->o.eval_batches, j->o.timeout, err,
+                     errlen);
+    kern_mem_term(r->k, was);
+    return rc;
 }
 
 /* --sample-every K: samples of up to --sample-tokens ids, as many as the model has positions. */
@@ -441,8 +471,11 @@ static int open_sampler(rank_state *r, char *err, size_t errlen) {
     /* a sample starts at the tokenizer's BOS (token 0 without one, the byte shards' document
      * boundary) and stops at its EOS */
     int32_t bos = j->tok && tok_bos(j->tok) >= 0 ? tok_bos(j->tok) : 0, eos = j->tok ? tok_eos(j->tok) : -1;
-    return sample_create(&r->sm, &j->s, r->rank, &j->L, r->k, r->o, j->nranks > 1 ? r->t : NULL, r->ctl, tokens, bos,
-                         eos, j->o.timeout, err, errlen);
+    wp_mem_term was = kern_mem_term(r->k, WP_MEM_SAMPLE);
+    int rc = sample_create(&r->sm, &j->s, r->rank, &j->L, r->k, r->o, j->nranks > 1 ? r->t : NULL, r->ctl, tokens, bos,
+                           eos, j->o.timeout, err, errlen);
+    kern_mem_term(r->k, was);
+    return rc;
 }
 
 /* A greedy sample from the weights after this step; rank 0 reports it. */
@@ -450,16 +483,38 @@ static int sample(rank_state *r, int64_t step, char *err, size_t errlen) {
     int n;
     wp_transport_stats s0 = {0}, s1 = {0};
     if (r->t && r->j->nranks > 1) tp_stats(r->t, &s0);
-    if (sample_run(r->sm, r->sample_ids, &n, err, errlen)) return 1;
+    wp_mem_term was = kern_mem_term(r->k, WP_MEM_SAMPLE);
+    int rc = sample_run(r->sm, r->sample_ids, &n, err, errlen);
+    kern_mem_term(r->k, was);
+    if (rc) return 1;
     if (r->t && r->j->nranks > 1) tp_stats(r->t, &s1);
     r->tot.eval_sent += s1.payload_sent - s0.payload_sent; /* traffic outside the schedule's count */
     if (r->rank == 0) report_sample(r->j, step, r->sample_ids, n, r->metrics);
     return 0;
 }
 
+/* On a GPU, the prediction and its margin against the device's free memory once the context is
+ * open (train_job_prepare could not ask it); --device-memory was checked already. */
+static int check_device_memory(rank_state *r, char *err, size_t errlen) {
+    size_t free_b, total_b;
+    if (kern_device_free(r->k, &free_b, &total_b) != 0) return 0;
+    double terms[WP_MEM_TERMS];
+    size_t now, peak;
+    train_mem_predict(r->j, r->rank, terms);
+    kern_memory(r->k, &now, &peak); /* the model's scratch is taken already: it is in the prediction */
+    double need = mem_total(terms), with = need * (1 + MEMLIMIT_MARGIN) + MEMLIMIT_FIXED_MIB * 1048576.0;
+    if (with <= (double)free_b + (double)now) return 0;
+    char big[256];
+    mem_largest(terms, 3, big, sizeof big);
+    return fail(err, errlen, 2, "rank %d needs about %.1f MiB on its GPU (%s), %.1f MiB with the margin, more than the %.1f MiB free of %.1f MiB",
+                r->rank, need / 1048576.0, big, with / 1048576.0, ((double)free_b + (double)now) / 1048576.0,
+                (double)total_b / 1048576.0);
+}
+
 static int open_rank(rank_state *r, int local_rank, char *err, size_t errlen) {
     wp_loss_scaler scaler;
     int rc = open_backend(r, local_rank, err, errlen);
+    if (!rc) rc = check_device_memory(r, err, errlen);
     /* buffers in GPU memory travel through a staged or NCCL transport (ring/device_tp.h) */
     if (!rc && r->j->nranks > 1) rc = tp_device_open(r->t, r->ctl, r->k, r->j->job.transport, &r->j->job.net, &r->t, err, errlen);
     if (!rc) rc = open_optim(r, &scaler, err, errlen);
@@ -563,7 +618,10 @@ static int evaluate(rank_state *r, int64_t step, char *err, size_t errlen) {
     double loss;
     wp_transport_stats s0 = {0}, s1 = {0};
     if (r->t && r->j->nranks > 1) tp_stats(r->t, &s0);
-    if (eval_run(r->ev, &loss, err, errlen)) return 1;
+    wp_mem_term was = kern_mem_term(r->k, WP_MEM_EVAL);
+    int rc = eval_run(r->ev, &loss, err, errlen);
+    kern_mem_term(r->k, was);
+    if (rc) return 1;
     if (r->t && r->j->nranks > 1) tp_stats(r->t, &s1);
     r->tot.eval_sent += s1.payload_sent - s0.payload_sent;
     if (r->rank != 0) return 0;
@@ -667,6 +725,7 @@ static void auto_search(const train_job *j, const wp_calib *cal, auto_msg *m) {
     *a = j->o;
     /* b and M stay (the data each step reads, hence the single-rank weights); the model is the
      * one given (never raised to more layers for more chunks) */
+    a->set[FLAG_backend] = true; /* the pick runs on this backend (mem_cfg_from_opts) */
     a->micro_batch_size = j->L.cfg.micro_batch;
     a->num_microbatches = j->nmb;
     a->num_layers = j->L.cfg.n_layers;
@@ -680,9 +739,10 @@ static void auto_search(const train_job *j, const wp_calib *cal, auto_msg *m) {
         a->node_link_bandwidth = slower(a->node_link_bandwidth, cal->node_bw);
         a->node_link_latency = a->node_link_latency > cal->node_lat ? a->node_link_latency : cal->node_lat;
     }
-    if (a->device_memory <= 0 && strcmp(a->backend, "cpu") == 0) { /* as check_memory: the machine's share */
-        long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-        if (pages > 0 && page > 0) a->device_memory = (int64_t)((double)pages * (double)page / j->nranks);
+    if (a->device_memory <= 0 && strcmp(a->backend, "cpu") == 0) { /* as check_memory: this host's room, shared */
+        char src[1300];
+        double room = memlimit_available(src, sizeof src) / j->nranks;
+        if (room > 0) a->device_memory = (int64_t)((room - MEMLIMIT_FIXED_MIB * 1048576.0) / (1 + MEMLIMIT_MARGIN));
     }
     wp_tuned *rows = NULL;
     int n = 0;
@@ -772,7 +832,11 @@ int train_rank(train_job *j, int rank, int local_rank, wp_transport *t, wp_contr
     stall_stop(stall);
     if (!rc) {
         size_t now;
+        size_t own[WP_MEM_TERMS];
         kern_memory(r.k, &now, &r.tot.mem_peak);
+        kern_memory_terms(r.k, r.tot.mem_terms, own);
+        r.tot.mem_resident = memlimit_vmhwm();
+        r.tot.metrics = r.metrics;
         rc = report_final(j, rank, ctl, r.t, r.rt, &r.tot, err, errlen);
     }
     close_rank(&r);

@@ -17,6 +17,7 @@
 #include "transport.h"
 #include "job.h"
 #include "engine.h"
+#include "memory.h"
 #include "schedule.h"
 #include "trace.h"
 #include "tokenizer.h"
@@ -70,5 +71,10 @@ void train_job_free(train_job *j);
  * local_rank: the rank's index on its host; its device is --device, else local_rank modulo the
  * visible devices. */
 int train_rank(train_job *j, int rank, int local_rank, wp_transport *t, wp_control *ctl, char *err, size_t errlen);
+
+/* The run's memory prediction for rank r, per term (schedule/memory.h with this job's backend,
+ * threads, --eval-every and --sample-every): the start-up check's and the end table's. */
+void train_mem_cfg(const train_job *j, wp_mem_cfg *mc);
+void train_mem_predict(const train_job *j, int r, double terms[WP_MEM_TERMS]);
 
 #endif

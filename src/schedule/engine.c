@@ -197,6 +197,7 @@ static void teardown(eng *e) {
             }
             free(e->r[r].held);
             free(e->r[r].freed);
+            free(e->r[r].slots);
         }
     for (int i = 0; i < e->n_chans; i++) {
         chan *c = e->chans[i];

@@ -36,6 +36,8 @@ typedef struct {
     size_t peak_acts_bytes;
     size_t peak_bytes;        /* most bytes of buffers + activation states at once */
     size_t owner_bytes;       /* constant: optimizer state of the chunks it owns */
+    size_t pool_bytes[WP_BUF_KINDS]; /* the runtime pool's memory (slots reused per exact size), by the
+                                        kind that first took each size */
     size_t sent[WP_BUF_KINDS], recv[WP_BUF_KINDS]; /* bytes in the last step run */
     int n_sent, n_recv;       /* transfers in the last step run */
     double busy;              /* F/B/W/BW time in the last step run */

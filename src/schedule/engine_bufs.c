@@ -146,6 +146,22 @@ void eng_note_peaks(eng *e, int r) {
     if (R->bytes > rep->peak_bytes) rep->peak_bytes = R->bytes;
 }
 
+/* One more (or one fewer, d = -1) buffer of this size held: the pool model of engine_impl.h. */
+static int slot_count(eng *e, int r, const inst *in, int d) {
+    rstate *R = &e->r[r];
+    if (!in->bytes) return 0;
+    int i = 0;
+    while (i < R->n_slots && R->slots[i].bytes != in->bytes) i++;
+    if (i == R->n_slots) {
+        if (d < 0 || engine_grow((void **)&R->slots, &R->cap_slots, R->n_slots + 1, sizeof *R->slots)) return d < 0 ? 0 : -1;
+        R->slots[R->n_slots++] = (struct eng_slot){.bytes = in->bytes, .kind = in->b.kind};
+    }
+    struct eng_slot *sl = &R->slots[i];
+    sl->held += d;
+    if (sl->held > sl->peak) sl->peak = sl->held, e->run->rank[r].pool_bytes[sl->kind] += sl->bytes;
+    return 0;
+}
+
 inst *eng_create(eng *e, int r, wp_buf b, bool present, int step, int idx) {
     rstate *R = &e->r[r];
     inst *in = calloc(1, sizeof *in);
@@ -166,6 +182,7 @@ inst *eng_create(eng *e, int r, wp_buf b, bool present, int step, int idx) {
     if (!holds_sibling(R, b, NULL)) R->n_kind[b.kind]++;
     R->held[R->n_held++] = in;
     R->bytes += in->bytes;
+    if (slot_count(e, r, in, 1)) return NULL; /* it is held: teardown frees it */
     eng_note_peaks(e, r);
     return in;
 }
@@ -179,6 +196,7 @@ int eng_destroy(eng *e, int r, inst *in, int step, int idx) {
             break;
         }
     R->bytes -= in->bytes;
+    slot_count(e, r, in, -1);
     if (engine_grow((void **)&R->freed, &R->cap_freed, R->n_freed + 1, sizeof *R->freed)) return -1;
     R->freed[R->n_freed++] = (freed_rec){in->b, step, idx};
     free(in->mbs);

@@ -47,6 +47,10 @@ typedef struct {
     int why_step;
     int n_kind[WP_BUF_KINDS], n_acts;
     size_t acts_bytes, bytes;
+    /* the runtime's pool (bufpool.h) keeps a freed buffer's memory for the next buffer of
+     * exactly its size: its bytes are, per size, the most buffers of that size held at once */
+    struct eng_slot { size_t bytes; int kind, held, peak; } *slots;
+    int n_slots, cap_slots;
 } rstate;
 
 typedef struct {

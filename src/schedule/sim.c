@@ -53,7 +53,14 @@ void costs_set_measured(wp_costs *c, int chunk, double f, double b, double w) {
 
 int simulate(const wp_schedule *s, const wp_layout *L, const wp_costs *c, bool record, wp_sim *out, char *err,
              size_t errlen) {
+    return simulate_mem(s, L, c, NULL, record, out, err, errlen);
+}
+
+int simulate_mem(const wp_schedule *s, const wp_layout *L, const wp_costs *c, const wp_mem_cfg *mc, bool record, wp_sim *out,
+                 char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
+    wp_mem_cfg gpu = {.compute = L ? precision_act_dtype(L->cfg.precision) : WP_F32, .threads = 1};
+    if (!mc) mc = &gpu;
     wp_sizes sz;
     if (L) sizes_from_layout(&sz, L, s->split);
     int rc = engine_run(s, L ? &sz : NULL, c, 2, record, &out->run, err, errlen);
@@ -75,7 +82,9 @@ int simulate(const wp_schedule *s, const wp_layout *L, const wp_costs *c, bool r
         size_t sent = 0, recv = 0;
         for (int k = 0; k < WP_BUF_KINDS; k++) sent += rr->sent[k], recv += rr->recv[k];
         out->rank_sent[r] = sent;
-        out->rank_peak[r] = rr->peak_bytes + rr->owner_bytes;
+        double terms[WP_MEM_TERMS];
+        if (L) mem_predict(s, L, rr, r, mc, terms);
+        out->rank_peak[r] = L ? (size_t)mem_total(terms) : rr->peak_bytes + rr->owner_bytes;
         out->rank_bubble[r] = out->step_s > 0 ? 1 - rr->busy / out->step_s : 0;
         busy += rr->busy;
         if (sent > out->max_sent) out->max_sent = sent;

@@ -139,7 +139,7 @@ int main(int argc, char **argv) {
         CHECK(rc != 0 && res.first_rank == 1 && res.signal == SIGKILL && res.killed == 0,
               "expected rank 1 killed by signal 9 and nobody else killed, got rank %d signal %d killed %d",
               res.first_rank, res.signal, res.killed);
-        CHECK(strstr(err, "rank 1 failed first: killed by signal 9"), "message: %s", err);
+        CHECK(strstr(err, "rank 1 failed first: killed by") && strstr(err, "OOM killer"), "message: %s", err); /* a SIGKILL is named as the OOM killer's */
     } else if (strcmp(mode, "sigterm") == 0) {
         CHECK(rc != 0 && res.interrupted == SIGTERM && res.killed == 0, "expected an interruption by SIGTERM, got %d (killed %d)",
               res.interrupted, res.killed);

@@ -1,0 +1,20 @@
+/* What a rank may really use on this host, and what it used (docs/memory.md). */
+#ifndef WP_RUNTIME_MEMLIMIT_H
+#define WP_RUNTIME_MEMLIMIT_H
+
+#include <stddef.h>
+
+/* Bytes this process may still take: the tightest cgroup v2 memory.max - memory.current on the
+ * way from its cgroup (/proc/self/cgroup) to the root, else MemAvailable (/proc/meminfo);
+ * WEIPIPE_TEST_MEMORY_LIMIT (bytes) stands in for both in tests. what names the source.
+ * Returns 0 when nothing could be read (no check then). */
+double memlimit_available(char *what, size_t len);
+/* The process's resident-set high-water (VmHWM of /proc/self/status), bytes; 0 unknown. */
+double memlimit_vmhwm(void);
+/* The start-up check's margin over the prediction: MEMLIMIT_MARGIN of it plus
+ * MEMLIMIT_FIXED_MIB per process (the program, its libraries, OpenBLAS's and the C library's
+ * arenas: measured, docs/memory.md). */
+#define MEMLIMIT_MARGIN 0.10
+#define MEMLIMIT_FIXED_MIB 64.0
+
+#endif

@@ -1,0 +1,60 @@
+/* The end-of-run memory table and its --metrics line (report.h): what each rank's allocator held
+ * at its peak, term by term, beside what the start-up check predicted (schedule/memory.h). */
+#include "report.h"
+
+#include <stdio.h>
+#include <time.h>
+
+#include "bootstrap.h"
+#include "memlimit.h"
+#include "memory.h"
+
+#define MIB (1.0 / 1048576.0)
+
+static void print_row(const char *what, const double *t, double total) {
+    fprintf(stderr, "      %-9s", what);
+    for (int k = 0; k < WP_MEM_TERMS; k++) fprintf(stderr, " %*.1f", k == WP_MEM_ACTS || k == WP_MEM_EVAL ? 11 : 9, t[k] * MIB);
+    fprintf(stderr, " %9.1f\n", total * MIB);
+}
+
+static void print_table(const train_job *j, const double *v, int stride) {
+    fprintf(stderr, "\nmemory per rank, MiB: the allocator's high-water (its terms at that moment) beside the prediction; "
+                    "resident: the process's VmHWM%s\nrank          ", j->nranks > 1 && !boot_launched() ? " (ranks are threads of one process: shared)" : "");
+    for (int k = 0; k < WP_MEM_TERMS; k++) fprintf(stderr, " %*s", k == WP_MEM_ACTS || k == WP_MEM_EVAL ? 11 : 9, wp_mem_term_name[k]);
+    fprintf(stderr, "     total\n");
+    for (int r = 0; r < j->nranks; r++) {
+        const double *x = v + (size_t)stride * r;
+        double pred[WP_MEM_TERMS];
+        train_mem_predict(j, r, pred);
+        fprintf(stderr, "%4d\n", r);
+        print_row("measured", x + 2, x[0]);
+        print_row("predicted", pred, mem_total(pred));
+        double p = mem_total(pred);
+        fprintf(stderr, "      resident %.1f, allocator %.1f = %+.1f%% of the prediction\n", x[1] * MIB, x[0] * MIB,
+                p > 0 ? 100.0 * (x[0] - p) / p : 0);
+    }
+}
+
+static void metrics_line(const train_job *j, const double *v, int stride, FILE *f) {
+    struct timespec ts; /* every metrics line carries its Unix time */
+    double now = clock_gettime(CLOCK_REALTIME, &ts) == 0 ? (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec : 0;
+    fprintf(f, "{\"time\": %.6f, \"memory\": [", now);
+    for (int r = 0; r < j->nranks; r++) {
+        const double *x = v + (size_t)stride * r;
+        double pred[WP_MEM_TERMS];
+        train_mem_predict(j, r, pred);
+        fprintf(f, "%s{\"rank\": %d, \"peak_bytes\": %.0f, \"resident_bytes\": %.0f, \"predicted_bytes\": %.0f, \"terms\": {",
+                r ? ", " : "", r, x[0], x[1], mem_total(pred));
+        for (int k = 0; k < WP_MEM_TERMS; k++) fprintf(f, "%s\"%s\": %.0f", k ? ", " : "", wp_mem_term_name[k], x[2 + k]);
+        fprintf(f, "}, \"predicted_terms\": {");
+        for (int k = 0; k < WP_MEM_TERMS; k++) fprintf(f, "%s\"%s\": %.0f", k ? ", " : "", wp_mem_term_name[k], pred[k]);
+        fprintf(f, "}}");
+    }
+    fprintf(f, "]}\n");
+    fflush(f);
+}
+
+void report_memory(const train_job *j, const double *v, int stride, FILE *metrics) {
+    if (!j->o.quiet) print_table(j, v, stride);
+    if (metrics) metrics_line(j, v, stride, metrics);
+}

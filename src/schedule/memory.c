@@ -1,0 +1,116 @@
+/* The memory prediction (memory.h). Every figure mirrors one allocation site of the runtime;
+ * the comment beside each names it, so a new allocation there has a place to be added here. */
+#include "memory.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "decode.h"
+#include "model.h"
+
+/* The CPU backend's own scratch (kernels/cpu): GEMM packing per thread, attention tiles, the
+ * embedding's index; bounded by what the largest call asks. */
+static double cpu_scratch(const wp_layout *L, const wp_mem_cfg *mc) {
+    const wp_model_cfg *c = &L->cfg;
+    double T = (double)c->micro_batch * c->seq, th = mc->threads > 0 ? mc->threads : 1;
+    double pack = th * 256.0 * 1024 * sizeof(float);            /* cpu_gemm.c: a panel per thread */
+    double attn = (2.0 * c->seq + 4.0 * c->head_dim) * c->seq * sizeof(float); /* attention_tiles.c */
+    return pack + attn + T * 8;
+}
+
+/* The LM head's blocks of logits: the backend's rows (kernels/cpu/lmhead.c: 128 x V fp32). */
+static double logits(const wp_layout *L, const wp_mem_cfg *mc, bool has_head) {
+    return has_head && mc->cpu ? 128.0 * L->cfg.vocab * sizeof(float) : 0;
+}
+
+/* --eval-every (runtime/evaluate.c): an activation state per owned chunk, two hidden-state
+ * buffers, one chunk's weights in compute and wire dtype, the tokens. */
+static double eval_bytes(const wp_schedule *s, const wp_layout *L, int r, const wp_mem_cfg *mc) {
+    const wp_model_cfg *c = &L->cfg;
+    double T = (double)c->micro_batch * c->seq, most = 0, acts = 0;
+    for (int k = 0; k < s->nchunks; k++) {
+        if (s->nslices && L->chunk_numel[k] > most) most = (double)L->chunk_numel[k];
+        if (s->owner[k] != r) continue;
+        if (L->chunk_numel[k] > most) most = (double)L->chunk_numel[k];
+        acts += (double)model_acts_bytes(L, k, mc->compute, false);
+    }
+    return acts + 2 * T * c->h * wp_dtype_size(mc->compute) +
+           most * (wp_dtype_size(mc->compute) + wp_dtype_size(precision_weight_dtype(c->precision))) + T * 8;
+}
+
+/* --sample-every (runtime/sample_run.c, model/decode.c): every rank a chunk's wire copy; rank 0
+ * also the whole model in fp32 on the host, every chunk in compute dtype, the K/V cache of
+ * every layer for the sample's positions, a block of rows and a row of logits. */
+static double sample_bytes(const wp_layout *L, int r, const wp_mem_cfg *mc) {
+    const wp_model_cfg *c = &L->cfg;
+    double most = 0, cs = wp_dtype_size(mc->compute);
+    for (int k = 0; k < c->n_chunks; k++)
+        if (L->chunk_numel[k] > most) most = (double)L->chunk_numel[k];
+    double b = most * wp_dtype_size(precision_weight_dtype(c->precision));
+    if (r != 0) return b;
+    double q = (double)c->n_heads * c->head_dim, kv = (double)c->n_kv_heads * c->head_dim, R = WP_DECODE_ROWS;
+    b += most * sizeof(float);                                  /* stage */
+    if (mc->cpu) b += (double)L->total_numel * sizeof(float);   /* the gathered masters (host) */
+    b += (double)L->total_numel * cs;                           /* the decoder's weights */
+    b += 2.0 * c->n_layers * mc->sample_tokens * kv * cs;       /* K/V cache */
+    b += R * (4.0 * c->h + 2 * q + 3.0 * c->ffn) * cs + R * (2 + c->n_heads) * 4 + 2.0 * c->vocab * 4;
+    return b;
+}
+
+void mem_predict(const wp_schedule *s, const wp_layout *L, const wp_rank_report *rr, int r, const wp_mem_cfg *mc,
+                 double terms[WP_MEM_TERMS]) {
+    memset(terms, 0, WP_MEM_TERMS * sizeof *terms);
+    const wp_model_cfg *c = &L->cfg;
+    const double T = (double)c->micro_batch * c->seq;
+    const bool view = mc->compute != precision_act_dtype(c->precision) || mc->compute != precision_weight_dtype(c->precision);
+    /* the pool (runtime/bufpool.c): its slots, and, where the wire dtype is not the compute
+     * dtype, the compute-dtype copy each slot keeps once it is read */
+    double wire_w = wp_dtype_size(precision_weight_dtype(c->precision)), wire_a = wp_dtype_size(precision_act_dtype(c->precision));
+    double cs = wp_dtype_size(mc->compute);
+    terms[WP_MEM_WEIGHTS] = (double)rr->pool_bytes[WP_BUF_W] * (view && wire_w != cs ? 1 + cs / wire_w : 1);
+    terms[WP_MEM_GRADS] = (double)rr->pool_bytes[WP_BUF_GW] + (double)rr->pool_bytes[WP_BUF_T];
+    terms[WP_MEM_COMM] = 0;
+    for (int k = 0; k < WP_BUF_KINDS; k++)
+        if (k != WP_BUF_W && k != WP_BUF_GW && k != WP_BUF_T) terms[WP_MEM_COMM] += (double)rr->pool_bytes[k];
+    terms[WP_MEM_COMM] *= view && wire_a != cs ? 1 + cs / wire_a : 1;
+    terms[WP_MEM_OPTIM] = (double)rr->owner_bytes;             /* optim.c: master, m, v, accumulator */
+    /* model/acts.c, one per state held; the engine sizes them in the precision's activation
+     * dtype, the backend keeps them in its compute dtype (the CPU's fp32) */
+    terms[WP_MEM_ACTS] = (double)rr->peak_acts_bytes * cs / wire_a;
+    /* the model's scratch (model_scratch_bytes), the executor's (runtime/executor.c: a hidden
+     * state and the largest chunk's weights in wire dtype) and the backend's */
+    double most = 0;
+    for (int k = 0; k < c->n_chunks; k++)
+        if (L->chunk_numel[k] > most) most = (double)L->chunk_numel[k];
+    terms[WP_MEM_SCRATCH] = (double)model_scratch_bytes(L, mc->compute) + T * c->h * cs + most * wire_w;
+    if (mc->cpu) terms[WP_MEM_SCRATCH] += cpu_scratch(L, mc);
+    bool head = false; /* does rank r run the LM head (the last chunk's F)? */
+    for (int i = 0; i < s->rank[r].n; i++)
+        head |= s->rank[r].a[i].op == WP_OP_F && s->rank[r].a[i].chunk == s->nchunks - 1;
+    terms[WP_MEM_LOGITS] = logits(L, mc, head);
+    terms[WP_MEM_IO] = T * 8;                                  /* executor.c: token ids on the device */
+    if (mc->eval) terms[WP_MEM_EVAL] = eval_bytes(s, L, r, mc);
+    if (mc->sample) terms[WP_MEM_SAMPLE] = sample_bytes(L, r, mc);
+}
+
+double mem_total(const double terms[WP_MEM_TERMS]) {
+    double t = 0;
+    for (int i = 0; i < WP_MEM_TERMS; i++) t += terms[i];
+    return t;
+}
+
+void mem_largest(const double terms[WP_MEM_TERMS], int n, char *out, size_t len) {
+    bool used[WP_MEM_TERMS] = {0};
+    size_t at = 0;
+    out[0] = 0;
+    for (int k = 0; k < n; k++) {
+        int best = -1;
+        for (int i = 0; i < WP_MEM_TERMS; i++)
+            if (!used[i] && terms[i] > 0 && (best < 0 || terms[i] > terms[best])) best = i;
+        if (best < 0) break;
+        used[best] = true;
+        int w = snprintf(out + at, at < len ? len - at : 0, "%s%s %.1f MiB", k ? ", " : "", wp_mem_term_name[best],
+                         terms[best] / 1048576.0);
+        if (w > 0) at += (size_t)w;
+    }
+}
