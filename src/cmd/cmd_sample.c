@@ -30,6 +30,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "decode.h"
+#include "gguf.h"
 #include "hf.h"
 #include "hf_positions.h"
 #include "log.h"
@@ -93,6 +94,7 @@ static int load_hf(sample_model *sm, const wp_opts *given, char *err, size_t err
     static wp_opts o; /* large; a copy the config fills */
     o = *given;
     const char *dir = given->args[0];
+    bool gguf = gguf_is_file(dir); /* a llama.cpp file: read as the directory would be */
     snprintf(sm->source, sizeof sm->source, "%s", dir);
     wp_model_cfg cfg;
     int rc = hf_config_apply(dir, &o, err, errlen);
@@ -100,7 +102,7 @@ static int load_hf(sample_model *sm, const wp_opts *given, char *err, size_t err
         if (given->set[FLAG_seq_length])
             sm->positions = given->seq_length;
         else
-            rc = hf_max_positions(dir, &sm->positions, err, errlen);
+            rc = gguf ? gguf_max_positions(dir, &sm->positions, err, errlen) : hf_max_positions(dir, &sm->positions, err, errlen);
     }
     if (rc == 0) {
         o.seq_length = sm->positions;
@@ -124,7 +126,7 @@ static int load_hf(sample_model *sm, const wp_opts *given, char *err, size_t err
     if (!k) return io_fail(err, errlen, 1, "sample: %s", kerr);
     wp_adamw_hparams hp = {.beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8};
     wp_optim *opt = optim_create(layout_optim_model(&sm->L), k, (int[]){0}, 1, &hp, err, errlen);
-    rc = opt ? hf_load_masters(dir, opt, err, errlen) : 1;
+    rc = !opt ? 1 : gguf ? gguf_load_masters(dir, opt, err, errlen) : hf_load_masters(dir, opt, err, errlen);
     if (rc == 0 && optim_get(opt, 0, WP_OPT_MASTER, sm->params) != 0)
         rc = io_fail(err, errlen, 1, "sample: reading the masters: %s", optim_error(opt));
     optim_destroy(opt);
@@ -287,7 +289,7 @@ int cmd_sample(const wp_opts *o) {
     int P = 0;
     wp_tokenizer *tok = NULL;
     int rc = check_flags(o, err, sizeof err);
-    if (rc == 0) rc = is_hf_dir(o->args[0]) ? load_hf(&sm, o, err, sizeof err) : load_checkpoint(&sm, o, err, sizeof err);
+    if (rc == 0) rc = is_hf_dir(o->args[0]) || gguf_is_file(o->args[0]) ? load_hf(&sm, o, err, sizeof err) : load_checkpoint(&sm, o, err, sizeof err);
     if (rc == 0) rc = open_tokenizer(o, &sm, &tok, err, sizeof err);
     if (rc == 0 && strcmp(o->format, "text") == 0 && !tok)
         rc = cli_fail(err, sizeof err, "--format text: no tokenizer for the model's vocabulary of %d (give --tokenizer, "

@@ -20,6 +20,7 @@
 #include "nonfinite.h"
 #include "stall.h"
 #include "checkpoint.h"
+#include "gguf.h"
 #include "hf.h"
 #include "loader.h"
 #include "stop.h"
@@ -174,6 +175,13 @@ static int resolve_tokenizer(train_job *j, char *err, size_t errlen) {
         int rc = tok_find_in_dir(dir, path, sizeof path, why, sizeof why);
         if (rc) return fail(err, errlen, rc, "--data: %s", why);
         flag = "--data's tokenizer";
+    }
+    if (!path[0] && o->init_from[0] && !o->tokenizer[0] && gguf_is_file(o->init_from)) {
+        /* a llama.cpp file carries its tokenizer: the checkpoints keep it as tokenizer.json */
+        int rc = gguf_tokenizer_json(o->init_from, &j->tokenizer_data, &j->tokenizer_size, why, sizeof why);
+        if (rc) return fail(err, errlen, rc, "--init-from %s", why);
+        if (j->tokenizer_data) snprintf(j->tokenizer_name, sizeof j->tokenizer_name, "%s", TOK_FILE_HF);
+        return 0;
     }
     if (!path[0]) return 0;
     wp_tokenizer *t;
@@ -365,7 +373,9 @@ static int open_optim(rank_state *r, wp_loss_scaler *scaler, char *err, size_t e
     r->o = optim_create_slices(layout_optim_model(&j->L), r->k, owned, n, r->rank, j->s.nslices, &j->hp, err, errlen);
     if (!r->o) return 1;
     *scaler = loss_scaler_init(j->L.cfg.precision == WP_PREC_MIXED, j->o.loss_scale, j->o.loss_scale_window);
-    if (j->o.init_from[0]) return hf_load_masters(j->o.init_from, r->o, err, errlen);
+    if (j->o.init_from[0])
+        return gguf_is_file(j->o.init_from) ? gguf_load_masters(j->o.init_from, r->o, err, errlen)
+                                            : hf_load_masters(j->o.init_from, r->o, err, errlen);
     if (!j->resume_dir[0]) return optim_init_from_seed(r->o, (uint64_t)j->o.seed) ? fail(err, errlen, 1, "init: %s", optim_error(r->o)) : 0;
     wp_ckpt *c;
     int rc = ckpt_open(&c, j->resume_dir, err, errlen);
