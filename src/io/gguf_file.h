@@ -70,6 +70,8 @@ const char *gguf_type_name(uint32_t type);
 bool gguf_type_readable(uint32_t type);
 /* The tensor as fp32 into dst (numel floats); a type weipipe does not dequantize: 2 naming it. */
 int gguf_tensor_f32(const gguf_file *f, const gguf_tensor *t, float *dst, char *err, size_t errlen);
+/* llama.cpp's name of a Hugging Face Llama tensor (tied: the head is token_embd); 1 when none. */
+int gguf_name(const char *hf, bool tied, char *out, size_t len);
 /* True when path is a regular file that starts with the GGUF magic. */
 bool gguf_is_file(const char *path);
 

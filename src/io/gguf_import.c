@@ -159,7 +159,7 @@ static const struct {
 };
 
 /* llama.cpp's name of a Hugging Face Llama tensor (tied: the head is the embedding). */
-static int gguf_name(const char *hf, bool tied, char *out, size_t len) {
+int gguf_name(const char *hf, bool tied, char *out, size_t len) {
     int layer, at = 0;
     if (strcmp(hf, "model.embed_tokens.weight") == 0 || (tied && strcmp(hf, "lm_head.weight") == 0))
         return snprintf(out, len, "token_embd.weight") < 0;
