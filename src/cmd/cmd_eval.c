@@ -1,5 +1,5 @@
-/* weipipe eval CKPT_DIR --data PATH [--seq-length S] [--batches K]: mean next-token loss of
- * the checkpoint's masters over the first K sequences of the data read in order (sequence i is
+/* weipipe eval CKPT_DIR|MODEL.gguf --data PATH [--seq-length S] [--batches K]: mean next-token loss of
+ * the checkpoint's masters (or a GGUF file's weights) over the first K sequences of the data read in order (sequence i is
  * tokens [i*S, (i+1)*S]), one rank, the whole model as one chunk. */
 #include <inttypes.h>
 #include <math.h>
@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "checkpoint.h"
+#include "gguf.h"
 #include "loader.h"
 #include "log.h"
 #include "model.h"
@@ -43,13 +44,44 @@ static int eval_cfg(const wp_opts *o, const wp_ckpt *c, wp_model_cfg *cfg, char 
     return 0;
 }
 
-/* Masters rounded through the wire dtype (what training computes with), then to compute dtype. */
-static int load_weights(eval_state *e, const wp_ckpt *c, char *err, size_t errlen) {
+/* A llama.cpp GGUF file in place of a checkpoint (gguf.h): its shape with this evaluation's
+ * --seq-length, --micro-batch-size and --precision (fp32 by default: the file's weights as they
+ * are), and its weights through a CPU optimizer's masters, as `weipipe sample` reads one. */
+static int gguf_cfg(const wp_opts *given, wp_model_cfg *cfg, char *err, size_t errlen) {
+    static wp_opts o; /* large; a copy the file's config fills */
+    o = *given;
+    int rc = hf_config_apply(given->args[0], &o, err, errlen);
+    o.micro_batch_size = given->set[FLAG_micro_batch_size] ? given->micro_batch_size : 1;
+    o.num_chunks = 1;
+    o.chunk_layers[0] = '\0';
+    if (rc == 0) rc = model_cfg_from_opts(&o, 1, cfg, err, errlen);
+    cfg->precision = precision_of(given, WP_PREC_FP32);
+    model_cfg_even_chunks(cfg, 1);
+    return rc;
+}
+
+static int gguf_masters(const wp_layout *L, const char *path, float *host, char *err, size_t errlen) {
+    wp_kern_opts ko = {.kind = WP_BACKEND_CPU, .compute = WP_F32, .threads = 1};
+    char kerr[512];
+    wp_kern *k = kern_create(&ko, kerr, sizeof kerr);
+    if (!k) return io_fail(err, errlen, 1, "eval: %s", kerr);
+    wp_adamw_hparams hp = {.beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8};
+    wp_optim *opt = optim_create(layout_optim_model(L), k, (int[]){0}, 1, &hp, err, errlen);
+    int rc = opt ? gguf_load_masters(path, opt, err, errlen) : 1;
+    if (rc == 0 && optim_get(opt, 0, WP_OPT_MASTER, host) != 0) rc = io_fail(err, errlen, 1, "eval: %s", optim_error(opt));
+    optim_destroy(opt);
+    kern_destroy(k);
+    return rc;
+}
+
+/* Masters (a checkpoint's, or gguf's when c is NULL) rounded through the wire dtype (what
+ * training computes with), then to compute dtype. */
+static int load_weights(eval_state *e, const wp_ckpt *c, const char *gguf, char *err, size_t errlen) {
     size_t n = e->L.chunk_numel[0];
     float *host = malloc(n * sizeof *host);
     if (!host) return io_fail(err, errlen, 1, "eval: out of memory for %zu weights", n);
-    int rc = 0;
-    for (int i = 0; rc == 0 && i < e->L.n_params; i++)
+    int rc = c ? 0 : gguf_masters(&e->L, gguf, host, err, errlen);
+    for (int i = 0; c && rc == 0 && i < e->L.n_params; i++)
         rc = ckpt_read_master(c, &e->L.params[i], host + e->L.params[i].offset, err, errlen);
     wp_dtype wire = precision_weight_dtype(e->L.cfg.precision), ct = kern_compute_dtype(e->k);
     for (size_t i = 0; rc == 0 && i < n; i++) host[i] = wp_round_to(host[i], wire);
@@ -152,16 +184,18 @@ int cmd_eval(const wp_opts *o) {
     eval_state e = {0};
     wp_model_cfg cfg;
     double mean = NAN;
-    int rc = ckpt_resolve(o->args[0], NULL, dir, sizeof dir, err, sizeof err);
-    if (rc == 0) rc = ckpt_open(&c, dir, err, sizeof err);
-    if (rc == 0) rc = eval_cfg(o, c, &cfg, err, sizeof err);
+    bool gguf = gguf_is_file(o->args[0]); /* a llama.cpp file: its weights, step 0 */
+    int rc = gguf ? gguf_cfg(o, &cfg, err, sizeof err) : ckpt_resolve(o->args[0], NULL, dir, sizeof dir, err, sizeof err);
+    if (rc == 0 && !gguf) rc = ckpt_open(&c, dir, err, sizeof err);
+    if (rc == 0 && !gguf) rc = eval_cfg(o, c, &cfg, err, sizeof err);
+    if (rc == 0 && o->batches < 1) rc = io_fail(err, sizeof err, 2, "--batches: %lld must be at least 1", (long long)o->batches);
     if (rc == 0) rc = layout_build(&cfg, &e.L, err, sizeof err);
     if (rc == 0) rc = open_backend(&e, o, err, sizeof err);
-    if (rc == 0) rc = load_weights(&e, c, err, sizeof err);
+    if (rc == 0) rc = load_weights(&e, c, o->args[0], err, sizeof err);
     if (rc == 0) rc = evaluate(&e, o, &mean, err, sizeof err);
     if (rc == 0)
         printf("eval: loss %.8f over %lld sequences of %d tokens (%s, step %" PRId64 ", %s weights)\n", mean,
-               (long long)o->batches, cfg.seq, o->data, ckpt_info(c)->step, precision_name(cfg.precision));
+               (long long)o->batches, cfg.seq, o->data, c ? ckpt_info(c)->step : 0, precision_name(cfg.precision));
     else
         wp_error("%s", err);
     eval_free(&e);

@@ -10,7 +10,8 @@ implementation independent of weipipe's C. Checks:
   1. `weipipe train --init-from MODEL.gguf --lr 0 --steps 1` saves the masters unchanged; exported
      to fp32 safetensors they equal transformers' tensors exactly (Q/K un-permuted, tied head);
   2. `weipipe eval` of that checkpoint on a text tokenized by transformers' GGUF tokenizer gives
-     transformers' mean loss within 1e-4 relative (the logits compared through the loss);
+     transformers' mean loss within 1e-4 relative (the logits compared through the loss), and
+     `weipipe eval MODEL.gguf` the checkpoint's loss exactly;
   3. greedy `weipipe sample MODEL.gguf` ids equal transformers' generate() for 16 tokens;
   4. the checkpoint's tokenizer.json (converted from the GGUF by weipipe) has transformers'
      vocabulary, merges and added tokens, and encodes the text as transformers' tokenizer does.
@@ -131,6 +132,13 @@ def main():
         out = run(weipipe, "eval", ck, "--data", shard, "--seq-length", str(SEQ), "--batches", str(BATCHES),
                   "--precision", "fp32")
         loss = float(out.split("loss ")[1].split()[0])
+        out = run(weipipe, "eval", path, "--data", shard, "--seq-length", str(SEQ), "--batches", str(BATCHES),
+                  "--precision", "fp32")
+        direct = float(out.split("loss ")[1].split()[0])
+        print(f"weipipe eval MODEL.gguf: {direct:.7f} (the checkpoint's: {loss:.7f})")
+        if direct != loss:
+            print("FAIL: eval on the GGUF differs from eval on the checkpoint made from it")
+            fail = 1
         rel = abs(loss - ref_loss) / abs(ref_loss)
         print(f"loss on the text: weipipe {loss:.7f}, transformers {ref_loss:.7f}, relative {rel:.2e}")
         if not rel <= 1e-4:
