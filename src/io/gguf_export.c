@@ -1,7 +1,8 @@
 /* weipipe export --format gguf: a checkpoint as one llama-architecture GGUF v3 file (gguf.h):
  * the llama.* hyperparameters llama.cpp reads, F32/F16/BF16 tensors under llama.cpp's names with
  * Q and K rows permuted to its RoPE layout (convert_hf_to_gguf.py's permute), each tensor
- * aligned to 32 bytes; written to OUT.tmp and renamed. No tokenizer.ggml.* keys yet. */
+ * aligned to 32 bytes, and the checkpoint's tokenizer.json as tokenizer.ggml.* when it is a
+ * byte-level BPE; written to OUT.tmp and renamed. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -12,15 +13,13 @@
 #include "gguf.h"
 #include "gguf_file.h"
 
+#define TOK_NAME_HF "tokenizer.json" /* tokenizer.h's TOK_FILE_HF */
+
 #define ALIGN 32
 
-typedef struct {
-    unsigned char *p;
-    size_t n, cap;
-    bool oom;
-} buf;
+typedef gguf_buf buf;
 
-static void put(buf *b, const void *x, size_t n) {
+void gguf_put(buf *b, const void *x, size_t n) {
     if (b->oom) return;
     if (b->n + n > b->cap) {
         size_t want = (b->cap + n) * 2;
@@ -35,12 +34,16 @@ static void put(buf *b, const void *x, size_t n) {
     memcpy(b->p + b->n, x, n);
     b->n += n;
 }
-static void put_u32(buf *b, uint32_t v) { put(b, &v, 4); }
-static void put_u64(buf *b, uint64_t v) { put(b, &v, 8); }
-static void put_str(buf *b, const char *s) {
-    put_u64(b, strlen(s));
-    put(b, s, strlen(s));
+#define put gguf_put
+void gguf_put_u32(buf *b, uint32_t v) { put(b, &v, 4); }
+void gguf_put_u64(buf *b, uint64_t v) { put(b, &v, 8); }
+void gguf_put_str(buf *b, const char *s, size_t len) {
+    gguf_put_u64(b, len);
+    put(b, s, len);
 }
+#define put_u32 gguf_put_u32
+#define put_u64 gguf_put_u64
+static void put_str(buf *b, const char *s) { gguf_put_str(b, s, strlen(s)); }
 static void kv_u32(buf *b, const char *k, uint32_t v) {
     put_str(b, k);
     put_u32(b, GGUF_U32);
@@ -79,6 +82,14 @@ static int metadata(buf *b, const wp_model_cfg *cfg, wp_dtype dtype) {
     return n;
 }
 
+/* The checkpoint's tokenizer.json as tokenizer.ggml.* when it is a byte-level BPE (gguf_tokenizer.c). */
+static int tokenizer_kvs(const wp_ckpt *c, buf *b, int *n, char *err, size_t errlen) {
+    const char *tok = ckpt_tokenizer(c);
+    size_t len = tok ? strlen(tok) : 0, name = strlen(TOK_NAME_HF);
+    if (!tok || len < name || strcmp(tok + len - name, TOK_NAME_HF) != 0) return 0;
+    return gguf_tokenizer_kvs(tok, b, n, err, errlen);
+}
+
 static bool exported(const wp_model_cfg *cfg, const wp_param *p) { return !(cfg->tied && strcmp(p->name, "lm_head.weight") == 0); }
 
 /* The inverse of gguf_import.c's unpermute: row i*D/2 + j of each head goes to 2j + i. */
@@ -114,10 +125,15 @@ static int write_tensor(int fd, const char *tmp, const wp_ckpt *c, const wp_layo
     return fs_write_all(fd, out, bytes + pad, tmp, err, errlen);
 }
 
-static int header(buf *b, const wp_layout *L, wp_dtype dtype) {
+static int header(buf *b, const wp_ckpt *c, const wp_layout *L, wp_dtype dtype, char *err, size_t errlen) {
     const wp_model_cfg *cfg = &L->cfg;
     buf kv = {0};
     int nkv = metadata(&kv, cfg, dtype), nt = 0;
+    int rc = tokenizer_kvs(c, &kv, &nkv, err, errlen);
+    if (rc) {
+        free(kv.p);
+        return rc;
+    }
     for (int i = 0; i < L->n_params; i++) nt += exported(cfg, &L->params[i]);
     put(b, "GGUF", 4);
     put_u32(b, 3);
@@ -143,14 +159,15 @@ static int header(buf *b, const wp_layout *L, wp_dtype dtype) {
     }
     static const unsigned char zero[ALIGN];
     put(b, zero, (ALIGN - b->n % ALIGN) % ALIGN);
-    return b->oom;
+    return b->oom ? io_fail(err, errlen, 1, "export: out of memory") : 0;
 }
 
 static int write_file(const wp_ckpt *c, const wp_layout *L, const char *tmp, wp_dtype dtype, char *err, size_t errlen) {
     buf h = {0};
-    if (header(&h, L, dtype)) {
+    int hrc = header(&h, c, L, dtype, err, errlen);
+    if (hrc) {
         free(h.p);
-        return io_fail(err, errlen, 1, "export: out of memory");
+        return hrc;
     }
     size_t most = 1;
     for (int i = 0; i < L->n_params; i++)

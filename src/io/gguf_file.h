@@ -72,6 +72,19 @@ bool gguf_type_readable(uint32_t type);
 int gguf_tensor_f32(const gguf_file *f, const gguf_tensor *t, float *dst, char *err, size_t errlen);
 /* llama.cpp's name of a Hugging Face Llama tensor (tied: the head is token_embd); 1 when none. */
 int gguf_name(const char *hf, bool tied, char *out, size_t len);
+/* A growing byte buffer for the writer (gguf_export.c); oom set once an append fails. */
+typedef struct {
+    unsigned char *p;
+    size_t n, cap;
+    bool oom;
+} gguf_buf;
+void gguf_put(gguf_buf *b, const void *x, size_t n);
+void gguf_put_u32(gguf_buf *b, uint32_t v);
+void gguf_put_u64(gguf_buf *b, uint64_t v);
+void gguf_put_str(gguf_buf *b, const char *s, size_t len);
+/* tokenizer.ggml.* key/values from a Hugging Face tokenizer.json appended to b (*nkv counted up)
+ * when it is a byte-level BPE; nothing for another kind. 2 for a malformed file. */
+int gguf_tokenizer_kvs(const char *json_path, gguf_buf *b, int *nkv, char *err, size_t errlen);
 /* True when path is a regular file that starts with the GGUF magic. */
 bool gguf_is_file(const char *path);
 

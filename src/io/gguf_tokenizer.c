@@ -145,3 +145,129 @@ int gguf_tokenizer_json(const char *path, char **json, size_t *len, char *err, s
     gguf_close(f);
     return rc;
 }
+
+/* ---- the other way: tokenizer.json -> tokenizer.ggml.* (export) ---- */
+
+static bool has_type(json_t *node, const char *type) {
+    if (!json_is_object(node)) return false;
+    const char *t = json_string_value(json_object_get(node, "type"));
+    if (t && strcmp(t, type) == 0) return true;
+    json_t *list = json_object_get(node, "pretokenizers");
+    size_t i;
+    json_t *e;
+    json_array_foreach(list, i, e) if (has_type(e, type)) return true;
+    return false;
+}
+
+/* llama.cpp's name for the pre-tokenizer (the inverse of pre_tokenizer above; "default" else). */
+static const char *pre_name(json_t *pre) {
+    json_t *list = json_object_get(pre, "pretokenizers"), *first = json_array_get(list, 0);
+    const char *re = json_string_value(json_object_get(json_object_get(first, "pattern"), "Regex"));
+    if (has_type(first, "Digits") || (re && strcmp(re, "\\p{N}") == 0)) return "smollm";
+    if (re && strcmp(re, LLAMA3_RE) == 0) return "llama-bpe";
+    if (json_is_object(pre) && has_type(pre, "ByteLevel") && !json_is_array(list)) return "gpt2";
+    return "default";
+}
+
+static void kv_head(gguf_buf *b, const char *key, uint32_t type) {
+    gguf_put_str(b, key, strlen(key));
+    gguf_put_u32(b, type);
+}
+
+/* Tokens by id: the vocabulary and the added tokens (ids past both: [PADn], as convert_hf_to_gguf.py). */
+static int tokens_of(const char *path, json_t *j, const char ***tok, int32_t **type, size_t *n, char *err, size_t errlen) {
+    json_t *vocab = json_object_get(json_object_get(j, "model"), "vocab"), *added = json_object_get(j, "added_tokens"), *v;
+    const char *key;
+    size_t i;
+    json_int_t most = -1;
+    json_object_foreach(vocab, key, v) {
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= (1 << 24))
+            return io_fail(err, errlen, 2, "%s: model.vocab[%s] is not an id in [0, 2^24)", path, key);
+        if (json_integer_value(v) > most) most = json_integer_value(v);
+    }
+    json_array_foreach(added, i, v) {
+        json_t *id = json_object_get(v, "id");
+        if (!json_is_integer(id) || json_integer_value(id) < 0 || json_integer_value(id) >= (1 << 24) ||
+            !json_is_string(json_object_get(v, "content")))
+            return io_fail(err, errlen, 2, "%s: added_tokens[%zu]: id or content missing or out of range", path, i);
+        if (json_integer_value(id) > most) most = json_integer_value(id);
+    }
+    *n = (size_t)(most + 1);
+    *tok = calloc(*n ? *n : 1, sizeof **tok);
+    *type = malloc((*n ? *n : 1) * sizeof **type);
+    if (!*tok || !*type) return io_fail(err, errlen, 1, "%s: out of memory", path);
+    for (size_t k = 0; k < *n; k++) (*type)[k] = 1; /* normal */
+    json_object_foreach(vocab, key, v)(*tok)[json_integer_value(v)] = key;
+    json_array_foreach(added, i, v) {
+        size_t id = (size_t)json_integer_value(json_object_get(v, "id"));
+        (*tok)[id] = json_string_value(json_object_get(v, "content"));
+        (*type)[id] = json_is_true(json_object_get(v, "special")) ? TOKEN_CONTROL : TOKEN_USER_DEFINED;
+    }
+    return 0;
+}
+
+static void put_tokens(gguf_buf *b, const char **tok, const int32_t *type, size_t n) {
+    kv_head(b, "tokenizer.ggml.tokens", GGUF_ARRAY);
+    gguf_put_u32(b, GGUF_STRING);
+    gguf_put_u64(b, n);
+    char pad[32];
+    for (size_t i = 0; i < n; i++) {
+        if (!tok[i]) snprintf(pad, sizeof pad, "[PAD%zu]", i);
+        gguf_put_str(b, tok[i] ? tok[i] : pad, strlen(tok[i] ? tok[i] : pad));
+    }
+    kv_head(b, "tokenizer.ggml.token_type", GGUF_ARRAY);
+    gguf_put_u32(b, GGUF_I32);
+    gguf_put_u64(b, n);
+    gguf_put(b, type, n * sizeof *type);
+}
+
+/* Merges as "a b" strings (tokenizers >= 0.20 writes [a, b] pairs). */
+static int put_merges(const char *path, gguf_buf *b, json_t *merges, char *err, size_t errlen) {
+    kv_head(b, "tokenizer.ggml.merges", GGUF_ARRAY);
+    gguf_put_u32(b, GGUF_STRING);
+    gguf_put_u64(b, json_array_size(merges));
+    size_t i;
+    json_t *m;
+    json_array_foreach(merges, i, m) {
+        if (json_is_string(m)) {
+            gguf_put_str(b, json_string_value(m), json_string_length(m));
+            continue;
+        }
+        json_t *l = json_array_get(m, 0), *r = json_array_get(m, 1);
+        if (!json_is_string(l) || !json_is_string(r))
+            return io_fail(err, errlen, 2, "%s: model.merges[%zu] is neither \"a b\" nor [a, b]", path, i);
+        gguf_put_u64(b, json_string_length(l) + 1 + json_string_length(r));
+        gguf_put(b, json_string_value(l), json_string_length(l));
+        gguf_put(b, " ", 1);
+        gguf_put(b, json_string_value(r), json_string_length(r));
+    }
+    return 0;
+}
+
+int gguf_tokenizer_kvs(const char *json_path, gguf_buf *b, int *nkv, char *err, size_t errlen) {
+    json_error_t je;
+    json_t *j = json_load_file(json_path, 0, &je);
+    if (!j) return io_fail(err, errlen, 2, "%s: line %d: %s", json_path, je.line, je.text);
+    json_t *model = json_object_get(j, "model"), *pre = json_object_get(j, "pre_tokenizer");
+    const char *type = json_string_value(json_object_get(model, "type"));
+    bool byte_bpe = type && strcmp(type, "BPE") == 0 && json_is_object(json_object_get(model, "vocab")) &&
+                    json_is_array(json_object_get(model, "merges")) &&
+                    (has_type(pre, "ByteLevel") || has_type(json_object_get(j, "decoder"), "ByteLevel"));
+    const char **tok = NULL;
+    int32_t *types = NULL;
+    size_t n = 0;
+    int rc = byte_bpe ? tokens_of(json_path, j, &tok, &types, &n, err, errlen) : 0;
+    if (rc == 0 && byte_bpe) {
+        kv_head(b, "tokenizer.ggml.model", GGUF_STRING);
+        gguf_put_str(b, "gpt2", 4);
+        kv_head(b, "tokenizer.ggml.pre", GGUF_STRING);
+        gguf_put_str(b, pre_name(pre), strlen(pre_name(pre)));
+        put_tokens(b, tok, types, n);
+        rc = put_merges(json_path, b, json_object_get(model, "merges"), err, errlen);
+        *nkv += 5;
+    }
+    free(tok);
+    free(types);
+    json_decref(j);
+    return rc;
+}

@@ -4,7 +4,9 @@ transformers' GGUF loader: the same logits as the Hugging Face export of the sam
 
     gguf_export.py WEIPIPE DATA_SHARD
 
-A small GQA model (2 layers, h 64, 4 heads, 2 KV heads, V 256) trains 2 steps; it is exported
+A small GQA model (2 layers, h 64, 4 heads, 2 KV heads, V 320) trains 2 steps with a byte-level
+BPE tokenizer.json made by `tokenizers` (its tokens, types and merges must come out as
+tokenizer.ggml.*, and transformers' tokenizer from the GGUF must encode a text as it does); it is exported
 as safetensors and as GGUF at f32, f16 and bf16. GGUFReader must find general.architecture llama,
 the llama.* hyperparameters and every tensor in the dtype asked; transformers' LlamaForCausalLM
 from the GGUF (Q/K un-permuted by transformers' own reverse_permute) must give the safetensors
@@ -32,7 +34,44 @@ except (ImportError, SystemExit) as e:
     sys.exit(77)
 
 MODEL = ["--num-layers", "2", "--hidden-size", "64", "--num-attention-heads", "4", "--num-query-groups", "2",
-         "--ffn-hidden-size", "96", "--vocab-size", "256", "--seq-length", "32"]
+         "--ffn-hidden-size", "96", "--vocab-size", "320", "--seq-length", "32"]
+TEXT = "the keeper climbed the stairs to light the lamp; ships saw the beam sweep the water near the rocks"
+
+
+def make_tokenizer(tmp):
+    """A byte-level BPE of 300 tokens (GPT-2's pre-tokenizer, two special tokens), by `tokenizers`."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator([TEXT] * 20, trainers.BpeTrainer(vocab_size=300, special_tokens=["<s>", "</s>"],
+                                                            initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    path = os.path.join(tmp, "tokenizer.json")
+    tok.save(path)
+    return path
+
+
+def check_tokenizer(path, tokjson):
+    """tokenizer.ggml.* against the checkpoint's tokenizer.json: tokens, types, merges, and
+    transformers' tokenizer built from the GGUF encodes as `tokenizers` does from the json."""
+    import json
+    from tokenizers import Tokenizer
+    from transformers import AutoTokenizer
+
+    j, r = json.load(open(tokjson)), gguf.GGUFReader(path)
+    want = sorted(j["model"]["vocab"], key=j["model"]["vocab"].get)
+    got = r.fields["tokenizer.ggml.tokens"].contents()
+    merges = [" ".join(m) if isinstance(m, list) else m for m in j["model"]["merges"]]
+    types = r.fields["tokenizer.ggml.token_type"].contents()
+    ok = got == want and r.fields["tokenizer.ggml.merges"].contents() == merges and types[:2] == [3, 3]
+    ok &= r.fields["tokenizer.ggml.model"].contents() == "gpt2" and r.fields["tokenizer.ggml.pre"].contents() == "gpt2"
+    d, name = os.path.split(path)
+    enc = AutoTokenizer.from_pretrained(d, gguf_file=name, add_bos_token=False)(TEXT, add_special_tokens=False)["input_ids"]
+    ref = Tokenizer.from_file(tokjson).encode(TEXT).ids
+    print(f"tokenizer.ggml: {len(got)} tokens, {len(merges)} merges, {'equal' if ok else 'DIFFERENT'}; "
+          f"transformers encodes from the GGUF as from the json: {enc == ref}")
+    return int(not ok or enc != ref)
 
 
 def patch_bf16():
@@ -62,8 +101,9 @@ def main():
     fail = 0
     ids = torch.tensor([[(i * 37 + 11) % 256 for i in range(24)]])
     with tempfile.TemporaryDirectory(prefix="wp-gguf-out-") as tmp:
-        ck = os.path.join(tmp, "ck")
-        run(weipipe, "train", "--data", shard, "--steps", "2", "--save", ck, "--precision", "fp32", "--quiet", *MODEL)
+        ck, tokjson = os.path.join(tmp, "ck"), make_tokenizer(tmp)
+        run(weipipe, "train", "--data", shard, "--steps", "2", "--save", ck, "--precision", "fp32", "--quiet",
+            "--tokenizer", tokjson, *MODEL)
         for prec, gtype, tol in [("fp32", "F32", 0.0), ("mixed", "F16", 0.0), ("bf16", "BF16", 0.0)]:
             hf, gg = os.path.join(tmp, "hf-" + prec), os.path.join(tmp, prec + ".gguf")
             run(weipipe, "export", ck, hf, "--precision", prec, "--quiet")
@@ -86,6 +126,8 @@ def main():
             diff = float((a - b).abs().max())
             print(f"{prec}: logits GGUF vs safetensors export: max |diff| {diff:g}")
             fail |= not diff <= tol
+            if prec == "fp32":
+                fail |= check_tokenizer(gg, tokjson)
     return int(fail)
 
 
