@@ -79,8 +79,35 @@ def checkpoints(weipipe):
         put("checkpoint", "shard", b"\x01" + open(os.path.join(step, "rank-00000.safetensors"), "rb").read())
 
 
+def ggufs():
+    """The tiny llama GGUF of tests/faults/gguf_bad.py, with a gpt2 tokenizer, and its lies."""
+    sys.path.insert(0, os.path.join(root, "..", "tests", "faults"))
+    import gguf_bad as g
+
+    good = g.build()
+
+    def arr_str(key, items):
+        return g.s(key) + struct.pack("<IIQ", 9, 8, len(items)) + b"".join(g.s(x) for x in items)
+
+    tok = (g.kv("tokenizer.ggml.model", 8, "gpt2") + g.kv("tokenizer.ggml.pre", 8, "smollm")
+           + arr_str("tokenizer.ggml.tokens", ["a", "b", "ab"]) + g.s("tokenizer.ggml.token_type")
+           + struct.pack("<IIQ3i", 9, 5, 3, 3, 1, 1) + arr_str("tokenizer.ggml.merges", ["a b"]))
+    nkv = struct.unpack("<Q", good[16:24])[0]
+    put("gguf", "valid", good)
+    put("gguf", "tokenizer", good[:16] + struct.pack("<Q", nkv + 5) + tok + good[24:])
+    for name, blob in {"cut-header": good[:60], "cut-kv": good[:300], "cut-infos": good[:420], "cut-data": good[:-40],
+                       "tensor-count": g.build(n_tensors=1 << 40), "kv-count": g.build(n_kv=1 << 40),
+                       "offset": g.build(offset_of=lambda n, o: o + (1 << 20) if n == "output_norm.weight" else o),
+                       "dims": g.build(dims_of=lambda n, d: [1 << 32] * 3 if n == "output_norm.weight" else d),
+                       "name": g.build(name_len=1 << 50), "overlap": g.build(overlap=True), "align": g.build(align=3),
+                       "arch": g.build(arch="falcon"), "type99": g.build(type_of=lambda n: 99 if n == "blk.0.ffn_up.weight" else 0),
+                       "q4_1": g.build(type_of=lambda n: 3 if n == "blk.0.ffn_up.weight" else 0)}.items():
+        put("gguf", name, blob)
+
+
 frames()
 configs()
 clis()
 shards()
+ggufs()
 checkpoints(sys.argv[1])

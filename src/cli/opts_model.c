@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "adapters.h"
+#include "gguf.h"
 
 #define NEED(cond, ...) \
     do {                \
@@ -161,7 +162,8 @@ int hf_config_apply(const char *hf_dir, wp_opts *o, char *err, size_t errlen) {
         [HF_EOS_TOKEN_ID] = FLAG_eos_token_id,
     };
     hf_config c;
-    int rc = hf_read_config(hf_dir, &c, err, errlen);
+    /* a llama.cpp file is told by its magic, not its name */
+    int rc = gguf_is_file(hf_dir) ? gguf_read_config(hf_dir, &c, err, errlen) : hf_read_config(hf_dir, &c, err, errlen);
     if (rc) return rc;
     for (int k = 0; k < HF_NKEYS; k++) {
         if (!c.present[k]) continue;

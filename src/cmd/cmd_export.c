@@ -1,5 +1,5 @@
 /* weipipe export CKPT_DIR OUT_DIR [--precision P] [--max-shard-size S] [--max-position-embeddings N]:
- * a checkpoint as a Hugging Face Llama dir. */
+ * a checkpoint as a Hugging Face Llama dir; --format gguf: OUT as one llama.cpp GGUF file. */
 #include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -8,6 +8,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "checkpoint.h"
+#include "gguf.h"
 #include "hf.h"
 #include "safetensors.h"
 #include "log.h"
@@ -39,15 +40,21 @@ int cmd_export(const wp_opts *o) {
         wp_error("--max-shard-size: %lld must be positive", (long long)o->max_shard_size);
         return 2;
     }
-    if (rc == 0) rc = hf_export_with(c, o->args[1], &x, err, sizeof err);
+    bool gguf = o->set[FLAG_format] && strcmp(o->format, "gguf") == 0;
+    if (o->set[FLAG_format] && !gguf && strcmp(o->format, "safetensors") != 0) {
+        wp_error("--format: '%s' is not one of safetensors, gguf (export)", o->format);
+        ckpt_close(c);
+        return 2;
+    }
+    if (rc == 0) rc = gguf ? gguf_export(c, o->args[1], x.dtype, err, sizeof err) : hf_export_with(c, o->args[1], &x, err, sizeof err);
     if (rc) {
         wp_error("%s", err);
         ckpt_close(c);
         return rc;
     }
     if (!o->quiet)
-        printf("export: %s (step %" PRId64 ") -> %s (%s safetensors, config.json, generation_config.json)\n", dir,
-               ckpt_info(c)->step, o->args[1], st_dtype_name(export_dtype(o)));
+        printf("export: %s (step %" PRId64 ") -> %s (%s %s)\n", dir, ckpt_info(c)->step, o->args[1],
+               st_dtype_name(export_dtype(o)), gguf ? "GGUF" : "safetensors, config.json, generation_config.json");
     ckpt_close(c);
     return 0;
 }

@@ -88,11 +88,17 @@ static int open_tokenizer(const wp_opts *o, const wp_model_src *sm, wp_tokenizer
     int rc = 0;
     if (o->tokenizer[0])
         snprintf(path, sizeof path, "%s", o->tokenizer);
+    else if (sm->tok_json) /* a GGUF file's own, from its metadata */
+        snprintf(path, sizeof path, "%s", sm->dir);
     else
         rc = tok_find_in_dir(sm->dir, path, sizeof path, err, errlen);
     if (rc) return rc;
     if (!path[0]) return sm->L.cfg.vocab == BYTE_VOCAB ? tok_open(NULL, tok, err, errlen) : 0;
-    if ((rc = tok_open(path, tok, err, errlen)) != 0) return rc;
+    if (!o->tokenizer[0] && sm->tok_json)
+        rc = tok_open_mem(sm->tok_json, sm->tok_json_len, sm->dir, tok, err, errlen);
+    else
+        rc = tok_open(path, tok, err, errlen);
+    if (rc) return rc;
     if (tok_vocab_size(*tok) > sm->L.cfg.vocab)
     {
         char name[WP_PATH_MAX + 32];

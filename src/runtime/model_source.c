@@ -7,6 +7,9 @@
 
 #include "adapters.h"
 #include "fsutil.h"
+#include "gguf.h"
+#include "kernels.h"
+#include "optim.h"
 #include "hf_positions.h"
 
 static wp_precision precision_of(const wp_opts *o, wp_precision def) {
@@ -57,15 +60,38 @@ static int open_hf(const char *dir, const wp_opts *given, bool require_seq, wp_m
     return rc;
 }
 
+/* A llama.cpp file: its config through hf_config_apply (which reads a GGUF by its magic), its
+ * positions from llama.context_length, its eos from tokenizer.ggml.eos_token_id, its tokenizer
+ * as tokenizer.json text (gguf_tokenizer_json: the C encoder opens it, tok_open_mem). */
+static int open_gguf(const char *file, const wp_opts *given, bool require_seq, wp_model_src *s, wp_model_cfg *cfg, char *err,
+                     size_t errlen) {
+    static wp_opts o; /* large; a copy the config fills (one source at a time) */
+    o = *given;
+    s->kind = WP_SRC_GGUF;
+    snprintf(s->dir, sizeof s->dir, "%s", file);
+    (void)require_seq; /* a GGUF file states its context length */
+    int rc = hf_config_apply(file, &o, err, errlen);
+    if (rc == 0) rc = given->set[FLAG_seq_length] ? (s->positions = given->seq_length, 0) : gguf_max_positions(file, &s->positions, err, errlen);
+    if (rc == 0) rc = gguf_tokenizer_json(file, &s->tok_json, &s->tok_json_len, err, errlen);
+    if (rc) return rc;
+    o.seq_length = s->positions;
+    o.micro_batch_size = 1;
+    o.num_chunks = 1;
+    o.chunk_layers[0] = '\0';
+    rc = model_cfg_from_opts(&o, 1, cfg, err, errlen);
+    cfg->precision = precision_of(given, WP_PREC_FP32);
+    if (rc == 0 && cfg->has_eos) s->eos[s->n_eos++] = cfg->eos_id;
+    return rc;
+}
+
 int model_src_open(const char *path, const wp_opts *o, int mb, bool require_seq, wp_model_src *s, char *err, size_t errlen) {
     memset(s, 0, sizeof *s);
     s->step = -1;
     wp_model_cfg cfg;
     int rc;
-    /* GGUF: a path ending in .gguf opens here, as open_hf does: gguf_read_config (src/io/gguf.h)
-     * into an hf_config, applied to a copy of the flags (hf_config_apply's counterpart), with
-     * kind WP_SRC_GGUF and the eos the file's tokenizer.ggml.eos_token_id names. */
-    if (is_hf_dir(path))
+    if (gguf_is_file(path))
+        rc = open_gguf(path, o, require_seq, s, &cfg, err, errlen);
+    else if (is_hf_dir(path))
         rc = open_hf(path, o, require_seq, s, &cfg, err, errlen);
     else
         rc = open_checkpoint(path, o, s, &cfg, err, errlen);
@@ -85,6 +111,26 @@ void model_src_close(wp_model_src *s) {
     s->ckpt = NULL;
     if (s->have_layout) layout_free(&s->L);
     s->have_layout = false;
+    free(s->tok_json);
+    s->tok_json = NULL;
+}
+
+/* gguf_load_masters fills an optimizer's masters (the contract of hf_load_masters): one holding
+ * masters only (no moments, no gradients) on a CPU context, each parameter then handed whole. */
+static int read_gguf(wp_model_src *s, hf_param_sink sink, void *ctx, char *err, size_t errlen) {
+    wp_kern_opts ko = {.kind = WP_BACKEND_CPU, .compute = WP_F32, .threads = 1};
+    char kerr[512];
+    wp_kern *k = kern_create(&ko, kerr, sizeof kerr);
+    if (!k) return io_fail(err, errlen, 1, "%s: %s", s->dir, kerr);
+    wp_optim *opt = optim_create_weights(layout_optim_model(&s->L), k, (int[]){0}, 1, err, errlen);
+    int rc = opt ? gguf_load_masters(s->dir, opt, err, errlen) : 1;
+    float *m = rc == 0 ? optim_buffer(opt, 0, WP_OPT_MASTER) : NULL;
+    if (rc == 0 && !m) rc = io_fail(err, errlen, 1, "%s: %s", s->dir, optim_error(opt));
+    for (int i = 0; rc == 0 && i < s->L.n_params; i++)
+        rc = sink(ctx, &s->L.params[i], 0, layout_param_numel(&s->L.params[i]), m + s->L.params[i].offset, err, errlen);
+    optim_destroy(opt);
+    kern_destroy(k);
+    return rc;
 }
 
 static int read_checkpoint(wp_model_src *s, hf_param_sink sink, void *ctx, char *err, size_t errlen) {
@@ -102,9 +148,7 @@ static int read_checkpoint(wp_model_src *s, hf_param_sink sink, void *ctx, char 
 }
 
 int model_src_read(wp_model_src *s, hf_param_sink sink, void *ctx, char *err, size_t errlen) {
-    /* GGUF: gguf_load_masters fills an optimizer, so: optim_create_weights(layout_optim_model(
-     * &s->L), a CPU kern, {0}, 1) (masters only, optim.h), gguf_load_masters into it, then each
-     * parameter p handed whole to sink (first 0) from optim_buffer(o, p->chunk, WP_OPT_MASTER) + p->offset. */
+    if (s->kind == WP_SRC_GGUF) return read_gguf(s, sink, ctx, err, errlen);
     if (s->kind == WP_SRC_HF) return hf_read_params(s->dir, &s->L, sink, ctx, err, errlen);
     return read_checkpoint(s, sink, ctx, err, errlen);
 }
@@ -113,6 +157,6 @@ const char *model_src_name(const wp_model_src *s, char *buf, size_t len) {
     if (s->kind == WP_SRC_CHECKPOINT)
         snprintf(buf, len, "%s, step %lld", s->dir, (long long)s->step);
     else
-        snprintf(buf, len, "Hugging Face %s", s->dir);
+        snprintf(buf, len, "%s %s", s->kind == WP_SRC_GGUF ? "GGUF" : "Hugging Face", s->dir);
     return buf;
 }

@@ -5,9 +5,8 @@
  * tensor, with no optimizer state (no moments, no gradient: inference holds the weights once,
  * plus one tensor in flight).
  *
- * A GGUF file is one more case (src/io/gguf.c: gguf_read_config + gguf_load_masters, the
- * contract of hf_read_config + hf_load_masters): see the two places marked GGUF in
- * model_source.c. */
+ * or a llama.cpp GGUF file (src/io/gguf.h: told by its magic; its tokenizer comes from the
+ * file's metadata as tokenizer.json text, tok_json). */
 #ifndef WP_RUNTIME_MODEL_SOURCE_H
 #define WP_RUNTIME_MODEL_SOURCE_H
 
@@ -21,7 +20,7 @@
 
 #define WP_SRC_MAX_EOS 16
 
-typedef enum { WP_SRC_CHECKPOINT, WP_SRC_HF /* , WP_SRC_GGUF */ } wp_src_kind;
+typedef enum { WP_SRC_CHECKPOINT, WP_SRC_HF, WP_SRC_GGUF } wp_src_kind;
 
 typedef struct {
     wp_src_kind kind;
@@ -29,7 +28,9 @@ typedef struct {
     bool have_layout;
     int64_t positions;         /* --seq-length, else the checkpoint's sequence length or config.json's max_position_embeddings */
     int64_t step;              /* a checkpoint's step, -1 otherwise */
-    char dir[WP_PATH_MAX];     /* the step or Hugging Face directory: where its tokenizer is looked for */
+    char dir[WP_PATH_MAX];     /* the step or Hugging Face directory: where its tokenizer is looked for (GGUF: the file) */
+    char *tok_json;            /* GGUF: the file's tokenizer as tokenizer.json text (NULL: none); freed by close */
+    size_t tok_json_len;
     int32_t eos[WP_SRC_MAX_EOS]; /* generation_config.json's eos_token_id list (a checkpoint: its one eos); */
     int n_eos;                 /* 0: none named, the tokenizer's EOS decides */
     wp_ckpt *ckpt;             /* open while the weights are read */

@@ -21,6 +21,7 @@
 #include "nonfinite.h"
 #include "stall.h"
 #include "checkpoint.h"
+#include "gguf.h"
 #include "hf.h"
 #include "loader.h"
 #include "stop.h"
@@ -195,6 +196,26 @@ static int resolve_tokenizer(train_job *j, char *err, size_t errlen) {
         int rc = tok_find_in_dir(dir, path, sizeof path, why, sizeof why);
         if (rc) return fail(err, errlen, rc, "--data: %s", why);
         flag = "--data's tokenizer";
+    }
+    if (!path[0] && o->init_from[0] && !o->tokenizer[0] && gguf_is_file(o->init_from)) {
+        /* a llama.cpp file carries its tokenizer: the checkpoints keep it as tokenizer.json */
+        int rc = gguf_tokenizer_json(o->init_from, &j->tokenizer_data, &j->tokenizer_size, why, sizeof why);
+        if (rc) return fail(err, errlen, rc, "--init-from %s", why);
+        if (!j->tokenizer_data) return 0;
+        /* opened by the C encoder now, as a file would be: refused before training if it cannot
+         * encode or is larger than the model; --sample-every decodes with it */
+        wp_tokenizer *t;
+        rc = tok_open_mem(j->tokenizer_data, j->tokenizer_size, o->init_from, &t, why, sizeof why);
+        if (rc) return fail(err, errlen, rc, "--init-from %s", why);
+        if (tok_vocab_size(t) > j->L.cfg.vocab) {
+            rc = fail(err, errlen, 2, "--init-from %s: its tokenizer's vocabulary of %" PRId64 " tokens exceeds the model's %" PRId64,
+                      o->init_from, tok_vocab_size(t), (int64_t)j->L.cfg.vocab);
+            tok_close(t);
+            return rc;
+        }
+        snprintf(j->tokenizer_name, sizeof j->tokenizer_name, "%s", TOK_FILE_HF);
+        j->tok = t;
+        return 0;
     }
     if (!path[0] && o->init_from[0]) { /* a pretrained model's own tokenizer, kept with its checkpoints */
         int rc = tok_find_in_dir(o->init_from, path, sizeof path, why, sizeof why);
@@ -432,7 +453,9 @@ static int open_optim(rank_state *r, wp_loss_scaler *scaler, char *err, size_t e
     kern_mem_term(r->k, was);
     if (!r->o) return 1;
     *scaler = loss_scaler_init(j->L.cfg.precision == WP_PREC_MIXED, j->o.loss_scale, j->o.loss_scale_window);
-    if (j->o.init_from[0]) return hf_load_masters(j->o.init_from, r->o, err, errlen);
+    if (j->o.init_from[0])
+        return gguf_is_file(j->o.init_from) ? gguf_load_masters(j->o.init_from, r->o, err, errlen)
+                                            : hf_load_masters(j->o.init_from, r->o, err, errlen);
     if (!j->resume_dir[0]) return optim_init_from_seed(r->o, (uint64_t)j->o.seed) ? fail(err, errlen, 1, "init: %s", optim_error(r->o)) : 0;
     wp_ckpt *c;
     int rc = ckpt_open(&c, j->resume_dir, err, errlen);

@@ -1,0 +1,241 @@
+/* --init-from MODEL.gguf: the config and the owners' masters from a llama.cpp file (gguf.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gguf.h"
+#include "gguf_file.h"
+
+/* What our model does not implement is refused by name rather than computed differently. */
+static int check_supported(const gguf_file *f, char *err, size_t errlen) {
+    const char *arch, *scaling;
+    size_t len, slen;
+    int rc = gguf_get_str(f, "general.architecture", true, &arch, &len, err, errlen);
+    if (rc) return rc;
+    if (len != 5 || memcmp(arch, "llama", 5) != 0)
+        return io_fail(err, errlen, 2, "%s: general.architecture '%.*s' is not llama", f->path, (int)(len < 64 ? len : 64), arch);
+    rc = gguf_get_str(f, "llama.rope.scaling.type", false, &scaling, &slen, err, errlen);
+    if (rc == 0 && scaling && !(slen == 4 && memcmp(scaling, "none", 4) == 0))
+        return io_fail(err, errlen, 2, "%s: llama.rope.scaling.type '%.*s' is not supported", f->path, (int)(slen < 64 ? slen : 64), scaling);
+    /* llama 3.1's frequency scaling travels as a tensor of per-frequency factors, not its parameters */
+    if (rc == 0 && gguf_find_tensor(f, "rope_freqs.weight"))
+        return io_fail(err, errlen, 2, "%s: tensor rope_freqs.weight (RoPE frequency factors) is not supported", f->path);
+    if (rc == 0 && (gguf_find_tensor(f, "blk.0.attn_q.bias") || gguf_find_tensor(f, "blk.0.attn_k.bias")))
+        return io_fail(err, errlen, 2, "%s: tensor blk.0.attn_q.bias: biases are not part of this model", f->path);
+    return rc;
+}
+
+static const struct {
+    hf_key k;
+    const char *key;
+    bool required;
+} keys[] = {
+    {HF_NUM_HIDDEN_LAYERS, "llama.block_count", true},        {HF_HIDDEN_SIZE, "llama.embedding_length", true},
+    {HF_INTERMEDIATE_SIZE, "llama.feed_forward_length", true}, {HF_NUM_ATTENTION_HEADS, "llama.attention.head_count", true},
+    {HF_NUM_KEY_VALUE_HEADS, "llama.attention.head_count_kv", false},
+    {HF_RMS_NORM_EPS, "llama.attention.layer_norm_rms_epsilon", true},
+    {HF_ROPE_THETA, "llama.rope.freq_base", false},            {HF_MAX_POSITIONS, "llama.context_length", false},
+    {HF_BOS_TOKEN_ID, "tokenizer.ggml.bos_token_id", false},  {HF_EOS_TOKEN_ID, "tokenizer.ggml.eos_token_id", false},
+};
+
+/* llama.vocab_size, else the embedding's rows (older files leave the key out). */
+static int read_vocab(const gguf_file *f, hf_config *c, char *err, size_t errlen) {
+    uint64_t v;
+    bool present;
+    int rc = gguf_get_uint(f, "llama.vocab_size", false, &v, &present, err, errlen);
+    const gguf_tensor *e = gguf_find_tensor(f, "token_embd.weight");
+    if (rc == 0 && !present) {
+        if (!e || e->ndims != 2) return io_fail(err, errlen, 2, "%s: no llama.vocab_size and no 2-d tensor token_embd.weight", f->path);
+        v = e->dims[1];
+    }
+    c->value[HF_VOCAB_SIZE] = (double)v;
+    c->present[HF_VOCAB_SIZE] = rc == 0;
+    return rc;
+}
+
+static int fill_config(const gguf_file *f, hf_config *c, char *err, size_t errlen) {
+    int rc = check_supported(f, err, errlen);
+    for (size_t i = 0; rc == 0 && i < sizeof keys / sizeof keys[0]; i++) {
+        hf_key k = keys[i].k;
+        if (hf_key_integer(k)) {
+            uint64_t v;
+            rc = gguf_get_uint(f, keys[i].key, keys[i].required, &v, &c->present[k], err, errlen);
+            c->value[k] = (double)v;
+        } else {
+            rc = gguf_get_float(f, keys[i].key, keys[i].required, &c->value[k], &c->present[k], err, errlen);
+        }
+    }
+    if (rc == 0 && !c->present[HF_NUM_KEY_VALUE_HEADS]) {
+        c->present[HF_NUM_KEY_VALUE_HEADS] = true;
+        c->value[HF_NUM_KEY_VALUE_HEADS] = c->value[HF_NUM_ATTENTION_HEADS];
+    }
+    if (rc == 0) rc = read_vocab(f, c, err, errlen);
+    /* partial RoPE (fewer rotated dims than the head) is another model */
+    uint64_t rot, heads = (uint64_t)c->value[HF_NUM_ATTENTION_HEADS];
+    bool have_rot = false;
+    if (rc == 0) rc = gguf_get_uint(f, "llama.rope.dimension_count", false, &rot, &have_rot, err, errlen);
+    if (rc == 0 && have_rot && heads && rot * heads != (uint64_t)c->value[HF_HIDDEN_SIZE])
+        rc = io_fail(err, errlen, 2, "%s: llama.rope.dimension_count %llu is not the head size (partial RoPE is not supported)",
+                     f->path, (unsigned long long)rot);
+    c->tied = !gguf_find_tensor(f, "output.weight");
+    return rc;
+}
+
+/* One tensor the model needs: present, of a type we dequantize, with the dims (d1 0: a vector). */
+static int check_tensor(const gguf_file *f, const char *name, uint64_t d0, uint64_t d1, char *err, size_t errlen) {
+    const gguf_tensor *t = gguf_find_tensor(f, name);
+    if (!t) return io_fail(err, errlen, 2, "%s: tensor %s is missing", f->path, name);
+    if (!gguf_type_readable(t->type))
+        return io_fail(err, errlen, 2, "%s: tensor %s: type %s (%u) is not one weipipe dequantizes (F32, F16, BF16, Q8_0, "
+                       "Q4_0, Q4_1)", f->path, name, gguf_type_name(t->type), t->type);
+    if (t->ndims != (d1 ? 2u : 1u) || t->dims[0] != d0 || (d1 && t->dims[1] != d1))
+        return io_fail(err, errlen, 2, "%s: tensor %s: dims [%llu, %llu] (n_dims %u), the config needs [%llu, %llu]", f->path,
+                       name, (unsigned long long)t->dims[0], (unsigned long long)(t->ndims > 1 ? t->dims[1] : 0), t->ndims,
+                       (unsigned long long)d0, (unsigned long long)d1);
+    return 0;
+}
+
+/* Every tensor the config implies, checked before anything is written (a checkpoint directory
+ * is made before the masters load). */
+static int check_tensors(const gguf_file *f, const hf_config *c, char *err, size_t errlen) {
+    uint64_t L = (uint64_t)c->value[HF_NUM_HIDDEN_LAYERS], h = (uint64_t)c->value[HF_HIDDEN_SIZE];
+    uint64_t ffn = (uint64_t)c->value[HF_INTERMEDIATE_SIZE], heads = (uint64_t)c->value[HF_NUM_ATTENTION_HEADS];
+    uint64_t kv = (uint64_t)c->value[HF_NUM_KEY_VALUE_HEADS], V = (uint64_t)c->value[HF_VOCAB_SIZE];
+    if (heads == 0 || h % heads || L > 1000000) return 0; /* the model flags' own checks name these */
+    uint64_t kvdim = kv * (h / heads);
+    int rc = check_tensor(f, "token_embd.weight", h, V, err, errlen);
+    if (rc == 0) rc = check_tensor(f, "output_norm.weight", h, 0, err, errlen);
+    if (rc == 0 && !c->tied) rc = check_tensor(f, "output.weight", h, V, err, errlen);
+    const struct {
+        const char *name;
+        uint64_t d0, d1;
+    } per_layer[] = {{"attn_norm", h, 0}, {"attn_q", h, h},       {"attn_k", h, kvdim}, {"attn_v", h, kvdim},
+                     {"attn_output", h, h}, {"ffn_norm", h, 0},   {"ffn_gate", h, ffn}, {"ffn_up", h, ffn},
+                     {"ffn_down", ffn, h}};
+    char name[96];
+    for (uint64_t l = 0; rc == 0 && l < L; l++)
+        for (size_t i = 0; rc == 0 && i < sizeof per_layer / sizeof per_layer[0]; i++) {
+            snprintf(name, sizeof name, "blk.%llu.%s.weight", (unsigned long long)l, per_layer[i].name);
+            rc = check_tensor(f, name, per_layer[i].d0, per_layer[i].d1, err, errlen);
+        }
+    return rc;
+}
+
+int gguf_read_config(const char *path, hf_config *c, char *err, size_t errlen) {
+    memset(c, 0, sizeof *c);
+    snprintf(c->path, sizeof c->path, "%s", path);
+    gguf_file *f;
+    int rc = gguf_open(&f, path, err, errlen);
+    if (rc) return rc;
+    rc = fill_config(f, c, err, errlen);
+    if (rc == 0) rc = check_tensors(f, c, err, errlen);
+    gguf_close(f);
+    return rc;
+}
+
+int gguf_max_positions(const char *path, int64_t *positions, char *err, size_t errlen) {
+    gguf_file *f;
+    uint64_t v = 0;
+    int rc = gguf_open(&f, path, err, errlen);
+    if (rc) return rc;
+    rc = gguf_get_uint(f, "llama.context_length", true, &v, NULL, err, errlen);
+    if (rc == 0 && (v < 1 || v > INT32_MAX))
+        rc = io_fail(err, errlen, 2, "%s: llama.context_length %llu is not in [1, 2^31)", path, (unsigned long long)v);
+    if (rc == 0) *positions = (int64_t)v;
+    gguf_close(f);
+    return rc;
+}
+
+/* ---- tensors ---- */
+
+static const struct {
+    const char *hf, *gguf;
+} layer_names[] = {
+    {"input_layernorm.weight", "attn_norm.weight"},     {"self_attn.q_proj.weight", "attn_q.weight"},
+    {"self_attn.k_proj.weight", "attn_k.weight"},       {"self_attn.v_proj.weight", "attn_v.weight"},
+    {"self_attn.o_proj.weight", "attn_output.weight"},  {"post_attention_layernorm.weight", "ffn_norm.weight"},
+    {"mlp.gate_proj.weight", "ffn_gate.weight"},         {"mlp.up_proj.weight", "ffn_up.weight"},
+    {"mlp.down_proj.weight", "ffn_down.weight"},
+};
+
+/* llama.cpp's name of a Hugging Face Llama tensor (tied: the head is the embedding). */
+int gguf_name(const char *hf, bool tied, char *out, size_t len) {
+    int layer, at = 0;
+    if (strcmp(hf, "model.embed_tokens.weight") == 0 || (tied && strcmp(hf, "lm_head.weight") == 0))
+        return snprintf(out, len, "token_embd.weight") < 0;
+    if (strcmp(hf, "lm_head.weight") == 0) return snprintf(out, len, "output.weight") < 0;
+    if (strcmp(hf, "model.norm.weight") == 0) return snprintf(out, len, "output_norm.weight") < 0;
+    if (sscanf(hf, "model.layers.%d.%n", &layer, &at) == 1 && at > 0)
+        for (size_t i = 0; i < sizeof layer_names / sizeof layer_names[0]; i++)
+            if (strcmp(hf + at, layer_names[i].hf) == 0) return snprintf(out, len, "blk.%d.%s", layer, layer_names[i].gguf) < 0;
+    return 1;
+}
+
+/* convert_hf_to_gguf.py's permute interleaves each head's two rotary halves (row i*D/2 + j
+ * goes to 2j + i) for llama.cpp's adjacent-pair RoPE; this puts them back (rotate-half). */
+static int unpermute(float *w, int heads, int head_dim, int cols, char *err, size_t errlen) {
+    size_t n = (size_t)head_dim * cols;
+    float *tmp = malloc(n * sizeof *tmp);
+    if (!tmp) return io_fail(err, errlen, 1, "--init-from: out of memory");
+    for (int h = 0; h < heads; h++) {
+        float *head = w + (size_t)h * n;
+        memcpy(tmp, head, n * sizeof *tmp);
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < head_dim / 2; j++)
+                memcpy(head + ((size_t)i * head_dim / 2 + j) * cols, tmp + (size_t)(2 * j + i) * cols, cols * sizeof *tmp);
+    }
+    free(tmp);
+    return 0;
+}
+
+static int load_param(const gguf_file *f, bool tied, const wp_model_cfg *cfg, const wp_param *p, float *dst, char *err,
+                      size_t errlen) {
+    char name[96];
+    if (gguf_name(p->name, tied, name, sizeof name)) return io_fail(err, errlen, 1, "--init-from: no GGUF name for %s", p->name);
+    const gguf_tensor *t = gguf_find_tensor(f, name);
+    if (!t) return io_fail(err, errlen, 2, "%s: tensor %s (%s) is missing", f->path, name, p->name);
+    bool vec = p->cols == 1; /* norms: one dimension in the file */
+    bool fits = vec ? t->ndims == 1 && t->dims[0] == (uint64_t)p->rows
+                    : t->ndims == 2 && t->dims[0] == (uint64_t)p->cols && t->dims[1] == (uint64_t)p->rows;
+    if (!fits)
+        return io_fail(err, errlen, 2, "%s: tensor %s has dims [%llu, %llu] (n_dims %u), the model needs [%d, %d]", f->path, name,
+                       (unsigned long long)t->dims[0], (unsigned long long)(t->ndims > 1 ? t->dims[1] : 1), t->ndims,
+                       p->cols, vec ? 1 : p->rows);
+    int rc = gguf_tensor_f32(f, t, dst, err, errlen);
+    if (rc == 0 && strstr(p->name, "self_attn.q_proj"))
+        rc = unpermute(dst, cfg->n_heads, cfg->head_dim, p->cols, err, errlen);
+    if (rc == 0 && strstr(p->name, "self_attn.k_proj"))
+        rc = unpermute(dst, cfg->n_kv_heads, cfg->head_dim, p->cols, err, errlen);
+    return rc;
+}
+
+static int load_chunks(const gguf_file *f, bool tied, wp_optim *o, char *err, size_t errlen) {
+    const wp_layout *L = layout_of_optim(o);
+    size_t most = 1;
+    for (int i = 0; i < optim_n_owned(o); i++)
+        if (L->chunk_numel[optim_owned_chunk(o, i)] > most) most = L->chunk_numel[optim_owned_chunk(o, i)];
+    float *host = malloc(most * sizeof *host);
+    if (!host) return io_fail(err, errlen, 1, "--init-from: out of memory for %zu floats", most);
+    int rc = optim_reset(o) ? io_fail(err, errlen, 1, "--init-from: %s", optim_error(o)) : 0;
+    for (int i = 0; rc == 0 && i < optim_n_owned(o); i++) {
+        int c = optim_owned_chunk(o, i), first, end;
+        layout_chunk_params(L, c, &first, &end);
+        for (int p = first; rc == 0 && p < end; p++)
+            rc = load_param(f, tied, &L->cfg, &L->params[p], host + L->params[p].offset, err, errlen);
+        size_t off = 0, len = 0; /* a slice owner (fsdp) holds one element range of the chunk */
+        optim_range(o, c, &off, &len);
+        if (rc == 0 && optim_set(o, c, WP_OPT_MASTER, host + off)) rc = io_fail(err, errlen, 1, "--init-from: %s", optim_error(o));
+    }
+    free(host);
+    return rc;
+}
+
+int gguf_load_masters(const char *path, wp_optim *o, char *err, size_t errlen) {
+    gguf_file *f;
+    int rc = gguf_open(&f, path, err, errlen);
+    if (rc) return rc;
+    rc = check_supported(f, err, errlen);
+    if (rc == 0) rc = load_chunks(f, !gguf_find_tensor(f, "output.weight"), o, err, errlen);
+    gguf_close(f);
+    return rc;
+}
