@@ -31,7 +31,7 @@ echo "== prepare: $(echo "$corpus" | wc -l) fortunes files -> $out/data"
 $wp prepare $corpus --out "$out/data" --val-fraction 0.05 --tokenizer "$out/spm.model"
 
 echo "== train: configs/small.ini on one rank"
-rm -rf "$out/ckpt" "$out/metrics.jsonl"
+rm -rf "$out/ckpt" "$out/ckpt-ring" "$out/metrics.jsonl" # a fresh run into a used --save is refused
 $wp train --config configs/small.ini --vocab-size $vocab --data "$out/data" --save "$out/ckpt" \
     --metrics "$out/metrics.jsonl" --eval-every 100
 

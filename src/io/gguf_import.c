@@ -5,6 +5,7 @@
 
 #include "gguf.h"
 #include "gguf_file.h"
+#include "masters_fill.h"
 
 /* What our model does not implement is refused by name rather than computed differently. */
 static int check_supported(const gguf_file *f, char *err, size_t errlen) {
@@ -209,25 +210,15 @@ static int load_param(const gguf_file *f, bool tied, const wp_model_cfg *cfg, co
     return rc;
 }
 
-static int load_chunks(const gguf_file *f, bool tied, wp_optim *o, char *err, size_t errlen) {
-    const wp_layout *L = layout_of_optim(o);
-    size_t most = 1;
-    for (int i = 0; i < optim_n_owned(o); i++)
-        if (L->chunk_numel[optim_owned_chunk(o, i)] > most) most = L->chunk_numel[optim_owned_chunk(o, i)];
-    float *host = malloc(most * sizeof *host);
-    if (!host) return io_fail(err, errlen, 1, "--init-from: out of memory for %zu floats", most);
-    int rc = optim_reset(o) ? io_fail(err, errlen, 1, "--init-from: %s", optim_error(o)) : 0;
-    for (int i = 0; rc == 0 && i < optim_n_owned(o); i++) {
-        int c = optim_owned_chunk(o, i), first, end;
-        layout_chunk_params(L, c, &first, &end);
-        for (int p = first; rc == 0 && p < end; p++)
-            rc = load_param(f, tied, &L->cfg, &L->params[p], host + L->params[p].offset, err, errlen);
-        size_t off = 0, len = 0; /* a slice owner (fsdp) holds one element range of the chunk */
-        optim_range(o, c, &off, &len);
-        if (rc == 0 && optim_set(o, c, WP_OPT_MASTER, host + off)) rc = io_fail(err, errlen, 1, "--init-from: %s", optim_error(o));
-    }
-    free(host);
-    return rc;
+typedef struct {
+    const gguf_file *f;
+    bool tied;
+    const wp_model_cfg *cfg;
+} gguf_reader;
+
+static int read_param(void *ctx, const wp_param *p, float *dst, char *err, size_t errlen) {
+    const gguf_reader *r = ctx;
+    return load_param(r->f, r->tied, r->cfg, p, dst, err, errlen);
 }
 
 int gguf_load_masters(const char *path, wp_optim *o, char *err, size_t errlen) {
@@ -235,7 +226,8 @@ int gguf_load_masters(const char *path, wp_optim *o, char *err, size_t errlen) {
     int rc = gguf_open(&f, path, err, errlen);
     if (rc) return rc;
     rc = check_supported(f, err, errlen);
-    if (rc == 0) rc = load_chunks(f, !gguf_find_tensor(f, "output.weight"), o, err, errlen);
+    gguf_reader r = {f, !gguf_find_tensor(f, "output.weight"), &layout_of_optim(o)->cfg};
+    if (rc == 0) rc = masters_fill(o, read_param, &r, err, errlen);
     gguf_close(f);
     return rc;
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "hf.h"
+#include "masters_fill.h"
 #include "progress.h"
 #include "safetensors.h"
 
@@ -176,25 +177,14 @@ static int load_param(const hf_files *h, const char *dir, const wp_param *p, flo
     return rc;
 }
 
-static int load_chunks(const hf_files *h, const char *dir, wp_optim *o, char *err, size_t errlen) {
-    const wp_layout *L = layout_of_optim(o);
-    size_t most = 1;
-    for (int i = 0; i < optim_n_owned(o); i++)
-        if (L->chunk_numel[optim_owned_chunk(o, i)] > most) most = L->chunk_numel[optim_owned_chunk(o, i)];
-    float *host = malloc(most * sizeof *host);
-    if (!host) return io_fail(err, errlen, 1, "--init-from: out of memory for %zu floats", most);
-    int rc = optim_reset(o) ? io_fail(err, errlen, 1, "--init-from: %s", optim_error(o)) : 0;
-    for (int i = 0; rc == 0 && i < optim_n_owned(o); i++) {
-        int c = optim_owned_chunk(o, i), first, end;
-        layout_chunk_params(L, c, &first, &end);
-        for (int p = first; rc == 0 && p < end; p++) rc = load_param(h, dir, &L->params[p], host + L->params[p].offset, err, errlen);
-        /* a slice owner (fsdp) holds one element range of the chunk: hand it that range */
-        size_t off = 0, len = 0;
-        optim_range(o, c, &off, &len);
-        if (rc == 0 && optim_set(o, c, WP_OPT_MASTER, host + off)) rc = io_fail(err, errlen, 1, "--init-from: %s", optim_error(o));
-    }
-    free(host);
-    return rc;
+typedef struct {
+    const hf_files *h;
+    const char *dir;
+} hf_reader;
+
+static int read_param(void *ctx, const wp_param *p, float *dst, char *err, size_t errlen) {
+    const hf_reader *r = ctx;
+    return load_param(r->h, r->dir, p, dst, err, errlen);
 }
 
 /* The directory's safetensors files, and whether the head is the embedding; h->n = 0 on failure. */
@@ -233,7 +223,7 @@ int hf_load_masters(const char *hf_dir, wp_optim *o, char *err, size_t errlen) {
     snprintf(what, sizeof what, "reading %.200s", hf_dir);
     bool metered = rc == 0;
     if (metered) io_progress_begin(what, file_bytes(h, layout_of_optim(o), o));
-    if (rc == 0) rc = load_chunks(h, hf_dir, o, err, errlen);
+    if (rc == 0) rc = masters_fill(o, read_param, &(hf_reader){h, hf_dir}, err, errlen);
     if (metered) io_progress_end(rc == 0);
     close_dir(h);
     return rc;
