@@ -199,6 +199,8 @@ static double peak_rss_mib(void) {
 /* One line on stderr: what a user tuning threads or comparing runtimes reads. */
 static void report_speed(const printer *pr, double t_start, double t_loaded) {
     double decode = pr->chosen > 1 ? (pr->chosen - 1) / (pr->last - pr->first) : 0.0;
+    /* on one terminal the text ends without a newline: start the line on its own */
+    if (isatty(STDOUT_FILENO) && isatty(STDERR_FILENO)) fputc('\n', stderr);
     fprintf(stderr, "sample: weights loaded in %.2f s; first token after %.2f s; %d tokens, %.1f tokens/s after the "
             "first; peak resident memory %.0f MiB\n", t_loaded - t_start, pr->chosen ? pr->first - t_start : 0.0,
             pr->chosen, decode, peak_rss_mib());

@@ -244,11 +244,9 @@ static int place_tokenizer(const prep *p, char *err, size_t errlen) {
         int rc = fs_join(path, sizeof path, p->train.dir, names[i], err, errlen);
         if (rc) return rc;
         if (mine && strcmp(mine, names[i]) == 0) {
-            char *data = NULL;
             size_t size = 0;
-            rc = fs_read_small(tok_path(p->tok), (size_t)1 << 30, &data, &size, err, errlen);
-            if (rc == 0) rc = fs_write_file_atomic(path, data, size, err, errlen);
-            free(data);
+            const char *data = tok_bytes(p->tok, &size); /* the bytes it encoded with (a GGUF's: its tokenizer.json) */
+            rc = fs_write_file_atomic(path, data, size, err, errlen);
             if (rc) return rc;
         } else if (fs_exists(path) && unlink(path) != 0) {
             return io_fail(err, errlen, 1, "%s: cannot remove an earlier run's tokenizer: %s", path, strerror(errno));

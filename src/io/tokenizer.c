@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "fsutil.h"
+#include "gguf.h"
 #include "spm_wrap.h"
 #include "tokjson.h"
 
@@ -25,12 +26,19 @@ struct wp_tokenizer {
     int32_t bos, eos;
     spm_wrap *spm;
     wp_tokjson *hf; /* tokenizer.json */
+    char *bytes;    /* what it was opened from (tokenizer.json text or the SentencePiece model): */
+    size_t nbytes;  /* what checkpoints and prepared data keep, whatever the source (tok_bytes) */
 };
 
 int64_t tok_vocab_size(const wp_tokenizer *t) { return t->vocab; }
 int32_t tok_bos(const wp_tokenizer *t) { return t->bos; }
 int32_t tok_eos(const wp_tokenizer *t) { return t->eos; }
 const char *tok_path(const wp_tokenizer *t) { return t->path; }
+
+const char *tok_bytes(const wp_tokenizer *t, size_t *size) {
+    *size = t->nbytes;
+    return t->bytes;
+}
 
 const char *tok_kind(const wp_tokenizer *t) {
     switch (t->type) {
@@ -52,6 +60,7 @@ void tok_close(wp_tokenizer *t) {
     if (!t) return;
     if (t->spm) spm_wrap_free(t->spm);
     free(t->path);
+    free(t->bytes);
     tokjson_free(t->hf);
     free(t);
 }
@@ -122,14 +131,22 @@ int tok_open(const char *path, wp_tokenizer **out, char *err, size_t errlen) {
     if (!(t->path = strdup(path))) rc = io_fail(err, errlen, 1, "tokenizer: out of memory");
     char *data = NULL;
     size_t size = 0;
-    if (rc == 0) rc = fs_read_small(path, TOK_MAX_FILE_BYTES, &data, &size, err, errlen);
+    /* a llama.cpp file carries its tokenizer in its metadata: taken as the tokenizer.json it
+     * converts to (gguf_tokenizer_json), so --tokenizer MODEL.gguf works wherever a file does */
+    bool gguf = rc == 0 && gguf_is_file(path);
+    if (rc == 0 && gguf) {
+        rc = gguf_tokenizer_json(path, &data, &size, err, errlen);
+        if (rc == 0 && !data) rc = io_fail(err, errlen, 2, "%s: not a tokenizer: the GGUF file has no tokenizer.ggml.model", path);
+    } else if (rc == 0) {
+        rc = fs_read_small(path, TOK_MAX_FILE_BYTES, &data, &size, err, errlen);
+    }
     size_t lead = 0;
     while (rc == 0 && lead < size && strchr(" \t\r\n", data[lead]) && data[lead]) lead++;
     if (rc == 0 && size == 0) {
         rc = io_fail(err, errlen, 2, "%s: not a tokenizer: the file is empty", path);
     } else if (rc == 0 && data[lead] == '{') {
         /* JSON: a tokenizer.json; a SentencePiece model is a protobuf and never starts so */
-        rc = hf_open(t, path, path, data, size, err, errlen);
+        rc = hf_open(t, gguf ? NULL : path, path, data, size, err, errlen); /* no tokenizer_config.json beside a GGUF */
     } else if (rc == 0) {
         char why[512];
         rc = spm_wrap_load(data, size, &t->spm, why, sizeof why);
@@ -142,7 +159,8 @@ int tok_open(const char *path, wp_tokenizer **out, char *err, size_t errlen) {
             t->eos = spm_wrap_eos(t->spm);
         }
     }
-    free(data);
+    t->bytes = data;
+    t->nbytes = size;
     if (rc) {
         tok_close(t);
         return rc;
@@ -156,6 +174,12 @@ int tok_open_mem(const char *json, size_t len, const char *name, wp_tokenizer **
     wp_tokenizer *t = calloc(1, sizeof *t);
     if (!t) return io_fail(err, errlen, 1, "tokenizer: out of memory");
     int rc = hf_open(t, NULL, name ? name : "tokenizer.json", json, len, err, errlen);
+    if (rc == 0 && !(t->bytes = malloc(len + 1))) rc = io_fail(err, errlen, 1, "tokenizer: out of memory");
+    if (rc == 0) {
+        memcpy(t->bytes, json, len);
+        t->bytes[len] = '\0';
+        t->nbytes = len;
+    }
     if (rc) {
         tok_close(t);
         return rc;

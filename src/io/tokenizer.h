@@ -30,8 +30,9 @@
 
 typedef struct wp_tokenizer wp_tokenizer;
 
-/* path: a SentencePiece model (tokenizer.model), a Hugging Face tokenizer.json, or NULL/"bytes"
- * for the built-in byte tokenizer (token = byte value). 0 ok, 2 not a tokenizer (err names the
+/* path: a SentencePiece model (tokenizer.model), a Hugging Face tokenizer.json, a llama.cpp
+ * GGUF file (its tokenizer.ggml.* metadata, as the tokenizer.json gguf_tokenizer_json makes of
+ * it), or NULL/"bytes" for the built-in byte tokenizer (token = byte value). 0 ok, 2 not a tokenizer (err names the
  * file and why), 1 I/O error. */
 int tok_open(const char *path, wp_tokenizer **out, char *err, size_t errlen);
 /* A tokenizer.json given as text (json[0, len), e.g. made from a GGUF file's metadata); name
@@ -59,6 +60,10 @@ int tok_decode(const wp_tokenizer *t, const int32_t *ids, size_t n, char **text,
 /* The file(s) that describe this tokenizer, to copy next to a checkpoint or an export
  * (NULL for bytes): the source path. */
 const char *tok_path(const wp_tokenizer *t);
+/* The bytes it was opened from (tokenizer.json text, also for a GGUF or tok_open_mem; the
+ * SentencePiece model): what a checkpoint, an export or prepared data keeps as tok_file_name.
+ * NULL for bytes. */
+const char *tok_bytes(const wp_tokenizer *t, size_t *size);
 /* The name the file takes in a checkpoint, export or data directory: TOK_FILE_SPM or
  * TOK_FILE_HF (NULL for bytes). */
 const char *tok_file_name(const wp_tokenizer *t);

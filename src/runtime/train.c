@@ -233,8 +233,10 @@ static int resolve_tokenizer(train_job *j, char *err, size_t errlen) {
         snprintf(j->tokenizer, sizeof j->tokenizer, "%s", path);
         snprintf(j->tokenizer_name, sizeof j->tokenizer_name, "%s", tok_file_name(t));
         /* the bytes now: every checkpoint gets the tokenizer the run was checked with */
-        rc = fs_read_small(path, (size_t)1 << 30, &j->tokenizer_data, &j->tokenizer_size, why, sizeof why);
-        if (rc) rc = fail(err, errlen, rc, "%s %s", flag, why);
+        size_t size = 0;
+        const char *bytes = tok_bytes(t, &size); /* a GGUF's: the tokenizer.json it converts to */
+        if (!(j->tokenizer_data = malloc(size + 1))) rc = fail(err, errlen, 1, "%s %s: out of memory", flag, path);
+        if (rc == 0) memcpy(j->tokenizer_data, bytes, size), j->tokenizer_data[size] = '\0', j->tokenizer_size = size;
         if (rc == 0) rc = read_side_files(j, path, err, errlen);
     }
     if (rc == 0) j->tok = t; /* kept for --sample-every (decode only reads it) */
