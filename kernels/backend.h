@@ -1,7 +1,7 @@
 /* Private to kernels/: how kernels.h dispatches to a backend. Each backend fills one
  * wp_kern_ops table; kernels/dispatch.c implements kernels.h by checking the sticky error,
- * then calling through the table. Signatures mirror kernels.h without the wp_kern prefix
- * argument being special: every op receives the context first. */
+ * then calling through the table. The compute ops' slots come from ops_table.h (the same
+ * signatures as kernels.h: every op receives the context first). */
 #ifndef WP_KERNELS_BACKEND_H
 #define WP_KERNELS_BACKEND_H
 
@@ -20,39 +20,10 @@ typedef struct wp_kern_ops {
     void (*copy)(wp_kern *k, void *dst, const void *src, size_t bytes);
     void (*zero)(wp_kern *k, void *p, size_t bytes);
     void (*sync)(wp_kern *k);
-    void (*convert)(wp_kern *k, void *dst, wp_dtype dt, const void *src, wp_dtype st, size_t n);
-    void (*accumulate)(wp_kern *k, void *dst, wp_dtype dt, const void *src, wp_dtype st, size_t n);
-    void (*scale)(wp_kern *k, void *x, wp_dtype t, float a, size_t n);
-    double (*sumsq)(wp_kern *k, const void *x, wp_dtype t, size_t n);
-    void (*add)(wp_kern *k, void *y, const void *a, const void *b, size_t n);
-    void (*gemm)(wp_kern *k, bool trans_a, bool trans_b, int m, int n, int kk, float alpha, const void *A,
-                 int lda, const void *B, int ldb, float beta, void *C, wp_dtype ctype, int ldc);
-    void (*rmsnorm_fwd)(wp_kern *k, void *y, float *rstd, const void *x, const void *w, int T, int h, float eps);
-    void (*rmsnorm_bwd_input)(wp_kern *k, void *dx, bool accumulate, const void *dy, const void *x,
-                              const void *w, const float *rstd, int T, int h);
-    void (*rmsnorm_bwd_weight)(wp_kern *k, void *dw, wp_dtype dwtype, const void *dy, const void *x,
-                               const float *rstd, int T, int h);
-    void (*rope_fwd)(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta,
-                     const wp_rope_scaling *sc);
-    void (*rope_bwd)(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta,
-                     const wp_rope_scaling *sc);
-    void (*attention_fwd)(wp_kern *k, void *o, float *lse, const void *q, const void *kv_k, const void *kv_v,
-                          int b, int sq, int skv, int nh, int nkv, int hd);
-    void (*attention_bwd)(wp_kern *k, void *dq, void *dk, void *dv, const void *dout, const void *q,
-                          const void *kv_k, const void *kv_v, const void *o, const float *lse,
-                          int b, int sq, int skv, int nh, int nkv, int hd);
-    void (*swiglu_fwd)(wp_kern *k, void *y, const void *gate, const void *up, size_t n);
-    void (*swiglu_bwd)(wp_kern *k, void *dgate, void *dup, const void *dy, const void *gate, const void *up, size_t n);
-    void (*embedding_fwd)(wp_kern *k, void *y, const int32_t *tokens, const void *wte, int T, int h);
-    void (*embedding_bwd)(wp_kern *k, void *dwte, wp_dtype dwtype, const int32_t *tokens, const void *dy, int T, int h);
-    void (*lmhead_ce_fwd)(wp_kern *k, float *losses, float *lse, const void *x, const void *w_head,
-                          const int32_t *targets, int T, int h, int V);
-    void (*lmhead_ce_bwd)(wp_kern *k, void *dx, void *dlogits_out, void *dw_head, wp_dtype dwtype,
-                          const void *x, const void *w_head, const int32_t *targets, const float *lse,
-                          float dloss, int T, int h, int V);
-    void (*adamw)(wp_kern *k, float *master, float *m, float *v, const float *grad, float grad_scale,
-                  void *w_out, wp_dtype wtype, size_t n, float lr, float beta1, float beta2, float eps,
-                  float weight_decay, float bc1, float bc2);
+    /* the compute ops, one slot per row of ops_table.h, in its order */
+#define WP_KERN_SLOT(ret, name, params, ...) ret(*name) params;
+    WP_KERN_OPS(WP_KERN_SLOT, WP_KERN_SLOT)
+#undef WP_KERN_SLOT
     /* streams.h; NULL in a backend whose calls complete before they return (the CPU): the
      * dispatcher then treats events as complete and copies synchronously */
     void *(*event_create)(wp_kern *k);

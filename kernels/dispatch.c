@@ -17,9 +17,9 @@
 typedef void (*any_fn)(void);
 
 enum {
-#define SLOT_INDEX(s, g) SLOT_INDEX_##s,
-    WP_KERN_OPS_SLOTS(SLOT_INDEX)
-#undef SLOT_INDEX
+#define WP_SLOT(s, g) SLOT_INDEX_##s,
+    WP_KERN_OPS_SLOTS
+#undef WP_SLOT
     SLOT_COUNT
 };
 
@@ -28,25 +28,25 @@ enum {
  * being listed fails the size check; a listed name the struct lacks does not compile. */
 static_assert(offsetof(wp_kern_ops, name) == 0 && offsetof(wp_kern_ops, init) == sizeof(const char *),
               "wp_kern_ops starts with its name string, then the slots");
-#define SLOT_ASSERT(s, g)                                                                                     \
+#define WP_SLOT(s, g)                                                                                         \
     static_assert(sizeof(((wp_kern_ops *)0)->s) == sizeof(any_fn), "wp_kern_ops." #s " is not a function pointer"); \
     static_assert(offsetof(wp_kern_ops, s) == offsetof(wp_kern_ops, init) + SLOT_INDEX_##s * sizeof(any_fn),        \
                   "kernels/ops_slots.h lists wp_kern_ops." #s " out of the struct's order");
-WP_KERN_OPS_SLOTS(SLOT_ASSERT)
-#undef SLOT_ASSERT
+WP_KERN_OPS_SLOTS
+#undef WP_SLOT
 static_assert(sizeof(wp_kern_ops) == offsetof(wp_kern_ops, init) + SLOT_COUNT * sizeof(any_fn),
               "wp_kern_ops has a member that kernels/ops_slots.h does not list");
 
 static const char *const slot_names[SLOT_COUNT] = {
-#define SLOT_NAME(s, g) #s,
-    WP_KERN_OPS_SLOTS(SLOT_NAME)
-#undef SLOT_NAME
+#define WP_SLOT(s, g) #s,
+    WP_KERN_OPS_SLOTS
+#undef WP_SLOT
 };
 
 static const wp_slot_group slot_groups[SLOT_COUNT] = {
-#define SLOT_GROUP(s, g) g,
-    WP_KERN_OPS_SLOTS(SLOT_GROUP)
-#undef SLOT_GROUP
+#define WP_SLOT(s, g) g,
+    WP_KERN_OPS_SLOTS
+#undef WP_SLOT
 };
 
 size_t wp_kern_ops_slot_count(void) { return SLOT_COUNT; }
@@ -59,9 +59,9 @@ static bool slot_required(wp_slot_group g) { return g == WP_SLOT_CONTEXT || g ==
 static int missing_slot(const wp_kern_ops *ops) {
     if (!ops || !ops->name) return SLOT_COUNT;
     bool present[SLOT_COUNT];
-#define SLOT_PRESENT(s, g) present[SLOT_INDEX_##s] = ops->s != NULL;
-    WP_KERN_OPS_SLOTS(SLOT_PRESENT)
-#undef SLOT_PRESENT
+#define WP_SLOT(s, g) present[SLOT_INDEX_##s] = ops->s != NULL;
+    WP_KERN_OPS_SLOTS
+#undef WP_SLOT
     int filled[WP_SLOT_OPTIONAL + 1] = {0};
     for (int i = 0; i < SLOT_COUNT; i++) filled[slot_groups[i]] += present[i];
     for (int i = 0; i < SLOT_COUNT; i++) {
@@ -396,29 +396,77 @@ void kern_sync(wp_kern *k) {
     if (live(k)) k->ops->sync(k);
 }
 
-/* ---- elementwise ---- */
+/* ---- the compute ops (ops_table.h): the checks the rows name, then one wrapper per row ---- */
 
-void kern_convert(wp_kern *k, void *dst, wp_dtype dt, const void *src, wp_dtype st, size_t n) {
-    const char *fn = "kern_convert";
-    if (!live(k) || !dtype_ok(k, fn, "dt", dt) || !dtype_ok(k, fn, "st", st) || n == 0 ||
-        !ptrs_ok(k, fn, ARG(dst), ARG(src), END))
-        return;
-    k->ops->convert(k, dst, dt, src, st, n);
+static int at_least_1(int v) { return v > 1 ? v : 1; }
+
+static bool gemm_ok(wp_kern *k, const char *fn, bool trans_a, bool trans_b, int m, int n, int kk, int lda, int ldb,
+                    wp_dtype ctype, int ldc) {
+    if (!sizes_ok(k, fn, SIZE(m), SIZE(n), SIZE(kk), END)) return false;
+    if (!cond_ok(k, ctype == WP_F32 || ctype == WP_BF16 || ctype == k->compute,
+                 "%s: ctype = %s is neither fp32, bf16 nor the compute dtype", fn, wp_dtype_name(ctype)))
+        return false;
+    int a_cols = trans_a ? m : kk, b_cols = trans_b ? kk : n;
+    return cond_ok(k, lda >= at_least_1(a_cols), "%s: lda = %d is less than the %d columns of A", fn, lda, a_cols) &&
+           cond_ok(k, ldb >= at_least_1(b_cols), "%s: ldb = %d is less than the %d columns of B", fn, ldb, b_cols) &&
+           cond_ok(k, ldc >= at_least_1(n), "%s: ldc = %d is less than the %d columns of C", fn, ldc, n);
 }
 
-void kern_accumulate(wp_kern *k, void *dst, wp_dtype dt, const void *src, wp_dtype st, size_t n) {
-    const char *fn = "kern_accumulate";
-    if (!live(k) || !dtype_ok(k, fn, "dt", dt) || !dtype_ok(k, fn, "st", st) || n == 0 ||
-        !ptrs_ok(k, fn, ARG(dst), ARG(src), END))
-        return;
-    k->ops->accumulate(k, dst, dt, src, st, n);
+static bool rows_ok(wp_kern *k, const char *fn, int T, int h) {
+    return sizes_ok(k, fn, SIZE(T), END) && cond_ok(k, h >= 1, "%s: h = %d is not positive", fn, h);
 }
 
-void kern_scale(wp_kern *k, void *x, wp_dtype t, float a, size_t n) {
-    const char *fn = "kern_scale";
-    if (!live(k) || !dtype_ok(k, fn, "t", t) || n == 0 || !ptrs_ok(k, fn, ARG(x), END)) return;
-    k->ops->scale(k, x, t, a, n);
+static bool attention_ok(wp_kern *k, const char *fn, int b, int sq, int skv, int nh, int nkv, int hd) {
+    return sizes_ok(k, fn, SIZE(b), SIZE(sq), END) &&
+           cond_ok(k, skv >= sq, "%s: skv = %d is less than sq = %d", fn, skv, sq) &&
+           cond_ok(k, nh >= 1 && nkv >= 1 && nh % nkv == 0,
+                   "%s: nh = %d is not a positive multiple of nkv = %d", fn, nh, nkv) &&
+           cond_ok(k, hd >= 1, "%s: hd = %d is not positive", fn, hd);
 }
+
+static bool lmhead_ok(wp_kern *k, const char *fn, int T, int h, int V) {
+    return rows_ok(k, fn, T, h) && cond_ok(k, V >= 1, "%s: V = %d is not positive", fn, V);
+}
+
+/* Every pointer non-NULL; names is the stringified list ("y, gate, up") the error quotes from. */
+static bool ptrs_named(wp_kern *k, const char *fn, const char *names, const void *const *p, size_t n) {
+    const char *name = names;
+    for (size_t i = 0; i < n; i++) {
+        while (*name == ' ') name++;
+        size_t len = strcspn(name, ",");
+        if (!p[i]) {
+            kern_set_error(k, "%s: %.*s is NULL", fn, (int)len, name);
+            return false;
+        }
+        name += len + (name[len] == ',');
+    }
+    return true;
+}
+
+/* The helpers of the rows' checks: k and fn ("kern_<name>") are the wrapper's. */
+#define PTRS(...)                                                                                                     \
+    ptrs_named(k, fn, #__VA_ARGS__, (const void *const[]){__VA_ARGS__},                                               \
+               sizeof((const void *const[]){__VA_ARGS__}) / sizeof(const void *))
+#define DTYPE(t) dtype_ok(k, fn, #t, t)
+#define GRAD_DTYPE(t) grad_dtype_ok(k, fn, #t, t)
+
+/* kern_<name> for each OP row: nothing after an error, then the row's check (false: refused
+ * with an error naming the call and the argument, or empty work skipped), then the backend. */
+#define WP_KERN_FORWARD(ret, name, params, args, check)                                                               \
+    ret kern_##name params {                                                                                          \
+        const char *fn = "kern_" #name;                                                                               \
+        (void)fn;                                                                                                     \
+        if (live(k) && (check)) k->ops->name args;                                                                    \
+    }
+#define WP_KERN_BY_HAND(...)
+WP_KERN_OPS(WP_KERN_FORWARD, WP_KERN_BY_HAND)
+#undef WP_KERN_FORWARD
+#undef WP_KERN_BY_HAND
+#undef PTRS
+#undef DTYPE
+#undef GRAD_DTYPE
+
+/* ---- the CUSTOM rows ---- */
 
 /* NaN when the call cannot run: a norm computed from nothing must not look finite. */
 double kern_sumsq(wp_kern *k, const void *x, wp_dtype t, size_t n) {
@@ -427,63 +475,6 @@ double kern_sumsq(wp_kern *k, const void *x, wp_dtype t, size_t n) {
     if (n == 0) return 0.0;
     if (!ptrs_ok(k, fn, ARG(x), END)) return NAN;
     return k->ops->sumsq(k, x, t, n);
-}
-
-void kern_add(wp_kern *k, void *y, const void *a, const void *b, size_t n) {
-    if (!live(k) || n == 0 || !ptrs_ok(k, "kern_add", ARG(y), ARG(a), ARG(b), END)) return;
-    k->ops->add(k, y, a, b, n);
-}
-
-/* ---- matrix products ---- */
-
-static int at_least_1(int v) { return v > 1 ? v : 1; }
-
-void kern_gemm(wp_kern *k, bool trans_a, bool trans_b, int m, int n, int kk, float alpha, const void *A, int lda,
-               const void *B, int ldb, float beta, void *C, wp_dtype ctype, int ldc) {
-    const char *fn = "kern_gemm";
-    if (!live(k) || !sizes_ok(k, fn, SIZE(m), SIZE(n), SIZE(kk), END)) return;
-    if (!cond_ok(k, ctype == WP_F32 || ctype == WP_BF16 || ctype == k->compute,
-                 "%s: ctype = %s is neither fp32, bf16 nor the compute dtype", fn, wp_dtype_name(ctype)))
-        return;
-    int a_cols = trans_a ? m : kk, b_cols = trans_b ? kk : n;
-    if (!cond_ok(k, lda >= at_least_1(a_cols), "%s: lda = %d is less than the %d columns of A", fn, lda, a_cols) ||
-        !cond_ok(k, ldb >= at_least_1(b_cols), "%s: ldb = %d is less than the %d columns of B", fn, ldb, b_cols) ||
-        !cond_ok(k, ldc >= at_least_1(n), "%s: ldc = %d is less than the %d columns of C", fn, ldc, n))
-        return;
-    if (m == 0 || n == 0 || !ptrs_ok(k, fn, ARG(A), ARG(B), ARG(C), END)) return;
-    k->ops->gemm(k, trans_a, trans_b, m, n, kk, alpha, A, lda, B, ldb, beta, C, ctype, ldc);
-}
-
-/* ---- layers ---- */
-
-static bool rows_ok(wp_kern *k, const char *fn, int T, int h) {
-    return sizes_ok(k, fn, SIZE(T), END) && cond_ok(k, h >= 1, "%s: h = %d is not positive", fn, h);
-}
-
-void kern_rmsnorm_fwd(wp_kern *k, void *y, float *rstd, const void *x, const void *w, int T, int h, float eps) {
-    const char *fn = "kern_rmsnorm_fwd";
-    if (!live(k) || !rows_ok(k, fn, T, h) || !cond_ok(k, eps >= 0.0f, "%s: eps = %g is negative", fn, eps) ||
-        T == 0 || !ptrs_ok(k, fn, ARG(y), ARG(rstd), ARG(x), ARG(w), END))
-        return;
-    k->ops->rmsnorm_fwd(k, y, rstd, x, w, T, h, eps);
-}
-
-void kern_rmsnorm_bwd_input(wp_kern *k, void *dx, bool accumulate, const void *dy, const void *x, const void *w,
-                            const float *rstd, int T, int h) {
-    const char *fn = "kern_rmsnorm_bwd_input";
-    if (!live(k) || !rows_ok(k, fn, T, h) || T == 0 ||
-        !ptrs_ok(k, fn, ARG(dx), ARG(dy), ARG(x), ARG(w), ARG(rstd), END))
-        return;
-    k->ops->rmsnorm_bwd_input(k, dx, accumulate, dy, x, w, rstd, T, h);
-}
-
-void kern_rmsnorm_bwd_weight(wp_kern *k, void *dw, wp_dtype dwtype, const void *dy, const void *x,
-                             const float *rstd, int T, int h) {
-    const char *fn = "kern_rmsnorm_bwd_weight";
-    if (!live(k) || !rows_ok(k, fn, T, h) || !grad_dtype_ok(k, fn, "dwtype", dwtype) || T == 0 ||
-        !ptrs_ok(k, fn, ARG(dw), ARG(dy), ARG(x), ARG(rstd), END))
-        return;
-    k->ops->rmsnorm_bwd_weight(k, dw, dwtype, dy, x, rstd, T, h);
 }
 
 static bool rope_ok(wp_kern *k, const char *fn, void *x, int b, int s, int nheads, int hd, int pos0, float theta,
@@ -520,93 +511,4 @@ void kern_rope_fwd(wp_kern *k, void *x, int b, int s, int nheads, int hd, int po
 
 void kern_rope_bwd(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta) {
     kern_rope_bwd_scaled(k, x, b, s, nheads, hd, pos0, theta, NULL);
-}
-
-static bool attention_ok(wp_kern *k, const char *fn, int b, int sq, int skv, int nh, int nkv, int hd) {
-    return sizes_ok(k, fn, SIZE(b), SIZE(sq), END) &&
-           cond_ok(k, skv >= sq, "%s: skv = %d is less than sq = %d", fn, skv, sq) &&
-           cond_ok(k, nh >= 1 && nkv >= 1 && nh % nkv == 0,
-                   "%s: nh = %d is not a positive multiple of nkv = %d", fn, nh, nkv) &&
-           cond_ok(k, hd >= 1, "%s: hd = %d is not positive", fn, hd);
-}
-
-void kern_attention_fwd(wp_kern *k, void *o, float *lse, const void *q, const void *kv_k, const void *kv_v, int b,
-                        int sq, int skv, int nh, int nkv, int hd) {
-    const char *fn = "kern_attention_fwd";
-    if (!live(k) || !attention_ok(k, fn, b, sq, skv, nh, nkv, hd) || b == 0 || sq == 0 ||
-        !ptrs_ok(k, fn, ARG(o), ARG(lse), ARG(q), ARG(kv_k), ARG(kv_v), END))
-        return;
-    k->ops->attention_fwd(k, o, lse, q, kv_k, kv_v, b, sq, skv, nh, nkv, hd);
-}
-
-void kern_attention_bwd(wp_kern *k, void *dq, void *dk, void *dv, const void *dout, const void *q, const void *kv_k,
-                        const void *kv_v, const void *o, const float *lse, int b, int sq, int skv, int nh, int nkv,
-                        int hd) {
-    const char *fn = "kern_attention_bwd";
-    if (!live(k) || !attention_ok(k, fn, b, sq, skv, nh, nkv, hd) || b == 0 || sq == 0 ||
-        !ptrs_ok(k, fn, ARG(dq), ARG(dk), ARG(dv), ARG(dout), ARG(q), ARG(kv_k), ARG(kv_v), ARG(o), ARG(lse), END))
-        return;
-    k->ops->attention_bwd(k, dq, dk, dv, dout, q, kv_k, kv_v, o, lse, b, sq, skv, nh, nkv, hd);
-}
-
-void kern_swiglu_fwd(wp_kern *k, void *y, const void *gate, const void *up, size_t n) {
-    if (!live(k) || n == 0 || !ptrs_ok(k, "kern_swiglu_fwd", ARG(y), ARG(gate), ARG(up), END)) return;
-    k->ops->swiglu_fwd(k, y, gate, up, n);
-}
-
-void kern_swiglu_bwd(wp_kern *k, void *dgate, void *dup, const void *dy, const void *gate, const void *up, size_t n) {
-    if (!live(k) || n == 0 || !ptrs_ok(k, "kern_swiglu_bwd", ARG(dgate), ARG(dup), ARG(dy), ARG(gate), ARG(up), END))
-        return;
-    k->ops->swiglu_bwd(k, dgate, dup, dy, gate, up, n);
-}
-
-void kern_embedding_fwd(wp_kern *k, void *y, const int32_t *tokens, const void *wte, int T, int h) {
-    const char *fn = "kern_embedding_fwd";
-    if (!live(k) || !rows_ok(k, fn, T, h) || T == 0 || !ptrs_ok(k, fn, ARG(y), ARG(tokens), ARG(wte), END)) return;
-    k->ops->embedding_fwd(k, y, tokens, wte, T, h);
-}
-
-void kern_embedding_bwd(wp_kern *k, void *dwte, wp_dtype dwtype, const int32_t *tokens, const void *dy, int T, int h) {
-    const char *fn = "kern_embedding_bwd";
-    if (!live(k) || !rows_ok(k, fn, T, h) || !grad_dtype_ok(k, fn, "dwtype", dwtype) || T == 0 ||
-        !ptrs_ok(k, fn, ARG(dwte), ARG(tokens), ARG(dy), END))
-        return;
-    k->ops->embedding_bwd(k, dwte, dwtype, tokens, dy, T, h);
-}
-
-static bool lmhead_ok(wp_kern *k, const char *fn, int T, int h, int V) {
-    return rows_ok(k, fn, T, h) && cond_ok(k, V >= 1, "%s: V = %d is not positive", fn, V);
-}
-
-void kern_lmhead_ce_fwd(wp_kern *k, float *losses, float *lse, const void *x, const void *w_head,
-                        const int32_t *targets, int T, int h, int V) {
-    const char *fn = "kern_lmhead_ce_fwd";
-    if (!live(k) || !lmhead_ok(k, fn, T, h, V) || T == 0 ||
-        !ptrs_ok(k, fn, ARG(losses), ARG(lse), ARG(x), ARG(w_head), ARG(targets), END))
-        return;
-    k->ops->lmhead_ce_fwd(k, losses, lse, x, w_head, targets, T, h, V);
-}
-
-void kern_lmhead_ce_bwd(wp_kern *k, void *dx, void *dlogits_out, void *dw_head, wp_dtype dwtype, const void *x,
-                        const void *w_head, const int32_t *targets, const float *lse, float dloss, int T, int h,
-                        int V) {
-    const char *fn = "kern_lmhead_ce_bwd";
-    if (!live(k) || !lmhead_ok(k, fn, T, h, V) || (dw_head && !grad_dtype_ok(k, fn, "dwtype", dwtype)) || T == 0 ||
-        !ptrs_ok(k, fn, ARG(dx), ARG(x), ARG(w_head), ARG(targets), ARG(lse), END))
-        return;
-    k->ops->lmhead_ce_bwd(k, dx, dlogits_out, dw_head, dwtype, x, w_head, targets, lse, dloss, T, h, V);
-}
-
-/* ---- optimizer ---- */
-
-void kern_adamw(wp_kern *k, float *master, float *m, float *v, const float *grad, float grad_scale, void *w_out,
-                wp_dtype wtype, size_t n, float lr, float beta1, float beta2, float eps, float weight_decay, float bc1,
-                float bc2) {
-    const char *fn = "kern_adamw";
-    if (!live(k) || !dtype_ok(k, fn, "wtype", wtype) ||
-        !cond_ok(k, bc1 > 0.0f && bc2 > 0.0f, "%s: bias corrections bc1 = %g, bc2 = %g must be positive", fn, bc1,
-                 bc2) ||
-        n == 0 || !ptrs_ok(k, fn, ARG(master), ARG(m), ARG(v), ARG(grad), ARG(w_out), END))
-        return;
-    k->ops->adamw(k, master, m, v, grad, grad_scale, w_out, wtype, n, lr, beta1, beta2, eps, weight_decay, bc1, bc2);
 }

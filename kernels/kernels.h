@@ -2,8 +2,9 @@
  * the CUDA backend (kernels/cuda, cuBLAS) implements the same calls.
  *
  * kernels/ is the lowest layer: it includes nothing else of the project. Its public headers are
- * this one, streams.h and cuda/cuda_backend.h; backend.h (the ops table each backend fills),
- * cpu/cpu.h and cuda/cuda_impl.h are its own (docs/architecture.md).
+ * this one (with ops_table.h, the compute ops' signatures), streams.h and cuda/cuda_backend.h;
+ * backend.h (the ops table each backend fills), cpu/cpu.h and cuda/cuda_impl.h are its own
+ * (docs/architecture.md).
  *
  * Conventions
  * - Row-major everywhere. T = b*s token rows. Linear weights use the Hugging Face layout
@@ -116,39 +117,6 @@ void kern_copy(wp_kern *k, void *dst, const void *src, size_t bytes);
 void kern_zero(wp_kern *k, void *p, size_t bytes);
 void kern_sync(wp_kern *k);                           /* wait for all queued work */
 
-/* ---- elementwise ---- */
-/* dst[i] = (dt) src[i] */
-void kern_convert(wp_kern *k, void *dst, wp_dtype dt, const void *src, wp_dtype st, size_t n);
-/* dst[i] += src[i] (computed in fp32, rounded once to dt) */
-void kern_accumulate(wp_kern *k, void *dst, wp_dtype dt, const void *src, wp_dtype st, size_t n);
-/* x[i] *= a */
-void kern_scale(wp_kern *k, void *x, wp_dtype t, float a, size_t n);
-/* sum of squares in fp64; inf/NaN anywhere makes the result non-finite */
-double kern_sumsq(wp_kern *k, const void *x, wp_dtype t, size_t n);
-/* y = a + b on ct buffers; y may alias a or b */
-void kern_add(wp_kern *k, void *y, const void *a, const void *b, size_t n);
-
-/* ---- matrix products ---- */
-/* C[m,n] = alpha * op(A)[m,kk] @ op(B)[kk,n] + beta * C; A, B in ct, C in ctype (ct, F32 or
- * BF16); accumulation in fp32. op(X) = X^T when the flag is set; lda/ldb/ldc are row strides. */
-void kern_gemm(wp_kern *k, bool trans_a, bool trans_b, int m, int n, int kk, float alpha,
-               const void *A, int lda, const void *B, int ldb, float beta, void *C, wp_dtype ctype, int ldc);
-
-/* ---- layers ---- */
-/* y = x * rstd * w, rstd[t] = 1/sqrt(mean(x[t]^2) + eps); x, y: [T,h] ct; w: [h] ct */
-void kern_rmsnorm_fwd(wp_kern *k, void *y, float *rstd, const void *x, const void *w, int T, int h, float eps);
-/* dx (=, or += when accumulate) the input gradient of rmsnorm given dy */
-void kern_rmsnorm_bwd_input(wp_kern *k, void *dx, bool accumulate, const void *dy, const void *x,
-                            const void *w, const float *rstd, int T, int h);
-/* dw[j] += sum_t dy[t,j] * x[t,j] * rstd[t] */
-void kern_rmsnorm_bwd_weight(wp_kern *k, void *dw, wp_dtype dwtype, const void *dy, const void *x,
-                             const float *rstd, int T, int h);
-
-/* Rotary embedding in place on x [b*s, nheads*hd], Hugging Face "rotate half" layout:
- * element i < hd/2 pairs with i + hd/2, angle = pos * theta^(-2i/hd), pos = pos0 + position in
- * the sequence. bwd applies the inverse rotation (the transpose). */
-void kern_rope_fwd(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta);
-void kern_rope_bwd(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta);
 /* Llama 3.x frequency scaling (rope_scaling type "llama3"; transformers'
  * _compute_llama3_parameters): with wavelength w = 2*pi/f of the plain frequency f and
  * lo = original_max_pos / low_freq_factor, hi = original_max_pos / high_freq_factor,
@@ -158,51 +126,31 @@ void kern_rope_bwd(wp_kern *k, void *x, int b, int s, int nheads, int hd, int po
 typedef struct {
     double factor, low_freq_factor, high_freq_factor, original_max_pos;
 } wp_rope_scaling;
-/* As above with the frequencies scaled; sc NULL (or factor 0) is the plain RoPE. */
+
+/* ---- compute ops ----
+ * One prototype per row of ops_table.h, kern_<name>(wp_kern *k, ...); each op's meaning is
+ * documented at its row. The ops whose public form differs (CUSTOM rows) follow. */
+#include "ops_table.h"
+#define WP_KERN_PUBLIC(ret, name, params, ...) ret kern_##name params;
+#define WP_KERN_PUBLIC_CUSTOM(...)
+WP_KERN_OPS(WP_KERN_PUBLIC, WP_KERN_PUBLIC_CUSTOM)
+#undef WP_KERN_PUBLIC
+#undef WP_KERN_PUBLIC_CUSTOM
+
+/* sum of squares in fp64; inf/NaN anywhere makes the result non-finite; NaN when the call cannot
+ * run (an error, a NULL x): a norm computed from nothing must not look finite */
+double kern_sumsq(wp_kern *k, const void *x, wp_dtype t, size_t n);
+
+/* Rotary embedding in place on x [b*s, nheads*hd], Hugging Face "rotate half" layout:
+ * element i < hd/2 pairs with i + hd/2, angle = pos * theta^(-2i/hd), pos = pos0 + position in
+ * the sequence. bwd applies the inverse rotation (the transpose). */
+void kern_rope_fwd(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta);
+void kern_rope_bwd(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta);
+/* As above with the frequencies scaled (wp_rope_scaling); sc NULL (or factor 0) is the plain
+ * RoPE. The backends' rope_fwd / rope_bwd slots take these arguments, sc NULL when unscaled. */
 void kern_rope_fwd_scaled(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta,
                           const wp_rope_scaling *sc);
 void kern_rope_bwd_scaled(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta,
                           const wp_rope_scaling *sc);
-
-/* Causal attention, blockwise with an online softmax: O(s) memory, never an s x s matrix.
- * q, o: [b*sq, nh*hd]; k, v: [b*skv, nkv*hd] (nh % nkv == 0: grouped-query heads share K/V);
- * queries are the last sq of skv positions (sq == skv for a whole sequence), query i sits at
- * position skv - sq + i and sees keys 0..that position. Scale 1/sqrt(hd).
- * lse: [b, nh, sq] fp32 log-sum-exp of the scaled scores, kept for the backward. */
-void kern_attention_fwd(wp_kern *k, void *o, float *lse, const void *q, const void *kv_k, const void *kv_v,
-                        int b, int sq, int skv, int nh, int nkv, int hd);
-/* dq, dk, dv are overwritten. Probabilities are recomputed per block from lse; deterministic. */
-void kern_attention_bwd(wp_kern *k, void *dq, void *dk, void *dv, const void *dout, const void *q,
-                        const void *kv_k, const void *kv_v, const void *o, const float *lse,
-                        int b, int sq, int skv, int nh, int nkv, int hd);
-
-/* y = silu(gate) * up over n elements */
-void kern_swiglu_fwd(wp_kern *k, void *y, const void *gate, const void *up, size_t n);
-void kern_swiglu_bwd(wp_kern *k, void *dgate, void *dup, const void *dy, const void *gate, const void *up, size_t n);
-
-/* y[t] = wte[tokens[t]]; tokens in backend memory, each in [0, V) */
-void kern_embedding_fwd(wp_kern *k, void *y, const int32_t *tokens, const void *wte, int T, int h);
-/* dwte[tokens[t]] += dy[t], in token order (deterministic) */
-void kern_embedding_bwd(wp_kern *k, void *dwte, wp_dtype dwtype, const int32_t *tokens, const void *dy, int T, int h);
-
-/* Fused LM head + softmax cross-entropy over blocks of rows: logits = x @ Wh^T ([T,V]) exist
- * only one row block at a time. targets[t] < 0 marks a position without a loss.
- * fwd: losses[t] = lse[t] - logit[t, target] (0 where masked), lse[t] kept for the backward. */
-void kern_lmhead_ce_fwd(wp_kern *k, float *losses, float *lse, const void *x, const void *w_head,
-                        const int32_t *targets, int T, int h, int V);
-/* dlogits = (softmax - onehot(target)) * dloss (0 on masked rows), recomputed per block;
- * dx = dlogits @ Wh (overwritten). Optional outputs: dlogits_out [T,V] ct, kept for a later
- * W-pass (gemm dWh += dlogits^T x); dw_head (+=) for a fused backward. Either may be NULL. */
-void kern_lmhead_ce_bwd(wp_kern *k, void *dx, void *dlogits_out, void *dw_head, wp_dtype dwtype,
-                        const void *x, const void *w_head, const int32_t *targets, const float *lse,
-                        float dloss, int T, int h, int V);
-
-/* ---- optimizer ---- */
-/* AdamW on fp32 masters with fp32 moments; grad (fp32) is multiplied by grad_scale first
- * (unscaling and clipping folded in). bc1 = 1 - beta1^t, bc2 = 1 - beta2^t. Writes the new
- * working copy to w_out in wtype (the dtype that travels the ring). */
-void kern_adamw(wp_kern *k, float *master, float *m, float *v, const float *grad, float grad_scale,
-                void *w_out, wp_dtype wtype, size_t n, float lr, float beta1, float beta2, float eps,
-                float weight_decay, float bc1, float bc2);
 
 #endif

@@ -6,7 +6,7 @@
  * Groups, and what a backend must fill:
  *   WP_SLOT_CONTEXT  lifetime of a context                     always
  *   WP_SLOT_MEMORY   allocation, copies, sync                  always
- *   WP_SLOT_OP       the compute calls of kernels.h            always
+ *   WP_SLOT_OP       the compute calls of kernels.h            always (the rows of ops_table.h)
  *   WP_SLOT_EVENTS   streams.h events                          all or none (none: calls are
  *                                                              synchronous, events complete)
  *   WP_SLOT_PINNED   streams.h pinned host memory              both or neither
@@ -18,47 +18,34 @@
 
 #include <stddef.h>
 
-#define WP_KERN_OPS_SLOTS(X)                \
-    X(init, WP_SLOT_CONTEXT)                \
-    X(fini, WP_SLOT_CONTEXT)                \
-    X(alloc, WP_SLOT_MEMORY)                \
-    X(free, WP_SLOT_MEMORY)                 \
-    X(to_device, WP_SLOT_MEMORY)            \
-    X(to_host, WP_SLOT_MEMORY)              \
-    X(copy, WP_SLOT_MEMORY)                 \
-    X(zero, WP_SLOT_MEMORY)                 \
-    X(sync, WP_SLOT_MEMORY)                 \
-    X(convert, WP_SLOT_OP)                  \
-    X(accumulate, WP_SLOT_OP)               \
-    X(scale, WP_SLOT_OP)                    \
-    X(sumsq, WP_SLOT_OP)                    \
-    X(add, WP_SLOT_OP)                      \
-    X(gemm, WP_SLOT_OP)                     \
-    X(rmsnorm_fwd, WP_SLOT_OP)              \
-    X(rmsnorm_bwd_input, WP_SLOT_OP)        \
-    X(rmsnorm_bwd_weight, WP_SLOT_OP)       \
-    X(rope_fwd, WP_SLOT_OP)                 \
-    X(rope_bwd, WP_SLOT_OP)                 \
-    X(attention_fwd, WP_SLOT_OP)            \
-    X(attention_bwd, WP_SLOT_OP)            \
-    X(swiglu_fwd, WP_SLOT_OP)               \
-    X(swiglu_bwd, WP_SLOT_OP)               \
-    X(embedding_fwd, WP_SLOT_OP)            \
-    X(embedding_bwd, WP_SLOT_OP)            \
-    X(lmhead_ce_fwd, WP_SLOT_OP)            \
-    X(lmhead_ce_bwd, WP_SLOT_OP)            \
-    X(adamw, WP_SLOT_OP)                    \
-    X(event_create, WP_SLOT_EVENTS)         \
-    X(event_destroy, WP_SLOT_EVENTS)        \
-    X(event_record, WP_SLOT_EVENTS)         \
-    X(event_done, WP_SLOT_EVENTS)           \
-    X(event_wait, WP_SLOT_EVENTS)           \
-    X(host_alloc, WP_SLOT_PINNED)           \
-    X(host_free, WP_SLOT_PINNED)            \
-    X(to_device_async, WP_SLOT_OPTIONAL)    \
-    X(to_host_async, WP_SLOT_OPTIONAL)      \
-    X(device, WP_SLOT_OPTIONAL)             \
-    X(mem_info, WP_SLOT_OPTIONAL)
+#include "ops_table.h"
+
+/* A user defines WP_SLOT(name, group), expands WP_KERN_OPS_SLOTS, then undefines WP_SLOT: the
+ * compute ops' slots come from the op table (ops_table.h), so the list names WP_SLOT rather than
+ * taking it as an argument (a row of the table cannot pass an argument on). */
+#define WP_KERN_OP_SLOT(ret, name, ...) WP_SLOT(name, WP_SLOT_OP)
+#define WP_KERN_OPS_SLOTS                          \
+    WP_SLOT(init, WP_SLOT_CONTEXT)                 \
+    WP_SLOT(fini, WP_SLOT_CONTEXT)                 \
+    WP_SLOT(alloc, WP_SLOT_MEMORY)                 \
+    WP_SLOT(free, WP_SLOT_MEMORY)                  \
+    WP_SLOT(to_device, WP_SLOT_MEMORY)             \
+    WP_SLOT(to_host, WP_SLOT_MEMORY)               \
+    WP_SLOT(copy, WP_SLOT_MEMORY)                  \
+    WP_SLOT(zero, WP_SLOT_MEMORY)                  \
+    WP_SLOT(sync, WP_SLOT_MEMORY)                  \
+    WP_KERN_OPS(WP_KERN_OP_SLOT, WP_KERN_OP_SLOT)  \
+    WP_SLOT(event_create, WP_SLOT_EVENTS)          \
+    WP_SLOT(event_destroy, WP_SLOT_EVENTS)         \
+    WP_SLOT(event_record, WP_SLOT_EVENTS)          \
+    WP_SLOT(event_done, WP_SLOT_EVENTS)            \
+    WP_SLOT(event_wait, WP_SLOT_EVENTS)            \
+    WP_SLOT(host_alloc, WP_SLOT_PINNED)            \
+    WP_SLOT(host_free, WP_SLOT_PINNED)             \
+    WP_SLOT(to_device_async, WP_SLOT_OPTIONAL)     \
+    WP_SLOT(to_host_async, WP_SLOT_OPTIONAL)       \
+    WP_SLOT(device, WP_SLOT_OPTIONAL)               \
+    WP_SLOT(mem_info, WP_SLOT_OPTIONAL)
 
 typedef enum {
     WP_SLOT_CONTEXT,

@@ -233,48 +233,9 @@ void cpu_memcpy(wp_kern *k, void *dst, const void *src, size_t bytes);
 void cpu_zero(wp_kern *k, void *p, size_t bytes);
 void cpu_sync(wp_kern *k);
 
-void cpu_convert(wp_kern *k, void *dst, wp_dtype dt, const void *src, wp_dtype st, size_t n);
-void cpu_accumulate(wp_kern *k, void *dst, wp_dtype dt, const void *src, wp_dtype st, size_t n);
-void cpu_scale(wp_kern *k, void *x, wp_dtype t, float a, size_t n);
-double cpu_sumsq(wp_kern *k, const void *x, wp_dtype t, size_t n);
-void cpu_add(wp_kern *k, void *y, const void *a, const void *b, size_t n);
-
-void cpu_gemm(wp_kern *k, bool trans_a, bool trans_b, int m, int n, int kk, float alpha, const void *A,
-              int lda, const void *B, int ldb, float beta, void *C, wp_dtype ctype, int ldc);
-
-void cpu_rmsnorm_fwd(wp_kern *k, void *y, float *rstd, const void *x, const void *w, int T, int h, float eps);
-void cpu_rmsnorm_bwd_input(wp_kern *k, void *dx, bool accumulate, const void *dy, const void *x, const void *w,
-                           const float *rstd, int T, int h);
-void cpu_rmsnorm_bwd_weight(wp_kern *k, void *dw, wp_dtype dwtype, const void *dy, const void *x,
-                            const float *rstd, int T, int h);
-
-void cpu_rope_fwd(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta,
-                  const wp_rope_scaling *sc);
-void cpu_rope_bwd(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta,
-                  const wp_rope_scaling *sc);
-
-void cpu_attention_fwd(wp_kern *k, void *o, float *lse, const void *q, const void *kv_k, const void *kv_v,
-                       int b, int sq, int skv, int nh, int nkv, int hd);
-void cpu_attention_bwd(wp_kern *k, void *dq, void *dk, void *dv, const void *dout, const void *q,
-                       const void *kv_k, const void *kv_v, const void *o, const float *lse, int b, int sq,
-                       int skv, int nh, int nkv, int hd);
-
-void cpu_swiglu_fwd(wp_kern *k, void *y, const void *gate, const void *up, size_t n);
-void cpu_swiglu_bwd(wp_kern *k, void *dgate, void *dup, const void *dy, const void *gate, const void *up,
-                    size_t n);
-
-void cpu_embedding_fwd(wp_kern *k, void *y, const int32_t *tokens, const void *wte, int T, int h);
-void cpu_embedding_bwd(wp_kern *k, void *dwte, wp_dtype dwtype, const int32_t *tokens, const void *dy, int T,
-                       int h);
-
-void cpu_lmhead_ce_fwd(wp_kern *k, float *losses, float *lse, const void *x, const void *w_head,
-                       const int32_t *targets, int T, int h, int V);
-void cpu_lmhead_ce_bwd(wp_kern *k, void *dx, void *dlogits_out, void *dw_head, wp_dtype dwtype, const void *x,
-                       const void *w_head, const int32_t *targets, const float *lse, float dloss, int T, int h,
-                       int V);
-
-void cpu_adamw(wp_kern *k, float *master, float *m, float *v, const float *grad, float grad_scale, void *w_out,
-               wp_dtype wtype, size_t n, float lr, float beta1, float beta2, float eps, float weight_decay,
-               float bc1, float bc2);
+/* the compute ops: cpu_<name> for each row of ops_table.h (kernels.h semantics; see there) */
+#define CPU_OP_DECL(ret, name, params, ...) ret cpu_##name params;
+WP_KERN_OPS(CPU_OP_DECL, CPU_OP_DECL)
+#undef CPU_OP_DECL
 
 #endif

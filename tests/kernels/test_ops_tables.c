@@ -31,7 +31,7 @@ static void table_complete(const wp_kern_ops *ops) {
 /* Every required slot, cleared in turn in a copy of `ops`, is the one reported. */
 static void each_slot_cleared(const wp_kern_ops *ops) {
     int bad = 0, n = 0;
-#define CLEAR_ONE(s, g)                                                                                                \
+#define WP_SLOT(s, g)                                                                                                \
     if (g == WP_SLOT_CONTEXT || g == WP_SLOT_MEMORY || g == WP_SLOT_OP) {                                              \
         wp_kern_ops t = *ops;                                                                                          \
         t.s = NULL;                                                                                                    \
@@ -44,8 +44,8 @@ static void each_slot_cleared(const wp_kern_ops *ops) {
             printf("     %s without %s: reported %s, check %d \"%s\"\n", ops->name, #s, m ? m : "nothing", rc, err);   \
         }                                                                                                              \
     }
-    WP_KERN_OPS_SLOTS(CLEAR_ONE)
-#undef CLEAR_ONE
+    WP_KERN_OPS_SLOTS
+#undef WP_SLOT
     check_say(bad == 0, "%s table: each of its %d required slots, cleared, is reported by name and refused", ops->name,
              n);
 }
