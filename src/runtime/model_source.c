@@ -39,6 +39,18 @@ static int open_checkpoint(const char *path, const wp_opts *o, wp_model_src *s, 
     return 0;
 }
 
+/* A pretrained file's shape (o: the flags its config filled) as the one chunk that sample and
+ * eval run: its positions as the sequence length, one sequence, fp32 unless --precision. */
+static int one_chunk_cfg(wp_opts *o, const wp_opts *given, int64_t positions, wp_model_cfg *cfg, char *err, size_t errlen) {
+    o->seq_length = positions;
+    o->micro_batch_size = 1;
+    o->num_chunks = 1;
+    o->chunk_layers[0] = '\0';
+    int rc = model_cfg_from_opts(o, 1, cfg, err, errlen);
+    cfg->precision = precision_of(given, WP_PREC_FP32);
+    return rc;
+}
+
 static int open_hf(const char *dir, const wp_opts *given, bool require_seq, wp_model_src *s, wp_model_cfg *cfg, char *err,
                    size_t errlen) {
     static wp_opts o; /* large; a copy the config fills (one source at a time) */
@@ -50,36 +62,21 @@ static int open_hf(const char *dir, const wp_opts *given, bool require_seq, wp_m
     int rc = hf_config_apply(dir, &o, err, errlen);
     if (rc == 0) rc = given->set[FLAG_seq_length] ? (s->positions = given->seq_length, 0) : hf_max_positions(dir, &s->positions, err, errlen);
     if (rc == 0) rc = hf_read_eos(dir, s->eos, WP_SRC_MAX_EOS, &s->n_eos, err, errlen);
-    if (rc) return rc;
-    o.seq_length = s->positions;
-    o.micro_batch_size = 1;
-    o.num_chunks = 1;
-    o.chunk_layers[0] = '\0';
-    rc = model_cfg_from_opts(&o, 1, cfg, err, errlen);
-    cfg->precision = precision_of(given, WP_PREC_FP32);
-    return rc;
+    return rc ? rc : one_chunk_cfg(&o, given, s->positions, cfg, err, errlen);
 }
 
 /* A llama.cpp file: its config through hf_config_apply (which reads a GGUF by its magic), its
  * positions from llama.context_length, its eos from tokenizer.ggml.eos_token_id, its tokenizer
  * as tokenizer.json text (gguf_tokenizer_json: the C encoder opens it, tok_open_mem). */
-static int open_gguf(const char *file, const wp_opts *given, bool require_seq, wp_model_src *s, wp_model_cfg *cfg, char *err,
-                     size_t errlen) {
+static int open_gguf(const char *file, const wp_opts *given, wp_model_src *s, wp_model_cfg *cfg, char *err, size_t errlen) {
     static wp_opts o; /* large; a copy the config fills (one source at a time) */
     o = *given;
     s->kind = WP_SRC_GGUF;
     snprintf(s->dir, sizeof s->dir, "%s", file);
-    (void)require_seq; /* a GGUF file states its context length */
     int rc = hf_config_apply(file, &o, err, errlen);
     if (rc == 0) rc = given->set[FLAG_seq_length] ? (s->positions = given->seq_length, 0) : gguf_max_positions(file, &s->positions, err, errlen);
     if (rc == 0) rc = gguf_tokenizer_json(file, &s->tok_json, &s->tok_json_len, err, errlen);
-    if (rc) return rc;
-    o.seq_length = s->positions;
-    o.micro_batch_size = 1;
-    o.num_chunks = 1;
-    o.chunk_layers[0] = '\0';
-    rc = model_cfg_from_opts(&o, 1, cfg, err, errlen);
-    cfg->precision = precision_of(given, WP_PREC_FP32);
+    if (rc == 0) rc = one_chunk_cfg(&o, given, s->positions, cfg, err, errlen);
     if (rc == 0 && cfg->has_eos) s->eos[s->n_eos++] = cfg->eos_id;
     return rc;
 }
@@ -90,7 +87,7 @@ int model_src_open(const char *path, const wp_opts *o, int mb, bool require_seq,
     wp_model_cfg cfg;
     int rc;
     if (gguf_is_file(path))
-        rc = open_gguf(path, o, require_seq, s, &cfg, err, errlen);
+        rc = open_gguf(path, o, s, &cfg, err, errlen); /* it states its context length: no --seq-length needed */
     else if (is_hf_dir(path))
         rc = open_hf(path, o, require_seq, s, &cfg, err, errlen);
     else
