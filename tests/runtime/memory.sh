@@ -8,6 +8,9 @@
 # The start-up check refuses with exit 2 naming the prediction and the limit: a micro-batch
 # of 100000 sequences (more than this machine), and a 2-rank job under a faked 40 MB limit
 # (WEIPIPE_TEST_MEMORY_LIMIT: this machine's cgroup fs has no v2 memory controller to make one).
+# Under a sanitizer (WEIPIPE_SANITIZE, from meson's b_sanitize) the resident set holds its shadow
+# memory (TSan: 2.5 GB for this job), so only the allocator is held to the prediction there.
+SAN=${WEIPIPE_SANITIZE:-none}
 source "$(dirname "$0")/runtime_lib.sh"
 VAL=$(dirname "$DATA")/tiny_val.bin
 model=(--num-layers 4 --hidden-size 128 --ffn-hidden-size 352 --num-attention-heads 4 --num-query-groups 2
@@ -29,8 +32,8 @@ for r in ranks:
     bad |= abs(d) > 0.10
 res, pred = ranks[0]["resident_bytes"], sum(r["predicted_bytes"] for r in ranks)
 print("%s %s resident %.1f MiB, bound %.1f MiB" % (S, P, res / 2**20, (1.1 * pred + 256 * 2**20) / 2**20))
-bad |= res > 1.1 * pred + 256 * 2**20 or res <= 0
-sys.exit(1 if bad else 0)' $S $P || fail "$S $P: memory off the prediction"
+bad |= res <= 0 or (sys.argv[3] == "none" and res > 1.1 * pred + 256 * 2**20)
+sys.exit(1 if bad else 0)' $S $P "$SAN" || fail "$S $P: memory off the prediction"
 done
 
 out=$(train --steps 1 --micro-batch-size 100000 2>&1); rc=$?
