@@ -32,7 +32,7 @@ from transformers import AutoModelForCausalLM  # noqa: E402
 
 FORTUNES = "/usr/share/games/fortunes/computers"  # 238 kB: ~61k training, ~3.4k held-out tokens
 SEQ, BATCHES, STEPS, LR = 64, 4, 4, "1e-4"
-TOL = 2e-5  # measured 8.8e-6 before and after
+TOL = 1e-4  # measured 8.8e-6 (release build) and 3.7e-5-3.9e-5 (the ASan+UBSan build, -O2 where release is -O3: reductions vectorize in another order); a wrong tensor or permutation is off by percents
 
 
 def read_shard(path):
