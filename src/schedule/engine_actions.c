@@ -295,16 +295,10 @@ static int do_load(eng *e, int r, int step, int idx, const wp_action *a, wp_buf 
     return DONE;
 }
 
-static int do_create(eng *e, int r, int step, int idx, const wp_action *a) {
+/* b (whole or its slices) comes into being on rank r, none of it held already; then a runs. */
+static int create_parts(eng *e, int r, int step, int idx, const wp_action *a, wp_buf b) {
     char nm[48];
-    wp_buf b = absolute(a->buf, step), parts[WP_MAX_CHUNKS];
-    int c = a->buf.chunk, rc;
-    if (c < 0 || c >= e->C) return eng_fail_at(e, r, step, idx, "chunk %d out of range", c);
-    if (a->op == WP_OP_LOAD) {
-        if ((rc = do_load(e, r, step, idx, a, b)) != DONE) return rc;
-    } else if (a->buf.kind != WP_BUF_GW) {
-        return eng_fail_at(e, r, step, idx, "ZERO creates gradients only");
-    }
+    wp_buf parts[WP_MAX_CHUNKS];
     int n = eng_expand(e, b, parts);
     if (n < 0) return eng_bad_slicing(e, r, step, idx, a->buf);
     for (int i = 0; i < n; i++)
@@ -314,6 +308,18 @@ static int do_create(eng *e, int r, int step, int idx, const wp_action *a) {
     for (int i = 0; i < n; i++)
         if (!eng_create(e, r, parts[i], true, step, idx)) return eng_oom(e);
     return run_for(e, r, step, idx, a);
+}
+
+static int do_create(eng *e, int r, int step, int idx, const wp_action *a) {
+    wp_buf b = absolute(a->buf, step);
+    int c = a->buf.chunk, rc;
+    if (c < 0 || c >= e->C) return eng_fail_at(e, r, step, idx, "chunk %d out of range", c);
+    if (a->op == WP_OP_LOAD) {
+        if ((rc = do_load(e, r, step, idx, a, b)) != DONE) return rc;
+    } else if (a->buf.kind != WP_BUF_GW) {
+        return eng_fail_at(e, r, step, idx, "ZERO creates gradients only");
+    }
+    return create_parts(e, r, step, idx, a, b);
 }
 
 /* ACC drains a GW (whole, a slice, or a travelling partial) into the owner's fp32 accumulators. */
@@ -402,7 +408,7 @@ static int dup_sum(eng *e, int r, int step, int idx, const wp_action *a) {
  * slice in the grad dtype (dup_sum). */
 static int do_dup(eng *e, int r, int step, int idx, const wp_action *a) {
     char nm[48];
-    wp_buf b = absolute(a->buf, step), src = b, parts[WP_MAX_CHUNKS];
+    wp_buf b = absolute(a->buf, step), src = b;
     inst *from[WP_MAX_CHUNKS];
     int rc;
     if (b.kind == WP_BUF_GW && b.lane == WP_LANE_PART) return dup_sum(e, r, step, idx, a);
@@ -411,15 +417,7 @@ static int do_dup(eng *e, int r, int step, int idx, const wp_action *a) {
                        buf_name(a->buf, nm, sizeof nm));
     src.lane = WP_LANE_F;
     if ((rc = eng_need_all(e, r, step, idx, src, false, from, NULL)) != DONE) return rc;
-    int n = eng_expand(e, b, parts);
-    if (n < 0) return eng_bad_slicing(e, r, step, idx, a->buf);
-    for (int i = 0; i < n; i++)
-        if (eng_find(&e->r[r], parts[i]))
-            return eng_fail_at(e, r, step, idx, "creates %s, which rank %d already holds",
-                           eng_rel_name(parts[i], step, nm, sizeof nm), r);
-    for (int i = 0; i < n; i++)
-        if (!eng_create(e, r, parts[i], true, step, idx)) return eng_oom(e);
-    return run_for(e, r, step, idx, a);
+    return create_parts(e, r, step, idx, a, b);
 }
 
 /* Tied embeddings (ir.h: T, TOUT, TIN; tie.c). Which end a rank is, and when. */
