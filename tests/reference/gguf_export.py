@@ -14,12 +14,12 @@ export's logits: exactly at f32, within the dtype's rounding of the weights at f
 safetensors export at the same --precision is the reference then). Exit 77 without the venv.
 """
 import os
-import subprocess
 import sys
 import tempfile
 
 os.environ.setdefault("TQDM_DISABLE", "1")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 try:
     import hfenv
 
@@ -28,6 +28,7 @@ try:
     import torch
     import gguf
     import gguf.quants
+    import gguf_smollm2 as g  # patch_dequant, run
     from transformers import AutoModelForCausalLM, LlamaForCausalLM
 except (ImportError, SystemExit) as e:
     print(f"skipped: {e} (scripts/setup.sh installs transformers and gguf into its venv)")
@@ -74,40 +75,19 @@ def check_tokenizer(path, tokjson):
     return int(not ok or enc != ref)
 
 
-def patch_bf16():
-    """transformers 4.44 reads F32, F16 and some quants; BF16 through gguf-py's own dequantization."""
-    import transformers.modeling_gguf_pytorch_utils as mgu
-
-    orig = mgu.load_dequant_gguf_tensor
-
-    def load(shape, ggml_type, data, n_bytes):
-        if ggml_type == gguf.GGMLQuantizationType.BF16:
-            return gguf.quants.dequantize(data, gguf.GGMLQuantizationType.BF16).reshape(shape[::-1])
-        return orig(shape, ggml_type, data, n_bytes)
-
-    mgu.load_dequant_gguf_tensor = load
-
-
-def run(*cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit(f"FAIL: {' '.join(cmd)} exited {r.returncode}: {r.stderr.strip()}")
-    return r.stdout
-
-
 def main():
     weipipe, shard = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
-    patch_bf16()
+    g.patch_dequant(gguf.GGMLQuantizationType.BF16)
     fail = 0
     ids = torch.tensor([[(i * 37 + 11) % 256 for i in range(24)]])
     with tempfile.TemporaryDirectory(prefix="wp-gguf-out-") as tmp:
         ck, tokjson = os.path.join(tmp, "ck"), make_tokenizer(tmp)
-        run(weipipe, "train", "--data", shard, "--steps", "2", "--save", ck, "--precision", "fp32", "--quiet",
+        g.run(weipipe, "train", "--data", shard, "--steps", "2", "--save", ck, "--precision", "fp32", "--quiet",
             "--tokenizer", tokjson, *MODEL)
         for prec, gtype, tol in [("fp32", "F32", 0.0), ("mixed", "F16", 0.0), ("bf16", "BF16", 0.0)]:
             hf, gg = os.path.join(tmp, "hf-" + prec), os.path.join(tmp, prec + ".gguf")
-            run(weipipe, "export", ck, hf, "--precision", prec, "--quiet")
-            run(weipipe, "export", ck, gg, "--format", "gguf", "--precision", prec, "--quiet")
+            g.run(weipipe, "export", ck, hf, "--precision", prec, "--quiet")
+            g.run(weipipe, "export", ck, gg, "--format", "gguf", "--precision", prec, "--quiet")
             if os.path.exists(gg + ".tmp"):
                 print(f"FAIL: {gg}.tmp left behind")
                 fail = 1

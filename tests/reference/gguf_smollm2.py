@@ -47,12 +47,14 @@ TEXT = ("The lighthouse keeper climbed the stairs every evening to light the lam
 SEQ, BATCHES, NEW = 16, 3, 16
 
 
-def patch_q4_1():
+def patch_dequant(*types):
+    """transformers 4.44 cannot read some tensor types (Q4_1, BF16): those through gguf-py's own
+    dequantization (the GGUF reference), the rest as transformers reads them."""
     orig = mgu.load_dequant_gguf_tensor
 
     def load(shape, ggml_type, data, n_bytes):
-        if ggml_type == gguf.GGMLQuantizationType.Q4_1:
-            return gguf.quants.dequantize(data, gguf.GGMLQuantizationType.Q4_1).reshape(shape[::-1])
+        if ggml_type in types:
+            return gguf.quants.dequantize(data, ggml_type).reshape(shape[::-1])
         return orig(shape, ggml_type, data, n_bytes)
 
     mgu.load_dequant_gguf_tensor = load
@@ -94,7 +96,7 @@ def gguf_path():
 
 def load_reference(path):
     """transformers' fp32 model and tokenizer of the GGUF at path (Q4_1 through the gguf package)."""
-    patch_q4_1()
+    patch_dequant(gguf.GGMLQuantizationType.Q4_1)
     d, name = os.path.split(path)
     model = AutoModelForCausalLM.from_pretrained(d, gguf_file=name, torch_dtype=torch.float32).eval()
     if not any(t.name == "output.weight" for t in gguf.GGUFReader(path).tensors):
