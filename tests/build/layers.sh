@@ -52,13 +52,15 @@ probe() {
     fi
 }
 
-# kernels: the bottom
+# kernels: the bottom but for src/base
 probe kernels kernels.h ok
+probe kernels result.h ok         # src/base: the result type and the log, below every layer
 probe kernels transport.h refused
 probe kernels optim.h refused
 probe kernels layout.h refused
-# ring: kernels only
+# ring: kernels (and src/base) only
 probe ring kernels.h ok
+probe ring result.h ok
 probe ring cli.h refused
 probe ring train.h refused
 probe ring layout.h refused
@@ -80,8 +82,9 @@ probe src/model backend.h refused
 probe src/model cuda_impl.h refused
 # ... and inside src/: base < model < io, schedule < faults < cli < runtime < cmd
 probe src/base layout.h refused
+probe src/base kernels.h refused   # src/base is below every layer, kernels included
 probe src/model layout.h ok
-probe src/model log.h refused
+probe src/model result.h ok
 probe src/model checkpoint.h refused
 probe src/model ir.h refused
 probe src/io layout.h ok
