@@ -170,7 +170,7 @@ static bool needs_own_layout(const wp_opts *o, wp_strategy st, int nranks, const
 
 static int simulate_all(const wp_opts *o, const wp_pipe_shape *ps, const wp_layout *L, const wp_machine *m, wp_format fmt) {
     char err[1024];
-    bool all = strcmp(o->strategy, "all") == 0;
+    bool all = o->strategy == (wp_strategy)WP_STRAT_ALL;
     row rows[WP_STRAT_COUNT];
     wp_costs c;
     costs_from_layout(&c, L, ps->nranks, m);
@@ -181,7 +181,7 @@ static int simulate_all(const wp_opts *o, const wp_pipe_shape *ps, const wp_layo
     }
     int rc = 0;
     for (int i = 0; i < WP_STRAT_COUNT && !rc; i++) {
-        rows[i] = (row){.st = (wp_strategy)i, .shown = all || strcmp(o->strategy, strategy_name((wp_strategy)i)) == 0};
+        rows[i] = (row){.st = (wp_strategy)i, .shown = all || o->strategy == (wp_strategy)i};
         if (!rows[i].shown && i != (int)strategy_baseline()) continue;
         wp_trace *ti = rows[i].shown ? t : NULL;
         if (needs_own_layout(o, rows[i].st, ps->nranks, L)) rc = one_own_layout(&rows[i], o, ps, m, ti, i);
@@ -273,15 +273,11 @@ static int simulate_auto(const wp_opts *o, const wp_pipe_shape *ps, const wp_lay
 
 int cmd_simulate(const wp_opts *o) {
     char err[1024];
-    wp_format fmt;
+    const wp_format fmt = o->format; /* text, csv or json: simulate's choices (cli.c) */
     wp_pipe_shape ps;
     wp_machine m;
     wp_layout L;
     bool raised;
-    if (!format_parse(o->format, &fmt)) {
-        wp_error("--format: '%s' is not one of text, csv, json", o->format);
-        return 2;
-    }
     if (pipe_shape_from_opts(o, &ps, err, sizeof err) || machine_from_opts(o, &m, err, sizeof err)) {
         wp_error("%s", err);
         return 2;
@@ -295,7 +291,7 @@ int cmd_simulate(const wp_opts *o) {
         wp_error("%s", err);
         return rc;
     }
-    rc = strcmp(o->strategy, "auto") == 0 ? simulate_auto(o, &ps, &L, &m, fmt) : simulate_all(o, &ps, &L, &m, fmt);
+    rc = o->strategy == (wp_strategy)WP_STRAT_AUTO ? simulate_auto(o, &ps, &L, &m, fmt) : simulate_all(o, &ps, &L, &m, fmt);
     layout_free(&L);
     return rc;
 }
