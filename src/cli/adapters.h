@@ -25,6 +25,11 @@
 /* The model; nranks gives the default chunk count (one per rank). --chunk-layers auto: that
  * many chunks, balanced by FLOPs (model_cfg_balanced_chunks). */
 int model_cfg_from_opts(const wp_opts *o, int nranks, wp_model_cfg *cfg, char *err, size_t errlen);
+/* How the layers are cut into chunks: as --chunk-layers says, or (a configuration of --strategy
+ * auto, autotune.h) even or balanced by FLOPs whatever it says. */
+typedef enum { WP_SPLIT_FLAGS, WP_SPLIT_EVEN, WP_SPLIT_BALANCED } wp_chunk_split;
+int model_cfg_split_from_opts(const wp_opts *o, int nranks, wp_chunk_split split, wp_model_cfg *cfg, char *err,
+                              size_t errlen);
 /* --chunk-layers names the layers per chunk (not empty, auto or even: then --num-chunks or the
  * strategy's default decides how many chunks; auto balances their FLOPs, even is the default). */
 bool chunk_layers_listed(const wp_opts *o);
@@ -90,6 +95,9 @@ int warmup_extra_from_opts(const wp_opts *o, int *extra, bool *is_auto, char *er
  * Caller frees with layout_free. */
 int layout_from_opts(const wp_opts *o, int nranks, int default_chunks, wp_layout *L, bool *raised, char *err,
                      size_t errlen);
+/* The same with the chunks cut as split says (model_cfg_split_from_opts). */
+int layout_split_from_opts(const wp_opts *o, int nranks, int default_chunks, wp_chunk_split split, wp_layout *L,
+                           bool *raised, char *err, size_t errlen);
 
 /* Links, device speed and memory bandwidth. */
 int machine_from_opts(const wp_opts *o, wp_machine *m, char *err, size_t errlen);

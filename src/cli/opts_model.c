@@ -35,6 +35,11 @@ static int parse_chunk_layers(const char *list, wp_model_cfg *cfg, char *err, si
 }
 
 int model_cfg_from_opts(const wp_opts *o, int nranks, wp_model_cfg *cfg, char *err, size_t errlen) {
+    return model_cfg_split_from_opts(o, nranks, WP_SPLIT_FLAGS, cfg, err, errlen);
+}
+
+int model_cfg_split_from_opts(const wp_opts *o, int nranks, wp_chunk_split split, wp_model_cfg *cfg, char *err,
+                              size_t errlen) {
     memset(cfg, 0, sizeof *cfg);
     const int64_t big = 1 << 24;
     NEED(o->num_layers >= 1 && o->num_layers <= 100000, "--num-layers: %lld must be at least 1", (long long)o->num_layers);
@@ -103,7 +108,7 @@ int model_cfg_from_opts(const wp_opts *o, int nranks, wp_model_cfg *cfg, char *e
     cfg->recompute = o->recompute;
     cfg->precision = o->precision;
 
-    if (chunk_layers_listed(o)) {
+    if (split == WP_SPLIT_FLAGS && chunk_layers_listed(o)) {
         int rc = parse_chunk_layers(o->chunk_layers, cfg, err, errlen);
         if (rc) return rc;
         NEED(!o->set[FLAG_num_chunks] || o->num_chunks == cfg->n_chunks,
@@ -114,7 +119,8 @@ int model_cfg_from_opts(const wp_opts *o, int nranks, wp_model_cfg *cfg, char *e
     NEED(chunks >= 1 && chunks <= WP_MAX_CHUNKS, "--num-chunks: %lld must be between 1 and %d", (long long)chunks, WP_MAX_CHUNKS);
     NEED(chunks <= cfg->n_layers, "--num-chunks: %lld chunks need at least as many layers, but --num-layers is %d%s",
          (long long)chunks, cfg->n_layers, o->num_chunks ? "" : " (the default is one chunk per rank, --nranks)");
-    if (strcmp(o->chunk_layers, "auto") == 0) model_cfg_balanced_chunks(cfg, (int)chunks);
+    if (split == WP_SPLIT_BALANCED || (split == WP_SPLIT_FLAGS && strcmp(o->chunk_layers, "auto") == 0))
+        model_cfg_balanced_chunks(cfg, (int)chunks);
     else model_cfg_even_chunks(cfg, (int)chunks);
     return 0;
 }

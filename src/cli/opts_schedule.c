@@ -56,6 +56,11 @@ int warmup_extra_from_opts(const wp_opts *o, int *extra, bool *is_auto, char *er
 
 int layout_from_opts(const wp_opts *o, int nranks, int default_chunks, wp_layout *L, bool *raised, char *err,
                      size_t errlen) {
+    return layout_split_from_opts(o, nranks, default_chunks, WP_SPLIT_FLAGS, L, raised, err, errlen);
+}
+
+int layout_split_from_opts(const wp_opts *o, int nranks, int default_chunks, wp_chunk_split split, wp_layout *L,
+                           bool *raised, char *err, size_t errlen) {
     wp_model_cfg cfg;
     *raised = false;
     wp_opts *copy = malloc(sizeof *copy);
@@ -64,13 +69,14 @@ int layout_from_opts(const wp_opts *o, int nranks, int default_chunks, wp_layout
         return 1;
     }
     *copy = *o;
-    if (!o->num_chunks && !chunk_layers_listed(o)) copy->num_chunks = default_chunks;
-    int rc = model_cfg_from_opts(copy, nranks, &cfg, err, errlen);
+    const bool listed = split == WP_SPLIT_FLAGS && chunk_layers_listed(o);
+    if (!o->num_chunks && !listed) copy->num_chunks = default_chunks;
+    int rc = model_cfg_split_from_opts(copy, nranks, split, &cfg, err, errlen);
     int64_t chunks = copy->num_chunks;
-    bool model_default = !o->set[FLAG_num_layers] && !chunk_layers_listed(o);
+    bool model_default = !o->set[FLAG_num_layers] && !listed;
     if (rc == 2 && model_default && chunks > o->num_layers && chunks <= WP_MAX_CHUNKS) {
         copy->num_layers = chunks;
-        rc = model_cfg_from_opts(copy, nranks, &cfg, err, errlen);
+        rc = model_cfg_split_from_opts(copy, nranks, split, &cfg, err, errlen);
         *raised = rc == 0;
     }
     free(copy);

@@ -224,15 +224,15 @@ static int simulate_auto(const wp_opts *o, const wp_pipe_shape *ps, const wp_lay
     warmup_extra_from_opts(o, &warm, NULL, err, sizeof err);
     double base = 0;
     for (int i = 0; i < n; i++)
-        if (rows[i].st == strategy_baseline() && rows[i].b == L->cfg.micro_batch && rows[i].nmb == ps->nmb && rows[i].warmup == warm &&
-            !rows[i].chunk_auto)
+        if (rows[i].k.st == strategy_baseline() && rows[i].k.b == L->cfg.micro_batch && rows[i].k.nmb == ps->nmb &&
+            rows[i].k.warmup == warm && !rows[i].k.chunk_auto)
             base = rows[i].tokens_s;
     int nfit = 0;
     while (nfit < n && rows[nfit].fits) nfit++;
     if (fmt == WP_FMT_CSV) {
         printf("strategy,step_s,tokens_per_s,bubble,sent_bytes_per_rank,peak_bytes_per_rank,vs_1f1b,note,fits,knobs\n");
         for (int i = 0; i < n; i++)
-            printf("%s,%.9g,%.9g,%.6f,%zu,%zu,%.6f,,%s,%s\n", strategy_name(rows[i].st), rows[i].step_s, rows[i].tokens_s,
+            printf("%s,%.9g,%.9g,%.6f,%zu,%zu,%.6f,,%s,%s\n", strategy_name(rows[i].k.st), rows[i].step_s, rows[i].tokens_s,
                    rows[i].bubble, rows[i].sent, rows[i].peak, base > 0 ? rows[i].tokens_s / base : 0,
                    rows[i].fits ? "true" : "false", rows[i].knobs);
     } else if (fmt == WP_FMT_JSON) {
@@ -240,7 +240,7 @@ static int simulate_auto(const wp_opts *o, const wp_pipe_shape *ps, const wp_lay
         for (int i = 0; i < n; i++)
             printf("%s\n{\"strategy\":\"%s\",\"knobs\":\"%s\",\"step_s\":%.9g,\"tokens_per_s\":%.9g,\"bubble\":%.6f,"
                    "\"sent_bytes_per_rank\":%zu,\"peak_bytes_per_rank\":%zu,\"vs_1f1b\":%.6f,\"fits\":%s}",
-                   i ? "," : "", strategy_name(rows[i].st), rows[i].knobs, rows[i].step_s, rows[i].tokens_s, rows[i].bubble,
+                   i ? "," : "", strategy_name(rows[i].k.st), rows[i].knobs, rows[i].step_s, rows[i].tokens_s, rows[i].bubble,
                    rows[i].sent, rows[i].peak, base > 0 ? rows[i].tokens_s / base : 0, rows[i].fits ? "true" : "false");
         printf("]}\n");
     } else {
@@ -253,17 +253,17 @@ static int simulate_auto(const wp_opts *o, const wp_pipe_shape *ps, const wp_lay
         for (int i = 0; i < nfit; i++) {
             char ratio[16] = "-";
             if (base > 0) snprintf(ratio, sizeof ratio, "%.3fx", rows[i].tokens_s / base);
-            printf("%4d %-20s %12s %12.0f %7.1f%% %14s %14s %9s  %s\n", i + 1, strategy_name(rows[i].st),
+            printf("%4d %-20s %12s %12.0f %7.1f%% %14s %14s %9s  %s\n", i + 1, strategy_name(rows[i].k.st),
                    fmt_seconds(a, sizeof a, rows[i].step_s), rows[i].tokens_s, 100 * rows[i].bubble,
                    fmt_bytes(b, sizeof b, (double)rows[i].sent), fmt_bytes(c, sizeof c, (double)rows[i].peak), ratio,
                    rows[i].knobs);
         }
         if (nfit < n)
             printf("\n%d more do not fit (peak over --device-memory), not ranked; the fastest of them: %s %s, %.0f tokens/s "
-                   "at %s per rank\n", n - nfit, strategy_name(rows[nfit].st), rows[nfit].knobs, rows[nfit].tokens_s,
+                   "at %s per rank\n", n - nfit, strategy_name(rows[nfit].k.st), rows[nfit].knobs, rows[nfit].tokens_s,
                    fmt_bytes(c, sizeof c, (double)rows[nfit].peak));
         if (nfit)
-            printf("\npick: %s %s: %.0f tokens/s predicted\n", strategy_name(rows[0].st), rows[0].knobs, rows[0].tokens_s);
+            printf("\npick: %s %s: %.0f tokens/s predicted\n", strategy_name(rows[0].k.st), rows[0].knobs, rows[0].tokens_s);
         else
             printf("\npick: none, no configuration fits in --device-memory\n");
     }

@@ -700,8 +700,9 @@ static int train_loop(rank_state *r, char *err, size_t errlen) {
 /* The layout and validated schedule of the pick, in place of the provisional ones (the same
  * checks as train_job_prepare's: the schedule validates, the memory fits). */
 static int auto_rebuild(train_job *j, const wp_tuned *pick, char *err, size_t errlen) {
-    int rc = autotune_apply(&j->o, pick, err, errlen);
-    if (rc) return rc;
+    autotune_apply(&j->o, &pick->k); /* the run's flags are now the pick's, as if given */
+    j->strategy = pick->k.st;
+    int rc;
     if (j->have_run) run_free(&j->run), j->have_run = false;
     if (j->have_sched) sched_free(&j->s), j->have_sched = false;
     if (j->have_layout) layout_free(&j->L), j->have_layout = false;
@@ -783,12 +784,12 @@ static int auto_pick(train_job *j, int rank, wp_transport *t, wp_control *ctl, c
     double bad = owner ? (double)auto_rebuild(j, &mine.pick, why, sizeof why) : 0;
     if (ctl_allreduce(ctl, CTL_MAX, &bad, 1, err, errlen)) return 1;
     if (bad != 0)
-        return why[0] ? fail(err, errlen, (int)bad, "--strategy auto: %s %s: %s", strategy_name(mine.pick.st), mine.pick.knobs, why)
+        return why[0] ? fail(err, errlen, (int)bad, "--strategy auto: %s %s: %s", strategy_name(mine.pick.k.st), mine.pick.knobs, why)
                       : fail(err, errlen, (int)bad, "--strategy auto: another process could not set up the pick");
     if (rank == 0) {
         char bw[32], lat[32];
         printf("auto: %s %s: predicted %.0f tokens/s (fastest of %d configurations on the calibrated machine: %.3g TFLOP/s",
-               strategy_name(mine.pick.st), mine.pick.knobs, mine.pick.tokens_s, mine.rows, cal->tflops);
+               strategy_name(mine.pick.k.st), mine.pick.knobs, mine.pick.tokens_s, mine.rows, cal->tflops);
         if (cal->hops_link || cal->hops_node)
             printf(", link %s/s %s", fmt_bytes(bw, sizeof bw, cal->hops_link ? cal->link_bw : cal->node_bw),
                    fmt_seconds(lat, sizeof lat, cal->hops_link ? cal->link_lat : cal->node_lat));
