@@ -23,6 +23,8 @@ static const char *const strategy_names[] = {WP_STRATEGIES(STRAT_NAME_) "all", "
 static const int strategy_values[] = {WP_STRATEGIES(WP_STRAT_ENUM_) WP_STRAT_ALL, WP_STRAT_AUTO};
 static const char *const transport_names[] = {WP_TRANSPORTS(WP_TP_STR_, WP_CHOICE_COMMA_)};
 static const int transport_values[] = {WP_TRANSPORTS(WP_TRANSPORT_ENUM_, WP_CHOICE_COMMA_)};
+static_assert(sizeof strategy_names / sizeof strategy_names[0] == WP_STRAT_AUTO + 1, "a name per wp_strategy, all, auto");
+static_assert(sizeof transport_names / sizeof transport_names[0] == WP_TRANSPORT_COUNT, "a name per transport row");
 
 typedef struct {
     const char *const *names;

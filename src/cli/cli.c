@@ -169,7 +169,6 @@ static int check_choice_for(int flag, unsigned cmd, const char *value, char *err
                     help != flags[flag].help ? " for " : "", help != flags[flag].help ? command_name(cmd) : "");
 }
 
-
 static int set_value(wp_opts *o, int i, const char *value, const char *where, char *err, size_t errlen) {
     void *field = (char *)o + flags[i].offset;
     const flag_info *f = &flags[i];
