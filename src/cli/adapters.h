@@ -25,9 +25,18 @@
 /* The model; nranks gives the default chunk count (one per rank). --chunk-layers auto: that
  * many chunks, balanced by FLOPs (model_cfg_balanced_chunks). */
 int model_cfg_from_opts(const wp_opts *o, int nranks, wp_model_cfg *cfg, char *err, size_t errlen);
+/* How the layers are cut into chunks: as --chunk-layers says, or (a configuration of --strategy
+ * auto, autotune.h) even or balanced by FLOPs whatever it says. */
+typedef enum { WP_SPLIT_FLAGS, WP_SPLIT_EVEN, WP_SPLIT_BALANCED } wp_chunk_split;
+int model_cfg_split_from_opts(const wp_opts *o, int nranks, wp_chunk_split split, wp_model_cfg *cfg, char *err,
+                              size_t errlen);
 /* --chunk-layers names the layers per chunk (not empty, auto or even: then --num-chunks or the
  * strategy's default decides how many chunks; auto balances their FLOPs, even is the default). */
 bool chunk_layers_listed(const wp_opts *o);
+/* --precision when given, else def (a checkpoint's or config.json's own). */
+wp_precision precision_from_opts(const wp_opts *o, wp_precision def);
+/* --tokenizer bytes: the byte vocabulary, no tokenizer file. */
+bool tokenizer_is_bytes(const wp_opts *o);
 /* --init-from DIR: every model flag the user did not set is filled from DIR/config.json, a set
  * one must agree (2 naming the flag and the key; hf_read_config refuses what the model does
  * not implement). */
@@ -70,7 +79,12 @@ typedef struct {
     wp_gen_opts gen;
 } wp_pipe_shape;
 
+/* --nranks, --num-microbatches and the generator options of --strategy (gen_opts_from_opts). */
 int pipe_shape_from_opts(const wp_opts *o, wp_pipe_shape *p, char *err, size_t errlen);
+/* The generator options (--wzb2-owner, --i1f1b-order, --seq-segments, checked against
+ * --seq-length where strategy st, or all, cuts sequences, --ranks-per-node, --warmup-extra):
+ * the one place a wp_gen_opts is made from flags (simulate, schedule, autotune and train). */
+int gen_opts_from_opts(const wp_opts *o, wp_strategy st, wp_gen_opts *g, char *err, size_t errlen);
 /* --warmup-extra: a count, or auto (from --ranks-per-node and the link flags). */
 int warmup_extra_from_opts(const wp_opts *o, int *extra, bool *is_auto, char *err, size_t errlen);
 
@@ -81,6 +95,9 @@ int warmup_extra_from_opts(const wp_opts *o, int *extra, bool *is_auto, char *er
  * Caller frees with layout_free. */
 int layout_from_opts(const wp_opts *o, int nranks, int default_chunks, wp_layout *L, bool *raised, char *err,
                      size_t errlen);
+/* The same with the chunks cut as split says (model_cfg_split_from_opts). */
+int layout_split_from_opts(const wp_opts *o, int nranks, int default_chunks, wp_chunk_split split, wp_layout *L,
+                           bool *raised, char *err, size_t errlen);
 
 /* Links, device speed and memory bandwidth. */
 int machine_from_opts(const wp_opts *o, wp_machine *m, char *err, size_t errlen);

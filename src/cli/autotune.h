@@ -10,11 +10,31 @@
 
 #include "adapters.h"
 
+/* The knobs a configuration sets (wp_knobs.given); the others keep the flags' values. */
+enum {
+    WP_KNOB_SPLIT = 1 << 0,        /* --chunk-layers even or auto */
+    WP_KNOB_WARMUP = 1 << 1,       /* --warmup-extra */
+    WP_KNOB_SEQ_SEGMENTS = 1 << 2, /* --seq-segments */
+    WP_KNOB_WZB2_OWNER = 1 << 3,   /* --wzb2-owner */
+    WP_KNOB_NUM_CHUNKS = 1 << 4,   /* --num-chunks */
+    WP_KNOB_I1F1B_ORDER = 1 << 5,  /* --i1f1b-order */
+};
+
+/* One configuration, as typed values: a strategy and its knobs (b and M always). */
 typedef struct {
     wp_strategy st;
-    char knobs[240];  /* the flags that make it, e.g. "--micro-batch-size 2 --num-microbatches 16 --warmup-extra 1" */
-    int b, nmb, warmup; /* b, M and the extra warm-up it ran with (the baseline row: 1f1b at the given b, M and warm-up) */
-    bool chunk_auto;
+    int b, nmb, warmup;  /* b, M and the extra warm-up it runs with (given or not: the baseline row is 1f1b at the
+                          * given b, M and warm-up) */
+    bool chunk_auto;     /* chunks balanced by FLOPs (WP_KNOB_SPLIT; else even) */
+    int seq_segments, num_chunks;
+    wp_wzb2_owner wzb2_owner;
+    wp_i1f1b_order i1f1b_order;
+    unsigned given;      /* WP_KNOB_* */
+} wp_knobs;
+
+typedef struct {
+    wp_knobs k;
+    char knobs[240];  /* k as the flags that make it, for people: "--micro-batch-size 2 --num-microbatches 16 --warmup-extra 1" */
     int seq;          /* enumeration order (ties) */
     bool fits;        /* peak per rank within --device-memory (0: always) */
     double step_s, tokens_s, bubble;
@@ -34,7 +54,11 @@ int autotune(const wp_opts *o, wp_tuned **rows, int *n, char *err, size_t errlen
  * train --strategy auto searches: the user's fixed flags constrain it. */
 int autotune_held(const wp_opts *o, wp_tuned **rows, int *n, char *err, size_t errlen);
 
-/* o with row t's strategy and knobs (as if given on the command line). 0, or 2 with a reason. */
-int autotune_apply(wp_opts *o, const wp_tuned *t, char *err, size_t errlen);
+/* o as if k's flags were given (marked set): the typed fields take k's strategy, b, M and the
+ * knobs it sets; --chunk-layers and --warmup-extra, free-form text flags, take their spelling of
+ * k's split and warm-up, so the run's recorded flags (metrics, the manifest) say what runs. The
+ * search itself hands those two to the adapters as values (layout_split_from_opts, the
+ * wp_gen_opts) and writes no flag text. */
+void autotune_apply(wp_opts *o, const wp_knobs *k);
 
 #endif

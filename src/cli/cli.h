@@ -10,6 +10,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "choices.h" /* the enumerated flags' C types */
+
 enum {
     C_TRAIN = 1u << 0,
     C_EVAL = 1u << 1,
@@ -32,7 +34,7 @@ enum {
 #define C_DATA (C_TRAIN | C_EVAL | C_BENCH)
 #define C_PACE (C_TRAIN | C_SIMULATE | C_SCHEDULE)
 
-typedef enum { FT_INT, FT_NUM, FT_STR, FT_BOOL, FT_RATE, FT_TIME, FT_SIZE } wp_flag_type;
+typedef enum { FT_INT, FT_NUM, FT_STR, FT_BOOL, FT_RATE, FT_TIME, FT_SIZE, FT_ENUM } wp_flag_type;
 
 /* Flag identifiers, FLAG_num_layers etc., in table order. */
 enum {
@@ -46,7 +48,8 @@ enum {
 
 /* Every option of every subcommand, with its value after defaults, config file and flags.
  * Field types: INT/SIZE -> int64_t, NUM/RATE/TIME -> double (RATE in bytes/s, TIME in s),
- * STR -> char[256], BOOL -> bool. */
+ * STR -> char[256], BOOL -> bool, ENUM -> its C enum (choices.h: wp_strategy, wp_precision, ...;
+ * --strategy also WP_STRAT_ALL or WP_STRAT_AUTO). */
 typedef struct wp_opts {
 #define WP_FIELD_INT(f) int64_t f;
 #define WP_FIELD_NUM(f) double f;
@@ -55,6 +58,7 @@ typedef struct wp_opts {
 #define WP_FIELD_SIZE(f) int64_t f;
 #define WP_FIELD_BOOL(f) bool f;
 #define WP_FIELD_STR(f) char f[256];
+#define WP_FIELD_ENUM(f) WP_ENUM_TYPE_##f f;
 #define X(field, name, type, def, cmds, help) WP_FIELD_##type(field)
 #include "flags.def"
 #undef X
@@ -91,9 +95,9 @@ void cli_write_ini(FILE *f, const wp_opts *o, unsigned cmd_mask);
  * not finite), booleans, strings escaped; sizes and rates in bytes, times in seconds. */
 void cli_write_json(FILE *f, const wp_opts *o, unsigned cmd_mask);
 
-/* "{a|b|c} ..." choice check: 0 when value is one of the flag's choices (or the flag has none),
- * else 2 with a reason naming the flag, the value and the choices. */
-int cli_check_choice(int flag, const char *value, char *err, size_t errlen);
+/* The name of an enumerated flag's value as the user spells it ("bf16" for --precision
+ * WP_PREC_BF16): for messages and for writing flags back out; "?" for no such value. */
+const char *cli_enum_name(int flag, int value);
 
 /* Parsers shared with other inputs (bandwidths, durations, sizes): whether s parses (then the
  * value is set). Questions without err: the caller names the flag or field the text came from

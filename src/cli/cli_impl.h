@@ -38,4 +38,12 @@ int cli_find_flag(const char *name);
  * words with hyphens (--num_layers). what: "flag '--x'" or "key 'x'" as the caller names it. */
 int cli_unknown_flag(const char *name, const char *what, unsigned cmd, char *err, size_t errlen);
 
+/* ENUM flags (choices.c): whether name is one of the flag's choices (then *value is its enum);
+ * the field of o as an int, read and written. */
+bool cli_enum_parse(int flag, const char *name, int *value);
+int cli_enum_get(const wp_opts *o, int flag);
+void cli_enum_set(wp_opts *o, int flag, int value);
+/* Bytes of a flag's field in wp_opts. */
+size_t cli_flag_size(int flag);
+
 #endif

@@ -35,6 +35,11 @@ static int parse_chunk_layers(const char *list, wp_model_cfg *cfg, char *err, si
 }
 
 int model_cfg_from_opts(const wp_opts *o, int nranks, wp_model_cfg *cfg, char *err, size_t errlen) {
+    return model_cfg_split_from_opts(o, nranks, WP_SPLIT_FLAGS, cfg, err, errlen);
+}
+
+int model_cfg_split_from_opts(const wp_opts *o, int nranks, wp_chunk_split split, wp_model_cfg *cfg, char *err,
+                              size_t errlen) {
     memset(cfg, 0, sizeof *cfg);
     const int64_t big = 1 << 24;
     NEED(o->num_layers >= 1 && o->num_layers <= 100000, "--num-layers: %lld must be at least 1", (long long)o->num_layers);
@@ -101,11 +106,9 @@ int model_cfg_from_opts(const wp_opts *o, int nranks, wp_model_cfg *cfg, char *e
     cfg->norm_eps = o->norm_eps;
     cfg->init_std = o->init_std;
     cfg->recompute = o->recompute;
-    cfg->precision = strcmp(o->precision, "fp32") == 0 ? WP_PREC_FP32
-                     : strcmp(o->precision, "bf16") == 0 ? WP_PREC_BF16
-                                                          : WP_PREC_MIXED;
+    cfg->precision = o->precision;
 
-    if (chunk_layers_listed(o)) {
+    if (split == WP_SPLIT_FLAGS && chunk_layers_listed(o)) {
         int rc = parse_chunk_layers(o->chunk_layers, cfg, err, errlen);
         if (rc) return rc;
         NEED(!o->set[FLAG_num_chunks] || o->num_chunks == cfg->n_chunks,
@@ -116,7 +119,8 @@ int model_cfg_from_opts(const wp_opts *o, int nranks, wp_model_cfg *cfg, char *e
     NEED(chunks >= 1 && chunks <= WP_MAX_CHUNKS, "--num-chunks: %lld must be between 1 and %d", (long long)chunks, WP_MAX_CHUNKS);
     NEED(chunks <= cfg->n_layers, "--num-chunks: %lld chunks need at least as many layers, but --num-layers is %d%s",
          (long long)chunks, cfg->n_layers, o->num_chunks ? "" : " (the default is one chunk per rank, --nranks)");
-    if (strcmp(o->chunk_layers, "auto") == 0) model_cfg_balanced_chunks(cfg, (int)chunks);
+    if (split == WP_SPLIT_BALANCED || (split == WP_SPLIT_FLAGS && strcmp(o->chunk_layers, "auto") == 0))
+        model_cfg_balanced_chunks(cfg, (int)chunks);
     else model_cfg_even_chunks(cfg, (int)chunks);
     return 0;
 }
@@ -124,6 +128,10 @@ int model_cfg_from_opts(const wp_opts *o, int nranks, wp_model_cfg *cfg, char *e
 bool chunk_layers_listed(const wp_opts *o) {
     return o->chunk_layers[0] && strcmp(o->chunk_layers, "auto") != 0 && strcmp(o->chunk_layers, "even") != 0;
 }
+
+wp_precision precision_from_opts(const wp_opts *o, wp_precision def) { return o->set[FLAG_precision] ? o->precision : def; }
+
+bool tokenizer_is_bytes(const wp_opts *o) { return strcmp(o->tokenizer, "bytes") == 0; }
 
 static int64_t *int_field(wp_opts *o, int flag) {
     switch (flag) {
@@ -194,14 +202,12 @@ int hf_config_apply(const char *hf_dir, wp_opts *o, char *err, size_t errlen) {
 
 int kern_opts_from_opts(const wp_opts *o, wp_dtype compute, int threads, int local_rank, wp_kern_opts *ko, char *err,
                         size_t errlen) {
-    /* --backend and --attention are among their flags.def choices already (cli_check_choice) */
+    /* --backend and --attention are kernels.h's enums already (cli_set parsed them) */
     memset(ko, 0, sizeof *ko);
-    ko->kind = strcmp(o->backend, "cuda") == 0 ? WP_BACKEND_CUDA : WP_BACKEND_CPU;
+    ko->kind = o->backend;
     ko->compute = compute;
     ko->threads = threads;
-    ko->attention = strcmp(o->attention, "cudnn") == 0    ? WP_ATTN_CUDNN
-                    : strcmp(o->attention, "native") == 0 ? WP_ATTN_NATIVE
-                                                          : WP_ATTN_AUTO;
+    ko->attention = o->attention;
     if (o->device < -1 || o->device > INT32_MAX)
         return cli_fail(err, errlen, "--device: %lld is not a device ordinal (or -1: the local rank's)", (long long)o->device);
     if (ko->kind != WP_BACKEND_CUDA) return 0;
@@ -215,7 +221,7 @@ int kern_opts_from_opts(const wp_opts *o, wp_dtype compute, int threads, int loc
 
 void mem_cfg_from_opts(const wp_opts *o, const wp_layout *L, int nranks, wp_mem_cfg *mc) {
     /* simulate models the GPUs of a preset unless --backend cpu is given (train sets it) */
-    const bool cpu = o->set[FLAG_backend] && strcmp(o->backend, "cpu") == 0;
+    const bool cpu = o->set[FLAG_backend] && o->backend == WP_BACKEND_CPU;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int share = nranks > 0 && cores > nranks ? (int)(cores / nranks) : 1;
     *mc = (wp_mem_cfg){.compute = cpu ? WP_F32 : precision_act_dtype(L->cfg.precision), .cpu = cpu,

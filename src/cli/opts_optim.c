@@ -30,10 +30,7 @@ int lr_schedule_from_opts(const wp_opts *o, wp_lr_schedule *s, char *err, size_t
         return cli_fail(err, errlen, "--min-lr: %g is above --lr %g: the decay would raise the rate", min_lr, o->lr);
     if (o->warmup_steps < 0) return cli_fail(err, errlen, "--warmup-steps: %lld must not be negative", (long long)o->warmup_steps);
     if (o->steps < 1) return cli_fail(err, errlen, "--steps: %lld must be at least 1", (long long)o->steps);
-    if (strcmp(o->lr_decay_style, "constant") == 0) s->decay = WP_LR_CONSTANT;
-    else if (strcmp(o->lr_decay_style, "linear") == 0) s->decay = WP_LR_LINEAR;
-    else if (strcmp(o->lr_decay_style, "cosine") == 0) s->decay = WP_LR_COSINE;
-    else return cli_fail(err, errlen, "--lr-decay-style: '%s' is not one of constant|linear|cosine", o->lr_decay_style);
+    s->decay = o->lr_decay_style; /* parsed by cli_set (choices.h) */
     s->lr = o->lr;
     s->min_lr = min_lr;
     s->warmup_steps = o->warmup_steps;

@@ -60,7 +60,7 @@ static int take(resume_ctx *c, const char *key, json_t *v, char *err, size_t err
     static wp_opts ck; /* the checkpoint's value, parsed as the flag's */
     ck.cmd = c->o->cmd;
     if (cli_set(&ck, key, text, "", why, sizeof why)) return cli_fail(err, errlen, "%s: %s", c->path, why);
-    size_t off = flags[i].offset, size = flags[i].type == FT_STR ? 256 : flags[i].type == FT_BOOL ? sizeof(bool) : 8;
+    size_t off = flags[i].offset, size = cli_flag_size(i);
     if (!c->o->set[i]) {
         memcpy((char *)c->o + off, (char *)&ck + off, size);
         return 0;

@@ -43,14 +43,15 @@ int ib_dev_cfg_from_opts(const wp_opts *o, ib_dev_cfg *dev, char *err, size_t er
 
 int job_cfg_from_opts(const wp_opts *o, wp_job_cfg *cfg, char *err, size_t errlen) {
     memset(cfg, 0, sizeof *cfg);
-    cfg->transport = tp_table_pick(o->transport, err, errlen);
+    /* the row's own name: built or not, tp_table_pick words the refusal */
+    cfg->transport = tp_table_pick(tp_table_row((int)o->transport)->name, err, errlen);
     if (!cfg->transport) return 2;
     if (o->nranks < 1 || o->nranks > 4096) return cli_fail(err, errlen, "--nranks: %lld must be 1..4096", (long long)o->nranks);
     cfg->nranks = (int)o->nranks;
     cfg->nranks_given = o->set[FLAG_nranks];
     int rc = net_cfg_from_opts(o, &cfg->net, err, errlen);
     if (rc == 0) rc = ib_dev_cfg_from_opts(o, &cfg->ib, err, errlen);
-    cfg->cuda_backend = strcmp(o->backend, "cuda") == 0;
+    cfg->cuda_backend = o->backend == WP_BACKEND_CUDA;
     cfg->launch_grace = o->timeout;
     return rc;
 }

@@ -16,18 +16,23 @@ int pipe_shape_from_opts(const wp_opts *o, wp_pipe_shape *p, char *err, size_t e
                    (long long)o->num_microbatches);
     p->nranks = (int)o->nranks;
     p->nmb = (int)m;
-    p->gen.wzb2_owner_last = strcmp(o->wzb2_owner, "last") == 0;
-    p->gen.i1f1b_breadth_first = strcmp(o->i1f1b_order, "breadth-first") == 0;
+    return gen_opts_from_opts(o, o->strategy, &p->gen, err, errlen);
+}
+
+int gen_opts_from_opts(const wp_opts *o, wp_strategy st, wp_gen_opts *g, char *err, size_t errlen) {
+    memset(g, 0, sizeof *g);
     if (o->seq_segments < 1 || o->seq_segments > WP_MAX_SEGMENTS)
         return cli_fail(err, errlen, "--seq-segments: %lld is not between 1 and %d", (long long)o->seq_segments,
                    WP_MAX_SEGMENTS);
-    bool seq1f1b = strcmp(o->strategy, "seq1f1b") == 0 || strcmp(o->strategy, "all") == 0;
-    if (seq1f1b && o->seq_segments > o->seq_length)
+    const bool segments = st == (wp_strategy)WP_STRAT_ALL || (st < WP_STRAT_COUNT && strategy_has(st, WP_TRAIT_SEGMENTS));
+    if (segments && o->seq_segments > o->seq_length)
         return cli_fail(err, errlen, "--seq-segments: %lld segments need at least as many tokens per sequence (--seq-length "
                    "%lld)", (long long)o->seq_segments, (long long)o->seq_length);
-    p->gen.seq_segments = (int)o->seq_segments;
-    p->gen.ranks_per_node = o->ranks_per_node > 0 && o->ranks_per_node <= WP_MAX_CHUNKS ? (int)o->ranks_per_node : 0;
-    return warmup_extra_from_opts(o, &p->gen.warmup_extra, &p->gen.warmup_auto, err, errlen);
+    g->wzb2_owner_last = o->wzb2_owner == WP_WZB2_LAST;
+    g->i1f1b_breadth_first = o->i1f1b_order == WP_I1F1B_BREADTH_FIRST;
+    g->seq_segments = (int)o->seq_segments;
+    g->ranks_per_node = o->ranks_per_node > 0 && o->ranks_per_node <= WP_MAX_CHUNKS ? (int)o->ranks_per_node : 0;
+    return warmup_extra_from_opts(o, &g->warmup_extra, &g->warmup_auto, err, errlen);
 }
 
 /* auto: one extra forward when a hop between nodes is slower than a hop inside one (more
@@ -51,6 +56,11 @@ int warmup_extra_from_opts(const wp_opts *o, int *extra, bool *is_auto, char *er
 
 int layout_from_opts(const wp_opts *o, int nranks, int default_chunks, wp_layout *L, bool *raised, char *err,
                      size_t errlen) {
+    return layout_split_from_opts(o, nranks, default_chunks, WP_SPLIT_FLAGS, L, raised, err, errlen);
+}
+
+int layout_split_from_opts(const wp_opts *o, int nranks, int default_chunks, wp_chunk_split split, wp_layout *L,
+                           bool *raised, char *err, size_t errlen) {
     wp_model_cfg cfg;
     *raised = false;
     wp_opts *copy = malloc(sizeof *copy);
@@ -59,13 +69,14 @@ int layout_from_opts(const wp_opts *o, int nranks, int default_chunks, wp_layout
         return 1;
     }
     *copy = *o;
-    if (!o->num_chunks && !chunk_layers_listed(o)) copy->num_chunks = default_chunks;
-    int rc = model_cfg_from_opts(copy, nranks, &cfg, err, errlen);
+    const bool listed = split == WP_SPLIT_FLAGS && chunk_layers_listed(o);
+    if (!o->num_chunks && !listed) copy->num_chunks = default_chunks;
+    int rc = model_cfg_split_from_opts(copy, nranks, split, &cfg, err, errlen);
     int64_t chunks = copy->num_chunks;
-    bool model_default = !o->set[FLAG_num_layers] && !chunk_layers_listed(o);
+    bool model_default = !o->set[FLAG_num_layers] && !listed;
     if (rc == 2 && model_default && chunks > o->num_layers && chunks <= WP_MAX_CHUNKS) {
         copy->num_layers = chunks;
-        rc = model_cfg_from_opts(copy, nranks, &cfg, err, errlen);
+        rc = model_cfg_split_from_opts(copy, nranks, split, &cfg, err, errlen);
         *raised = rc == 0;
     }
     free(copy);

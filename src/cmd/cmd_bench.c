@@ -85,7 +85,7 @@ static void print_result(const wp_opts *o, const wp_layout *L, wp_kern *k, const
     const wp_model_cfg *c = &L->cfg;
     const char *backend = kern_kind(k) == WP_BACKEND_CUDA ? "cuda" : "cpu";
     const char *dt = wp_dtype_name(kern_compute_dtype(k));
-    if (strcmp(o->format, "json") == 0) {
+    if (o->format == WP_FMT_JSON) {
         printf("{\"backend\": \"%s\", \"compute\": \"%s\", \"layers\": %d, \"hidden\": %d, \"ffn\": %d, \"heads\": %d, "
                "\"kv_heads\": %d, \"seq\": %d, \"batch\": %d, \"vocab\": %d, \"chunks\": %d, \"recompute\": %s, "
                "\"iters\": %d, \"fwd_ms\": %.3f, \"bwd_ms\": %.3f, \"step_ms\": %.3f, \"tokens_per_s\": %.1f, "
@@ -93,7 +93,7 @@ static void print_result(const wp_opts *o, const wp_layout *L, wp_kern *k, const
                backend, dt, c->n_layers, c->h, c->ffn, c->n_heads, c->n_kv_heads, c->seq, c->micro_batch, c->vocab, c->n_chunks,
                c->recompute ? "true" : "false", r->iters, 1e3 * r->fwd_s, 1e3 * r->bwd_s, 1e3 * (r->fwd_s + r->bwd_s),
                r->tokens_per_s, r->model_gflops, r->gemm_n, r->gemm_gflops, r->mfu, r->loss);
-    } else if (strcmp(o->format, "csv") == 0) {
+    } else if (o->format == WP_FMT_CSV) {
         printf("backend,compute,layers,hidden,ffn,heads,kv_heads,seq,batch,vocab,chunks,recompute,iters,fwd_ms,bwd_ms,"
                "step_ms,tokens_per_s,model_gflops,gemm_n,gemm_gflops,mfu,loss\n");
         printf("%s,%s,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d,%.3f,%.3f,%.3f,%.1f,%.2f,%d,%.2f,%.4f,%.6f\n", backend, dt,

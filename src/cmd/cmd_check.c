@@ -221,7 +221,7 @@ static void fold_tied(check_run *r) {
 
 int cmd_check(const wp_opts *o) {
     char err[512] = "";
-    if (strcmp(o->format, "csv") == 0) {
+    if (o->format == WP_FMT_CSV) {
         wp_error("--format: check prints text or json, not csv");
         return 2;
     }
@@ -249,7 +249,7 @@ int cmd_check(const wp_opts *o) {
         wp_error("%s", err);
         rc = wrc;
     }
-    if (strcmp(o->format, "json") == 0)
+    if (o->format == WP_FMT_JSON)
         print_json(&r, &res, ok);
     else
         print_text(&r, o, &res, ok);

@@ -75,7 +75,7 @@ static int open_backend(eval_state *e, const wp_opts *o, char *err, size_t errle
                             &ko, kerr, sizeof kerr))
         return io_fail(err, errlen, 2, "%s", kerr);
     e->k = kern_create(&ko, kerr, sizeof kerr);
-    if (!e->k) return io_fail(err, errlen, 1, "--backend %s: %s", o->backend, kerr);
+    if (!e->k) return io_fail(err, errlen, 1, "--backend %s: %s", cli_enum_name(FLAG_backend, o->backend), kerr);
     e->m = model_create(&e->L, e->k, kerr, sizeof kerr);
     if (!e->m) return io_fail(err, errlen, 1, "eval: %s", kerr);
     e->a = model_acts_create(e->m, 0);

@@ -15,10 +15,7 @@
 
 /* fp32 unless --precision is given: then the dtype its weights travel in (fp16, bf16, fp32). */
 static wp_dtype export_dtype(const wp_opts *o) {
-    if (!o->set[FLAG_precision]) return WP_F32;
-    if (strcmp(o->precision, "bf16") == 0) return WP_BF16;
-    if (strcmp(o->precision, "fp32") == 0) return WP_F32;
-    return WP_F16;
+    return o->set[FLAG_precision] ? precision_weight_dtype(o->precision) : WP_F32;
 }
 
 int cmd_export(const wp_opts *o) {
@@ -40,9 +37,9 @@ int cmd_export(const wp_opts *o) {
         wp_error("--max-shard-size: %lld must be positive", (long long)o->max_shard_size);
         return 2;
     }
-    bool gguf = o->set[FLAG_format] && strcmp(o->format, "gguf") == 0;
-    if (o->set[FLAG_format] && !gguf && strcmp(o->format, "safetensors") != 0) {
-        wp_error("--format: '%s' is not one of safetensors, gguf (export)", o->format);
+    bool gguf = o->set[FLAG_format] && o->format == (wp_format)WP_FMT_GGUF;
+    if (o->set[FLAG_format] && !gguf && o->format != (wp_format)WP_FMT_SAFETENSORS) {
+        wp_error("--format: '%s' is not one of safetensors, gguf (export)", cli_enum_name(FLAG_format, o->format));
         ckpt_close(c);
         return 2;
     }

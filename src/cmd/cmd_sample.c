@@ -76,8 +76,8 @@ static int check_flags(const wp_opts *o, char *err, size_t errlen) {
         return cli_fail(err, errlen, "--seq-length: %lld must be at least 1", (long long)o->seq_length);
     if (o->prompt[0] && o->prompt_tokens[0])
         return cli_fail(err, errlen, "--prompt and --prompt-tokens: give one of them");
-    if (strcmp(o->format, "text") != 0 && strcmp(o->format, "ids") != 0)
-        return cli_fail(err, errlen, "--format: '%s' is not one of text, ids (sample)", o->format);
+    if (o->format != WP_FMT_TEXT && o->format != (wp_format)WP_FMT_IDS)
+        return cli_fail(err, errlen, "--format: '%s' is not one of text, ids (sample)", cli_enum_name(FLAG_format, o->format));
     return 0;
 }
 
@@ -234,7 +234,7 @@ static int generate(wp_model_src *sm, const wp_opts *o, const wp_tokenizer *tok,
                             &ko, kerr, sizeof kerr))
         return io_fail(err, errlen, 2, "%s", kerr);
     wp_kern *k = kern_create(&ko, kerr, sizeof kerr);
-    if (!k) return io_fail(err, errlen, 1, "--backend %s: %s", o->backend, kerr);
+    if (!k) return io_fail(err, errlen, 1, "--backend %s: %s", cli_enum_name(FLAG_backend, o->backend), kerr);
     wp_decoder *D = decoder_create(&sm->L, k, cache, kerr, sizeof kerr);
     wp_sampling sp = {.temperature = o->temperature, .top_k = o->top_k, .top_p = o->top_p};
     wp_sampler *S = sampler_create(cfg->vocab, &sp, (uint64_t)o->seed);
@@ -243,7 +243,7 @@ static int generate(wp_model_src *sm, const wp_opts *o, const wp_tokenizer *tok,
     weight_sink ws = {.D = D, .k = k, .wire = precision_weight_dtype(cfg->precision)};
     if (rc == 0) rc = model_src_read(sm, to_decoder, &ws, err, errlen);
     double t_loaded = now();
-    printer pr = {.ids = strcmp(o->format, "ids") == 0, .bytes = tok && strcmp(tok_kind(tok), "bytes") == 0};
+    printer pr = {.ids = o->format == (wp_format)WP_FMT_IDS, .bytes = tok && strcmp(tok_kind(tok), "bytes") == 0};
     int32_t eos[WP_SRC_MAX_EOS];
     int n_eos = stop_ids(sm, tok, eos), n = 0;
     if (rc == 0 && max_new > 0)
@@ -279,7 +279,7 @@ int cmd_sample(const wp_opts *o) {
     if (rc == 0) rc = model_src_open(o->args[0], o, 1, false, &sm, err, sizeof err);
     else memset(&sm, 0, sizeof sm);
     if (rc == 0) rc = open_tokenizer(o, &sm, &tok, err, sizeof err);
-    if (rc == 0 && strcmp(o->format, "text") == 0 && !tok)
+    if (rc == 0 && o->format == WP_FMT_TEXT && !tok)
         rc = cli_fail(err, sizeof err, "--format text: no tokenizer for the model's vocabulary of %d (give --tokenizer, "
                       "or use --format ids)", sm.L.cfg.vocab);
     if (rc == 0) rc = prompt_ids(o, tok, sm.L.cfg.vocab, &prompt, &P, err, sizeof err);

@@ -136,14 +136,11 @@ static int run(const wp_opts *o, wp_schedule *s, const wp_layout *L, bool raised
 
 int cmd_schedule(const wp_opts *o) {
     char err[1024];
-    wp_format fmt = WP_FMT_TEXT;
-    wp_strategy st;
-    if (!format_parse(o->format, &fmt)) {
-        wp_error("--format: '%s' is not one of text, csv, json", o->format);
-        return 2;
-    }
-    if (!strategy_parse(o->strategy, &st)) {
-        wp_error("--strategy: '%s' draws one strategy at a time (all and auto are for simulate)", o->strategy);
+    const wp_format fmt = o->format; /* text, csv or json: schedule's choices (cli.c) */
+    const wp_strategy st = o->strategy;
+    if (st >= WP_STRAT_COUNT) {
+        wp_error("--strategy: '%s' draws one strategy at a time (all and auto are for simulate)",
+                 cli_enum_name(FLAG_strategy, st));
         return 2;
     }
     wp_pipe_shape ps;

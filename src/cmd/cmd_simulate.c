@@ -170,7 +170,7 @@ static bool needs_own_layout(const wp_opts *o, wp_strategy st, int nranks, const
 
 static int simulate_all(const wp_opts *o, const wp_pipe_shape *ps, const wp_layout *L, const wp_machine *m, wp_format fmt) {
     char err[1024];
-    bool all = strcmp(o->strategy, "all") == 0;
+    bool all = o->strategy == (wp_strategy)WP_STRAT_ALL;
     row rows[WP_STRAT_COUNT];
     wp_costs c;
     costs_from_layout(&c, L, ps->nranks, m);
@@ -181,7 +181,7 @@ static int simulate_all(const wp_opts *o, const wp_pipe_shape *ps, const wp_layo
     }
     int rc = 0;
     for (int i = 0; i < WP_STRAT_COUNT && !rc; i++) {
-        rows[i] = (row){.st = (wp_strategy)i, .shown = all || strcmp(o->strategy, strategy_name((wp_strategy)i)) == 0};
+        rows[i] = (row){.st = (wp_strategy)i, .shown = all || o->strategy == (wp_strategy)i};
         if (!rows[i].shown && i != (int)strategy_baseline()) continue;
         wp_trace *ti = rows[i].shown ? t : NULL;
         if (needs_own_layout(o, rows[i].st, ps->nranks, L)) rc = one_own_layout(&rows[i], o, ps, m, ti, i);
@@ -224,15 +224,15 @@ static int simulate_auto(const wp_opts *o, const wp_pipe_shape *ps, const wp_lay
     warmup_extra_from_opts(o, &warm, NULL, err, sizeof err);
     double base = 0;
     for (int i = 0; i < n; i++)
-        if (rows[i].st == strategy_baseline() && rows[i].b == L->cfg.micro_batch && rows[i].nmb == ps->nmb && rows[i].warmup == warm &&
-            !rows[i].chunk_auto)
+        if (rows[i].k.st == strategy_baseline() && rows[i].k.b == L->cfg.micro_batch && rows[i].k.nmb == ps->nmb &&
+            rows[i].k.warmup == warm && !rows[i].k.chunk_auto)
             base = rows[i].tokens_s;
     int nfit = 0;
     while (nfit < n && rows[nfit].fits) nfit++;
     if (fmt == WP_FMT_CSV) {
         printf("strategy,step_s,tokens_per_s,bubble,sent_bytes_per_rank,peak_bytes_per_rank,vs_1f1b,note,fits,knobs\n");
         for (int i = 0; i < n; i++)
-            printf("%s,%.9g,%.9g,%.6f,%zu,%zu,%.6f,,%s,%s\n", strategy_name(rows[i].st), rows[i].step_s, rows[i].tokens_s,
+            printf("%s,%.9g,%.9g,%.6f,%zu,%zu,%.6f,,%s,%s\n", strategy_name(rows[i].k.st), rows[i].step_s, rows[i].tokens_s,
                    rows[i].bubble, rows[i].sent, rows[i].peak, base > 0 ? rows[i].tokens_s / base : 0,
                    rows[i].fits ? "true" : "false", rows[i].knobs);
     } else if (fmt == WP_FMT_JSON) {
@@ -240,7 +240,7 @@ static int simulate_auto(const wp_opts *o, const wp_pipe_shape *ps, const wp_lay
         for (int i = 0; i < n; i++)
             printf("%s\n{\"strategy\":\"%s\",\"knobs\":\"%s\",\"step_s\":%.9g,\"tokens_per_s\":%.9g,\"bubble\":%.6f,"
                    "\"sent_bytes_per_rank\":%zu,\"peak_bytes_per_rank\":%zu,\"vs_1f1b\":%.6f,\"fits\":%s}",
-                   i ? "," : "", strategy_name(rows[i].st), rows[i].knobs, rows[i].step_s, rows[i].tokens_s, rows[i].bubble,
+                   i ? "," : "", strategy_name(rows[i].k.st), rows[i].knobs, rows[i].step_s, rows[i].tokens_s, rows[i].bubble,
                    rows[i].sent, rows[i].peak, base > 0 ? rows[i].tokens_s / base : 0, rows[i].fits ? "true" : "false");
         printf("]}\n");
     } else {
@@ -253,17 +253,17 @@ static int simulate_auto(const wp_opts *o, const wp_pipe_shape *ps, const wp_lay
         for (int i = 0; i < nfit; i++) {
             char ratio[16] = "-";
             if (base > 0) snprintf(ratio, sizeof ratio, "%.3fx", rows[i].tokens_s / base);
-            printf("%4d %-20s %12s %12.0f %7.1f%% %14s %14s %9s  %s\n", i + 1, strategy_name(rows[i].st),
+            printf("%4d %-20s %12s %12.0f %7.1f%% %14s %14s %9s  %s\n", i + 1, strategy_name(rows[i].k.st),
                    fmt_seconds(a, sizeof a, rows[i].step_s), rows[i].tokens_s, 100 * rows[i].bubble,
                    fmt_bytes(b, sizeof b, (double)rows[i].sent), fmt_bytes(c, sizeof c, (double)rows[i].peak), ratio,
                    rows[i].knobs);
         }
         if (nfit < n)
             printf("\n%d more do not fit (peak over --device-memory), not ranked; the fastest of them: %s %s, %.0f tokens/s "
-                   "at %s per rank\n", n - nfit, strategy_name(rows[nfit].st), rows[nfit].knobs, rows[nfit].tokens_s,
+                   "at %s per rank\n", n - nfit, strategy_name(rows[nfit].k.st), rows[nfit].knobs, rows[nfit].tokens_s,
                    fmt_bytes(c, sizeof c, (double)rows[nfit].peak));
         if (nfit)
-            printf("\npick: %s %s: %.0f tokens/s predicted\n", strategy_name(rows[0].st), rows[0].knobs, rows[0].tokens_s);
+            printf("\npick: %s %s: %.0f tokens/s predicted\n", strategy_name(rows[0].k.st), rows[0].knobs, rows[0].tokens_s);
         else
             printf("\npick: none, no configuration fits in --device-memory\n");
     }
@@ -273,15 +273,11 @@ static int simulate_auto(const wp_opts *o, const wp_pipe_shape *ps, const wp_lay
 
 int cmd_simulate(const wp_opts *o) {
     char err[1024];
-    wp_format fmt;
+    const wp_format fmt = o->format; /* text, csv or json: simulate's choices (cli.c) */
     wp_pipe_shape ps;
     wp_machine m;
     wp_layout L;
     bool raised;
-    if (!format_parse(o->format, &fmt)) {
-        wp_error("--format: '%s' is not one of text, csv, json", o->format);
-        return 2;
-    }
     if (pipe_shape_from_opts(o, &ps, err, sizeof err) || machine_from_opts(o, &m, err, sizeof err)) {
         wp_error("%s", err);
         return 2;
@@ -295,7 +291,7 @@ int cmd_simulate(const wp_opts *o) {
         wp_error("%s", err);
         return rc;
     }
-    rc = strcmp(o->strategy, "auto") == 0 ? simulate_auto(o, &ps, &L, &m, fmt) : simulate_all(o, &ps, &L, &m, fmt);
+    rc = o->strategy == (wp_strategy)WP_STRAT_AUTO ? simulate_auto(o, &ps, &L, &m, fmt) : simulate_all(o, &ps, &L, &m, fmt);
     layout_free(&L);
     return rc;
 }

@@ -12,11 +12,6 @@
 #include "optim.h"
 #include "hf_positions.h"
 
-static wp_precision precision_of(const wp_opts *o, wp_precision def) {
-    if (!o->set[FLAG_precision]) return def;
-    return strcmp(o->precision, "fp32") == 0 ? WP_PREC_FP32 : strcmp(o->precision, "bf16") == 0 ? WP_PREC_BF16 : WP_PREC_MIXED;
-}
-
 static bool is_file(const char *dir, const char *name) {
     char path[WP_PATH_MAX];
     return snprintf(path, sizeof path, "%s/%s", dir, name) < (int)sizeof path && fs_exists(path);
@@ -34,7 +29,7 @@ static int open_checkpoint(const char *path, const wp_opts *o, wp_model_src *s, 
     *cfg = ckpt_info(s->ckpt)->cfg;
     s->step = ckpt_info(s->ckpt)->step;
     s->positions = o->set[FLAG_seq_length] ? o->seq_length : cfg->seq;
-    cfg->precision = precision_of(o, cfg->precision);
+    cfg->precision = precision_from_opts(o, cfg->precision);
     if (cfg->has_eos) s->eos[s->n_eos++] = cfg->eos_id; /* carried from --init-from's config.json */
     return 0;
 }
@@ -47,7 +42,7 @@ static int one_chunk_cfg(wp_opts *o, const wp_opts *given, int64_t positions, wp
     o->num_chunks = 1;
     o->chunk_layers[0] = '\0';
     int rc = model_cfg_from_opts(o, 1, cfg, err, errlen);
-    cfg->precision = precision_of(given, WP_PREC_FP32);
+    cfg->precision = precision_from_opts(given, WP_PREC_FP32);
     return rc;
 }
 

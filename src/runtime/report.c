@@ -247,7 +247,7 @@ static void print_summary(train_job *j, const train_totals *tot, const double *v
     fprintf(stderr, "\nstep time (steps after the first, mean over ranks): measured %s, simulator %.4g s%s\n", meas_text,
             have_pred ? pred_step : NAN, j->o.device_tflops > 0 ? " (paced compute)" : " (measured op times)");
     fprintf(stderr, "rank  bubble measured  predicted  payload bytes/step measured  schedule  "
-                    "memory MiB %s peak  predicted\n", strcmp(j->o.backend, "cuda") == 0 ? "device" : "  heap");
+                    "memory MiB %s peak  predicted\n", j->o.backend == WP_BACKEND_CUDA ? "device" : "  heap");
     for (int r = 0; r < N; r++) {
         double meas = v[RV * r + 1] > 0 ? 1.0 - v[RV * r] / v[RV * r + 1] : NAN;
         double sent = tot->steps > 0 ? v[RV * r + 2] / (double)tot->steps : 0;
@@ -274,11 +274,11 @@ static void print_auto(const train_job *j, const train_totals *tot, const double
     const double tokens = (double)j->L.cfg.micro_batch * j->L.cfg.seq * j->nmb;
     const double meas = tot->steady_steps > 0 && step > 0 ? tokens / (step / (double)tot->steady_steps) : NAN;
     if (meas > 0)
-        printf("auto: %s predicted %.0f tokens/s, measured %.0f tokens/s (%.2fx; steps after the first)\n", j->o.strategy,
+        printf("auto: %s predicted %.0f tokens/s, measured %.0f tokens/s (%.2fx; steps after the first)\n", strategy_name(j->strategy),
                j->auto_predicted, meas, meas / j->auto_predicted);
     else
         printf("auto: %s predicted %.0f tokens/s, not measured (no step after the first: --steps 2 or more)\n",
-               j->o.strategy, j->auto_predicted);
+               strategy_name(j->strategy), j->auto_predicted);
     fflush(stdout);
 }
 

@@ -55,10 +55,10 @@ static int prepare_model(train_job *j, bool apply_hf, char *err, size_t errlen) 
         int rc = hf_config_apply(j->o.init_from, &j->o, err, errlen);
         if (rc) return rc;
     }
-    wp_strategy st; /* --num-chunks 0: the strategy's default (two per rank for interleaved-1f1b) */
-    /* (auto: the provisional strategy's default is not written into the flags the pick reads) */
-    if (!j->o.num_chunks && !chunk_layers_listed(&j->o) && !j->auto_strategy && strategy_parse(j->o.strategy, &st))
-        j->o.num_chunks = strategy_default_chunks(st, j->nranks, (int)j->o.ranks_per_node);
+    /* --num-chunks 0: the strategy's default (two per rank for interleaved-1f1b); auto: the
+     * provisional strategy's default is not written into the flags the pick reads */
+    if (!j->o.num_chunks && !chunk_layers_listed(&j->o) && !j->auto_strategy && j->strategy < WP_STRAT_COUNT)
+        j->o.num_chunks = strategy_default_chunks(j->strategy, j->nranks, (int)j->o.ranks_per_node);
     int rc = model_cfg_from_opts(&j->o, j->nranks, &cfg, err, errlen);
     if (rc == 0) rc = layout_build(&cfg, &j->L, err, errlen);
     if (rc) return rc;
@@ -67,23 +67,12 @@ static int prepare_model(train_job *j, bool apply_hf, char *err, size_t errlen) 
 }
 
 static int prepare_schedule(train_job *j, char *err, size_t errlen) {
-    wp_strategy st;
-    if (strcmp(j->o.strategy, "all") == 0)
+    const wp_strategy st = j->strategy;
+    if (st == (wp_strategy)WP_STRAT_ALL)
         return fail(err, errlen, 2, "--strategy: all is for simulate; train runs one strategy (or auto: the fastest "
                     "on this machine)");
-    if (!strategy_parse(j->o.strategy, &st))
-        return fail(err, errlen, 2, "--strategy: '%s' is not a strategy (weipipe train --help lists them)", j->o.strategy);
-    if (j->o.seq_segments < 1 || j->o.seq_segments > WP_MAX_SEGMENTS)
-        return fail(err, errlen, 2, "--seq-segments: %lld is not between 1 and %d", (long long)j->o.seq_segments,
-                    WP_MAX_SEGMENTS);
-    if (strategy_has(st, WP_TRAIT_SEGMENTS) && j->o.seq_segments > j->L.cfg.seq)
-        return fail(err, errlen, 2, "--seq-segments: %lld segments need at least as many tokens per sequence (%d)",
-                    (long long)j->o.seq_segments, j->L.cfg.seq);
-    wp_gen_opts go = {.wzb2_owner_last = strcmp(j->o.wzb2_owner, "last") == 0,
-                      .i1f1b_breadth_first = strcmp(j->o.i1f1b_order, "breadth-first") == 0,
-                      .seq_segments = (int)j->o.seq_segments,
-                      .ranks_per_node = (int)j->o.ranks_per_node};
-    int rc = warmup_extra_from_opts(&j->o, &go.warmup_extra, &go.warmup_auto, err, errlen);
+    wp_gen_opts go;
+    int rc = gen_opts_from_opts(&j->o, st, &go, err, errlen);
     if (rc) return rc;
     rc = schedule_generate(st, j->nranks, j->nmb, j->L.cfg.n_chunks, &go, &j->s, err, errlen);
     if (rc) return rc;
@@ -94,7 +83,7 @@ static int prepare_schedule(train_job *j, char *err, size_t errlen) {
     char why[512];
     rc = engine_run(&j->s, &sz, NULL, 2, false, &j->run, why, sizeof why);
     j->have_run = rc == 0;
-    if (rc) return fail(err, errlen, 1, "schedule %s does not validate: %s", j->o.strategy, why);
+    if (rc) return fail(err, errlen, 1, "schedule %s does not validate: %s", strategy_name(st), why);
     return 0;
 }
 
@@ -185,7 +174,7 @@ static int resolve_tokenizer(train_job *j, char *err, size_t errlen) {
     char path[WP_PATH_MAX] = "", why[WP_PATH_MAX + 512];
     const char *flag = "--tokenizer";
     if (o->tokenizer[0]) {
-        if (strcmp(o->tokenizer, "bytes") == 0) return 0;
+        if (tokenizer_is_bytes(o)) return 0;
         snprintf(path, sizeof path, "%s", o->tokenizer);
     } else if (j->data.n > 0) {
         char dir[WP_PATH_MAX];
@@ -247,7 +236,7 @@ static int resolve_tokenizer(train_job *j, char *err, size_t errlen) {
 void train_mem_cfg(const train_job *j, wp_mem_cfg *mc) {
     char from[128];
     mem_cfg_from_opts(&j->o, &j->L, j->nranks, mc);
-    mc->cpu = strcmp(j->o.backend, "cpu") == 0; /* train runs on the backend it names, the default too */
+    mc->cpu = j->o.backend == WP_BACKEND_CPU; /* train runs on the backend it names, the default too */
     mc->compute = mc->cpu ? WP_F32 : precision_act_dtype(j->L.cfg.precision);
     mc->threads = boot_threads_per_rank_environ((int)j->o.threads, boot_launched() ? 1 : j->nranks,
                                                 sysconf(_SC_NPROCESSORS_ONLN), from, sizeof from); /* what train runs with */
@@ -266,7 +255,7 @@ void train_mem_predict(const train_job *j, int r, double terms[WP_MEM_TERMS]) {
 static int check_memory(train_job *j, bool quiet, char *err, size_t errlen) {
     double limit = (double)j->o.device_memory;
     char what[1400] = "--device-memory";
-    if (limit <= 0 && strcmp(j->o.backend, "cpu") == 0) {
+    if (limit <= 0 && j->o.backend == WP_BACKEND_CPU) {
         int here = j->o.ranks_per_node > 0 && j->o.ranks_per_node < j->nranks ? (int)j->o.ranks_per_node : j->nranks;
         char src[1300];
         limit = memlimit_available(src, sizeof src) / here;
@@ -361,10 +350,10 @@ int train_job_prepare(train_job *j, const wp_opts *o, char *err, size_t errlen) 
     memset(j, 0, sizeof *j);
     j->o = *o;
     j->t_origin = wp_now();
-    j->auto_strategy = strcmp(o->strategy, "auto") == 0;
+    j->auto_strategy = o->strategy == (wp_strategy)WP_STRAT_AUTO;
+    j->strategy = j->auto_strategy ? WP_STRAT_1F1B : o->strategy; /* auto: provisional, train_rank picks */
     j->calibrating = j->auto_strategy || o->calibrate[0];
     const bool train = !o->calibrate[0]; /* --calibrate reads no data and trains nothing */
-    if (j->auto_strategy) snprintf(j->o.strategy, sizeof j->o.strategy, "1f1b"); /* provisional: train_rank picks */
     int rc = check_flags(j, err, errlen);
     if (!rc) rc = prepare_model(j, true, err, errlen);
     if (!rc) rc = lr_schedule_from_opts(&j->o, &j->lr, err, errlen);
@@ -378,8 +367,6 @@ int train_job_prepare(train_job *j, const wp_opts *o, char *err, size_t errlen) 
     if (!rc && train && j->start_step >= o->steps)
         rc = fail(err, errlen, 2, "--steps: %" PRId64 " already done by the checkpoint in %s (step %" PRId64 ")", o->steps,
                   j->resume_dir, j->start_step);
-    /* the job's flags (cmd_train hashes them for the handshake) say auto, as every rank's do */
-    if (j->auto_strategy) snprintf(j->o.strategy, sizeof j->o.strategy, "auto");
     return rc;
 }
 
@@ -424,14 +411,14 @@ static int open_backend(rank_state *r, int local_rank, char *err, size_t errlen)
     char from[128];
     int threads = boot_threads_per_rank_environ((int)o->threads, boot_launched() ? 1 : r->j->nranks,
                                                 sysconf(_SC_NPROCESSORS_ONLN), from, sizeof from);
-    if (r->rank == 0 && !o->quiet && strcmp(o->backend, "cpu") == 0)
+    if (r->rank == 0 && !o->quiet && o->backend == WP_BACKEND_CPU)
         fprintf(stderr, "rank 0: %d CPU thread%s per rank (%s)\n", threads, threads == 1 ? "" : "s", from);
     wp_kern_opts ko;
     char why[512];
     if (kern_opts_from_opts(o, precision_act_dtype(r->j->L.cfg.precision), threads, local_rank, &ko, why, sizeof why))
         return fail(err, errlen, 2, "%s", why);
     r->k = kern_create(&ko, why, sizeof why);
-    if (!r->k) return fail(err, errlen, 1, "--backend %s: %s", o->backend, why);
+    if (!r->k) return fail(err, errlen, 1, "--backend %s: %s", cli_enum_name(FLAG_backend, o->backend), why);
     if (r->rank == 0) { /* the rank that reports; MFU's peak, never the pacing --device-tflops */
         const char *source = "";
         r->j->peak_tflops = peak_tflops(r->k, o->peak_tflops, &source);
@@ -713,8 +700,9 @@ static int train_loop(rank_state *r, char *err, size_t errlen) {
 /* The layout and validated schedule of the pick, in place of the provisional ones (the same
  * checks as train_job_prepare's: the schedule validates, the memory fits). */
 static int auto_rebuild(train_job *j, const wp_tuned *pick, char *err, size_t errlen) {
-    int rc = autotune_apply(&j->o, pick, err, errlen);
-    if (rc) return rc;
+    autotune_apply(&j->o, &pick->k); /* the run's flags are now the pick's, as if given */
+    j->strategy = pick->k.st;
+    int rc;
     if (j->have_run) run_free(&j->run), j->have_run = false;
     if (j->have_sched) sched_free(&j->s), j->have_sched = false;
     if (j->have_layout) layout_free(&j->L), j->have_layout = false;
@@ -764,7 +752,7 @@ static void auto_search(const train_job *j, const wp_calib *cal, auto_msg *m) {
         a->node_link_bandwidth = slower(a->node_link_bandwidth, cal->node_bw);
         a->node_link_latency = a->node_link_latency > cal->node_lat ? a->node_link_latency : cal->node_lat;
     }
-    if (a->device_memory <= 0 && strcmp(a->backend, "cpu") == 0) { /* as check_memory: this host's room, shared */
+    if (a->device_memory <= 0 && a->backend == WP_BACKEND_CPU) { /* as check_memory: this host's room, shared */
         char src[1300];
         double room = memlimit_available(src, sizeof src) / j->nranks;
         if (room > 0) a->device_memory = (int64_t)((room - MEMLIMIT_FIXED_MIB * 1048576.0) / (1 + MEMLIMIT_MARGIN));
@@ -796,12 +784,12 @@ static int auto_pick(train_job *j, int rank, wp_transport *t, wp_control *ctl, c
     double bad = owner ? (double)auto_rebuild(j, &mine.pick, why, sizeof why) : 0;
     if (ctl_allreduce(ctl, CTL_MAX, &bad, 1, err, errlen)) return 1;
     if (bad != 0)
-        return why[0] ? fail(err, errlen, (int)bad, "--strategy auto: %s %s: %s", strategy_name(mine.pick.st), mine.pick.knobs, why)
+        return why[0] ? fail(err, errlen, (int)bad, "--strategy auto: %s %s: %s", strategy_name(mine.pick.k.st), mine.pick.knobs, why)
                       : fail(err, errlen, (int)bad, "--strategy auto: another process could not set up the pick");
     if (rank == 0) {
         char bw[32], lat[32];
         printf("auto: %s %s: predicted %.0f tokens/s (fastest of %d configurations on the calibrated machine: %.3g TFLOP/s",
-               strategy_name(mine.pick.st), mine.pick.knobs, mine.pick.tokens_s, mine.rows, cal->tflops);
+               strategy_name(mine.pick.k.st), mine.pick.knobs, mine.pick.tokens_s, mine.rows, cal->tflops);
         if (cal->hops_link || cal->hops_node)
             printf(", link %s/s %s", fmt_bytes(bw, sizeof bw, cal->hops_link ? cal->link_bw : cal->node_bw),
                    fmt_seconds(lat, sizeof lat, cal->hops_link ? cal->link_lat : cal->node_lat));
@@ -830,8 +818,9 @@ static int calibrate_ranks(train_job *j, int rank, int local_rank, wp_transport 
     if (rc) return rc;
     if (!o->calibrate[0]) return auto_pick(j, rank, t, ctl, &cal, err, errlen);
     char why[1024] = "";
-    double bad = rank == 0 ? (double)calib_write_ini(&cal, &j->L, j->nranks, (int)o->ranks_per_node, o->transport,
-                                                     o->backend, o->calibrate, why, sizeof why) : 0;
+    double bad = rank == 0 ? (double)calib_write_ini(&cal, &j->L, j->nranks, (int)o->ranks_per_node,
+                                                     cli_enum_name(FLAG_transport, o->transport),
+                                                     cli_enum_name(FLAG_backend, o->backend), o->calibrate, why, sizeof why) : 0;
     if (ctl_allreduce(ctl, CTL_MAX, &bad, 1, err, errlen)) return 1;
     if (bad != 0) return rank == 0 ? fail(err, errlen, 1, "%s", why) : fail(err, errlen, 1, "--calibrate %s: rank 0 could not write it", o->calibrate);
     if (rank == 0 && !o->quiet)

@@ -49,6 +49,8 @@ typedef struct {
     size_t side_size[CKPT_SIDE_FILES];
     bool calibrating;           /* --calibrate or --strategy auto: train_rank measures the machine first */
     bool auto_strategy;         /* --strategy auto: the layout and schedule are rebuilt from the pick */
+    wp_strategy strategy;       /* the one that runs: --strategy's, or auto's pick (1f1b until the pick, while
+                                 * o says auto: the flags every rank hashes) */
     double auto_predicted;      /* the pick's predicted tokens/s (set by the pick) */
     double peak_tflops;         /* per rank, for MFU (peak.h; set by rank 0 when its backend opens; 0: unknown) */
 } train_job;

@@ -9,6 +9,7 @@
 #include "adapters.h"
 #include "check.h"
 #include "cli.h"
+#include "cli_impl.h"
 #include "layout.h"
 
 static wp_opts opts;
@@ -204,7 +205,76 @@ static void test_job_flags(void) {
            sizeof other / sizeof other[0]);
 }
 
+/* Enumerated flags are parsed once into their enums: each choice named below gives the constant
+ * written beside it (not the parser's own table), and every choice of every ENUM row (and of
+ * every subcommand's --format) parses and prints back as itself. */
+static void test_enums(void) {
+    static const struct {
+        const char *line;
+        int flag, want;
+    } cases[] = {
+        {"train --precision bf16", FLAG_precision, WP_PREC_BF16},
+        {"train --precision fp32", FLAG_precision, WP_PREC_FP32},
+        {"train --backend cuda", FLAG_backend, WP_BACKEND_CUDA},
+        {"train --attention native", FLAG_attention, WP_ATTN_NATIVE},
+        {"train --attention cudnn", FLAG_attention, WP_ATTN_CUDNN},
+        {"train --lr-decay-style linear", FLAG_lr_decay_style, WP_LR_LINEAR},
+        {"train --lr-decay-style constant", FLAG_lr_decay_style, WP_LR_CONSTANT},
+        {"train --strategy zb-h1", FLAG_strategy, WP_STRAT_ZBH1},
+        {"train --strategy tawpipe", FLAG_strategy, WP_STRAT_TAWPIPE},
+        {"simulate --strategy all", FLAG_strategy, WP_STRAT_ALL},
+        {"train --strategy auto", FLAG_strategy, WP_STRAT_AUTO},
+        {"train --wzb2-owner last", FLAG_wzb2_owner, WP_WZB2_LAST},
+        {"train --i1f1b-order breadth-first", FLAG_i1f1b_order, WP_I1F1B_BREADTH_FIRST},
+        {"train --transport local", FLAG_transport, WP_TRANSPORT_local},
+        {"train --transport nccl", FLAG_transport, WP_TRANSPORT_nccl},
+        {"simulate --format csv", FLAG_format, WP_FMT_CSV},
+        {"sample x --format ids", FLAG_format, WP_FMT_IDS},
+        {"export a b --format gguf", FLAG_format, WP_FMT_GGUF},
+        {"train", FLAG_strategy, WP_STRAT_INTERLEAVE}, /* the defaults too */
+        {"train", FLAG_precision, WP_PREC_MIXED},
+        {"train", FLAG_transport, WP_TRANSPORT_tcp},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        CHECK(parse(cases[i].line) == 0, "'%s': %s", cases[i].line, err);
+        EXPECT(cli_enum_get(&opts, cases[i].flag) == cases[i].want, "'%s': --%s is %d, want %d", cases[i].line,
+               cli_flag_name(cases[i].flag), cli_enum_get(&opts, cases[i].flag), cases[i].want);
+    }
+    CHECK(parse("train --transport ibverbs") == 0, "%s", err);
+    EXPECT(strcmp(tp_table_row((int)opts.transport)->name, "ibverbs") == 0, "--transport ibverbs is not its row");
+    int n = 0;
+    for (int f = 0; f < FLAG_COUNT; f++) {
+        if (flags[f].type != FT_ENUM) continue;
+        EXPECT(flags[f].help[0] == '{', "--%s: an ENUM without choices", flags[f].name);
+        const char *close = strchr(flags[f].help, '}');
+        for (const char *p = flags[f].help + 1; close && p < close; n++) {
+            char name[64];
+            size_t len = strcspn(p, "|}");
+            snprintf(name, sizeof name, "%.*s", (int)len, p);
+            wp_opts o;
+            memset(&o, 0xa5, sizeof o); /* poison: the value must come from the parse */
+            o.cmd = 0;
+            EXPECT(cli_set(&o, flags[f].name, name, "", err, sizeof err) == 0, "--%s %s: %s", flags[f].name, name, err);
+            EXPECT(strcmp(cli_enum_name(f, cli_enum_get(&o, f)), name) == 0, "--%s %s prints back as %s", flags[f].name,
+                   name, cli_enum_name(f, cli_enum_get(&o, f)));
+            p += len + 1;
+        }
+    }
+    for (int c = 0; c < CLI_N_COMMANDS; c++) /* a subcommand's formats are among --format's */
+        for (const char *p = commands[c].formats ? commands[c].formats + 1 : ""; *p && *p != '}';) {
+            size_t len = strcspn(p, "|}");
+            char name[64];
+            int v;
+            snprintf(name, sizeof name, "%.*s", (int)len, p);
+            EXPECT(cli_enum_parse(FLAG_format, name, &v), "%s --format %s is not in choices.h", commands[c].name, name);
+            p += len + (p[len] == '|');
+        }
+    printf("ok: enums: %zu choices parse to their constants; all %d choices of the ENUM flags print back as given\n",
+           sizeof cases / sizeof cases[0], n);
+}
+
 int main(void) {
+    test_enums();
     test_job_flags();
     test_bad_flags();
     test_units();

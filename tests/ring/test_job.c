@@ -52,7 +52,7 @@ int main(int argc, char **argv) {
     else
         CHECK(rc == 1 && strstr(err, "rank") && (strstr(err, "planned failure of rank 1") || strstr(err, "failed first")),
               "a failing rank should fail the job with a message");
-    if (fail && strcmp(o.transport, "local") == 0) CHECK(strstr(err, "rank 1: "), "local: the first failure is rank 1's");
+    if (fail && o.transport == WP_TRANSPORT_local) CHECK(strstr(err, "rank 1: "), "local: the first failure is rank 1's");
     printf("ok\n");
     return 0;
 }

@@ -230,10 +230,10 @@ int main(int argc, char **argv) {
     int N = (int)o.nranks, M = o.num_microbatches ? (int)o.num_microbatches : N;
     wp_model_cfg cfg;
     wp_layout L;
-    wp_strategy st;
+    const wp_strategy st = o.strategy;
     wp_schedule s;
     if (N > MAX_RANKS || model_cfg_from_opts(&o, N, &cfg, err, sizeof err) || layout_build(&cfg, &L, err, sizeof err) ||
-        !strategy_parse(o.strategy, &st) || schedule_generate(st, N, M, cfg.n_chunks, NULL, &s, err, sizeof err))
+        st >= WP_STRAT_COUNT || schedule_generate(st, N, M, cfg.n_chunks, NULL, &s, err, sizeof err))
         return fprintf(stderr, "cannot build the run's schedule: %s\n", err), 2;
     wp_costs pace;
     wp_machine m = {.flops = o.device_tflops * 1e12};
@@ -263,7 +263,7 @@ int main(int argc, char **argv) {
         for (int ch = 0; ch < WP_SCH_COUNT; ch++) nx += got.sends[r][ch] + got.recvs[r][ch];
     printf("trace %s: %s on %d ranks, %ld device spans and %ld transfer spans, as the lists say%s; every receive ends "
            "after its send starts (closest %.1f us, clock residual at most %.1f us)\n",
-           argv[1], o.strategy, N, spans, nx, o.device_tflops > 0 ? "; every compute span at least its paced budget" : "",
+           argv[1], strategy_name(st), N, spans, nx, o.device_tflops > 0 ? "; every compute span at least its paced budget" : "",
            isfinite(margin) ? margin * 1e6 : 0.0, max_res * 1e6);
     sched_free(&s);
     layout_free(&L);
