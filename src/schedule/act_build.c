@@ -27,7 +27,7 @@ typedef struct {
 void act_plan_init(act_plan *p, wp_schedule *s) {
     memset(p, 0, sizeof *p);
     p->s = s;
-    for (int c = 0; c < s->nchunks; c++) s->owner[c] = act_holder(s, c);
+    for (int c = 0; c < s->nchunks; c++) s->owner[c] = c % s->nranks;
 }
 
 void act_add(act_plan *p, int rank, wp_op op, int chunk, int mb) {
@@ -263,7 +263,8 @@ static void computes(builder *b, int r) {
 
 static void weights(builder *b, int r) {
     const int n = b->p->n[r];
-    for (int c = r; c < b->C; c += b->N) {
+    for (int c = 0; c < b->C; c++) {
+        if (act_holder(b->p->s, c) != r) continue;
         emit(b, -1, SUB_LOAD, act_buf(WP_OP_LOAD, buf_w(c, 0, WP_LANE_F), 0));
         emit(b, n, SUB_FREE_W, act_buf(WP_OP_FREE, buf_w(c, 0, WP_LANE_F), n));
         emit(b, n, SUB_UPDATE, act_chunk(WP_OP_UPDATE, c, n));

@@ -1,11 +1,15 @@
 /* The builder shared by the activation-passing strategies (gpipe, interleaved-1f1b, zb-h1,
- * zb-h2). A generator only says in which order each rank runs its computes; the builder derives
- * every activation transfer, load, free, the REDUCE and the UPDATEs.
+ * zb-h2, zb-v). A generator only says in which order each rank runs its computes; the builder
+ * derives every activation transfer, load, free, the REDUCE and the UPDATEs.
  *
- * Placement: chunk c lives on rank c mod N and that rank owns it (fp32 master, AdamW state), so
- * weights never move: LOAD of each held chunk when the step begins, FREE before REDUCE, UPDATE
- * after it. With C = vN a rank holds chunks r, r+N, ..., r+(v-1)N (Megatron's looped stages), and
- * the output of chunk c goes to rank (c+1) mod N: with v > 1 rank N-1 feeds rank 0 (the wrap).
+ * Placement: chunk c lives on rank s->owner[c] and that rank owns it (fp32 master, AdamW state),
+ * so weights never move: LOAD of each held chunk when the step begins, FREE before REDUCE, UPDATE
+ * after it. act_plan_init places chunk c on rank c mod N: with C = vN a rank holds chunks r, r+N,
+ * ..., r+(v-1)N (Megatron's looped stages), and the output of chunk c goes to rank (c+1) mod N:
+ * with v > 1 rank N-1 feeds rank 0 (the wrap). A generator that places chunks otherwise sets
+ * s->owner[] after act_plan_init (zb-v: the V, chunk c and chunk 2N-1-c on one rank); the owner
+ * is already the IR's placement (ir.h), which the validator, the simulator and the runtime read,
+ * so nothing else needs to know.
  *
  * Transfers (channels act and actgrad of ir.h):
  *   - F(c,mb) with c < C-1 writes A[c][mb]: SEND to the holder of c+1 right after the F;
@@ -45,7 +49,7 @@ typedef struct {
     bool oom;
 } act_plan;
 
-/* Sets owner[c] = c mod N (the layout above). */
+/* Sets owner[c] = c mod N (the looped layout above; a generator may overwrite owner[] next). */
 void act_plan_init(act_plan *p, wp_schedule *s);
 /* Rank runs op (F, B, W or BW) on (chunk, mb) after everything added to it before. */
 void act_add(act_plan *p, int rank, wp_op op, int chunk, int mb);
@@ -54,7 +58,7 @@ void act_add(act_plan *p, int rank, wp_op op, int chunk, int mb);
  * buffer on one rank). Frees the plan either way. */
 int act_build(act_plan *p, char *err, size_t errlen);
 
-/* The rank that holds chunk c. */
-static inline int act_holder(const wp_schedule *s, int chunk) { return chunk % s->nranks; }
+/* The rank that holds chunk c: its owner. */
+static inline int act_holder(const wp_schedule *s, int chunk) { return s->owner[chunk]; }
 
 #endif

@@ -6,7 +6,8 @@
  *   - C = N chunks (one per rank) for every strategy but interleaved-1f1b: the stream layouts
  *     below are built for one chunk per ring position; finer chunking (C = kN) would need a second
  *     lap per turn. interleaved-1f1b: C = vN, v >= 1 chunks per rank (v = 1 is plain 1F1B).
- *   - 1f1b, gpipe, zb-h1, zb-h2: any M (activation passing: a rank runs every micro-batch).
+ *     zb-v: C = 2N (the two legs of its V).
+ *   - 1f1b, gpipe, zb-h1, zb-h2, zb-v: any M (activation passing: a rank runs every micro-batch).
  *     interleaved-1f1b: any M breadth-first; depth-first M a multiple of N (Megatron's groups of
  *     N micro-batches per chunk). weipipe-*, wzb*: M a multiple of N (each rank runs M/N whole
  *     micro-batches, as in the authors' code). fsdp: M a multiple of N (M/N per rank), and any
@@ -15,7 +16,7 @@
  *     dividing N, C = N, M a multiple of N.
  * Ownership (owner[c]: fp32 master, AdamW state and the fp32 gradient accumulator):
  *   - 1f1b, gpipe, interleaved-1f1b, zb-h1, zb-h2: rank c mod N owns chunk c (weights never
- *     move; act_build.h).
+ *     move; act_build.h). zb-v: chunk c on rank c for c < N, else on rank 2N-1-c (the V).
  *   - weipipe-naive, weipipe-interleave, wzb1: owner[c] = (N - c) mod N, the rank that holds
  *     chunk c in the forward stream at turn 0, so a step starts without a transfer.
  *   - wzb2: the same spread by default, or every chunk on rank N-1 (the paper's) with

@@ -4,7 +4,7 @@
 # (||a-b||/||b||; only the order of fp32 gradient sums differs: measured 0 for activation
 # passing, <= 5.1e-7 for weight passing, <= 4.8e-7 for fsdp's slices); in mixed precision the
 # loss of every step is within 3e-4 relative (bf16 gradient sums travel in a different order,
-# interleaved-1f1b adds fp16 chunk boundaries; measured at most 1.07e-4). seq1f1b is held to its
+# interleaved-1f1b and zb-v add fp16 chunk boundaries; measured at most 1.07e-4, zb-v 1.07e-4). seq1f1b is held to its
 # own one-rank run (measured 0), and that run to 1f1b within 1e-4 (measured 2.2e-6..9.8e-6 here,
 # 5e-5 in sanitizer builds). S:warmup runs S with two extra warm-up forwards per slow hop, every hop
 # slow (--ranks-per-node 1 --warmup-extra 2); S:auto runs S with --chunk-layers auto (uneven chunks).
@@ -19,10 +19,10 @@ for N in 1 2 3 4; do
       train "${common[@]}" --nranks 1 --strategy 1f1b --num-microbatches $M --precision fp32 --save "$ref" || fail "reference M=$M"
       train "${common[@]}" --nranks 1 --strategy 1f1b --num-microbatches $M --metrics "$TMP/ref-mixed-$M.jsonl" || fail "mixed reference M=$M"
     fi
-    for S in 1f1b weipipe-naive weipipe-interleave wzb1 wzb2 gpipe zb-h1 zb-h2 interleaved-1f1b \
+    for S in 1f1b weipipe-naive weipipe-interleave wzb1 wzb2 gpipe zb-h1 zb-h2 zb-v interleaved-1f1b \
              interleaved-1f1b:breadth-first seq1f1b wzb2:last fsdp 1f1b:warmup zb-h1:warmup zb-h2:warmup \
              seq1f1b:warmup 1f1b:auto weipipe-interleave:auto wzb2:auto; do
-      # interleaved-1f1b: v = 2 chunks per rank (2N) of an 8-layer model, against an 8-layer reference
+      # interleaved-1f1b, zb-v: 2 chunks per rank (2N) of an 8-layer model, against an 8-layer reference
       shape=() r=$ref rm=$TMP/ref-mixed-$M order=${S#*:}
       [ "$order" = breadth-first ] && [ "$M" = "$N" ] && continue # the same lists as depth-first
       [ "$S" = wzb2:last ] && shape=(--wzb2-owner last) # the paper's: the last rank owns every chunk
@@ -52,9 +52,10 @@ for N in 1 2 3 4; do
           echo "seq1f1b vs 1f1b, one rank, M=$M fp32: $line"
         fi
       fi
-      case $S in interleaved-1f1b*)
+      case $S in interleaved-1f1b* | zb-v)
         [ "$order" = "$S" ] && order=depth-first
-        shape=(--num-layers 8 --num-chunks $((2 * N)) --i1f1b-order $order)
+        shape=(--num-layers 8 --num-chunks $((2 * N)))
+        [ "$S" = zb-v ] || shape+=(--i1f1b-order $order)
         r=$TMP/ref8-$M rm=$TMP/ref8-mixed-$M
         if [ ! -d "$r" ]; then
           train "${common[@]}" --nranks 1 --strategy 1f1b --num-layers 8 --num-microbatches $M --precision fp32 --save "$r" || fail "8-layer reference M=$M"

@@ -4,7 +4,8 @@
 # within 10% of the prediction, and the process's resident high-water within 10% of the ranks'
 # predictions summed plus a fixed 256 MiB (the program, OpenBLAS, the C library's arenas).
 # A subset of the strategies x precisions (the whole product does not fit the test's time):
-# weipipe-interleave mixed, 1f1b fp32, wzb1 mixed --recompute, fsdp fp32 --recompute, zb-h1 mixed, gpipe fp32, weipipe-hier fp32.
+# weipipe-interleave mixed, 1f1b fp32, wzb1 mixed --recompute, fsdp fp32 --recompute, zb-h1 mixed, gpipe fp32, weipipe-hier fp32,
+# zb-v mixed (8 layers: its 2N = 8 chunks; rank 0 holds the embedding and the head).
 # The start-up check refuses with exit 2 naming the prediction and the limit: a micro-batch
 # of 100000 sequences (more than this machine), and a 2-rank job under a faked 40 MB limit
 # (WEIPIPE_TEST_MEMORY_LIMIT: this machine's cgroup fs has no v2 memory controller to make one).
@@ -15,7 +16,8 @@ source "$(dirname "$0")/runtime_lib.sh"
 VAL=$(dirname "$DATA")/tiny_val.bin
 model=(--num-layers 4 --hidden-size 128 --ffn-hidden-size 352 --num-attention-heads 4 --num-query-groups 2
        --vocab-size 16000 --seq-length 64 --micro-batch-size 2 --num-microbatches 4)
-for run in weipipe-interleave:mixed: 1f1b:fp32: wzb1:mixed:--recompute fsdp:fp32:--recompute zb-h1:mixed: gpipe:fp32: weipipe-hier:fp32:; do
+for run in weipipe-interleave:mixed: 1f1b:fp32: wzb1:mixed:--recompute fsdp:fp32:--recompute zb-h1:mixed: gpipe:fp32: weipipe-hier:fp32: \
+           zb-v:mixed:--num-layers=8; do
   IFS=: read -r S P R <<< "$run"
   rm -f "$TMP/m.jsonl"
   train "${model[@]}" --nranks 4 --transport local --strategy $S --precision $P --steps 2 --eval-every 1 \

@@ -12,6 +12,13 @@
  *     inside a rank's block of work (the parallelogram); what is left is the fill, (N-1)F, since
  *     a step of this IR ends with the global REDUCE: step M(F+B+W) + (N-1)F; peak min(2N-1, M)
  *     activation states on every rank.
+ *   - ZB-V (Qi et al., "Zero Bubble (Almost) Pipeline Parallelism", ICLR 2024, section 6; the
+ *     authors' table: bubble rate 0 with T_F = T_B = T_W, 1F1B's activation memory): 2N chunks in
+ *     a V, each half a stage. With F = B = W per chunk no rank idles inside its block of 6M
+ *     computes, and as for ZB-H2 the step barrier leaves the fill, (N-1)F of one chunk (half a
+ *     stage's): step 2M(F+B+W) + (N-1)F = 6M + N-1 units, bubble (N-1)/(6M+N-1), for M >= N
+ *     (with M >= 2N the N-1-r idle units of rank r all come before its first compute);
+ *     peak 2 min(N, M) chunk states on every rank, min(N, M) stages' worth: 1F1B's peak.
  * Tolerances: the unit model adds and subtracts small multiples of the given times, so every
  * time is exact up to double rounding (1e-12 relative). */
 #include <math.h>
@@ -215,12 +222,39 @@ static void zbh2(void) {
         }
 }
 
+static void zbv(void) {
+    for (int N = 1; N <= 8; N++)
+        for (int mi = 0; mi < 4; mi++) {
+            int M = (int[]){N, N + 1, 2 * N, 3 * N + 1}[mi];
+            shape x = {WP_STRAT_ZBV, N, M, 2, false, 1, 1, 1};
+            check_step(&x, 6.0 * M + (N - 1), "2M(F+B+W) + (N-1)F");
+            wp_sim sim;
+            /* with M < 2N the step is the same, but part of the fill sits inside rank r's block */
+            if (M < 2 * N || run(&x, true, &sim)) continue;
+            for (int r = 0; r < N; r++) {
+                double idle = inner_idle(&sim, r);
+                EXPECT(fabs(idle) < 1e-9, "zb-v N=%d M=%d rank %d idles %g inside its block of work", N, M, r, idle);
+            }
+            sim_free(&sim);
+        }
+    for (int N = 1; N <= 8; N++)
+        for (int M = 1; M <= 2 * N + 1; M += N > 1 ? N - 1 : 1) {
+            int want = 2 * (N < M ? N : M);
+            for (int r = 0; r < N; r++) {
+                int p = peak_acts(WP_STRAT_ZBV, N, M, 2 * N, false, r);
+                EXPECT(p == want, "zb-v N=%d M=%d rank %d peak %d chunk states, want 2 min(N, M) = %d", N, M, r, p, want);
+            }
+            checks++;
+        }
+}
+
 int main(void) {
     gpipe();
     interleaved();
     interleaved_traffic();
     zbh1();
     zbh2();
+    zbv();
     printf("%d closed-form checks, %d failures\n", checks, check_failures());
     return check_failures() ? 1 : 0;
 }

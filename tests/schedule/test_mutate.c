@@ -31,7 +31,7 @@ static int validate(const wp_schedule *s, char *err, size_t len) {
 /* No ACC where no gradient travels (activation passing: weights and gradients stay home). */
 static bool no_travelling_gradient(wp_strategy st) {
     return st == WP_STRAT_1F1B || st == WP_STRAT_GPIPE || st == WP_STRAT_I1F1B || st == WP_STRAT_ZBH1 ||
-           st == WP_STRAT_ZBH2 || st == WP_STRAT_SEQ1F1B;
+           st == WP_STRAT_ZBH2 || st == WP_STRAT_ZBV || st == WP_STRAT_SEQ1F1B;
 }
 
 static void mutations(wp_strategy st, int N) {

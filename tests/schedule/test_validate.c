@@ -19,6 +19,7 @@ static bool check_baseline(const wp_schedule *s, const wp_run *rep, bool breadth
     case WP_STRAT_GPIPE: want = M; break;
     case WP_STRAT_ZBH1: want = N < M ? N : M; break;
     case WP_STRAT_ZBH2: want = 2 * N - 1 < M ? 2 * N - 1 : M; break;
+    case WP_STRAT_ZBV: want = 2 * (N < M ? N : M); break; /* chunk states, each half a stage */
     case WP_STRAT_I1F1B: break;
     case WP_STRAT_SEQ1F1B: break;
     default: return false;
@@ -41,7 +42,9 @@ static bool check_baseline(const wp_schedule *s, const wp_run *rep, bool breadth
          * the wrap (rank N-1 -> 0, and back) delivers before its chunk's turn comes (a whole chunk's
          * outputs breadth-first), never more than its micro-batches in flight */
         int a = q->peak_n[WP_BUF_A], ga = q->peak_n[WP_BUF_GA];
-        if (s->strategy != WP_STRAT_I1F1B)
+        if (s->strategy == WP_STRAT_ZBV) /* the same per leg: two streams in, two out */
+            EXPECT(a <= 6 && ga <= 6, "zb-v N=%d M=%d rank %d A %d GA %d", N, M, r, a, ga);
+        else if (s->strategy != WP_STRAT_I1F1B)
             EXPECT(a <= 3 && ga <= 3, "%s N=%d rank %d A %d GA %d", strategy_name(s->strategy), N, r, a, ga);
         else
             EXPECT((breadth || a <= 3) && a <= q->peak_acts + 3 && ga <= q->peak_acts + 3,
@@ -107,7 +110,8 @@ static void one(wp_strategy st, int N, int M, bool owner_last) {
 }
 
 static bool any_m(wp_strategy st) {
-    return st == WP_STRAT_1F1B || st == WP_STRAT_GPIPE || st == WP_STRAT_ZBH1 || st == WP_STRAT_ZBH2;
+    return st == WP_STRAT_1F1B || st == WP_STRAT_GPIPE || st == WP_STRAT_ZBH1 || st == WP_STRAT_ZBH2 ||
+           st == WP_STRAT_ZBV;
 }
 
 static void bad_shapes(void) {
@@ -126,6 +130,8 @@ static void bad_shapes(void) {
         {WP_STRAT_ZBH2, 4, 4, 2, "one chunk per rank (4), not 2"},
         {WP_STRAT_I1F1B, 4, 8, 6, "multiple of --nranks 4 (v chunks per rank, e.g. 8), not 6"},
         {WP_STRAT_I1F1B, 4, 8, 2, "multiple of --nranks 4 (v chunks per rank, e.g. 8), not 2"},
+        {WP_STRAT_ZBV, 4, 8, 12, "zb-v needs two chunks per rank (8), not 12"},
+        {WP_STRAT_ZBV, 4, 8, 6, "multiple of --nranks 4"},
         {WP_STRAT_I1F1B, 3, 7, 6, "depth-first needs a multiple of --nranks 3 (e.g. 6 or 9), not 7"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
