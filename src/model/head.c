@@ -10,7 +10,7 @@
 
 static int head_rows(const wp_dims *d) { return d->T < WP_HEAD_ROWS ? d->T : WP_HEAD_ROWS; }
 
-int head_forward(wp_model *m, const wp_chunk_map *cm, const void *w, wp_acts *a, double *loss_sum) {
+wp_result head_forward(wp_model *m, const wp_chunk_map *cm, const void *w, wp_acts *a, double *loss_sum) {
     wp_kern *k = m->k;
     const wp_dims *d = &a->d;
     kern_rmsnorm_fwd(k, a->n_final, a->rstd_final, a->x_final, w_at(d, w, cm->norm), d->T, d->h, d->eps); /* [T,h] */
