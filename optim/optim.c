@@ -128,7 +128,7 @@ static owned_chunk *state_slot(const wp_optim *o, int chunk, const char *who) {
     return NULL;
 }
 
-static wp_result status(const wp_optim *o) { return kern_error(o->k) ? 1 : 0; }
+static wp_result status(const wp_optim *o) { return kern_status(o->k); }
 
 wp_result optim_init_from_seed(wp_optim *o, uint64_t seed) {
     for (int i = 0; i < o->n_owned; i++) {

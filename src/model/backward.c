@@ -101,7 +101,7 @@ wp_result model_backward_weight(wp_model *m, int chunk, wp_acts *a, void *gw, wp
         block_backward_weight(k, d, &cm->blocks[i], &a->blocks[i], &a->kept[i], a->gx[i + 1], gw, gt);
     if (cm->first) kern_embedding_bwd(k, g_at(gw, gt, cm->embed), gt, a->tokens, a->gx[0], d->T, d->h);
     acts_release_kept(m, a);
-    return kern_error(k) ? 1 : 0;
+    return kern_status(k);
 }
 
 wp_result model_backward(wp_model *m, int chunk, const void *w, wp_acts *a, const void *g_out, float dloss, void *g_in,

@@ -174,7 +174,7 @@ wp_result decoder_set_params(wp_decoder *D, const float *params) {
         kern_sync(D->k);
         kern_free(D->k, staging);
     }
-    return kern_error(D->k) ? 1 : 0;
+    return kern_status(D->k);
 }
 
 wp_result decoder_set_param(wp_decoder *D, const wp_param *p, size_t first, size_t n, const float *src) {
@@ -185,7 +185,7 @@ wp_result decoder_set_param(wp_decoder *D, const wp_param *p, size_t first, size
     char *dst = (char *)D->w[p->chunk] + (p->offset + first) * D->cs; /* offsets count from the chunk's start */
     if (D->ct == WP_F32) {
         kern_to_device(D->k, dst, src, n * sizeof(float));
-        return kern_error(D->k) ? 1 : 0;
+        return kern_status(D->k);
     }
     float *staging = kern_alloc(D->k, n * sizeof(float)); /* one piece, not the model */
     if (!staging) return 1;
@@ -193,7 +193,7 @@ wp_result decoder_set_param(wp_decoder *D, const wp_param *p, size_t first, size
     kern_convert(D->k, dst, D->ct, staging, WP_F32, n);
     kern_sync(D->k);
     kern_free(D->k, staging);
-    return kern_error(D->k) ? 1 : 0;
+    return kern_status(D->k);
 }
 
 void decoder_reset(wp_decoder *D) { D->pos = 0; }

@@ -63,5 +63,5 @@ wp_result model_forward(wp_model *m, int chunk, const void *w, wp_acts *a, const
         block_forward(k, d, w, &cm->blocks[i], &A, seg_kv_of(m, a, i, &sbuf), out); /* out [T,h] */
     }
     if (cm->last) return head_forward(m, cm, w, a, loss_sum);
-    return kern_error(k) ? 1 : 0;
+    return kern_status(k);
 }

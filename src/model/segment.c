@@ -166,7 +166,7 @@ wp_result seg_forward_begin(wp_model *m, wp_acts *a, const char *fn) {
         }
     a->later_awaits_b = false;
     if (a->prev) a->prev->later_awaits_b = true;
-    return kern_error(m->k) ? 1 : 0;
+    return kern_status(m->k);
 }
 
 wp_result seg_backward_check(wp_model *m, const wp_acts *a, const char *fn) {

@@ -106,13 +106,13 @@ wp_result whole_set_params(wp_whole *W, const float *params) {
         kern_sync(W->k);
         kern_free(W->k, staging);
     }
-    return kern_error(W->k) ? 1 : 0;
+    return kern_status(W->k);
 }
 
 wp_result whole_set_tokens(wp_whole *W, const int32_t *inputs, const int32_t *targets) {
     kern_to_device(W->k, W->inputs, inputs, W->T * sizeof(int32_t));
     kern_to_device(W->k, W->targets, targets, W->T * sizeof(int32_t));
-    return kern_error(W->k) ? 1 : 0;
+    return kern_status(W->k);
 }
 
 static wp_result forward_all(wp_whole *W, double *loss_mean) {
@@ -130,7 +130,7 @@ wp_result whole_forward(wp_whole *W, double *loss_mean) { return forward_all(W, 
 
 wp_result whole_zero_grads(wp_whole *W) {
     for (int c = 0; c < W->n_chunks; c++) kern_zero(W->k, W->gw[c], W->L->chunk_numel[c] * wp_dtype_size(W->gt));
-    return kern_error(W->k) ? 1 : 0;
+    return kern_status(W->k);
 }
 
 wp_result whole_backward(wp_whole *W, bool split) {
@@ -166,7 +166,7 @@ wp_result whole_get_grads(wp_whole *W, float *grads) {
         if (kern_error(W->k)) return 1;
         for (size_t i = 0; i < n; i++) dst[i] = wp_bf16_to_f32(half[i]);
     }
-    return kern_error(W->k) ? 1 : 0;
+    return kern_status(W->k);
 }
 
 const void *whole_input_grad(const wp_whole *W, int c) { return c > 0 && c < W->n_chunks ? W->g[c - 1] : NULL; }
