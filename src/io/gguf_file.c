@@ -232,9 +232,9 @@ static wp_result parse(gguf_file *f, char *err, size_t errlen) {
     if (rc) return rc;
     uint64_t align = GGUF_DEFAULT_ALIGNMENT;
     bool present;
-    rc = gguf_get_uint(f, "general.alignment", false, &align, &present, err, errlen);
-    if (rc == 0 && (align == 0 || (align & (align - 1)) || align > (1u << 30)))
-        WP_TRY(wp_fail(WP_BAD_INPUT, err, errlen, "%s: general.alignment %llu is not a power of two up to 2^30", f->path, (unsigned long long)align));
+    WP_TRY(gguf_get_uint(f, "general.alignment", false, &align, &present, err, errlen));
+    if (align == 0 || (align & (align - 1)) || align > (1u << 30))
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s: general.alignment %llu is not a power of two up to 2^30", f->path, (unsigned long long)align);
     f->alignment = align;
     size_t pad = (size_t)((align - c.pos % align) % align);
     if (f->n_tensors && pad > left(&c))

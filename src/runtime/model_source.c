@@ -85,11 +85,10 @@ wp_result model_src_open(const char *path, const wp_opts *o, int mb, bool requir
     memset(s, 0, sizeof *s);
     s->step = -1;
     wp_model_cfg cfg;
-    int rc;
     if (gguf_is_file(path))
-        rc = open_gguf(path, o, s, &cfg, err, errlen); /* it states its context length: no --seq-length needed */
+        WP_TRY(open_gguf(path, o, s, &cfg, err, errlen)); /* it states its context length: no --seq-length needed */
     else if (is_hf_dir(path))
-        rc = open_hf(path, o, require_seq, s, &cfg, err, errlen);
+        WP_TRY(open_hf(path, o, require_seq, s, &cfg, err, errlen));
     else
         WP_TRY(open_checkpoint(path, o, s, &cfg, err, errlen));
     if (s->positions < 1 || s->positions > INT32_MAX)
@@ -97,7 +96,7 @@ wp_result model_src_open(const char *path, const wp_opts *o, int mb, bool requir
     cfg.seq = (int)s->positions;
     cfg.micro_batch = mb;
     model_cfg_even_chunks(&cfg, 1);
-    rc = layout_build(&cfg, &s->L, err, errlen);
+    wp_result rc = layout_build(&cfg, &s->L, err, errlen);
     s->have_layout = rc == 0;
     return rc;
 }
