@@ -361,9 +361,8 @@ static wp_result publish(const char *tmp, const char *out, char *err, size_t err
 static wp_result write_all(const wp_ckpt *c, const wp_model_cfg *cfg, const hf_export_opts *x, const char *dir, char *err,
                      size_t errlen) {
     wp_layout L;
-    char lerr[256];
-    wp_result rc = layout_build(cfg, &L, lerr, sizeof lerr);
-    if (rc) return wp_fail(rc, err, errlen, "%s: %s", ckpt_dir(c), lerr);
+    WP_TRY_CTX(layout_build(cfg, &L, err, errlen), err, errlen, "%s", ckpt_dir(c));
+    wp_result rc = WP_OK;
     int *shard_of = calloc((size_t)L.n_params, sizeof *shard_of);
     if (!shard_of) rc = wp_fail(WP_FAILED, err, errlen, "export: out of memory");
     int n = rc ? 0 : plan_shards(&L, x->dtype, x->max_shard_bytes, shard_of);

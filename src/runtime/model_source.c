@@ -114,11 +114,10 @@ void model_src_close(wp_model_src *s) {
  * masters only (no moments, no gradients) on a CPU context, each parameter then handed whole. */
 static wp_result read_gguf(wp_model_src *s, hf_param_sink sink, void *ctx, char *err, size_t errlen) {
     wp_kern_opts ko = {.kind = WP_BACKEND_CPU, .compute = WP_F32, .threads = 1};
-    char kerr[512];
-    wp_kern *k = kern_create(&ko, kerr, sizeof kerr);
-    if (!k) return wp_fail(WP_FAILED, err, errlen, "%s: %s", s->dir, kerr);
+    wp_kern *k = kern_create(&ko, err, errlen);
+    if (!k) return wp_context(WP_FAILED, err, errlen, "%s", s->dir);
     wp_optim *opt = optim_create_weights(layout_optim_model(&s->L), k, (int[]){0}, 1, err, errlen);
-    int rc = opt ? gguf_load_masters(s->dir, opt, err, errlen) : 1;
+    wp_result rc = opt ? gguf_load_masters(s->dir, opt, err, errlen) : WP_FAILED;
     float *m = rc == 0 ? optim_buffer(opt, 0, WP_OPT_MASTER) : NULL;
     if (rc == 0 && !m) rc = wp_fail(WP_FAILED, err, errlen, "%s: %s", s->dir, optim_error(opt));
     for (int i = 0; rc == 0 && i < s->L.n_params; i++)
