@@ -11,7 +11,7 @@
 typedef struct wp_kern_ops {
     const char *name;
     /* lifetime: init fills k->impl; fini releases it */
-    int (*init)(wp_kern *k, const wp_kern_opts *opts, char *err, size_t errlen);
+    wp_result (*init)(wp_kern *k, const wp_kern_opts *opts, char *err, size_t errlen);
     void (*fini)(wp_kern *k);
     void *(*alloc)(wp_kern *k, size_t bytes);
     void (*free)(wp_kern *k, void *p);

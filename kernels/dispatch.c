@@ -77,22 +77,19 @@ const char *wp_kern_ops_missing(const wp_kern_ops *ops) {
     return i < 0 ? NULL : i == SLOT_COUNT ? "name" : slot_names[i];
 }
 
-int wp_kern_ops_check(const wp_kern_ops *ops, char *err, size_t errlen) {
+wp_result wp_kern_ops_check(const wp_kern_ops *ops, char *err, size_t errlen) {
     int i = missing_slot(ops);
-    if (i < 0) return 0;
-    if (i == SLOT_COUNT)
-        snprintf(err, errlen, "kern_create: a backend's dispatch table (wp_kern_ops) has no name");
-    else if (slot_required(slot_groups[i]))
-        snprintf(err, errlen,
-                 "kern_create: the %s backend's dispatch table has no entry for %s (every op of kernels.h needs one; "
-                 "kernels/ops_slots.h)",
-                 ops->name, slot_names[i]);
-    else
-        snprintf(err, errlen,
-                 "kern_create: the %s backend's dispatch table has no entry for %s but fills others of its group "
-                 "(streams.h events, pinned memory: all or none; kernels/ops_slots.h)",
-                 ops->name, slot_names[i]);
-    return -1;
+    if (i < 0) return WP_OK;
+    if (i == SLOT_COUNT) return wp_fail(WP_FAILED, err, errlen, "kern_create: a backend's dispatch table (wp_kern_ops) has no name");
+    if (slot_required(slot_groups[i]))
+        return wp_fail(WP_FAILED, err, errlen,
+                       "kern_create: the %s backend's dispatch table has no entry for %s (every op of kernels.h needs one; "
+                       "kernels/ops_slots.h)",
+                       ops->name, slot_names[i]);
+    return wp_fail(WP_FAILED, err, errlen,
+                   "kern_create: the %s backend's dispatch table has no entry for %s but fills others of its group "
+                   "(streams.h events, pinned memory: all or none; kernels/ops_slots.h)",
+                   ops->name, slot_names[i]);
 }
 
 /* ---- context ---- */
@@ -184,6 +181,8 @@ const char *kern_error(const wp_kern *k) {
     if (!k) return "kern: NULL context";
     return k->error[0] ? k->error : NULL;
 }
+
+wp_result kern_status(const wp_kern *k) { return kern_error(k) ? WP_FAILED : WP_OK; }
 
 void kern_set_error(wp_kern *k, const char *fmt, ...) {
     if (!k || k->error[0]) return; /* the first error is the one worth reporting */

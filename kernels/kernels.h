@@ -28,6 +28,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "result.h"
+
 typedef enum { WP_F32 = 0, WP_F16 = 1, WP_BF16 = 2 } wp_dtype;
 
 size_t wp_dtype_size(wp_dtype t);
@@ -75,6 +77,9 @@ const char *kern_device_name(const wp_kern *k);
 wp_backend_kind kern_kind(const wp_kern *k);
 wp_dtype kern_compute_dtype(const wp_kern *k);
 const char *kern_error(const wp_kern *k);   /* NULL when no call has failed */
+/* The sticky error as a status: WP_FAILED once a call has failed (the reason in kern_error), else
+ * WP_OK; what a caller returns after a run of queued calls (`return kern_status(k);`). */
+wp_result kern_status(const wp_kern *k);
 void kern_set_error(wp_kern *k, const char *fmt, ...);
 
 /* ---- memory ---- */

@@ -19,6 +19,7 @@
 #include <stddef.h>
 
 #include "ops_table.h"
+#include "result.h"
 
 /* A user defines WP_SLOT(name, group), expands WP_KERN_OPS_SLOTS, then undefines WP_SLOT: the
  * compute ops' slots come from the op table (ops_table.h), so the list names WP_SLOT rather than
@@ -62,9 +63,9 @@ struct wp_kern_ops;
  * group that is filled only in part), "name" when the name string is NULL; NULL when the
  * table is complete. */
 const char *wp_kern_ops_missing(const struct wp_kern_ops *ops);
-/* 0 when complete; -1 with "kern_create: the <name> backend's dispatch table has no <slot>
+/* WP_OK when complete; WP_FAILED with "kern_create: the <name> backend's dispatch table has no <slot>
  * ..." in err. kern_create refuses a backend that fails this. */
-int wp_kern_ops_check(const struct wp_kern_ops *ops, char *err, size_t errlen);
+wp_result wp_kern_ops_check(const struct wp_kern_ops *ops, char *err, size_t errlen);
 
 /* The slots in the struct's order: count, name and group of slot i (NULL / -1 past the end). */
 size_t wp_kern_ops_slot_count(void);

@@ -128,9 +128,9 @@ static owned_chunk *state_slot(const wp_optim *o, int chunk, const char *who) {
     return NULL;
 }
 
-static int status(const wp_optim *o) { return kern_error(o->k) ? 1 : 0; }
+static wp_result status(const wp_optim *o) { return kern_status(o->k); }
 
-int optim_init_from_seed(wp_optim *o, uint64_t seed) {
+wp_result optim_init_from_seed(wp_optim *o, uint64_t seed) {
     for (int i = 0; i < o->n_owned; i++) {
         owned_chunk *oc = &o->owned[i];
         float *host = malloc(o->m.chunk_numel(o->m.ctx, oc->chunk) * sizeof *host); /* the init is per whole chunk */
@@ -145,7 +145,7 @@ int optim_init_from_seed(wp_optim *o, uint64_t seed) {
     return optim_reset(o);
 }
 
-int optim_reset(wp_optim *o) {
+wp_result optim_reset(wp_optim *o) {
     for (int i = 0; i < o->n_owned; i++) {
         owned_chunk *oc = &o->owned[i];
         for (int b = WP_OPT_EXP_AVG; b <= WP_OPT_GRAD && !o->weights_only; b++) kern_zero(o->k, oc->buf[b], oc->numel * sizeof(float));
@@ -154,13 +154,13 @@ int optim_reset(wp_optim *o) {
     return status(o);
 }
 
-int optim_get(wp_optim *o, int chunk, wp_optim_buf which, float *host) {
+wp_result optim_get(wp_optim *o, int chunk, wp_optim_buf which, float *host) {
     owned_chunk *oc = which == WP_OPT_MASTER ? slot(o, chunk, "optim_get") : state_slot(o, chunk, "optim_get");
     if (oc) kern_to_host(o->k, host, oc->buf[which], oc->numel * sizeof(float));
     return status(o);
 }
 
-int optim_set(wp_optim *o, int chunk, wp_optim_buf which, const float *host) {
+wp_result optim_set(wp_optim *o, int chunk, wp_optim_buf which, const float *host) {
     owned_chunk *oc = which == WP_OPT_MASTER ? slot(o, chunk, "optim_set") : state_slot(o, chunk, "optim_set");
     if (oc) kern_to_device(o->k, oc->buf[which], host, oc->numel * sizeof(float));
     return status(o);
@@ -176,7 +176,7 @@ float *optim_buffer(wp_optim *o, int chunk, wp_optim_buf which) {
     return oc && which >= WP_OPT_MASTER && which <= WP_OPT_GRAD ? oc->buf[which] : NULL;
 }
 
-int optim_accumulate(wp_optim *o, int chunk, const void *grad, wp_dtype gt) {
+wp_result optim_accumulate(wp_optim *o, int chunk, const void *grad, wp_dtype gt) {
     owned_chunk *oc = state_slot(o, chunk, "optim_accumulate");
     if (oc) kern_accumulate(o->k, oc->buf[WP_OPT_GRAD], WP_F32, grad, gt, oc->numel);
     return status(o);
@@ -212,7 +212,7 @@ static bool tensor(const wp_optim *o, int chunk, int i, size_t *offset, float *w
     return true;
 }
 
-int optim_step_chunk(wp_optim *o, int chunk, float lr, float grad_scale, void *w_out, wp_dtype wtype) {
+wp_result optim_step_chunk(wp_optim *o, int chunk, float lr, float grad_scale, void *w_out, wp_dtype wtype) {
     owned_chunk *oc = state_slot(o, chunk, "optim_step_chunk");
     if (!oc) return 1;
     fold_tied(o, oc); /* a no-op when optim_chunk_sumsq folded already */
@@ -249,20 +249,20 @@ int optim_step_chunk(wp_optim *o, int chunk, float lr, float grad_scale, void *w
     return status(o);
 }
 
-int optim_apply(wp_optim *o, const wp_step_decision *d, float lr, void *const *w_out, wp_dtype wtype) {
+wp_result optim_apply(wp_optim *o, const wp_step_decision *d, float lr, void *const *w_out, wp_dtype wtype) {
     if (d->skip) return 0;
     for (int i = 0; i < o->n_owned; i++)
         if (optim_step_chunk(o, o->owned[i].chunk, lr, d->grad_scale, w_out[i], wtype)) return 1;
     return 0;
 }
 
-int optim_working_copy(wp_optim *o, int chunk, void *w_out, wp_dtype wtype) {
+wp_result optim_working_copy(wp_optim *o, int chunk, void *w_out, wp_dtype wtype) {
     owned_chunk *oc = slot(o, chunk, "optim_working_copy");
     if (oc) kern_convert(o->k, w_out, wtype, oc->buf[WP_OPT_MASTER], WP_F32, oc->numel);
     return status(o);
 }
 
-int optim_zero_grad(wp_optim *o) {
+wp_result optim_zero_grad(wp_optim *o) {
     if (o->weights_only && o->n_owned > 0) return state_slot(o, o->owned[0].chunk, "optim_zero_grad") ? 0 : 1;
     for (int i = 0; i < o->n_owned; i++) kern_zero(o->k, o->owned[i].buf[WP_OPT_GRAD], o->owned[i].numel * sizeof(float));
     return status(o);

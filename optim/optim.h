@@ -21,6 +21,7 @@
 
 #include "decision.h"
 #include "kernels.h"
+#include "result.h"
 
 typedef struct {
     double beta1, beta2, eps;
@@ -81,16 +82,16 @@ bool optim_range(const wp_optim *o, int chunk, size_t *off, size_t *len);
 
 /* Masters from the model's deterministic init (chunking-independent); moments, gradient and
  * step count zeroed. */
-int optim_init_from_seed(wp_optim *o, uint64_t seed);
+wp_result optim_init_from_seed(wp_optim *o, uint64_t seed);
 
 /* Moments, gradient and step count back to zero (masters kept), e.g. after loading weights
  * from elsewhere. */
-int optim_reset(wp_optim *o);
+wp_result optim_reset(wp_optim *o);
 
 /* Copy one buffer of a chunk (its owned range: chunk_numel floats when whole) to or from host
  * memory. */
-int optim_get(wp_optim *o, int chunk, wp_optim_buf which, float *host);
-int optim_set(wp_optim *o, int chunk, wp_optim_buf which, const float *host);
+wp_result optim_get(wp_optim *o, int chunk, wp_optim_buf which, float *host);
+wp_result optim_set(wp_optim *o, int chunk, wp_optim_buf which, const float *host);
 
 /* The chunk's fp32 gradient accumulator (backend memory), and a drain of a travelling gradient
  * (gt: WP_BF16 or WP_F32) into it in fp32. */
@@ -98,7 +99,7 @@ float *optim_grad(wp_optim *o, int chunk);
 /* Any of the chunk's buffers (backend memory, its owned range), or NULL after recording an error
  * when the chunk is not owned. */
 float *optim_buffer(wp_optim *o, int chunk, wp_optim_buf which);
-int optim_accumulate(wp_optim *o, int chunk, const void *grad, wp_dtype gt);
+wp_result optim_accumulate(wp_optim *o, int chunk, const void *grad, wp_dtype gt);
 
 /* Squared norm of the chunk's accumulated gradient, in fp64; inf/NaN anywhere make it
  * non-finite. Read it before deciding the step (decision.h). Tied tensors' gradients are
@@ -109,18 +110,18 @@ double optim_chunk_sumsq(wp_optim *o, int chunk);
  * clip factor), bias-corrected moments, decoupled weight decay except on norms. Increments the
  * chunk's step count and writes the new working copy (the owned range, in wtype) to w_out.
  * Never called for a skipped step, so a skip changes nothing. */
-int optim_step_chunk(wp_optim *o, int chunk, float lr, float grad_scale, void *w_out, wp_dtype wtype);
+wp_result optim_step_chunk(wp_optim *o, int chunk, float lr, float grad_scale, void *w_out, wp_dtype wtype);
 
 /* The decided step on every owned chunk: nothing at all when d->skip (masters, moments and
  * step counts stay bit-identical), else optim_step_chunk(c, lr, d->grad_scale) with the new
  * working copy of the i-th owned chunk written to w_out[i]. */
-int optim_apply(wp_optim *o, const wp_step_decision *d, float lr, void *const *w_out, wp_dtype wtype);
+wp_result optim_apply(wp_optim *o, const wp_step_decision *d, float lr, void *const *w_out, wp_dtype wtype);
 
 /* The working copy of the current masters, without a step (the first weights to travel). */
-int optim_working_copy(wp_optim *o, int chunk, void *w_out, wp_dtype wtype);
+wp_result optim_working_copy(wp_optim *o, int chunk, void *w_out, wp_dtype wtype);
 
 /* Zero every owned chunk's gradient accumulator. */
-int optim_zero_grad(wp_optim *o);
+wp_result optim_zero_grad(wp_optim *o);
 
 /* AdamW step count t of the owned chunks (they step together; -1 if they disagree). */
 int64_t optim_steps(const wp_optim *o);

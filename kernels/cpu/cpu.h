@@ -225,7 +225,7 @@ void cpu_attn_probs_tile(float *S, float *dP, int nq, int nk, int last0, float s
 void cpu_attn_transpose_tile(float *tr, const float *x, int nq, int nk);
 
 /* ---- the kernels of wp_cpu_ops, one file per family ---- */
-int cpu_init(wp_kern *k, const wp_kern_opts *opts, char *err, size_t errlen);
+wp_result cpu_init(wp_kern *k, const wp_kern_opts *opts, char *err, size_t errlen);
 void cpu_fini(wp_kern *k);
 void *cpu_alloc(wp_kern *k, size_t bytes);
 void cpu_free(wp_kern *k, void *p);

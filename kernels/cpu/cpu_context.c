@@ -20,8 +20,7 @@ enum { CPU_ALIGN = 64 };
 static int set_blas_threads(int threads) {
 #if WP_HAVE_BLAS && defined(OPENBLAS_VERSION)
     static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-    int rc = pthread_mutex_lock(&lock);
-    if (rc != 0) return rc;
+    WP_TRY(pthread_mutex_lock(&lock));
     if (openblas_get_num_threads() != threads) openblas_set_num_threads(threads);
     return pthread_mutex_unlock(&lock);
 #else
@@ -30,11 +29,11 @@ static int set_blas_threads(int threads) {
 #endif
 }
 
-int cpu_init(wp_kern *k, const wp_kern_opts *opts, char *err, size_t errlen) {
+wp_result cpu_init(wp_kern *k, const wp_kern_opts *opts, char *err, size_t errlen) {
     cpu_ctx *c = calloc(1, sizeof *c);
     if (!c) {
         snprintf(err, errlen, "cpu: out of memory for the context");
-        return -1;
+        return WP_FAILED;
     }
     /* 0 means all cores, as OpenMP counts them (OMP_NUM_THREADS narrows it). */
     c->threads = opts->threads > 0 ? opts->threads : omp_get_max_threads();
@@ -46,7 +45,7 @@ int cpu_init(wp_kern *k, const wp_kern_opts *opts, char *err, size_t errlen) {
     if (rc != 0) {
         snprintf(err, errlen, "cpu: setting the BLAS thread count: pthread mutex: %s", strerror(rc));
         cpu_fini(k);
-        return -1;
+        return WP_FAILED;
     }
     return 0;
 }

@@ -105,20 +105,20 @@ int kern_cuda_device_count(void) {
     return count;
 }
 
-static int init_fail(char *err, size_t errlen, const char *what, cudaError_t e) {
+static wp_result init_fail(char *err, size_t errlen, const char *what, cudaError_t e) {
     snprintf(err, errlen, "cuda: %s: %s", what, cudaGetErrorString(e));
-    return -1;
+    return WP_FAILED;
 }
 
 /* Device selection and properties; err names the culprit. */
-static int init_device(wp_cuda *c, wp_kern *k, int device, char *err, size_t errlen) {
-    if (!cu_probe(err, errlen)) return -1;
+static wp_result init_device(wp_cuda *c, wp_kern *k, int device, char *err, size_t errlen) {
+    if (!cu_probe(err, errlen)) return WP_FAILED;
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess) return init_fail(err, errlen, "cudaGetDeviceCount", e);
     if (device < 0 || device >= count) {
         snprintf(err, errlen, "cuda: device %d does not exist (%d device%s)", device, count, count == 1 ? "" : "s");
-        return -1;
+        return WP_FAILED;
     }
     if ((e = cudaSetDevice(device)) != cudaSuccess) return init_fail(err, errlen, "cudaSetDevice", e);
     struct cudaDeviceProp p;
@@ -128,7 +128,7 @@ static int init_device(wp_cuda *c, wp_kern *k, int device, char *err, size_t err
     if (p.major < 8) {
         snprintf(err, errlen, "cuda: device %d (%s) has compute capability %d.%d; weipipe needs 8.0 or newer",
                  device, p.name, p.major, p.minor);
-        return -1;
+        return WP_FAILED;
     }
     c->device = device;
     snprintf(k->device_name, sizeof k->device_name, "%s", p.name); /* MFU's peak (src/runtime/peak.c) */
@@ -137,7 +137,7 @@ static int init_device(wp_cuda *c, wp_kern *k, int device, char *err, size_t err
     return 0;
 }
 
-static int init_handles(wp_cuda *c, char *err, size_t errlen) {
+static wp_result init_handles(wp_cuda *c, char *err, size_t errlen) {
     cudaError_t e;
     if ((e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) != cudaSuccess)
         return init_fail(err, errlen, "cudaStreamCreateWithFlags", e);
@@ -152,7 +152,7 @@ static int init_handles(wp_cuda *c, char *err, size_t errlen) {
     if (s == CUBLAS_STATUS_SUCCESS) s = cublasSetMathMode(c->blas, CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION);
     if (s != CUBLAS_STATUS_SUCCESS) {
         snprintf(err, errlen, "cublas: setting up the handle failed: %s", cublasGetStatusString(s));
-        return -1;
+        return WP_FAILED;
     }
     return 0;
 }
@@ -174,21 +174,21 @@ static void release(wp_cuda *c) {
     free(c);
 }
 
-int cu_init(wp_kern *k, const wp_kern_opts *opts, char *err, size_t errlen) {
+wp_result cu_init(wp_kern *k, const wp_kern_opts *opts, char *err, size_t errlen) {
     if (opts->compute != WP_F16 && opts->compute != WP_BF16 && opts->compute != WP_F32) {
         snprintf(err, errlen, "cuda: compute dtype %d is not fp16, bf16 or fp32", (int)opts->compute);
-        return -1;
+        return WP_FAILED;
     }
     wp_cuda *c = calloc(1, sizeof *c);
     if (!c) {
         snprintf(err, errlen, "cuda: out of host memory for the context");
-        return -1;
+        return WP_FAILED;
     }
     c->device = -1;
     c->attention = opts->attention;
     if (init_device(c, k, opts->device, err, errlen) || init_handles(c, err, errlen)) {
         release(c);
-        return -1;
+        return WP_FAILED;
     }
     k->impl = c;
     k->compute = opts->compute;

@@ -69,7 +69,7 @@ unsigned cu_grid_for(const wp_cuda *c, size_t n, unsigned threads);
 bool cu_probe(char *why, size_t whylen);
 
 /* ---- the ops (kernels.h semantics; see there) ---- */
-int cu_init(wp_kern *k, const wp_kern_opts *opts, char *err, size_t errlen);
+wp_result cu_init(wp_kern *k, const wp_kern_opts *opts, char *err, size_t errlen);
 void cu_fini(wp_kern *k);
 void *cu_alloc(wp_kern *k, size_t bytes);
 void cu_free(wp_kern *k, void *p);

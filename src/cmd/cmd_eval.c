@@ -45,7 +45,7 @@ typedef struct {
     float *staging; /* backend, the largest tensor */
 } eval_sink;
 
-static int to_weights(void *ctx, const wp_param *p, size_t first, size_t n, float *vals, char *err, size_t errlen) {
+static wp_result to_weights(void *ctx, const wp_param *p, size_t first, size_t n, float *vals, char *err, size_t errlen) {
     eval_sink *s = ctx;
     wp_kern *k = s->e->k;
     wp_dtype wire = precision_weight_dtype(s->e->L.cfg.precision), ct = kern_compute_dtype(k);
@@ -62,7 +62,7 @@ static int load_weights(eval_state *e, wp_model_src *src, char *err, size_t errl
         if (layout_param_numel(&e->L.params[i]) > most) most = layout_param_numel(&e->L.params[i]);
     eval_sink s = {.e = e, .staging = kern_alloc(e->k, most * sizeof(float))};
     e->w = kern_alloc(e->k, e->L.chunk_numel[0] * wp_dtype_size(kern_compute_dtype(e->k)));
-    int rc = s.staging && e->w ? model_src_read(src, to_weights, &s, err, errlen)
+    wp_result rc = s.staging && e->w ? model_src_read(src, to_weights, &s, err, errlen)
                                : io_fail(err, errlen, 1, "eval: out of memory for %zu weights", e->L.chunk_numel[0]);
     if (s.staging) kern_free(e->k, s.staging);
     return rc;

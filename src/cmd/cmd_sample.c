@@ -173,7 +173,7 @@ typedef struct {
     wp_dtype wire;
 } weight_sink;
 
-static int to_decoder(void *ctx, const wp_param *p, size_t first, size_t n, float *vals, char *err, size_t errlen) {
+static wp_result to_decoder(void *ctx, const wp_param *p, size_t first, size_t n, float *vals, char *err, size_t errlen) {
     weight_sink *w = ctx;
     for (size_t i = 0; i < n; i++) vals[i] = wp_round_to(vals[i], w->wire);
     if (decoder_set_param(w->D, p, first, n, vals) != 0)

@@ -46,7 +46,7 @@ bool nonfinite_inject(wp_optim *o, int n_chunks, int rank, int64_t step) {
     return false;
 }
 
-int nonfinite_bound(int64_t *run, bool skipped, int64_t max_skips, int64_t step, double loss_scale, char *err,
+wp_result nonfinite_bound(int64_t *run, bool skipped, int64_t max_skips, int64_t step, double loss_scale, char *err,
                     size_t errlen) {
     *run = skipped ? *run + 1 : 0;
     if (max_skips <= 0 || *run < max_skips) return 0;

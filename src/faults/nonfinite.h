@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "optim.h"
+#include "result.h"
 
 /* The test hook, read from the environment in this one place:
  *   WEIPIPE_INJECT_NONFINITE=RANK,STEP[,COUNT]
@@ -26,7 +27,7 @@ bool nonfinite_inject(wp_optim *o, int n_chunks, int rank, int64_t step);
 
 /* Counts skipped steps in a row in *run; returns 0, or 1 with a message once more than
  * max_skips (> 0; 0 turns the bound off) steps in a row were skipped. */
-int nonfinite_bound(int64_t *run, bool skipped, int64_t max_skips, int64_t step, double loss_scale, char *err,
+wp_result nonfinite_bound(int64_t *run, bool skipped, int64_t max_skips, int64_t step, double loss_scale, char *err,
                     size_t errlen);
 
 #endif

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "clock.h"
+#include "result.h"
 
 #define STALL_FRACTION (1.0 / 3) /* of --timeout without a new note before the report */
 #define STALL_TICK_NS 100000000L
@@ -100,16 +101,16 @@ static void *watch(void *arg) {
     return NULL;
 }
 
-static int init_sync(stall_watch *w) {
+static wp_result init_sync(stall_watch *w) {
     pthread_condattr_t ca;
-    if (pthread_condattr_init(&ca) != 0) return -1;
+    if (pthread_condattr_init(&ca) != 0) return WP_FAILED;
     int rc = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     if (rc == 0) rc = pthread_cond_init(&w->cv, &ca);
     pthread_condattr_destroy(&ca);
-    if (rc != 0) return -1;
+    if (rc != 0) return WP_FAILED;
     if (pthread_mutex_init(&w->mu, NULL) != 0) {
         pthread_cond_destroy(&w->cv);
-        return -1;
+        return WP_FAILED;
     }
     return 0;
 }

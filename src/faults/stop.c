@@ -14,7 +14,7 @@ static atomic_int received;
 
 static void on_signal(int sig) { atomic_store(&received, sig); }
 
-int stop_install(char *err, size_t errlen) {
+wp_result stop_install(char *err, size_t errlen) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -23,10 +23,7 @@ int stop_install(char *err, size_t errlen) {
     sigemptyset(&sa.sa_mask);
     const int sigs[] = {SIGTERM, SIGINT};
     for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
-        if (sigaction(sigs[i], &sa, NULL) != 0) {
-            snprintf(err, errlen, "sigaction(%s): %s", strsignal(sigs[i]), strerror(errno));
-            return 1;
-        }
+        if (sigaction(sigs[i], &sa, NULL) != 0) return wp_fail(WP_FAILED, err, errlen, "sigaction(%s): %s", strsignal(sigs[i]), strerror(errno));
     return 0;
 }
 

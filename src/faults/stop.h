@@ -5,9 +5,10 @@
 #define WP_IO_STOP_H
 
 #include <stddef.h>
+#include "result.h"
 
 /* Installs the handlers for SIGTERM and SIGINT. Returns 0, or 1 with the reason in err. */
-int stop_install(char *err, size_t errlen);
+wp_result stop_install(char *err, size_t errlen);
 /* The signal received (SIGTERM or SIGINT), or 0. */
 int stop_requested(void);
 /* Forget a recorded signal (tests). */

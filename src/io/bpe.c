@@ -43,7 +43,7 @@ struct bpe_scratch {
     tok_ids cids;
 };
 
-int ids_push(tok_ids *ids, int32_t id) {
+wp_result ids_push(tok_ids *ids, int32_t id) {
     if (ids->n == ids->cap) {
         size_t cap = ids->cap ? 2 * ids->cap : 1024;
         int32_t *g = realloc(ids->v, cap * sizeof *g);
@@ -132,9 +132,9 @@ static inline bool merge_get(const wp_bpe *b, int32_t x, int32_t y, uint32_t *ra
 }
 
 /* The vocabulary: ids exactly 0 .. count-1, each once; strings into one arena. */
-static int parse_vocab(wp_bpe *b, json_t *vocab, const char *name, char *err, size_t errlen) {
+static wp_result parse_vocab(wp_bpe *b, json_t *vocab, const char *name, char *err, size_t errlen) {
     b->count = json_object_size(vocab);
-    if (b->count == 0 || b->count > INT32_MAX) return io_fail(err, errlen, 2, "%s: model.vocab has %zu entries", name, b->count);
+    if (b->count == 0 || b->count > INT32_MAX) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: model.vocab has %zu entries", name, b->count);
     size_t total = 0, n = b->count;
     const char *key;
     json_t *val;
@@ -145,17 +145,17 @@ static int parse_vocab(wp_bpe *b, json_t *vocab, const char *name, char *err, si
     b->arena = malloc(total + 1);
     b->slot_mask = pow2_above(n) - 1;
     b->slot = calloc(b->slot_mask + 1, sizeof *b->slot);
-    int rc = b->off && len && str && b->arena && b->slot ? 0 : io_fail(err, errlen, 1, "%s: out of memory", name);
+    int rc = b->off && len && str && b->arena && b->slot ? 0 : wp_fail(WP_FAILED, err, errlen, "%s: out of memory", name);
     json_object_foreach(vocab, key, val) {
         if (rc) break;
         json_int_t id = json_is_integer(val) ? json_integer_value(val) : -1;
         if (!json_is_integer(val))
-            rc = io_fail(err, errlen, 2, "%s: model.vocab[\"%.40s\"]: the id is not an integer", name, key);
+            rc = wp_fail(WP_BAD_INPUT, err, errlen, "%s: model.vocab[\"%.40s\"]: the id is not an integer", name, key);
         else if (id < 0 || (size_t)id >= n)
-            rc = io_fail(err, errlen, 2, "%s: model.vocab[\"%.40s\"]: id %lld is not in [0, %zu), the entry count (an id skipped or out of range)",
+            rc = wp_fail(WP_BAD_INPUT, err, errlen, "%s: model.vocab[\"%.40s\"]: id %lld is not in [0, %zu), the entry count (an id skipped or out of range)",
                          name, key, (long long)id, n);
         else if (str[id])
-            rc = io_fail(err, errlen, 2, "%s: model.vocab[\"%.40s\"]: id %lld is also \"%.40s\"'s", name, key, (long long)id, str[id]);
+            rc = wp_fail(WP_BAD_INPUT, err, errlen, "%s: model.vocab[\"%.40s\"]: id %lld is also \"%.40s\"'s", name, key, (long long)id, str[id]);
         else
             str[id] = key, len[id] = strlen(key);
     }
@@ -176,7 +176,7 @@ static int parse_vocab(wp_bpe *b, json_t *vocab, const char *name, char *err, si
 }
 
 /* One merge: a "a b" string (exactly one space, as tokenizers splits it) or an [a, b] pair. */
-static int merge_parts(json_t *m, const char **a, size_t *al, const char **bb, size_t *bl) {
+static wp_result merge_parts(json_t *m, const char **a, size_t *al, const char **bb, size_t *bl) {
     if (json_is_string(m)) {
         const char *s = json_string_value(m), *sp = strchr(s, ' ');
         if (!sp || strchr(sp + 1, ' ') || json_string_length(m) != strlen(s)) return 2;
@@ -191,7 +191,7 @@ static int merge_parts(json_t *m, const char **a, size_t *al, const char **bb, s
     return 0;
 }
 
-static int parse_merges(wp_bpe *b, json_t *merges, const char *name, char *err, size_t errlen) {
+static wp_result parse_merges(wp_bpe *b, json_t *merges, const char *name, char *err, size_t errlen) {
     size_t n = json_array_size(merges);
     b->mmask = pow2_above(n) - 1;
     b->mkey = malloc((b->mmask + 1) * sizeof *b->mkey);
@@ -199,19 +199,19 @@ static int parse_merges(wp_bpe *b, json_t *merges, const char *name, char *err, 
     b->mnew = malloc((b->mmask + 1) * sizeof *b->mnew);
     char *cat = NULL;
     size_t catcap = 0;
-    if (!b->mkey || !b->mrank || !b->mnew) return io_fail(err, errlen, 1, "%s: out of memory", name);
+    if (!b->mkey || !b->mrank || !b->mnew) return wp_fail(WP_FAILED, err, errlen, "%s: out of memory", name);
     memset(b->mkey, 0xFF, (b->mmask + 1) * sizeof *b->mkey);
-    int rc = 0;
+    wp_result rc = WP_OK;
     for (size_t r = 0; rc == 0 && r < n; r++) {
         const char *x, *y;
         size_t xl, yl;
         if (merge_parts(json_array_get(merges, r), &x, &xl, &y, &yl)) {
-            rc = io_fail(err, errlen, 2, "%s: model.merges[%zu] is neither \"a b\" nor [\"a\", \"b\"]", name, r);
+            rc = wp_fail(WP_BAD_INPUT, err, errlen, "%s: model.merges[%zu] is neither \"a b\" nor [\"a\", \"b\"]", name, r);
             break;
         }
         if (xl + yl > catcap) {
             char *g = realloc(cat, catcap = 2 * (xl + yl));
-            if (!g) rc = io_fail(err, errlen, 1, "%s: out of memory", name);
+            if (!g) rc = wp_fail(WP_FAILED, err, errlen, "%s: out of memory", name);
             else cat = g;
         }
         if (rc) break;
@@ -219,7 +219,7 @@ static int parse_merges(wp_bpe *b, json_t *merges, const char *name, char *err, 
         memcpy(cat + xl, y, yl);
         int32_t ia = bpe_id(b, x, xl), ib = bpe_id(b, y, yl), in = bpe_id(b, cat, xl + yl);
         if (ia < 0 || ib < 0 || in < 0) {
-            rc = io_fail(err, errlen, 2, "%s: model.merges[%zu]: \"%.*s\", \"%.*s\" or their join is not in the vocabulary", name, r,
+            rc = wp_fail(WP_BAD_INPUT, err, errlen, "%s: model.merges[%zu]: \"%.*s\", \"%.*s\" or their join is not in the vocabulary", name, r,
                          (int)(xl > 40 ? 40 : xl), x, (int)(yl > 40 ? 40 : yl), y);
             break;
         }
@@ -233,36 +233,35 @@ static int parse_merges(wp_bpe *b, json_t *merges, const char *name, char *err, 
     return rc;
 }
 
-static int check_model(json_t *model, const char *name, char *err, size_t errlen) {
+static wp_result check_model(json_t *model, const char *name, char *err, size_t errlen) {
     const char *type = json_string_value(json_object_get(model, "type"));
     if (!type || strcmp(type, "BPE") != 0)
-        return io_fail(err, errlen, 2, "%s: model.type is \"%s\": only BPE is encoded", name, type ? type : "(none)");
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s: model.type is \"%s\": only BPE is encoded", name, type ? type : "(none)");
     static const char *const unset[] = {"dropout", "continuing_subword_prefix", "end_of_word_suffix"};
     for (size_t i = 0; i < 3; i++) {
         json_t *v = json_object_get(model, unset[i]);
         if (v && !json_is_null(v) && !(json_is_string(v) && json_string_length(v) == 0))
-            return io_fail(err, errlen, 2, "%s: model.%s is set: not supported (the GPT-2, Llama and SentencePiece BPE families leave it null)",
+            return wp_fail(WP_BAD_INPUT, err, errlen, "%s: model.%s is set: not supported (the GPT-2, Llama and SentencePiece BPE families leave it null)",
                            name, unset[i]);
     }
     if (!json_is_object(json_object_get(model, "vocab")) || !json_is_array(json_object_get(model, "merges")))
-        return io_fail(err, errlen, 2, "%s: model has no \"vocab\" object and \"merges\" array", name);
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s: model has no \"vocab\" object and \"merges\" array", name);
     return 0;
 }
 
 static bool get_flag(json_t *model, const char *key) { return json_is_true(json_object_get(model, key)); }
 
-int bpe_parse(json_t *model, const char *name, wp_bpe **out, char *err, size_t errlen) {
+wp_result bpe_parse(json_t *model, const char *name, wp_bpe **out, char *err, size_t errlen) {
     *out = NULL;
-    int rc = check_model(model, name, err, errlen);
-    if (rc) return rc;
+    WP_TRY(check_model(model, name, err, errlen));
     wp_bpe *b = calloc(1, sizeof *b);
-    if (!b) return io_fail(err, errlen, 1, "%s: out of memory", name);
-    rc = parse_vocab(b, json_object_get(model, "vocab"), name, err, errlen);
+    if (!b) return wp_fail(WP_FAILED, err, errlen, "%s: out of memory", name);
+    wp_result rc = parse_vocab(b, json_object_get(model, "vocab"), name, err, errlen);
     if (rc == 0) rc = parse_merges(b, json_object_get(model, "merges"), name, err, errlen);
     json_t *unk = json_object_get(model, "unk_token");
     b->unk = json_is_string(unk) ? bpe_id(b, json_string_value(unk), json_string_length(unk)) : -1;
     if (rc == 0 && json_is_string(unk) && b->unk < 0)
-        rc = io_fail(err, errlen, 2, "%s: model.unk_token \"%.40s\" is not in the vocabulary", name, json_string_value(unk));
+        rc = wp_fail(WP_BAD_INPUT, err, errlen, "%s: model.unk_token \"%.40s\" is not in the vocabulary", name, json_string_value(unk));
     b->fuse_unk = get_flag(model, "fuse_unk");
     b->byte_fallback = get_flag(model, "byte_fallback");
     b->ignore_merges = get_flag(model, "ignore_merges");
@@ -310,7 +309,7 @@ void bpe_scratch_free(bpe_scratch *sc) {
     free(sc);
 }
 
-static int scratch_fit(bpe_scratch *sc, size_t n) {
+static wp_result scratch_fit(bpe_scratch *sc, size_t n) {
     if (n <= sc->cap) return 0;
     size_t cap = n < 64 ? 64 : 2 * n;
     int32_t *a = realloc(sc->id, cap * sizeof *a);
@@ -332,7 +331,7 @@ static int scratch_fit(bpe_scratch *sc, size_t n) {
 
 /* A min-heap on (rank << 32 | position): word.rs's queue pops the lowest rank, then the
  * leftmost position. */
-static int heap_push(bpe_scratch *sc, uint32_t rank, int32_t pos, int32_t nid) {
+static wp_result heap_push(bpe_scratch *sc, uint32_t rank, int32_t pos, int32_t nid) {
     if (sc->hn == sc->hcap) {
         struct heap_e *h = realloc(sc->heap, 2 * sc->hcap * sizeof *h);
         if (!h) return 1;
@@ -364,7 +363,7 @@ static struct heap_e heap_pop(bpe_scratch *sc) {
     return top;
 }
 
-static int try_queue(const wp_bpe *b, bpe_scratch *sc, int32_t pos) {
+static wp_result try_queue(const wp_bpe *b, bpe_scratch *sc, int32_t pos) {
     uint32_t rank;
     int32_t nid;
     if (pos < 0 || sc->next[pos] < 0 || !merge_get(b, sc->id[pos], sc->id[sc->next[pos]], &rank, &nid)) return 0;
@@ -373,7 +372,7 @@ static int try_queue(const wp_bpe *b, bpe_scratch *sc, int32_t pos) {
 
 /* word.rs's merge_all over sc->id[0, n): a merge popped for a symbol that has gone, or whose
  * pair no longer makes the merge's token, is skipped. */
-static int merge_all(const wp_bpe *b, bpe_scratch *sc, size_t n, tok_ids *out) {
+static wp_result merge_all(const wp_bpe *b, bpe_scratch *sc, size_t n, tok_ids *out) {
     sc->hn = 0;
     for (size_t i = 0; i < n; i++) {
         sc->prev[i] = (int32_t)i - 1;
@@ -429,7 +428,7 @@ static size_t word_symbols(const wp_bpe *b, const char *s, size_t n, bpe_scratch
 }
 
 /* A word, not from the cache. */
-static int word_encode(const wp_bpe *b, const char *w, size_t n, bool byte_level, bpe_scratch *sc, tok_ids *out) {
+static wp_result word_encode(const wp_bpe *b, const char *w, size_t n, bool byte_level, bpe_scratch *sc, tok_ids *out) {
     if (scratch_fit(sc, 2 * n + 2)) return 1; /* a byte's character takes at most 2 bytes */
     const char *s = w;
     size_t m = n;
@@ -450,7 +449,7 @@ static int word_encode(const wp_bpe *b, const char *w, size_t n, bool byte_level
     return merge_all(b, sc, k, out);
 }
 
-int bpe_word(const wp_bpe *b, const char *w, size_t n, bool byte_level, bpe_scratch *sc, tok_ids *out) {
+wp_result bpe_word(const wp_bpe *b, const char *w, size_t n, bool byte_level, bpe_scratch *sc, tok_ids *out) {
     if (n == 0) return 0;
     if (n > CACHE_MAX_WORD) return word_encode(b, w, n, byte_level, sc, out);
     size_t h = hash_bytes(w, n) & (CACHE_SLOTS - 1);

@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "result.h"
 
 typedef struct wp_bpe wp_bpe;
 typedef struct bpe_scratch bpe_scratch;
@@ -24,11 +25,11 @@ typedef struct {
     int32_t *v;
     size_t n, cap;
 } tok_ids;
-int ids_push(tok_ids *ids, int32_t id); /* 0 ok, 1 out of memory */
+wp_result ids_push(tok_ids *ids, int32_t id); /* 0 ok, 1 out of memory */
 
 /* model: the "model" object. 0; 2 not a BPE we encode, or ids out of bounds (err names `name`
  * and the field); 1 out of memory. */
-int bpe_parse(json_t *model, const char *name, wp_bpe **out, char *err, size_t errlen);
+wp_result bpe_parse(json_t *model, const char *name, wp_bpe **out, char *err, size_t errlen);
 void bpe_free(wp_bpe *b);
 size_t bpe_count(const wp_bpe *b); /* vocabulary entries (ids 0 .. count-1) */
 int32_t bpe_id(const wp_bpe *b, const char *s, size_t n); /* -1: not in the vocabulary */
@@ -38,7 +39,7 @@ bpe_scratch *bpe_scratch_new(void);
 void bpe_scratch_free(bpe_scratch *sc);
 /* One word's ids appended to out; byte_level: w is raw bytes, each read as its byte-level
  * character. 0 ok, 1 out of memory. */
-int bpe_word(const wp_bpe *b, const char *w, size_t n, bool byte_level, bpe_scratch *sc, tok_ids *out);
+wp_result bpe_word(const wp_bpe *b, const char *w, size_t n, bool byte_level, bpe_scratch *sc, tok_ids *out);
 
 /* GPT-2's bytes_to_unicode: the character (code point) byte b stands for. */
 uint32_t byte_level_char(unsigned char b);

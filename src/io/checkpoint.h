@@ -26,6 +26,7 @@
 #include "fsutil.h"
 #include "layout.h"
 #include "optim.h"
+#include "result.h"
 
 #define WP_CKPT_FORMAT "weipipe-checkpoint"
 /* 2: the manifest carries its own CRC-32 ("checksum", manifest.h); 1 (without) is still read */
@@ -66,7 +67,7 @@ typedef struct {
 
 /* Rank `rank` writes its owned chunks (from o) into SAVE/step-K.tmp/, creating it if needed.
  * Several ranks may call this at the same time. Returns 0 or 1. */
-int ckpt_write_shard(const char *save_dir, int64_t step, int rank, wp_optim *o, char *err, size_t errlen);
+wp_result ckpt_write_shard(const char *save_dir, int64_t step, int rank, wp_optim *o, char *err, size_t errlen);
 
 /* Which finished checkpoints a commit may delete: never one this run did not write (a fresh
  * run beside an older run's checkpoints pruned them: issue 31), except those at or before the
@@ -81,7 +82,7 @@ typedef struct {
 /* After every rank's ckpt_write_shard returned: checks the nranks shard files, writes the
  * manifest, renames step-K.tmp to step-K, points latest at it, and deletes the oldest step-*
  * directories beyond keep->keep_last (NULL keeps all) and stale step-*.tmp ones. Returns 0 or 1. */
-int ckpt_commit(const char *save_dir, int64_t step, int nranks, const wp_ckpt_info *info, const wp_ckpt_keep *keep,
+wp_result ckpt_commit(const char *save_dir, int64_t step, int nranks, const wp_ckpt_info *info, const wp_ckpt_keep *keep,
                 char *err, size_t errlen);
 
 /* --resume value -> step directory: a step directory itself, a save directory (its latest), or
@@ -90,13 +91,13 @@ int ckpt_commit(const char *save_dir, int64_t step, int nranks, const wp_ckpt_in
  * show). For "auto" with nothing saved yet (no latest, no step-K), step_dir is set to "" and
  * 0 returned (start fresh); with no usable checkpoint beside other remains, 2 naming save_dir. Otherwise 2 naming the path when nothing loadable is there (the
  * caller prefixes the flag it came from, e.g. "--resume: "). */
-int ckpt_resolve(const char *resume, const char *save_dir, char *step_dir, size_t len, char *err, size_t errlen);
+wp_result ckpt_resolve(const char *resume, const char *save_dir, char *step_dir, size_t len, char *err, size_t errlen);
 
 typedef struct wp_ckpt wp_ckpt;
 
 /* Opens a finished checkpoint: refuses .tmp directories, a missing or malformed manifest, and
  * any file whose size or CRC-32 differs from the manifest (2, naming the file and the field). */
-int ckpt_open(wp_ckpt **out, const char *step_dir, char *err, size_t errlen);
+wp_result ckpt_open(wp_ckpt **out, const char *step_dir, char *err, size_t errlen);
 void ckpt_close(wp_ckpt *c);
 const wp_ckpt_info *ckpt_info(const wp_ckpt *c);
 const char *ckpt_dir(const wp_ckpt *c);
@@ -105,13 +106,13 @@ const char *ckpt_tokenizer(const wp_ckpt *c);
 
 /* 2 naming the first model key (as its flag) where cfg differs from the checkpoint's shape
  * (layers, widths, heads, vocabulary, RoPE theta, norm epsilon). */
-int ckpt_check_model(const wp_ckpt *c, const wp_model_cfg *cfg, char *err, size_t errlen);
+wp_result ckpt_check_model(const wp_ckpt *c, const wp_model_cfg *cfg, char *err, size_t errlen);
 
 /* Fills the owned chunks' masters and moments by tensor name (whatever chunking wrote them)
  * and sets the AdamW step count. The optimizer's layout must have the checkpoint's shape. */
-int ckpt_load_optim(const wp_ckpt *c, wp_optim *o, char *err, size_t errlen);
+wp_result ckpt_load_optim(const wp_ckpt *c, wp_optim *o, char *err, size_t errlen);
 
 /* The fp32 master of one tensor (rows*cols floats), for export and evaluation. */
-int ckpt_read_master(const wp_ckpt *c, const wp_param *p, float *dst, char *err, size_t errlen);
+wp_result ckpt_read_master(const wp_ckpt *c, const wp_param *p, float *dst, char *err, size_t errlen);
 
 #endif

@@ -16,9 +16,9 @@
 
 static const char *const kind_suffix[3] = {"", ".exp_avg", ".exp_avg_sq"};
 
-static int step_dir_name(char *out, size_t len, const char *save_dir, int64_t step, bool tmp, char *err, size_t errlen) {
+static wp_result step_dir_name(char *out, size_t len, const char *save_dir, int64_t step, bool tmp, char *err, size_t errlen) {
     int n = snprintf(out, len, "%s/step-%" PRId64 "%s", save_dir, step, tmp ? ".tmp" : "");
-    if (n < 0 || (size_t)n >= len) return io_fail(err, errlen, 1, "%s: path too long", save_dir);
+    if (n < 0 || (size_t)n >= len) return wp_fail(WP_FAILED, err, errlen, "%s: path too long", save_dir);
     return 0;
 }
 
@@ -78,18 +78,18 @@ static st_desc *shard_descs(const wp_optim *o, int *count) {
     return d;
 }
 
-static int put_chunks(st_writer *w, wp_optim *o, char *err, size_t errlen) {
+static wp_result put_chunks(st_writer *w, wp_optim *o, char *err, size_t errlen) {
     size_t most = 0, off, len;
     for (int i = 0; i < optim_n_owned(o); i++)
         if (optim_range(o, optim_owned_chunk(o, i), &off, &len) && len > most) most = len;
     float *host = malloc((most ? most : 1) * sizeof *host);
-    if (!host) return io_fail(err, errlen, 1, "checkpoint: out of memory for %zu floats", most);
-    int rc = 0;
+    if (!host) return wp_fail(WP_FAILED, err, errlen, "checkpoint: out of memory for %zu floats", most);
+    wp_result rc = WP_OK;
     for (int i = 0; rc == 0 && i < optim_n_owned(o); i++) {
         int c = optim_owned_chunk(o, i);
         optim_range(o, c, &off, &len);
         for (int kind = 0; rc == 0 && kind < 3; kind++) {
-            if (optim_get(o, c, (wp_optim_buf)kind, host)) rc = io_fail(err, errlen, 1, "checkpoint: %s", optim_error(o));
+            if (optim_get(o, c, (wp_optim_buf)kind, host)) rc = wp_fail(WP_FAILED, err, errlen, "checkpoint: %s", optim_error(o));
             if (rc == 0) rc = st_writer_put(w, host, len * sizeof *host, err, errlen);
         }
     }
@@ -97,34 +97,33 @@ static int put_chunks(st_writer *w, wp_optim *o, char *err, size_t errlen) {
     return rc;
 }
 
-static int write_receipt(const char *dir, int rank, uint64_t size, uint32_t crc, int64_t opt_step, char *err, size_t errlen) {
+static wp_result write_receipt(const char *dir, int rank, uint64_t size, uint32_t crc, int64_t opt_step, char *err, size_t errlen) {
     char path[WP_PATH_MAX], name[64], hex[16];
     snprintf(name, sizeof name, "rank-%05d.done", rank);
-    int rc = fs_join(path, sizeof path, dir, name, err, errlen);
-    if (rc) return rc;
+    WP_TRY(fs_join(path, sizeof path, dir, name, err, errlen));
     snprintf(hex, sizeof hex, "%08x", crc);
     json_t *j = json_pack("{s:I, s:s, s:I}", "size", (json_int_t)size, "crc32", hex, "optimizer_step", (json_int_t)opt_step);
     char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
-    if (!text) return io_fail(err, errlen, 1, "%s: out of memory", path);
-    rc = fs_write_file_atomic(path, text, strlen(text), err, errlen);
+    if (!text) return wp_fail(WP_FAILED, err, errlen, "%s: out of memory", path);
+    wp_result rc = fs_write_file_atomic(path, text, strlen(text), err, errlen);
     free(text);
     return rc;
 }
 
-int ckpt_write_shard(const char *save_dir, int64_t step, int rank, wp_optim *o, char *err, size_t errlen) {
+wp_result ckpt_write_shard(const char *save_dir, int64_t step, int rank, wp_optim *o, char *err, size_t errlen) {
     char dir[WP_PATH_MAX], path[WP_PATH_MAX], name[64], rank_s[16], step_s[32];
-    int rc = step_dir_name(dir, sizeof dir, save_dir, step, true, err, errlen);
+    wp_result rc = step_dir_name(dir, sizeof dir, save_dir, step, true, err, errlen);
     if (rc == 0) rc = fs_mkdirs(dir, err, errlen);
     manifest_shard_name(rank, name, sizeof name);
     if (rc == 0) rc = fs_join(path, sizeof path, dir, name, err, errlen);
     if (rc) return rc;
     /* -1 in the receipt: this rank owns no chunk, so it has no step count to vouch for */
     int64_t t = optim_n_owned(o) ? optim_steps(o) : -1;
-    if (optim_n_owned(o) && t < 0) return io_fail(err, errlen, 1, "checkpoint: rank %d's chunks have taken different numbers of steps", rank);
+    if (optim_n_owned(o) && t < 0) return wp_fail(WP_FAILED, err, errlen, "checkpoint: rank %d's chunks have taken different numbers of steps", rank);
     int n;
     st_desc *descs = shard_descs(o, &n);
-    if (!descs) return io_fail(err, errlen, 1, "checkpoint: out of memory");
+    if (!descs) return wp_fail(WP_FAILED, err, errlen, "checkpoint: out of memory");
     snprintf(rank_s, sizeof rank_s, "%d", rank);
     snprintf(step_s, sizeof step_s, "%" PRId64, t);
     const char *keys[] = {"format", "rank", "optimizer_step"}, *values[] = {WP_CKPT_FORMAT, rank_s, step_s};
@@ -156,11 +155,11 @@ int ckpt_write_shard(const char *save_dir, int64_t step, int rank, wp_optim *o, 
 
 /* ---- commit (rank 0, after all shards are written) ---- */
 
-static int read_receipt(const char *dir, int rank, int64_t opt_step, wp_manifest_file *f, char *err, size_t errlen) {
+static wp_result read_receipt(const char *dir, int rank, int64_t opt_step, wp_manifest_file *f, char *err, size_t errlen) {
     char path[WP_PATH_MAX], name[64], shard[WP_PATH_MAX];
     snprintf(name, sizeof name, "rank-%05d.done", rank);
     manifest_shard_name(rank, f->name, sizeof f->name);
-    int rc = fs_join(path, sizeof path, dir, name, err, errlen);
+    wp_result rc = fs_join(path, sizeof path, dir, name, err, errlen);
     if (rc == 0) rc = fs_join(shard, sizeof shard, dir, f->name, err, errlen);
     if (rc) return rc;
     json_t *j = NULL;
@@ -170,16 +169,16 @@ static int read_receipt(const char *dir, int rank, int64_t opt_step, wp_manifest
     const char *hex = NULL;
     if (!j || json_unpack(j, "{s:I, s:s, s:I}", "size", &size, "crc32", &hex, "optimizer_step", &step) != 0) {
         json_decref(j);
-        return io_fail(err, errlen, 1, "%s: missing or unreadable: rank %d has not finished its shard", path, rank);
+        return wp_fail(WP_FAILED, err, errlen, "%s: missing or unreadable: rank %d has not finished its shard", path, rank);
     }
     f->size = (uint64_t)size;
     f->crc = (uint32_t)strtoul(hex, NULL, 16);
     json_decref(j);
     struct stat st;
     if (stat(shard, &st) != 0 || (uint64_t)st.st_size != f->size)
-        return io_fail(err, errlen, 1, "%s: missing or not the %llu bytes its rank wrote", shard, (unsigned long long)f->size);
+        return wp_fail(WP_FAILED, err, errlen, "%s: missing or not the %llu bytes its rank wrote", shard, (unsigned long long)f->size);
     if (step >= 0 && step != opt_step)
-        return io_fail(err, errlen, 1, "%s: optimizer step %lld, but the checkpoint's is %lld", shard, (long long)step,
+        return wp_fail(WP_FAILED, err, errlen, "%s: optimizer step %lld, but the checkpoint's is %lld", shard, (long long)step,
                        (long long)opt_step);
     return 0;
 }
@@ -196,11 +195,11 @@ static bool is_shard_name(const char *name, int nranks) {
 
 /* Everything in the directory but the nranks shard files goes: receipts, and files left by an
  * earlier, crashed attempt (perhaps with more ranks). */
-static int remove_strays(const char *dir, int nranks, char *err, size_t errlen) {
+static wp_result remove_strays(const char *dir, int nranks, char *err, size_t errlen) {
     DIR *d = opendir(dir);
-    if (!d) return io_fail(err, errlen, 1, "%s: cannot open directory: %s", dir, strerror(errno));
+    if (!d) return wp_fail_errno(WP_FAILED, err, errlen, "%s: cannot open directory", dir);
     struct dirent *e;
-    int rc = 0;
+    wp_result rc = WP_OK;
     while (rc == 0 && (e = readdir(d)) != NULL) {
         if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 || is_shard_name(e->d_name, nranks)) continue;
         char path[WP_PATH_MAX];
@@ -236,12 +235,12 @@ static bool may_prune(const wp_ckpt_keep *keep, int64_t k) {
     return false;
 }
 
-static int prune(const char *save_dir, int64_t current, const wp_ckpt_keep *keep, char *err, size_t errlen) {
+static wp_result prune(const char *save_dir, int64_t current, const wp_ckpt_keep *keep, char *err, size_t errlen) {
     DIR *d = opendir(save_dir);
-    if (!d) return io_fail(err, errlen, 1, "%s: cannot open directory: %s", save_dir, strerror(errno));
+    if (!d) return wp_fail_errno(WP_FAILED, err, errlen, "%s: cannot open directory", save_dir);
     int64_t *steps = NULL;
     size_t n = 0, cap = 0;
-    int rc = 0;
+    wp_result rc = WP_OK;
     struct dirent *e;
     while (rc == 0 && (e = readdir(d)) != NULL) {
         int64_t k;
@@ -257,7 +256,7 @@ static int prune(const char *save_dir, int64_t current, const wp_ckpt_keep *keep
         if (n == cap) {
             int64_t *grown = realloc(steps, (cap = cap ? 2 * cap : 16) * sizeof *steps);
             if (!grown) {
-                rc = io_fail(err, errlen, 1, "%s: out of memory listing checkpoints", save_dir);
+                rc = wp_fail(WP_FAILED, err, errlen, "%s: out of memory listing checkpoints", save_dir);
                 break;
             }
             steps = grown;
@@ -282,14 +281,14 @@ static int prune(const char *save_dir, int64_t current, const wp_ckpt_keep *keep
  * checked when the run started. */
 const char *const ckpt_side_files[CKPT_SIDE_FILES] = {"tokenizer_config.json", "generation_config.json"};
 
-static int copy_tokenizer(const char *dir, const wp_ckpt_info *info, wp_manifest_file *f, char *err, size_t errlen) {
+static wp_result copy_tokenizer(const char *dir, const wp_ckpt_info *info, wp_manifest_file *f, char *err, size_t errlen) {
     const char *name = info->tokenizer_name;
     if (strcmp(name, "tokenizer.model") != 0 && strcmp(name, "tokenizer.json") != 0)
-        return io_fail(err, errlen, 1, "checkpoint: tokenizer name '%s' is not tokenizer.model or tokenizer.json", name);
+        return wp_fail(WP_FAILED, err, errlen, "checkpoint: tokenizer name '%s' is not tokenizer.model or tokenizer.json", name);
     if (!info->tokenizer_data || info->tokenizer_size == 0)
-        return io_fail(err, errlen, 1, "checkpoint: tokenizer %s without its bytes", name);
+        return wp_fail(WP_FAILED, err, errlen, "checkpoint: tokenizer %s without its bytes", name);
     char path[WP_PATH_MAX];
-    int rc = fs_join(path, sizeof path, dir, name, err, errlen);
+    wp_result rc = fs_join(path, sizeof path, dir, name, err, errlen);
     if (rc == 0) rc = fs_write_file_atomic(path, info->tokenizer_data, info->tokenizer_size, err, errlen);
     for (int i = 0; rc == 0 && i < CKPT_SIDE_FILES; i++) {
         if (!info->side_data[i]) continue;
@@ -303,24 +302,24 @@ static int copy_tokenizer(const char *dir, const wp_ckpt_info *info, wp_manifest
     return 0;
 }
 
-static int point_latest(const char *save_dir, int64_t step, char *err, size_t errlen) {
+static wp_result point_latest(const char *save_dir, int64_t step, char *err, size_t errlen) {
     char path[WP_PATH_MAX], text[64];
-    int rc = fs_join(path, sizeof path, save_dir, "latest", err, errlen);
+    wp_result rc = fs_join(path, sizeof path, save_dir, "latest", err, errlen);
     snprintf(text, sizeof text, "step-%" PRId64 "\n", step);
     if (rc == 0) rc = fs_write_file_atomic(path, text, strlen(text), err, errlen);
     return rc;
 }
 
-int ckpt_commit(const char *save_dir, int64_t step, int nranks, const wp_ckpt_info *info, const wp_ckpt_keep *keep,
+wp_result ckpt_commit(const char *save_dir, int64_t step, int nranks, const wp_ckpt_info *info, const wp_ckpt_keep *keep,
                 char *err, size_t errlen) {
     char tmp[WP_PATH_MAX], final[WP_PATH_MAX], manifest[WP_PATH_MAX];
-    int rc = step_dir_name(tmp, sizeof tmp, save_dir, step, true, err, errlen);
+    wp_result rc = step_dir_name(tmp, sizeof tmp, save_dir, step, true, err, errlen);
     if (rc == 0) rc = step_dir_name(final, sizeof final, save_dir, step, false, err, errlen);
     if (rc == 0) rc = fs_join(manifest, sizeof manifest, tmp, "manifest.json", err, errlen);
     if (rc) return rc;
-    if (nranks < 1) return io_fail(err, errlen, 1, "checkpoint: %d ranks", nranks);
+    if (nranks < 1) return wp_fail(WP_FAILED, err, errlen, "checkpoint: %d ranks", nranks);
     wp_manifest_file *files = calloc((size_t)nranks, sizeof *files);
-    if (!files) return io_fail(err, errlen, 1, "checkpoint: out of memory");
+    if (!files) return wp_fail(WP_FAILED, err, errlen, "checkpoint: out of memory");
     for (int r = 0; rc == 0 && r < nranks; r++) rc = read_receipt(tmp, r, info->optimizer_step, &files[r], err, errlen);
     wp_ckpt_info in = *info;
     in.step = step;

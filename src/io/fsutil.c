@@ -15,17 +15,9 @@
 #include <unistd.h>
 #include <zlib.h>
 
-int io_fail(char *err, size_t errlen, int rc, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return rc;
-}
-
-int fs_join(char *out, size_t outlen, const char *dir, const char *name, char *err, size_t errlen) {
+wp_result fs_join(char *out, size_t outlen, const char *dir, const char *name, char *err, size_t errlen) {
     int n = snprintf(out, outlen, "%s/%s", dir, name);
-    if (n < 0 || (size_t)n >= outlen) return io_fail(err, errlen, 1, "%s/%s: path too long", dir, name);
+    if (n < 0 || (size_t)n >= outlen) return wp_fail(WP_FAILED, err, errlen, "%s/%s: path too long", dir, name);
     return 0;
 }
 
@@ -39,25 +31,25 @@ bool fs_exists(const char *path) {
     return stat(path, &st) == 0;
 }
 
-int fs_mkdirs(const char *path, char *err, size_t errlen) {
+wp_result fs_mkdirs(const char *path, char *err, size_t errlen) {
     char buf[WP_PATH_MAX];
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return io_fail(err, errlen, 1, "%s: path too long", path);
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return wp_fail(WP_FAILED, err, errlen, "%s: path too long", path);
     for (char *p = buf + 1; *p; p++) {
         if (*p != '/') continue;
         *p = '\0';
         if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-            return io_fail(err, errlen, 1, "%s: cannot create directory: %s", buf, strerror(errno));
+            return wp_fail_errno(WP_FAILED, err, errlen, "%s: cannot create directory", buf);
         *p = '/';
     }
     if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-        return io_fail(err, errlen, 1, "%s: cannot create directory: %s", buf, strerror(errno));
-    if (!fs_is_dir(buf)) return io_fail(err, errlen, 2, "%s: exists and is not a directory", buf);
+        return wp_fail_errno(WP_FAILED, err, errlen, "%s: cannot create directory", buf);
+    if (!fs_is_dir(buf)) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: exists and is not a directory", buf);
     return 0;
 }
 
-int fs_probe_writable(const char *dir, char *err, size_t errlen) {
+wp_result fs_probe_writable(const char *dir, char *err, size_t errlen) {
     char at[WP_PATH_MAX], probe[WP_PATH_MAX];
-    if (snprintf(at, sizeof at, "%s", dir) >= (int)sizeof at) return io_fail(err, errlen, 2, "%s: path too long", dir);
+    if (snprintf(at, sizeof at, "%s", dir) >= (int)sizeof at) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: path too long", dir);
     while (!fs_exists(at)) { /* the directory will be created at the first save: probe where */
         char *slash = strrchr(at, '/');
         if (!slash) {
@@ -68,39 +60,39 @@ int fs_probe_writable(const char *dir, char *err, size_t errlen) {
         else *slash = '\0';
     }
     if (snprintf(probe, sizeof probe, "%s/.weipipe-probe-%ld", at, (long)getpid()) >= (int)sizeof probe)
-        return io_fail(err, errlen, 2, "%s: path too long", dir);
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s: path too long", dir);
     int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0) return io_fail(err, errlen, 2, "%s: cannot create files there: %s", at, strerror(errno));
-    int rc = 0;
-    if (close(fd) != 0) rc = io_fail(err, errlen, 2, "%s: close of a probe file failed: %s", at, strerror(errno));
-    if (unlink(probe) != 0 && rc == 0) rc = io_fail(err, errlen, 2, "%s: cannot remove files there: %s", at, strerror(errno));
+    if (fd < 0) return wp_fail_errno(WP_BAD_INPUT, err, errlen, "%s: cannot create files there", at);
+    wp_result rc = WP_OK;
+    if (close(fd) != 0) rc = wp_fail_errno(WP_BAD_INPUT, err, errlen, "%s: close of a probe file failed", at);
+    if (unlink(probe) != 0 && rc == 0) rc = wp_fail_errno(WP_BAD_INPUT, err, errlen, "%s: cannot remove files there", at);
     return rc;
 }
 
-int fs_fsync_dir(const char *dir, char *err, size_t errlen) {
+wp_result fs_fsync_dir(const char *dir, char *err, size_t errlen) {
     int fd = open(dir, O_RDONLY | O_DIRECTORY);
-    if (fd < 0) return io_fail(err, errlen, 1, "%s: cannot open directory: %s", dir, strerror(errno));
+    if (fd < 0) return wp_fail_errno(WP_FAILED, err, errlen, "%s: cannot open directory", dir);
     int rc = fsync(fd);
     int saved = errno;
     close(fd);
     /* some file systems (and /proc-like mounts) refuse fsync on directories; that is not a
      * failure of ours, the data files themselves were synced */
     if (rc != 0 && saved != EINVAL && saved != EROFS)
-        return io_fail(err, errlen, 1, "%s: fsync of directory failed: %s", dir, strerror(saved));
+        return wp_fail(WP_FAILED, err, errlen, "%s: fsync of directory failed: %s", dir, strerror(saved));
     return 0;
 }
 
-int fs_remove_tree(const char *path, char *err, size_t errlen) {
+wp_result fs_remove_tree(const char *path, char *err, size_t errlen) {
     struct stat st;
     if (lstat(path, &st) != 0) {
         if (errno == ENOENT) return 0;
-        return io_fail(err, errlen, 1, "%s: cannot stat: %s", path, strerror(errno));
+        return wp_fail_errno(WP_FAILED, err, errlen, "%s: cannot stat", path);
     }
     if (S_ISDIR(st.st_mode)) {
         DIR *d = opendir(path);
-        if (!d) return io_fail(err, errlen, 1, "%s: cannot open directory: %s", path, strerror(errno));
+        if (!d) return wp_fail_errno(WP_FAILED, err, errlen, "%s: cannot open directory", path);
         struct dirent *e;
-        int rc = 0;
+        wp_result rc = WP_OK;
         while (rc == 0 && (e = readdir(d)) != NULL) {
             if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
             char child[WP_PATH_MAX];
@@ -109,10 +101,10 @@ int fs_remove_tree(const char *path, char *err, size_t errlen) {
         }
         closedir(d);
         if (rc) return rc;
-        if (rmdir(path) != 0) return io_fail(err, errlen, 1, "%s: cannot remove directory: %s", path, strerror(errno));
+        if (rmdir(path) != 0) return wp_fail_errno(WP_FAILED, err, errlen, "%s: cannot remove directory", path);
         return 0;
     }
-    if (unlink(path) != 0) return io_fail(err, errlen, 1, "%s: cannot remove: %s", path, strerror(errno));
+    if (unlink(path) != 0) return wp_fail_errno(WP_FAILED, err, errlen, "%s: cannot remove", path);
     return 0;
 }
 
@@ -129,53 +121,53 @@ static void parent_dir(const char *path, char *out, size_t outlen) {
     out[n] = '\0';
 }
 
-int fs_rename_durable(const char *from, const char *to, char *err, size_t errlen) {
-    if (rename(from, to) != 0) return io_fail(err, errlen, 1, "%s: cannot rename to %s: %s", from, to, strerror(errno));
+wp_result fs_rename_durable(const char *from, const char *to, char *err, size_t errlen) {
+    if (rename(from, to) != 0) return wp_fail_errno(WP_FAILED, err, errlen, "%s: cannot rename to %s", from, to);
     char dir[WP_PATH_MAX];
     parent_dir(to, dir, sizeof dir);
     return fs_fsync_dir(dir, err, errlen);
 }
 
-int fs_replace_dir(const char *from, const char *to, char *err, size_t errlen) {
+wp_result fs_replace_dir(const char *from, const char *to, char *err, size_t errlen) {
     if (!fs_exists(to)) return fs_rename_durable(from, to, err, errlen);
     char dir[WP_PATH_MAX], old[WP_PATH_MAX];
     parent_dir(to, dir, sizeof dir);
     const char *gone = from; /* where the old copy ends up */
     if (renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_EXCHANGE) != 0) {
         if (errno != EINVAL && errno != ENOSYS && errno != ENOTSUP)
-            return io_fail(err, errlen, 1, "%s: cannot exchange with %s: %s", from, to, strerror(errno));
-        if (snprintf(old, sizeof old, "%s.old", to) >= (int)sizeof old) return io_fail(err, errlen, 1, "%s: path too long", to);
-        int rc = fs_remove_tree(old, err, errlen); /* a leftover of an earlier fallback */
-        if (rc == 0 && rename(to, old) != 0) rc = io_fail(err, errlen, 1, "%s: cannot rename to %s: %s", to, old, strerror(errno));
-        if (rc == 0 && rename(from, to) != 0) rc = io_fail(err, errlen, 1, "%s: cannot rename to %s: %s", from, to, strerror(errno));
+            return wp_fail_errno(WP_FAILED, err, errlen, "%s: cannot exchange with %s", from, to);
+        if (snprintf(old, sizeof old, "%s.old", to) >= (int)sizeof old) return wp_fail(WP_FAILED, err, errlen, "%s: path too long", to);
+        wp_result rc = fs_remove_tree(old, err, errlen); /* a leftover of an earlier fallback */
+        if (rc == 0 && rename(to, old) != 0) rc = wp_fail_errno(WP_FAILED, err, errlen, "%s: cannot rename to %s", to, old);
+        if (rc == 0 && rename(from, to) != 0) rc = wp_fail_errno(WP_FAILED, err, errlen, "%s: cannot rename to %s", from, to);
         if (rc) return rc;
         gone = old;
     }
-    int rc = fs_fsync_dir(dir, err, errlen);
+    wp_result rc = fs_fsync_dir(dir, err, errlen);
     return rc ? rc : fs_remove_tree(gone, err, errlen);
 }
 
-int fs_write_all(int fd, const void *buf, size_t n, const char *path, char *err, size_t errlen) {
+wp_result fs_write_all(int fd, const void *buf, size_t n, const char *path, char *err, size_t errlen) {
     const char *p = buf;
     while (n > 0) {
         size_t part = n > ((size_t)1 << 30) ? ((size_t)1 << 30) : n;
         ssize_t w = write(fd, p, part);
         if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return io_fail(err, errlen, 1, "%s: write failed: %s", path, w < 0 ? strerror(errno) : "no progress");
+        if (w <= 0) return wp_fail(WP_FAILED, err, errlen, "%s: write failed: %s", path, w < 0 ? strerror(errno) : "no progress");
         p += w;
         n -= (size_t)w;
     }
     return 0;
 }
 
-int fs_write_file_atomic(const char *path, const void *data, size_t n, char *err, size_t errlen) {
+wp_result fs_write_file_atomic(const char *path, const void *data, size_t n, char *err, size_t errlen) {
     char tmp[WP_PATH_MAX];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) return io_fail(err, errlen, 1, "%s: path too long", path);
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) return wp_fail(WP_FAILED, err, errlen, "%s: path too long", path);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-    if (fd < 0) return io_fail(err, errlen, 1, "%s: cannot create: %s", tmp, strerror(errno));
-    int rc = fs_write_all(fd, data, n, tmp, err, errlen);
-    if (rc == 0 && fsync(fd) != 0) rc = io_fail(err, errlen, 1, "%s: fsync failed: %s", tmp, strerror(errno));
-    if (close(fd) != 0 && rc == 0) rc = io_fail(err, errlen, 1, "%s: close failed: %s", tmp, strerror(errno));
+    if (fd < 0) return wp_fail_errno(WP_FAILED, err, errlen, "%s: cannot create", tmp);
+    wp_result rc = fs_write_all(fd, data, n, tmp, err, errlen);
+    if (rc == 0 && fsync(fd) != 0) rc = wp_fail_errno(WP_FAILED, err, errlen, "%s: fsync failed", tmp);
+    if (close(fd) != 0 && rc == 0) rc = wp_fail_errno(WP_FAILED, err, errlen, "%s: close failed", tmp);
     if (rc == 0) rc = fs_rename_durable(tmp, path, err, errlen);
     if (rc) unlink(tmp);
     return rc;
@@ -190,23 +182,23 @@ static const char *kind_of(mode_t mode) {
     return "a device or special file";
 }
 
-int fs_open_regular(const char *path, uint64_t max_bytes, int *fd, uint64_t *size, char *err, size_t errlen) {
+wp_result fs_open_regular(const char *path, uint64_t max_bytes, int *fd, uint64_t *size, char *err, size_t errlen) {
     *fd = -1;
     *size = 0;
     int f = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (f < 0) return io_fail(err, errlen, 2, "%s: cannot open: %s", path, strerror(errno));
+    if (f < 0) return wp_fail_errno(WP_BAD_INPUT, err, errlen, "%s: cannot open", path);
     struct stat st;
-    int rc = 0;
-    if (fstat(f, &st) != 0) rc = io_fail(err, errlen, 1, "%s: cannot stat: %s", path, strerror(errno));
+    wp_result rc = WP_OK;
+    if (fstat(f, &st) != 0) rc = wp_fail_errno(WP_FAILED, err, errlen, "%s: cannot stat", path);
     else if (!S_ISREG(st.st_mode))
-        rc = io_fail(err, errlen, 2, "%s: not a regular file (%s)", path, kind_of(st.st_mode));
+        rc = wp_fail(WP_BAD_INPUT, err, errlen, "%s: not a regular file (%s)", path, kind_of(st.st_mode));
     else if (max_bytes > 0 && (uint64_t)st.st_size > max_bytes)
-        rc = io_fail(err, errlen, 2, "%s: %lld bytes, more than the %llu this file may have", path, (long long)st.st_size,
+        rc = wp_fail(WP_BAD_INPUT, err, errlen, "%s: %lld bytes, more than the %llu this file may have", path, (long long)st.st_size,
                      (unsigned long long)max_bytes);
     /* regular files ignore O_NONBLOCK today; cleared anyway so that no read can ever see EAGAIN */
     int fl = rc ? 0 : fcntl(f, F_GETFL);
     if (rc == 0 && (fl < 0 || fcntl(f, F_SETFL, fl & ~O_NONBLOCK) != 0))
-        rc = io_fail(err, errlen, 1, "%s: fcntl failed: %s", path, strerror(errno));
+        rc = wp_fail_errno(WP_FAILED, err, errlen, "%s: fcntl failed", path);
     if (rc) {
         close(f);
         return rc;
@@ -216,17 +208,16 @@ int fs_open_regular(const char *path, uint64_t max_bytes, int *fd, uint64_t *siz
     return 0;
 }
 
-int fs_read_small(const char *path, size_t max_bytes, char **data, size_t *size, char *err, size_t errlen) {
+wp_result fs_read_small(const char *path, size_t max_bytes, char **data, size_t *size, char *err, size_t errlen) {
     *data = NULL;
     *size = 0;
     int fd;
     uint64_t want;
-    int rc = fs_open_regular(path, max_bytes, &fd, &want, err, errlen);
-    if (rc) return rc;
+    WP_TRY(fs_open_regular(path, max_bytes, &fd, &want, err, errlen));
     char *buf = malloc((size_t)want + 1);
     if (!buf) {
         close(fd);
-        return io_fail(err, errlen, 1, "%s: out of memory reading %llu bytes", path, (unsigned long long)want);
+        return wp_fail(WP_FAILED, err, errlen, "%s: out of memory reading %llu bytes", path, (unsigned long long)want);
     }
     size_t got = 0;
     while (got < (size_t)want) {
@@ -235,7 +226,7 @@ int fs_read_small(const char *path, size_t max_bytes, char **data, size_t *size,
         if (r <= 0) {
             free(buf);
             close(fd);
-            return io_fail(err, errlen, 1, "%s: read failed: %s", path, r < 0 ? strerror(errno) : "file shrank");
+            return wp_fail(WP_FAILED, err, errlen, "%s: read failed: %s", path, r < 0 ? strerror(errno) : "file shrank");
         }
         got += (size_t)r;
     }
@@ -246,31 +237,29 @@ int fs_read_small(const char *path, size_t max_bytes, char **data, size_t *size,
     return 0;
 }
 
-int fs_load_json(const char *path, size_t max_bytes, size_t flags, json_t **out, char *err, size_t errlen) {
+wp_result fs_load_json(const char *path, size_t max_bytes, size_t flags, json_t **out, char *err, size_t errlen) {
     char *text;
     size_t size;
     *out = NULL;
-    int rc = fs_read_small(path, max_bytes, &text, &size, err, errlen);
-    if (rc) return rc;
+    WP_TRY(fs_read_small(path, max_bytes, &text, &size, err, errlen));
     json_error_t je;
     *out = json_loadb(text, size, flags, &je);
     free(text);
-    if (!*out) return io_fail(err, errlen, 2, "%s: not JSON: %s (line %d)", path, je.text, je.line);
+    if (!*out) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: not JSON: %s (line %d)", path, je.text, je.line);
     return 0;
 }
 
-int fs_map_file(const char *path, fs_map *m, char *err, size_t errlen) {
+wp_result fs_map_file(const char *path, fs_map *m, char *err, size_t errlen) {
     m->data = NULL;
     m->size = 0;
     int fd;
     uint64_t size;
-    int rc = fs_open_regular(path, 0, &fd, &size, err, errlen);
-    if (rc) return rc;
+    WP_TRY(fs_open_regular(path, 0, &fd, &size, err, errlen));
     if (size > 0) {
         void *p = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (p == MAP_FAILED) {
             close(fd);
-            return io_fail(err, errlen, 1, "%s: cannot map %llu bytes: %s", path, (unsigned long long)size, strerror(errno));
+            return wp_fail_errno(WP_FAILED, err, errlen, "%s: cannot map %llu bytes", path, (unsigned long long)size);
         }
         m->data = p;
         m->size = (size_t)size;

@@ -1,8 +1,8 @@
 /* File-system helpers shared by shards, checkpoints and exports. Every helper checks its system
  * calls and reports failures as one line naming the path.
  *
- * Return codes used throughout src/io: 0 success, 2 bad input (a missing, unreadable or
- * malformed file given by the user: the message names the file and the field), 1 a runtime
+ * Every status is a wp_result (result.h): WP_BAD_INPUT for a missing, unreadable or malformed
+ * file given by the user (the line names the file and the field), WP_FAILED for a runtime
  * failure (out of memory, a failed write or rename). Commands pass them on as exit codes. */
 #ifndef WP_IO_FSUTIL_H
 #define WP_IO_FSUTIL_H
@@ -11,13 +11,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "result.h"
+
 #define WP_PATH_MAX 4096
 
-/* Formats a message into err and returns rc (so "return io_fail(...)" reads as one step). */
-int io_fail(char *err, size_t errlen, int rc, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* The old spelling of wp_fail (result.h), kept for src/cmd until it is converted. */
+#define io_fail(err, errlen, rc, ...) wp_fail((wp_result)(rc), (err), (errlen), __VA_ARGS__)
 
 /* dir + "/" + name into out; 1 (with a message) when it does not fit. */
-int fs_join(char *out, size_t outlen, const char *dir, const char *name, char *err, size_t errlen);
+wp_result fs_join(char *out, size_t outlen, const char *dir, const char *name, char *err, size_t errlen);
 
 bool fs_is_dir(const char *path);
 bool fs_exists(const char *path);
@@ -25,47 +27,47 @@ bool fs_exists(const char *path);
 /* Can files be created in dir (or, when dir does not exist yet, in its nearest existing
  * ancestor)? A probe file is created and removed: read-only mounts, permissions and a full
  * inode table all show, before hours of work are lost at the first save. 2 naming dir. */
-int fs_probe_writable(const char *dir, char *err, size_t errlen);
+wp_result fs_probe_writable(const char *dir, char *err, size_t errlen);
 
 /* mkdir -p */
-int fs_mkdirs(const char *path, char *err, size_t errlen);
+wp_result fs_mkdirs(const char *path, char *err, size_t errlen);
 /* fsync a directory, so that renames and new entries in it survive a crash. */
-int fs_fsync_dir(const char *dir, char *err, size_t errlen);
+wp_result fs_fsync_dir(const char *dir, char *err, size_t errlen);
 /* rm -r; a missing path is not an error. */
-int fs_remove_tree(const char *path, char *err, size_t errlen);
+wp_result fs_remove_tree(const char *path, char *err, size_t errlen);
 /* rename, then fsync the directory holding the new name. */
-int fs_rename_durable(const char *from, const char *to, char *err, size_t errlen);
+wp_result fs_rename_durable(const char *from, const char *to, char *err, size_t errlen);
 /* Directory `from` takes the place of `to`, which may exist: `to` names a complete directory at
  * every instant (the old one until the new one). renameat2's RENAME_EXCHANGE swaps the two in
  * one step, then the old copy (now at `from`) is removed; where the file system has no exchange,
  * `to` moves aside to `to.old` first (a crash between that and the next rename leaves it there,
  * whole). The directory holding them is fsync'd before the old copy goes. */
-int fs_replace_dir(const char *from, const char *to, char *err, size_t errlen);
+wp_result fs_replace_dir(const char *from, const char *to, char *err, size_t errlen);
 
 /* write(2) until all n bytes are out. */
-int fs_write_all(int fd, const void *buf, size_t n, const char *path, char *err, size_t errlen);
+wp_result fs_write_all(int fd, const void *buf, size_t n, const char *path, char *err, size_t errlen);
 /* path.tmp written, fsync'd and renamed over path: readers see the old file or the whole new one. */
-int fs_write_file_atomic(const char *path, const void *data, size_t n, char *err, size_t errlen);
+wp_result fs_write_file_atomic(const char *path, const void *data, size_t n, char *err, size_t errlen);
 /* Opens a file to read, which must be a regular file of at most max_bytes (0: any size): a FIFO,
  * a device (/dev/zero), a socket or a directory is refused with 2 naming the path, without
  * blocking (O_NONBLOCK while opening, so a FIFO with no writer cannot hang the open; cleared
  * after). Every reader of a user-given file goes through here. *fd is O_CLOEXEC; *size its
  * size. Missing or unreadable: 2. */
-int fs_open_regular(const char *path, uint64_t max_bytes, int *fd, uint64_t *size, char *err, size_t errlen);
+wp_result fs_open_regular(const char *path, uint64_t max_bytes, int *fd, uint64_t *size, char *err, size_t errlen);
 /* A small file read whole, NUL-terminated (caller frees *data). Missing file: 2. */
-int fs_read_small(const char *path, size_t max_bytes, char **data, size_t *size, char *err, size_t errlen);
+wp_result fs_read_small(const char *path, size_t max_bytes, char **data, size_t *size, char *err, size_t errlen);
 
 /* A JSON file (fs_read_small's checks, then jansson's json_loadb with flags). Not JSON: 2 with
  * the line and jansson's reason. */
 struct json_t;
-int fs_load_json(const char *path, size_t max_bytes, size_t flags, struct json_t **out, char *err, size_t errlen);
+wp_result fs_load_json(const char *path, size_t max_bytes, size_t flags, struct json_t **out, char *err, size_t errlen);
 
 /* A read-only mapping of a whole file (data is NULL for an empty file). */
 typedef struct {
     const unsigned char *data;
     size_t size;
 } fs_map;
-int fs_map_file(const char *path, fs_map *m, char *err, size_t errlen);
+wp_result fs_map_file(const char *path, fs_map *m, char *err, size_t errlen);
 void fs_unmap(fs_map *m);
 
 /* zlib CRC-32 of a buffer of any size. */

@@ -9,19 +9,20 @@
 #include <stdbool.h>
 
 #include "hf.h"
+#include "result.h"
 
 bool gguf_is_file(const char *path);
 /* The same hf_config as hf_read_config (path: the .gguf; tied: no output.weight tensor). */
-int gguf_read_config(const char *path, hf_config *c, char *err, size_t errlen);
+wp_result gguf_read_config(const char *path, hf_config *c, char *err, size_t errlen);
 /* Like hf_load_masters: the owned chunks' fp32 masters, moments and step at zero. */
-int gguf_load_masters(const char *path, wp_optim *o, char *err, size_t errlen);
+wp_result gguf_load_masters(const char *path, wp_optim *o, char *err, size_t errlen);
 /* llama.context_length, as hf_max_positions reads config.json's max_position_embeddings. */
-int gguf_max_positions(const char *path, int64_t *positions, char *err, size_t errlen);
+wp_result gguf_max_positions(const char *path, int64_t *positions, char *err, size_t errlen);
 /* The file's tokenizer.ggml.* (a "gpt2" byte-level BPE) as Hugging Face tokenizer.json text
  * (*json malloc'd, NUL-terminated); *json NULL when the file has no tokenizer.ggml.model, 2 when
  * it has another kind or a tokenizer.ggml.pre weipipe does not map. */
-int gguf_tokenizer_json(const char *path, char **json, size_t *len, char *err, size_t errlen);
+wp_result gguf_tokenizer_json(const char *path, char **json, size_t *len, char *err, size_t errlen);
 /* A checkpoint as a llama-architecture GGUF (F32, F16 or BF16 tensors), via OUT.tmp renamed. */
-int gguf_export(const wp_ckpt *c, const char *out, wp_dtype dtype, char *err, size_t errlen);
+wp_result gguf_export(const wp_ckpt *c, const char *out, wp_dtype dtype, char *err, size_t errlen);
 
 #endif

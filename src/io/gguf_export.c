@@ -83,7 +83,7 @@ static int metadata(buf *b, const wp_model_cfg *cfg, wp_dtype dtype) {
 }
 
 /* The checkpoint's tokenizer.json as tokenizer.ggml.* when it is a byte-level BPE (gguf_tokenizer.c). */
-static int tokenizer_kvs(const wp_ckpt *c, buf *b, int *n, char *err, size_t errlen) {
+static wp_result tokenizer_kvs(const wp_ckpt *c, buf *b, int *n, char *err, size_t errlen) {
     const char *tok = ckpt_tokenizer(c);
     size_t len = tok ? strlen(tok) : 0, name = strlen(TOK_NAME_HF);
     if (!tok || len < name || strcmp(tok + len - name, TOK_NAME_HF) != 0) return 0;
@@ -102,11 +102,10 @@ static void permute(const float *src, float *dst, int heads, int hd, int cols) {
 }
 
 /* One tensor: the master read, permuted when Q or K, converted to dtype, padded. */
-static int write_tensor(int fd, const char *tmp, const wp_ckpt *c, const wp_layout *L, const wp_param *p, wp_dtype dtype,
+static wp_result write_tensor(int fd, const char *tmp, const wp_ckpt *c, const wp_layout *L, const wp_param *p, wp_dtype dtype,
                         float *a, float *b, char *err, size_t errlen) {
     size_t n = (size_t)p->rows * p->cols, es = wp_dtype_size(dtype);
-    int rc = ckpt_read_master(c, p, a, err, errlen);
-    if (rc) return rc;
+    WP_TRY(ckpt_read_master(c, p, a, err, errlen));
     const float *src = a;
     if (strstr(p->name, "self_attn.q_proj") || strstr(p->name, "self_attn.k_proj")) {
         permute(a, b, strstr(p->name, "q_proj") ? L->cfg.n_heads : L->cfg.n_kv_heads, L->cfg.head_dim, p->cols);
@@ -125,11 +124,11 @@ static int write_tensor(int fd, const char *tmp, const wp_ckpt *c, const wp_layo
     return fs_write_all(fd, out, bytes + pad, tmp, err, errlen);
 }
 
-static int header(buf *b, const wp_ckpt *c, const wp_layout *L, wp_dtype dtype, char *err, size_t errlen) {
+static wp_result header(buf *b, const wp_ckpt *c, const wp_layout *L, wp_dtype dtype, char *err, size_t errlen) {
     const wp_model_cfg *cfg = &L->cfg;
     buf kv = {0};
     int nkv = metadata(&kv, cfg, dtype), nt = 0;
-    int rc = tokenizer_kvs(c, &kv, &nkv, err, errlen);
+    wp_result rc = tokenizer_kvs(c, &kv, &nkv, err, errlen);
     if (rc) {
         free(kv.p);
         return rc;
@@ -159,10 +158,10 @@ static int header(buf *b, const wp_ckpt *c, const wp_layout *L, wp_dtype dtype, 
     }
     static const unsigned char zero[ALIGN];
     put(b, zero, (ALIGN - b->n % ALIGN) % ALIGN);
-    return b->oom ? io_fail(err, errlen, 1, "export: out of memory") : 0;
+    return b->oom ? wp_fail(WP_FAILED, err, errlen, "export: out of memory") : 0;
 }
 
-static int write_file(const wp_ckpt *c, const wp_layout *L, const char *tmp, wp_dtype dtype, char *err, size_t errlen) {
+static wp_result write_file(const wp_ckpt *c, const wp_layout *L, const char *tmp, wp_dtype dtype, char *err, size_t errlen) {
     buf h = {0};
     int hrc = header(&h, c, L, dtype, err, errlen);
     if (hrc) {
@@ -174,31 +173,30 @@ static int write_file(const wp_ckpt *c, const wp_layout *L, const char *tmp, wp_
         if ((size_t)L->params[i].rows * L->params[i].cols > most) most = (size_t)L->params[i].rows * L->params[i].cols;
     float *a = malloc((most + ALIGN) * sizeof *a), *b = malloc((most + ALIGN) * sizeof *b);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    int rc = !a || !b ? io_fail(err, errlen, 1, "export: out of memory")
-             : fd < 0 ? io_fail(err, errlen, 1, "%s: cannot create: %s", tmp, strerror(errno)) : 0;
+    int rc = !a || !b ? wp_fail(WP_FAILED, err, errlen, "export: out of memory")
+             : fd < 0 ? wp_fail_errno(WP_FAILED, err, errlen, "%s: cannot create", tmp) : 0;
     if (rc == 0) rc = fs_write_all(fd, h.p, h.n, tmp, err, errlen);
     for (int i = 0; rc == 0 && i < L->n_params; i++)
         if (exported(&L->cfg, &L->params[i])) rc = write_tensor(fd, tmp, c, L, &L->params[i], dtype, a, b, err, errlen);
-    if (rc == 0 && fsync(fd) != 0) rc = io_fail(err, errlen, 1, "%s: fsync: %s", tmp, strerror(errno));
-    if (fd >= 0 && close(fd) != 0 && rc == 0) rc = io_fail(err, errlen, 1, "%s: close: %s", tmp, strerror(errno));
+    if (rc == 0 && fsync(fd) != 0) rc = wp_fail_errno(WP_FAILED, err, errlen, "%s: fsync", tmp);
+    if (fd >= 0 && close(fd) != 0 && rc == 0) rc = wp_fail_errno(WP_FAILED, err, errlen, "%s: close", tmp);
     free(a);
     free(b);
     free(h.p);
     return rc;
 }
 
-int gguf_export(const wp_ckpt *c, const char *out, wp_dtype dtype, char *err, size_t errlen) {
+wp_result gguf_export(const wp_ckpt *c, const char *out, wp_dtype dtype, char *err, size_t errlen) {
     wp_model_cfg cfg = ckpt_info(c)->cfg;
     if (cfg.rope_scaling.factor != 0)
-        return io_fail(err, errlen, 2, "--format gguf: the checkpoint's llama3 rope scaling is not written to GGUF yet "
+        return wp_fail(WP_BAD_INPUT, err, errlen, "--format gguf: the checkpoint's llama3 rope scaling is not written to GGUF yet "
                        "(export to Hugging Face safetensors instead)");
     char tmp[WP_PATH_MAX];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", out) >= (int)sizeof tmp) return io_fail(err, errlen, 2, "%s: path too long", out);
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", out) >= (int)sizeof tmp) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: path too long", out);
     model_cfg_even_chunks(&cfg, 1);
     wp_layout L;
-    int rc = layout_build(&cfg, &L, err, errlen);
-    if (rc) return rc;
-    rc = write_file(c, &L, tmp, dtype, err, errlen);
+    WP_TRY(layout_build(&cfg, &L, err, errlen));
+    wp_result rc = write_file(c, &L, tmp, dtype, err, errlen);
     if (rc == 0) rc = fs_rename_durable(tmp, out, err, errlen);
     else unlink(tmp);
     layout_free(&L);

@@ -23,25 +23,24 @@ typedef struct {
 static size_t left(const cursor *c) { return c->f->map.size - c->pos; }
 
 /* n bytes at the cursor, or 2 naming the field that the file ends inside. */
-static int take(cursor *c, void *dst, size_t n, const char *field) {
+static wp_result take(cursor *c, void *dst, size_t n, const char *field) {
     if (left(c) < n)
-        return io_fail(c->err, c->errlen, 2, "%s: file cut short: %s needs %zu bytes at offset %zu, the file has %zu",
+        return wp_fail(WP_BAD_INPUT, c->err, c->errlen, "%s: file cut short: %s needs %zu bytes at offset %zu, the file has %zu",
                        c->f->path, field, n, c->pos, c->f->map.size);
     if (dst) memcpy(dst, c->f->map.data + c->pos, n);
     c->pos += n;
     return 0;
 }
 
-static int take_u32(cursor *c, uint32_t *v, const char *field) { return take(c, v, 4, field); }
-static int take_u64(cursor *c, uint64_t *v, const char *field) { return take(c, v, 8, field); }
+static wp_result take_u32(cursor *c, uint32_t *v, const char *field) { return take(c, v, 4, field); }
+static wp_result take_u64(cursor *c, uint64_t *v, const char *field) { return take(c, v, 8, field); }
 
 /* A gguf_string: u64 length, then that many bytes (checked against what is left). */
-static int take_str(cursor *c, const char **s, size_t *len, const char *field) {
+static wp_result take_str(cursor *c, const char **s, size_t *len, const char *field) {
     uint64_t n = 0;
-    int rc = take_u64(c, &n, field);
-    if (rc) return rc;
+    WP_TRY(take_u64(c, &n, field));
     if (n > left(c))
-        return io_fail(c->err, c->errlen, 2, "%s: %s: string length %llu at offset %zu runs past the end of the file (%zu bytes)",
+        return wp_fail(WP_BAD_INPUT, c->err, c->errlen, "%s: %s: string length %llu at offset %zu runs past the end of the file (%zu bytes)",
                        c->f->path, field, (unsigned long long)n, c->pos - 8, c->f->map.size);
     *s = (const char *)c->f->map.data + c->pos;
     *len = (size_t)n;
@@ -55,13 +54,12 @@ static const size_t scalar_size[GGUF_NTYPES] = {
 };
 
 /* One value of kv (its key already read): scalars, strings, arrays of either (not of arrays). */
-static int take_value(cursor *c, gguf_kv *kv) {
+static wp_result take_value(cursor *c, gguf_kv *kv) {
     char field[96];
     snprintf(field, sizeof field, "value of key '%.*s'", (int)(kv->keylen < 48 ? kv->keylen : 48), kv->key);
-    int rc = take_u32(c, &kv->type, field);
-    if (rc) return rc;
+    WP_TRY(take_u32(c, &kv->type, field));
     if (kv->type >= GGUF_NTYPES)
-        return io_fail(c->err, c->errlen, 2, "%s: %s: type %u is not a GGUF value type", c->f->path, field, kv->type);
+        return wp_fail(WP_BAD_INPUT, c->err, c->errlen, "%s: %s: type %u is not a GGUF value type", c->f->path, field, kv->type);
     const char *s;
     size_t len;
     if (kv->type == GGUF_STRING) {
@@ -72,15 +70,17 @@ static int take_value(cursor *c, gguf_kv *kv) {
         kv->off = c->pos;
         return take(c, NULL, scalar_size[kv->type], field);
     }
-    if ((rc = take_u32(c, &kv->atype, field)) || (rc = take_u64(c, &kv->n, field))) return rc;
+    WP_TRY(take_u32(c, &kv->atype, field));
+    WP_TRY(take_u64(c, &kv->n, field));
     if (kv->atype >= GGUF_NTYPES || kv->atype == GGUF_ARRAY)
-        return io_fail(c->err, c->errlen, 2, "%s: %s: array element type %u is not supported", c->f->path, field, kv->atype);
+        return wp_fail(WP_BAD_INPUT, c->err, c->errlen, "%s: %s: array element type %u is not supported", c->f->path, field, kv->atype);
     kv->off = c->pos;
     size_t each = kv->atype == GGUF_STRING ? 8 : scalar_size[kv->atype]; /* a string takes 8 bytes at least */
     if (kv->n > left(c) / each)
-        return io_fail(c->err, c->errlen, 2, "%s: %s: array count %llu is more than the %zu bytes left can hold", c->f->path,
+        return wp_fail(WP_BAD_INPUT, c->err, c->errlen, "%s: %s: array count %llu is more than the %zu bytes left can hold", c->f->path,
                        field, (unsigned long long)kv->n, left(c));
     if (kv->atype != GGUF_STRING) return take(c, NULL, (size_t)kv->n * each, field);
+    wp_result rc = WP_OK;
     for (uint64_t i = 0; i < kv->n && rc == 0; i++) rc = take_str(c, &s, &len, field);
     return rc;
 }
@@ -99,15 +99,15 @@ static void *grow(void **arr, size_t *n, size_t *cap, size_t size) {
     return e;
 }
 
-static int read_kvs(cursor *c, gguf_file *f, uint64_t n_kv) {
+static wp_result read_kvs(cursor *c, gguf_file *f, uint64_t n_kv) {
     size_t cap = 0;
     for (uint64_t i = 0; i < n_kv; i++) {
         if (left(c) < 13) /* key length, type and a one-byte value at least */
-            return io_fail(c->err, c->errlen, 2, "%s: header: kv_count %llu, but the file ends after %llu key/value pairs",
+            return wp_fail(WP_BAD_INPUT, c->err, c->errlen, "%s: header: kv_count %llu, but the file ends after %llu key/value pairs",
                            f->path, (unsigned long long)n_kv, (unsigned long long)i);
         gguf_kv *kv = grow((void **)&f->kv, &f->n_kv, &cap, sizeof *kv);
-        if (!kv) return io_fail(c->err, c->errlen, 1, "%s: out of memory for the key/value table", f->path);
-        int rc = take_str(c, &kv->key, &kv->keylen, "key");
+        if (!kv) return wp_fail(WP_FAILED, c->err, c->errlen, "%s: out of memory for the key/value table", f->path);
+        wp_result rc = take_str(c, &kv->key, &kv->keylen, "key");
         if (rc == 0) rc = take_value(c, kv);
         if (rc) return rc;
     }
@@ -135,41 +135,41 @@ const char *gguf_type_name(uint32_t type) { return type < N_TYPES && types[type]
 
 /* Dims, type and size of one tensor: positive dims whose product does not overflow, a known
  * type whose block divides the first dim. */
-static int check_shape(cursor *c, gguf_tensor *t) {
+static wp_result check_shape(cursor *c, gguf_tensor *t) {
     const gguf_file *f = c->f;
     int nl = (int)(t->namelen < 64 ? t->namelen : 64);
     t->numel = 1;
     for (uint32_t d = 0; d < t->ndims; d++) {
         if (t->dims[d] == 0 || t->dims[d] > INT64_MAX || __builtin_mul_overflow(t->numel, t->dims[d], &t->numel) ||
             t->numel > INT64_MAX)
-            return io_fail(c->err, c->errlen, 2, "%s: tensor '%.*s': dims[%u] = %llu is zero or overflows the element count",
+            return wp_fail(WP_BAD_INPUT, c->err, c->errlen, "%s: tensor '%.*s': dims[%u] = %llu is zero or overflows the element count",
                            f->path, nl, t->name, d, (unsigned long long)t->dims[d]);
     }
     if (t->type >= N_TYPES || !types[t->type].name)
-        return io_fail(c->err, c->errlen, 2, "%s: tensor '%.*s': type %u is not a ggml type", f->path, nl, t->name, t->type);
+        return wp_fail(WP_BAD_INPUT, c->err, c->errlen, "%s: tensor '%.*s': type %u is not a ggml type", f->path, nl, t->name, t->type);
     unsigned block = types[t->type].block;
     if (t->dims[0] % block)
-        return io_fail(c->err, c->errlen, 2, "%s: tensor '%.*s': dims[0] = %llu is not a multiple of %s's block of %u",
+        return wp_fail(WP_BAD_INPUT, c->err, c->errlen, "%s: tensor '%.*s': dims[0] = %llu is not a multiple of %s's block of %u",
                        f->path, nl, t->name, (unsigned long long)t->dims[0], types[t->type].name, block);
     t->nbytes = t->numel / block * types[t->type].bytes; /* numel < 2^63, bytes/block <= 10: no overflow */
     return 0;
 }
 
-static int read_tensor_infos(cursor *c, gguf_file *f, uint64_t n_tensors) {
+static wp_result read_tensor_infos(cursor *c, gguf_file *f, uint64_t n_tensors) {
     size_t cap = 0;
     for (uint64_t i = 0; i < n_tensors; i++) {
         if (left(c) < 24) /* name length, n_dims, type and offset at least */
-            return io_fail(c->err, c->errlen, 2, "%s: header: tensor_count %llu, but the file ends after %llu tensor infos",
+            return wp_fail(WP_BAD_INPUT, c->err, c->errlen, "%s: header: tensor_count %llu, but the file ends after %llu tensor infos",
                            f->path, (unsigned long long)n_tensors, (unsigned long long)i);
         gguf_tensor *t = grow((void **)&f->t, &f->n_tensors, &cap, sizeof *t);
-        if (!t) return io_fail(c->err, c->errlen, 1, "%s: out of memory for the tensor table", f->path);
-        int rc = take_str(c, &t->name, &t->namelen, "tensor name");
+        if (!t) return wp_fail(WP_FAILED, c->err, c->errlen, "%s: out of memory for the tensor table", f->path);
+        wp_result rc = take_str(c, &t->name, &t->namelen, "tensor name");
         if (rc == 0 && t->namelen >= 64) /* GGML_MAX_NAME */
-            rc = io_fail(c->err, c->errlen, 2, "%s: tensor %llu: name of %zu bytes is longer than ggml's 63", f->path,
+            rc = wp_fail(WP_BAD_INPUT, c->err, c->errlen, "%s: tensor %llu: name of %zu bytes is longer than ggml's 63", f->path,
                          (unsigned long long)i, t->namelen);
         if (rc == 0) rc = take_u32(c, &t->ndims, "tensor n_dims");
         if (rc == 0 && (t->ndims < 1 || t->ndims > GGUF_MAX_DIMS))
-            rc = io_fail(c->err, c->errlen, 2, "%s: tensor '%.*s': n_dims %u is not between 1 and %d", f->path, (int)t->namelen,
+            rc = wp_fail(WP_BAD_INPUT, c->err, c->errlen, "%s: tensor '%.*s': n_dims %u is not between 1 and %d", f->path, (int)t->namelen,
                          t->name, t->ndims, GGUF_MAX_DIMS);
         for (uint32_t d = 0; rc == 0 && d < t->ndims; d++) rc = take_u64(c, &t->dims[d], "tensor dims");
         if (rc == 0) rc = take_u32(c, &t->type, "tensor type");
@@ -186,71 +186,70 @@ static int by_offset(const void *a, const void *b) {
 }
 
 /* Each tensor's bytes aligned, inside the file, and apart from every other tensor's. */
-static int check_data(cursor *c, gguf_file *f) {
+static wp_result check_data(cursor *c, gguf_file *f) {
     size_t room = f->map.size - f->data;
     for (size_t i = 0; i < f->n_tensors; i++) {
         const gguf_tensor *t = &f->t[i];
         if (t->off % f->alignment || t->off > room || t->nbytes > room - t->off)
-            return io_fail(c->err, c->errlen, 2, "%s: tensor '%.*s': offset %llu (+%llu bytes) is unaligned or past the end of "
+            return wp_fail(WP_BAD_INPUT, c->err, c->errlen, "%s: tensor '%.*s': offset %llu (+%llu bytes) is unaligned or past the end of "
                            "the data section (%zu bytes)", f->path, (int)t->namelen, t->name, (unsigned long long)t->off,
                            (unsigned long long)t->nbytes, room);
     }
     const gguf_tensor **order = malloc((f->n_tensors ? f->n_tensors : 1) * sizeof *order);
-    if (!order) return io_fail(c->err, c->errlen, 1, "%s: out of memory", f->path);
+    if (!order) return wp_fail(WP_FAILED, c->err, c->errlen, "%s: out of memory", f->path);
     for (size_t i = 0; i < f->n_tensors; i++) order[i] = &f->t[i];
     qsort(order, f->n_tensors, sizeof *order, by_offset);
-    int rc = 0;
+    wp_result rc = WP_OK;
     for (size_t i = 0; rc == 0 && i + 1 < f->n_tensors; i++)
         if (order[i]->off + order[i]->nbytes > order[i + 1]->off)
-            rc = io_fail(c->err, c->errlen, 2, "%s: tensor '%.*s': data at offset %llu overlaps tensor '%.*s'", f->path,
+            rc = wp_fail(WP_BAD_INPUT, c->err, c->errlen, "%s: tensor '%.*s': data at offset %llu overlaps tensor '%.*s'", f->path,
                          (int)order[i + 1]->namelen, order[i + 1]->name, (unsigned long long)order[i + 1]->off,
                          (int)order[i]->namelen, order[i]->name);
     free(order);
     return rc;
 }
 
-static int parse(gguf_file *f, char *err, size_t errlen) {
+static wp_result parse(gguf_file *f, char *err, size_t errlen) {
     cursor c = {.f = f, .err = err, .errlen = errlen};
     uint32_t magic = 0;
     uint64_t n_tensors = 0, n_kv = 0;
-    int rc = take_u32(&c, &magic, "header magic");
-    if (rc == 0 && memcmp(&magic, "GGUF", 4) != 0) return io_fail(err, errlen, 2, "%s: header: magic is not GGUF", f->path);
+    wp_result rc = take_u32(&c, &magic, "header magic");
+    if (rc == 0 && memcmp(&magic, "GGUF", 4) != 0) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: header: magic is not GGUF", f->path);
     if (rc == 0) rc = take_u32(&c, &f->version, "header version");
     if (rc == 0 && f->version != 2 && f->version != 3)
-        return io_fail(err, errlen, 2, "%s: header: version %u (weipipe reads GGUF 2 and 3)", f->path, f->version);
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s: header: version %u (weipipe reads GGUF 2 and 3)", f->path, f->version);
     if (rc == 0) rc = take_u64(&c, &n_tensors, "header tensor_count");
     if (rc == 0) rc = take_u64(&c, &n_kv, "header kv_count");
     /* the counts against the bytes left first, so that the message names the lying count */
     if (rc == 0 && n_kv > left(&c) / 13)
-        return io_fail(err, errlen, 2, "%s: header: kv_count %llu is more than the file's %zu bytes can hold (a lying count, or a file cut short)", f->path,
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s: header: kv_count %llu is more than the file's %zu bytes can hold (a lying count, or a file cut short)", f->path,
                        (unsigned long long)n_kv, f->map.size);
     if (rc == 0) rc = read_kvs(&c, f, n_kv);
     if (rc == 0 && n_tensors > left(&c) / 24)
-        return io_fail(err, errlen, 2, "%s: header: tensor_count %llu is more than the file's %zu bytes can hold (a lying count, or a file cut short)", f->path,
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s: header: tensor_count %llu is more than the file's %zu bytes can hold (a lying count, or a file cut short)", f->path,
                        (unsigned long long)n_tensors, f->map.size);
     if (rc == 0) rc = read_tensor_infos(&c, f, n_tensors);
     if (rc) return rc;
     uint64_t align = GGUF_DEFAULT_ALIGNMENT;
     bool present;
-    rc = gguf_get_uint(f, "general.alignment", false, &align, &present, err, errlen);
-    if (rc == 0 && (align == 0 || (align & (align - 1)) || align > (1u << 30)))
-        rc = io_fail(err, errlen, 2, "%s: general.alignment %llu is not a power of two up to 2^30", f->path, (unsigned long long)align);
-    if (rc) return rc;
+    WP_TRY(gguf_get_uint(f, "general.alignment", false, &align, &present, err, errlen));
+    if (align == 0 || (align & (align - 1)) || align > (1u << 30))
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s: general.alignment %llu is not a power of two up to 2^30", f->path, (unsigned long long)align);
     f->alignment = align;
     size_t pad = (size_t)((align - c.pos % align) % align);
     if (f->n_tensors && pad > left(&c))
-        return io_fail(err, errlen, 2, "%s: file cut short: the data section would start at offset %zu, the file has %zu",
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s: file cut short: the data section would start at offset %zu, the file has %zu",
                        f->path, c.pos + pad, f->map.size);
     f->data = f->n_tensors ? c.pos + pad : c.pos;
     return check_data(&c, f);
 }
 
-int gguf_open(gguf_file **out, const char *path, char *err, size_t errlen) {
+wp_result gguf_open(gguf_file **out, const char *path, char *err, size_t errlen) {
     *out = NULL;
     gguf_file *f = calloc(1, sizeof *f);
-    if (!f) return io_fail(err, errlen, 1, "%s: out of memory", path);
+    if (!f) return wp_fail(WP_FAILED, err, errlen, "%s: out of memory", path);
     snprintf(f->path, sizeof f->path, "%s", path);
-    int rc = fs_map_file(path, &f->map, err, errlen);
+    wp_result rc = fs_map_file(path, &f->map, err, errlen);
     if (rc == 0) rc = parse(f, err, errlen);
     if (rc) gguf_close(f);
     else *out = f;
@@ -278,12 +277,12 @@ bool gguf_is_file(const char *path) {
 
 /* ---- accessors (the file is checked: no bounds to test) ---- */
 
-int gguf_find_kv(const gguf_file *f, const char *key, const gguf_kv **kv, char *err, size_t errlen) {
+wp_result gguf_find_kv(const gguf_file *f, const char *key, const gguf_kv **kv, char *err, size_t errlen) {
     size_t len = strlen(key);
     *kv = NULL;
     for (size_t i = 0; i < f->n_kv; i++) {
         if (f->kv[i].keylen != len || memcmp(f->kv[i].key, key, len) != 0) continue;
-        if (*kv) return io_fail(err, errlen, 2, "%s: key %s is given twice", f->path, key);
+        if (*kv) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: key %s is given twice", f->path, key);
         *kv = &f->kv[i];
     }
     return 0;
@@ -308,26 +307,26 @@ static int64_t read_int(const unsigned char *p, uint32_t type, bool *ok) {
     }
 }
 
-static int missing(const gguf_file *f, const char *key, bool required, bool *present, char *err, size_t errlen) {
+static wp_result missing(const gguf_file *f, const char *key, bool required, bool *present, char *err, size_t errlen) {
     if (present) *present = false;
-    return required ? io_fail(err, errlen, 2, "%s: key %s is missing", f->path, key) : 0;
+    return required ? wp_fail(WP_BAD_INPUT, err, errlen, "%s: key %s is missing", f->path, key) : 0;
 }
 
-int gguf_get_uint(const gguf_file *f, const char *key, bool required, uint64_t *v, bool *present, char *err, size_t errlen) {
+wp_result gguf_get_uint(const gguf_file *f, const char *key, bool required, uint64_t *v, bool *present, char *err, size_t errlen) {
     const gguf_kv *kv;
-    int rc = gguf_find_kv(f, key, &kv, err, errlen);
+    wp_result rc = gguf_find_kv(f, key, &kv, err, errlen);
     if (rc || !kv) return rc ? rc : missing(f, key, required, present, err, errlen);
     bool ok = kv->type != GGUF_STRING && kv->type != GGUF_ARRAY;
     int64_t x = ok ? read_int(f->map.data + kv->off, kv->type, &ok) : 0;
-    if (!ok || x < 0) return io_fail(err, errlen, 2, "%s: key %s is not a non-negative integer", f->path, key);
+    if (!ok || x < 0) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: key %s is not a non-negative integer", f->path, key);
     *v = (uint64_t)x;
     if (present) *present = true;
     return 0;
 }
 
-int gguf_get_float(const gguf_file *f, const char *key, bool required, double *v, bool *present, char *err, size_t errlen) {
+wp_result gguf_get_float(const gguf_file *f, const char *key, bool required, double *v, bool *present, char *err, size_t errlen) {
     const gguf_kv *kv;
-    int rc = gguf_find_kv(f, key, &kv, err, errlen);
+    wp_result rc = gguf_find_kv(f, key, &kv, err, errlen);
     if (rc || !kv) return rc ? rc : missing(f, key, required, present, err, errlen);
     const unsigned char *p = f->map.data + kv->off;
     if (kv->type == GGUF_F32) {
@@ -339,20 +338,20 @@ int gguf_get_float(const gguf_file *f, const char *key, bool required, double *v
     } else {
         bool ok = kv->type != GGUF_STRING && kv->type != GGUF_ARRAY;
         int64_t x = ok ? read_int(p, kv->type, &ok) : 0;
-        if (!ok) return io_fail(err, errlen, 2, "%s: key %s is not a number", f->path, key);
+        if (!ok) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: key %s is not a number", f->path, key);
         *v = (double)x;
     }
     if (present) *present = true;
     return 0;
 }
 
-int gguf_get_str(const gguf_file *f, const char *key, bool required, const char **s, size_t *len, char *err, size_t errlen) {
+wp_result gguf_get_str(const gguf_file *f, const char *key, bool required, const char **s, size_t *len, char *err, size_t errlen) {
     const gguf_kv *kv;
     *s = NULL;
     *len = 0;
-    int rc = gguf_find_kv(f, key, &kv, err, errlen);
+    wp_result rc = gguf_find_kv(f, key, &kv, err, errlen);
     if (rc || !kv) return rc ? rc : missing(f, key, required, NULL, err, errlen);
-    if (kv->type != GGUF_STRING) return io_fail(err, errlen, 2, "%s: key %s is not a string", f->path, key);
+    if (kv->type != GGUF_STRING) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: key %s is not a string", f->path, key);
     size_t pos = kv->off;
     gguf_next_str(f, &pos, s, len);
     return 0;
@@ -414,7 +413,7 @@ bool gguf_type_readable(uint32_t type) {
            type == GGML_Q4_1;
 }
 
-int gguf_tensor_f32(const gguf_file *f, const gguf_tensor *t, float *dst, char *err, size_t errlen) {
+wp_result gguf_tensor_f32(const gguf_file *f, const gguf_tensor *t, float *dst, char *err, size_t errlen) {
     const unsigned char *p = f->map.data + f->data + t->off;
     size_t n = (size_t)t->numel;
     switch (t->type) {
@@ -431,7 +430,7 @@ int gguf_tensor_f32(const gguf_file *f, const gguf_tensor *t, float *dst, char *
         for (size_t b = 0; b < n / 32; b++) deq_block(t->type, p + b * types[t->type].bytes, dst + 32 * b);
         return 0;
     default:
-        return io_fail(err, errlen, 2, "%s: tensor %.*s: type %s (%u) is not one weipipe dequantizes (F32, F16, BF16, Q8_0, "
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s: tensor %.*s: type %s (%u) is not one weipipe dequantizes (F32, F16, BF16, Q8_0, "
                        "Q4_0, Q4_1)", f->path, (int)t->namelen, t->name, gguf_type_name(t->type), t->type);
     }
 }

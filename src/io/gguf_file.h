@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "fsutil.h"
+#include "result.h"
 
 enum { /* value types of the key/value section */
     GGUF_U8, GGUF_I8, GGUF_U16, GGUF_I16, GGUF_U32, GGUF_I32, GGUF_F32, GGUF_BOOL, GGUF_STRING, GGUF_ARRAY,
@@ -52,15 +53,15 @@ typedef struct {
 } gguf_file;
 
 /* 0, 2 (err: the file and the field), 1 (I/O or memory). */
-int gguf_open(gguf_file **out, const char *path, char *err, size_t errlen);
+wp_result gguf_open(gguf_file **out, const char *path, char *err, size_t errlen);
 void gguf_close(gguf_file *f);
 /* The key, or NULL; a key given twice is refused (2) rather than one of them picked. */
-int gguf_find_kv(const gguf_file *f, const char *key, const gguf_kv **kv, char *err, size_t errlen);
+wp_result gguf_find_kv(const gguf_file *f, const char *key, const gguf_kv **kv, char *err, size_t errlen);
 /* Scalar values: integer types into *v (a negative or non-integer one: 2 naming the key). */
-int gguf_get_uint(const gguf_file *f, const char *key, bool required, uint64_t *v, bool *present, char *err, size_t errlen);
-int gguf_get_float(const gguf_file *f, const char *key, bool required, double *v, bool *present, char *err, size_t errlen);
+wp_result gguf_get_uint(const gguf_file *f, const char *key, bool required, uint64_t *v, bool *present, char *err, size_t errlen);
+wp_result gguf_get_float(const gguf_file *f, const char *key, bool required, double *v, bool *present, char *err, size_t errlen);
 /* A string value (not NUL-terminated): *s NULL when absent and not required. */
-int gguf_get_str(const gguf_file *f, const char *key, bool required, const char **s, size_t *len, char *err, size_t errlen);
+wp_result gguf_get_str(const gguf_file *f, const char *key, bool required, const char **s, size_t *len, char *err, size_t errlen);
 /* Array elements, walked in order from *pos (start with kv->off); strings are (pointer, length). */
 void gguf_next_str(const gguf_file *f, size_t *pos, const char **s, size_t *len);
 int64_t gguf_next_int(const gguf_file *f, size_t *pos, uint32_t type);
@@ -69,7 +70,7 @@ const char *gguf_type_name(uint32_t type);
 /* F32, F16, BF16, Q8_0, Q4_0, Q4_1: the types gguf_tensor_f32 reads. */
 bool gguf_type_readable(uint32_t type);
 /* The tensor as fp32 into dst (numel floats); a type weipipe does not dequantize: 2 naming it. */
-int gguf_tensor_f32(const gguf_file *f, const gguf_tensor *t, float *dst, char *err, size_t errlen);
+wp_result gguf_tensor_f32(const gguf_file *f, const gguf_tensor *t, float *dst, char *err, size_t errlen);
 /* llama.cpp's name of a Hugging Face Llama tensor (tied: the head is token_embd); 1 when none. */
 int gguf_name(const char *hf, bool tied, char *out, size_t len);
 /* A growing byte buffer for the writer (gguf_export.c); oom set once an append fails. */
@@ -84,7 +85,7 @@ void gguf_put_u64(gguf_buf *b, uint64_t v);
 void gguf_put_str(gguf_buf *b, const char *s, size_t len);
 /* tokenizer.ggml.* key/values from a Hugging Face tokenizer.json appended to b (*nkv counted up)
  * when it is a byte-level BPE; nothing for another kind. 2 for a malformed file. */
-int gguf_tokenizer_kvs(const char *json_path, gguf_buf *b, int *nkv, char *err, size_t errlen);
+wp_result gguf_tokenizer_kvs(const char *json_path, gguf_buf *b, int *nkv, char *err, size_t errlen);
 /* True when path is a regular file that starts with the GGUF magic. */
 bool gguf_is_file(const char *path);
 

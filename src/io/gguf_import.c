@@ -8,21 +8,20 @@
 #include "masters_fill.h"
 
 /* What our model does not implement is refused by name rather than computed differently. */
-static int check_supported(const gguf_file *f, char *err, size_t errlen) {
+static wp_result check_supported(const gguf_file *f, char *err, size_t errlen) {
     const char *arch, *scaling;
     size_t len, slen;
-    int rc = gguf_get_str(f, "general.architecture", true, &arch, &len, err, errlen);
-    if (rc) return rc;
+    WP_TRY(gguf_get_str(f, "general.architecture", true, &arch, &len, err, errlen));
     if (len != 5 || memcmp(arch, "llama", 5) != 0)
-        return io_fail(err, errlen, 2, "%s: general.architecture '%.*s' is not llama", f->path, (int)(len < 64 ? len : 64), arch);
-    rc = gguf_get_str(f, "llama.rope.scaling.type", false, &scaling, &slen, err, errlen);
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s: general.architecture '%.*s' is not llama", f->path, (int)(len < 64 ? len : 64), arch);
+    wp_result rc = gguf_get_str(f, "llama.rope.scaling.type", false, &scaling, &slen, err, errlen);
     if (rc == 0 && scaling && !(slen == 4 && memcmp(scaling, "none", 4) == 0))
-        return io_fail(err, errlen, 2, "%s: llama.rope.scaling.type '%.*s' is not supported", f->path, (int)(slen < 64 ? slen : 64), scaling);
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s: llama.rope.scaling.type '%.*s' is not supported", f->path, (int)(slen < 64 ? slen : 64), scaling);
     /* llama 3.1's frequency scaling travels as a tensor of per-frequency factors, not its parameters */
     if (rc == 0 && gguf_find_tensor(f, "rope_freqs.weight"))
-        return io_fail(err, errlen, 2, "%s: tensor rope_freqs.weight (RoPE frequency factors) is not supported", f->path);
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s: tensor rope_freqs.weight (RoPE frequency factors) is not supported", f->path);
     if (rc == 0 && (gguf_find_tensor(f, "blk.0.attn_q.bias") || gguf_find_tensor(f, "blk.0.attn_k.bias")))
-        return io_fail(err, errlen, 2, "%s: tensor blk.0.attn_q.bias: biases are not part of this model", f->path);
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s: tensor blk.0.attn_q.bias: biases are not part of this model", f->path);
     return rc;
 }
 
@@ -40,13 +39,13 @@ static const struct {
 };
 
 /* llama.vocab_size, else the embedding's rows (older files leave the key out). */
-static int read_vocab(const gguf_file *f, hf_config *c, char *err, size_t errlen) {
+static wp_result read_vocab(const gguf_file *f, hf_config *c, char *err, size_t errlen) {
     uint64_t v;
     bool present;
-    int rc = gguf_get_uint(f, "llama.vocab_size", false, &v, &present, err, errlen);
+    wp_result rc = gguf_get_uint(f, "llama.vocab_size", false, &v, &present, err, errlen);
     const gguf_tensor *e = gguf_find_tensor(f, "token_embd.weight");
     if (rc == 0 && !present) {
-        if (!e || e->ndims != 2) return io_fail(err, errlen, 2, "%s: no llama.vocab_size and no 2-d tensor token_embd.weight", f->path);
+        if (!e || e->ndims != 2) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: no llama.vocab_size and no 2-d tensor token_embd.weight", f->path);
         v = e->dims[1];
     }
     c->value[HF_VOCAB_SIZE] = (double)v;
@@ -54,8 +53,8 @@ static int read_vocab(const gguf_file *f, hf_config *c, char *err, size_t errlen
     return rc;
 }
 
-static int fill_config(const gguf_file *f, hf_config *c, char *err, size_t errlen) {
-    int rc = check_supported(f, err, errlen);
+static wp_result fill_config(const gguf_file *f, hf_config *c, char *err, size_t errlen) {
+    wp_result rc = check_supported(f, err, errlen);
     for (size_t i = 0; rc == 0 && i < sizeof keys / sizeof keys[0]; i++) {
         hf_key k = keys[i].k;
         if (hf_key_integer(k)) {
@@ -76,21 +75,21 @@ static int fill_config(const gguf_file *f, hf_config *c, char *err, size_t errle
     bool have_rot = false;
     if (rc == 0) rc = gguf_get_uint(f, "llama.rope.dimension_count", false, &rot, &have_rot, err, errlen);
     if (rc == 0 && have_rot && heads && rot * heads != (uint64_t)c->value[HF_HIDDEN_SIZE])
-        rc = io_fail(err, errlen, 2, "%s: llama.rope.dimension_count %llu is not the head size (partial RoPE is not supported)",
+        rc = wp_fail(WP_BAD_INPUT, err, errlen, "%s: llama.rope.dimension_count %llu is not the head size (partial RoPE is not supported)",
                      f->path, (unsigned long long)rot);
     c->tied = !gguf_find_tensor(f, "output.weight");
     return rc;
 }
 
 /* One tensor the model needs: present, of a type we dequantize, with the dims (d1 0: a vector). */
-static int check_tensor(const gguf_file *f, const char *name, uint64_t d0, uint64_t d1, char *err, size_t errlen) {
+static wp_result check_tensor(const gguf_file *f, const char *name, uint64_t d0, uint64_t d1, char *err, size_t errlen) {
     const gguf_tensor *t = gguf_find_tensor(f, name);
-    if (!t) return io_fail(err, errlen, 2, "%s: tensor %s is missing", f->path, name);
+    if (!t) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: tensor %s is missing", f->path, name);
     if (!gguf_type_readable(t->type))
-        return io_fail(err, errlen, 2, "%s: tensor %s: type %s (%u) is not one weipipe dequantizes (F32, F16, BF16, Q8_0, "
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s: tensor %s: type %s (%u) is not one weipipe dequantizes (F32, F16, BF16, Q8_0, "
                        "Q4_0, Q4_1)", f->path, name, gguf_type_name(t->type), t->type);
     if (t->ndims != (d1 ? 2u : 1u) || t->dims[0] != d0 || (d1 && t->dims[1] != d1))
-        return io_fail(err, errlen, 2, "%s: tensor %s: dims [%llu, %llu] (n_dims %u), the config needs [%llu, %llu]", f->path,
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s: tensor %s: dims [%llu, %llu] (n_dims %u), the config needs [%llu, %llu]", f->path,
                        name, (unsigned long long)t->dims[0], (unsigned long long)(t->ndims > 1 ? t->dims[1] : 0), t->ndims,
                        (unsigned long long)d0, (unsigned long long)d1);
     return 0;
@@ -98,13 +97,13 @@ static int check_tensor(const gguf_file *f, const char *name, uint64_t d0, uint6
 
 /* Every tensor the config implies, checked before anything is written (a checkpoint directory
  * is made before the masters load). */
-static int check_tensors(const gguf_file *f, const hf_config *c, char *err, size_t errlen) {
+static wp_result check_tensors(const gguf_file *f, const hf_config *c, char *err, size_t errlen) {
     uint64_t L = (uint64_t)c->value[HF_NUM_HIDDEN_LAYERS], h = (uint64_t)c->value[HF_HIDDEN_SIZE];
     uint64_t ffn = (uint64_t)c->value[HF_INTERMEDIATE_SIZE], heads = (uint64_t)c->value[HF_NUM_ATTENTION_HEADS];
     uint64_t kv = (uint64_t)c->value[HF_NUM_KEY_VALUE_HEADS], V = (uint64_t)c->value[HF_VOCAB_SIZE];
     if (heads == 0 || h % heads || L > 1000000) return 0; /* the model flags' own checks name these */
     uint64_t kvdim = kv * (h / heads);
-    int rc = check_tensor(f, "token_embd.weight", h, V, err, errlen);
+    wp_result rc = check_tensor(f, "token_embd.weight", h, V, err, errlen);
     if (rc == 0) rc = check_tensor(f, "output_norm.weight", h, 0, err, errlen);
     if (rc == 0 && !c->tied) rc = check_tensor(f, "output.weight", h, V, err, errlen);
     const struct {
@@ -122,26 +121,24 @@ static int check_tensors(const gguf_file *f, const hf_config *c, char *err, size
     return rc;
 }
 
-int gguf_read_config(const char *path, hf_config *c, char *err, size_t errlen) {
+wp_result gguf_read_config(const char *path, hf_config *c, char *err, size_t errlen) {
     memset(c, 0, sizeof *c);
     snprintf(c->path, sizeof c->path, "%s", path);
     gguf_file *f;
-    int rc = gguf_open(&f, path, err, errlen);
-    if (rc) return rc;
-    rc = fill_config(f, c, err, errlen);
+    WP_TRY(gguf_open(&f, path, err, errlen));
+    wp_result rc = fill_config(f, c, err, errlen);
     if (rc == 0) rc = check_tensors(f, c, err, errlen);
     gguf_close(f);
     return rc;
 }
 
-int gguf_max_positions(const char *path, int64_t *positions, char *err, size_t errlen) {
+wp_result gguf_max_positions(const char *path, int64_t *positions, char *err, size_t errlen) {
     gguf_file *f;
     uint64_t v = 0;
-    int rc = gguf_open(&f, path, err, errlen);
-    if (rc) return rc;
-    rc = gguf_get_uint(f, "llama.context_length", true, &v, NULL, err, errlen);
+    WP_TRY(gguf_open(&f, path, err, errlen));
+    wp_result rc = gguf_get_uint(f, "llama.context_length", true, &v, NULL, err, errlen);
     if (rc == 0 && (v < 1 || v > INT32_MAX))
-        rc = io_fail(err, errlen, 2, "%s: llama.context_length %llu is not in [1, 2^31)", path, (unsigned long long)v);
+        rc = wp_fail(WP_BAD_INPUT, err, errlen, "%s: llama.context_length %llu is not in [1, 2^31)", path, (unsigned long long)v);
     if (rc == 0) *positions = (int64_t)v;
     gguf_close(f);
     return rc;
@@ -174,10 +171,10 @@ int gguf_name(const char *hf, bool tied, char *out, size_t len) {
 
 /* convert_hf_to_gguf.py's permute interleaves each head's two rotary halves (row i*D/2 + j
  * goes to 2j + i) for llama.cpp's adjacent-pair RoPE; this puts them back (rotate-half). */
-static int unpermute(float *w, int heads, int head_dim, int cols, char *err, size_t errlen) {
+static wp_result unpermute(float *w, int heads, int head_dim, int cols, char *err, size_t errlen) {
     size_t n = (size_t)head_dim * cols;
     float *tmp = malloc(n * sizeof *tmp);
-    if (!tmp) return io_fail(err, errlen, 1, "--init-from: out of memory");
+    if (!tmp) return wp_fail(WP_FAILED, err, errlen, "--init-from: out of memory");
     for (int h = 0; h < heads; h++) {
         float *head = w + (size_t)h * n;
         memcpy(tmp, head, n * sizeof *tmp);
@@ -189,20 +186,20 @@ static int unpermute(float *w, int heads, int head_dim, int cols, char *err, siz
     return 0;
 }
 
-static int load_param(const gguf_file *f, bool tied, const wp_model_cfg *cfg, const wp_param *p, float *dst, char *err,
+static wp_result load_param(const gguf_file *f, bool tied, const wp_model_cfg *cfg, const wp_param *p, float *dst, char *err,
                       size_t errlen) {
     char name[96];
-    if (gguf_name(p->name, tied, name, sizeof name)) return io_fail(err, errlen, 1, "--init-from: no GGUF name for %s", p->name);
+    if (gguf_name(p->name, tied, name, sizeof name)) return wp_fail(WP_FAILED, err, errlen, "--init-from: no GGUF name for %s", p->name);
     const gguf_tensor *t = gguf_find_tensor(f, name);
-    if (!t) return io_fail(err, errlen, 2, "%s: tensor %s (%s) is missing", f->path, name, p->name);
+    if (!t) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: tensor %s (%s) is missing", f->path, name, p->name);
     bool vec = p->cols == 1; /* norms: one dimension in the file */
     bool fits = vec ? t->ndims == 1 && t->dims[0] == (uint64_t)p->rows
                     : t->ndims == 2 && t->dims[0] == (uint64_t)p->cols && t->dims[1] == (uint64_t)p->rows;
     if (!fits)
-        return io_fail(err, errlen, 2, "%s: tensor %s has dims [%llu, %llu] (n_dims %u), the model needs [%d, %d]", f->path, name,
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s: tensor %s has dims [%llu, %llu] (n_dims %u), the model needs [%d, %d]", f->path, name,
                        (unsigned long long)t->dims[0], (unsigned long long)(t->ndims > 1 ? t->dims[1] : 1), t->ndims,
                        p->cols, vec ? 1 : p->rows);
-    int rc = gguf_tensor_f32(f, t, dst, err, errlen);
+    wp_result rc = gguf_tensor_f32(f, t, dst, err, errlen);
     if (rc == 0 && strstr(p->name, "self_attn.q_proj"))
         rc = unpermute(dst, cfg->n_heads, cfg->head_dim, p->cols, err, errlen);
     if (rc == 0 && strstr(p->name, "self_attn.k_proj"))
@@ -216,16 +213,15 @@ typedef struct {
     const wp_model_cfg *cfg;
 } gguf_reader;
 
-static int read_param(void *ctx, const wp_param *p, float *dst, char *err, size_t errlen) {
+static wp_result read_param(void *ctx, const wp_param *p, float *dst, char *err, size_t errlen) {
     const gguf_reader *r = ctx;
     return load_param(r->f, r->tied, r->cfg, p, dst, err, errlen);
 }
 
-int gguf_load_masters(const char *path, wp_optim *o, char *err, size_t errlen) {
+wp_result gguf_load_masters(const char *path, wp_optim *o, char *err, size_t errlen) {
     gguf_file *f;
-    int rc = gguf_open(&f, path, err, errlen);
-    if (rc) return rc;
-    rc = check_supported(f, err, errlen);
+    WP_TRY(gguf_open(&f, path, err, errlen));
+    wp_result rc = check_supported(f, err, errlen);
     gguf_reader r = {f, !gguf_find_tensor(f, "output.weight"), &layout_of_optim(o)->cfg};
     if (rc == 0) rc = masters_fill(o, read_param, &r, err, errlen);
     gguf_close(f);

@@ -27,11 +27,10 @@ static json_t *split(const char *re) {
     return json_pack("{s:s, s:{s:s}, s:s, s:b}", "type", "Split", "pattern", "Regex", re, "behavior", "Isolated", "invert", 0);
 }
 
-static int pre_tokenizer(const gguf_file *f, json_t **out, char *err, size_t errlen) {
+static wp_result pre_tokenizer(const gguf_file *f, json_t **out, char *err, size_t errlen) {
     const char *pre;
     size_t len;
-    int rc = gguf_get_str(f, "tokenizer.ggml.pre", false, &pre, &len, err, errlen);
-    if (rc) return rc;
+    WP_TRY(gguf_get_str(f, "tokenizer.ggml.pre", false, &pre, &len, err, errlen));
     char name[64] = "default";
     if (pre) snprintf(name, sizeof name, "%.*s", (int)(len < 63 ? len : 63), pre);
     if (!strcmp(name, "default") || !strcmp(name, "gpt2") || !strcmp(name, "gpt-2"))
@@ -41,26 +40,26 @@ static int pre_tokenizer(const gguf_file *f, json_t **out, char *err, size_t err
     else if (!strcmp(name, "llama3") || !strcmp(name, "llama-v3") || !strcmp(name, "llama-bpe"))
         *out = json_pack("{s:s, s:[o, o]}", "type", "Sequence", "pretokenizers", split(LLAMA3_RE), byte_level(false));
     else
-        return io_fail(err, errlen, 2, "%s: tokenizer.ggml.pre '%s' is not one weipipe maps (default, gpt2, smollm, llama3, "
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s: tokenizer.ggml.pre '%s' is not one weipipe maps (default, gpt2, smollm, llama3, "
                        "llama-bpe): give --tokenizer", f->path, name);
-    return *out ? 0 : io_fail(err, errlen, 1, "%s: out of memory", f->path);
+    return *out ? 0 : wp_fail(WP_FAILED, err, errlen, "%s: out of memory", f->path);
 }
 
 /* The array key, with the element type it must have and at least `least` elements. */
-static int array_of(const gguf_file *f, const char *key, uint32_t atype, const gguf_kv **kv, char *err, size_t errlen) {
-    int rc = gguf_find_kv(f, key, kv, err, errlen);
+static wp_result array_of(const gguf_file *f, const char *key, uint32_t atype, const gguf_kv **kv, char *err, size_t errlen) {
+    wp_result rc = gguf_find_kv(f, key, kv, err, errlen);
     if (rc == 0 && *kv && ((*kv)->type != GGUF_ARRAY || (*kv)->atype != atype))
-        rc = io_fail(err, errlen, 2, "%s: key %s is not an array of %s", f->path, key, atype == GGUF_STRING ? "strings" : "int32");
+        rc = wp_fail(WP_BAD_INPUT, err, errlen, "%s: key %s is not an array of %s", f->path, key, atype == GGUF_STRING ? "strings" : "int32");
     return rc;
 }
 
-static int vocab_and_added(const gguf_file *f, json_t *vocab, json_t *added, char *err, size_t errlen) {
+static wp_result vocab_and_added(const gguf_file *f, json_t *vocab, json_t *added, char *err, size_t errlen) {
     const gguf_kv *tokens, *types;
-    int rc = array_of(f, "tokenizer.ggml.tokens", GGUF_STRING, &tokens, err, errlen);
+    wp_result rc = array_of(f, "tokenizer.ggml.tokens", GGUF_STRING, &tokens, err, errlen);
     if (rc == 0) rc = array_of(f, "tokenizer.ggml.token_type", GGUF_I32, &types, err, errlen);
-    if (rc == 0 && !tokens) rc = io_fail(err, errlen, 2, "%s: key tokenizer.ggml.tokens is missing", f->path);
+    if (rc == 0 && !tokens) rc = wp_fail(WP_BAD_INPUT, err, errlen, "%s: key tokenizer.ggml.tokens is missing", f->path);
     if (rc == 0 && types && types->n != tokens->n)
-        rc = io_fail(err, errlen, 2, "%s: tokenizer.ggml.token_type has %llu entries for %llu tokens", f->path,
+        rc = wp_fail(WP_BAD_INPUT, err, errlen, "%s: tokenizer.ggml.token_type has %llu entries for %llu tokens", f->path,
                      (unsigned long long)types->n, (unsigned long long)tokens->n);
     size_t pos = tokens ? tokens->off : 0, tpos = types ? types->off : 0;
     for (uint64_t i = 0; rc == 0 && i < tokens->n; i++) {
@@ -69,12 +68,12 @@ static int vocab_and_added(const gguf_file *f, json_t *vocab, json_t *added, cha
         gguf_next_str(f, &pos, &s, &len);
         int64_t type = types ? gguf_next_int(f, &tpos, GGUF_I32) : 1;
         json_t *str = json_stringn(s, len);
-        if (!str) return io_fail(err, errlen, 2, "%s: tokenizer.ggml.tokens[%llu] is not UTF-8 text", f->path, (unsigned long long)i);
+        if (!str) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: tokenizer.ggml.tokens[%llu] is not UTF-8 text", f->path, (unsigned long long)i);
         if (json_object_getn(vocab, s, len)) {
             json_decref(str);
-            return io_fail(err, errlen, 2, "%s: tokenizer.ggml.tokens[%llu] repeats an earlier token", f->path, (unsigned long long)i);
+            return wp_fail(WP_BAD_INPUT, err, errlen, "%s: tokenizer.ggml.tokens[%llu] repeats an earlier token", f->path, (unsigned long long)i);
         }
-        if (json_object_setn_new(vocab, s, len, json_integer((json_int_t)i))) rc = io_fail(err, errlen, 1, "out of memory");
+        if (json_object_setn_new(vocab, s, len, json_integer((json_int_t)i))) rc = wp_fail(WP_FAILED, err, errlen, "out of memory");
         if (rc == 0 && (type == TOKEN_CONTROL || type == TOKEN_USER_DEFINED))
             json_array_append_new(added, json_pack("{s:I, s:O, s:b, s:b, s:b, s:b, s:b}", "id", (json_int_t)i, "content", str,
                                                    "single_word", 0, "lstrip", 0, "rstrip", 0, "normalized", 0, "special",
@@ -84,33 +83,33 @@ static int vocab_and_added(const gguf_file *f, json_t *vocab, json_t *added, cha
     return rc;
 }
 
-static int merges_of(const gguf_file *f, json_t *merges, char *err, size_t errlen) {
+static wp_result merges_of(const gguf_file *f, json_t *merges, char *err, size_t errlen) {
     const gguf_kv *kv;
-    int rc = array_of(f, "tokenizer.ggml.merges", GGUF_STRING, &kv, err, errlen);
-    if (rc == 0 && !kv) rc = io_fail(err, errlen, 2, "%s: key tokenizer.ggml.merges is missing (not a BPE tokenizer)", f->path);
+    wp_result rc = array_of(f, "tokenizer.ggml.merges", GGUF_STRING, &kv, err, errlen);
+    if (rc == 0 && !kv) rc = wp_fail(WP_BAD_INPUT, err, errlen, "%s: key tokenizer.ggml.merges is missing (not a BPE tokenizer)", f->path);
     size_t pos = kv ? kv->off : 0;
     for (uint64_t i = 0; rc == 0 && i < kv->n; i++) {
         const char *s;
         size_t len;
         gguf_next_str(f, &pos, &s, &len);
         json_t *m = json_stringn(s, len);
-        if (!m) return io_fail(err, errlen, 2, "%s: tokenizer.ggml.merges[%llu] is not UTF-8 text", f->path, (unsigned long long)i);
+        if (!m) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: tokenizer.ggml.merges[%llu] is not UTF-8 text", f->path, (unsigned long long)i);
         json_array_append_new(merges, m);
     }
     return rc;
 }
 
-static int build(const gguf_file *f, json_t **out, char *err, size_t errlen) {
+static wp_result build(const gguf_file *f, json_t **out, char *err, size_t errlen) {
     const char *model;
     size_t len;
-    int rc = gguf_get_str(f, "tokenizer.ggml.model", false, &model, &len, err, errlen);
+    wp_result rc = gguf_get_str(f, "tokenizer.ggml.model", false, &model, &len, err, errlen);
     if (rc || !model) return rc; /* no tokenizer: none, as a Hugging Face directory may have */
     if (!(len == 4 && memcmp(model, "gpt2", 4) == 0))
-        return io_fail(err, errlen, 2, "%s: tokenizer.ggml.model '%.*s' is not gpt2 (a byte-level BPE)", f->path,
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s: tokenizer.ggml.model '%.*s' is not gpt2 (a byte-level BPE)", f->path,
                        (int)(len < 64 ? len : 64), model);
     json_t *pre = NULL, *vocab = json_object(), *merges = json_array(), *added = json_array();
     if (rc == 0) rc = pre_tokenizer(f, &pre, err, errlen);
-    if (rc == 0 && !(vocab && merges && added)) rc = io_fail(err, errlen, 1, "%s: out of memory", f->path);
+    if (rc == 0 && !(vocab && merges && added)) rc = wp_fail(WP_FAILED, err, errlen, "%s: out of memory", f->path);
     if (rc == 0) rc = vocab_and_added(f, vocab, added, err, errlen);
     if (rc == 0) rc = merges_of(f, merges, err, errlen);
     if (rc == 0) {
@@ -119,7 +118,7 @@ static int build(const gguf_file *f, json_t **out, char *err, size_t errlen) {
                          "post_processor", "decoder", byte_level(true), "model", "type", "BPE", "dropout", "unk_token",
                          "continuing_subword_prefix", "end_of_word_suffix", "fuse_unk", 0, "byte_fallback", 0,
                          "ignore_merges", 0, "vocab", vocab, "merges", merges);
-        if (!*out) rc = io_fail(err, errlen, 1, "%s: out of memory building tokenizer.json", f->path);
+        if (!*out) rc = wp_fail(WP_FAILED, err, errlen, "%s: out of memory building tokenizer.json", f->path);
     }
     json_decref(pre);
     json_decref(vocab);
@@ -128,17 +127,16 @@ static int build(const gguf_file *f, json_t **out, char *err, size_t errlen) {
     return rc;
 }
 
-int gguf_tokenizer_json(const char *path, char **json, size_t *len, char *err, size_t errlen) {
+wp_result gguf_tokenizer_json(const char *path, char **json, size_t *len, char *err, size_t errlen) {
     *json = NULL;
     *len = 0;
     gguf_file *f;
-    int rc = gguf_open(&f, path, err, errlen);
-    if (rc) return rc;
+    WP_TRY(gguf_open(&f, path, err, errlen));
     json_t *j = NULL;
-    rc = build(f, &j, err, errlen);
+    wp_result rc = build(f, &j, err, errlen);
     if (rc == 0 && j) {
         *json = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER);
-        if (!*json) rc = io_fail(err, errlen, 1, "%s: out of memory writing tokenizer.json", path);
+        if (!*json) rc = wp_fail(WP_FAILED, err, errlen, "%s: out of memory writing tokenizer.json", path);
         else *len = strlen(*json);
     }
     json_decref(j);
@@ -175,27 +173,27 @@ static void kv_head(gguf_buf *b, const char *key, uint32_t type) {
 }
 
 /* Tokens by id: the vocabulary and the added tokens (ids past both: [PADn], as convert_hf_to_gguf.py). */
-static int tokens_of(const char *path, json_t *j, const char ***tok, int32_t **type, size_t *n, char *err, size_t errlen) {
+static wp_result tokens_of(const char *path, json_t *j, const char ***tok, int32_t **type, size_t *n, char *err, size_t errlen) {
     json_t *vocab = json_object_get(json_object_get(j, "model"), "vocab"), *added = json_object_get(j, "added_tokens"), *v;
     const char *key;
     size_t i;
     json_int_t most = -1;
     json_object_foreach(vocab, key, v) {
         if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= (1 << 24))
-            return io_fail(err, errlen, 2, "%s: model.vocab[%s] is not an id in [0, 2^24)", path, key);
+            return wp_fail(WP_BAD_INPUT, err, errlen, "%s: model.vocab[%s] is not an id in [0, 2^24)", path, key);
         if (json_integer_value(v) > most) most = json_integer_value(v);
     }
     json_array_foreach(added, i, v) {
         json_t *id = json_object_get(v, "id");
         if (!json_is_integer(id) || json_integer_value(id) < 0 || json_integer_value(id) >= (1 << 24) ||
             !json_is_string(json_object_get(v, "content")))
-            return io_fail(err, errlen, 2, "%s: added_tokens[%zu]: id or content missing or out of range", path, i);
+            return wp_fail(WP_BAD_INPUT, err, errlen, "%s: added_tokens[%zu]: id or content missing or out of range", path, i);
         if (json_integer_value(id) > most) most = json_integer_value(id);
     }
     *n = (size_t)(most + 1);
     *tok = calloc(*n ? *n : 1, sizeof **tok);
     *type = malloc((*n ? *n : 1) * sizeof **type);
-    if (!*tok || !*type) return io_fail(err, errlen, 1, "%s: out of memory", path);
+    if (!*tok || !*type) return wp_fail(WP_FAILED, err, errlen, "%s: out of memory", path);
     for (size_t k = 0; k < *n; k++) (*type)[k] = 1; /* normal */
     json_object_foreach(vocab, key, v)(*tok)[json_integer_value(v)] = key;
     json_array_foreach(added, i, v) {
@@ -222,7 +220,7 @@ static void put_tokens(gguf_buf *b, const char **tok, const int32_t *type, size_
 }
 
 /* Merges as "a b" strings (tokenizers >= 0.20 writes [a, b] pairs). */
-static int put_merges(const char *path, gguf_buf *b, json_t *merges, char *err, size_t errlen) {
+static wp_result put_merges(const char *path, gguf_buf *b, json_t *merges, char *err, size_t errlen) {
     kv_head(b, "tokenizer.ggml.merges", GGUF_ARRAY);
     gguf_put_u32(b, GGUF_STRING);
     gguf_put_u64(b, json_array_size(merges));
@@ -235,7 +233,7 @@ static int put_merges(const char *path, gguf_buf *b, json_t *merges, char *err, 
         }
         json_t *l = json_array_get(m, 0), *r = json_array_get(m, 1);
         if (!json_is_string(l) || !json_is_string(r))
-            return io_fail(err, errlen, 2, "%s: model.merges[%zu] is neither \"a b\" nor [a, b]", path, i);
+            return wp_fail(WP_BAD_INPUT, err, errlen, "%s: model.merges[%zu] is neither \"a b\" nor [a, b]", path, i);
         gguf_put_u64(b, json_string_length(l) + 1 + json_string_length(r));
         gguf_put(b, json_string_value(l), json_string_length(l));
         gguf_put(b, " ", 1);
@@ -244,10 +242,10 @@ static int put_merges(const char *path, gguf_buf *b, json_t *merges, char *err, 
     return 0;
 }
 
-int gguf_tokenizer_kvs(const char *json_path, gguf_buf *b, int *nkv, char *err, size_t errlen) {
+wp_result gguf_tokenizer_kvs(const char *json_path, gguf_buf *b, int *nkv, char *err, size_t errlen) {
     json_error_t je;
     json_t *j = json_load_file(json_path, 0, &je);
-    if (!j) return io_fail(err, errlen, 2, "%s: line %d: %s", json_path, je.line, je.text);
+    if (!j) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: line %d: %s", json_path, je.line, je.text);
     json_t *model = json_object_get(j, "model"), *pre = json_object_get(j, "pre_tokenizer");
     const char *type = json_string_value(json_object_get(model, "type"));
     bool byte_bpe = type && strcmp(type, "BPE") == 0 && json_is_object(json_object_get(model, "vocab")) &&

@@ -8,6 +8,7 @@
 #include "kernels.h"
 #include "layout.h"
 #include "optim.h"
+#include "result.h"
 
 #define HF_DEFAULT_MAX_SHARD ((int64_t)5000000000) /* save_pretrained's "5GB" */
 typedef struct {
@@ -19,16 +20,16 @@ typedef struct {
  * generation_config.json and the checkpoint's tokenizer files, all into OUT_DIR.tmp first and
  * then renamed onto OUT_DIR (an existing OUT_DIR holding only export files is replaced whole;
  * anything else in it: 2). Returns 0, 2 (bad checkpoint or options) or 1. */
-int hf_export_with(const wp_ckpt *c, const char *out_dir, const hf_export_opts *x, char *err, size_t errlen);
+wp_result hf_export_with(const wp_ckpt *c, const char *out_dir, const hf_export_opts *x, char *err, size_t errlen);
 /* The same with 5GB shards and the default max_position_embeddings. */
-int hf_export(const wp_ckpt *c, const char *out_dir, wp_dtype dtype, char *err, size_t errlen);
+wp_result hf_export(const wp_ckpt *c, const char *out_dir, wp_dtype dtype, char *err, size_t errlen);
 /* max_position_embeddings an export declares: cfg->max_pos when set (--max-position-embeddings,
  * or carried from --init-from's config.json), else factor x original_max_position_embeddings
  * under llama3 scaling, else the larger of 4096 and the sequence length. */
 int hf_default_max_positions(const wp_model_cfg *cfg);
 
 /* config.json for a model (shared by the export and tests). */
-int hf_write_config(const wp_model_cfg *cfg, const char *out_dir, wp_dtype dtype, char *err, size_t errlen);
+wp_result hf_write_config(const wp_model_cfg *cfg, const char *out_dir, wp_dtype dtype, char *err, size_t errlen);
 
 /* The model keys of HF_DIR/config.json that the model flags mirror (the command line applies
  * them: hf_config_apply in src/cli/adapters.h). */
@@ -53,24 +54,24 @@ bool hf_key_integer(hf_key k);
 /* Reads it, refusing what our model does not implement (biases, a rope_scaling type other than
  * llama3, another activation or model type) and a required key missing or not a number: 2
  * naming the file and the key. */
-int hf_read_config(const char *hf_dir, hf_config *c, char *err, size_t errlen);
+wp_result hf_read_config(const char *hf_dir, hf_config *c, char *err, size_t errlen);
 
 /* Loads the owned chunks' fp32 masters from HF_DIR (F32, F16 or BF16 tensors, one file or an
  * index of shards; a missing lm_head.weight with tie_word_embeddings takes the embedding).
  * Moments, gradients and the step count start at zero. Returns 0, 2 or 1. */
-int hf_load_masters(const char *hf_dir, wp_optim *o, char *err, size_t errlen);
+wp_result hf_load_masters(const char *hf_dir, wp_optim *o, char *err, size_t errlen);
 
 /* Every parameter of layout L (any chunking) from HF_DIR in layout order, each in pieces: sink
  * gets elements [first, first + n) of parameter p as fp32 values (a buffer it may change, valid
  * for the call). Inference loads its weights this way without an optimizer and with one piece of
  * the files in memory at a time (their pages are dropped once read). sink returns 0, or 1/2
  * with err set, which stops the load. Returns 0, 2 or 1. */
-typedef int (*hf_param_sink)(void *ctx, const wp_param *p, size_t first, size_t n, float *vals, char *err, size_t errlen);
-int hf_read_params(const char *hf_dir, const wp_layout *L, hf_param_sink sink, void *ctx, char *err, size_t errlen);
+typedef wp_result (*hf_param_sink)(void *ctx, const wp_param *p, size_t first, size_t n, float *vals, char *err, size_t errlen);
+wp_result hf_read_params(const char *hf_dir, const wp_layout *L, hf_param_sink sink, void *ctx, char *err, size_t errlen);
 
 /* The ids that end generation: generation_config.json's eos_token_id (an id or a list, as
  * Llama 3 Instruct's [128001, 128008, 128009]), else config.json's, into ids[0..*n) (at most
  * max; *n = 0 when neither names one). Returns 0 or 2 naming the file. */
-int hf_read_eos(const char *hf_dir, int32_t *ids, int max, int *n, char *err, size_t errlen);
+wp_result hf_read_eos(const char *hf_dir, int32_t *ids, int max, int *n, char *err, size_t errlen);
 
 #endif

@@ -34,18 +34,18 @@ static json_t *special_id(const wp_model_cfg *c, bool eos) {
     return c->vocab == 256 ? json_integer(0) : json_null();
 }
 
-static int write_json(json_t *j, const char *out_dir, const char *name, char *err, size_t errlen) {
+static wp_result write_json(json_t *j, const char *out_dir, const char *name, char *err, size_t errlen) {
     char path[WP_PATH_MAX];
     char *text = j ? json_dumps(j, JSON_INDENT(2) | JSON_REAL_PRECISION(17) | JSON_SORT_KEYS) : NULL;
     json_decref(j);
-    if (!text) return io_fail(err, errlen, 1, "%s: cannot build %s", out_dir, name);
-    int rc = fs_join(path, sizeof path, out_dir, name, err, errlen);
+    if (!text) return wp_fail(WP_FAILED, err, errlen, "%s: cannot build %s", out_dir, name);
+    wp_result rc = fs_join(path, sizeof path, out_dir, name, err, errlen);
     if (rc == 0) rc = fs_write_file_atomic(path, text, strlen(text), err, errlen);
     free(text);
     return rc;
 }
 
-int hf_write_config(const wp_model_cfg *c, const char *out_dir, wp_dtype dtype, char *err, size_t errlen) {
+wp_result hf_write_config(const wp_model_cfg *c, const char *out_dir, wp_dtype dtype, char *err, size_t errlen) {
     const wp_rope_scaling *r = &c->rope_scaling;
     json_t *scaling = r->factor > 0 ? json_pack("{s:s, s:f, s:f, s:f, s:i}", "rope_type", "llama3", "factor", r->factor,
                                                 "low_freq_factor", r->low_freq_factor, "high_freq_factor",
@@ -68,26 +68,26 @@ int hf_write_config(const wp_model_cfg *c, const char *out_dir, wp_dtype dtype, 
 
 /* A JSON file of the checkpoint directory (a carried side file), NULL when absent; 2 when it is
  * there but not a JSON object. */
-static int ckpt_json(const char *ckpt, const char *name, json_t **out, char *err, size_t errlen) {
+static wp_result ckpt_json(const char *ckpt, const char *name, json_t **out, char *err, size_t errlen) {
     char path[WP_PATH_MAX];
     *out = NULL;
-    int rc = fs_join(path, sizeof path, ckpt, name, err, errlen);
+    wp_result rc = fs_join(path, sizeof path, ckpt, name, err, errlen);
     if (rc || !fs_exists(path)) return rc;
     json_error_t jerr;
     *out = json_load_file(path, 0, &jerr);
-    if (!*out) return io_fail(err, errlen, 2, "%s: line %d: %s", path, jerr.line, jerr.text);
+    if (!*out) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: line %d: %s", path, jerr.line, jerr.text);
     if (json_is_object(*out)) return 0;
     json_decref(*out);
     *out = NULL;
-    return io_fail(err, errlen, 2, "%s: not a JSON object", path);
+    return wp_fail(WP_BAD_INPUT, err, errlen, "%s: not a JSON object", path);
 }
 
 /* What transformers' GenerationConfig.from_model_config writes for such a config; the eos list
  * of the generation_config.json carried from --init-from when it names one whose first id is the
  * model's eos (Llama 3 Instruct ends a turn at any of [128001, 128008, 128009]). */
-static int write_generation_config(const wp_model_cfg *c, const char *ckpt, const char *out_dir, char *err, size_t errlen) {
+static wp_result write_generation_config(const wp_model_cfg *c, const char *ckpt, const char *out_dir, char *err, size_t errlen) {
     json_t *carried = NULL, *eos = special_id(c, true);
-    int rc = ckpt_json(ckpt, "generation_config.json", &carried, err, errlen);
+    wp_result rc = ckpt_json(ckpt, "generation_config.json", &carried, err, errlen);
     json_t *list = carried ? json_object_get(carried, "eos_token_id") : NULL;
     if (rc == 0 && json_is_array(list) && json_array_size(list) > 0 && json_is_integer(eos) &&
         json_equal(json_array_get(list, 0), eos)) {
@@ -170,14 +170,14 @@ static int plan_shards(const wp_layout *L, wp_dtype dtype, int64_t max_bytes, in
 }
 
 /* Each tensor of shard s read from the checkpoint, converted, and appended. */
-static int put_tensors(const wp_ckpt *c, const wp_layout *L, const int *shard_of, int s, st_writer *w, wp_dtype dtype,
+static wp_result put_tensors(const wp_ckpt *c, const wp_layout *L, const int *shard_of, int s, st_writer *w, wp_dtype dtype,
                        char *err, size_t errlen) {
     size_t most = 1;
     for (int i = 0; i < L->n_params; i++)
         if ((size_t)L->params[i].rows * L->params[i].cols > most) most = (size_t)L->params[i].rows * L->params[i].cols;
     float *f32 = malloc(most * sizeof *f32);
     uint16_t *half = malloc(most * sizeof *half);
-    int rc = f32 && half ? 0 : io_fail(err, errlen, 1, "export: out of memory for %zu floats", most);
+    int rc = f32 && half ? 0 : wp_fail(WP_FAILED, err, errlen, "export: out of memory for %zu floats", most);
     for (int i = 0; rc == 0 && i < L->n_params; i++) {
         if (shard_of[i] != s) continue;
         size_t n = (size_t)L->params[i].rows * L->params[i].cols;
@@ -198,16 +198,16 @@ static void shard_name(char *out, size_t len, int s, int n) {
     else snprintf(out, len, "model-%05d-of-%05d.safetensors", s + 1, n);
 }
 
-static int write_shard(const wp_ckpt *c, const wp_layout *L, const int *shard_of, int s, int n, const char *dir,
+static wp_result write_shard(const wp_ckpt *c, const wp_layout *L, const int *shard_of, int s, int n, const char *dir,
                        wp_dtype dtype, char *err, size_t errlen) {
     char name[64], path[WP_PATH_MAX];
     shard_name(name, sizeof name, s, n);
-    int rc = fs_join(path, sizeof path, dir, name, err, errlen);
+    wp_result rc = fs_join(path, sizeof path, dir, name, err, errlen);
     st_desc *descs = calloc((size_t)L->n_params, sizeof *descs);
     int count = 0;
     for (int i = 0; descs && i < L->n_params; i++)
         if (shard_of[i] == s) descs[count++] = desc_of(&L->params[i], dtype);
-    if (rc == 0 && !descs) rc = io_fail(err, errlen, 1, "export: out of memory");
+    if (rc == 0 && !descs) rc = wp_fail(WP_FAILED, err, errlen, "export: out of memory");
     st_writer *w = NULL;
     const char *keys[] = {"format"}, *values[] = {"pt"}; /* transformers expects the PyTorch flavour */
     if (rc == 0) rc = st_writer_open(&w, path, descs, count, keys, values, 1, err, errlen);
@@ -223,7 +223,7 @@ static int write_shard(const wp_ckpt *c, const wp_layout *L, const int *shard_of
 
 /* model.safetensors.index.json as save_pretrained writes it: metadata.total_size (the tensors'
  * bytes, headers not counted) and weight_map, keys sorted. */
-static int write_index(const wp_layout *L, const int *shard_of, int n, const char *dir, wp_dtype dtype, char *err,
+static wp_result write_index(const wp_layout *L, const int *shard_of, int n, const char *dir, wp_dtype dtype, char *err,
                        size_t errlen) {
     json_t *map = json_object();
     size_t total = 0;
@@ -244,8 +244,8 @@ static int write_index(const wp_layout *L, const int *shard_of, int n, const cha
 /* The checkpoint's tokenizer (a run with one saves it next to manifest.json). */
 static const char *const tokenizer_files[] = {"tokenizer.model", "tokenizer.json"};
 
-static int copy_tokenizers(const char *ckpt, const char *dir, char *err, size_t errlen) {
-    int rc = 0;
+static wp_result copy_tokenizers(const char *ckpt, const char *dir, char *err, size_t errlen) {
+    wp_result rc = WP_OK;
     for (size_t i = 0; rc == 0 && i < sizeof tokenizer_files / sizeof *tokenizer_files; i++) {
         char from[WP_PATH_MAX], to[WP_PATH_MAX];
         rc = fs_join(from, sizeof from, ckpt, tokenizer_files[i], err, errlen);
@@ -277,7 +277,7 @@ static const char *token_text(json_t *tok, int id) {
 /* A tokenizer_config.json for a tokenizer.json that came without one: the fast tokenizer class
  * (transformers' LlamaTokenizerFast would otherwise add its own <s> and </s> as new ids) and the
  * bos/eos tokens by text. */
-static json_t *made_tokenizer_config(const wp_model_cfg *c, const char *ckpt, char *err, size_t errlen, int *rc) {
+static json_t *made_tokenizer_config(const wp_model_cfg *c, const char *ckpt, char *err, size_t errlen, wp_result *rc) {
     json_t *tok = NULL;
     *rc = ckpt_json(ckpt, "tokenizer.json", &tok, err, errlen);
     if (!tok) return NULL; /* tokenizer.model: transformers' sentencepiece classes need no help */
@@ -287,15 +287,15 @@ static json_t *made_tokenizer_config(const wp_model_cfg *c, const char *ckpt, ch
     if (j && bos) json_object_set_new(j, "bos_token", json_string(bos));
     if (j && eos) json_object_set_new(j, "eos_token", json_string(eos));
     json_decref(tok);
-    if (!j) *rc = io_fail(err, errlen, 1, "export: out of memory");
+    if (!j) *rc = wp_fail(WP_FAILED, err, errlen, "export: out of memory");
     return j;
 }
 
 /* tokenizer_config.json (the one carried from --init-from, else one made for a tokenizer.json)
  * and special_tokens_map.json, its special tokens as save_pretrained writes them. */
-static int write_tokenizer_config(const wp_model_cfg *c, const char *ckpt, const char *dir, char *err, size_t errlen) {
+static wp_result write_tokenizer_config(const wp_model_cfg *c, const char *ckpt, const char *dir, char *err, size_t errlen) {
     json_t *cfg = NULL;
-    int rc = ckpt_json(ckpt, "tokenizer_config.json", &cfg, err, errlen);
+    wp_result rc = ckpt_json(ckpt, "tokenizer_config.json", &cfg, err, errlen);
     if (rc == 0 && !cfg) cfg = made_tokenizer_config(c, ckpt, err, errlen, &rc);
     if (rc || !cfg) return rc;
     static const char *const specials[] = {"bos_token", "eos_token", "unk_token", "pad_token"};
@@ -326,16 +326,16 @@ static bool export_name(const char *n) {
     return sscanf(n, "model-%5d-of-%5d%31s", &a, &b, tail) == 3 && strcmp(tail, ".safetensors") == 0;
 }
 
-static int check_replaceable(const char *out, char *err, size_t errlen) {
+static wp_result check_replaceable(const char *out, char *err, size_t errlen) {
     if (!fs_exists(out)) return 0;
-    if (!fs_is_dir(out)) return io_fail(err, errlen, 2, "%s: exists and is not a directory", out);
+    if (!fs_is_dir(out)) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: exists and is not a directory", out);
     DIR *d = opendir(out);
-    if (!d) return io_fail(err, errlen, 2, "%s: cannot list: %s", out, strerror(errno));
-    int rc = 0;
+    if (!d) return wp_fail_errno(WP_BAD_INPUT, err, errlen, "%s: cannot list", out);
+    wp_result rc = WP_OK;
     struct dirent *e;
     while (rc == 0 && (e = readdir(d)) != NULL)
         if (!export_name(e->d_name))
-            rc = io_fail(err, errlen, 2, "%s: holds '%s', which no export writes (refusing to replace the directory)", out,
+            rc = wp_fail(WP_BAD_INPUT, err, errlen, "%s: holds '%s', which no export writes (refusing to replace the directory)", out,
                          e->d_name);
     closedir(d);
     return rc;
@@ -343,31 +343,30 @@ static int check_replaceable(const char *out, char *err, size_t errlen) {
 
 /* tmp onto out: a plain rename when out is new, else an atomic exchange of the two directories
  * (the old export then sits at tmp and is removed). */
-static int publish(const char *tmp, const char *out, char *err, size_t errlen) {
+static wp_result publish(const char *tmp, const char *out, char *err, size_t errlen) {
     if (!fs_exists(out)) return fs_rename_durable(tmp, out, err, errlen);
     if (renameat2(AT_FDCWD, tmp, AT_FDCWD, out, RENAME_EXCHANGE) != 0)
-        return io_fail(err, errlen, 1, "%s: cannot swap in %s: %s", out, tmp, strerror(errno));
+        return wp_fail_errno(WP_FAILED, err, errlen, "%s: cannot swap in %s", out, tmp);
     char parent[WP_PATH_MAX];
     snprintf(parent, sizeof parent, "%s", out);
     char *slash = strrchr(parent, '/');
     if (slash == parent) slash[1] = 0;
     else if (slash) *slash = 0;
     else snprintf(parent, sizeof parent, ".");
-    int rc = fs_fsync_dir(parent, err, errlen);
+    wp_result rc = fs_fsync_dir(parent, err, errlen);
     if (rc == 0) rc = fs_remove_tree(tmp, err, errlen);
     return rc;
 }
 
-static int write_all(const wp_ckpt *c, const wp_model_cfg *cfg, const hf_export_opts *x, const char *dir, char *err,
+static wp_result write_all(const wp_ckpt *c, const wp_model_cfg *cfg, const hf_export_opts *x, const char *dir, char *err,
                      size_t errlen) {
     wp_layout L;
-    char lerr[256];
-    int rc = layout_build(cfg, &L, lerr, sizeof lerr);
-    if (rc) return io_fail(err, errlen, rc, "%s: %s", ckpt_dir(c), lerr);
+    WP_TRY_CTX(layout_build(cfg, &L, err, errlen), err, errlen, "%s", ckpt_dir(c));
+    wp_result rc = WP_OK;
     int *shard_of = calloc((size_t)L.n_params, sizeof *shard_of);
-    if (!shard_of) rc = io_fail(err, errlen, 1, "export: out of memory");
+    if (!shard_of) rc = wp_fail(WP_FAILED, err, errlen, "export: out of memory");
     int n = rc ? 0 : plan_shards(&L, x->dtype, x->max_shard_bytes, shard_of);
-    if (rc == 0 && n == 0) rc = io_fail(err, errlen, 1, "export: out of memory");
+    if (rc == 0 && n == 0) rc = wp_fail(WP_FAILED, err, errlen, "export: out of memory");
     char what[WP_PATH_MAX + 16];
     snprintf(what, sizeof what, "export to %.200s", dir);
     bool metered = rc == 0;
@@ -384,7 +383,7 @@ static int write_all(const wp_ckpt *c, const wp_model_cfg *cfg, const hf_export_
         wp_tokenizer *t;
         char why[WP_PATH_MAX + 256];
         rc = tok_open(ckpt_tokenizer(c), &t, why, sizeof why);
-        if (rc) rc = io_fail(err, errlen, rc, "%s", why);
+        if (rc) rc = wp_fail(rc, err, errlen, "%s", why);
         if (rc == 0 && !named.has_bos && tok_bos(t) >= 0) named.has_bos = true, named.bos_id = tok_bos(t);
         if (rc == 0 && !named.has_eos && tok_eos(t) >= 0) named.has_eos = true, named.eos_id = tok_eos(t);
         if (rc == 0) tok_close(t);
@@ -397,19 +396,19 @@ static int write_all(const wp_ckpt *c, const wp_model_cfg *cfg, const hf_export_
     return rc;
 }
 
-int hf_export_with(const wp_ckpt *c, const char *out_dir, const hf_export_opts *x, char *err, size_t errlen) {
-    if (x->max_shard_bytes < 1) return io_fail(err, errlen, 2, "--max-shard-size: %lld must be positive", (long long)x->max_shard_bytes);
-    if (x->max_pos < 0) return io_fail(err, errlen, 2, "--max-position-embeddings: %d must not be negative", x->max_pos);
+wp_result hf_export_with(const wp_ckpt *c, const char *out_dir, const hf_export_opts *x, char *err, size_t errlen) {
+    if (x->max_shard_bytes < 1) return wp_fail(WP_BAD_INPUT, err, errlen, "--max-shard-size: %lld must be positive", (long long)x->max_shard_bytes);
+    if (x->max_pos < 0) return wp_fail(WP_BAD_INPUT, err, errlen, "--max-position-embeddings: %d must not be negative", x->max_pos);
     wp_model_cfg cfg = ckpt_info(c)->cfg;
     model_cfg_even_chunks(&cfg, 1); /* one chunk: the whole model in storage order */
     if (x->max_pos > 0) cfg.max_pos = x->max_pos;
     char out[WP_PATH_MAX], tmp[WP_PATH_MAX + 8];
     size_t len = strlen(out_dir);
     while (len > 1 && out_dir[len - 1] == '/') len--; /* "hf/" -> "hf", so the temp dir is a sibling */
-    if (len == 0 || len >= sizeof out) return io_fail(err, errlen, 2, "export: output directory '%s' is not usable", out_dir);
+    if (len == 0 || len >= sizeof out) return wp_fail(WP_BAD_INPUT, err, errlen, "export: output directory '%s' is not usable", out_dir);
     snprintf(out, sizeof out, "%.*s", (int)len, out_dir);
     snprintf(tmp, sizeof tmp, "%s.tmp", out);
-    int rc = check_replaceable(out, err, errlen);
+    wp_result rc = check_replaceable(out, err, errlen);
     if (rc == 0) rc = fs_remove_tree(tmp, err, errlen); /* a crashed export's leftovers */
     if (rc == 0) rc = fs_mkdirs(tmp, err, errlen);
     if (rc == 0) rc = write_all(c, &cfg, x, tmp, err, errlen);
@@ -421,7 +420,7 @@ int hf_export_with(const wp_ckpt *c, const char *out_dir, const hf_export_opts *
     return rc;
 }
 
-int hf_export(const wp_ckpt *c, const char *out_dir, wp_dtype dtype, char *err, size_t errlen) {
+wp_result hf_export(const wp_ckpt *c, const char *out_dir, wp_dtype dtype, char *err, size_t errlen) {
     hf_export_opts x = {.dtype = dtype, .max_shard_bytes = HF_DEFAULT_MAX_SHARD, .max_pos = 0};
     return hf_export_with(c, out_dir, &x, err, errlen);
 }

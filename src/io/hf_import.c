@@ -14,7 +14,7 @@ static json_t *load_config(const char *hf_dir, char *path, size_t len, char *err
     *rc = fs_join(path, len, hf_dir, "config.json", err, errlen);
     if (*rc) return NULL;
     if (!fs_exists(path)) {
-        *rc = io_fail(err, errlen, 2, "%s: missing (not a Hugging Face model directory)", path);
+        *rc = wp_fail(WP_BAD_INPUT, err, errlen, "%s: missing (not a Hugging Face model directory)", path);
         return NULL;
     }
     json_t *j;
@@ -22,30 +22,30 @@ static json_t *load_config(const char *hf_dir, char *path, size_t len, char *err
     if (*rc) return NULL;
     if (!json_is_object(j)) {
         json_decref(j);
-        *rc = io_fail(err, errlen, 2, "%s: not a JSON object", path);
+        *rc = wp_fail(WP_BAD_INPUT, err, errlen, "%s: not a JSON object", path);
         return NULL;
     }
     return j;
 }
 
 /* What our model does not implement is refused rather than silently computed differently. */
-static int check_supported(const char *path, json_t *j, char *err, size_t errlen) {
+static wp_result check_supported(const char *path, json_t *j, char *err, size_t errlen) {
     const char *type = json_string_value(json_object_get(j, "model_type"));
     const char *act = json_string_value(json_object_get(j, "hidden_act"));
     json_t *scaling = json_object_get(j, "rope_scaling");
-    if (type && strcmp(type, "llama") != 0) return io_fail(err, errlen, 2, "%s: model_type '%s' is not llama", path, type);
-    if (act && strcmp(act, "silu") != 0) return io_fail(err, errlen, 2, "%s: hidden_act '%s' is not silu", path, act);
+    if (type && strcmp(type, "llama") != 0) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: model_type '%s' is not llama", path, type);
+    if (act && strcmp(act, "silu") != 0) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: hidden_act '%s' is not silu", path, act);
     if (json_is_true(json_object_get(j, "attention_bias")) || json_is_true(json_object_get(j, "mlp_bias")))
-        return io_fail(err, errlen, 2, "%s: attention_bias/mlp_bias: biases are not part of this model", path);
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s: attention_bias/mlp_bias: biases are not part of this model", path);
     if (scaling && !json_is_null(scaling)) {
-        if (!json_is_object(scaling)) return io_fail(err, errlen, 2, "%s: rope_scaling is neither null nor an object", path);
+        if (!json_is_object(scaling)) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: rope_scaling is neither null nor an object", path);
         /* transformers writes rope_type; configs from before 4.45 say type */
         json_t *t = json_object_get(scaling, "rope_type");
         if (!t) t = json_object_get(scaling, "type");
         const char *name = json_string_value(t);
-        if (!name) return io_fail(err, errlen, 2, "%s: rope_scaling.rope_type missing or not a string", path);
+        if (!name) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: rope_scaling.rope_type missing or not a string", path);
         if (strcmp(name, "llama3") != 0)
-            return io_fail(err, errlen, 2, "%s: rope_scaling.rope_type '%s' is not supported (only llama3)", path, name);
+            return wp_fail(WP_BAD_INPUT, err, errlen, "%s: rope_scaling.rope_type '%s' is not supported (only llama3)", path, name);
     }
     return 0;
 }
@@ -70,7 +70,7 @@ static bool in_scaling(int k) { return k >= HF_ROPE_FACTOR && k <= HF_ROPE_ORIGI
 const char *hf_key_name(hf_key k) { return keys[k].key; }
 bool hf_key_integer(hf_key k) { return keys[k].integer; }
 
-int hf_read_config(const char *hf_dir, hf_config *c, char *err, size_t errlen) {
+wp_result hf_read_config(const char *hf_dir, hf_config *c, char *err, size_t errlen) {
     memset(c, 0, sizeof *c);
     int rc;
     json_t *j = load_config(hf_dir, c->path, sizeof c->path, err, errlen, &rc);
@@ -87,7 +87,7 @@ int hf_read_config(const char *hf_dir, hf_config *c, char *err, size_t errlen) {
         if (special && json_is_array(v)) v = json_array_get(v, 0); /* Llama 3.x instruct lists several eos */
         if ((json_is_null(v) || !v) && (k == HF_MAX_POSITIONS || special)) continue;
         if (!json_is_number(v) || (keys[k].integer && !json_is_integer(v)))
-            rc = io_fail(err, errlen, 2, "%s: key %s%s missing or not a%s number", c->path, in_scaling(k) ? "rope_scaling." : "",
+            rc = wp_fail(WP_BAD_INPUT, err, errlen, "%s: key %s%s missing or not a%s number", c->path, in_scaling(k) ? "rope_scaling." : "",
                          keys[k].key, keys[k].integer ? "n integer" : "");
         else {
             c->present[k] = true;
@@ -96,7 +96,7 @@ int hf_read_config(const char *hf_dir, hf_config *c, char *err, size_t errlen) {
     }
     json_t *tie = json_object_get(j, "tie_word_embeddings");
     if (rc == 0 && tie && !json_is_boolean(tie))
-        rc = io_fail(err, errlen, 2, "%s: key tie_word_embeddings is not true or false", c->path);
+        rc = wp_fail(WP_BAD_INPUT, err, errlen, "%s: key tie_word_embeddings is not true or false", c->path);
     c->tied = json_is_true(tie);
     json_t *hd = json_object_get(j, "head_dim");
     if (rc == 0 && json_is_integer(hd)) {
@@ -116,38 +116,37 @@ typedef struct {
 } hf_files;
 
 /* index: the model.safetensors.index.json that names the file, NULL for model.safetensors. */
-static int add_file(hf_files *h, const char *dir, const char *index, const char *name, char *err, size_t errlen) {
+static wp_result add_file(hf_files *h, const char *dir, const char *index, const char *name, char *err, size_t errlen) {
     char path[WP_PATH_MAX];
     for (int i = 0; i < h->n; i++) {
         const char *p = st_path(h->files[i]), *slash = strrchr(p, '/');
         if (strcmp(slash ? slash + 1 : p, name) == 0) return 0;
     }
-    if (strchr(name, '/')) return io_fail(err, errlen, 2, "%s: shard name '%s' is not a plain file name", dir, name);
-    if (h->n == (int)(sizeof h->files / sizeof h->files[0])) return io_fail(err, errlen, 2, "%s: too many shard files", dir);
-    int rc = fs_join(path, sizeof path, dir, name, err, errlen);
+    if (strchr(name, '/')) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: shard name '%s' is not a plain file name", dir, name);
+    if (h->n == (int)(sizeof h->files / sizeof h->files[0])) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: too many shard files", dir);
+    wp_result rc = fs_join(path, sizeof path, dir, name, err, errlen);
     if (rc == 0 && index && !fs_exists(path))
-        return io_fail(err, errlen, 2, "%s: weight_map names %s, which is missing", index, name);
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s: weight_map names %s, which is missing", index, name);
     if (rc == 0) rc = st_open(&h->files[h->n], path, err, errlen);
     if (rc == 0) h->n++;
     return rc;
 }
 
 /* model.safetensors.index.json's weight_map names the shards; otherwise model.safetensors. */
-static int open_files(hf_files *h, const char *dir, char *err, size_t errlen) {
+static wp_result open_files(hf_files *h, const char *dir, char *err, size_t errlen) {
     char index[WP_PATH_MAX];
-    int rc = fs_join(index, sizeof index, dir, "model.safetensors.index.json", err, errlen);
-    if (rc) return rc;
+    WP_TRY(fs_join(index, sizeof index, dir, "model.safetensors.index.json", err, errlen));
     if (!fs_exists(index)) return add_file(h, dir, NULL, "model.safetensors", err, errlen);
     json_t *j;
-    rc = fs_load_json(index, (size_t)256 << 20, 0, &j, err, errlen);
-    if (rc) return rc;
+    WP_TRY(fs_load_json(index, (size_t)256 << 20, 0, &j, err, errlen));
     json_t *map = json_object_get(j, "weight_map");
-    if (!json_is_object(map)) rc = io_fail(err, errlen, 2, "%s: no weight_map object", index);
+    wp_result rc = WP_OK;
+    if (!json_is_object(map)) rc = wp_fail(WP_BAD_INPUT, err, errlen, "%s: no weight_map object", index);
     const char *name;
     json_t *file;
     json_object_foreach(map, name, file) {
         if (rc) break;
-        if (!json_is_string(file)) rc = io_fail(err, errlen, 2, "%s: weight_map[%s] is not a file name", index, name);
+        if (!json_is_string(file)) rc = wp_fail(WP_BAD_INPUT, err, errlen, "%s: weight_map[%s] is not a file name", index, name);
         else rc = add_file(h, dir, index, json_string_value(file), err, errlen);
     }
     json_decref(j);
@@ -165,13 +164,13 @@ static const st_tensor *find(const hf_files *h, const char *name, const st_file 
     return NULL;
 }
 
-static int load_param(const hf_files *h, const char *dir, const wp_param *p, float *dst, char *err, size_t errlen) {
+static wp_result load_param(const hf_files *h, const char *dir, const wp_param *p, float *dst, char *err, size_t errlen) {
     const st_file *f;
     /* tied: the head is the embedding, whatever lm_head.weight a file may also carry */
     bool head = h->tied && strcmp(p->name, "lm_head.weight") == 0;
     const st_tensor *t = find(h, head ? "model.embed_tokens.weight" : p->name, &f);
-    if (!t) return io_fail(err, errlen, 2, "%s: tensor %s not found in its safetensors files", dir, p->name);
-    int rc = st_check_shape(f, t, p->rows, p->cols, err, errlen);
+    if (!t) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: tensor %s not found in its safetensors files", dir, p->name);
+    wp_result rc = st_check_shape(f, t, p->rows, p->cols, err, errlen);
     if (rc == 0) rc = st_to_f32(f, t, dst, err, errlen);
     if (rc == 0) io_progress_add(t->nbytes);
     return rc;
@@ -182,13 +181,13 @@ typedef struct {
     const char *dir;
 } hf_reader;
 
-static int read_param(void *ctx, const wp_param *p, float *dst, char *err, size_t errlen) {
+static wp_result read_param(void *ctx, const wp_param *p, float *dst, char *err, size_t errlen) {
     const hf_reader *r = ctx;
     return load_param(r->h, r->dir, p, dst, err, errlen);
 }
 
 /* The directory's safetensors files, and whether the head is the embedding; h->n = 0 on failure. */
-static int open_dir(const char *hf_dir, hf_files *h, char *err, size_t errlen) {
+static wp_result open_dir(const char *hf_dir, hf_files *h, char *err, size_t errlen) {
     char path[WP_PATH_MAX];
     int rc;
     json_t *j = load_config(hf_dir, path, sizeof path, err, errlen, &rc);
@@ -215,10 +214,10 @@ static uint64_t file_bytes(const hf_files *h, const wp_layout *L, const wp_optim
     return total;
 }
 
-int hf_load_masters(const char *hf_dir, wp_optim *o, char *err, size_t errlen) {
+wp_result hf_load_masters(const char *hf_dir, wp_optim *o, char *err, size_t errlen) {
     hf_files *h = calloc(1, sizeof *h);
-    if (!h) return io_fail(err, errlen, 1, "--init-from: out of memory");
-    int rc = open_dir(hf_dir, h, err, errlen);
+    if (!h) return wp_fail(WP_FAILED, err, errlen, "--init-from: out of memory");
+    wp_result rc = open_dir(hf_dir, h, err, errlen);
     char what[WP_PATH_MAX + 16];
     snprintf(what, sizeof what, "reading %.200s", hf_dir);
     bool metered = rc == 0;
@@ -231,13 +230,13 @@ int hf_load_masters(const char *hf_dir, wp_optim *o, char *err, size_t errlen) {
 
 /* A parameter's tensor in pieces of at most `piece` elements, each converted, handed to sink and
  * its file pages dropped: the reader holds one piece, never a whole embedding. */
-static int read_pieces(const hf_files *h, const char *dir, const wp_param *p, float *buf, size_t piece, hf_param_sink sink,
+static wp_result read_pieces(const hf_files *h, const char *dir, const wp_param *p, float *buf, size_t piece, hf_param_sink sink,
                        void *ctx, char *err, size_t errlen) {
     const st_file *f;
     bool head = h->tied && strcmp(p->name, "lm_head.weight") == 0; /* as load_param */
     const st_tensor *t = find(h, head ? "model.embed_tokens.weight" : p->name, &f);
-    if (!t) return io_fail(err, errlen, 2, "%s: tensor %s not found in its safetensors files", dir, p->name);
-    int rc = st_check_shape(f, t, p->rows, p->cols, err, errlen);
+    if (!t) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: tensor %s not found in its safetensors files", dir, p->name);
+    wp_result rc = st_check_shape(f, t, p->rows, p->cols, err, errlen);
     size_t numel = layout_param_numel(p);
     for (size_t first = 0; rc == 0 && first < numel; first += piece) {
         size_t n = numel - first < piece ? numel - first : piece;
@@ -249,11 +248,11 @@ static int read_pieces(const hf_files *h, const char *dir, const wp_param *p, fl
     return rc;
 }
 
-int hf_read_params(const char *hf_dir, const wp_layout *L, hf_param_sink sink, void *ctx, char *err, size_t errlen) {
+wp_result hf_read_params(const char *hf_dir, const wp_layout *L, hf_param_sink sink, void *ctx, char *err, size_t errlen) {
     const size_t piece = (size_t)1 << 22; /* 16 MiB of fp32 */
     hf_files *h = calloc(1, sizeof *h);
     float *buf = h ? malloc(piece * sizeof *buf) : NULL;
-    int rc = buf ? 0 : io_fail(err, errlen, 1, "%s: out of memory", hf_dir);
+    int rc = buf ? 0 : wp_fail(WP_FAILED, err, errlen, "%s: out of memory", hf_dir);
     if (rc == 0) rc = open_dir(hf_dir, h, err, errlen);
     char what[WP_PATH_MAX + 16];
     snprintf(what, sizeof what, "reading %.200s", hf_dir);
@@ -267,24 +266,24 @@ int hf_read_params(const char *hf_dir, const wp_layout *L, hf_param_sink sink, v
 }
 
 /* One token id of generation_config.json / config.json: an integer in [0, 2^31). */
-static int eos_id(const char *path, json_t *v, int32_t *id, char *err, size_t errlen) {
+static wp_result eos_id(const char *path, json_t *v, int32_t *id, char *err, size_t errlen) {
     if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX)
-        return io_fail(err, errlen, 2, "%s: eos_token_id holds something other than a token id", path);
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s: eos_token_id holds something other than a token id", path);
     *id = (int32_t)json_integer_value(v);
     return 0;
 }
 
 /* eos_token_id of DIR/NAME: absent or null leaves *n = 0; an integer or a list of them. */
-static int eos_of(const char *dir, const char *name, int32_t *ids, int max, int *n, char *err, size_t errlen) {
+static wp_result eos_of(const char *dir, const char *name, int32_t *ids, int max, int *n, char *err, size_t errlen) {
     char path[WP_PATH_MAX];
-    int rc = fs_join(path, sizeof path, dir, name, err, errlen);
+    wp_result rc = fs_join(path, sizeof path, dir, name, err, errlen);
     if (rc || !fs_exists(path)) return rc;
     json_error_t jerr;
     json_t *j = json_load_file(path, 0, &jerr);
-    if (!j) return io_fail(err, errlen, 2, "%s: line %d: %s", path, jerr.line, jerr.text);
+    if (!j) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: line %d: %s", path, jerr.line, jerr.text);
     json_t *v = json_object_get(j, "eos_token_id");
     if (json_is_array(v)) {
-        if ((int)json_array_size(v) > max) rc = io_fail(err, errlen, 2, "%s: eos_token_id lists more than %d ids", path, max);
+        if ((int)json_array_size(v) > max) rc = wp_fail(WP_BAD_INPUT, err, errlen, "%s: eos_token_id lists more than %d ids", path, max);
         for (size_t i = 0; rc == 0 && i < json_array_size(v); i++) rc = eos_id(path, json_array_get(v, i), &ids[(*n)++], err, errlen);
     } else if (v && !json_is_null(v)) {
         rc = eos_id(path, v, &ids[(*n)++], err, errlen);
@@ -293,9 +292,9 @@ static int eos_of(const char *dir, const char *name, int32_t *ids, int max, int 
     return rc;
 }
 
-int hf_read_eos(const char *hf_dir, int32_t *ids, int max, int *n, char *err, size_t errlen) {
+wp_result hf_read_eos(const char *hf_dir, int32_t *ids, int max, int *n, char *err, size_t errlen) {
     *n = 0;
-    int rc = eos_of(hf_dir, "generation_config.json", ids, max, n, err, errlen);
+    wp_result rc = eos_of(hf_dir, "generation_config.json", ids, max, n, err, errlen);
     if (rc == 0 && *n == 0) rc = eos_of(hf_dir, "config.json", ids, max, n, err, errlen);
     return rc;
 }

@@ -6,9 +6,10 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "result.h"
 
 /* *positions = HF_DIR/config.json's max_position_embeddings. 2 naming the file and the key when
  * it is missing, not an integer or below 1; 1 when reading fails. */
-int hf_max_positions(const char *hf_dir, int64_t *positions, char *err, size_t errlen);
+wp_result hf_max_positions(const char *hf_dir, int64_t *positions, char *err, size_t errlen);
 
 #endif

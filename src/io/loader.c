@@ -28,15 +28,15 @@ static int64_t shard_windows(int64_t n_tokens, int s) { return n_tokens >= (int6
 
 static const char *split_pattern(wp_split split) { return split == WP_SPLIT_TRAIN ? "*train*.bin" : "*val*.bin"; }
 
-static int list_add(wp_shard_list *l, int *cap, const char *path, char *err, size_t errlen) {
+static wp_result list_add(wp_shard_list *l, int *cap, const char *path, char *err, size_t errlen) {
     if (l->n == *cap) {
         int grown = *cap ? 2 * *cap : 16;
         char **p = realloc(l->paths, (size_t)grown * sizeof *p);
-        if (!p) return io_fail(err, errlen, 1, "loader: out of memory listing shards");
+        if (!p) return wp_fail(WP_FAILED, err, errlen, "loader: out of memory listing shards");
         l->paths = p;
         *cap = grown;
     }
-    if (!(l->paths[l->n] = strdup(path))) return io_fail(err, errlen, 1, "loader: out of memory listing shards");
+    if (!(l->paths[l->n] = strdup(path))) return wp_fail(WP_FAILED, err, errlen, "loader: out of memory listing shards");
     l->n++;
     return 0;
 }
@@ -50,9 +50,9 @@ static bool is_regular(const char *path) {
 
 /* A directory's plain files matching the split's pattern (a leading dot is never matched, as
  * in glob), sorted by name. Not through glob(3): the directory's own name may hold * or [. */
-static int list_dir(wp_shard_list *l, const char *dir, wp_split split, const char *flag, char *err, size_t errlen) {
+static wp_result list_dir(wp_shard_list *l, const char *dir, wp_split split, const char *flag, char *err, size_t errlen) {
     DIR *d = opendir(dir);
-    if (!d) return io_fail(err, errlen, 2, "%s: %s: cannot list: %s", flag, dir, strerror(errno));
+    if (!d) return wp_fail_errno(WP_BAD_INPUT, err, errlen, "%s: %s: cannot list", flag, dir);
     int cap = 0, rc = 0;
     const char *want = split_pattern(split), *other = split_pattern(split == WP_SPLIT_TRAIN ? WP_SPLIT_VAL : WP_SPLIT_TRAIN);
     for (struct dirent *e; rc == 0 && (e = readdir(d)) != NULL;) {
@@ -61,7 +61,7 @@ static int list_dir(wp_shard_list *l, const char *dir, wp_split split, const cha
         rc = fs_join(path, sizeof path, dir, e->d_name, err, errlen);
         if (rc || !is_regular(path)) continue;
         if (fnmatch(other, e->d_name, FNM_PERIOD) == 0)
-            rc = io_fail(err, errlen, 2, "%s: %s matches both *train*.bin and *val*.bin: rename it, or name the shards with "
+            rc = wp_fail(WP_BAD_INPUT, err, errlen, "%s: %s matches both *train*.bin and *val*.bin: rename it, or name the shards with "
                          "--data and --val-data (a file or a glob each)", flag, path);
         else
             rc = list_add(l, &cap, path, err, errlen);
@@ -71,32 +71,32 @@ static int list_dir(wp_shard_list *l, const char *dir, wp_split split, const cha
     return rc;
 }
 
-static int list_glob(wp_shard_list *l, const char *pattern, const char *flag, char *err, size_t errlen) {
+static wp_result list_glob(wp_shard_list *l, const char *pattern, const char *flag, char *err, size_t errlen) {
     glob_t g;
     memset(&g, 0, sizeof g);
     int rc = glob(pattern, 0, NULL, &g), cap = 0; /* glob sorts the names */
-    if (rc == GLOB_NOMATCH) rc = io_fail(err, errlen, 2, "%s: pattern '%s' matches no file", flag, pattern);
-    else if (rc != 0) rc = io_fail(err, errlen, 1, "%s: cannot expand the pattern '%s'", flag, pattern);
+    if (rc == GLOB_NOMATCH) rc = wp_fail(WP_BAD_INPUT, err, errlen, "%s: pattern '%s' matches no file", flag, pattern);
+    else if (rc != 0) rc = wp_fail(WP_FAILED, err, errlen, "%s: cannot expand the pattern '%s'", flag, pattern);
     for (size_t i = 0; rc == 0 && i < g.gl_pathc; i++) rc = list_add(l, &cap, g.gl_pathv[i], err, errlen);
     globfree(&g);
     return rc;
 }
 
-int shard_list_resolve(wp_shard_list *l, const char *spec, wp_split split, const char *flag, bool none_ok, char *err,
+wp_result shard_list_resolve(wp_shard_list *l, const char *spec, wp_split split, const char *flag, bool none_ok, char *err,
                        size_t errlen) {
     memset(l, 0, sizeof *l);
     int cap = 0, rc;
-    if (!spec || !spec[0]) return io_fail(err, errlen, 2, "%s: no path given", flag);
+    if (!spec || !spec[0]) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: no path given", flag);
     if (fs_is_dir(spec)) {
         rc = list_dir(l, spec, split, flag, err, errlen);
         if (rc == 0 && l->n == 0 && !none_ok)
-            rc = io_fail(err, errlen, 2, "%s: %s has no %s shard", flag, spec, split_pattern(split));
+            rc = wp_fail(WP_BAD_INPUT, err, errlen, "%s: %s has no %s shard", flag, spec, split_pattern(split));
     } else if (fs_exists(spec)) {
         rc = list_add(l, &cap, spec, err, errlen);
     } else if (strpbrk(spec, "*?[")) {
         rc = list_glob(l, spec, flag, err, errlen);
     } else {
-        rc = io_fail(err, errlen, 2, "%s: %s does not exist", flag, spec);
+        rc = wp_fail(WP_BAD_INPUT, err, errlen, "%s: %s does not exist", flag, spec);
     }
     if (rc) shard_list_free(l);
     return rc;
@@ -129,47 +129,44 @@ bool shard_list_overlap(const wp_shard_list *a, const wp_shard_list *b, int *fir
 
 /* ---- the loader ---- */
 
-static int check_cfg(const wp_loader_cfg *c, char *err, size_t errlen) {
-    if (c->b < 1) return io_fail(err, errlen, 2, "loader: micro-batch size %d must be at least 1", c->b);
-    if (c->s < 1) return io_fail(err, errlen, 2, "loader: sequence length %d must be at least 1", c->s);
-    if (c->vocab < 1) return io_fail(err, errlen, 2, "loader: vocabulary size %d must be at least 1", c->vocab);
-    if (c->micro_batches < 1) return io_fail(err, errlen, 2, "loader: micro-batches per step %d must be at least 1", c->micro_batches);
+static wp_result check_cfg(const wp_loader_cfg *c, char *err, size_t errlen) {
+    if (c->b < 1) return wp_fail(WP_BAD_INPUT, err, errlen, "loader: micro-batch size %d must be at least 1", c->b);
+    if (c->s < 1) return wp_fail(WP_BAD_INPUT, err, errlen, "loader: sequence length %d must be at least 1", c->s);
+    if (c->vocab < 1) return wp_fail(WP_BAD_INPUT, err, errlen, "loader: vocabulary size %d must be at least 1", c->vocab);
+    if (c->micro_batches < 1) return wp_fail(WP_BAD_INPUT, err, errlen, "loader: micro-batches per step %d must be at least 1", c->micro_batches);
     return 0;
 }
 
-static int open_shards(wp_loader *l, const wp_shard_list *sl, const char *flag, char *err, size_t errlen) {
-    if (sl->n < 1) return io_fail(err, errlen, 2, "%s: no shard given", flag);
+static wp_result open_shards(wp_loader *l, const wp_shard_list *sl, const char *flag, char *err, size_t errlen) {
+    if (sl->n < 1) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: no shard given", flag);
     l->n_shards = sl->n;
     l->shards = calloc((size_t)l->n_shards, sizeof *l->shards);
     l->first_window = calloc((size_t)l->n_shards + 1, sizeof *l->first_window);
-    if (!l->shards || !l->first_window) return io_fail(err, errlen, 1, "loader: out of memory for %d shards", l->n_shards);
+    if (!l->shards || !l->first_window) return wp_fail(WP_FAILED, err, errlen, "loader: out of memory for %d shards", l->n_shards);
     for (int i = 0; i < l->n_shards; i++) {
-        int rc = shard_open(&l->shards[i], sl->paths[i], l->cfg.vocab, err, errlen);
-        if (rc) return rc;
+        WP_TRY(shard_open(&l->shards[i], sl->paths[i], l->cfg.vocab, err, errlen));
         const wp_shard *a = &l->shards[0], *b = &l->shards[i];
         if (b->version != a->version)
-            return io_fail(err, errlen, 2,
-                           "%s: header version is %d (%s tokens), but %s is version %d (%s tokens): the shards of one dataset "
+            return wp_fail(WP_BAD_INPUT, err, errlen, "%s: header version is %d (%s tokens), but %s is version %d (%s tokens): the shards of one dataset "
                            "share one format",
                            b->path, b->version, shard_token_type(b->version), a->path, a->version, shard_token_type(a->version));
         l->n_tokens += l->shards[i].n_tokens;
         l->first_window[i + 1] = l->first_window[i] + shard_windows(l->shards[i].n_tokens, l->cfg.s);
     }
     if (l->first_window[l->n_shards] == 0)
-        return io_fail(err, errlen, 2, "%s: %s%s holds %lld tokens, not one sequence of %d+1", flag, sl->paths[0],
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s: %s%s holds %lld tokens, not one sequence of %d+1", flag, sl->paths[0],
                        l->n_shards > 1 ? " (and the other shards)" : "", (long long)l->n_tokens, l->cfg.s);
     return 0;
 }
 
-int loader_open_list(wp_loader **out, const wp_shard_list *list, const char *flag, const wp_loader_cfg *cfg, char *err,
+wp_result loader_open_list(wp_loader **out, const wp_shard_list *list, const char *flag, const wp_loader_cfg *cfg, char *err,
                      size_t errlen) {
     *out = NULL;
-    int rc = check_cfg(cfg, err, errlen);
-    if (rc) return rc;
+    WP_TRY(check_cfg(cfg, err, errlen));
     wp_loader *l = calloc(1, sizeof *l);
-    if (!l) return io_fail(err, errlen, 1, "loader: out of memory");
+    if (!l) return wp_fail(WP_FAILED, err, errlen, "loader: out of memory");
     l->cfg = *cfg;
-    rc = open_shards(l, list, flag, err, errlen);
+    wp_result rc = open_shards(l, list, flag, err, errlen);
     if (rc) {
         loader_close(l);
         return rc;
@@ -178,14 +175,12 @@ int loader_open_list(wp_loader **out, const wp_shard_list *list, const char *fla
     return 0;
 }
 
-int loader_open(wp_loader **out, const char *path, wp_split split, const wp_loader_cfg *cfg, char *err, size_t errlen) {
+wp_result loader_open(wp_loader **out, const char *path, wp_split split, const wp_loader_cfg *cfg, char *err, size_t errlen) {
     *out = NULL;
-    int rc = check_cfg(cfg, err, errlen);
-    if (rc) return rc;
+    WP_TRY(check_cfg(cfg, err, errlen));
     wp_shard_list sl;
-    rc = shard_list_resolve(&sl, path, split, "--data", false, err, errlen);
-    if (rc) return rc;
-    rc = loader_open_list(out, &sl, "--data", cfg, err, errlen);
+    WP_TRY(shard_list_resolve(&sl, path, split, "--data", false, err, errlen));
+    wp_result rc = loader_open_list(out, &sl, "--data", cfg, err, errlen);
     shard_list_free(&sl);
     return rc;
 }
@@ -259,9 +254,9 @@ static void read_window(const wp_loader *l, int64_t w, int32_t *inputs, int32_t 
     }
 }
 
-int loader_get(wp_loader *l, int64_t step, int global_mb, int32_t *inputs, int32_t *targets) {
+wp_result loader_get(wp_loader *l, int64_t step, int global_mb, int32_t *inputs, int32_t *targets) {
     if (step < 0 || global_mb < 0 || global_mb >= l->cfg.micro_batches)
-        return io_fail(l->error, sizeof l->error, 2, "loader_get: step %lld, micro-batch %d out of range (M = %d)",
+        return wp_fail(WP_BAD_INPUT, l->error, sizeof l->error, "loader_get: step %lld, micro-batch %d out of range (M = %d)",
                        (long long)step, global_mb, l->cfg.micro_batches);
     const int b = l->cfg.b, s = l->cfg.s;
     for (int r = 0; r < b; r++) {
@@ -271,9 +266,9 @@ int loader_get(wp_loader *l, int64_t step, int global_mb, int32_t *inputs, int32
     return 0;
 }
 
-int loader_sequential(wp_loader *l, int64_t i, int32_t *inputs, int32_t *targets) {
+wp_result loader_sequential(wp_loader *l, int64_t i, int32_t *inputs, int32_t *targets) {
     if (i < 0 || i >= loader_windows(l))
-        return io_fail(l->error, sizeof l->error, 2, "%s: sequence %lld is past the end (%lld sequences of %d tokens)",
+        return wp_fail(WP_BAD_INPUT, l->error, sizeof l->error, "%s: sequence %lld is past the end (%lld sequences of %d tokens)",
                        l->shards[0].path, (long long)i, (long long)loader_windows(l), l->cfg.s);
     read_window(l, i, inputs, targets);
     return 0;

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "fsutil.h"
+#include "result.h"
 
 typedef enum { WP_SPLIT_TRAIN = 0, WP_SPLIT_VAL = 1 } wp_split;
 
@@ -35,7 +36,7 @@ typedef struct {
     char **paths;
 } wp_shard_list;
 
-int shard_list_resolve(wp_shard_list *l, const char *spec, wp_split split, const char *flag, bool none_ok, char *err,
+wp_result shard_list_resolve(wp_shard_list *l, const char *spec, wp_split split, const char *flag, bool none_ok, char *err,
                        size_t errlen);
 void shard_list_free(wp_shard_list *l);
 /* Whether a file of a is also one of b (the same device and inode): *first is the index in a
@@ -55,20 +56,20 @@ typedef struct wp_loader wp_loader;
 /* The shards of a list, every one validated; they must share one version (one dataset, one
  * token type). flag names the list in messages. Returns 0, 2 (bad input: message names the
  * file) or 1. */
-int loader_open_list(wp_loader **out, const wp_shard_list *list, const char *flag, const wp_loader_cfg *cfg, char *err,
+wp_result loader_open_list(wp_loader **out, const wp_shard_list *list, const char *flag, const wp_loader_cfg *cfg, char *err,
                      size_t errlen);
 /* shard_list_resolve(path, split, "--data") then loader_open_list. */
-int loader_open(wp_loader **out, const char *path, wp_split split, const wp_loader_cfg *cfg, char *err, size_t errlen);
+wp_result loader_open(wp_loader **out, const char *path, wp_split split, const wp_loader_cfg *cfg, char *err, size_t errlen);
 void loader_close(wp_loader *l);
 
 /* Global micro-batch g (0 <= g < M) of optimizer step `step`: b rows of s inputs and the s
  * targets shifted by one ([b*s] int32 each, host memory). Returns 0, or 2 for arguments out of
  * range (loader_error says which). */
-int loader_get(wp_loader *l, int64_t step, int global_mb, int32_t *inputs, int32_t *targets);
+wp_result loader_get(wp_loader *l, int64_t step, int global_mb, int32_t *inputs, int32_t *targets);
 
 /* Sequence i in reading order, for evaluation: window i of the list (for one shard, tokens
  * [i*s, (i+1)*s] from its start). One row: s inputs and s targets. 0, or 2 past the end. */
-int loader_sequential(wp_loader *l, int64_t i, int32_t *inputs, int32_t *targets);
+wp_result loader_sequential(wp_loader *l, int64_t i, int32_t *inputs, int32_t *targets);
 
 int64_t loader_windows(const wp_loader *l);   /* W */
 int64_t loader_tokens(const wp_loader *l);    /* tokens in all shards */

@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "checkpoint.h"
+#include "result.h"
 
 typedef struct {
     char name[64];
@@ -36,10 +37,10 @@ typedef struct {
 } wp_manifest;
 
 /* Written atomically (temp file, fsync, rename). tokenizer: NULL or the tokenizer file's entry. */
-int manifest_write(const char *path, const wp_ckpt_info *info, const wp_manifest_file *files, int n_files,
+wp_result manifest_write(const char *path, const wp_ckpt_info *info, const wp_manifest_file *files, int n_files,
                    const wp_manifest_file *tokenizer, char *err, size_t errlen);
 /* Missing: 2 "not a finished checkpoint"; malformed: 2 naming the key. */
-int manifest_read(const char *path, wp_manifest *m, char *err, size_t errlen);
+wp_result manifest_read(const char *path, wp_manifest *m, char *err, size_t errlen);
 void manifest_free(wp_manifest *m);
 
 /* Shard file name of a rank. */

@@ -10,8 +10,9 @@
 
 #include "layout.h"
 #include "optim.h"
+#include "result.h"
 
-typedef int (*masters_reader)(void *ctx, const wp_param *p, float *dst, char *err, size_t errlen);
-int masters_fill(wp_optim *o, masters_reader read, void *ctx, char *err, size_t errlen);
+typedef wp_result (*masters_reader)(void *ctx, const wp_param *p, float *dst, char *err, size_t errlen);
+wp_result masters_fill(wp_optim *o, masters_reader read, void *ctx, char *err, size_t errlen);
 
 #endif

@@ -24,36 +24,33 @@ typedef struct {
     int64_t tokens;
 } shard_run;
 
-static int run_next(shard_run *r, char *err, size_t errlen) {
+static wp_result run_next(shard_run *r, char *err, size_t errlen) {
     if (r->n == r->cap) {
         int cap = r->cap ? 2 * r->cap : 4;
         wp_shard_writer *grown = realloc(r->w, (size_t)cap * sizeof *grown);
-        if (!grown) return io_fail(err, errlen, 1, "prepare: out of memory");
+        if (!grown) return wp_fail(WP_FAILED, err, errlen, "prepare: out of memory");
         r->w = grown;
         r->cap = cap;
     }
     if (r->n > 0) {
-        int rc = shard_writer_close(&r->w[r->n - 1], err, errlen);
-        if (rc) return rc;
+        WP_TRY(shard_writer_close(&r->w[r->n - 1], err, errlen));
     }
     char name[64], path[WP_PATH_MAX];
     snprintf(name, sizeof name, "%s_%03d.bin", r->prefix, r->n);
-    int rc = fs_join(path, sizeof path, r->dir, name, err, errlen);
+    wp_result rc = fs_join(path, sizeof path, r->dir, name, err, errlen);
     if (rc == 0) rc = shard_writer_open(&r->w[r->n], path, r->version, err, errlen);
     if (rc == 0) r->n++;
     return rc;
 }
 
-static int run_append(shard_run *r, const uint32_t *tok, size_t n, char *err, size_t errlen) {
+static wp_result run_append(shard_run *r, const uint32_t *tok, size_t n, char *err, size_t errlen) {
     while (n > 0) {
         if (r->n == 0 || r->w[r->n - 1].n_tokens == r->shard_tokens) {
-            int rc = run_next(r, err, errlen);
-            if (rc) return rc;
+            WP_TRY(run_next(r, err, errlen));
         }
         wp_shard_writer *w = &r->w[r->n - 1];
         size_t room = (size_t)(r->shard_tokens - w->n_tokens), part = n < room ? n : room;
-        int rc = shard_writer_append(w, tok, part, err, errlen);
-        if (rc) return rc;
+        WP_TRY(shard_writer_append(w, tok, part, err, errlen));
         r->tokens += (int64_t)part;
         tok += part;
         n -= part;
@@ -68,27 +65,25 @@ static void run_abort(shard_run *r) {
     r->n = 0;
 }
 
-static int run_close(shard_run *r, char *err, size_t errlen) {
+static wp_result run_close(shard_run *r, char *err, size_t errlen) {
     return r->n > 0 ? shard_writer_close(&r->w[r->n - 1], err, errlen) : 0;
 }
 
-static int run_commit(shard_run *r, char *err, size_t errlen) {
+static wp_result run_commit(shard_run *r, char *err, size_t errlen) {
     for (int i = 0; i < r->n; i++) {
-        int rc = shard_writer_commit(&r->w[i], err, errlen);
-        if (rc) return rc;
+        WP_TRY(shard_writer_commit(&r->w[i], err, errlen));
     }
     return 0;
 }
 
 /* Shards numbered from r->n on are left over from an earlier run with more data. */
-static int run_remove_stale(const shard_run *r, char *err, size_t errlen) {
+static wp_result run_remove_stale(const shard_run *r, char *err, size_t errlen) {
     for (int i = r->n;; i++) {
         char name[64], path[WP_PATH_MAX];
         snprintf(name, sizeof name, "%s_%03d.bin", r->prefix, i);
-        int rc = fs_join(path, sizeof path, r->dir, name, err, errlen);
-        if (rc) return rc;
+        WP_TRY(fs_join(path, sizeof path, r->dir, name, err, errlen));
         if (!fs_exists(path)) return 0;
-        if (unlink(path) != 0) return io_fail(err, errlen, 1, "%s: cannot remove a stale shard: %s", path, strerror(errno));
+        if (unlink(path) != 0) return wp_fail_errno(WP_FAILED, err, errlen, "%s: cannot remove a stale shard", path);
     }
 }
 
@@ -127,9 +122,9 @@ enum { ENCODE_BATCH_MAX = 32 }; /* pieces encoded at once: bounds the id arrays 
  * prepare's time, so a batch of pieces is encoded on all OpenMP threads (a wp_tokenizer may be
  * used from several threads) and appended in order: the shards do not depend on the thread
  * count. */
-static int encode_part(prep *p, shard_run *r, const char *path, const char *text, size_t len, char *err, size_t errlen) {
+static wp_result encode_part(prep *p, shard_run *r, const char *path, const char *text, size_t len, char *err, size_t errlen) {
     if (len == 0) return 0;
-    int rc = run_append(r, &p->boundary, 1, err, errlen);
+    wp_result rc = run_append(r, &p->boundary, 1, err, errlen);
     int batch = omp_get_max_threads();
     batch = batch < 1 ? 1 : batch > ENCODE_BATCH_MAX ? ENCODE_BATCH_MAX : batch;
     for (size_t at = 0; rc == 0 && at < len;) {
@@ -145,7 +140,7 @@ static int encode_part(prep *p, shard_run *r, const char *path, const char *text
 #pragma omp parallel for schedule(dynamic, 1) num_threads(k) if (k > 1)
         for (int i = 0; i < k; i++) rcs[i] = tok_encode(p->tok, text + start[i], n[i], &ids[i], &cnt[i], why[i], sizeof why[i]);
         for (int i = 0; i < k; i++) {
-            if (rc == 0 && rcs[i]) rc = io_fail(err, errlen, rcs[i], "%s: %s", path, why[i]);
+            if (rc == 0 && rcs[i]) rc = wp_fail(rcs[i], err, errlen, "%s: %s", path, why[i]);
             /* ids are below the tokenizer's vocabulary, so non-negative: the same values as uint32 */
             if (rc == 0) rc = run_append(r, (const uint32_t *)ids[i], cnt[i], err, errlen);
             free(ids[i]);
@@ -157,38 +152,38 @@ static int encode_part(prep *p, shard_run *r, const char *path, const char *text
 
 /* A document through the tokenizer: mapped whole, its head to train and its tail to val, the
  * split moved forward to a character boundary so that no character is cut in two. */
-static int add_document_tok(prep *p, const char *path, int fd, uint64_t size, char *err, size_t errlen) {
+static wp_result add_document_tok(prep *p, const char *path, int fd, uint64_t size, char *err, size_t errlen) {
     if (size == 0) return 0;
-    if (size > SIZE_MAX) return io_fail(err, errlen, 2, "%s: too large to map", path);
+    if (size > SIZE_MAX) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: too large to map", path);
     const char *text = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (text == MAP_FAILED) return io_fail(err, errlen, 1, "%s: mmap failed: %s", path, strerror(errno));
+    if (text == MAP_FAILED) return wp_fail_errno(WP_FAILED, err, errlen, "%s: mmap failed", path);
     (void)madvise((void *)text, (size_t)size, MADV_SEQUENTIAL); /* a hint: reading works without it */
     size_t n_train = (size_t)(size - (uint64_t)llround(p->val_fraction * (double)size));
     while (n_train < size && ((unsigned char)text[n_train] & 0xC0) == 0x80) n_train++;
-    int rc = encode_part(p, &p->train, path, text, n_train, err, errlen);
+    wp_result rc = encode_part(p, &p->train, path, text, n_train, err, errlen);
     if (rc == 0) rc = encode_part(p, &p->val, path, text + n_train, (size_t)size - n_train, err, errlen);
     if (munmap((void *)text, (size_t)size) != 0 && rc == 0)
-        rc = io_fail(err, errlen, 1, "%s: munmap failed: %s", path, strerror(errno));
+        rc = wp_fail_errno(WP_FAILED, err, errlen, "%s: munmap failed", path);
     return rc;
 }
 
 /* One input: its head to train, its tail to val, each part opened by the boundary token 0. */
-static int add_document(prep *p, const char *path, int fd, uint64_t size, char *err, size_t errlen) {
+static wp_result add_document(prep *p, const char *path, int fd, uint64_t size, char *err, size_t errlen) {
     if (p->tok) return add_document_tok(p, path, fd, size, err, errlen);
     uint64_t n_val = (uint64_t)llround(p->val_fraction * (double)size), n_train = size - n_val;
     static const uint32_t boundary = 0;
-    int rc = 0;
+    wp_result rc = WP_OK;
     if (n_train > 0) rc = run_append(&p->train, &boundary, 1, err, errlen);
     if (rc == 0 && n_val > 0) rc = run_append(&p->val, &boundary, 1, err, errlen);
     enum { BUF = 1 << 20 };
     unsigned char *bytes = malloc(BUF);
     uint32_t *tok = malloc(BUF * sizeof *tok);
-    if (!bytes || !tok) rc = io_fail(err, errlen, 1, "prepare: out of memory");
+    if (!bytes || !tok) rc = wp_fail(WP_FAILED, err, errlen, "prepare: out of memory");
     for (uint64_t done = 0; rc == 0 && done < size;) {
         ssize_t got = read(fd, bytes, BUF);
         if (got < 0 && errno == EINTR) continue;
         if (got <= 0) {
-            rc = io_fail(err, errlen, 1, "%s: read failed: %s", path, got < 0 ? strerror(errno) : "file shrank");
+            rc = wp_fail(WP_FAILED, err, errlen, "%s: read failed: %s", path, got < 0 ? strerror(errno) : "file shrank");
             break;
         }
         size_t m = (size_t)got < size - done ? (size_t)got : (size_t)(size - done);
@@ -206,58 +201,55 @@ static int add_document(prep *p, const char *path, int fd, uint64_t size, char *
 }
 
 /* Every input is opened before anything is written: a missing one costs nothing. */
-static int open_inputs(const char *const *inputs, int n, int *fds, uint64_t *sizes, char *err, size_t errlen) {
+static wp_result open_inputs(const char *const *inputs, int n, int *fds, uint64_t *sizes, char *err, size_t errlen) {
     for (int i = 0; i < n; i++) {
-        int rc = fs_open_regular(inputs[i], 0, &fds[i], &sizes[i], err, errlen);
-        if (rc) return rc;
+        WP_TRY(fs_open_regular(inputs[i], 0, &fds[i], &sizes[i], err, errlen));
     }
     return 0;
 }
 
-static int check_args(int n_inputs, const char *out_dir, double val_fraction, int64_t vocab, const wp_tokenizer *tok,
+static wp_result check_args(int n_inputs, const char *out_dir, double val_fraction, int64_t vocab, const wp_tokenizer *tok,
                       int64_t shard_tokens, char *err, size_t errlen) {
-    if (n_inputs < 1) return io_fail(err, errlen, 2, "prepare: give at least one input text file");
-    if (!out_dir || !out_dir[0]) return io_fail(err, errlen, 2, "--out: the output directory is required");
-    if (!(val_fraction >= 0 && val_fraction < 1)) return io_fail(err, errlen, 2, "--val-fraction: %g must be in [0, 1)", val_fraction);
+    if (n_inputs < 1) return wp_fail(WP_BAD_INPUT, err, errlen, "prepare: give at least one input text file");
+    if (!out_dir || !out_dir[0]) return wp_fail(WP_BAD_INPUT, err, errlen, "--out: the output directory is required");
+    if (!(val_fraction >= 0 && val_fraction < 1)) return wp_fail(WP_BAD_INPUT, err, errlen, "--val-fraction: %g must be in [0, 1)", val_fraction);
     if (tok && vocab < tok_vocab_size(tok))
-        return io_fail(err, errlen, 2, "--vocab-size: %lld is below the vocabulary of the tokenizer %s (%lld)", (long long)vocab,
+        return wp_fail(WP_BAD_INPUT, err, errlen, "--vocab-size: %lld is below the vocabulary of the tokenizer %s (%lld)", (long long)vocab,
                        tok_path(tok), (long long)tok_vocab_size(tok));
     if (tok && tok_bos(tok) < 0 && tok_eos(tok) < 0)
-        return io_fail(err, errlen, 2, "%s: the tokenizer has neither a BOS nor an EOS token to start documents with",
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s: the tokenizer has neither a BOS nor an EOS token to start documents with",
                        tok_path(tok));
     if (!tok && (vocab < WP_PREPARE_BYTE_VOCAB || vocab > INT32_MAX))
-        return io_fail(err, errlen, 2, "--vocab-size: %lld must be between %d (byte tokens) and %d", (long long)vocab,
+        return wp_fail(WP_BAD_INPUT, err, errlen, "--vocab-size: %lld must be between %d (byte tokens) and %d", (long long)vocab,
                        WP_PREPARE_BYTE_VOCAB, INT32_MAX);
-    if (vocab > INT32_MAX) return io_fail(err, errlen, 2, "--vocab-size: %lld is above %d", (long long)vocab, INT32_MAX);
+    if (vocab > INT32_MAX) return wp_fail(WP_BAD_INPUT, err, errlen, "--vocab-size: %lld is above %d", (long long)vocab, INT32_MAX);
     if (shard_tokens < 2 || shard_tokens > WP_SHARD_MAX_TOKENS)
-        return io_fail(err, errlen, 2, "prepare: shard size %lld tokens out of range", (long long)shard_tokens);
+        return wp_fail(WP_BAD_INPUT, err, errlen, "prepare: shard size %lld tokens out of range", (long long)shard_tokens);
     return 0;
 }
 
 /* DIR/tokenizer.model or DIR/tokenizer.json: this run's tokenizer copied in, the other name
  * (both, for bytes) removed, so the directory names the tokenizer of its shards. */
-static int place_tokenizer(const prep *p, char *err, size_t errlen) {
+static wp_result place_tokenizer(const prep *p, char *err, size_t errlen) {
     const char *mine = p->tok ? tok_file_name(p->tok) : NULL;
     static const char *const names[] = {TOK_FILE_SPM, TOK_FILE_HF};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         char path[WP_PATH_MAX];
-        int rc = fs_join(path, sizeof path, p->train.dir, names[i], err, errlen);
-        if (rc) return rc;
+        WP_TRY(fs_join(path, sizeof path, p->train.dir, names[i], err, errlen));
         if (mine && strcmp(mine, names[i]) == 0) {
             size_t size = 0;
             const char *data = tok_bytes(p->tok, &size); /* the bytes it encoded with (a GGUF's: its tokenizer.json) */
-            rc = fs_write_file_atomic(path, data, size, err, errlen);
-            if (rc) return rc;
+            WP_TRY(fs_write_file_atomic(path, data, size, err, errlen));
         } else if (fs_exists(path) && unlink(path) != 0) {
-            return io_fail(err, errlen, 1, "%s: cannot remove an earlier run's tokenizer: %s", path, strerror(errno));
+            return wp_fail_errno(WP_FAILED, err, errlen, "%s: cannot remove an earlier run's tokenizer", path);
         }
     }
     return 0;
 }
 
-static int write_all(prep *p, const char *const *inputs, int n, const int *fds, const uint64_t *sizes, char *err,
+static wp_result write_all(prep *p, const char *const *inputs, int n, const int *fds, const uint64_t *sizes, char *err,
                      size_t errlen) {
-    int rc = fs_mkdirs(p->train.dir, err, errlen);
+    wp_result rc = fs_mkdirs(p->train.dir, err, errlen);
     for (int i = 0; rc == 0 && i < n; i++) rc = add_document(p, inputs[i], fds[i], sizes[i], err, errlen);
     if (rc == 0) rc = run_close(&p->train, err, errlen);
     if (rc == 0) rc = run_close(&p->val, err, errlen);
@@ -270,24 +262,24 @@ static int write_all(prep *p, const char *const *inputs, int n, const int *fds, 
     return rc;
 }
 
-int prepare_shards(const char *const *inputs, int n_inputs, const char *out_dir, double val_fraction, int64_t vocab,
+wp_result prepare_shards(const char *const *inputs, int n_inputs, const char *out_dir, double val_fraction, int64_t vocab,
                    int64_t shard_tokens, wp_prepare_stats *stats, char *err, size_t errlen) {
     return prepare_shards_tok(inputs, n_inputs, out_dir, val_fraction, vocab, NULL, shard_tokens, 0, NULL, NULL, stats, err,
                               errlen);
 }
 
-int prepare_shards_tok(const char *const *inputs, int n_inputs, const char *out_dir, double val_fraction, int64_t vocab,
+wp_result prepare_shards_tok(const char *const *inputs, int n_inputs, const char *out_dir, double val_fraction, int64_t vocab,
                        const wp_tokenizer *tok, int64_t shard_tokens, size_t piece_bytes, wp_prepare_progress progress,
                        void *progress_ctx, wp_prepare_stats *stats, char *err, size_t errlen) {
     memset(stats, 0, sizeof *stats);
     if (tok && strcmp(tok_kind(tok), "bytes") == 0) tok = NULL;
-    int rc = check_args(n_inputs, out_dir, val_fraction, vocab, tok, shard_tokens, err, errlen);
-    if (rc) return rc;
+    WP_TRY(check_args(n_inputs, out_dir, val_fraction, vocab, tok, shard_tokens, err, errlen));
     const int version = shard_version_for_vocab(vocab);
     stats->version = version;
     int *fds = malloc((size_t)n_inputs * sizeof *fds);
     uint64_t *sizes = malloc((size_t)n_inputs * sizeof *sizes);
-    if (!fds || !sizes) rc = io_fail(err, errlen, 1, "prepare: out of memory");
+    wp_result rc = WP_OK;
+    if (!fds || !sizes) rc = wp_fail(WP_FAILED, err, errlen, "prepare: out of memory");
     for (int i = 0; fds && i < n_inputs; i++) fds[i] = -1;
     if (rc == 0) rc = open_inputs(inputs, n_inputs, fds, sizes, err, errlen);
     prep p = {.train = {out_dir, "train", version, shard_tokens, 0, 0, NULL, 0},

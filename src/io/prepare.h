@@ -21,6 +21,7 @@
 
 #include "fsutil.h"
 #include "tokenizer.h"
+#include "result.h"
 
 #define WP_PREPARE_SHARD_TOKENS 100000000 /* llm.c's shard size */
 #define WP_PREPARE_BYTE_VOCAB 256           /* byte tokens need at least this vocabulary */
@@ -33,7 +34,7 @@ typedef struct {
 
 /* vocab: the vocabulary the shards are for (256 .. 2^31-1); it picks the shard version.
  * Returns 0, 2 (an input missing or unreadable, a bad argument: named) or 1 (write failure). */
-int prepare_shards(const char *const *inputs, int n_inputs, const char *out_dir, double val_fraction, int64_t vocab,
+wp_result prepare_shards(const char *const *inputs, int n_inputs, const char *out_dir, double val_fraction, int64_t vocab,
                    int64_t shard_tokens, wp_prepare_stats *stats, char *err, size_t errlen);
 
 /* Called after each piece of input is tokenized (about every piece_bytes): input
@@ -56,7 +57,7 @@ typedef void (*wp_prepare_progress)(void *ctx, uint64_t bytes_done, uint64_t byt
  * (tokenizer.model / tokenizer.json; both for bytes) is removed, so the directory says which
  * tokenizer its shards were made with. A tokenizer.json cannot be encoded here: 2 naming
  * scripts/tokenize_hf.py. progress may be NULL. */
-int prepare_shards_tok(const char *const *inputs, int n_inputs, const char *out_dir, double val_fraction, int64_t vocab,
+wp_result prepare_shards_tok(const char *const *inputs, int n_inputs, const char *out_dir, double val_fraction, int64_t vocab,
                        const wp_tokenizer *tok, int64_t shard_tokens, size_t piece_bytes, wp_prepare_progress progress,
                        void *progress_ctx, wp_prepare_stats *stats, char *err, size_t errlen);
 

@@ -53,45 +53,44 @@ static json_t *header_json(const st_desc *t, int n, const char *const *keys, con
     return root;
 }
 
-static int put_bytes(st_writer *w, const void *data, size_t n, char *err, size_t errlen) {
-    int rc = fs_write_all(w->fd, data, n, w->tmp, err, errlen);
-    if (rc) return rc;
+static wp_result put_bytes(st_writer *w, const void *data, size_t n, char *err, size_t errlen) {
+    WP_TRY(fs_write_all(w->fd, data, n, w->tmp, err, errlen));
     w->crc = fs_crc32(w->crc, data, n);
     w->size += n;
     return 0;
 }
 
-static int write_header(st_writer *w, const char *json, char *err, size_t errlen) {
+static wp_result write_header(st_writer *w, const char *json, char *err, size_t errlen) {
     size_t len = strlen(json), padded = (len + 7) / 8 * 8; /* 8 + padded is a multiple of 8 */
     unsigned char prefix[8];
     for (int i = 0; i < 8; i++) prefix[i] = (unsigned char)((uint64_t)padded >> (8 * i));
-    int rc = put_bytes(w, prefix, sizeof prefix, err, errlen);
+    wp_result rc = put_bytes(w, prefix, sizeof prefix, err, errlen);
     if (rc == 0) rc = put_bytes(w, json, len, err, errlen);
     if (rc == 0 && padded > len) rc = put_bytes(w, "        ", padded - len, err, errlen);
     return rc;
 }
 
-int st_writer_open(st_writer **out, const char *path, const st_desc *tensors, int n, const char *const *meta_keys,
+wp_result st_writer_open(st_writer **out, const char *path, const st_desc *tensors, int n, const char *const *meta_keys,
                    const char *const *meta_values, int n_meta, char *err, size_t errlen) {
     *out = NULL;
     st_writer *w = calloc(1, sizeof *w);
-    if (!w) return io_fail(err, errlen, 1, "%s: out of memory", path);
+    if (!w) return wp_fail(WP_FAILED, err, errlen, "%s: out of memory", path);
     w->fd = -1;
     if (snprintf(w->path, sizeof w->path, "%s", path) >= (int)sizeof w->path ||
         snprintf(w->tmp, sizeof w->tmp, "%s.tmp", path) >= (int)sizeof w->tmp) {
         free(w);
-        return io_fail(err, errlen, 1, "%s: path too long", path);
+        return wp_fail(WP_FAILED, err, errlen, "%s: path too long", path);
     }
     json_t *root = header_json(tensors, n, meta_keys, meta_values, n_meta, &w->expected);
     char *json = root ? json_dumps(root, JSON_COMPACT) : NULL;
     json_decref(root);
     if (!json) {
         free(w);
-        return io_fail(err, errlen, 1, "%s: cannot build the header (out of memory?)", path);
+        return wp_fail(WP_FAILED, err, errlen, "%s: cannot build the header (out of memory?)", path);
     }
-    int rc = 0;
+    wp_result rc = WP_OK;
     w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-    if (w->fd < 0) rc = io_fail(err, errlen, 1, "%s: cannot create: %s", w->tmp, strerror(errno));
+    if (w->fd < 0) rc = wp_fail_errno(WP_FAILED, err, errlen, "%s: cannot create", w->tmp);
     if (rc == 0) rc = write_header(w, json, err, errlen);
     free(json);
     if (rc) {
@@ -102,26 +101,26 @@ int st_writer_open(st_writer **out, const char *path, const st_desc *tensors, in
     return 0;
 }
 
-int st_writer_put(st_writer *w, const void *data, size_t bytes, char *err, size_t errlen) {
+wp_result st_writer_put(st_writer *w, const void *data, size_t bytes, char *err, size_t errlen) {
     if (w->written + bytes > w->expected)
-        return io_fail(err, errlen, 1, "%s: %llu data bytes given, the header announced %llu", w->path,
+        return wp_fail(WP_FAILED, err, errlen, "%s: %llu data bytes given, the header announced %llu", w->path,
                        (unsigned long long)(w->written + bytes), (unsigned long long)w->expected);
-    int rc = put_bytes(w, data, bytes, err, errlen);
+    wp_result rc = put_bytes(w, data, bytes, err, errlen);
     if (rc == 0) w->written += bytes;
     if (rc == 0) io_progress_add(bytes); /* an export's or a checkpoint's meter, when one runs */
     return rc;
 }
 
-int st_writer_finish(st_writer *w, uint64_t *size, uint32_t *crc, char *err, size_t errlen) {
-    int rc = 0;
+wp_result st_writer_finish(st_writer *w, uint64_t *size, uint32_t *crc, char *err, size_t errlen) {
+    wp_result rc = WP_OK;
     if (w->written != w->expected)
-        rc = io_fail(err, errlen, 1, "%s: %llu data bytes given, the header announced %llu", w->path,
+        rc = wp_fail(WP_FAILED, err, errlen, "%s: %llu data bytes given, the header announced %llu", w->path,
                      (unsigned long long)w->written, (unsigned long long)w->expected);
-    if (rc == 0 && fsync(w->fd) != 0) rc = io_fail(err, errlen, 1, "%s: fsync failed: %s", w->tmp, strerror(errno));
+    if (rc == 0 && fsync(w->fd) != 0) rc = wp_fail_errno(WP_FAILED, err, errlen, "%s: fsync failed", w->tmp);
     if (rc == 0) {
         int fd = w->fd;
         w->fd = -1;
-        if (close(fd) != 0) rc = io_fail(err, errlen, 1, "%s: close failed: %s", w->tmp, strerror(errno));
+        if (close(fd) != 0) rc = wp_fail_errno(WP_FAILED, err, errlen, "%s: close failed", w->tmp);
     }
     if (rc == 0) rc = fs_rename_durable(w->tmp, w->path, err, errlen);
     if (rc) {
@@ -169,43 +168,42 @@ static int dtype_bytes(const char *name, bool *known, wp_dtype *t) {
     return 0;
 }
 
-static int parse_shape(const st_file *f, const char *name, json_t *shape, st_tensor *t, char *err, size_t errlen) {
+static wp_result parse_shape(const st_file *f, const char *name, json_t *shape, st_tensor *t, char *err, size_t errlen) {
     if (!json_is_array(shape) || json_array_size(shape) > WP_ST_MAX_DIMS)
-        return io_fail(err, errlen, 2, "%s: tensor %s: shape is not an array of at most %d sizes", f->path, name, WP_ST_MAX_DIMS);
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s: tensor %s: shape is not an array of at most %d sizes", f->path, name, WP_ST_MAX_DIMS);
     t->ndim = (int)json_array_size(shape);
     t->numel = 1;
     for (int d = 0; d < t->ndim; d++) {
         json_t *v = json_array_get(shape, (size_t)d);
         if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > ((json_int_t)1 << 40))
-            return io_fail(err, errlen, 2, "%s: tensor %s: shape entry %d is not a size", f->path, name, d);
+            return wp_fail(WP_BAD_INPUT, err, errlen, "%s: tensor %s: shape entry %d is not a size", f->path, name, d);
         t->shape[d] = json_integer_value(v);
         /* checked before it can wrap: [2^32, 2^32, 4] was 0 elements mod 2^64 and passed */
         if (__builtin_mul_overflow(t->numel, (uint64_t)t->shape[d], &t->numel) || t->numel > ((uint64_t)1 << 48))
-            return io_fail(err, errlen, 2, "%s: tensor %s: shape too large (more than 2^48 elements)", f->path, name);
+            return wp_fail(WP_BAD_INPUT, err, errlen, "%s: tensor %s: shape too large (more than 2^48 elements)", f->path, name);
     }
     return 0;
 }
 
-static int parse_tensor(const st_file *f, const char *name, json_t *desc, st_tensor *t, char *err, size_t errlen) {
+static wp_result parse_tensor(const st_file *f, const char *name, json_t *desc, st_tensor *t, char *err, size_t errlen) {
     memset(t, 0, sizeof *t);
     t->name = name;
     json_t *dtype = json_object_get(desc, "dtype"), *offsets = json_object_get(desc, "data_offsets");
     if (!json_is_string(dtype) || strlen(json_string_value(dtype)) >= sizeof t->dtype_name)
-        return io_fail(err, errlen, 2, "%s: tensor %s: dtype missing or not a string", f->path, name);
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s: tensor %s: dtype missing or not a string", f->path, name);
     snprintf(t->dtype_name, sizeof t->dtype_name, "%s", json_string_value(dtype));
     int elem = dtype_bytes(t->dtype_name, &t->known, &t->dtype);
-    if (elem == 0) return io_fail(err, errlen, 2, "%s: tensor %s: unknown dtype %s", f->path, name, t->dtype_name);
-    int rc = parse_shape(f, name, json_object_get(desc, "shape"), t, err, errlen);
-    if (rc) return rc;
+    if (elem == 0) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: tensor %s: unknown dtype %s", f->path, name, t->dtype_name);
+    WP_TRY(parse_shape(f, name, json_object_get(desc, "shape"), t, err, errlen));
     json_t *b = json_array_get(offsets, 0), *e = json_array_get(offsets, 1);
     if (!json_is_array(offsets) || json_array_size(offsets) != 2 || !json_is_integer(b) || !json_is_integer(e))
-        return io_fail(err, errlen, 2, "%s: tensor %s: data_offsets is not [begin, end]", f->path, name);
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s: tensor %s: data_offsets is not [begin, end]", f->path, name);
     json_int_t begin = json_integer_value(b), end = json_integer_value(e);
     if (begin < 0 || end < begin || (uint64_t)end > f->data_size)
-        return io_fail(err, errlen, 2, "%s: tensor %s: data_offsets [%lld, %lld] outside the %llu data bytes (truncated?)",
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s: tensor %s: data_offsets [%lld, %lld] outside the %llu data bytes (truncated?)",
                        f->path, name, (long long)begin, (long long)end, (unsigned long long)f->data_size);
     if ((uint64_t)(end - begin) != t->numel * (uint64_t)elem)
-        return io_fail(err, errlen, 2, "%s: tensor %s: data_offsets span %lld bytes, its shape and dtype need %llu", f->path,
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s: tensor %s: data_offsets span %lld bytes, its shape and dtype need %llu", f->path,
                        name, (long long)(end - begin), (unsigned long long)(t->numel * (uint64_t)elem));
     t->data = f->data + begin;
     t->nbytes = (size_t)(end - begin);
@@ -220,7 +218,7 @@ static int by_begin(const void *a, const void *b) {
 
 /* Two tensors sharing bytes would alias: a write through one (or a crafted file) changes the
  * other. Refused, as the safetensors format itself does. Empty tensors take no bytes. */
-static int check_overlaps(st_file *f, char *err, size_t errlen) {
+static wp_result check_overlaps(st_file *f, char *err, size_t errlen) {
     qsort(f->tensors, (size_t)f->n, sizeof *f->tensors, by_begin);
     const st_tensor *prev = NULL;
     for (int i = 0; i < f->n; i++) {
@@ -228,7 +226,7 @@ static int check_overlaps(st_file *f, char *err, size_t errlen) {
         if (t->nbytes == 0) continue;
         const unsigned char *at = t->data, *pat = prev ? prev->data : NULL;
         if (prev && at < pat + prev->nbytes)
-            return io_fail(err, errlen, 2, "%s: tensors %s and %s overlap (data_offsets from %lld and %lld)", f->path, prev->name,
+            return wp_fail(WP_BAD_INPUT, err, errlen, "%s: tensors %s and %s overlap (data_offsets from %lld and %lld)", f->path, prev->name,
                            t->name, (long long)(pat - f->data), (long long)(at - f->data));
         prev = t;
     }
@@ -237,44 +235,42 @@ static int check_overlaps(st_file *f, char *err, size_t errlen) {
 
 static int by_name(const void *a, const void *b) { return strcmp(((const st_tensor *)a)->name, ((const st_tensor *)b)->name); }
 
-static int parse_header(st_file *f, char *err, size_t errlen) {
-    if (f->map.size < 8) return io_fail(err, errlen, 2, "%s: truncated: %zu bytes, no header length", f->path, f->map.size);
+static wp_result parse_header(st_file *f, char *err, size_t errlen) {
+    if (f->map.size < 8) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: truncated: %zu bytes, no header length", f->path, f->map.size);
     uint64_t n = 0;
     for (int i = 0; i < 8; i++) n |= (uint64_t)f->map.data[i] << (8 * i);
     if (n > ST_MAX_HEADER || n > f->map.size - 8)
-        return io_fail(err, errlen, 2, "%s: header length %llu does not fit the %zu-byte file (truncated or not safetensors)",
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s: header length %llu does not fit the %zu-byte file (truncated or not safetensors)",
                        f->path, (unsigned long long)n, f->map.size);
     json_error_t jerr;
     f->header = json_loadb((const char *)f->map.data + 8, (size_t)n, JSON_REJECT_DUPLICATES, &jerr);
     if (!json_is_object(f->header))
-        return io_fail(err, errlen, 2, "%s: header is not a JSON object (%s)", f->path, f->header ? "wrong type" : jerr.text);
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s: header is not a JSON object (%s)", f->path, f->header ? "wrong type" : jerr.text);
     f->data = f->map.data + 8 + n;
     f->data_size = f->map.size - 8 - n;
     json_t *meta = json_object_get(f->header, "__metadata__");
-    if (meta && !json_is_object(meta)) return io_fail(err, errlen, 2, "%s: __metadata__ is not an object", f->path);
+    if (meta && !json_is_object(meta)) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: __metadata__ is not an object", f->path);
     f->tensors = calloc(json_object_size(f->header) + 1, sizeof *f->tensors);
-    if (!f->tensors) return io_fail(err, errlen, 1, "%s: out of memory", f->path);
+    if (!f->tensors) return wp_fail(WP_FAILED, err, errlen, "%s: out of memory", f->path);
     const char *name;
     json_t *desc;
     json_object_foreach(f->header, name, desc) {
         if (strcmp(name, "__metadata__") == 0) continue;
-        if (!json_is_object(desc)) return io_fail(err, errlen, 2, "%s: tensor %s: entry is not an object", f->path, name);
-        int rc = parse_tensor(f, name, desc, &f->tensors[f->n], err, errlen);
-        if (rc) return rc;
+        if (!json_is_object(desc)) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: tensor %s: entry is not an object", f->path, name);
+        WP_TRY(parse_tensor(f, name, desc, &f->tensors[f->n], err, errlen));
         f->n++;
     }
-    int rc = check_overlaps(f, err, errlen);
-    if (rc) return rc;
+    WP_TRY(check_overlaps(f, err, errlen));
     qsort(f->tensors, (size_t)f->n, sizeof *f->tensors, by_name);
     return 0;
 }
 
-int st_open(st_file **out, const char *path, char *err, size_t errlen) {
+wp_result st_open(st_file **out, const char *path, char *err, size_t errlen) {
     *out = NULL;
     st_file *f = calloc(1, sizeof *f);
-    if (!f) return io_fail(err, errlen, 1, "%s: out of memory", path);
-    int rc = 0;
-    if (snprintf(f->path, sizeof f->path, "%s", path) >= (int)sizeof f->path) rc = io_fail(err, errlen, 2, "%s: path too long", path);
+    if (!f) return wp_fail(WP_FAILED, err, errlen, "%s: out of memory", path);
+    wp_result rc = WP_OK;
+    if (snprintf(f->path, sizeof f->path, "%s", path) >= (int)sizeof f->path) rc = wp_fail(WP_BAD_INPUT, err, errlen, "%s: path too long", path);
     if (rc == 0) rc = fs_map_file(path, &f->map, err, errlen);
     if (rc == 0) rc = parse_header(f, err, errlen);
     if (rc) {
@@ -307,14 +303,14 @@ const char *st_meta(const st_file *f, const char *key) {
     return json_is_string(v) ? json_string_value(v) : NULL;
 }
 
-int st_to_f32(const st_file *f, const st_tensor *t, float *dst, char *err, size_t errlen) {
+wp_result st_to_f32(const st_file *f, const st_tensor *t, float *dst, char *err, size_t errlen) {
     return st_to_f32_range(f, t, 0, t->numel, dst, err, errlen);
 }
 
-int st_to_f32_range(const st_file *f, const st_tensor *t, uint64_t first, uint64_t n, float *dst, char *err, size_t errlen) {
-    if (!t->known) return io_fail(err, errlen, 2, "%s: tensor %s: dtype %s cannot be read as weights (F32, F16, BF16)", f->path, t->name, t->dtype_name);
+wp_result st_to_f32_range(const st_file *f, const st_tensor *t, uint64_t first, uint64_t n, float *dst, char *err, size_t errlen) {
+    if (!t->known) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: tensor %s: dtype %s cannot be read as weights (F32, F16, BF16)", f->path, t->name, t->dtype_name);
     if (first > t->numel || n > t->numel - first)
-        return io_fail(err, errlen, 1, "%s: tensor %s: elements %llu..+%llu past its %llu", f->path, t->name,
+        return wp_fail(WP_FAILED, err, errlen, "%s: tensor %s: elements %llu..+%llu past its %llu", f->path, t->name,
                        (unsigned long long)first, (unsigned long long)n, (unsigned long long)t->numel);
     const unsigned char *p = (const unsigned char *)t->data + first * (t->dtype == WP_F32 ? 4 : 2);
     for (uint64_t i = 0; i < n; i++) {
@@ -343,7 +339,7 @@ void st_release(const st_file *f, const st_tensor *t, uint64_t first, uint64_t n
     if (b > a) (void)madvise((void *)a, b - a, MADV_DONTNEED);
 }
 
-int st_check_shape(const st_file *f, const st_tensor *t, int64_t rows, int64_t cols, char *err, size_t errlen) {
+wp_result st_check_shape(const st_file *f, const st_tensor *t, int64_t rows, int64_t cols, char *err, size_t errlen) {
     bool ok = (t->ndim == 2 && t->shape[0] == rows && t->shape[1] == cols) || (cols == 1 && t->ndim == 1 && t->shape[0] == rows);
     if (ok) return 0;
     char got[128] = "[";
@@ -352,7 +348,7 @@ int st_check_shape(const st_file *f, const st_tensor *t, int64_t rows, int64_t c
         snprintf(got + len, sizeof got - len, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
     }
     strncat(got, "]", sizeof got - strlen(got) - 1);
-    if (cols == 1) return io_fail(err, errlen, 2, "%s: tensor %s has shape %s, expected [%lld]", f->path, t->name, got, (long long)rows);
-    return io_fail(err, errlen, 2, "%s: tensor %s has shape %s, expected [%lld, %lld]", f->path, t->name, got, (long long)rows,
+    if (cols == 1) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: tensor %s has shape %s, expected [%lld]", f->path, t->name, got, (long long)rows);
+    return wp_fail(WP_BAD_INPUT, err, errlen, "%s: tensor %s has shape %s, expected [%lld, %lld]", f->path, t->name, got, (long long)rows,
                    (long long)cols);
 }

@@ -19,42 +19,41 @@ const char *shard_token_type(int version) { return version == WP_SHARD_VERSION ?
 
 int shard_version_for_vocab(int64_t vocab) { return vocab <= WP_SHARD_U16_VOCAB ? WP_SHARD_VERSION : WP_SHARD_VERSION_U32; }
 
-static int validate_header(wp_shard *s, char *err, size_t errlen) {
+static wp_result validate_header(wp_shard *s, char *err, size_t errlen) {
     const fs_map *m = &s->map;
     if (m->size < WP_SHARD_HEADER_BYTES)
-        return io_fail(err, errlen, 2, "%s: truncated: %zu bytes, shorter than the %d-byte header", s->path, m->size,
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s: truncated: %zu bytes, shorter than the %d-byte header", s->path, m->size,
                        WP_SHARD_HEADER_BYTES);
     int32_t magic = header_int(m->data, 0), version = header_int(m->data, 1), count = header_int(m->data, 2);
     int want_version;
     if (magic == WP_SHARD_MAGIC) want_version = WP_SHARD_VERSION;
     else if (magic == WP_SHARD_MAGIC_U32) want_version = WP_SHARD_VERSION_U32;
     else
-        return io_fail(err, errlen, 2,
-                       "%s: header magic is %d, expected %d (version %d, uint16 tokens) or %d (version %d, uint32 tokens): "
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s: header magic is %d, expected %d (version %d, uint16 tokens) or %d (version %d, uint32 tokens): "
                        "not an llm.c token shard",
                        s->path, magic, WP_SHARD_MAGIC, WP_SHARD_VERSION, WP_SHARD_MAGIC_U32, WP_SHARD_VERSION_U32);
     if (version != want_version)
-        return io_fail(err, errlen, 2, "%s: header version is %d, expected %d with magic %d (%s tokens)", s->path, version,
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s: header version is %d, expected %d with magic %d (%s tokens)", s->path, version,
                        want_version, magic, shard_token_type(want_version));
-    if (count < 0) return io_fail(err, errlen, 2, "%s: header token count %d is negative", s->path, count);
+    if (count < 0) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: header token count %d is negative", s->path, count);
     s->version = version;
     s->token_bytes = version == WP_SHARD_VERSION ? 2 : 4;
     uint64_t want = (uint64_t)WP_SHARD_HEADER_BYTES + (uint64_t)s->token_bytes * (uint64_t)count;
     if (want > m->size)
-        return io_fail(err, errlen, 2, "%s: header token count %d needs %llu bytes (%s tokens), but the file has %zu (truncated?)",
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s: header token count %d needs %llu bytes (%s tokens), but the file has %zu (truncated?)",
                        s->path, count, (unsigned long long)want, shard_token_type(version), m->size);
     if (want < m->size)
-        return io_fail(err, errlen, 2, "%s: header token count %d needs %llu bytes (%s tokens), but the file has %zu (trailing data)",
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s: header token count %d needs %llu bytes (%s tokens), but the file has %zu (trailing data)",
                        s->path, count, (unsigned long long)want, shard_token_type(version), m->size);
     return 0;
 }
 
-static int token_refused(const wp_shard *s, int64_t i, uint32_t token, int vocab, char *err, size_t errlen) {
-    return io_fail(err, errlen, 2, "%s: token %u at position %lld is not below the vocabulary size %d", s->path,
+static wp_result token_refused(const wp_shard *s, int64_t i, uint32_t token, int vocab, char *err, size_t errlen) {
+    return wp_fail(WP_BAD_INPUT, err, errlen, "%s: token %u at position %lld is not below the vocabulary size %d", s->path,
                    (unsigned)token, (long long)i, vocab);
 }
 
-static int validate_tokens(const wp_shard *s, int vocab, char *err, size_t errlen) {
+static wp_result validate_tokens(const wp_shard *s, int vocab, char *err, size_t errlen) {
     const uint32_t v = (uint32_t)vocab;
     if (s->token_bytes == 2) {
         const uint16_t *t = s->tokens;
@@ -68,12 +67,12 @@ static int validate_tokens(const wp_shard *s, int vocab, char *err, size_t errle
     return 0;
 }
 
-int shard_open(wp_shard *s, const char *path, int vocab, char *err, size_t errlen) {
+wp_result shard_open(wp_shard *s, const char *path, int vocab, char *err, size_t errlen) {
     memset(s, 0, sizeof *s);
     if (snprintf(s->path, sizeof s->path, "%s", path) >= (int)sizeof s->path)
-        return io_fail(err, errlen, 2, "%s: path too long", path);
-    if (vocab < 1) return io_fail(err, errlen, 2, "%s: vocabulary size %d must be at least 1", path, vocab);
-    int rc = fs_map_file(path, &s->map, err, errlen);
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s: path too long", path);
+    if (vocab < 1) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: vocabulary size %d must be at least 1", path, vocab);
+    wp_result rc = fs_map_file(path, &s->map, err, errlen);
     if (rc == 0) rc = validate_header(s, err, errlen);
     if (rc == 0) {
         s->n_tokens = header_int(s->map.data, 2);
@@ -90,30 +89,30 @@ void shard_close(wp_shard *s) {
     s->n_tokens = 0;
 }
 
-int shard_writer_open(wp_shard_writer *w, const char *path, int version, char *err, size_t errlen) {
+wp_result shard_writer_open(wp_shard_writer *w, const char *path, int version, char *err, size_t errlen) {
     memset(w, 0, sizeof *w);
     w->fd = -1;
     if (version != WP_SHARD_VERSION && version != WP_SHARD_VERSION_U32)
-        return io_fail(err, errlen, 2, "%s: shard version %d is neither %d (uint16 tokens) nor %d (uint32 tokens)", path, version,
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s: shard version %d is neither %d (uint16 tokens) nor %d (uint32 tokens)", path, version,
                        WP_SHARD_VERSION, WP_SHARD_VERSION_U32);
     w->version = version;
     if (snprintf(w->path, sizeof w->path, "%s", path) >= (int)sizeof w->path ||
         snprintf(w->tmp, sizeof w->tmp, "%s.tmp", path) >= (int)sizeof w->tmp)
-        return io_fail(err, errlen, 1, "%s: path too long", path);
+        return wp_fail(WP_FAILED, err, errlen, "%s: path too long", path);
     w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-    if (w->fd < 0) return io_fail(err, errlen, 1, "%s: cannot create: %s", w->tmp, strerror(errno));
+    if (w->fd < 0) return wp_fail_errno(WP_FAILED, err, errlen, "%s: cannot create", w->tmp);
     /* placeholder header; the count is known only at the end */
     unsigned char zero[WP_SHARD_HEADER_BYTES] = {0};
-    int rc = fs_write_all(w->fd, zero, sizeof zero, w->tmp, err, errlen);
+    wp_result rc = fs_write_all(w->fd, zero, sizeof zero, w->tmp, err, errlen);
     if (rc) shard_writer_abort(w);
     return rc;
 }
 
-int shard_writer_append(wp_shard_writer *w, const uint32_t *tokens, size_t n, char *err, size_t errlen) {
+wp_result shard_writer_append(wp_shard_writer *w, const uint32_t *tokens, size_t n, char *err, size_t errlen) {
     if ((uint64_t)w->n_tokens + n > (uint64_t)WP_SHARD_MAX_TOKENS)
-        return io_fail(err, errlen, 1, "%s: more than %d tokens do not fit one shard", w->path, WP_SHARD_MAX_TOKENS);
+        return wp_fail(WP_FAILED, err, errlen, "%s: more than %d tokens do not fit one shard", w->path, WP_SHARD_MAX_TOKENS);
     if (w->version == WP_SHARD_VERSION_U32) {
-        int rc = fs_write_all(w->fd, tokens, n * sizeof *tokens, w->tmp, err, errlen);
+        wp_result rc = fs_write_all(w->fd, tokens, n * sizeof *tokens, w->tmp, err, errlen);
         if (rc == 0) w->n_tokens += (int64_t)n;
         return rc;
     }
@@ -124,12 +123,11 @@ int shard_writer_append(wp_shard_writer *w, const uint32_t *tokens, size_t n, ch
         for (size_t i = 0; i < m; i++) {
             uint32_t t = tokens[done + i];
             if (t >= WP_SHARD_U16_VOCAB)
-                return io_fail(err, errlen, 2, "%s: token %u at position %lld does not fit version %d's uint16 tokens", w->path,
+                return wp_fail(WP_BAD_INPUT, err, errlen, "%s: token %u at position %lld does not fit version %d's uint16 tokens", w->path,
                                (unsigned)t, (long long)(w->n_tokens + (int64_t)i), WP_SHARD_VERSION);
             narrow[i] = (uint16_t)t;
         }
-        int rc = fs_write_all(w->fd, narrow, m * sizeof *narrow, w->tmp, err, errlen);
-        if (rc) return rc;
+        WP_TRY(fs_write_all(w->fd, narrow, m * sizeof *narrow, w->tmp, err, errlen));
         w->n_tokens += (int64_t)m;
         done += m;
     }
@@ -144,23 +142,23 @@ static void put_int(unsigned char *h, int i, int32_t v) {
     h[4 * i + 3] = (unsigned char)(u >> 24);
 }
 
-int shard_writer_close(wp_shard_writer *w, char *err, size_t errlen) {
+wp_result shard_writer_close(wp_shard_writer *w, char *err, size_t errlen) {
     unsigned char header[WP_SHARD_HEADER_BYTES] = {0};
     put_int(header, 0, w->version == WP_SHARD_VERSION ? WP_SHARD_MAGIC : WP_SHARD_MAGIC_U32);
     put_int(header, 1, w->version);
     put_int(header, 2, (int32_t)w->n_tokens);
     ssize_t put = pwrite(w->fd, header, sizeof header, 0);
     if (put != (ssize_t)sizeof header)
-        return io_fail(err, errlen, 1, "%s: writing the header failed: %s", w->tmp, put < 0 ? strerror(errno) : "short write");
-    if (fsync(w->fd) != 0) return io_fail(err, errlen, 1, "%s: fsync failed: %s", w->tmp, strerror(errno));
+        return wp_fail(WP_FAILED, err, errlen, "%s: writing the header failed: %s", w->tmp, put < 0 ? strerror(errno) : "short write");
+    if (fsync(w->fd) != 0) return wp_fail_errno(WP_FAILED, err, errlen, "%s: fsync failed", w->tmp);
     int fd = w->fd;
     w->fd = -1;
-    if (close(fd) != 0) return io_fail(err, errlen, 1, "%s: close failed: %s", w->tmp, strerror(errno));
+    if (close(fd) != 0) return wp_fail_errno(WP_FAILED, err, errlen, "%s: close failed", w->tmp);
     return 0;
 }
 
-int shard_writer_commit(wp_shard_writer *w, char *err, size_t errlen) {
-    int rc = fs_rename_durable(w->tmp, w->path, err, errlen);
+wp_result shard_writer_commit(wp_shard_writer *w, char *err, size_t errlen) {
+    wp_result rc = fs_rename_durable(w->tmp, w->path, err, errlen);
     if (rc == 0) w->tmp[0] = '\0';
     return rc;
 }
@@ -172,11 +170,11 @@ void shard_writer_abort(wp_shard_writer *w) {
     w->tmp[0] = '\0';
 }
 
-int shard_write(const char *path, int version, const uint32_t *tokens, int64_t n, char *err, size_t errlen) {
+wp_result shard_write(const char *path, int version, const uint32_t *tokens, int64_t n, char *err, size_t errlen) {
     wp_shard_writer w;
-    int rc = shard_writer_open(&w, path, version, err, errlen);
-    if (rc) return rc;
-    if (n < 0) rc = io_fail(err, errlen, 1, "%s: negative token count %lld", path, (long long)n);
+    WP_TRY(shard_writer_open(&w, path, version, err, errlen));
+    wp_result rc = WP_OK;
+    if (n < 0) rc = wp_fail(WP_FAILED, err, errlen, "%s: negative token count %lld", path, (long long)n);
     if (rc == 0) rc = shard_writer_append(&w, tokens, (size_t)n, err, errlen);
     if (rc == 0) rc = shard_writer_close(&w, err, errlen);
     if (rc == 0) rc = shard_writer_commit(&w, err, errlen);

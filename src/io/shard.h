@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "fsutil.h"
+#include "result.h"
 
 #define WP_SHARD_MAGIC 20240520 /* version 1: uint16 tokens */
 #define WP_SHARD_VERSION 1
@@ -44,7 +45,7 @@ int shard_version_for_vocab(int64_t vocab);
 
 /* Open and validate; vocab (1 .. 2^31-1) bounds the tokens. Returns 0, 2 (bad file, message
  * names the field) or 1. */
-int shard_open(wp_shard *s, const char *path, int vocab, char *err, size_t errlen);
+wp_result shard_open(wp_shard *s, const char *path, int vocab, char *err, size_t errlen);
 void shard_close(wp_shard *s);
 
 /* Writer that never leaves a partial shard under its final name: tokens go to "<path>.tmp";
@@ -59,16 +60,16 @@ typedef struct {
     int64_t n_tokens;
 } wp_shard_writer;
 
-int shard_writer_open(wp_shard_writer *w, const char *path, int version, char *err, size_t errlen);
+wp_result shard_writer_open(wp_shard_writer *w, const char *path, int version, char *err, size_t errlen);
 /* Appends tokens in the shard's width; a token that does not fit version 1's uint16 is
  * refused (2) naming it. */
-int shard_writer_append(wp_shard_writer *w, const uint32_t *tokens, size_t n, char *err, size_t errlen);
-int shard_writer_close(wp_shard_writer *w, char *err, size_t errlen);
-int shard_writer_commit(wp_shard_writer *w, char *err, size_t errlen);
+wp_result shard_writer_append(wp_shard_writer *w, const uint32_t *tokens, size_t n, char *err, size_t errlen);
+wp_result shard_writer_close(wp_shard_writer *w, char *err, size_t errlen);
+wp_result shard_writer_commit(wp_shard_writer *w, char *err, size_t errlen);
 /* Closes if open and removes the temp file; safe to call in any state. */
 void shard_writer_abort(wp_shard_writer *w);
 
 /* A whole shard in one call (open, append, close, commit). */
-int shard_write(const char *path, int version, const uint32_t *tokens, int64_t n, char *err, size_t errlen);
+wp_result shard_write(const char *path, int version, const uint32_t *tokens, int64_t n, char *err, size_t errlen);
 
 #endif

@@ -37,7 +37,7 @@ void decoder_free(tok_decoder *d) {
     free(d);
 }
 
-static int dup_json_str(json_t *v, dec_step *st) {
+static wp_result dup_json_str(json_t *v, dec_step *st) {
     st->len = json_string_length(v);
     st->str = malloc(st->len + 1);
     if (!st->str) return 1;
@@ -45,7 +45,7 @@ static int dup_json_str(json_t *v, dec_step *st) {
     return 0;
 }
 
-static int dec_step_parse(json_t *j, const char *name, const char *type, dec_step *st, char *err, size_t errlen) {
+static wp_result dec_step_parse(json_t *j, const char *name, const char *type, dec_step *st, char *err, size_t errlen) {
     char where[512];
     snprintf(where, sizeof where, "%s: decoder %s", name, type);
     if (strcmp(type, "ByteLevel") == 0) st->kind = DEC_BYTE_LEVEL;
@@ -54,53 +54,52 @@ static int dec_step_parse(json_t *j, const char *name, const char *type, dec_ste
     else if (strcmp(type, "Replace") == 0) {
         json_t *c = json_object_get(j, "content");
         st->kind = DEC_REPLACE;
-        if (!json_is_string(c)) return io_fail(err, errlen, 2, "%s: \"content\" is not a string", where);
-        int rc = tok_parse_pattern(json_object_get(j, "pattern"), where, &st->pat, err, errlen);
-        return rc ? rc : dup_json_str(c, st) ? io_fail(err, errlen, 1, "%s: out of memory", where) : 0;
+        if (!json_is_string(c)) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: \"content\" is not a string", where);
+        wp_result rc = tok_parse_pattern(json_object_get(j, "pattern"), where, &st->pat, err, errlen);
+        return rc ? rc : dup_json_str(c, st) ? wp_fail(WP_FAILED, err, errlen, "%s: out of memory", where) : 0;
     } else if (strcmp(type, "Strip") == 0 || strcmp(type, "Metaspace") == 0) {
         bool strip = type[0] == 'S';
         json_t *c = json_object_get(j, strip ? "content" : "replacement");
         if (!json_is_string(c) || json_string_length(c) == 0 || json_string_length(c) != utf8_len((unsigned char)json_string_value(c)[0]))
-            return io_fail(err, errlen, 2, "%s: \"%s\" is not one character", where, strip ? "content" : "replacement");
+            return wp_fail(WP_BAD_INPUT, err, errlen, "%s: \"%s\" is not one character", where, strip ? "content" : "replacement");
         st->kind = strip ? DEC_STRIP : DEC_METASPACE;
         const char *scheme = json_string_value(json_object_get(j, "prepend_scheme"));
         json_t *aps = json_object_get(j, "add_prefix_space");
         st->start = strip ? (long)json_integer_value(json_object_get(j, "start"))
                           : scheme ? strcmp(scheme, "never") != 0 : !json_is_false(aps);
         st->stop = strip ? (long)json_integer_value(json_object_get(j, "stop")) : 0;
-        return dup_json_str(c, st) ? io_fail(err, errlen, 1, "%s: out of memory", where) : 0;
+        return dup_json_str(c, st) ? wp_fail(WP_FAILED, err, errlen, "%s: out of memory", where) : 0;
     } else {
-        return io_fail(err, errlen, 2, "%s: decoder type \"%s\" is not supported (ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace, Sequence are)",
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s: decoder type \"%s\" is not supported (ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace, Sequence are)",
                        name, type);
     }
     return 0;
 }
 
-static int dec_add(tok_decoder *d, json_t *j, const char *name, int depth, char *err, size_t errlen) {
+static wp_result dec_add(tok_decoder *d, json_t *j, const char *name, int depth, char *err, size_t errlen) {
     if (json_is_null(j)) return 0;
     const char *type = json_string_value(json_object_get(j, "type"));
-    if (!type) return io_fail(err, errlen, 2, "%s: decoder has no \"type\"", name);
+    if (!type) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: decoder has no \"type\"", name);
     if (strcmp(type, "Sequence") == 0) {
         json_t *list = json_object_get(j, "decoders"), *e;
         size_t i;
         if (!json_is_array(list) || depth > 8)
-            return io_fail(err, errlen, 2, "%s: decoder Sequence: \"decoders\" is not an array (or nests too deep)", name);
+            return wp_fail(WP_BAD_INPUT, err, errlen, "%s: decoder Sequence: \"decoders\" is not an array (or nests too deep)", name);
         json_array_foreach(list, i, e) {
-            int rc = dec_add(d, e, name, depth + 1, err, errlen);
-            if (rc) return rc;
+            WP_TRY(dec_add(d, e, name, depth + 1, err, errlen));
         }
         return 0;
     }
     if (d->n == d->cap) {
         size_t cap = d->cap ? 2 * d->cap : 4;
         dec_step *g = realloc(d->s, cap * sizeof *g);
-        if (!g) return io_fail(err, errlen, 1, "%s: out of memory", name);
+        if (!g) return wp_fail(WP_FAILED, err, errlen, "%s: out of memory", name);
         d->s = g;
         d->cap = cap;
     }
     dec_step *st = &d->s[d->n];
     memset(st, 0, sizeof *st);
-    int rc = dec_step_parse(j, name, type, st, err, errlen);
+    wp_result rc = dec_step_parse(j, name, type, st, err, errlen);
     if (rc) {
         pattern_free(&st->pat);
         free(st->str);
@@ -110,10 +109,10 @@ static int dec_add(tok_decoder *d, json_t *j, const char *name, int depth, char 
     return rc;
 }
 
-int decoder_parse(json_t *j, const char *name, tok_decoder **out, char *err, size_t errlen) {
+wp_result decoder_parse(json_t *j, const char *name, tok_decoder **out, char *err, size_t errlen) {
     *out = NULL;
     tok_decoder *d = calloc(1, sizeof *d);
-    if (!d) return io_fail(err, errlen, 1, "%s: out of memory", name);
+    if (!d) return wp_fail(WP_FAILED, err, errlen, "%s: out of memory", name);
     for (int b = 0; b < 256; b++) d->inv[byte_level_char((unsigned char)b)] = (uint16_t)(b + 1);
     int rc = j ? dec_add(d, j, name, 0, err, errlen) : 0;
     if (rc) {
@@ -126,7 +125,7 @@ int decoder_parse(json_t *j, const char *name, tok_decoder **out, char *err, siz
 
 /* ByteLevel: every token whose characters all stand for bytes becomes those bytes, any other
  * (an added token written plainly) its own bytes; all joined into one token. */
-static int dec_byte_level(const tok_decoder *d, const tok_pieces *in, bool last, tok_buf *tmp, tok_pieces *out) {
+static wp_result dec_byte_level(const tok_decoder *d, const tok_pieces *in, bool last, tok_buf *tmp, tok_pieces *out) {
     tmp->n = 0;
     for (size_t i = 0; i < in->n; i++) {
         const unsigned char *s = (const unsigned char *)piece_str(in, i);
@@ -145,7 +144,7 @@ static int dec_byte_level(const tok_decoder *d, const tok_pieces *in, bool last,
     char *fixed = NULL;
     size_t m = last ? tmp->n : utf8_repair(tmp->b, tmp->n, &fixed);
     if (m == (size_t)-1) return 1;
-    int rc = pieces_text(out, fixed ? fixed : tmp->b, m, false);
+    wp_result rc = pieces_text(out, fixed ? fixed : tmp->b, m, false);
     free(fixed);
     return rc;
 }
@@ -154,11 +153,11 @@ static int hexval(char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && 
 
 /* ByteFallback: a run of <0xNN> tokens is its bytes when they are valid UTF-8, else one U+FFFD
  * per byte. */
-static int dec_flush_bytes(tok_buf *tmp, size_t *run, tok_pieces *out) {
+static wp_result dec_flush_bytes(tok_buf *tmp, size_t *run, tok_pieces *out) {
     if (*run == 0) return 0;
     char *fixed = NULL;
     size_t m = utf8_repair(tmp->b, tmp->n, &fixed);
-    int rc = 0;
+    wp_result rc = WP_OK;
     if (m == (size_t)-1) rc = 1;
     else if (!fixed) rc = pieces_text(out, tmp->b, tmp->n, false);
     else
@@ -169,7 +168,7 @@ static int dec_flush_bytes(tok_buf *tmp, size_t *run, tok_pieces *out) {
     return rc;
 }
 
-static int dec_byte_fallback(const tok_pieces *in, tok_buf *tmp, tok_pieces *out) {
+static wp_result dec_byte_fallback(const tok_pieces *in, tok_buf *tmp, tok_pieces *out) {
     size_t run = 0;
     tmp->n = 0;
     for (size_t i = 0; i < in->n; i++) {
@@ -188,7 +187,7 @@ static int dec_byte_fallback(const tok_pieces *in, tok_buf *tmp, tok_pieces *out
 }
 
 /* Replace, Strip, Metaspace: token by token. */
-static int dec_token(const dec_step *st, size_t idx, const char *s, size_t n, tok_segs *segs, tok_buf *tmp) {
+static wp_result dec_token(const dec_step *st, size_t idx, const char *s, size_t n, tok_segs *segs, tok_buf *tmp) {
     tmp->n = 0;
     if (st->kind == DEC_REPLACE) {
         if (n == 0) return 0;
@@ -212,10 +211,10 @@ static int dec_token(const dec_step *st, size_t idx, const char *s, size_t n, to
     return buf_add(tmp, s + a, b - a);
 }
 
-int decoder_apply(const tok_decoder *d, tok_pieces **cur, tok_pieces **next, tok_buf *out) {
+wp_result decoder_apply(const tok_decoder *d, tok_pieces **cur, tok_pieces **next, tok_buf *out) {
     tok_buf tmp = {0};
     tok_segs segs = {0};
-    int rc = 0;
+    wp_result rc = WP_OK;
     for (size_t k = 0; rc == 0 && k < d->n; k++) {
         const dec_step *st = &d->s[k];
         tok_pieces *in = *cur, *o = *next;

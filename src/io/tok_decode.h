@@ -10,15 +10,16 @@
 #include <jansson.h>
 
 #include "tok_pieces.h"
+#include "result.h"
 
 typedef struct tok_decoder tok_decoder;
 
 /* j: the "decoder" value. 0, 2 (unsupported: err names `name` and the field), 1. *out is
  * never NULL on success (an empty chain joins with spaces). */
-int decoder_parse(json_t *j, const char *name, tok_decoder **out, char *err, size_t errlen);
+wp_result decoder_parse(json_t *j, const char *name, tok_decoder **out, char *err, size_t errlen);
 void decoder_free(tok_decoder *d);
 /* The text pieces of *cur are the tokens; their decoded text is appended to out. *next is
  * scratch. 0 ok, 1 out of memory. */
-int decoder_apply(const tok_decoder *d, tok_pieces **cur, tok_pieces **next, tok_buf *out);
+wp_result decoder_apply(const tok_decoder *d, tok_pieces **cur, tok_pieces **next, tok_buf *out);
 
 #endif

@@ -33,7 +33,7 @@ void norm_free(tok_norm *n) {
     free(n);
 }
 
-static int dup_str(json_t *v, char **out, size_t *len) {
+static wp_result dup_str(json_t *v, char **out, size_t *len) {
     *len = json_string_length(v);
     *out = malloc(*len + 1);
     if (!*out) return 1;
@@ -41,33 +41,33 @@ static int dup_str(json_t *v, char **out, size_t *len) {
     return 0;
 }
 
-static int norm_add(tok_norm *n, json_t *j, const char *name, int depth, char *err, size_t errlen);
+static wp_result norm_add(tok_norm *n, json_t *j, const char *name, int depth, char *err, size_t errlen);
 
-static int norm_step_parse(tok_norm *n, json_t *j, const char *name, const char *type, char *err, size_t errlen) {
+static wp_result norm_step_parse(tok_norm *n, json_t *j, const char *name, const char *type, char *err, size_t errlen) {
     norm_step st = {0};
     static const char *const uni[] = {"NFC", "NFD", "NFKC", "NFKD"};
     static const utf8proc_option_t opt[] = {UTF8PROC_COMPOSE, UTF8PROC_DECOMPOSE, UTF8PROC_COMPOSE | UTF8PROC_COMPAT,
                                             UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT};
-    int rc = 0;
+    wp_result rc = WP_OK;
     for (int i = 0; i < 4; i++)
         if (strcmp(type, uni[i]) == 0) st.kind = NORM_UNICODE, st.uni = opt[i] | UTF8PROC_STABLE;
     if (st.kind == NORM_UNICODE && st.uni) {
         /* utf8proc's options are set */
     } else if (strcmp(type, "Prepend") == 0) {
         json_t *p = json_object_get(j, "prepend");
-        if (!json_is_string(p)) return io_fail(err, errlen, 2, "%s: normalizer Prepend: \"prepend\" is not a string", name);
+        if (!json_is_string(p)) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: normalizer Prepend: \"prepend\" is not a string", name);
         st.kind = NORM_PREPEND;
         rc = dup_str(p, &st.str, &st.len);
     } else if (strcmp(type, "Replace") == 0) {
         json_t *c = json_object_get(j, "content");
-        if (!json_is_string(c)) return io_fail(err, errlen, 2, "%s: normalizer Replace: \"content\" is not a string", name);
+        if (!json_is_string(c)) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: normalizer Replace: \"content\" is not a string", name);
         st.kind = NORM_REPLACE;
         char where[512];
         snprintf(where, sizeof where, "%s: normalizer Replace", name);
         rc = tok_parse_pattern(json_object_get(j, "pattern"), where, &st.pat, err, errlen);
         if (rc == 0) rc = dup_str(c, &st.str, &st.len);
     } else {
-        return io_fail(err, errlen, 2, "%s: normalizer type \"%s\" is not supported (NFC, NFD, NFKC, NFKD, Prepend, Replace, Sequence are)",
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s: normalizer type \"%s\" is not supported (NFC, NFD, NFKC, NFKD, Prepend, Replace, Sequence are)",
                        name, type);
     }
     if (rc == 0 && n->n == n->cap) {
@@ -79,35 +79,34 @@ static int norm_step_parse(tok_norm *n, json_t *j, const char *name, const char 
     if (rc) {
         free(st.str);
         pattern_free(&st.pat);
-        return rc == 1 ? io_fail(err, errlen, 1, "%s: out of memory", name) : rc;
+        return rc == 1 ? wp_fail(WP_FAILED, err, errlen, "%s: out of memory", name) : rc;
     }
     n->s[n->n++] = st;
     return 0;
 }
 
-static int norm_add(tok_norm *n, json_t *j, const char *name, int depth, char *err, size_t errlen) {
+static wp_result norm_add(tok_norm *n, json_t *j, const char *name, int depth, char *err, size_t errlen) {
     if (json_is_null(j)) return 0;
     const char *type = json_string_value(json_object_get(j, "type"));
-    if (!type) return io_fail(err, errlen, 2, "%s: normalizer has no \"type\"", name);
+    if (!type) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: normalizer has no \"type\"", name);
     if (strcmp(type, "Sequence") != 0) return norm_step_parse(n, j, name, type, err, errlen);
     json_t *list = json_object_get(j, "normalizers");
     if (!json_is_array(list) || depth > 8)
-        return io_fail(err, errlen, 2, "%s: normalizer Sequence: \"normalizers\" is not an array (or nests too deep)", name);
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s: normalizer Sequence: \"normalizers\" is not an array (or nests too deep)", name);
     size_t i;
     json_t *e;
     json_array_foreach(list, i, e) {
-        int rc = norm_add(n, e, name, depth + 1, err, errlen);
-        if (rc) return rc;
+        WP_TRY(norm_add(n, e, name, depth + 1, err, errlen));
     }
     return 0;
 }
 
-int norm_parse(json_t *j, const char *name, tok_norm **out, char *err, size_t errlen) {
+wp_result norm_parse(json_t *j, const char *name, tok_norm **out, char *err, size_t errlen) {
     *out = NULL;
     if (!j || json_is_null(j)) return 0;
     tok_norm *n = calloc(1, sizeof *n);
-    if (!n) return io_fail(err, errlen, 1, "%s: out of memory", name);
-    int rc = norm_add(n, j, name, 0, err, errlen);
+    if (!n) return wp_fail(WP_FAILED, err, errlen, "%s: out of memory", name);
+    wp_result rc = norm_add(n, j, name, 0, err, errlen);
     if (rc || n->n == 0) {
         norm_free(n);
         return rc;
@@ -116,19 +115,19 @@ int norm_parse(json_t *j, const char *name, tok_norm **out, char *err, size_t er
     return 0;
 }
 
-static int norm_unicode(const norm_step *st, const char *s, size_t len, tok_buf *out) {
+static wp_result norm_unicode(const norm_step *st, const char *s, size_t len, tok_buf *out) {
     bool ascii = true;
     for (size_t i = 0; i < len && ascii; i++) ascii = (unsigned char)s[i] < 0x80;
     if (ascii) return buf_add(out, s, len); /* every normal form of ASCII is itself */
     utf8proc_uint8_t *dst = NULL;
     utf8proc_ssize_t m = utf8proc_map((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)len, &dst, st->uni);
     if (m < 0) return 1; /* the input is valid UTF-8: only memory can fail */
-    int rc = buf_add(out, dst, (size_t)m);
+    wp_result rc = buf_add(out, dst, (size_t)m);
     free(dst);
     return rc;
 }
 
-static int norm_one(const norm_step *st, const char *s, size_t len, tok_buf *out, tok_segs *segs) {
+static wp_result norm_one(const norm_step *st, const char *s, size_t len, tok_buf *out, tok_segs *segs) {
     out->n = 0;
     switch (st->kind) {
     case NORM_NONE: break;
@@ -148,7 +147,7 @@ static int norm_one(const norm_step *st, const char *s, size_t len, tok_buf *out
     return 0;
 }
 
-int norm_apply(const tok_norm *n, const char *s, size_t len, tok_buf *out, tok_buf *tmp, tok_segs *segs) {
+wp_result norm_apply(const tok_norm *n, const char *s, size_t len, tok_buf *out, tok_buf *tmp, tok_segs *segs) {
     out->n = 0;
     if (!n) return buf_add(out, s, len);
     /* steps alternate between the two buffers so that the last writes into out */

@@ -11,14 +11,15 @@
 
 #include "tok_pieces.h"
 #include "tok_split.h"
+#include "result.h"
 
 typedef struct tok_norm tok_norm;
 
 /* j: the "normalizer" value (NULL or JSON null: none). *out NULL when there is nothing to do.
  * 0 ok; 2 unsupported or malformed (err names `name` and the field); 1 out of memory. */
-int norm_parse(json_t *j, const char *name, tok_norm **out, char *err, size_t errlen);
+wp_result norm_parse(json_t *j, const char *name, tok_norm **out, char *err, size_t errlen);
 void norm_free(tok_norm *n);
 /* s[0, len) normalized into out (cleared first); tmp and segs are scratch. 0 ok, 1 out of memory. */
-int norm_apply(const tok_norm *n, const char *s, size_t len, tok_buf *out, tok_buf *tmp, tok_segs *segs);
+wp_result norm_apply(const tok_norm *n, const char *s, size_t len, tok_buf *out, tok_buf *tmp, tok_segs *segs);
 
 #endif

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int buf_reserve(tok_buf *b, size_t more) {
+wp_result buf_reserve(tok_buf *b, size_t more) {
     if (b->n + more <= b->cap) return 0;
     size_t cap = b->cap ? b->cap : 256;
     while (cap < b->n + more) cap *= 2;
@@ -15,7 +15,7 @@ int buf_reserve(tok_buf *b, size_t more) {
     return 0;
 }
 
-int buf_add(tok_buf *b, const void *s, size_t n) {
+wp_result buf_add(tok_buf *b, const void *s, size_t n) {
     if (buf_reserve(b, n)) return 1;
     if (n) memcpy(b->b + b->n, s, n);
     b->n += n;
@@ -27,7 +27,7 @@ void buf_free(tok_buf *b) {
     memset(b, 0, sizeof *b);
 }
 
-static int pieces_grow(tok_pieces *P) {
+static wp_result pieces_grow(tok_pieces *P) {
     if (P->n < P->cap) return 0;
     size_t cap = P->cap ? 2 * P->cap : 64;
     tok_piece *g = realloc(P->p, cap * sizeof *g);
@@ -37,7 +37,7 @@ static int pieces_grow(tok_pieces *P) {
     return 0;
 }
 
-int pieces_text(tok_pieces *P, const char *s, size_t n, bool origin) {
+wp_result pieces_text(tok_pieces *P, const char *s, size_t n, bool origin) {
     if (n == 0) return 0;
     if (pieces_grow(P)) return 1;
     size_t off = P->text.n;
@@ -46,7 +46,7 @@ int pieces_text(tok_pieces *P, const char *s, size_t n, bool origin) {
     return 0;
 }
 
-int pieces_added(tok_pieces *P, int32_t id) {
+wp_result pieces_added(tok_pieces *P, int32_t id) {
     if (pieces_grow(P)) return 1;
     P->p[P->n++] = (tok_piece){P->text.n, 0, id, false};
     return 0;

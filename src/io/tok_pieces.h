@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "result.h"
 
 typedef struct {
     char *b;
@@ -28,13 +29,13 @@ typedef struct {
 } tok_pieces;
 
 /* 0 ok, 1 out of memory */
-int buf_reserve(tok_buf *b, size_t more);
-int buf_add(tok_buf *b, const void *s, size_t n);
+wp_result buf_reserve(tok_buf *b, size_t more);
+wp_result buf_add(tok_buf *b, const void *s, size_t n);
 void buf_free(tok_buf *b);
 
 /* Appends text (copied; nothing when n is 0) or an added token. 0 ok, 1 out of memory. */
-int pieces_text(tok_pieces *P, const char *s, size_t n, bool origin);
-int pieces_added(tok_pieces *P, int32_t id);
+wp_result pieces_text(tok_pieces *P, const char *s, size_t n, bool origin);
+wp_result pieces_added(tok_pieces *P, int32_t id);
 /* Text piece i's bytes. */
 static inline const char *piece_str(const tok_pieces *P, size_t i) { return P->text.b + P->p[i].off; }
 void pieces_clear(tok_pieces *P);

@@ -42,11 +42,11 @@ static bool get_bool(json_t *j, const char *key, bool def) {
     return json_is_boolean(v) ? json_is_true(v) : def;
 }
 
-static int pt_metaspace(json_t *j, const char *name, pt_step *st, char *err, size_t errlen) {
+static wp_result pt_metaspace(json_t *j, const char *name, pt_step *st, char *err, size_t errlen) {
     json_t *r = json_object_get(j, "replacement");
     const char *scheme = json_string_value(json_object_get(j, "prepend_scheme"));
     if (!json_is_string(r) || json_string_length(r) == 0)
-        return io_fail(err, errlen, 2, "%s: pre_tokenizer Metaspace: \"replacement\" is not a character", name);
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s: pre_tokenizer Metaspace: \"replacement\" is not a character", name);
     st->kind = PT_METASPACE;
     st->flag = get_bool(j, "split", true);
     /* files older than prepend_scheme say add_prefix_space (true: always) */
@@ -54,11 +54,11 @@ static int pt_metaspace(json_t *j, const char *name, pt_step *st, char *err, siz
     if (scheme && strcmp(scheme, "always") == 0) st->scheme = PREPEND_ALWAYS;
     else if (scheme && strcmp(scheme, "first") == 0) st->scheme = PREPEND_FIRST;
     else if (scheme && strcmp(scheme, "never") == 0) st->scheme = PREPEND_NEVER;
-    else if (scheme) return io_fail(err, errlen, 2, "%s: pre_tokenizer Metaspace: prepend_scheme \"%s\" is not always, first or never", name, scheme);
-    return pattern_string(&st->pat, json_string_value(r), json_string_length(r)) ? io_fail(err, errlen, 1, "%s: out of memory", name) : 0;
+    else if (scheme) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: pre_tokenizer Metaspace: prepend_scheme \"%s\" is not always, first or never", name, scheme);
+    return pattern_string(&st->pat, json_string_value(r), json_string_length(r)) ? wp_fail(WP_FAILED, err, errlen, "%s: out of memory", name) : 0;
 }
 
-static int pt_step_parse(json_t *j, const char *name, const char *type, pt_step *st, char *err, size_t errlen) {
+static wp_result pt_step_parse(json_t *j, const char *name, const char *type, pt_step *st, char *err, size_t errlen) {
     char where[512];
     snprintf(where, sizeof where, "%s: pre_tokenizer %s", name, type);
     if (strcmp(type, "ByteLevel") == 0) {
@@ -71,7 +71,7 @@ static int pt_step_parse(json_t *j, const char *name, const char *type, pt_step 
         st->kind = PT_SPLIT;
         st->flag = get_bool(j, "invert", false);
         if (!split_behavior_parse(json_string_value(json_object_get(j, "behavior")), &st->behavior))
-            return io_fail(err, errlen, 2, "%s: \"behavior\" is not one of Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous", where);
+            return wp_fail(WP_BAD_INPUT, err, errlen, "%s: \"behavior\" is not one of Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous", where);
         return tok_parse_pattern(json_object_get(j, "pattern"), where, &st->pat, err, errlen);
     }
     if (strcmp(type, "Digits") == 0) {
@@ -82,49 +82,48 @@ static int pt_step_parse(json_t *j, const char *name, const char *type, pt_step 
         return 0;
     }
     if (strcmp(type, "Metaspace") == 0) return pt_metaspace(j, name, st, err, errlen);
-    return io_fail(err, errlen, 2, "%s: pre_tokenizer type \"%s\" is not supported (ByteLevel, Split, Digits, Metaspace, Sequence are)",
+    return wp_fail(WP_BAD_INPUT, err, errlen, "%s: pre_tokenizer type \"%s\" is not supported (ByteLevel, Split, Digits, Metaspace, Sequence are)",
                    name, type);
 }
 
-static int pt_add(tok_pretok *p, json_t *j, const char *name, int depth, char *err, size_t errlen) {
+static wp_result pt_add(tok_pretok *p, json_t *j, const char *name, int depth, char *err, size_t errlen) {
     if (json_is_null(j)) return 0;
     const char *type = json_string_value(json_object_get(j, "type"));
-    if (!type) return io_fail(err, errlen, 2, "%s: pre_tokenizer has no \"type\"", name);
+    if (!type) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: pre_tokenizer has no \"type\"", name);
     if (strcmp(type, "Sequence") == 0) {
         json_t *list = json_object_get(j, "pretokenizers"), *e;
         size_t i;
         if (!json_is_array(list) || depth > 8)
-            return io_fail(err, errlen, 2, "%s: pre_tokenizer Sequence: \"pretokenizers\" is not an array (or nests too deep)", name);
+            return wp_fail(WP_BAD_INPUT, err, errlen, "%s: pre_tokenizer Sequence: \"pretokenizers\" is not an array (or nests too deep)", name);
         json_array_foreach(list, i, e) {
-            int rc = pt_add(p, e, name, depth + 1, err, errlen);
-            if (rc) return rc;
+            WP_TRY(pt_add(p, e, name, depth + 1, err, errlen));
         }
         return 0;
     }
     if (p->n > 0 && p->s[p->n - 1].kind == PT_BYTE_LEVEL)
-        return io_fail(err, errlen, 2, "%s: pre_tokenizer: %s after ByteLevel is not supported (ByteLevel must come last)", name, type);
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s: pre_tokenizer: %s after ByteLevel is not supported (ByteLevel must come last)", name, type);
     if (p->n == p->cap) {
         size_t cap = p->cap ? 2 * p->cap : 4;
         pt_step *g = realloc(p->s, cap * sizeof *g);
-        if (!g) return io_fail(err, errlen, 1, "%s: out of memory", name);
+        if (!g) return wp_fail(WP_FAILED, err, errlen, "%s: out of memory", name);
         p->s = g;
         p->cap = cap;
     }
     pt_step *st = &p->s[p->n];
     memset(st, 0, sizeof *st);
     st->behavior = SPLIT_ISOLATED;
-    int rc = pt_step_parse(j, name, type, st, err, errlen);
+    wp_result rc = pt_step_parse(j, name, type, st, err, errlen);
     if (rc) pattern_free(&st->pat);
     else p->n++;
     return rc;
 }
 
-int pretok_parse(json_t *j, const char *name, tok_pretok **out, char *err, size_t errlen) {
+wp_result pretok_parse(json_t *j, const char *name, tok_pretok **out, char *err, size_t errlen) {
     *out = NULL;
     if (!j || json_is_null(j)) return 0;
     tok_pretok *p = calloc(1, sizeof *p);
-    if (!p) return io_fail(err, errlen, 1, "%s: out of memory", name);
-    int rc = pt_add(p, j, name, 0, err, errlen);
+    if (!p) return wp_fail(WP_FAILED, err, errlen, "%s: out of memory", name);
+    wp_result rc = pt_add(p, j, name, 0, err, errlen);
     if (rc || p->n == 0) {
         pretok_free(p);
         return rc;
@@ -135,7 +134,7 @@ int pretok_parse(json_t *j, const char *name, tok_pretok **out, char *err, size_
 
 /* Metaspace: spaces become the replacement, which is prepended as the scheme says; then a
  * split before each replacement (MergedWithNext). */
-static int pt_metaspace_apply(const pt_step *st, const char *s, size_t n, bool origin, tok_pieces *out, tok_segs *segs,
+static wp_result pt_metaspace_apply(const pt_step *st, const char *s, size_t n, bool origin, tok_pieces *out, tok_segs *segs,
                               tok_buf *tmp) {
     const char *r = st->pat.lit;
     size_t rl = st->pat.litlen;
@@ -150,7 +149,7 @@ static int pt_metaspace_apply(const pt_step *st, const char *s, size_t n, bool o
     return split_push(segs, SPLIT_MERGED_NEXT, tmp->b, origin, out);
 }
 
-static int pt_apply_one(const pt_step *st, const char *s, size_t n, bool origin, tok_pieces *out, tok_segs *segs,
+static wp_result pt_apply_one(const pt_step *st, const char *s, size_t n, bool origin, tok_pieces *out, tok_segs *segs,
                         tok_buf *tmp) {
     switch (st->kind) {
     case PT_METASPACE: return pt_metaspace_apply(st, s, n, origin, out, segs, tmp);
@@ -170,7 +169,7 @@ static int pt_apply_one(const pt_step *st, const char *s, size_t n, bool origin,
     }
 }
 
-int pretok_apply(const tok_pretok *p, tok_pieces **cur, tok_pieces **next, tok_segs *segs, tok_buf *tmp) {
+wp_result pretok_apply(const tok_pretok *p, tok_pieces **cur, tok_pieces **next, tok_segs *segs, tok_buf *tmp) {
     for (size_t k = 0; p && k < p->n; k++) {
         tok_pieces *in = *cur, *out = *next;
         pieces_clear(out);

@@ -11,17 +11,18 @@
 
 #include "tok_pieces.h"
 #include "tok_split.h"
+#include "result.h"
 
 typedef struct tok_pretok tok_pretok;
 
 /* j: the "pre_tokenizer" value (NULL or null: none, *out NULL). 0, 2 (err names `name` and
  * the field), 1. */
-int pretok_parse(json_t *j, const char *name, tok_pretok **out, char *err, size_t errlen);
+wp_result pretok_parse(json_t *j, const char *name, tok_pretok **out, char *err, size_t errlen);
 void pretok_free(tok_pretok *p);
 /* True when the words are bytes to map through the byte-level alphabet (ByteLevel last). */
 bool pretok_byte_level(const tok_pretok *p);
 /* Every step over the text pieces of *cur (added tokens pass through), *next the scratch
  * list; the result is in *cur. 0 ok, 1 out of memory. */
-int pretok_apply(const tok_pretok *p, tok_pieces **cur, tok_pieces **next, tok_segs *segs, tok_buf *tmp);
+wp_result pretok_apply(const tok_pretok *p, tok_pieces **cur, tok_pieces **next, tok_segs *segs, tok_buf *tmp);
 
 #endif

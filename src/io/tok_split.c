@@ -9,7 +9,7 @@
 #include "fsutil.h"
 #include "tok_utf8.h"
 
-int pattern_regex(tok_pattern *p, const char *re, const char *where, char *err, size_t errlen) {
+wp_result pattern_regex(tok_pattern *p, const char *re, const char *where, char *err, size_t errlen) {
     memset(p, 0, sizeof *p);
     p->kind = PAT_REGEX;
     int code;
@@ -18,14 +18,14 @@ int pattern_regex(tok_pattern *p, const char *re, const char *where, char *err, 
     if (!p->re) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(code, msg, sizeof msg);
-        return io_fail(err, errlen, 2, "%s: the regex does not compile at offset %zu: %s", where, (size_t)at, (char *)msg);
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s: the regex does not compile at offset %zu: %s", where, (size_t)at, (char *)msg);
     }
     /* JIT is a speed-up only: a platform without it interprets the same pattern */
     (void)pcre2_jit_compile(p->re, PCRE2_JIT_COMPLETE);
     return 0;
 }
 
-int pattern_string(tok_pattern *p, const char *s, size_t n) {
+wp_result pattern_string(tok_pattern *p, const char *s, size_t n) {
     memset(p, 0, sizeof *p);
     p->kind = PAT_STRING;
     p->lit = malloc(n + 1);
@@ -52,7 +52,7 @@ bool split_behavior_parse(const char *name, split_behavior *out) {
     return false;
 }
 
-static int seg_add(tok_segs *g, size_t a, size_t b, bool m) {
+static wp_result seg_add(tok_segs *g, size_t a, size_t b, bool m) {
     if (g->n == g->cap) {
         size_t cap = g->cap ? 2 * g->cap : 256;
         tok_seg *s = realloc(g->s, cap * sizeof *s);
@@ -65,14 +65,14 @@ static int seg_add(tok_segs *g, size_t a, size_t b, bool m) {
 }
 
 /* A match [a, b) after the text since prev: the gap (when any) and the match. */
-static int seg_match(tok_segs *g, size_t *prev, size_t a, size_t b, bool invert) {
+static wp_result seg_match(tok_segs *g, size_t *prev, size_t a, size_t b, bool invert) {
     if (*prev != a && seg_add(g, *prev, a, invert)) return 1;
     if (seg_add(g, a, b, !invert)) return 1;
     *prev = b;
     return 0;
 }
 
-static int find_regex(const tok_pattern *p, const char *s, size_t n, bool invert, tok_segs *g) {
+static wp_result find_regex(const tok_pattern *p, const char *s, size_t n, bool invert, tok_segs *g) {
     if (!g->md && !(g->md = pcre2_match_data_create(1, NULL))) return 1;
     size_t prev = 0, at = 0;
     while (at <= n) {
@@ -87,7 +87,7 @@ static int find_regex(const tok_pattern *p, const char *s, size_t n, bool invert
     return prev != n ? seg_add(g, prev, n, invert) : 0;
 }
 
-int pattern_find(const tok_pattern *p, const char *s, size_t n, bool invert, tok_segs *g) {
+wp_result pattern_find(const tok_pattern *p, const char *s, size_t n, bool invert, tok_segs *g) {
     g->n = 0;
     if (p->kind == PAT_REGEX) return find_regex(p, s, n, invert, g);
     size_t prev = 0;
@@ -136,7 +136,7 @@ static void split_fold(tok_segs *g, split_behavior b) {
     g->n = k;
 }
 
-int split_push(tok_segs *g, split_behavior b, const char *s, bool origin, tok_pieces *out) {
+wp_result split_push(tok_segs *g, split_behavior b, const char *s, bool origin, tok_pieces *out) {
     split_fold(g, b);
     for (size_t i = 0; i < g->n; i++)
         if (!g->s[i].m && pieces_text(out, s + g->s[i].a, g->s[i].b - g->s[i].a, origin && g->s[i].a == 0)) return 1;
@@ -150,9 +150,9 @@ void segs_free(tok_segs *g) {
 }
 
 /* {"String": s} or {"Regex": r}: the pattern of Replace and Split. */
-int tok_parse_pattern(json_t *j, const char *where, tok_pattern *p, char *err, size_t errlen) {
+wp_result tok_parse_pattern(json_t *j, const char *where, tok_pattern *p, char *err, size_t errlen) {
     json_t *s = json_object_get(j, "String"), *r = json_object_get(j, "Regex");
     if (json_is_string(s)) return pattern_string(p, json_string_value(s), json_string_length(s));
     if (json_is_string(r)) return pattern_regex(p, json_string_value(r), where, err, errlen);
-    return io_fail(err, errlen, 2, "%s: pattern is neither {\"String\": ...} nor {\"Regex\": ...}", where);
+    return wp_fail(WP_BAD_INPUT, err, errlen, "%s: pattern is neither {\"String\": ...} nor {\"Regex\": ...}", where);
 }

@@ -14,6 +14,7 @@
 #include <stddef.h>
 
 #include "tok_pieces.h"
+#include "result.h"
 
 typedef enum { SPLIT_REMOVED, SPLIT_ISOLATED, SPLIT_MERGED_PREV, SPLIT_MERGED_NEXT, SPLIT_CONTIGUOUS } split_behavior;
 typedef enum { PAT_REGEX, PAT_STRING, PAT_NUMERIC } pat_kind;
@@ -37,19 +38,19 @@ typedef struct {
 } tok_segs;
 
 /* 0 ok; 2 the regex does not compile (err names `where`); 1 out of memory. */
-int pattern_regex(tok_pattern *p, const char *re, const char *where, char *err, size_t errlen);
-int pattern_string(tok_pattern *p, const char *s, size_t n);
+wp_result pattern_regex(tok_pattern *p, const char *re, const char *where, char *err, size_t errlen);
+wp_result pattern_string(tok_pattern *p, const char *s, size_t n);
 void pattern_free(tok_pattern *p);
 /* {"String": s} or {"Regex": r}, the pattern of a Replace or a Split: 0, 2 (named by where), 1. */
-int tok_parse_pattern(json_t *j, const char *where, tok_pattern *p, char *err, size_t errlen);
+wp_result tok_parse_pattern(json_t *j, const char *where, tok_pattern *p, char *err, size_t errlen);
 /* The name of a behavior in tokenizer.json -> *out; false when unknown. */
 bool split_behavior_parse(const char *name, split_behavior *out);
 
 /* The segments of s[0, n) (n > 0) into segs. 0 ok, 1 out of memory or a regex failure. */
-int pattern_find(const tok_pattern *p, const char *s, size_t n, bool invert, tok_segs *segs);
+wp_result pattern_find(const tok_pattern *p, const char *s, size_t n, bool invert, tok_segs *segs);
 /* The pieces the behavior keeps, appended to out; a piece is at the origin when origin is set
  * and it starts at s's first byte. 0 ok, 1 out of memory. */
-int split_push(tok_segs *segs, split_behavior b, const char *s, bool origin, tok_pieces *out);
+wp_result split_push(tok_segs *segs, split_behavior b, const char *s, bool origin, tok_pieces *out);
 void segs_free(tok_segs *segs);
 
 #endif

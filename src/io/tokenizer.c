@@ -80,7 +80,7 @@ static const char *config_token(json_t *cfg, const char *key) {
  * (Llama-3: <|begin_of_text|>); else the names of the families we take: Llama-3
  * <|begin_of_text|> / <|end_of_text|>, GPT-2 <|endoftext|> (its only special token, EOS; no
  * BOS), and <s> / </s>. */
-static int hf_bos_eos(wp_tokenizer *t, const char *path, char *err, size_t errlen) {
+static wp_result hf_bos_eos(wp_tokenizer *t, const char *path, char *err, size_t errlen) {
     t->bos = t->eos = -1;
     char cfg_path[WP_PATH_MAX], dir[WP_PATH_MAX];
     snprintf(dir, sizeof dir, "%s", path ? path : "");
@@ -92,8 +92,7 @@ static int hf_bos_eos(wp_tokenizer *t, const char *path, char *err, size_t errle
         /* through fs_load_json: a FIFO or a device in its place is refused, never read forever;
          * a damaged one is named rather than ignored (its BOS/EOS would silently change) */
         json_t *cfg = NULL;
-        int rc = fs_load_json(cfg_path, TOK_MAX_FILE_BYTES, 0, &cfg, err, errlen);
-        if (rc) return rc;
+        WP_TRY(fs_load_json(cfg_path, TOK_MAX_FILE_BYTES, 0, &cfg, err, errlen));
         t->bos = tokjson_token_id(t->hf, config_token(cfg, "bos_token"));
         t->eos = tokjson_token_id(t->hf, config_token(cfg, "eos_token"));
         json_decref(cfg);
@@ -106,9 +105,8 @@ static int hf_bos_eos(wp_tokenizer *t, const char *path, char *err, size_t errle
     return 0;
 }
 
-static int hf_open(wp_tokenizer *t, const char *path, const char *name, const char *data, size_t size, char *err, size_t errlen) {
-    int rc = tokjson_open(data, size, name, &t->hf, err, errlen);
-    if (rc) return rc;
+static wp_result hf_open(wp_tokenizer *t, const char *path, const char *name, const char *data, size_t size, char *err, size_t errlen) {
+    WP_TRY(tokjson_open(data, size, name, &t->hf, err, errlen));
     t->type = TOK_HF;
     t->vocab = tokjson_vocab(t->hf);
     return hf_bos_eos(t, path, err, errlen);
@@ -116,10 +114,10 @@ static int hf_open(wp_tokenizer *t, const char *path, const char *name, const ch
 
 /* ---- opening ---- */
 
-int tok_open(const char *path, wp_tokenizer **out, char *err, size_t errlen) {
+wp_result tok_open(const char *path, wp_tokenizer **out, char *err, size_t errlen) {
     *out = NULL;
     wp_tokenizer *t = calloc(1, sizeof *t);
-    if (!t) return io_fail(err, errlen, 1, "tokenizer: out of memory");
+    if (!t) return wp_fail(WP_FAILED, err, errlen, "tokenizer: out of memory");
     t->bos = t->eos = -1;
     if (!path || strcmp(path, "bytes") == 0) {
         t->type = TOK_BYTES;
@@ -127,8 +125,8 @@ int tok_open(const char *path, wp_tokenizer **out, char *err, size_t errlen) {
         *out = t;
         return 0;
     }
-    int rc = 0;
-    if (!(t->path = strdup(path))) rc = io_fail(err, errlen, 1, "tokenizer: out of memory");
+    wp_result rc = WP_OK;
+    if (!(t->path = strdup(path))) rc = wp_fail(WP_FAILED, err, errlen, "tokenizer: out of memory");
     char *data = NULL;
     size_t size = 0;
     /* a llama.cpp file carries its tokenizer in its metadata: taken as the tokenizer.json it
@@ -136,22 +134,22 @@ int tok_open(const char *path, wp_tokenizer **out, char *err, size_t errlen) {
     bool gguf = rc == 0 && gguf_is_file(path);
     if (rc == 0 && gguf) {
         rc = gguf_tokenizer_json(path, &data, &size, err, errlen);
-        if (rc == 0 && !data) rc = io_fail(err, errlen, 2, "%s: not a tokenizer: the GGUF file has no tokenizer.ggml.model", path);
+        if (rc == 0 && !data) rc = wp_fail(WP_BAD_INPUT, err, errlen, "%s: not a tokenizer: the GGUF file has no tokenizer.ggml.model", path);
     } else if (rc == 0) {
         rc = fs_read_small(path, TOK_MAX_FILE_BYTES, &data, &size, err, errlen);
     }
     size_t lead = 0;
     while (rc == 0 && lead < size && strchr(" \t\r\n", data[lead]) && data[lead]) lead++;
     if (rc == 0 && size == 0) {
-        rc = io_fail(err, errlen, 2, "%s: not a tokenizer: the file is empty", path);
+        rc = wp_fail(WP_BAD_INPUT, err, errlen, "%s: not a tokenizer: the file is empty", path);
     } else if (rc == 0 && data[lead] == '{') {
         /* JSON: a tokenizer.json; a SentencePiece model is a protobuf and never starts so */
         rc = hf_open(t, gguf ? NULL : path, path, data, size, err, errlen); /* no tokenizer_config.json beside a GGUF */
     } else if (rc == 0) {
         char why[512];
         rc = spm_wrap_load(data, size, &t->spm, why, sizeof why);
-        if (rc == 2) rc = io_fail(err, errlen, 2, "%s: not a tokenizer: not a tokenizer.json (no JSON object) and %s", path, why);
-        else if (rc) rc = io_fail(err, errlen, rc, "%s: %s", path, why);
+        if (rc == 2) rc = wp_fail(WP_BAD_INPUT, err, errlen, "%s: not a tokenizer: not a tokenizer.json (no JSON object) and %s", path, why);
+        else if (rc) rc = wp_fail(rc, err, errlen, "%s: %s", path, why);
         if (rc == 0) {
             t->type = TOK_SPM;
             t->vocab = spm_wrap_vocab(t->spm);
@@ -169,12 +167,12 @@ int tok_open(const char *path, wp_tokenizer **out, char *err, size_t errlen) {
     return 0;
 }
 
-int tok_open_mem(const char *json, size_t len, const char *name, wp_tokenizer **out, char *err, size_t errlen) {
+wp_result tok_open_mem(const char *json, size_t len, const char *name, wp_tokenizer **out, char *err, size_t errlen) {
     *out = NULL;
     wp_tokenizer *t = calloc(1, sizeof *t);
-    if (!t) return io_fail(err, errlen, 1, "tokenizer: out of memory");
-    int rc = hf_open(t, NULL, name ? name : "tokenizer.json", json, len, err, errlen);
-    if (rc == 0 && !(t->bytes = malloc(len + 1))) rc = io_fail(err, errlen, 1, "tokenizer: out of memory");
+    if (!t) return wp_fail(WP_FAILED, err, errlen, "tokenizer: out of memory");
+    wp_result rc = hf_open(t, NULL, name ? name : "tokenizer.json", json, len, err, errlen);
+    if (rc == 0 && !(t->bytes = malloc(len + 1))) rc = wp_fail(WP_FAILED, err, errlen, "tokenizer: out of memory");
     if (rc == 0) {
         memcpy(t->bytes, json, len);
         t->bytes[len] = '\0';
@@ -190,7 +188,7 @@ int tok_open_mem(const char *json, size_t len, const char *name, wp_tokenizer **
 
 /* ---- encode / decode ---- */
 
-int tok_encode(const wp_tokenizer *t, const char *text, size_t len, int32_t **ids, size_t *n, char *err, size_t errlen) {
+wp_result tok_encode(const wp_tokenizer *t, const char *text, size_t len, int32_t **ids, size_t *n, char *err, size_t errlen) {
     *ids = NULL;
     *n = 0;
     switch (t->type) {
@@ -200,23 +198,23 @@ int tok_encode(const wp_tokenizer *t, const char *text, size_t len, int32_t **id
     }
     if (len == 0) return 0;
     int32_t *a = malloc(len * sizeof *a);
-    if (!a) return io_fail(err, errlen, 1, "out of memory encoding %zu bytes", len);
+    if (!a) return wp_fail(WP_FAILED, err, errlen, "out of memory encoding %zu bytes", len);
     for (size_t i = 0; i < len; i++) a[i] = (unsigned char)text[i];
     *ids = a;
     *n = len;
     return 0;
 }
 
-int tok_decode(const wp_tokenizer *t, const int32_t *ids, size_t n, char **text, char *err, size_t errlen) {
+wp_result tok_decode(const wp_tokenizer *t, const int32_t *ids, size_t n, char **text, char *err, size_t errlen) {
     *text = NULL;
     for (size_t i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= t->vocab)
-            return io_fail(err, errlen, 2, "token %d (position %zu) is not in the %s vocabulary of %lld", ids[i], i,
+            return wp_fail(WP_BAD_INPUT, err, errlen, "token %d (position %zu) is not in the %s vocabulary of %lld", ids[i], i,
                            tok_kind(t), (long long)t->vocab);
     if (t->type == TOK_SPM) return spm_wrap_decode(t->spm, ids, n, text, err, errlen);
     if (t->type == TOK_HF) return tokjson_decode(t->hf, ids, n, text, err, errlen);
     char *s = malloc(n + 1);
-    if (!s) return io_fail(err, errlen, 1, "out of memory decoding %zu tokens", n);
+    if (!s) return wp_fail(WP_FAILED, err, errlen, "out of memory decoding %zu tokens", n);
     size_t m = 0;
     for (size_t i = 0; i < n; i++)
         if (ids[i]) s[m++] = (char)ids[i]; /* token 0 is the byte shards' document boundary, not text */
@@ -225,17 +223,17 @@ int tok_decode(const wp_tokenizer *t, const int32_t *ids, size_t n, char **text,
     return 0;
 }
 
-int tok_find_in_dir(const char *dir, char *path, size_t pathlen, char *err, size_t errlen) {
+wp_result tok_find_in_dir(const char *dir, char *path, size_t pathlen, char *err, size_t errlen) {
     char spm[WP_PATH_MAX], hf[WP_PATH_MAX];
     if (pathlen) path[0] = '\0';
-    int rc = fs_join(spm, sizeof spm, dir, TOK_FILE_SPM, err, errlen);
+    wp_result rc = fs_join(spm, sizeof spm, dir, TOK_FILE_SPM, err, errlen);
     if (rc == 0) rc = fs_join(hf, sizeof hf, dir, TOK_FILE_HF, err, errlen);
     if (rc) return rc;
     bool has_spm = fs_exists(spm), has_hf = fs_exists(hf);
     if (has_spm && has_hf)
-        return io_fail(err, errlen, 2, "%s and %s: two tokenizers in one directory; name one with --tokenizer", spm, hf);
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s and %s: two tokenizers in one directory; name one with --tokenizer", spm, hf);
     const char *found = has_spm ? spm : has_hf ? hf : "";
-    if (strlen(found) >= pathlen) return io_fail(err, errlen, 1, "%s: path too long", found);
+    if (strlen(found) >= pathlen) return wp_fail(WP_FAILED, err, errlen, "%s: path too long", found);
     memcpy(path, found, strlen(found) + 1);
     return 0;
 }

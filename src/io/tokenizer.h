@@ -24,6 +24,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "result.h"
 
 #define TOK_FILE_SPM "tokenizer.model"
 #define TOK_FILE_HF "tokenizer.json"
@@ -34,11 +35,11 @@ typedef struct wp_tokenizer wp_tokenizer;
  * GGUF file (its tokenizer.ggml.* metadata, as the tokenizer.json gguf_tokenizer_json makes of
  * it), or NULL/"bytes" for the built-in byte tokenizer (token = byte value). 0 ok, 2 not a tokenizer (err names the
  * file and why), 1 I/O error. */
-int tok_open(const char *path, wp_tokenizer **out, char *err, size_t errlen);
+wp_result tok_open(const char *path, wp_tokenizer **out, char *err, size_t errlen);
 /* A tokenizer.json given as text (json[0, len), e.g. made from a GGUF file's metadata); name
  * stands for the file in errors. tok_path and tok_file_name are NULL and TOK_FILE_HF, and no
  * tokenizer_config.json is looked for (BOS from the file's TemplateProcessing, else by name). */
-int tok_open_mem(const char *json, size_t len, const char *name, wp_tokenizer **out, char *err, size_t errlen);
+wp_result tok_open_mem(const char *json, size_t len, const char *name, wp_tokenizer **out, char *err, size_t errlen);
 void tok_close(wp_tokenizer *t);
 int64_t tok_vocab_size(const wp_tokenizer *t);
 int32_t tok_bos(const wp_tokenizer *t); /* -1 when none */
@@ -48,7 +49,7 @@ const char *tok_kind(const wp_tokenizer *t); /* "bytes", "sentencepiece", "hf-to
  * caller decides where documents start (a tokenizer.json is encoded as the library's
  * encode(text, add_special_tokens=False); invalid UTF-8 is first replaced as Python's
  * decode(errors='replace') does). */
-int tok_encode(const wp_tokenizer *t, const char *text, size_t len, int32_t **ids, size_t *n, char *err, size_t errlen);
+wp_result tok_encode(const wp_tokenizer *t, const char *text, size_t len, int32_t **ids, size_t *n, char *err, size_t errlen);
 /* text: malloc'd NUL-terminated string the caller frees; ids >= vocab (or < 0) -> 2. The bytes
  * the tokens stand for (a partial UTF-8 sequence stays as it is), less any NUL byte (a C string
  * cannot hold one; the byte tokenizer's token 0 is the document boundary). Control tokens
@@ -56,7 +57,7 @@ int tok_encode(const wp_tokenizer *t, const char *text, size_t len, int32_t **id
  * To print tokens as they come, decode the whole sequence so far and print what is new:
  * SentencePiece drops the leading space of the first piece it decodes, so decoding one token
  * at a time loses the spaces between words. */
-int tok_decode(const wp_tokenizer *t, const int32_t *ids, size_t n, char **text, char *err, size_t errlen);
+wp_result tok_decode(const wp_tokenizer *t, const int32_t *ids, size_t n, char **text, char *err, size_t errlen);
 /* The file(s) that describe this tokenizer, to copy next to a checkpoint or an export
  * (NULL for bytes): the source path. */
 const char *tok_path(const wp_tokenizer *t);
@@ -71,6 +72,6 @@ const char *tok_file_name(const wp_tokenizer *t);
 /* The tokenizer file of a directory (checkpoint, export, prepared data): dir/tokenizer.model or
  * dir/tokenizer.json into path, or "" when it has neither. 0 ok; 2 both are there (which one is
  * meant is unclear: err names them); 1 the path does not fit. */
-int tok_find_in_dir(const char *dir, char *path, size_t pathlen, char *err, size_t errlen);
+wp_result tok_find_in_dir(const char *dir, char *path, size_t pathlen, char *err, size_t errlen);
 
 #endif

@@ -77,7 +77,7 @@ static int by_first_then_longest(const void *a, const void *b, void *ctx) {
 }
 
 /* The set of added tokens with normalized == want (empty patterns never match). */
-static int set_build(const wp_tokjson *t, bool want, added_set *s) {
+static wp_result set_build(const wp_tokjson *t, bool want, added_set *s) {
     s->order = malloc((t->n_added + 1) * sizeof *s->order);
     if (!s->order) return 1;
     s->n = 0;
@@ -131,7 +131,7 @@ static size_t ws_run_after(const char *s, size_t n) {
 }
 
 /* find_matches: s cut around the set's tokens; the pieces appended to out. */
-static int split_added(const wp_tokjson *t, const added_set *set, const char *s, size_t n, bool origin, tok_pieces *out) {
+static wp_result split_added(const wp_tokjson *t, const added_set *set, const char *s, size_t n, bool origin, tok_pieces *out) {
     if (set->n == 0) return pieces_text(out, s, n, origin);
     size_t from = 0; /* start_offset */
     for (size_t i = 0; i < n;) {
@@ -162,7 +162,7 @@ static int split_added(const wp_tokjson *t, const added_set *set, const char *s,
 }
 
 /* Normalizer, then the normalized added tokens, piece by piece. */
-static int normalize_pieces(const wp_tokjson *t, tok_pieces **cur, tok_pieces **next, tok_buf *nb, tok_buf *tmp,
+static wp_result normalize_pieces(const wp_tokjson *t, tok_pieces **cur, tok_pieces **next, tok_buf *nb, tok_buf *tmp,
                             tok_segs *segs) {
     if (!t->norm && t->normed.n == 0) return 0;
     tok_pieces *in = *cur, *out = *next;
@@ -181,12 +181,12 @@ static int normalize_pieces(const wp_tokjson *t, tok_pieces **cur, tok_pieces **
     return 0;
 }
 
-int tokjson_encode(const wp_tokjson *t, const char *text, size_t len, int32_t **ids, size_t *n, char *err, size_t errlen) {
+wp_result tokjson_encode(const wp_tokjson *t, const char *text, size_t len, int32_t **ids, size_t *n, char *err, size_t errlen) {
     *ids = NULL;
     *n = 0;
     char *fixed = NULL;
     size_t m = utf8_repair(text, len, &fixed);
-    if (m == (size_t)-1) return io_fail(err, errlen, 1, "out of memory encoding %zu bytes", len);
+    if (m == (size_t)-1) return wp_fail(WP_FAILED, err, errlen, "out of memory encoding %zu bytes", len);
     const char *s = fixed ? fixed : text;
     tok_pieces A = {0}, B = {0}, *cur = &A, *next = &B;
     tok_buf nb = {0}, tmp = {0};
@@ -208,7 +208,7 @@ int tokjson_encode(const wp_tokjson *t, const char *text, size_t len, int32_t **
     free(fixed);
     if (rc) {
         free(out.v);
-        return io_fail(err, errlen, 1, "out of memory encoding %zu bytes", len);
+        return wp_fail(WP_FAILED, err, errlen, "out of memory encoding %zu bytes", len);
     }
     if (out.n == 0) free(out.v);
     *ids = out.n ? out.v : NULL;
@@ -216,12 +216,12 @@ int tokjson_encode(const wp_tokjson *t, const char *text, size_t len, int32_t **
     return 0;
 }
 
-int tokjson_decode(const wp_tokjson *t, const int32_t *ids, size_t n, char **text, char *err, size_t errlen) {
+wp_result tokjson_decode(const wp_tokjson *t, const int32_t *ids, size_t n, char **text, char *err, size_t errlen) {
     *text = NULL;
     tok_pieces A = {0}, B = {0}, *cur = &A, *next = &B;
     tok_buf out = {0};
     size_t count = bpe_count(t->bpe);
-    int rc = 0;
+    wp_result rc = WP_OK;
     for (size_t i = 0; rc == 0 && i < n; i++) {
         size_t len;
         const char *s;
@@ -249,7 +249,7 @@ int tokjson_decode(const wp_tokjson *t, const int32_t *ids, size_t n, char **tex
     }
     pieces_free(&A);
     pieces_free(&B);
-    return rc ? io_fail(err, errlen, 1, "out of memory decoding %zu tokens", n) : 0;
+    return rc ? wp_fail(WP_FAILED, err, errlen, "out of memory decoding %zu tokens", n) : 0;
 }
 
 static bool flag_of(json_t *a, const char *key, bool def) {
@@ -258,25 +258,25 @@ static bool flag_of(json_t *a, const char *key, bool def) {
 }
 
 /* One entry of added_tokens: its id must be the one tokenizers gives it (see tokjson.h). */
-static int added_one(wp_tokjson *t, json_t *a, size_t i, const char *name, char *err, size_t errlen) {
+static wp_result added_one(wp_tokjson *t, json_t *a, size_t i, const char *name, char *err, size_t errlen) {
     json_t *c = json_object_get(a, "content"), *id = json_object_get(a, "id");
     if (!json_is_string(c) || !json_is_integer(id))
-        return io_fail(err, errlen, 2, "%s: added_tokens[%zu]: no string \"content\" and integer \"id\"", name, i);
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s: added_tokens[%zu]: no string \"content\" and integer \"id\"", name, i);
     const char *s = json_string_value(c);
     size_t len = json_string_length(c);
     if (len == 0) return 0; /* tokenizers ignores an empty added token */
     for (size_t k = 0; k < t->n_added; k++)
         if (t->added[k].len == len && memcmp(t->added[k].content, s, len) == 0)
-            return io_fail(err, errlen, 2, "%s: added_tokens[%zu]: \"%.40s\" is added twice", name, i, s);
+            return wp_fail(WP_BAD_INPUT, err, errlen, "%s: added_tokens[%zu]: \"%.40s\" is added twice", name, i, s);
     int32_t in_vocab = bpe_id(t->bpe, s, len);
     long long want = in_vocab >= 0 ? in_vocab : (long long)(bpe_count(t->bpe) + t->n_new), got = json_integer_value(id);
     if (got != want)
-        return io_fail(err, errlen, 2, "%s: added_tokens[%zu] \"%.40s\": id %lld, but tokenizers gives it %lld (%s)", name, i, s, got,
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s: added_tokens[%zu] \"%.40s\": id %lld, but tokenizers gives it %lld (%s)", name, i, s, got,
                        want, in_vocab >= 0 ? "its model.vocab id" : "the next id after the vocabulary and the added tokens before it");
     added_tok *e = &t->added[t->n_added];
     memset(e, 0, sizeof *e);
     e->content = malloc(len + 1);
-    if (!e->content) return io_fail(err, errlen, 1, "%s: out of memory", name);
+    if (!e->content) return wp_fail(WP_FAILED, err, errlen, "%s: out of memory", name);
     memcpy(e->content, s, len + 1);
     e->len = len;
     e->id = (int32_t)want;
@@ -290,10 +290,10 @@ static int added_one(wp_tokjson *t, json_t *a, size_t i, const char *name, char 
 }
 
 /* Each token's pattern: a normalized token is matched in its normalized form. */
-static int added_patterns(wp_tokjson *t, const char *name, char *err, size_t errlen) {
+static wp_result added_patterns(wp_tokjson *t, const char *name, char *err, size_t errlen) {
     tok_buf nb = {0}, tmp = {0};
     tok_segs segs = {0};
-    int rc = 0;
+    wp_result rc = WP_OK;
     for (size_t i = 0; rc == 0 && i < t->n_added; i++) {
         added_tok *e = &t->added[i];
         const char *p = e->content;
@@ -313,20 +313,19 @@ static int added_patterns(wp_tokjson *t, const char *name, char *err, size_t err
     buf_free(&nb);
     buf_free(&tmp);
     segs_free(&segs);
-    return rc ? io_fail(err, errlen, 1, "%s: out of memory", name) : 0;
+    return rc ? wp_fail(WP_FAILED, err, errlen, "%s: out of memory", name) : 0;
 }
 
-static int parse_added(wp_tokjson *t, json_t *added, const char *name, char *err, size_t errlen) {
-    if (added && !json_is_array(added) && !json_is_null(added)) return io_fail(err, errlen, 2, "%s: added_tokens is not an array", name);
+static wp_result parse_added(wp_tokjson *t, json_t *added, const char *name, char *err, size_t errlen) {
+    if (added && !json_is_array(added) && !json_is_null(added)) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: added_tokens is not an array", name);
     t->added = calloc(json_array_size(added) + 1, sizeof *t->added);
-    if (!t->added) return io_fail(err, errlen, 1, "%s: out of memory", name);
+    if (!t->added) return wp_fail(WP_FAILED, err, errlen, "%s: out of memory", name);
     size_t i;
     json_t *a;
     json_array_foreach(added, i, a) {
-        int rc = added_one(t, a, i, name, err, errlen);
-        if (rc) return rc;
+        WP_TRY(added_one(t, a, i, name, err, errlen));
     }
-    if (bpe_count(t->bpe) + t->n_new > INT32_MAX) return io_fail(err, errlen, 2, "%s: more than 2^31-1 tokens", name);
+    if (bpe_count(t->bpe) + t->n_new > INT32_MAX) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: more than 2^31-1 tokens", name);
     return added_patterns(t, name, err, errlen);
 }
 
@@ -353,13 +352,13 @@ static int32_t template_bos(const wp_tokjson *t, json_t *pp, int depth) {
     return (int32_t)json_integer_value(id);
 }
 
-static int open_root(wp_tokjson *t, json_t *root, const char *name, char *err, size_t errlen) {
+static wp_result open_root(wp_tokjson *t, json_t *root, const char *name, char *err, size_t errlen) {
     json_t *version = json_object_get(root, "version");
     if (version && (!json_is_string(version) || strcmp(json_string_value(version), "1.0") != 0))
-        return io_fail(err, errlen, 2, "%s: version is not \"1.0\"", name);
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s: version is not \"1.0\"", name);
     json_t *model = json_object_get(root, "model");
-    if (!json_is_object(model)) return io_fail(err, errlen, 2, "%s: not a tokenizer.json: no \"model\" object", name);
-    int rc = bpe_parse(model, name, &t->bpe, err, errlen);
+    if (!json_is_object(model)) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: not a tokenizer.json: no \"model\" object", name);
+    wp_result rc = bpe_parse(model, name, &t->bpe, err, errlen);
     if (rc == 0) rc = norm_parse(json_object_get(root, "normalizer"), name, &t->norm, err, errlen);
     if (rc == 0) rc = pretok_parse(json_object_get(root, "pre_tokenizer"), name, &t->pretok, err, errlen);
     if (rc == 0) rc = decoder_parse(json_object_get(root, "decoder"), name, &t->dec, err, errlen);
@@ -371,13 +370,13 @@ static int open_root(wp_tokjson *t, json_t *root, const char *name, char *err, s
     return rc;
 }
 
-int tokjson_open(const char *json, size_t len, const char *name, wp_tokjson **out, char *err, size_t errlen) {
+wp_result tokjson_open(const char *json, size_t len, const char *name, wp_tokjson **out, char *err, size_t errlen) {
     *out = NULL;
     json_error_t je;
     json_t *root = json_loadb(json, len, 0, &je);
-    if (!root) return io_fail(err, errlen, 2, "%s: not a tokenizer: JSON error at line %d: %s", name, je.line, je.text);
+    if (!root) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: not a tokenizer: JSON error at line %d: %s", name, je.line, je.text);
     wp_tokjson *t = calloc(1, sizeof *t);
-    int rc = t ? open_root(t, root, name, err, errlen) : io_fail(err, errlen, 1, "%s: out of memory", name);
+    int rc = t ? open_root(t, root, name, err, errlen) : wp_fail(WP_FAILED, err, errlen, "%s: out of memory", name);
     json_decref(root);
     if (rc) {
         tokjson_free(t);

@@ -18,19 +18,20 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "result.h"
 
 typedef struct wp_tokjson wp_tokjson;
 
 /* json[0, len): the file's text; name: used in errors. 0; 2 not a tokenizer.json we encode (err
  * names the file and the field); 1 out of memory. */
-int tokjson_open(const char *json, size_t len, const char *name, wp_tokjson **out, char *err, size_t errlen);
+wp_result tokjson_open(const char *json, size_t len, const char *name, wp_tokjson **out, char *err, size_t errlen);
 void tokjson_free(wp_tokjson *t);
 int64_t tokjson_vocab(const wp_tokjson *t); /* entries + new added tokens */
 int32_t tokjson_token_id(const wp_tokjson *t, const char *s); /* added tokens first; -1 none */
 int32_t tokjson_template_bos(const wp_tokjson *t);            /* -1 none */
 /* 0, 1 (out of memory); ids malloc'd (NULL when *n is 0). */
-int tokjson_encode(const wp_tokjson *t, const char *text, size_t len, int32_t **ids, size_t *n, char *err, size_t errlen);
+wp_result tokjson_encode(const wp_tokjson *t, const char *text, size_t len, int32_t **ids, size_t *n, char *err, size_t errlen);
 /* ids already checked to be below tokjson_vocab. text: malloc'd, NUL-terminated, NUL bytes dropped. */
-int tokjson_decode(const wp_tokjson *t, const int32_t *ids, size_t n, char **text, char *err, size_t errlen);
+wp_result tokjson_decode(const wp_tokjson *t, const int32_t *ids, size_t n, char **text, char *err, size_t errlen);
 
 #endif

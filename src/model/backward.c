@@ -5,10 +5,10 @@
  * the W-pass gives the same bits as the fused backward. */
 #include "model_impl.h"
 
-static int check_gw(wp_model *m, const void *gw, wp_dtype gt, const char *fn) {
+static wp_result check_gw(wp_model *m, const void *gw, wp_dtype gt, const char *fn) {
     if (!gw) kern_set_error(m->k, "%s: gw is NULL", fn);
     else if (gt != WP_F32 && gt != WP_BF16) kern_set_error(m->k, "%s: gw dtype %s (want f32 or bf16)", fn, wp_dtype_name(gt));
-    return kern_error(m->k) ? -1 : 0;
+    return kern_error(m->k) ? WP_FAILED : WP_OK;
 }
 
 /* Layer i's forward results for B. With recompute they are rebuilt here from the kept input
@@ -35,7 +35,7 @@ static wp_block_acts bwd_block_acts(wp_model *m, const wp_chunk_map *cm, const v
 }
 
 /* B (gw == NULL) or the fused backward (gw != NULL). */
-static int backward_walk(wp_model *m, int chunk, const void *w, wp_acts *a, const void *g_out, float dloss,
+static wp_result backward_walk(wp_model *m, int chunk, const void *w, wp_acts *a, const void *g_out, float dloss,
                          void *g_in, void *gw, wp_dtype gt) {
     wp_kern *k = m->k;
     const wp_dims *d = &a->d;
@@ -66,28 +66,28 @@ static int backward_walk(wp_model *m, int chunk, const void *w, wp_acts *a, cons
     return 0;
 }
 
-static int check_b_io(wp_model *m, const wp_chunk_map *cm, const void *g_out, const void *g_in, const char *fn) {
+static wp_result check_b_io(wp_model *m, const wp_chunk_map *cm, const void *g_out, const void *g_in, const char *fn) {
     const char *missing = !cm->last && !g_out ? "g_out" : !cm->first && !g_in ? "g_in" : NULL;
     if (missing) kern_set_error(m->k, "%s: %s is NULL", fn, missing);
-    return missing ? -1 : 0;
+    return missing ? WP_FAILED : WP_OK;
 }
 
-int model_backward_input(wp_model *m, int chunk, const void *w, wp_acts *a, const void *g_out, float dloss,
+wp_result model_backward_input(wp_model *m, int chunk, const void *w, wp_acts *a, const void *g_out, float dloss,
                          void *g_in) {
-    if (model_entry_check(m, chunk, a, "model_backward_input") != 0) return 1;
-    if (check_b_io(m, &m->chunks[chunk], g_out, g_in, "model_backward_input") != 0) return 1;
-    if (seg_backward_check(m, a, "model_backward_input") != 0) return 1;
+    WP_TRY(model_entry_check(m, chunk, a, "model_backward_input"));
+    WP_TRY(check_b_io(m, &m->chunks[chunk], g_out, g_in, "model_backward_input"));
+    WP_TRY(seg_backward_check(m, a, "model_backward_input"));
     if (a->kept_valid) {
         kern_set_error(m->k, "model_backward_input: chunk %d's previous B still awaits its W-pass", chunk);
         return 1;
     }
-    if (acts_reserve_kept(m, a) != 0) return 1;
+    WP_TRY(acts_reserve_kept(m, a));
     return backward_walk(m, chunk, w, a, g_out, dloss, g_in, NULL, WP_F32);
 }
 
-int model_backward_weight(wp_model *m, int chunk, wp_acts *a, void *gw, wp_dtype gt) {
-    if (model_entry_check(m, chunk, a, "model_backward_weight") != 0) return 1;
-    if (check_gw(m, gw, gt, "model_backward_weight") != 0) return 1;
+wp_result model_backward_weight(wp_model *m, int chunk, wp_acts *a, void *gw, wp_dtype gt) {
+    WP_TRY(model_entry_check(m, chunk, a, "model_backward_weight"));
+    WP_TRY(check_gw(m, gw, gt, "model_backward_weight"));
     if (!a->kept_valid) {
         kern_set_error(m->k, "model_backward_weight: chunk %d has no B to finish", chunk);
         return 1;
@@ -101,14 +101,14 @@ int model_backward_weight(wp_model *m, int chunk, wp_acts *a, void *gw, wp_dtype
         block_backward_weight(k, d, &cm->blocks[i], &a->blocks[i], &a->kept[i], a->gx[i + 1], gw, gt);
     if (cm->first) kern_embedding_bwd(k, g_at(gw, gt, cm->embed), gt, a->tokens, a->gx[0], d->T, d->h);
     acts_release_kept(m, a);
-    return kern_error(k) ? 1 : 0;
+    return kern_status(k);
 }
 
-int model_backward(wp_model *m, int chunk, const void *w, wp_acts *a, const void *g_out, float dloss, void *g_in,
+wp_result model_backward(wp_model *m, int chunk, const void *w, wp_acts *a, const void *g_out, float dloss, void *g_in,
                    void *gw, wp_dtype gt) {
-    if (model_entry_check(m, chunk, a, "model_backward") != 0) return 1;
-    if (check_b_io(m, &m->chunks[chunk], g_out, g_in, "model_backward") != 0) return 1;
-    if (check_gw(m, gw, gt, "model_backward") != 0) return 1;
-    if (seg_backward_check(m, a, "model_backward") != 0) return 1;
+    WP_TRY(model_entry_check(m, chunk, a, "model_backward"));
+    WP_TRY(check_b_io(m, &m->chunks[chunk], g_out, g_in, "model_backward"));
+    WP_TRY(check_gw(m, gw, gt, "model_backward"));
+    WP_TRY(seg_backward_check(m, a, "model_backward"));
     return backward_walk(m, chunk, w, a, g_out, dloss, g_in, gw, gt);
 }

@@ -67,38 +67,38 @@ static size_t off_of(const wp_layout *L, const char *fmt, int layer, int *chunk)
     return p ? p->offset : 0;
 }
 
-static int alloc_all(wp_decoder *D) {
+static wp_result alloc_all(wp_decoder *D) {
     wp_kern *k = D->k;
     const size_t R = WP_DECODE_ROWS, cs = D->cs;
     for (int c = 0; c < D->L->cfg.n_chunks; c++)
-        if (!(D->w[c] = kern_alloc(k, D->L->chunk_numel[c] * cs))) return -1;
+        if (!(D->w[c] = kern_alloc(k, D->L->chunk_numel[c] * cs))) return WP_FAILED;
     for (int i = 0; i < D->L->cfg.n_layers; i++) {
         D->cache_k[i] = kern_alloc(k, (size_t)D->max_pos * D->kv * cs);
         D->cache_v[i] = kern_alloc(k, (size_t)D->max_pos * D->kv * cs);
-        if (!D->cache_k[i] || !D->cache_v[i]) return -1;
+        if (!D->cache_k[i] || !D->cache_v[i]) return WP_FAILED;
     }
     void **ct_bufs[] = {&D->x, &D->n1, &D->x1, &D->n2};
     for (size_t i = 0; i < 4; i++)
-        if (!(*ct_bufs[i] = kern_alloc(k, R * D->h * cs))) return -1;
-    if (!(D->qb = kern_alloc(k, R * D->q * cs)) || !(D->att = kern_alloc(k, R * D->q * cs))) return -1;
+        if (!(*ct_bufs[i] = kern_alloc(k, R * D->h * cs))) return WP_FAILED;
+    if (!(D->qb = kern_alloc(k, R * D->q * cs)) || !(D->att = kern_alloc(k, R * D->q * cs))) return WP_FAILED;
     if (!(D->gate = kern_alloc(k, R * D->f * cs)) || !(D->up = kern_alloc(k, R * D->f * cs)) ||
         !(D->sw = kern_alloc(k, R * D->f * cs)))
-        return -1;
+        return WP_FAILED;
     D->rstd = kern_alloc(k, R * sizeof(float));
     D->lse = kern_alloc(k, R * D->nh * sizeof(float));
     D->logits = kern_alloc(k, (size_t)D->V * sizeof(float));
     D->tokens = kern_alloc(k, R * sizeof(int32_t));
-    return D->rstd && D->lse && D->logits && D->tokens ? 0 : -1;
+    return D->rstd && D->lse && D->logits && D->tokens ? WP_OK : WP_FAILED;
 }
 
-static int map_tensors(wp_decoder *D) {
+static wp_result map_tensors(wp_decoder *D) {
     const wp_layout *L = D->L;
     int c = -1;
     size_t off = off_of(L, "model.embed_tokens.weight", 0, &c);
-    if (c < 0) return -1;
+    if (c < 0) return WP_FAILED;
     D->embed = (const char *)D->w[c] + off * D->cs;
     off = off_of(L, "model.norm.weight", 0, &c);
-    if (c < 0) return -1;
+    if (c < 0) return WP_FAILED;
     D->norm = (const char *)D->w[c] + off * D->cs;
     off = off_of(L, "lm_head.weight", 0, &c);
     if (c < 0) off = off_of(L, "model.embed_tokens.weight", 0, &c); /* tied: the head is the embedding */
@@ -116,7 +116,7 @@ static int map_tensors(wp_decoder *D) {
         b->wu = off_of(L, "model.layers.%d.mlp.up_proj.weight", i, &cc[7]);
         b->wd = off_of(L, "model.layers.%d.mlp.down_proj.weight", i, &cc[8]);
         for (int j = 0; j < 9; j++)
-            if (cc[j] != cc[0] || cc[j] < 0) return -1; /* a block never straddles chunks */
+            if (cc[j] != cc[0] || cc[j] < 0) return WP_FAILED; /* a block never straddles chunks */
         b->w = D->w[cc[0]];
     }
     return 0;
@@ -158,7 +158,7 @@ wp_decoder *decoder_create(const wp_layout *L, wp_kern *k, int max_pos, char *er
     return D;
 }
 
-int decoder_set_params(wp_decoder *D, const float *params) {
+wp_result decoder_set_params(wp_decoder *D, const float *params) {
     for (int c = 0; c < D->L->cfg.n_chunks; c++) {
         const float *src = params + D->L->chunk_offset[c];
         size_t n = D->L->chunk_numel[c];
@@ -174,10 +174,10 @@ int decoder_set_params(wp_decoder *D, const float *params) {
         kern_sync(D->k);
         kern_free(D->k, staging);
     }
-    return kern_error(D->k) ? 1 : 0;
+    return kern_status(D->k);
 }
 
-int decoder_set_param(wp_decoder *D, const wp_param *p, size_t first, size_t n, const float *src) {
+wp_result decoder_set_param(wp_decoder *D, const wp_param *p, size_t first, size_t n, const float *src) {
     if (first > layout_param_numel(p) || n > layout_param_numel(p) - first) {
         kern_set_error(D->k, "decoder_set_param: elements %zu..+%zu outside %s", first, n, p->name);
         return 1;
@@ -185,7 +185,7 @@ int decoder_set_param(wp_decoder *D, const wp_param *p, size_t first, size_t n, 
     char *dst = (char *)D->w[p->chunk] + (p->offset + first) * D->cs; /* offsets count from the chunk's start */
     if (D->ct == WP_F32) {
         kern_to_device(D->k, dst, src, n * sizeof(float));
-        return kern_error(D->k) ? 1 : 0;
+        return kern_status(D->k);
     }
     float *staging = kern_alloc(D->k, n * sizeof(float)); /* one piece, not the model */
     if (!staging) return 1;
@@ -193,7 +193,7 @@ int decoder_set_param(wp_decoder *D, const wp_param *p, size_t first, size_t n, 
     kern_convert(D->k, dst, D->ct, staging, WP_F32, n);
     kern_sync(D->k);
     kern_free(D->k, staging);
-    return kern_error(D->k) ? 1 : 0;
+    return kern_status(D->k);
 }
 
 void decoder_reset(wp_decoder *D) { D->pos = 0; }
@@ -240,7 +240,7 @@ static void head_row(wp_decoder *D, int r, float *dst) {
 }
 
 /* One block of n <= WP_DECODE_ROWS positions. */
-static int run_rows(wp_decoder *D, const int32_t *tokens, int n, float *logits, bool all_rows) {
+static wp_result run_rows(wp_decoder *D, const int32_t *tokens, int n, float *logits, bool all_rows) {
     wp_kern *k = D->k;
     kern_to_device(k, D->tokens, tokens, (size_t)n * sizeof(int32_t));
     kern_embedding_fwd(k, D->x, D->tokens, D->embed, n, D->h);                 /* x [n,h] = wte[tokens] */
@@ -253,28 +253,18 @@ static int run_rows(wp_decoder *D, const int32_t *tokens, int n, float *logits, 
     return 0;
 }
 
-int decoder_run(wp_decoder *D, const int32_t *tokens, int n, float *logits, bool all_rows, char *err, size_t errlen) {
-    if (kern_error(D->k)) {
-        snprintf(err, errlen, "decoder: %s", kern_error(D->k));
-        return 1;
-    }
-    if (n < 1 || n > D->max_pos - D->pos) {
-        snprintf(err, errlen, "decoder: %d tokens at position %d, the cache holds %d positions", n, D->pos, D->max_pos);
-        return 2;
-    }
+wp_result decoder_run(wp_decoder *D, const int32_t *tokens, int n, float *logits, bool all_rows, char *err, size_t errlen) {
+    if (kern_error(D->k)) return wp_fail(WP_FAILED, err, errlen, "decoder: %s", kern_error(D->k));
+    if (n < 1 || n > D->max_pos - D->pos) return wp_fail(WP_BAD_INPUT, err, errlen, "decoder: %d tokens at position %d, the cache holds %d positions", n, D->pos, D->max_pos);
     for (int t = 0; t < n; t++)
-        if (tokens[t] < 0 || tokens[t] >= D->V) {
-            snprintf(err, errlen, "decoder: token %d at %d is outside the vocabulary [0, %lld)", (int)tokens[t], t,
+        if (tokens[t] < 0 || tokens[t] >= D->V) return wp_fail(WP_BAD_INPUT, err, errlen, "decoder: token %d at %d is outside the vocabulary [0, %lld)", (int)tokens[t], t,
                      (long long)D->V);
-            return 2;
-        }
     const int pos0 = D->pos;
     for (int t = 0; t < n; t += WP_DECODE_ROWS) {
         int rows = n - t < WP_DECODE_ROWS ? n - t : WP_DECODE_ROWS;
         if (run_rows(D, tokens + t, rows, all_rows && logits ? logits + (size_t)t * D->V : NULL, all_rows) != 0) {
             D->pos = pos0; /* the cache rows written are beyond pos: as if never appended */
-            snprintf(err, errlen, "decoder: %s", kern_error(D->k) ? kern_error(D->k) : "kernel failure");
-            return 1;
+            return wp_fail(WP_FAILED, err, errlen, "decoder: %s", kern_error(D->k) ? kern_error(D->k) : "kernel failure");
         }
     }
     if (logits && !all_rows) {
@@ -282,10 +272,7 @@ int decoder_run(wp_decoder *D, const int32_t *tokens, int n, float *logits, bool
         head_row(D, last, logits);
         kern_sync(D->k);
     }
-    if (kern_error(D->k)) {
-        snprintf(err, errlen, "decoder: %s", kern_error(D->k));
-        return 1;
-    }
+    if (kern_error(D->k)) return wp_fail(WP_FAILED, err, errlen, "decoder: %s", kern_error(D->k));
     return 0;
 }
 
@@ -377,11 +364,8 @@ int decoder_generate(wp_decoder *D, wp_sampler *S, const int32_t *prompt, int P,
                      size_t errlen) {
     *n_out = 0;
     float *logits = malloc((size_t)D->V * sizeof *logits);
-    if (!logits) {
-        snprintf(err, errlen, "decoder: out of host memory for %lld logits", (long long)D->V);
-        return 1;
-    }
-    int rc = decoder_run(D, prompt, P, logits, false, err, errlen);
+    if (!logits) return wp_fail(WP_FAILED, err, errlen, "decoder: out of host memory for %lld logits", (long long)D->V);
+    wp_result rc = decoder_run(D, prompt, P, logits, false, err, errlen);
     while (rc == 0 && *n_out < max_new) {
         int32_t id = sampler_pick(S, logits);
         out[(*n_out)++] = id;

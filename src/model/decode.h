@@ -19,6 +19,7 @@
 
 #include "kernels.h"
 #include "layout.h"
+#include "result.h"
 
 #define WP_DECODE_ROWS 64 /* prefill block: bounds the scratch, whatever the prompt's length */
 
@@ -31,12 +32,12 @@ void decoder_destroy(wp_decoder *D);
 
 /* Upload total_numel fp32 parameters (layout order, chunks concatenated), rounded to the
  * backend's compute dtype. */
-int decoder_set_params(wp_decoder *D, const float *params);
+wp_result decoder_set_params(wp_decoder *D, const float *params);
 
 /* Upload elements [first, first + n) of one parameter p of L (n fp32 values), rounded as
  * decoder_set_params does: a loader hands the weights over piece by piece, never holding a
  * second copy of the whole model. */
-int decoder_set_param(wp_decoder *D, const wp_param *p, size_t first, size_t n, const float *src);
+wp_result decoder_set_param(wp_decoder *D, const wp_param *p, size_t first, size_t n, const float *src);
 
 /* Forget the cached positions: the next decoder_run starts a new sequence at position 0. */
 void decoder_reset(wp_decoder *D);
@@ -47,7 +48,7 @@ int decoder_max_pos(const wp_decoder *D);
 /* Run tokens[0..n) at positions decoder_pos() .. +n-1, appending their keys and values to the
  * cache. logits (host fp32): the next-token logits of the last of them [V], or with all_rows
  * those of every one of them [n, V]. On an error nothing is appended. */
-int decoder_run(wp_decoder *D, const int32_t *tokens, int n, float *logits, bool all_rows, char *err, size_t errlen);
+wp_result decoder_run(wp_decoder *D, const int32_t *tokens, int n, float *logits, bool all_rows, char *err, size_t errlen);
 
 /* Choosing the next token from logits. temperature 0: the argmax (ties to the lowest id).
  * Otherwise softmax(logits / temperature) restricted to the top_k most likely ids (0: all;

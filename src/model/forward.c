@@ -2,7 +2,7 @@
  * (last chunk). Each block's output is written straight into the next block's kept input. */
 #include "model_impl.h"
 
-int model_entry_check(wp_model *m, int chunk, const wp_acts *a, const char *fn) {
+wp_result model_entry_check(wp_model *m, int chunk, const wp_acts *a, const char *fn) {
     if (kern_error(m->k)) return 1;
     if (chunk < 0 || chunk >= m->L.cfg.n_chunks) {
         kern_set_error(m->k, "%s: chunk %d out of range [0, %d)", fn, chunk, m->L.cfg.n_chunks);
@@ -29,7 +29,7 @@ static wp_block_acts fwd_block_acts(const wp_model *m, const wp_acts *a, int i) 
     return A;
 }
 
-static int check_io(wp_model *m, const wp_chunk_map *cm, const void *x_in, const int32_t *tokens,
+static wp_result check_io(wp_model *m, const wp_chunk_map *cm, const void *x_in, const int32_t *tokens,
                     const int32_t *targets, const void *x_out) {
     const char *missing = cm->first && !tokens   ? "tokens"
                           : !cm->first && !x_in  ? "x_in"
@@ -37,18 +37,18 @@ static int check_io(wp_model *m, const wp_chunk_map *cm, const void *x_in, const
                           : !cm->last && !x_out  ? "x_out"
                                                  : NULL;
     if (missing) kern_set_error(m->k, "model_forward: %s is NULL", missing);
-    return missing ? -1 : 0;
+    return missing ? WP_FAILED : WP_OK;
 }
 
-int model_forward(wp_model *m, int chunk, const void *w, wp_acts *a, const void *x_in, const int32_t *tokens,
+wp_result model_forward(wp_model *m, int chunk, const void *w, wp_acts *a, const void *x_in, const int32_t *tokens,
                   const int32_t *targets, void *x_out, double *loss_sum) {
-    if (model_entry_check(m, chunk, a, "model_forward") != 0) return 1;
+    WP_TRY(model_entry_check(m, chunk, a, "model_forward"));
     wp_kern *k = m->k;
     const wp_dims *d = &a->d;
     const wp_chunk_map *cm = &m->chunks[chunk];
     const int n = cm->n_layers;
-    if (check_io(m, cm, x_in, tokens, targets, x_out) != 0) return 1;
-    if (seg_forward_begin(m, a, "model_forward") != 0) return 1;
+    WP_TRY(check_io(m, cm, x_in, tokens, targets, x_out));
+    WP_TRY(seg_forward_begin(m, a, "model_forward"));
     a->tokens = tokens;
     a->targets = targets;
     void *x0 = n > 0 ? a->blocks[0].x : cm->last ? a->x_final : x_out;
@@ -63,5 +63,5 @@ int model_forward(wp_model *m, int chunk, const void *w, wp_acts *a, const void 
         block_forward(k, d, w, &cm->blocks[i], &A, seg_kv_of(m, a, i, &sbuf), out); /* out [T,h] */
     }
     if (cm->last) return head_forward(m, cm, w, a, loss_sum);
-    return kern_error(k) ? 1 : 0;
+    return kern_status(k);
 }

@@ -10,13 +10,13 @@
 
 static int head_rows(const wp_dims *d) { return d->T < WP_HEAD_ROWS ? d->T : WP_HEAD_ROWS; }
 
-int head_forward(wp_model *m, const wp_chunk_map *cm, const void *w, wp_acts *a, double *loss_sum) {
+wp_result head_forward(wp_model *m, const wp_chunk_map *cm, const void *w, wp_acts *a, double *loss_sum) {
     wp_kern *k = m->k;
     const wp_dims *d = &a->d;
     kern_rmsnorm_fwd(k, a->n_final, a->rstd_final, a->x_final, w_at(d, w, cm->norm), d->T, d->h, d->eps); /* [T,h] */
     kern_lmhead_ce_fwd(k, a->losses, a->lse_head, a->n_final, w_at(d, w, cm->head), a->targets, d->T, d->h,
                        d->V);                                                   /* losses, lse [T] */
-    if (!loss_sum) return kern_error(k) ? 1 : 0;
+    if (!loss_sum) return kern_status(k);
     kern_to_host(k, m->host_losses, a->losses, (size_t)d->T * sizeof(float));
     if (kern_error(k)) return 1;
     double sum = 0;

@@ -8,14 +8,6 @@
 #include <string.h>
 
 
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return rc;
-}
-
 wp_dtype precision_weight_dtype(wp_precision p) {
     return p == WP_PREC_MIXED ? WP_F16 : p == WP_PREC_BF16 ? WP_BF16 : WP_F32;
 }
@@ -33,7 +25,7 @@ void model_cfg_even_chunks(wp_model_cfg *cfg, int n_chunks) {
 
 #define NEED(cond, ...) \
     do {                \
-        if (!(cond)) return fail(err, errlen, 2, __VA_ARGS__); \
+        if (!(cond)) return wp_fail(WP_BAD_INPUT, err, errlen, __VA_ARGS__); \
     } while (0)
 
 size_t layout_block_numel(const wp_model_cfg *c) {
@@ -63,11 +55,11 @@ static bool add_param(wp_layout *L, int *cap, const char *name, wp_param_kind ki
     return true;
 }
 
-int layout_build(const wp_model_cfg *cfg, wp_layout *L, char *err, size_t errlen) {
+wp_result layout_build(const wp_model_cfg *cfg, wp_layout *L, char *err, size_t errlen) {
     memset(L, 0, sizeof *L);
     L->cfg = *cfg;
     if (cfg->n_chunks < 1 || cfg->n_chunks > WP_MAX_CHUNKS)
-        return fail(err, errlen, 2, "--num-chunks: %d is out of range", cfg->n_chunks);
+        return wp_fail(WP_BAD_INPUT, err, errlen, "--num-chunks: %d is out of range", cfg->n_chunks);
     int cap = 0, layer = 0;
     bool ok = true;
     const int h = cfg->h, q = cfg->n_heads * cfg->head_dim, kv = cfg->n_kv_heads * cfg->head_dim, f = cfg->ffn;
@@ -96,11 +88,11 @@ int layout_build(const wp_model_cfg *cfg, wp_layout *L, char *err, size_t errlen
     }
     if (!ok) {
         layout_free(L);
-        return fail(err, errlen, 1, "out of memory building the parameter table");
+        return wp_fail(WP_FAILED, err, errlen, "out of memory building the parameter table");
     }
     if (layer != cfg->n_layers) {
         layout_free(L);
-        return fail(err, errlen, 2, "--chunk-layers: chunks hold %d layers, but --num-layers is %d", layer,
+        return wp_fail(WP_BAD_INPUT, err, errlen, "--chunk-layers: chunks hold %d layers, but --num-layers is %d", layer,
                     cfg->n_layers);
     }
     for (int c = 0; c < cfg->n_chunks; c++) {

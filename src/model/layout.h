@@ -11,6 +11,7 @@
 
 #include "kernels.h"
 #include "optim.h"
+#include "result.h"
 
 #define WP_MAX_CHUNKS 256
 
@@ -79,7 +80,7 @@ void model_cfg_balanced_chunks(wp_model_cfg *cfg, int n_chunks);
 
 /* 0; 2 with a reason naming the flag when cfg's chunking is impossible (--num-chunks,
  * --chunk-layers); 1 when memory runs out. Caller frees with layout_free. */
-int layout_build(const wp_model_cfg *cfg, wp_layout *L, char *err, size_t errlen);
+wp_result layout_build(const wp_model_cfg *cfg, wp_layout *L, char *err, size_t errlen);
 void layout_free(wp_layout *L);
 const wp_param *layout_find(const wp_layout *L, const char *name);
 /* Elements of one parameter (rows x cols). */

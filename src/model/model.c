@@ -7,9 +7,8 @@
 
 #include "model_impl.h"
 
-static int map_fail(char *err, size_t errlen, const wp_param *p, const char *want) {
-    snprintf(err, errlen, "model: parameter '%s' found where '%s' was expected", p ? p->name : "(none)", want);
-    return -1;
+static wp_result map_fail(char *err, size_t errlen, const wp_param *p, const char *want) {
+    return wp_fail(WP_FAILED, err, errlen, "model: parameter '%s' found where '%s' was expected", p ? p->name : "(none)", want);
 }
 
 static bool name_ends(const wp_param *p, const char *suffix) {
@@ -19,7 +18,7 @@ static bool name_ends(const wp_param *p, const char *suffix) {
 
 /* Walk chunk c's parameters in layout order and record each tensor's offset by name, so
  * that a change of order in layout.c fails loudly here instead of mixing up weights. */
-static int map_chunk(const wp_layout *L, int c, wp_chunk_map *cm, char *err, size_t errlen) {
+static wp_result map_chunk(const wp_layout *L, int c, wp_chunk_map *cm, char *err, size_t errlen) {
     static const char *block_names[9] = {"input_layernorm.weight", "self_attn.q_proj.weight", "self_attn.k_proj.weight",
                                          "self_attn.v_proj.weight", "self_attn.o_proj.weight",
                                          "post_attention_layernorm.weight", "mlp.gate_proj.weight",
@@ -29,15 +28,10 @@ static int map_chunk(const wp_layout *L, int c, wp_chunk_map *cm, char *err, siz
     cm->n_layers = L->cfg.chunk_layers[c];
     cm->first = c == 0;
     cm->last = c == L->cfg.n_chunks - 1;
-    if (cm->n_layers == 0 && !(cm->first && cm->last)) {
-        snprintf(err, errlen, "model: chunk %d holds no layers (only a lone chunk may)", c);
-        return -1;
-    }
+    if (cm->n_layers == 0 && !(cm->first && cm->last))
+        return wp_fail(WP_FAILED, err, errlen, "model: chunk %d holds no layers (only a lone chunk may)", c);
     cm->blocks = calloc((size_t)(cm->n_layers ? cm->n_layers : 1), sizeof *cm->blocks);
-    if (!cm->blocks) {
-        snprintf(err, errlen, "model: out of host memory for chunk %d's map", c);
-        return -1;
-    }
+    if (!cm->blocks) return wp_fail(WP_FAILED, err, errlen, "model: out of host memory for chunk %d's map", c);
     if (cm->first) {
         if (p >= end || strcmp(L->params[p].name, "model.embed_tokens.weight") != 0)
             return map_fail(err, errlen, p < end ? &L->params[p] : NULL, "model.embed_tokens.weight");
@@ -177,7 +171,7 @@ void model_acts_destroy(wp_model *m, wp_acts *a) {
     free(a);
 }
 
-int acts_reserve_kept(wp_model *m, wp_acts *a) {
+wp_result acts_reserve_kept(wp_model *m, wp_acts *a) {
     wp_arena ar = {0};
     acts_plan_kept(&m->L, a->chunk, &a->d, &ar, NULL);
     a->kept_bytes = arena_size(&ar);

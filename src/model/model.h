@@ -19,6 +19,7 @@
 
 #include "kernels.h"
 #include "layout.h"
+#include "result.h"
 
 typedef struct wp_model wp_model;
 typedef struct wp_acts wp_acts;
@@ -49,29 +50,29 @@ size_t model_scratch_bytes(const wp_layout *L, wp_dtype compute);
 wp_acts *model_acts_create_segment(wp_model *m, int chunk, int t0, int t1, wp_acts *prev);
 /* Link a segment state to a micro-batch's state of the segment before it (NULL for the first),
  * e.g. to reuse its memory for another micro-batch. 0, or 1 with a kern error on a mismatch. */
-int model_acts_relink(wp_model *m, wp_acts *a, wp_acts *prev);
+wp_result model_acts_relink(wp_model *m, wp_acts *a, wp_acts *prev);
 /* model_acts_bytes for a segment state (its K/V and dK/dV accumulators included). */
 size_t model_acts_bytes_segment(const wp_layout *L, int chunk, wp_dtype compute, bool split_backward, int t0, int t1);
 
 /* F. chunk 0 reads tokens (x_in unused); later chunks read x_in [T,h]. Chunks before the last
  * write x_out [T,h]; the last chunk reads targets and adds its token losses to *loss_sum.
  * x_in is copied into a, so the caller may reuse its buffer. */
-int model_forward(wp_model *m, int chunk, const void *w, wp_acts *a, const void *x_in,
+wp_result model_forward(wp_model *m, int chunk, const void *w, wp_acts *a, const void *x_in,
                   const int32_t *tokens, const int32_t *targets, void *x_out, double *loss_sum);
 
 /* B. g_out [T,h] is the gradient of the chunk's output (unused for the last chunk, which
  * starts from dloss); writes g_in [T,h], the gradient of its input (unused for chunk 0).
  * Keeps what the W-pass needs in a. */
-int model_backward_input(wp_model *m, int chunk, const void *w, wp_acts *a, const void *g_out,
+wp_result model_backward_input(wp_model *m, int chunk, const void *w, wp_acts *a, const void *g_out,
                          float dloss, void *g_in);
 
 /* W-pass. Adds this micro-batch's weight gradient to gw (chunk_numel elements of gw_dtype:
  * WP_F32 or WP_BF16) and releases what B kept. Needs no weights. */
-int model_backward_weight(wp_model *m, int chunk, wp_acts *a, void *gw, wp_dtype gw_dtype);
+wp_result model_backward_weight(wp_model *m, int chunk, wp_acts *a, void *gw, wp_dtype gw_dtype);
 
 /* B and W-pass in one: the same arithmetic as model_backward_input followed by
  * model_backward_weight (bit-identical results), without keeping the W-pass state. */
-int model_backward(wp_model *m, int chunk, const void *w, wp_acts *a, const void *g_out, float dloss,
+wp_result model_backward(wp_model *m, int chunk, const void *w, wp_acts *a, const void *g_out, float dloss,
                    void *g_in, void *gw, wp_dtype gw_dtype);
 
 #endif

@@ -4,6 +4,7 @@
 #define WP_MODEL_IMPL_H
 
 #include "model.h"
+#include "result.h"
 
 /* Sizes every kernel call of a chunk needs. */
 typedef struct {
@@ -136,7 +137,7 @@ void model_plan_scratch(const wp_dims *d, wp_arena *ar, wp_model *m);
 size_t model_acts_held_bytes(const wp_acts *a);
 
 /* Sticky-error and argument checks shared by the entry points; 0, or 1 with a kern error. */
-int model_entry_check(wp_model *m, int chunk, const wp_acts *a, const char *fn);
+wp_result model_entry_check(wp_model *m, int chunk, const wp_acts *a, const char *fn);
 
 /* A state of the sizes d (whole sequence or segment), its forward arena allocated (model.c). */
 wp_acts *acts_create(wp_model *m, int chunk, const wp_dims *d);
@@ -145,13 +146,13 @@ wp_acts *acts_create(wp_model *m, int chunk, const wp_dims *d);
  * accumulators and marks the predecessor as awaiting this B; B refuses to run while a later
  * segment's B is pending, and clears the mark on its predecessor when done. The int ones return
  * 0, or 1 with a kern error. */
-int seg_forward_begin(wp_model *m, wp_acts *a, const char *fn);
-int seg_backward_check(wp_model *m, const wp_acts *a, const char *fn);
+wp_result seg_forward_begin(wp_model *m, wp_acts *a, const char *fn);
+wp_result seg_backward_check(wp_model *m, const wp_acts *a, const char *fn);
 void seg_backward_end(wp_acts *a);
 
 /* The kept arena of a split backward: allocated by B (0, or 1 with a kern error), released by
  * the W-pass (model.c). */
-int acts_reserve_kept(wp_model *m, wp_acts *a);
+wp_result acts_reserve_kept(wp_model *m, wp_acts *a);
 void acts_release_kept(wp_model *m, wp_acts *a);
 
 /* Rows per block of the LM head's backward (src/model/head.c). */
@@ -160,7 +161,7 @@ void acts_release_kept(wp_model *m, wp_acts *a);
 /* The last chunk's head and the loss (src/model/head.c); head_forward returns 0, or 1 with a kern
  * error. top receives the gradient of the final norm's input; gw == NULL for B (dlogits kept),
  * else fused. */
-int head_forward(wp_model *m, const wp_chunk_map *cm, const void *w, wp_acts *a, double *loss_sum);
+wp_result head_forward(wp_model *m, const wp_chunk_map *cm, const void *w, wp_acts *a, double *loss_sum);
 void head_backward(wp_model *m, const wp_chunk_map *cm, const void *w, wp_acts *a, float dloss, void *top, void *gw,
                    wp_dtype gt);
 void head_backward_weight(wp_model *m, const wp_chunk_map *cm, wp_acts *a, void *gw, wp_dtype gt);

@@ -13,13 +13,13 @@
 static size_t kv_row_bytes(const wp_dims *d) { return (size_t)d->kv * d->ct; }
 
 /* The gathered prefix and its gradients: one buffer for the model, cut in four. */
-static int seg_scratch_reserve(wp_model *m) {
+static wp_result seg_scratch_reserve(wp_model *m) {
     if (m->seg_mem) return 0;
     size_t one = (size_t)m->d.b * (size_t)m->d.seq_full * kv_row_bytes(&m->d);
     wp_arena ar = {0};
     for (int i = 0; i < 4; i++) arena_take(&ar, one);
     m->seg_mem = kern_alloc(m->k, arena_size(&ar));
-    if (!m->seg_mem) return -1;
+    if (!m->seg_mem) return WP_FAILED;
     ar = (wp_arena){.base = m->seg_mem};
     m->s_kv_k = arena_take(&ar, one);
     m->s_kv_v = arena_take(&ar, one);
@@ -29,11 +29,11 @@ static int seg_scratch_reserve(wp_model *m) {
 }
 
 /* prev, when given, must be the same chunk's state of the segment ending at t0 (none at t0 = 0). */
-static int check_prev(wp_model *m, int chunk, int t0, int t1, const wp_acts *prev, const char *fn) {
+static wp_result check_prev(wp_model *m, int chunk, int t0, int t1, const wp_acts *prev, const char *fn) {
     if (!prev || (t0 > 0 && prev->chunk == chunk && prev->d.pos0 + prev->d.s == t0)) return 0;
     kern_set_error(m->k, "%s: segment [%d, %d) of chunk %d linked to [%d, %d) of chunk %d (want the segment ending at %d "
                    "of the same chunk)", fn, t0, t1, chunk, prev->d.pos0, prev->d.pos0 + prev->d.s, prev->chunk, t0);
-    return -1;
+    return WP_FAILED;
 }
 
 wp_acts *model_acts_create_segment(wp_model *m, int chunk, int t0, int t1, wp_acts *prev) {
@@ -55,9 +55,9 @@ wp_acts *model_acts_create_segment(wp_model *m, int chunk, int t0, int t1, wp_ac
     return a;
 }
 
-int model_acts_relink(wp_model *m, wp_acts *a, wp_acts *prev) {
+wp_result model_acts_relink(wp_model *m, wp_acts *a, wp_acts *prev) {
     if (kern_error(m->k)) return 1;
-    if (check_prev(m, a->chunk, a->d.pos0, a->d.pos0 + a->d.s, prev, "model_acts_relink") != 0) return 1;
+    WP_TRY(check_prev(m, a->chunk, a->d.pos0, a->d.pos0 + a->d.s, prev, "model_acts_relink"));
     a->prev = prev;
     a->later_awaits_b = false;
     return 0;
@@ -148,7 +148,7 @@ void seg_attention_bwd(wp_kern *k, const wp_dims *d, const wp_block_acts *A, con
     }
 }
 
-int seg_forward_begin(wp_model *m, wp_acts *a, const char *fn) {
+wp_result seg_forward_begin(wp_model *m, wp_acts *a, const char *fn) {
     if (a->d.pos0 > 0 && !a->prev) {
         kern_set_error(m->k, "%s: segment [%d, %d) of chunk %d is not linked to the segment before it", fn, a->d.pos0,
                        a->d.pos0 + a->d.s, a->chunk);
@@ -166,10 +166,10 @@ int seg_forward_begin(wp_model *m, wp_acts *a, const char *fn) {
         }
     a->later_awaits_b = false;
     if (a->prev) a->prev->later_awaits_b = true;
-    return kern_error(m->k) ? 1 : 0;
+    return kern_status(m->k);
 }
 
-int seg_backward_check(wp_model *m, const wp_acts *a, const char *fn) {
+wp_result seg_backward_check(wp_model *m, const wp_acts *a, const char *fn) {
     if (!a->later_awaits_b) return 0;
     kern_set_error(m->k, "%s: segment [%d, %d) of chunk %d before the B of the segment after it (Seq1F1B's backward is last in, first out)",
                    fn, a->d.pos0, a->d.pos0 + a->d.s, a->chunk);

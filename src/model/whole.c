@@ -41,17 +41,17 @@ void whole_destroy(wp_whole *W) {
     free(W);
 }
 
-static int alloc_chunk(wp_whole *W, int c) {
+static wp_result alloc_chunk(wp_whole *W, int c) {
     wp_dtype ct = kern_compute_dtype(W->k);
     size_t n = W->L->chunk_numel[c];
     W->w[c] = kern_alloc(W->k, n * wp_dtype_size(ct));
     W->gw[c] = kern_alloc(W->k, n * wp_dtype_size(W->gt));
     W->acts[c] = W->w[c] && W->gw[c] ? model_acts_create(W->m, c) : NULL;
-    if (!W->acts[c]) return -1;
+    if (!W->acts[c]) return WP_FAILED;
     if (c == W->n_chunks - 1) return 0;
     W->x[c] = kern_alloc(W->k, W->act_bytes);
     W->g[c] = W->x[c] ? kern_alloc(W->k, W->act_bytes) : NULL;
-    return W->g[c] ? 0 : -1;
+    return W->g[c] ? WP_OK : WP_FAILED;
 }
 
 wp_whole *whole_create(const wp_layout *L, wp_kern *k, wp_dtype gw_dtype, char *err, size_t errlen) {
@@ -77,7 +77,7 @@ wp_whole *whole_create(const wp_layout *L, wp_kern *k, wp_dtype gw_dtype, char *
     }
     W->inputs = kern_alloc(k, W->T * sizeof(int32_t));
     W->targets = W->inputs ? kern_alloc(k, W->T * sizeof(int32_t)) : NULL;
-    int rc = W->targets ? 0 : -1;
+    int rc = W->targets ? WP_OK : WP_FAILED;
     for (int c = 0; rc == 0 && c < W->n_chunks; c++) rc = alloc_chunk(W, c);
     if (rc != 0) {
         snprintf(err, errlen, "whole model: %s", kern_error(k) ? kern_error(k) : "out of memory");
@@ -89,7 +89,7 @@ wp_whole *whole_create(const wp_layout *L, wp_kern *k, wp_dtype gw_dtype, char *
 
 wp_model *whole_model(const wp_whole *W) { return W->m; }
 
-int whole_set_params(wp_whole *W, const float *params) {
+wp_result whole_set_params(wp_whole *W, const float *params) {
     wp_dtype ct = kern_compute_dtype(W->k);
     for (int c = 0; c < W->n_chunks; c++) {
         const float *src = params + W->L->chunk_offset[c];
@@ -106,34 +106,34 @@ int whole_set_params(wp_whole *W, const float *params) {
         kern_sync(W->k);
         kern_free(W->k, staging);
     }
-    return kern_error(W->k) ? 1 : 0;
+    return kern_status(W->k);
 }
 
-int whole_set_tokens(wp_whole *W, const int32_t *inputs, const int32_t *targets) {
+wp_result whole_set_tokens(wp_whole *W, const int32_t *inputs, const int32_t *targets) {
     kern_to_device(W->k, W->inputs, inputs, W->T * sizeof(int32_t));
     kern_to_device(W->k, W->targets, targets, W->T * sizeof(int32_t));
-    return kern_error(W->k) ? 1 : 0;
+    return kern_status(W->k);
 }
 
-static int forward_all(wp_whole *W, double *loss_mean) {
+static wp_result forward_all(wp_whole *W, double *loss_mean) {
     double loss_sum = 0;
     for (int c = 0; c < W->n_chunks; c++) {
         const void *x_in = c > 0 ? W->x[c - 1] : NULL;
         void *x_out = c < W->n_chunks - 1 ? W->x[c] : NULL;
-        if (model_forward(W->m, c, W->w[c], W->acts[c], x_in, W->inputs, W->targets, x_out, &loss_sum) != 0) return 1;
+        WP_TRY(model_forward(W->m, c, W->w[c], W->acts[c], x_in, W->inputs, W->targets, x_out, &loss_sum));
     }
     *loss_mean = loss_sum / (double)W->T;
     return 0;
 }
 
-int whole_forward(wp_whole *W, double *loss_mean) { return forward_all(W, loss_mean); }
+wp_result whole_forward(wp_whole *W, double *loss_mean) { return forward_all(W, loss_mean); }
 
-int whole_zero_grads(wp_whole *W) {
+wp_result whole_zero_grads(wp_whole *W) {
     for (int c = 0; c < W->n_chunks; c++) kern_zero(W->k, W->gw[c], W->L->chunk_numel[c] * wp_dtype_size(W->gt));
-    return kern_error(W->k) ? 1 : 0;
+    return kern_status(W->k);
 }
 
-int whole_backward(wp_whole *W, bool split) {
+wp_result whole_backward(wp_whole *W, bool split) {
     const float dloss = (float)(1.0 / (double)W->T);
     for (int c = W->n_chunks - 1; c >= 0; c--) {
         const void *g_out = c < W->n_chunks - 1 ? W->g[c] : NULL;
@@ -146,12 +146,12 @@ int whole_backward(wp_whole *W, bool split) {
     return 0;
 }
 
-int whole_step(wp_whole *W, bool split, double *loss_mean) {
+wp_result whole_step(wp_whole *W, bool split, double *loss_mean) {
     if (whole_zero_grads(W) != 0 || forward_all(W, loss_mean) != 0) return 1;
     return whole_backward(W, split);
 }
 
-int whole_get_grads(wp_whole *W, float *grads) {
+wp_result whole_get_grads(wp_whole *W, float *grads) {
     for (int c = 0; c < W->n_chunks; c++) {
         float *dst = grads + W->L->chunk_offset[c];
         size_t n = W->L->chunk_numel[c];
@@ -166,12 +166,12 @@ int whole_get_grads(wp_whole *W, float *grads) {
         if (kern_error(W->k)) return 1;
         for (size_t i = 0; i < n; i++) dst[i] = wp_bf16_to_f32(half[i]);
     }
-    return kern_error(W->k) ? 1 : 0;
+    return kern_status(W->k);
 }
 
 const void *whole_input_grad(const wp_whole *W, int c) { return c > 0 && c < W->n_chunks ? W->g[c - 1] : NULL; }
 
-int whole_load_random(wp_whole *W, uint64_t seed, char *err, size_t errlen) {
+wp_result whole_load_random(wp_whole *W, uint64_t seed, char *err, size_t errlen) {
     const wp_layout *L = W->L;
     size_t T = (size_t)L->cfg.micro_batch * L->cfg.seq;
     float *params = malloc(L->total_numel * sizeof(float));
@@ -201,7 +201,7 @@ static double mono_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-int whole_time_step(wp_whole *W, double *fwd_s, double *bwd_s, double *loss) {
+wp_result whole_time_step(wp_whole *W, double *fwd_s, double *bwd_s, double *loss) {
     double l;
     if (whole_zero_grads(W) != 0) return 1;
     kern_sync(W->k);

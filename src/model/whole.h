@@ -9,6 +9,7 @@
 #define WP_WHOLE_H
 
 #include "model.h"
+#include "result.h"
 
 typedef struct wp_whole wp_whole;
 
@@ -19,30 +20,30 @@ wp_model *whole_model(const wp_whole *W);
 
 /* Upload total_numel fp32 parameters (layout order, chunks concatenated), rounded to the
  * backend's compute dtype. */
-int whole_set_params(wp_whole *W, const float *params);
+wp_result whole_set_params(wp_whole *W, const float *params);
 /* Upload b*s input tokens and b*s targets (host int32, row-major [b,s]). */
-int whole_set_tokens(wp_whole *W, const int32_t *inputs, const int32_t *targets);
+wp_result whole_set_tokens(wp_whole *W, const int32_t *inputs, const int32_t *targets);
 
 /* Mean loss over the b*s targets (forward only). */
-int whole_forward(wp_whole *W, double *loss_mean);
+wp_result whole_forward(wp_whole *W, double *loss_mean);
 /* Zero the gradients, run F then the backward of every chunk with dloss = 1/(b*s); split
  * runs B then the W-pass per chunk, otherwise the fused backward. */
-int whole_step(wp_whole *W, bool split, double *loss_mean);
+wp_result whole_step(wp_whole *W, bool split, double *loss_mean);
 /* The parts of whole_step, for timing them apart: zero the gradients; the backward of every
  * chunk after a whole_forward (gradients add up). */
-int whole_zero_grads(wp_whole *W);
-int whole_backward(wp_whole *W, bool split);
+wp_result whole_zero_grads(wp_whole *W);
+wp_result whole_backward(wp_whole *W, bool split);
 
 /* For timing (weipipe bench, train --calibrate): the layout's seeded initial parameters and
  * b*s random input and target tokens; the values do not change the time. 0, or 1 with the
  * reason in err (host memory, or the backend's error). */
-int whole_load_random(wp_whole *W, uint64_t seed, char *err, size_t errlen);
+wp_result whole_load_random(wp_whole *W, uint64_t seed, char *err, size_t errlen);
 /* One step (zeroed gradients, forward, fused backward) with the backend synced around each half,
  * its forward and backward wall times apart; *loss may be NULL. 0, or 1 (backend error). */
-int whole_time_step(wp_whole *W, double *fwd_s, double *bwd_s, double *loss);
+wp_result whole_time_step(wp_whole *W, double *fwd_s, double *bwd_s, double *loss);
 
 /* d(mean loss)/d(param) as total_numel fp32 (host), in layout order. */
-int whole_get_grads(wp_whole *W, float *grads);
+wp_result whole_get_grads(wp_whole *W, float *grads);
 /* The gradient of chunk c's input after whole_step (T*h compute-dtype elements, backend
  * memory; NULL for chunk 0). */
 const void *whole_input_grad(const wp_whole *W, int c);

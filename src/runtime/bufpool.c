@@ -48,7 +48,7 @@ rt_entry *pool_find(rt_pool *p, wp_buf b) {
 }
 
 /* A free slot of exactly this size, or new memory. */
-static int take_slot(rt_pool *p, size_t bytes, rt_slot *out) {
+static wp_result take_slot(rt_pool *p, size_t bytes, rt_slot *out) {
     for (int i = 0; i < p->n_free; i++)
         if (p->free[i].bytes == bytes) {
             *out = p->free[i];
@@ -58,7 +58,7 @@ static int take_slot(rt_pool *p, size_t bytes, rt_slot *out) {
     memset(out, 0, sizeof *out);
     out->bytes = bytes;
     out->data = kern_alloc(p->k, bytes);
-    if (!out->data) return -1;
+    if (!out->data) return WP_FAILED;
     p->allocated += bytes;
     return 0;
 }
@@ -114,7 +114,7 @@ static rt_entry *create_own(rt_pool *p, wp_buf b, int nslices, char *err, size_t
     rt_slot s;
     size_t bytes = p->sched ? sched_buf_bytes(p->sched, p->seg_t, p->L, b) : buf_bytes(p->L, b);
     wp_mem_term was = kern_mem_term(p->k, term_of(b));
-    int got = e ? take_slot(p, bytes, &s) : -1;
+    wp_result got = e ? take_slot(p, bytes, &s) : WP_FAILED;
     kern_mem_term(p->k, was);
     if (got != 0) {
         snprintf(err, errlen, "out of memory for buffer %s (%zu bytes)%s%s", buf_name(b, name, sizeof name), bytes,

@@ -21,10 +21,7 @@
 #define CAL_BW_BYTES ((size_t)8 << 20) /* large enough that latency is a small part on a fast link */
 #define CAL_BW_ROUNDS 4        /* after one unmeasured */
 
-static int fail(char *err, size_t errlen, const char *what, const char *why) {
-    snprintf(err, errlen, "calibration: %s: %s", what, why ? why : "failed");
-    return 1;
-}
+static wp_result fail(char *err, size_t errlen, const char *what, const char *why) { return wp_fail(WP_FAILED, err, errlen, "calibration: %s: %s", what, why ? why : "failed"); }
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -34,7 +31,7 @@ static int cmp_double(const void *a, const void *b) {
 /* This rank's median forward and backward times of one micro-batch through the whole model.
  * The iteration count is agreed (from the slowest warm-up) so that every rank computes for the
  * same stretch and none measures a machine the others have already left. */
-static int time_compute(const wp_layout *L, const wp_kern_opts *ko, uint64_t seed, wp_control *ctl, double *fwd_s,
+static wp_result time_compute(const wp_layout *L, const wp_kern_opts *ko, uint64_t seed, wp_control *ctl, double *fwd_s,
                         double *bwd_s, char *err, size_t errlen) {
     char why[512] = "";
     wp_kern *k = kern_create(ko, why, sizeof why);
@@ -72,7 +69,7 @@ static int time_compute(const wp_layout *L, const wp_kern_opts *ko, uint64_t see
 
 /* One round around the ring: send bytes to the next rank and receive as many from the previous
  * one, every rank at once (as a weight-passing schedule's hops carry). */
-static int ring_round(wp_transport *t, int rank, int n, void *sbuf, void *rbuf, size_t bytes, double timeout,
+static wp_result ring_round(wp_transport *t, int rank, int n, void *sbuf, void *rbuf, size_t bytes, double timeout,
                       char *err, size_t errlen) {
     wp_request *rq = NULL, *sq = NULL;
     int rc = tp_post_recv(t, (rank + n - 1) % n, WP_CH_WFWD, rbuf, bytes, "calibrate", &rq, err, errlen);
@@ -90,7 +87,7 @@ static int ring_round(wp_transport *t, int rank, int n, void *sbuf, void *rbuf, 
 
 /* This rank's incoming hop (from rank - 1): one-way latency from small rounds, bandwidth from
  * large ones (their time less that latency). */
-static int time_hop(wp_transport *t, int rank, int n, double timeout, double *lat, double *bw, char *err,
+static wp_result time_hop(wp_transport *t, int rank, int n, double timeout, double *lat, double *bw, char *err,
                     size_t errlen) {
     char *buf = malloc(2 * CAL_BW_BYTES);
     if (!buf) return snprintf(err, errlen, "calibration: out of memory for %zu bytes", 2 * CAL_BW_BYTES), 1;
@@ -112,7 +109,7 @@ static int time_hop(wp_transport *t, int rank, int n, double timeout, double *la
     return rc;
 }
 
-int calib_run(const wp_layout *L, int nranks, int ranks_per_node, int rank, const wp_kern_opts *ko, uint64_t seed, double timeout, wp_transport *t, wp_control *ctl, wp_calib *c, char *err,
+wp_result calib_run(const wp_layout *L, int nranks, int ranks_per_node, int rank, const wp_kern_opts *ko, uint64_t seed, double timeout, wp_transport *t, wp_control *ctl, wp_calib *c, char *err,
               size_t errlen) {
     memset(c, 0, sizeof *c);
     const double start = wp_now();
@@ -147,7 +144,7 @@ int calib_run(const wp_layout *L, int nranks, int ranks_per_node, int rank, cons
     return 0;
 }
 
-int calib_write_ini(const wp_calib *c, const wp_layout *L, int nranks, int ranks_per_node, const char *transport,
+wp_result calib_write_ini(const wp_calib *c, const wp_layout *L, int nranks, int ranks_per_node, const char *transport,
                     const char *backend, const char *path, char *err, size_t errlen) {
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);

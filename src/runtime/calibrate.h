@@ -15,6 +15,7 @@
 #include "kernels.h"
 #include "layout.h"
 #include "transport.h"
+#include "result.h"
 
 typedef struct {
     double fwd_s, bwd_s;       /* one micro-batch through the whole model, mean over ranks */
@@ -31,12 +32,12 @@ typedef struct {
  * bit-identical figures (summed by the control channel in rank order). ko: the backend as
  * the run opens it (kind, compute dtype, threads, device, attention); t: the data transport
  * (NULL or one rank: no hop). Returns 0, or 1 with the reason. */
-int calib_run(const wp_layout *L, int nranks, int ranks_per_node, int rank, const wp_kern_opts *ko, uint64_t seed,
+wp_result calib_run(const wp_layout *L, int nranks, int ranks_per_node, int rank, const wp_kern_opts *ko, uint64_t seed,
               double timeout, wp_transport *t, wp_control *ctl, wp_calib *c, char *err, size_t errlen);
 
 /* The INI fragment (--config FILE for simulate): the flags, each with the measurement behind it
  * in a comment. Written to FILE.tmp, then renamed. Returns 0 or 1 with the reason. */
-int calib_write_ini(const wp_calib *c, const wp_layout *L, int nranks, int ranks_per_node, const char *transport,
+wp_result calib_write_ini(const wp_calib *c, const wp_layout *L, int nranks, int ranks_per_node, const char *transport,
                     const char *backend, const char *path, char *err, size_t errlen);
 
 #endif

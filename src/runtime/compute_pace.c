@@ -36,7 +36,7 @@ void rt_pace_overrun(const wp_rt *rt, int64_t *paced, int64_t *over, double *ove
     *over_s = rt->over_s;
 }
 
-int rt_pace_hold(wp_rt *rt, double until, char *err, size_t errlen) {
+wp_result rt_pace_hold(wp_rt *rt, double until, char *err, size_t errlen) {
     double late = wp_now() - until;
     rt->paced_n++;
     if (late > 0) {

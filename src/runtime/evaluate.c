@@ -23,12 +23,9 @@ struct rt_eval {
     int32_t *h_tok, *h_tgt, *d_tok, *d_tgt;
 };
 
-static int fail(char *err, size_t errlen, const char *what) {
-    snprintf(err, errlen, "evaluation: %s", what);
-    return 1;
-}
+static wp_result fail(char *err, size_t errlen, const char *what) { return wp_fail(WP_FAILED, err, errlen, "evaluation: %s", what); }
 
-int eval_create(rt_eval **out, const wp_schedule *s, int rank, wp_model *m, wp_optim *o, wp_transport *t,
+wp_result eval_create(rt_eval **out, const wp_schedule *s, int rank, wp_model *m, wp_optim *o, wp_transport *t,
                 wp_control *ctl, wp_loader *data, int batches, double timeout, char *err, size_t errlen) {
     rt_eval *e = calloc(1, sizeof *e);
     *out = e;
@@ -69,7 +66,7 @@ void eval_destroy(rt_eval *e) {
 }
 
 /* Micro-batch i: sequences i*b .. i*b+b-1 of the split in reading order. */
-static int load_batch(rt_eval *e, int i, char *err, size_t errlen) {
+static wp_result load_batch(rt_eval *e, int i, char *err, size_t errlen) {
     const wp_layout *L = model_layout(e->m);
     const int b = L->cfg.micro_batch, s = L->cfg.seq;
     for (int r = 0; r < b; r++)
@@ -81,7 +78,7 @@ static int load_batch(rt_eval *e, int i, char *err, size_t errlen) {
     return 0;
 }
 
-static int move(rt_eval *e, bool send, int peer, void *buf, size_t bytes, char *err, size_t errlen) {
+static wp_result move(rt_eval *e, bool send, int peer, void *buf, size_t bytes, char *err, size_t errlen) {
     wp_request *req;
     char why[300];
     int rc = send ? tp_post_send(e->t, peer, WP_EVAL_CHANNEL, buf, bytes, "eval activations", &req, why, sizeof why)
@@ -96,7 +93,7 @@ static int move(rt_eval *e, bool send, int peer, void *buf, size_t bytes, char *
 /* The working copy of chunk c, whole, on the rank that forwards it (s->owner[c]), in e->wire.
  * Sliced weights (ir.h) are gathered there: every rank sends the working copy of the slice it
  * holds, as a LOAD would make it, so the forward reads the weights training reads. */
-static int gather_weights(rt_eval *e, int c, char *err, size_t errlen) {
+static wp_result gather_weights(rt_eval *e, int c, char *err, size_t errlen) {
     const wp_layout *L = model_layout(e->m);
     wp_dtype wt = precision_weight_dtype(L->cfg.precision);
     const size_t es = wp_dtype_size(wt);
@@ -117,7 +114,7 @@ static int gather_weights(rt_eval *e, int c, char *err, size_t errlen) {
 
 /* The forward of chunk c for the current micro-batch on its owner; x[0] holds its input and
  * e->wire the chunk's weights. */
-static int forward_chunk(rt_eval *e, int c, double *loss, char *err, size_t errlen) {
+static wp_result forward_chunk(rt_eval *e, int c, double *loss, char *err, size_t errlen) {
     const wp_layout *L = model_layout(e->m);
     const int last = e->s->nchunks - 1;
     size_t act_bytes = (size_t)L->cfg.micro_batch * L->cfg.seq * L->cfg.h * wp_dtype_size(kern_compute_dtype(e->k));
@@ -138,7 +135,7 @@ static int forward_chunk(rt_eval *e, int c, double *loss, char *err, size_t errl
     return 0;
 }
 
-int eval_run(rt_eval *e, double *mean_loss, char *err, size_t errlen) {
+wp_result eval_run(rt_eval *e, double *mean_loss, char *err, size_t errlen) {
     const wp_layout *L = model_layout(e->m);
     double v[2] = {0, 0};
     for (int i = 0; i < e->batches; i++) {

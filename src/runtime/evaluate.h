@@ -12,6 +12,7 @@
 #include "control.h"
 #include "transport.h"
 #include "ir.h"
+#include "result.h"
 
 #define WP_EVAL_CHANNEL 7 /* unused by the schedules (ir.h's channels stop at 5) */
 
@@ -19,10 +20,10 @@ typedef struct rt_eval rt_eval;
 
 /* data: the val split (opened by the caller, b = micro-batch size). batches: micro-batches per
  * evaluation. Returns 0, or 1 with a reason. */
-int eval_create(rt_eval **out, const wp_schedule *s, int rank, wp_model *m, wp_optim *o, wp_transport *t,
+wp_result eval_create(rt_eval **out, const wp_schedule *s, int rank, wp_model *m, wp_optim *o, wp_transport *t,
                 wp_control *ctl, wp_loader *data, int batches, double timeout, char *err, size_t errlen);
 void eval_destroy(rt_eval *e);
 /* Collective: every rank calls it at the same step boundary. */
-int eval_run(rt_eval *e, double *mean_loss, char *err, size_t errlen);
+wp_result eval_run(rt_eval *e, double *mean_loss, char *err, size_t errlen);
 
 #endif

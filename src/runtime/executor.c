@@ -13,7 +13,7 @@
 
 static size_t tokens_per_mb(const wp_layout *L) { return (size_t)L->cfg.micro_batch * (size_t)L->cfg.seq; }
 
-int rt_create(wp_rt **out, const rt_config *cfg, char *err, size_t errlen) {
+wp_result rt_create(wp_rt **out, const rt_config *cfg, char *err, size_t errlen) {
     wp_rt *rt = calloc(1, sizeof *rt);
     if (!rt) return snprintf(err, errlen, "executor: out of memory"), 1;
     rt->c = *cfg;
@@ -33,10 +33,7 @@ int rt_create(wp_rt **out, const rt_config *cfg, char *err, size_t errlen) {
     rt->scratch_out = kern_alloc(rt->k, T * (size_t)L->cfg.h * wp_dtype_size(kern_compute_dtype(rt->k)));
     rt->scratch_w = kern_alloc(rt->k, max_chunk * wp_dtype_size(precision_weight_dtype(L->cfg.precision)));
     *out = rt;
-    if (!rt->blocked || !rt->h_tok || !rt->h_tgt || !rt->scratch_out || !rt->scratch_w) {
-        snprintf(err, errlen, "executor: out of memory for its scratch buffers");
-        return 1;
-    }
+    if (!rt->blocked || !rt->h_tok || !rt->h_tgt || !rt->scratch_out || !rt->scratch_w) { return wp_fail(WP_FAILED, err, errlen, "executor: out of memory for its scratch buffers"); }
     return 0;
 }
 
@@ -117,7 +114,7 @@ static rt_act *act_take(wp_rt *rt, int chunk, int mb) {
 
 /* ---- buffers read and written by compute ---- */
 
-static int input(wp_rt *rt, wp_buf b, void **view, char *err, size_t errlen) {
+static wp_result input(wp_rt *rt, wp_buf b, void **view, char *err, size_t errlen) {
     char name[64];
     rt_entry *e = pool_find(&rt->pool, b);
     if (!e) return rt_fail(rt, err, errlen, "reads %s, which this rank does not hold", buf_name(b, name, sizeof name));
@@ -145,7 +142,7 @@ static void output_done(wp_rt *rt, rt_entry *e, void *dst) {
     pool_touch(e);
 }
 
-static int kern_check(wp_rt *rt, int rc, const char *what, char *err, size_t errlen) {
+static wp_result kern_check(wp_rt *rt, int rc, const char *what, char *err, size_t errlen) {
     const char *ke = kern_error(rt->k);
     if (rc == 0 && !ke) return 0;
     return rt_fail(rt, err, errlen, "%s failed: %s", what, ke ? ke : "model error");
@@ -158,7 +155,7 @@ static float dloss_of(const wp_rt *rt) {
     return (float)(rt->c.scaler.scale / rt_seg_step_tokens(rt));
 }
 
-static int load_tokens(wp_rt *rt, rt_act *a, int chunk, int mb, char *err, size_t errlen) {
+static wp_result load_tokens(wp_rt *rt, rt_act *a, int chunk, int mb, char *err, size_t errlen) {
     if (chunk != 0 && chunk != last_chunk(rt)) return 0;
     if (!rt->c.data) return rt_fail(rt, err, errlen, "no training data");
     if (loader_get(rt->c.data, rt->step, rt_seg_sample(rt, mb), rt->h_tok, rt->h_tgt))
@@ -167,7 +164,7 @@ static int load_tokens(wp_rt *rt, rt_act *a, int chunk, int mb, char *err, size_
     return 0;
 }
 
-static int do_forward(wp_rt *rt, const wp_action *x, char *err, size_t errlen) {
+static wp_result do_forward(wp_rt *rt, const wp_action *x, char *err, size_t errlen) {
     const int c = x->chunk, mb = x->mb, last = last_chunk(rt);
     void *w, *x_in = NULL, *x_out = NULL;
     if (input(rt, x->buf, &w, err, errlen)) return 1;
@@ -180,7 +177,7 @@ static int do_forward(wp_rt *rt, const wp_action *x, char *err, size_t errlen) {
     rt_entry *out = c < last ? output(rt, buf_a(c, mb), &x_out, err, errlen) : NULL;
     if (c < last && !out) return 1;
     double loss = 0;
-    int rc = model_forward(rt->c.m, c, w, a->a, x_in, c == 0 ? a->d_tok : NULL, c == last ? a->d_tgt : NULL, x_out,
+    wp_result rc = model_forward(rt->c.m, c, w, a->a, x_in, c == 0 ? a->d_tok : NULL, c == last ? a->d_tgt : NULL, x_out,
                            &loss);
     if (out) output_done(rt, out, x_out);
     if (c == last) {
@@ -191,7 +188,7 @@ static int do_forward(wp_rt *rt, const wp_action *x, char *err, size_t errlen) {
 }
 
 /* Where the W-pass adds: the owner's fp32 accumulator, or the travelling GW[c]. */
-static int grad_target(wp_rt *rt, const wp_action *x, void **gw, wp_dtype *gt, rt_entry **ge, char *err,
+static wp_result grad_target(wp_rt *rt, const wp_action *x, void **gw, wp_dtype *gt, rt_entry **ge, char *err,
                        size_t errlen) {
     *ge = NULL;
     if (x->to_master) {
@@ -210,7 +207,7 @@ static int grad_target(wp_rt *rt, const wp_action *x, void **gw, wp_dtype *gt, r
 
 static void act_release(rt_act *a) { a->used = false; }
 
-static int do_backward(wp_rt *rt, const wp_action *x, char *err, size_t errlen) {
+static wp_result do_backward(wp_rt *rt, const wp_action *x, char *err, size_t errlen) {
     const int c = x->chunk, mb = x->mb, last = last_chunk(rt);
     bool input_part = x->op != WP_OP_W, weight_part = x->op != WP_OP_B;
     rt_act *a = act_find(rt, c, mb);
@@ -241,7 +238,7 @@ static int do_backward(wp_rt *rt, const wp_action *x, char *err, size_t errlen) 
 
 /* The master elements a LOAD or an ACC names (a whole chunk or a slice, ir.h) must be exactly
  * those this rank's optimizer holds. */
-static int owned_range_check(wp_rt *rt, wp_buf b, char *err, size_t errlen) {
+static wp_result owned_range_check(wp_rt *rt, wp_buf b, char *err, size_t errlen) {
     char name[64];
     size_t off, len, o_off, o_len;
     pool_elem_range(&rt->pool, b, &off, &len);
@@ -251,7 +248,7 @@ static int owned_range_check(wp_rt *rt, wp_buf b, char *err, size_t errlen) {
     return 0;
 }
 
-static int do_load(wp_rt *rt, wp_buf b, char *err, size_t errlen) {
+static wp_result do_load(wp_rt *rt, wp_buf b, char *err, size_t errlen) {
     char why[300];
     rt_entry *e = pool_create(&rt->pool, b, why, sizeof why);
     if (!e) return rt_fail(rt, err, errlen, "%s", why);
@@ -262,7 +259,7 @@ static int do_load(wp_rt *rt, wp_buf b, char *err, size_t errlen) {
     return 0;
 }
 
-static int do_zero(wp_rt *rt, wp_buf b, char *err, size_t errlen) {
+static wp_result do_zero(wp_rt *rt, wp_buf b, char *err, size_t errlen) {
     char why[300];
     rt_entry *e = pool_create(&rt->pool, b, why, sizeof why);
     if (!e) return rt_fail(rt, err, errlen, "%s", why);
@@ -272,7 +269,7 @@ static int do_zero(wp_rt *rt, wp_buf b, char *err, size_t errlen) {
 }
 
 /* ACC drains the GW buffer it names (the whole GW[c], a slice or a partial sum of one). */
-static int do_acc(wp_rt *rt, wp_buf b, char *err, size_t errlen) {
+static wp_result do_acc(wp_rt *rt, wp_buf b, char *err, size_t errlen) {
     char name[64];
     rt_entry *e = pool_find(&rt->pool, b);
     if (!e) return rt_fail(rt, err, errlen, "%s is not held here", buf_name(b, name, sizeof name));
@@ -286,7 +283,7 @@ static int do_acc(wp_rt *rt, wp_buf b, char *err, size_t errlen) {
 
 /* One hop of a reduce-scatter: the partial sum b gets this rank's own GW slice of the same
  * elements added, in fp32 and rounded once to the grad dtype (kern_accumulate). */
-static int do_fold(wp_rt *rt, wp_buf b, char *err, size_t errlen) {
+static wp_result do_fold(wp_rt *rt, wp_buf b, char *err, size_t errlen) {
     char name[64];
     wp_buf own_name = b;
     own_name.lane = WP_LANE_OWN;
@@ -303,7 +300,7 @@ static int do_fold(wp_rt *rt, wp_buf b, char *err, size_t errlen) {
 
 /* A second lane's copy of weights held on lane F (ir.h: DUP), whole or one slice; or a step sum's
  * slice (fp32) as a partial in the grad dtype, rounded once. */
-static int do_dup(wp_rt *rt, wp_buf b, char *err, size_t errlen) {
+static wp_result do_dup(wp_rt *rt, wp_buf b, char *err, size_t errlen) {
     char name[64], why[300];
     const bool sum = b.kind == WP_BUF_GW;
     wp_buf src_name = b;
@@ -339,7 +336,7 @@ static float *tie_at(wp_rt *rt, wp_buf b, int c, size_t at, wp_optim_buf which, 
 
 /* TOUT: T.g from the head's accumulated gradient (then zeroed: the embedding's owner steps the
  * sum), T.w from the embedding's updated master. */
-static int do_tout(wp_rt *rt, wp_buf b, char *err, size_t errlen) {
+static wp_result do_tout(wp_rt *rt, wp_buf b, char *err, size_t errlen) {
     char why[300];
     size_t eo, ho, numel, len;
     if (!tie_offsets(rt->c.L, &eo, &ho, &numel)) return rt_fail(rt, err, errlen, "TOUT in an untied model");
@@ -357,7 +354,7 @@ static int do_tout(wp_rt *rt, wp_buf b, char *err, size_t errlen) {
 }
 
 /* TIN: T.g added in fp32 into the embedding's accumulator, T.w copied over the head's master. */
-static int do_tin(wp_rt *rt, wp_buf b, char *err, size_t errlen) {
+static wp_result do_tin(wp_rt *rt, wp_buf b, char *err, size_t errlen) {
     char name[64];
     size_t eo, ho, numel, len;
     if (!tie_offsets(rt->c.L, &eo, &ho, &numel)) return rt_fail(rt, err, errlen, "TIN in an untied model");
@@ -377,7 +374,7 @@ static int do_tin(wp_rt *rt, wp_buf b, char *err, size_t errlen) {
 
 /* The global exchange (decision.h's protocol): per-chunk sums of squares from their owners,
  * the loss sum and the token count, summed over ranks; then every rank decides alike. */
-static int do_reduce(wp_rt *rt, char *err, size_t errlen) {
+static wp_result do_reduce(wp_rt *rt, char *err, size_t errlen) {
     const int C = rt->c.L->cfg.n_chunks;
     double v[WP_MAX_CHUNKS + 2];
     if (rt_drain_deferred(rt, err, errlen)) return 1;
@@ -398,7 +395,7 @@ static int do_reduce(wp_rt *rt, char *err, size_t errlen) {
     return 0;
 }
 
-static int do_update(wp_rt *rt, int chunk, char *err, size_t errlen) {
+static wp_result do_update(wp_rt *rt, int chunk, char *err, size_t errlen) {
     wp_dtype wt = precision_weight_dtype(rt->c.L->cfg.precision);
     if (!rt->d.skip && optim_step_chunk(rt->c.o, chunk, (float)rt->lr, rt->d.grad_scale, rt->scratch_w, wt))
         return rt_fail(rt, err, errlen, "UPDATE: %s", optim_error(rt->c.o));
@@ -409,7 +406,7 @@ static int do_update(wp_rt *rt, int chunk, char *err, size_t errlen) {
     return kern_check(rt, 0, "UPDATE", err, errlen);
 }
 
-static int do_free(wp_rt *rt, wp_buf b, char *err, size_t errlen) {
+static wp_result do_free(wp_rt *rt, wp_buf b, char *err, size_t errlen) {
     char name[64];
     rt_entry *e = pool_find(&rt->pool, b);
     if (!e) return rt_fail(rt, err, errlen, "FREE of %s, which this rank does not hold", buf_name(b, name, sizeof name));
@@ -448,7 +445,7 @@ static void record(wp_rt *rt, const wp_action *x, double t0, double t1) {
                                     .t0 = t0 - rt->t_origin, .t1 = t1 - rt->t_origin};
 }
 
-static int run_action(wp_rt *rt, const wp_action *x, char *err, size_t errlen) {
+static wp_result run_action(wp_rt *rt, const wp_action *x, char *err, size_t errlen) {
     switch (x->op) {
     case WP_OP_F: return do_forward(rt, x, err, errlen);
     case WP_OP_B:
@@ -470,7 +467,7 @@ static int run_action(wp_rt *rt, const wp_action *x, char *err, size_t errlen) {
     }
 }
 
-int rt_load_carry(wp_rt *rt, char *err, size_t errlen) {
+wp_result rt_load_carry(wp_rt *rt, char *err, size_t errlen) {
     const wp_rank_prog *p = &rt->c.s->rank[rt->c.rank];
     for (int i = 0; i < p->n_carry; i++)
         if (do_load(rt, p->carry[i], err, errlen)) return 1;
@@ -499,7 +496,7 @@ static void begin_step(wp_rt *rt, int64_t step, double lr, rt_step_stats *st) {
     st->loss_scale = rt->c.scaler.scale;
 }
 
-int rt_step(wp_rt *rt, int64_t step, double lr, rt_step_stats *st, char *err, size_t errlen) {
+wp_result rt_step(wp_rt *rt, int64_t step, double lr, rt_step_stats *st, char *err, size_t errlen) {
     const wp_rank_prog *p = &rt->c.s->rank[rt->c.rank];
     wp_transport_stats s0 = {0}, s1 = {0};
     begin_step(rt, step, lr, st);

@@ -21,6 +21,7 @@
 #include "control.h"
 #include "transport.h"
 #include "ir.h"
+#include "result.h"
 
 typedef struct wp_rt wp_rt;
 
@@ -74,15 +75,15 @@ typedef struct {
 } rt_xfer_event;
 
 /* Returns 0, or 1 with a reason (out of memory). */
-int rt_create(wp_rt **out, const rt_config *cfg, char *err, size_t errlen);
+wp_result rt_create(wp_rt **out, const rt_config *cfg, char *err, size_t errlen);
 void rt_destroy(wp_rt *rt);
 
 /* Owners create the carried weights from their masters (LOAD), before the first step. */
-int rt_load_carry(wp_rt *rt, char *err, size_t errlen);
+wp_result rt_load_carry(wp_rt *rt, char *err, size_t errlen);
 
 /* Run the rank's list once as optimizer step `step` with learning rate lr. Returns 0, or 1 with
  * one line naming the step, the action and what failed. */
-int rt_step(wp_rt *rt, int64_t step, double lr, rt_step_stats *st, char *err, size_t errlen);
+wp_result rt_step(wp_rt *rt, int64_t step, double lr, rt_step_stats *st, char *err, size_t errlen);
 
 wp_loss_scaler rt_scaler(const wp_rt *rt);
 /* Measured seconds of each device op per chunk so far, summed, and how many ran:

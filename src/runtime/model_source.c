@@ -21,9 +21,9 @@ static bool is_hf_dir(const char *dir) {
     return is_file(dir, "config.json") && (is_file(dir, "model.safetensors") || is_file(dir, "model.safetensors.index.json"));
 }
 
-static int open_checkpoint(const char *path, const wp_opts *o, wp_model_src *s, wp_model_cfg *cfg, char *err, size_t errlen) {
+static wp_result open_checkpoint(const char *path, const wp_opts *o, wp_model_src *s, wp_model_cfg *cfg, char *err, size_t errlen) {
     s->kind = WP_SRC_CHECKPOINT;
-    int rc = ckpt_resolve(path, NULL, s->dir, sizeof s->dir, err, errlen);
+    wp_result rc = ckpt_resolve(path, NULL, s->dir, sizeof s->dir, err, errlen);
     if (rc == 0) rc = ckpt_open(&s->ckpt, s->dir, err, errlen);
     if (rc) return rc;
     *cfg = ckpt_info(s->ckpt)->cfg;
@@ -36,7 +36,7 @@ static int open_checkpoint(const char *path, const wp_opts *o, wp_model_src *s, 
 
 /* A pretrained file's shape (o: the flags its config filled) as the one chunk that sample and
  * eval run: its positions as the sequence length, one sequence, fp32 unless --precision. */
-static int one_chunk_cfg(wp_opts *o, const wp_opts *given, int64_t positions, wp_model_cfg *cfg, char *err, size_t errlen) {
+static wp_result one_chunk_cfg(wp_opts *o, const wp_opts *given, int64_t positions, wp_model_cfg *cfg, char *err, size_t errlen) {
     o->seq_length = positions;
     o->micro_batch_size = 1;
     o->num_chunks = 1;
@@ -46,16 +46,16 @@ static int one_chunk_cfg(wp_opts *o, const wp_opts *given, int64_t positions, wp
     return rc;
 }
 
-static int open_hf(const char *dir, const wp_opts *given, bool require_seq, wp_model_src *s, wp_model_cfg *cfg, char *err,
+static wp_result open_hf(const char *dir, const wp_opts *given, bool require_seq, wp_model_src *s, wp_model_cfg *cfg, char *err,
                    size_t errlen) {
     static wp_opts o; /* large; a copy the config fills (one source at a time) */
     o = *given;
     s->kind = WP_SRC_HF;
     snprintf(s->dir, sizeof s->dir, "%s", dir);
     if (require_seq && !given->set[FLAG_seq_length])
-        return io_fail(err, errlen, 2, "--seq-length: %s is a Hugging Face directory, which has no sequence length of its own; give one", dir);
-    int rc = hf_config_apply(dir, &o, err, errlen);
-    if (rc == 0) rc = given->set[FLAG_seq_length] ? (s->positions = given->seq_length, 0) : hf_max_positions(dir, &s->positions, err, errlen);
+        return wp_fail(WP_BAD_INPUT, err, errlen, "--seq-length: %s is a Hugging Face directory, which has no sequence length of its own; give one", dir);
+    wp_result rc = hf_config_apply(dir, &o, err, errlen);
+    if (rc == 0) rc = given->set[FLAG_seq_length] ? (s->positions = given->seq_length, WP_OK) : hf_max_positions(dir, &s->positions, err, errlen);
     if (rc == 0) rc = hf_read_eos(dir, s->eos, WP_SRC_MAX_EOS, &s->n_eos, err, errlen);
     return rc ? rc : one_chunk_cfg(&o, given, s->positions, cfg, err, errlen);
 }
@@ -63,7 +63,7 @@ static int open_hf(const char *dir, const wp_opts *given, bool require_seq, wp_m
 /* A llama.cpp file: its config through hf_config_apply (which reads a GGUF by its magic), its
  * positions from llama.context_length, its eos from tokenizer.ggml.eos_token_id, its tokenizer
  * as tokenizer.json text (gguf_tokenizer_json: the C encoder opens it, tok_open_mem). */
-static int open_gguf(const char *file, const wp_opts *given, wp_model_src *s, wp_model_cfg *cfg, char *err, size_t errlen) {
+static wp_result open_gguf(const char *file, const wp_opts *given, wp_model_src *s, wp_model_cfg *cfg, char *err, size_t errlen) {
     static wp_opts o; /* large; a copy the config fills (one source at a time) */
     o = *given;
     s->kind = WP_SRC_GGUF;
@@ -76,24 +76,22 @@ static int open_gguf(const char *file, const wp_opts *given, wp_model_src *s, wp
     return rc;
 }
 
-int model_src_open(const char *path, const wp_opts *o, int mb, bool require_seq, wp_model_src *s, char *err, size_t errlen) {
+wp_result model_src_open(const char *path, const wp_opts *o, int mb, bool require_seq, wp_model_src *s, char *err, size_t errlen) {
     memset(s, 0, sizeof *s);
     s->step = -1;
     wp_model_cfg cfg;
-    int rc;
     if (gguf_is_file(path))
-        rc = open_gguf(path, o, s, &cfg, err, errlen); /* it states its context length: no --seq-length needed */
+        WP_TRY(open_gguf(path, o, s, &cfg, err, errlen)); /* it states its context length: no --seq-length needed */
     else if (is_hf_dir(path))
-        rc = open_hf(path, o, require_seq, s, &cfg, err, errlen);
+        WP_TRY(open_hf(path, o, require_seq, s, &cfg, err, errlen));
     else
-        rc = open_checkpoint(path, o, s, &cfg, err, errlen);
-    if (rc) return rc;
+        WP_TRY(open_checkpoint(path, o, s, &cfg, err, errlen));
     if (s->positions < 1 || s->positions > INT32_MAX)
-        return io_fail(err, errlen, 2, "--seq-length: %lld must be at least 1", (long long)s->positions);
+        return wp_fail(WP_BAD_INPUT, err, errlen, "--seq-length: %lld must be at least 1", (long long)s->positions);
     cfg.seq = (int)s->positions;
     cfg.micro_batch = mb;
     model_cfg_even_chunks(&cfg, 1);
-    rc = layout_build(&cfg, &s->L, err, errlen);
+    wp_result rc = layout_build(&cfg, &s->L, err, errlen);
     s->have_layout = rc == 0;
     return rc;
 }
@@ -109,15 +107,14 @@ void model_src_close(wp_model_src *s) {
 
 /* gguf_load_masters fills an optimizer's masters (the contract of hf_load_masters): one holding
  * masters only (no moments, no gradients) on a CPU context, each parameter then handed whole. */
-static int read_gguf(wp_model_src *s, hf_param_sink sink, void *ctx, char *err, size_t errlen) {
+static wp_result read_gguf(wp_model_src *s, hf_param_sink sink, void *ctx, char *err, size_t errlen) {
     wp_kern_opts ko = {.kind = WP_BACKEND_CPU, .compute = WP_F32, .threads = 1};
-    char kerr[512];
-    wp_kern *k = kern_create(&ko, kerr, sizeof kerr);
-    if (!k) return io_fail(err, errlen, 1, "%s: %s", s->dir, kerr);
+    wp_kern *k = kern_create(&ko, err, errlen);
+    if (!k) return wp_context(WP_FAILED, err, errlen, "%s", s->dir);
     wp_optim *opt = optim_create_weights(layout_optim_model(&s->L), k, (int[]){0}, 1, err, errlen);
-    int rc = opt ? gguf_load_masters(s->dir, opt, err, errlen) : 1;
+    wp_result rc = opt ? gguf_load_masters(s->dir, opt, err, errlen) : WP_FAILED;
     float *m = rc == 0 ? optim_buffer(opt, 0, WP_OPT_MASTER) : NULL;
-    if (rc == 0 && !m) rc = io_fail(err, errlen, 1, "%s: %s", s->dir, optim_error(opt));
+    if (rc == 0 && !m) rc = wp_fail(WP_FAILED, err, errlen, "%s: %s", s->dir, optim_error(opt));
     for (int i = 0; rc == 0 && i < s->L.n_params; i++)
         rc = sink(ctx, &s->L.params[i], 0, layout_param_numel(&s->L.params[i]), m + s->L.params[i].offset, err, errlen);
     optim_destroy(opt);
@@ -125,12 +122,12 @@ static int read_gguf(wp_model_src *s, hf_param_sink sink, void *ctx, char *err, 
     return rc;
 }
 
-static int read_checkpoint(wp_model_src *s, hf_param_sink sink, void *ctx, char *err, size_t errlen) {
+static wp_result read_checkpoint(wp_model_src *s, hf_param_sink sink, void *ctx, char *err, size_t errlen) {
     size_t most = 1;
     for (int i = 0; i < s->L.n_params; i++)
         if (layout_param_numel(&s->L.params[i]) > most) most = layout_param_numel(&s->L.params[i]);
     float *host = malloc(most * sizeof *host);
-    int rc = host ? 0 : io_fail(err, errlen, 1, "%s: out of memory for %zu floats", s->dir, most);
+    int rc = host ? 0 : wp_fail(WP_FAILED, err, errlen, "%s: out of memory for %zu floats", s->dir, most);
     for (int i = 0; rc == 0 && i < s->L.n_params; i++) {
         rc = ckpt_read_master(s->ckpt, &s->L.params[i], host, err, errlen);
         if (rc == 0) rc = sink(ctx, &s->L.params[i], 0, layout_param_numel(&s->L.params[i]), host, err, errlen);
@@ -139,7 +136,7 @@ static int read_checkpoint(wp_model_src *s, hf_param_sink sink, void *ctx, char 
     return rc;
 }
 
-int model_src_read(wp_model_src *s, hf_param_sink sink, void *ctx, char *err, size_t errlen) {
+wp_result model_src_read(wp_model_src *s, hf_param_sink sink, void *ctx, char *err, size_t errlen) {
     if (s->kind == WP_SRC_GGUF) return read_gguf(s, sink, ctx, err, errlen);
     if (s->kind == WP_SRC_HF) return hf_read_params(s->dir, &s->L, sink, ctx, err, errlen);
     return read_checkpoint(s, sink, ctx, err, errlen);

@@ -17,6 +17,7 @@
 #include "cli.h"
 #include "hf.h"
 #include "layout.h"
+#include "result.h"
 
 #define WP_SRC_MAX_EOS 16
 
@@ -40,12 +41,12 @@ typedef struct {
  * --seq-length, else the source's own (require_seq: a Hugging Face directory has no training
  * length, so `eval` must be given one). precision: --precision, else the checkpoint's, fp32
  * for a Hugging Face directory (its weights as they are). 0, 2 naming the culprit, or 1. */
-int model_src_open(const char *path, const wp_opts *o, int mb, bool require_seq, wp_model_src *s, char *err, size_t errlen);
+wp_result model_src_open(const char *path, const wp_opts *o, int mb, bool require_seq, wp_model_src *s, char *err, size_t errlen);
 void model_src_close(wp_model_src *s);
 
 /* Every parameter in layout order, handed to sink (hf_param_sink: a range of its fp32 values,
  * which the sink may change; a checkpoint gives each parameter whole). 0, 2 or 1. */
-int model_src_read(wp_model_src *s, hf_param_sink sink, void *ctx, char *err, size_t errlen);
+wp_result model_src_read(wp_model_src *s, hf_param_sink sink, void *ctx, char *err, size_t errlen);
 
 /* "step 12 of DIR" or "Hugging Face DIR", for messages. */
 const char *model_src_name(const wp_model_src *s, char *buf, size_t len);

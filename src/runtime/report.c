@@ -132,7 +132,7 @@ static void run_costs(const train_job *j, const double *sum, const double *cnt, 
 }
 
 /* The simulator on the same lists and costs: its steady step time and each rank's bubble. */
-static int predict(const train_job *j, const double *sum, const double *cnt, double *step_s, double *bubble,
+static wp_result predict(const train_job *j, const double *sum, const double *cnt, double *step_s, double *bubble,
                    char *err, size_t errlen) {
     wp_costs costs;
     run_costs(j, sum, cnt, &costs);
@@ -283,7 +283,7 @@ static void print_auto(const train_job *j, const train_totals *tot, const double
 }
 
 /* A sum over ranks of n values, in pieces of what one all-reduce carries. */
-static int allreduce_sum(wp_control *ctl, double *v, size_t n, char *err, size_t errlen) {
+static wp_result allreduce_sum(wp_control *ctl, double *v, size_t n, char *err, size_t errlen) {
     for (size_t i = 0; i < n; i += CTL_MAX_VALUES) {
         size_t k = n - i < CTL_MAX_VALUES ? n - i : CTL_MAX_VALUES;
         if (ctl_allreduce(ctl, CTL_SUM, v + i, (int)k, err, errlen)) return 1;
@@ -291,7 +291,7 @@ static int allreduce_sum(wp_control *ctl, double *v, size_t n, char *err, size_t
     return 0;
 }
 
-int report_final(train_job *j, int rank, wp_control *ctl, wp_transport *t, wp_rt *rt, const train_totals *tot,
+wp_result report_final(train_job *j, int rank, wp_control *ctl, wp_transport *t, wp_rt *rt, const train_totals *tot,
                  char *err, size_t errlen) {
     const int N = j->nranks;
     const size_t nops = (size_t)WP_OP_COUNT * WP_MAX_CHUNKS;
@@ -317,7 +317,7 @@ int report_final(train_job *j, int rank, wp_control *ctl, wp_transport *t, wp_rt
     rt_pace_overrun(rt, &paced, &over, &pace[2]);
     pace[0] = (double)paced;
     pace[1] = (double)over;
-    int rc = allreduce_sum(ctl, v, (size_t)RV * N, err, errlen);
+    wp_result rc = allreduce_sum(ctl, v, (size_t)RV * N, err, errlen);
     if (!rc) rc = allreduce_sum(ctl, ops, 2 * nops, err, errlen);
     if (!rc) rc = allreduce_sum(ctl, pace, 3, err, errlen);
     /* the memory table first: scripts read the summary's rank lines to the end of the output */

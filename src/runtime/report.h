@@ -10,6 +10,7 @@
 #include "clock_sync.h"
 #include "executor.h"
 #include "train.h"
+#include "result.h"
 
 typedef struct {
     int64_t steps;              /* steps run by this process */
@@ -40,7 +41,7 @@ void report_step(const train_job *j, int rank, int64_t step, double lr, const rt
 
 /* Collective (every rank calls it): gathers each rank's bubble and bytes, rank 0 prints the
  * summary (and the trace when --trace is set, see train.h). Returns 0 or 1. */
-int report_final(train_job *j, int rank, wp_control *ctl, wp_transport *t, wp_rt *rt, const train_totals *tot,
+wp_result report_final(train_job *j, int rank, wp_control *ctl, wp_transport *t, wp_rt *rt, const train_totals *tot,
                  char *err, size_t errlen);
 
 /* Rank 0: a --sample-every sample after step (ids from token 0) on stderr and as a metrics line

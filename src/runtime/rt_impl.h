@@ -6,6 +6,7 @@
 #include "seq_split.h"
 #include "executor.h"
 #include "compute_pace.h"
+#include "result.h"
 
 /* Activation state of one (chunk, mb), with the token ids it reads in its backward. */
 typedef struct {
@@ -57,13 +58,13 @@ struct wp_rt {
 /* xfer.c. The int functions of this header but rt_xfer_begin (an index, below) return 0, or 1
  * with one line in err; rt_fail writes that line (rank, step and the action under way before the
  * reason) and returns 1. */
-int rt_fail(wp_rt *rt, char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+wp_result rt_fail(wp_rt *rt, char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 /* Poll every pending request and post the queued sends whose data arrived. */
-int rt_progress(wp_rt *rt, char *err, size_t errlen);
+wp_result rt_progress(wp_rt *rt, char *err, size_t errlen);
 /* Wait until e's data is present and, with writable, its sends are all done (queued ones too). */
-int rt_wait(wp_rt *rt, rt_entry *e, bool writable, char *err, size_t errlen);
+wp_result rt_wait(wp_rt *rt, rt_entry *e, bool writable, char *err, size_t errlen);
 /* Wait until no SEND is queued (before REDUCE: a relay must not wait behind a collective). */
-int rt_drain_deferred(wp_rt *rt, char *err, size_t errlen);
+wp_result rt_drain_deferred(wp_rt *rt, char *err, size_t errlen);
 /* events.c (cfg.record; otherwise they do nothing): a transfer posted now, its end, and a wait
  * of [t0, t1] (wp_now() times). rt_xfer_begin returns the new event's index, or -1 when nothing
  * was recorded (recording off, or no memory for the event: recording is best effort): a
@@ -72,8 +73,8 @@ int rt_xfer_begin(wp_rt *rt, rt_xfer_kind kind, const rt_entry *e, int peer, int
 void rt_xfer_end(wp_rt *rt, int ev);
 void rt_wait_event(wp_rt *rt, const char *what, double t0, double t1);
 /* pace.c: until the monotonic time `until`, wait as an idle device (transfers keep moving). */
-int rt_pace_hold(wp_rt *rt, double until, char *err, size_t errlen);
-int rt_send(wp_rt *rt, const wp_action *a, char *err, size_t errlen);
-int rt_recv(wp_rt *rt, const wp_action *a, char *err, size_t errlen);
+wp_result rt_pace_hold(wp_rt *rt, double until, char *err, size_t errlen);
+wp_result rt_send(wp_rt *rt, const wp_action *a, char *err, size_t errlen);
+wp_result rt_recv(wp_rt *rt, const wp_action *a, char *err, size_t errlen);
 
 #endif

@@ -23,12 +23,9 @@ struct rt_sample {
     wp_sampler *greedy;  /* rank 0 */
 };
 
-static int fail(char *err, size_t errlen, const char *what) {
-    snprintf(err, errlen, "--sample-every: %s", what);
-    return 1;
-}
+static wp_result fail(char *err, size_t errlen, const char *what) { return wp_fail(WP_FAILED, err, errlen, "--sample-every: %s", what); }
 
-int sample_create(rt_sample **out, const wp_schedule *s, int rank, const wp_layout *L, wp_kern *k, wp_optim *o,
+wp_result sample_create(rt_sample **out, const wp_schedule *s, int rank, const wp_layout *L, wp_kern *k, wp_optim *o,
                   wp_transport *t, wp_control *ctl, int tokens, int32_t bos, int32_t eos, double timeout, char *err,
                   size_t errlen) {
     rt_sample *S = calloc(1, sizeof *S);
@@ -64,7 +61,7 @@ void sample_destroy(rt_sample *S) {
     free(S);
 }
 
-static int move(rt_sample *S, bool send, int peer, void *buf, size_t bytes, char *err, size_t errlen) {
+static wp_result move(rt_sample *S, bool send, int peer, void *buf, size_t bytes, char *err, size_t errlen) {
     wp_request *req;
     char why[300];
     int rc = send ? tp_post_send(S->t, peer, WP_SAMPLE_CHANNEL, buf, bytes, "sample weights", &req, why, sizeof why)
@@ -78,7 +75,7 @@ static int move(rt_sample *S, bool send, int peer, void *buf, size_t bytes, char
 
 /* Chunk c's working copy, whole, in S->wire on rank 0: slices gathered on the owner (as
  * evaluate.c's gather_weights does), then the owner's whole chunk sent to rank 0. */
-static int gather_chunk(rt_sample *S, int c, char *err, size_t errlen) {
+static wp_result gather_chunk(rt_sample *S, int c, char *err, size_t errlen) {
     const wp_dtype wt = precision_weight_dtype(S->L->cfg.precision);
     const size_t es = wp_dtype_size(wt), numel = S->L->chunk_numel[c];
     const int owner = S->s->owner[c], n = S->s->nslices;
@@ -98,7 +95,7 @@ static int gather_chunk(rt_sample *S, int c, char *err, size_t errlen) {
     return S->rank == 0 ? move(S, false, owner, S->wire, numel * es, err, errlen) : 0;
 }
 
-int sample_run(rt_sample *S, int32_t *ids, int *n, char *err, size_t errlen) {
+wp_result sample_run(rt_sample *S, int32_t *ids, int *n, char *err, size_t errlen) {
     *n = 0;
     const wp_dtype wt = precision_weight_dtype(S->L->cfg.precision);
     for (int c = 0; c < S->s->nchunks; c++) {

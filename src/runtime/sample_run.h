@@ -13,6 +13,7 @@
 #include "model.h"
 #include "optim.h"
 #include "transport.h"
+#include "result.h"
 
 #define WP_SAMPLE_CHANNEL 6 /* unused by the schedules (ir.h's stop at 5) and by evaluation (7) */
 
@@ -20,12 +21,12 @@ typedef struct rt_sample rt_sample;
 
 /* tokens: generated per sample (at most the model's positions - 1); each sample starts at token
  * bos and stops after eos (-1: none). 0, or 1 with a reason. */
-int sample_create(rt_sample **out, const wp_schedule *s, int rank, const wp_layout *L, wp_kern *k, wp_optim *o,
+wp_result sample_create(rt_sample **out, const wp_schedule *s, int rank, const wp_layout *L, wp_kern *k, wp_optim *o,
                   wp_transport *t, wp_control *ctl, int tokens, int32_t bos, int32_t eos, double timeout, char *err,
                   size_t errlen);
 void sample_destroy(rt_sample *S);
 /* Collective: every rank calls it at the same step boundary. On rank 0, ids[0..*n) are the
  * generated ids (ids holds tokens); other ranks get *n = 0. 0, or 1 with a reason. */
-int sample_run(rt_sample *S, int32_t *ids, int *n, char *err, size_t errlen);
+wp_result sample_run(rt_sample *S, int32_t *ids, int *n, char *err, size_t errlen);
 
 #endif

@@ -29,18 +29,12 @@ static void read_record(int fd, char *rec, size_t reclen) {
     rec[n > 0 ? n : 0] = 0;
 }
 
-int save_lock_take(wp_save_lock *l, const char *dir, const char *job, char *err, size_t errlen) {
+wp_result save_lock_take(wp_save_lock *l, const char *dir, const char *job, char *err, size_t errlen) {
     l->fd = -1;
     char path[4096], why[512], rec[512], me[256], host[256], holder_job[256];
     long pid;
-    if (fs_mkdirs(dir, why, sizeof why) != 0) {
-        snprintf(err, errlen, "--save %s: %s", dir, why);
-        return 1;
-    }
-    if (fs_join(path, sizeof path, dir, WP_SAVE_LOCK_FILE, why, sizeof why) != 0) {
-        snprintf(err, errlen, "--save %s: %s", dir, why);
-        return 2;
-    }
+    if (fs_mkdirs(dir, why, sizeof why) != 0) { return wp_fail(WP_FAILED, err, errlen, "--save %s: %s", dir, why); }
+    if (fs_join(path, sizeof path, dir, WP_SAVE_LOCK_FILE, why, sizeof why) != 0) { return wp_fail(WP_BAD_INPUT, err, errlen, "--save %s: %s", dir, why); }
     bool writable = true;
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0 && (errno == EROFS || errno == EACCES)) {
@@ -51,20 +45,14 @@ int save_lock_take(wp_save_lock *l, const char *dir, const char *job, char *err,
         fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0) return 0;
     }
-    if (fd < 0) {
-        snprintf(err, errlen, "--save %s: cannot open its lock %s: %s", dir, path, strerror(errno));
-        return 1;
-    }
+    if (fd < 0) { return wp_fail(WP_FAILED, err, errlen, "--save %s: cannot open its lock %s: %s", dir, path, strerror(errno)); }
     if (gethostname(me, sizeof me) != 0) snprintf(me, sizeof me, "?");
     me[sizeof me - 1] = 0;
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         int e = errno;
         read_record(fd, rec, sizeof rec);
         close(fd);
-        if (e != EWOULDBLOCK) {
-            snprintf(err, errlen, "--save %s: cannot lock %s: %s", dir, path, strerror(e));
-            return 1;
-        }
+        if (e != EWOULDBLOCK) { return wp_fail(WP_FAILED, err, errlen, "--save %s: cannot lock %s: %s", dir, path, strerror(e)); }
         parse(rec, host, sizeof host, &pid, holder_job, sizeof holder_job);
         if (strcmp(host, me) == 0 && pid == (long)getppid()) return 0; /* our own launcher holds it */
         snprintf(err, errlen, "--save %s is in use by another job: host %s, pid %ld, job '%s' (lock %s; one job per "

@@ -7,6 +7,7 @@
 #define WP_RUNTIME_SAVELOCK_H
 
 #include <stddef.h>
+#include "result.h"
 
 typedef struct wp_save_lock {
     int fd; /* -1: not held */
@@ -19,7 +20,7 @@ typedef struct wp_save_lock {
  * process holds it ("--save DIR is in use by another job: host H, pid P, job 'J'"); 1 when the
  * directory or the file cannot be made. A lock left by a process that died is taken over with
  * one warning naming it. */
-int save_lock_take(wp_save_lock *l, const char *dir, const char *job, char *err, size_t errlen);
+wp_result save_lock_take(wp_save_lock *l, const char *dir, const char *job, char *err, size_t errlen);
 /* Release (empty the record, so that the next job sees no stale lock) and close. */
 void save_lock_release(wp_save_lock *l);
 

@@ -6,7 +6,7 @@
 static int nseg(const wp_rt *rt) { return sched_nseg(rt->c.s); }
 static int seg_of(const wp_rt *rt, int mb) { return mb % nseg(rt); }
 
-int rt_seg_init(wp_rt *rt, char *err, size_t errlen) {
+wp_result rt_seg_init(wp_rt *rt, char *err, size_t errlen) {
     char why[256];
     const wp_layout *L = rt->c.L;
     if (seqsplit_bounds(L, nseg(rt), rt->seg_t, why, sizeof why) != 0) return rt_fail(rt, err, errlen, "%s", why);
@@ -24,7 +24,7 @@ wp_acts *rt_seg_acts_create(wp_rt *rt, int chunk, int mb) {
     return model_acts_create_segment(rt->c.m, chunk, rt->seg_t[j], rt->seg_t[j + 1], NULL);
 }
 
-int rt_seg_link(wp_rt *rt, wp_acts *a, int mb, wp_acts *prev, char *err, size_t errlen) {
+wp_result rt_seg_link(wp_rt *rt, wp_acts *a, int mb, wp_acts *prev, char *err, size_t errlen) {
     if (rt_seg_has_prev(rt, mb) && !prev)
         return rt_fail(rt, err, errlen, "F of unit %d: the state of the segment before it (unit %d) is not held here", mb,
                        mb - 1);

@@ -10,15 +10,16 @@
 #define WP_RUNTIME_UNITS_H
 
 #include "rt_impl.h"
+#include "result.h"
 
 /* Boundaries from the model (seqsplit_bounds) and buffer sizes for the pool. 0, or 1 with a reason. */
-int rt_seg_init(wp_rt *rt, char *err, size_t errlen);
+wp_result rt_seg_init(wp_rt *rt, char *err, size_t errlen);
 /* Whether a state made for unit a can be reused for unit b (same segment, same sizes). */
 bool rt_seg_same_shape(const wp_rt *rt, int a, int b);
 /* A new activation state for unit mb of chunk (not yet linked). NULL with a kern error. */
 wp_acts *rt_seg_acts_create(wp_rt *rt, int chunk, int mb);
 /* Link a state taken for unit mb to prev, the state of unit mb-1 (NULL for a first segment). */
-int rt_seg_link(wp_rt *rt, wp_acts *a, int mb, wp_acts *prev, char *err, size_t errlen);
+wp_result rt_seg_link(wp_rt *rt, wp_acts *a, int mb, wp_acts *prev, char *err, size_t errlen);
 /* Whether unit mb has a segment before it in its sample. */
 bool rt_seg_has_prev(const wp_rt *rt, int mb);
 /* The loader's micro-batch of unit mb. */

@@ -24,7 +24,7 @@ static_assert(WP_SAME_CHANNEL_(WFWD) && WP_SAME_CHANNEL_(WBWD) && WP_SAME_CHANNE
 #undef WP_SAME_CHANNEL_
 static_assert(WP_SCH_COUNT <= WP_MAX_CHANNELS, "every IR channel is a transport channel");
 
-int rt_fail(wp_rt *rt, char *err, size_t errlen, const char *fmt, ...) {
+wp_result rt_fail(wp_rt *rt, char *err, size_t errlen, const char *fmt, ...) {
     char what[2048], text[96];
     va_list ap;
     va_start(ap, fmt);
@@ -36,7 +36,7 @@ int rt_fail(wp_rt *rt, char *err, size_t errlen, const char *fmt, ...) {
                  action_text(&p->a[rt->ai], text, sizeof text), what);
     else
         snprintf(err, errlen, "rank %d step %lld: %s", rt->c.rank, (long long)rt->step, what);
-    return 1;
+    return WP_FAILED;
 }
 
 /* Send i of e completed: its event ends, the last pending send takes its place. */
@@ -52,7 +52,7 @@ int rt_fail(wp_rt *rt, char *err, size_t errlen, const char *fmt, ...) {
  * first). Wait longer for it then; a rank that is the first failer exits that much later. */
 #define CAUSE_RELAYED_S 2.0
 
-static int transport_fail(wp_rt *rt, char *err, size_t errlen, const char *awaited, const char *why) {
+static wp_result transport_fail(wp_rt *rt, char *err, size_t errlen, const char *awaited, const char *why) {
     char cause[1024] = "";
     double until = wp_now() + (tp_failed_hearsay(rt->c.t) ? CAUSE_RELAYED_S : CAUSE_GRACE_S);
     while (!ctl_failed(rt->c.ctl, cause, sizeof cause) && wp_now() < until) {
@@ -85,7 +85,7 @@ static void recv_done(wp_rt *rt, rt_entry *e) {
     pool_touch(e);
 }
 
-static int poll_entry(wp_rt *rt, rt_entry *e, char *err, size_t errlen) {
+static wp_result poll_entry(wp_rt *rt, rt_entry *e, char *err, size_t errlen) {
     char why[300];
     bool done;
     if (e->recv) {
@@ -99,7 +99,7 @@ static int poll_entry(wp_rt *rt, rt_entry *e, char *err, size_t errlen) {
     return 0;
 }
 
-static int post_send(wp_rt *rt, rt_entry *e, int peer, int channel, char *err, size_t errlen) {
+static wp_result post_send(wp_rt *rt, rt_entry *e, int peer, int channel, char *err, size_t errlen) {
     char label[64], why[300];
     if (e->n_sends == RT_MAX_SENDS)
         return rt_fail(rt, err, errlen, "more than %d sends of %s in flight", RT_MAX_SENDS,
@@ -116,7 +116,7 @@ static int post_send(wp_rt *rt, rt_entry *e, int peer, int channel, char *err, s
 }
 
 /* Post queued sends in order; one that cannot go blocks the later ones of its (peer, channel). */
-static int post_deferred(wp_rt *rt, char *err, size_t errlen) {
+static wp_result post_deferred(wp_rt *rt, char *err, size_t errlen) {
     if (rt->n_def == 0) return 0;
     memset(rt->blocked, 0, (size_t)rt->c.s->nranks * WP_MAX_CHANNELS * sizeof *rt->blocked);
     int kept = 0;
@@ -135,7 +135,7 @@ static int post_deferred(wp_rt *rt, char *err, size_t errlen) {
     return 0;
 }
 
-int rt_progress(wp_rt *rt, char *err, size_t errlen) {
+wp_result rt_progress(wp_rt *rt, char *err, size_t errlen) {
     for (int i = 0; i < rt->pool.n; i++) {
         rt_entry *e = rt->pool.e[i];
         if (e->used && poll_entry(rt, e, err, errlen)) return 1;
@@ -151,7 +151,7 @@ typedef struct {
     int *slot; /* -1: the receive, else the index in sends */
 } req_set;
 
-static int collect(wp_rt *rt, req_set *rs) {
+static wp_result collect(wp_rt *rt, req_set *rs) {
     rs->n = 0;
     for (int i = 0; i < rt->pool.n; i++) {
         rt_entry *e = rt->pool.e[i];
@@ -165,7 +165,7 @@ static int collect(wp_rt *rt, req_set *rs) {
             if (o) rs->owner = o;
             int *s = realloc(rs->slot, (size_t)cap * sizeof *s);
             if (s) rs->slot = s;
-            if (!r || !o || !s) return -1;
+            if (!r || !o || !s) return WP_FAILED;
             rs->cap = cap;
         }
         if (e->recv) {
@@ -203,13 +203,13 @@ static void set_status(wp_rt *rt, const char *what) {
 }
 
 /* Block until one pending request completes; fails when none is pending (nothing can change). */
-static int wait_one(wp_rt *rt, const char *what, char *err, size_t errlen) {
+static wp_result wait_one(wp_rt *rt, const char *what, char *err, size_t errlen) {
     req_set rs = {0};
     if (collect(rt, &rs) != 0) {
         free(rs.req), free(rs.owner), free(rs.slot);
         return rt_fail(rt, err, errlen, "out of memory while waiting for %s", what);
     }
-    int rc = 0;
+    wp_result rc = WP_OK;
     if (rs.n == 0) {
         rc = rt_fail(rt, err, errlen, "waiting for %s, which nothing pending can bring", what);
     } else {
@@ -233,7 +233,7 @@ static bool ready(const rt_pool *p, const rt_entry *e, bool writable) {
     return pool_present(p, e) && (!writable || pool_idle(p, e));
 }
 
-int rt_wait(wp_rt *rt, rt_entry *e, bool writable, char *err, size_t errlen) {
+wp_result rt_wait(wp_rt *rt, rt_entry *e, bool writable, char *err, size_t errlen) {
     char name[64], what[96];
     buf_name(e->name, name, sizeof name);
     for (;;) {
@@ -249,7 +249,7 @@ int rt_wait(wp_rt *rt, rt_entry *e, bool writable, char *err, size_t errlen) {
     }
 }
 
-int rt_drain_deferred(wp_rt *rt, char *err, size_t errlen) {
+wp_result rt_drain_deferred(wp_rt *rt, char *err, size_t errlen) {
     for (;;) {
         if (rt_progress(rt, err, errlen)) return 1;
         if (rt->n_def == 0) return 0;
@@ -258,7 +258,7 @@ int rt_drain_deferred(wp_rt *rt, char *err, size_t errlen) {
     }
 }
 
-int rt_send(wp_rt *rt, const wp_action *a, char *err, size_t errlen) {
+wp_result rt_send(wp_rt *rt, const wp_action *a, char *err, size_t errlen) {
     char name[64];
     rt_entry *e = pool_find(&rt->pool, a->buf);
     if (!e) return rt_fail(rt, err, errlen, "SEND of %s, which this rank does not hold", buf_name(a->buf, name, sizeof name));
@@ -275,7 +275,7 @@ int rt_send(wp_rt *rt, const wp_action *a, char *err, size_t errlen) {
     return post_deferred(rt, err, errlen);
 }
 
-int rt_recv(wp_rt *rt, const wp_action *a, char *err, size_t errlen) {
+wp_result rt_recv(wp_rt *rt, const wp_action *a, char *err, size_t errlen) {
     char why[300], name[64];
     if (!rt->c.t) return rt_fail(rt, err, errlen, "RECV without a transport (one rank)");
     rt_entry *e = pool_create(&rt->pool, a->buf, why, sizeof why);

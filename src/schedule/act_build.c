@@ -106,23 +106,17 @@ static bool output_of(const builder *b, const ab_op *o, wp_buf *buf, int *dst, i
 }
 
 /* Index tables and the placement check. */
-static int index_ops(builder *b, char *err, size_t errlen) {
+static wp_result index_ops(builder *b, char *err, size_t errlen) {
     const size_t cm = (size_t)b->C * b->M;
     b->f_idx = malloc(cm * sizeof *b->f_idx);
     b->b_idx = malloc(cm * sizeof *b->b_idx);
-    if (!b->f_idx || !b->b_idx) {
-        snprintf(err, errlen, "schedule: out of memory");
-        return 1;
-    }
+    if (!b->f_idx || !b->b_idx) { return wp_fail(WP_FAILED, err, errlen, "schedule: out of memory"); }
     for (size_t i = 0; i < cm; i++) b->f_idx[i] = b->b_idx[i] = -1;
     for (int r = 0; r < b->N; r++)
         for (int i = 0; i < b->p->n[r]; i++) {
             const ab_op *o = &b->p->ops[r][i];
-            if (o->chunk < 0 || o->chunk >= b->C || o->mb < 0 || o->mb >= b->M || act_holder(b->p->s, o->chunk) != r) {
-                snprintf(err, errlen, "generator: %s(%d,%d) placed on rank %d, which does not hold that chunk",
-                         op_name(o->op), o->chunk, o->mb, r);
-                return 1;
-            }
+            if (o->chunk < 0 || o->chunk >= b->C || o->mb < 0 || o->mb >= b->M || act_holder(b->p->s, o->chunk) != r) { return wp_fail(WP_FAILED, err, errlen, "generator: %s(%d,%d) placed on rank %d, which does not hold that chunk",
+                         op_name(o->op), o->chunk, o->mb, r); }
             size_t k = (size_t)o->chunk * b->M + o->mb;
             if (o->op == WP_OP_F) b->f_idx[k] = i;
             if (is_backward_input(o)) b->b_idx[k] = i;
@@ -157,13 +151,10 @@ static double ready_at(const builder *b, const ab_op *o) {
 }
 
 /* Times every compute; 1 with a reason when the order waits in a circle. */
-static int unit_timing(builder *b, char *err, size_t errlen) {
+static wp_result unit_timing(builder *b, char *err, size_t errlen) {
     int next[WP_MAX_CHUNKS] = {0}, left = 0;
     for (int r = 0; r < b->N; r++) {
-        if (!(b->t_end[r] = malloc(((size_t)b->p->n[r] + 1) * sizeof(double)))) {
-            snprintf(err, errlen, "schedule: out of memory");
-            return 1;
-        }
+        if (!(b->t_end[r] = malloc(((size_t)b->p->n[r] + 1) * sizeof(double)))) { return wp_fail(WP_FAILED, err, errlen, "schedule: out of memory"); }
         for (int i = 0; i < b->p->n[r]; i++) b->t_end[r][i] = -1;
         left += b->p->n[r];
     }
@@ -180,9 +171,8 @@ static int unit_timing(builder *b, char *err, size_t errlen) {
             int r = 0;
             while (next[r] == b->p->n[r]) r++;
             const ab_op *o = &b->p->ops[r][next[r]];
-            snprintf(err, errlen, "generator: rank %d waits at %s(%d,%d) for an input that is never produced before it",
+            return wp_fail(WP_FAILED, err, errlen, "generator: rank %d waits at %s(%d,%d) for an input that is never produced before it",
                      r, op_name(o->op), o->chunk, o->mb);
-            return 1;
         }
         left -= moved;
     }
@@ -272,7 +262,7 @@ static void weights(builder *b, int r) {
     emit(b, n, SUB_REDUCE, act_chunk(WP_OP_REDUCE, 0, n));
 }
 
-static int build_rank(builder *b, int r, char *err, size_t errlen) {
+static wp_result build_rank(builder *b, int r, char *err, size_t errlen) {
     b->n_ev = 0;
     computes(b, r);
     weights(b, r);
@@ -285,7 +275,7 @@ static int build_rank(builder *b, int r, char *err, size_t errlen) {
     return 0;
 }
 
-int act_build(act_plan *p, char *err, size_t errlen) {
+wp_result act_build(act_plan *p, char *err, size_t errlen) {
     builder b = {.p = p, .N = p->s->nranks, .M = p->s->nmb, .C = p->s->nchunks};
     int rc = 1;
     snprintf(err, errlen, "schedule: out of memory");

@@ -35,6 +35,7 @@
 #define WP_ACT_BUILD_H
 
 #include "ir.h"
+#include "result.h"
 
 typedef struct {
     uint8_t op;
@@ -56,7 +57,7 @@ void act_add(act_plan *p, int rank, wp_op op, int chunk, int mb);
 /* Emit every rank's list into p->s. 0, or 1 with a reason (out of memory, a compute placed on a
  * rank that does not hold its chunk, or a consumer that reads before its producer wrote the
  * buffer on one rank). Frees the plan either way. */
-int act_build(act_plan *p, char *err, size_t errlen);
+wp_result act_build(act_plan *p, char *err, size_t errlen);
 
 /* The rank that holds chunk c: its owner. */
 static inline int act_holder(const wp_schedule *s, int chunk) { return s->owner[chunk]; }

@@ -131,7 +131,7 @@ static int deadlock(eng *e) {
 
 /* ---------- setup and main loop ---------- */
 
-static int setup(eng *e) {
+static wp_result setup(eng *e) {
     const size_t cm = (size_t)e->C * e->M, NN = (size_t)e->N * e->N;
     wp_run *run = e->run;
     e->r = calloc((size_t)e->N, sizeof *e->r);
@@ -143,18 +143,18 @@ static int setup(eng *e) {
     run->rank = calloc((size_t)e->N, sizeof *run->rank);
     run->step_end = calloc((size_t)e->steps, sizeof *run->step_end);
     run->reduce_at = calloc((size_t)e->steps, sizeof *run->reduce_at);
-    if (!e->r || !e->ch || !e->ln || !e->busy_links || !e->nic_cap || !e->nic_cnt || !run->rank || !run->step_end || !run->reduce_at) return -1;
+    if (!e->r || !e->ch || !e->ln || !e->busy_links || !e->nic_cap || !e->nic_cnt || !run->rank || !run->step_end || !run->reduce_at) return WP_FAILED;
     for (int s = 0; s < e->steps; s++) {
         stepst *st = &e->st[s];
         int **arrs[6] = {&st->f_rank, &st->b_rank, &st->w_rank, &st->f_idx, &st->b_idx, &st->w_idx};
         for (int k = 0; k < 6; k++) {
-            if (!(*arrs[k] = malloc(cm * sizeof(int)))) return -1;
+            if (!(*arrs[k] = malloc(cm * sizeof(int)))) return WP_FAILED;
             for (size_t i = 0; i < cm; i++) (*arrs[k])[i] = -1;
         }
-        if (!(st->acc = calloc((size_t)e->C * e->SL * e->words, sizeof *st->acc))) return -1;
-        if (!(st->updated = calloc((size_t)e->C * e->SL, sizeof *st->updated))) return -1;
+        if (!(st->acc = calloc((size_t)e->C * e->SL * e->words, sizeof *st->acc))) return WP_FAILED;
+        if (!(st->updated = calloc((size_t)e->C * e->SL, sizeof *st->updated))) return WP_FAILED;
     }
-    if (!(e->master = calloc((size_t)e->C * e->SL, sizeof *e->master))) return -1;
+    if (!(e->master = calloc((size_t)e->C * e->SL, sizeof *e->master))) return WP_FAILED;
     /* tied: the pieces every step must bring, from the layout where there is one (tie_piece),
      * else as the lists name them */
     for (int k = 0; e->s->tied && e->sz && e->sz->L && k < e->SL; k++)
@@ -183,7 +183,7 @@ static int setup(eng *e) {
             if (e->S ? r < e->S : e->s->owner[c] == r) run->rank[r].owner_bytes += e->S ? part : e->sz->owner_bytes[c];
         }
         for (int i = 0; i < e->s->rank[r].n_carry; i++)
-            if (!eng_create(e, r, e->s->rank[r].carry[i], true, 0, 0)) return -1;
+            if (!eng_create(e, r, e->s->rank[r].carry[i], true, 0, 0)) return WP_FAILED;
     }
     return 0;
 }
@@ -259,7 +259,7 @@ static void loop(eng *e) {
     }
 }
 
-int engine_run(const wp_schedule *s, const wp_sizes *sz, const wp_costs *costs, int steps, bool record, wp_run *run,
+wp_result engine_run(const wp_schedule *s, const wp_sizes *sz, const wp_costs *costs, int steps, bool record, wp_run *run,
              char *err, size_t errlen) {
     memset(run, 0, sizeof *run);
     eng e = {.s = s, .sz = sz, .N = s->nranks, .M = s->nmb, .C = s->nchunks, .steps = steps, .run = run,
@@ -277,10 +277,7 @@ int engine_run(const wp_schedule *s, const wp_sizes *sz, const wp_costs *costs, 
     e.S = s->nslices;
     e.SL = e.S ? e.S : 1;
     if (steps < 1 || steps > MAX_STEPS || e.N < 1 || e.C < 1 || e.C > WP_MAX_CHUNKS || e.M < 1 || e.S < 0 ||
-        e.S > e.N) {
-        snprintf(err, errlen, "schedule: bad shape (N %d, M %d, C %d, steps %d)", e.N, e.M, e.C, steps);
-        return 1;
-    }
+        e.S > e.N) { return wp_fail(WP_FAILED, err, errlen, "schedule: bad shape (N %d, M %d, C %d, steps %d)", e.N, e.M, e.C, steps); }
     if (setup(&e)) {
         eng_oom(&e);
     } else if (!check_structure(&e)) {

@@ -8,6 +8,7 @@
 #define WP_SCHEDULE_ENGINE_H
 
 #include "ir.h"
+#include "result.h"
 
 /* The machine. Durations in seconds (any unit works, as long as all agree). */
 typedef struct {
@@ -75,7 +76,7 @@ typedef struct {
  * action and what broke; the lists are the program's own output, so this is an internal
  * failure, not bad input), the schedule's shape is out of range, or memory ran out.
  * run->record chooses whether events are kept; free with run_free. */
-int engine_run(const wp_schedule *s, const wp_sizes *sz, const wp_costs *costs, int steps, bool record, wp_run *run,
+wp_result engine_run(const wp_schedule *s, const wp_sizes *sz, const wp_costs *costs, int steps, bool record, wp_run *run,
              char *err, size_t errlen);
 void run_free(wp_run *run);
 

@@ -73,10 +73,10 @@ static int post_xfer(eng *e, bool is_send, int r, int step, int idx, int peer, i
 
 /* ---------- actions ---------- */
 
-static int rec_comp(eng *e, int r, int step, int idx, const wp_action *a, double t0, double t1) {
+static wp_result rec_comp(eng *e, int r, int step, int idx, const wp_action *a, double t0, double t1) {
     wp_run *run = e->run;
     if (!run->record) return 0;
-    if (engine_grow((void **)&run->comp, &run->cap_comp, run->n_comp + 1, sizeof *run->comp)) return -1;
+    if (engine_grow((void **)&run->comp, &run->cap_comp, run->n_comp + 1, sizeof *run->comp)) return WP_FAILED;
     run->comp[run->n_comp++] = (wp_comp_event){r, step, idx, a->op, a->chunk, a->mb, t0, t1};
     return 0;
 }

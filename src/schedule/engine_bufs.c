@@ -10,12 +10,12 @@
 
 /* ---------- small helpers ---------- */
 
-int engine_grow(void **p, int *cap, int need, size_t elem) {
+wp_result engine_grow(void **p, int *cap, int need, size_t elem) {
     if (need <= *cap) return 0;
     int nc = *cap ? *cap * 2 : 16;
     while (nc < need) nc *= 2;
     void *q = realloc(*p, (size_t)nc * elem);
-    if (!q) return -1;
+    if (!q) return WP_FAILED;
     *p = q;
     *cap = nc;
     return 0;
@@ -187,7 +187,7 @@ inst *eng_create(eng *e, int r, wp_buf b, bool present, int step, int idx) {
     return in;
 }
 
-int eng_destroy(eng *e, int r, inst *in, int step, int idx) {
+wp_result eng_destroy(eng *e, int r, inst *in, int step, int idx) {
     rstate *R = &e->r[r];
     if (!holds_sibling(R, in->b, in)) R->n_kind[in->b.kind]--;
     for (int i = 0; i < R->n_held; i++)
@@ -197,7 +197,7 @@ int eng_destroy(eng *e, int r, inst *in, int step, int idx) {
         }
     R->bytes -= in->bytes;
     slot_count(e, r, in, -1);
-    if (engine_grow((void **)&R->freed, &R->cap_freed, R->n_freed + 1, sizeof *R->freed)) return -1;
+    if (engine_grow((void **)&R->freed, &R->cap_freed, R->n_freed + 1, sizeof *R->freed)) return WP_FAILED;
     R->freed[R->n_freed++] = (freed_rec){in->b, step, idx};
     free(in->mbs);
     free(in);

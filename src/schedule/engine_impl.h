@@ -10,6 +10,7 @@
 
 #include "engine.h"
 #include "seq_split.h"
+#include "result.h"
 
 #define MAX_STEPS 4
 
@@ -132,7 +133,7 @@ typedef struct {
 } eng;
 
 /* engine_bufs.c: grow *p to hold need elements; engine_actions.c: the channel src -> dst, ch */
-int engine_grow(void **p, int *cap, int need, size_t elem);
+wp_result engine_grow(void **p, int *cap, int need, size_t elem);
 chan *engine_get_chan(eng *e, int src, int dst, int ch);
 
 /* engine_bufs.c: the buffers a rank holds (instances), errors that name their action */
@@ -150,7 +151,7 @@ const char *eng_freed_note(const eng *e, const rstate *R, wp_buf b, int step, ch
 size_t eng_acts_bytes_of(const eng *e, int c, int mb, bool kept);
 void eng_note_peaks(eng *e, int r);
 inst *eng_create(eng *e, int r, wp_buf b, bool present, int step, int idx);
-int eng_destroy(eng *e, int r, inst *in, int step, int idx);
+wp_result eng_destroy(eng *e, int r, inst *in, int step, int idx);
 int eng_first_common(const uint64_t *a, const uint64_t *b, int n);
 /* A buffer an action reads or writes: DONE with *out, BLOCKED while it arrives, ERROR. */
 int eng_need_one(eng *e, int r, int step, int idx, wp_buf b, bool write, inst **out);
@@ -182,12 +183,12 @@ void elink_params(const eng *e, int src, int dst, double *bw, double *lat);
  * two ranks on different nodes. Such a link's bw is its NIC's, shared by all of a node's flows. */
 bool elink_nic(const eng *e, int src, int dst);
 /* Put the channel's next matched transfer on its link once its buffer is there; -1 out of memory. */
-int elink_start(eng *e, chan *c);
-int elink_start_all(eng *e);
+wp_result elink_start(eng *e, chan *c);
+wp_result elink_start_all(eng *e);
 /* The time of the next event after e->now (INFINITY when none); first shares the NICs among
  * the flows between nodes (their rates hold until that event). */
 double elink_next_time(eng *e);
 /* Move to time t: bytes on every busy link, last bytes left, arrivals, step decisions; -1 out of memory. */
-int elink_advance_time(eng *e, double t);
+wp_result elink_advance_time(eng *e, double t);
 
 #endif

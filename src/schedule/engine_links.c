@@ -65,7 +65,7 @@ static void elink_share(eng *e) {
     }
 }
 
-int elink_start(eng *e, chan *c) {
+wp_result elink_start(eng *e, chan *c) {
     if (c->busy || c->q_n == 0) return 0;
     xfer *x = c->q[c->q_head];
     if (!x->from->present) return 0;
@@ -78,11 +78,11 @@ int elink_start(eng *e, chan *c) {
     x->rate = 0;
     x->gstep = x->from->gstep;
     if (x->from->mbs) {
-        if (!(x->mbs = malloc((size_t)e->words * sizeof *x->mbs))) return -1;
+        if (!(x->mbs = malloc((size_t)e->words * sizeof *x->mbs))) return WP_FAILED;
         memcpy(x->mbs, x->from->mbs, (size_t)e->words * sizeof *x->mbs);
     }
     link *l = &e->ln[x->src * e->N + x->dst];
-    if (engine_grow((void **)&l->x, &l->cap, l->n + 1, sizeof *l->x)) return -1;
+    if (engine_grow((void **)&l->x, &l->cap, l->n + 1, sizeof *l->x)) return WP_FAILED;
     if (!l->listed) {
         e->busy_links[e->n_busy_links++] = x->src * e->N + x->dst;
         l->listed = true;
@@ -92,13 +92,13 @@ int elink_start(eng *e, chan *c) {
     return 0;
 }
 
-int elink_start_all(eng *e) {
+wp_result elink_start_all(eng *e) {
     for (int i = 0; i < e->n_chans; i++)
-        if (elink_start(e, e->chans[i])) return -1;
+        if (elink_start(e, e->chans[i])) return WP_FAILED;
     return 0;
 }
 
-static int elink_record(eng *e, const xfer *x) {
+static wp_result elink_record(eng *e, const xfer *x) {
     wp_run *run = e->run;
     if (x->step == e->steps - 1) {
         run->rank[x->src].sent[x->b.kind] += x->bytes;
@@ -107,7 +107,7 @@ static int elink_record(eng *e, const xfer *x) {
         run->rank[x->dst].n_recv++;
     }
     if (!run->record) return 0;
-    if (engine_grow((void **)&run->xfer, &run->cap_xfer, run->n_xfer + 1, sizeof *run->xfer)) return -1;
+    if (engine_grow((void **)&run->xfer, &run->cap_xfer, run->n_xfer + 1, sizeof *run->xfer)) return WP_FAILED;
     wp_buf b = x->b;
     if (b.kind == WP_BUF_W) b.idx -= x->step;
     run->xfer[run->n_xfer++] = (wp_xfer_event){x->src, x->dst, x->ch, x->step, b, x->bytes, x->t0, x->t_arrive};
@@ -115,7 +115,7 @@ static int elink_record(eng *e, const xfer *x) {
 }
 
 /* The last byte left: the sender may free or write its buffer; the next one on the channel may go. */
-static int elink_left(eng *e, xfer *x, chan *c) {
+static wp_result elink_left(eng *e, xfer *x, chan *c) {
     link *l = &e->ln[x->src * e->N + x->dst];
     for (int i = 0; i < l->n; i++)
         if (l->x[i] == x) {
@@ -126,18 +126,18 @@ static int elink_left(eng *e, xfer *x, chan *c) {
     c->busy = NULL;
     x->state = X_FLIGHT;
     x->t_arrive = e->now + l->lat;
-    if (engine_grow((void **)&e->flight, &e->cap_flight, e->n_flight + 1, sizeof *e->flight)) return -1;
+    if (engine_grow((void **)&e->flight, &e->cap_flight, e->n_flight + 1, sizeof *e->flight)) return WP_FAILED;
     e->flight[e->n_flight++] = x;
     e->progress = true;
     return elink_start(e, c);
 }
 
-static int elink_arrive(eng *e, xfer *x) {
+static wp_result elink_arrive(eng *e, xfer *x) {
     x->to->present = true;
     if (x->to->mbs && x->mbs) memcpy(x->to->mbs, x->mbs, (size_t)e->words * sizeof *x->mbs);
     x->to->gstep = x->gstep;
     e->progress = true;
-    int rc = elink_record(e, x);
+    wp_result rc = elink_record(e, x);
     free(x->mbs);
     free(x);
     return rc;
@@ -163,7 +163,7 @@ double elink_next_time(eng *e) {
     return t;
 }
 
-int elink_advance_time(eng *e, double t) {
+wp_result elink_advance_time(eng *e, double t) {
     double dt = t - e->now, tol = 1e-12 * fmax(1.0, fabs(t));
     e->now = t;
     /* only the links busy during the interval just ended: a transfer starting now has used nothing */
@@ -182,7 +182,7 @@ int elink_advance_time(eng *e, double t) {
             if (l->bw <= 0 || x->remaining <= rate * tol) through[k++] = x;
         }
         for (int j = 0; j < k; j++)
-            if (elink_left(e, through[j], engine_get_chan(e, through[j]->src, through[j]->dst, through[j]->ch))) return -1;
+            if (elink_left(e, through[j], engine_get_chan(e, through[j]->src, through[j]->dst, through[j]->ch))) return WP_FAILED;
     }
     int kept = 0;
     for (int i = 0; i < e->n_busy_links; i++) {
@@ -198,7 +198,7 @@ int elink_advance_time(eng *e, double t) {
             continue;
         }
         e->flight[i] = e->flight[--e->n_flight];
-        if (elink_arrive(e, x)) return -1;
+        if (elink_arrive(e, x)) return WP_FAILED;
     }
     for (int s = 0; s < e->steps; s++) {
         stepst *st = &e->st[s];

@@ -30,7 +30,7 @@ static void send_after_compute(prog *p, wp_buf b, int peer, int ch) {
     p->pending[p->n_pending++] = b;
 }
 
-static int gen_rank(wp_schedule *s, const wp_gen_opts *opt, int r, char *err, size_t errlen) {
+static wp_result gen_rank(wp_schedule *s, const wp_gen_opts *opt, int r, char *err, size_t errlen) {
     const int N = s->nranks, M = s->nmb, last = N - 1;
     const int want = N - r - 1 + gen_warmup_extra(opt, s->strategy, N, r), warm = want < M ? want : M;
     prog p = {.s = s, .r = r, .err = err, .errlen = errlen};
@@ -67,12 +67,11 @@ static int gen_rank(wp_schedule *s, const wp_gen_opts *opt, int r, char *err, si
     return p.rc;
 }
 
-int gen_1f1b(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen) {
+wp_result gen_1f1b(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen) {
     for (int c = 0; c < s->nchunks; c++) s->owner[c] = c;
     s->split = false;
     for (int r = 0; r < s->nranks; r++) {
-        int rc = gen_rank(s, opt, r, err, errlen);
-        if (rc) return rc;
+        WP_TRY(gen_rank(s, opt, r, err, errlen));
     }
     return 0;
 }
@@ -80,7 +79,7 @@ int gen_1f1b(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen) {
 /* 1f1b receives one item ahead and frees a sent buffer after its next compute: a rank more than 4
  * warm-up forwards ahead of the next one waits for it in a circle (found by generating every N in
  * {4,8,16}, ranks per node, M in {N,2N,4N}: 3 always runs, 4 never). */
-int gen_check_1f1b(int nranks, int nmb, int nchunks, const wp_gen_opts *opt, char *err, size_t errlen) {
+wp_result gen_check_1f1b(int nranks, int nmb, int nchunks, const wp_gen_opts *opt, char *err, size_t errlen) {
     (void)nmb, (void)nchunks;
     if (gen_warmup_extra(opt, WP_STRAT_1F1B, nranks, 0) > 0 && opt->warmup_extra > WP_1F1B_MAX_WARMUP_EXTRA)
         return gen_bad(err, errlen, "--warmup-extra: 1f1b takes at most %d extra warm-up forwards per slow hop, not %d",

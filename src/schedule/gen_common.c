@@ -4,7 +4,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-int gen_bad(char *err, size_t errlen, const char *fmt, ...) {
+wp_result gen_bad(char *err, size_t errlen, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(err, errlen, fmt, ap);
@@ -12,12 +12,12 @@ int gen_bad(char *err, size_t errlen, const char *fmt, ...) {
     return 2;
 }
 
-int gen_check_none(int nranks, int nmb, int nchunks, const wp_gen_opts *opt, char *err, size_t errlen) {
+wp_result gen_check_none(int nranks, int nmb, int nchunks, const wp_gen_opts *opt, char *err, size_t errlen) {
     (void)nranks, (void)nmb, (void)nchunks, (void)opt, (void)err, (void)errlen;
     return 0;
 }
 
-int gen_check_nodes(const char *name, int nranks, const wp_gen_opts *opt, int *G, char *err, size_t errlen) {
+wp_result gen_check_nodes(const char *name, int nranks, const wp_gen_opts *opt, int *G, char *err, size_t errlen) {
     *G = opt->ranks_per_node > 0 ? opt->ranks_per_node : nranks;
     if (*G > nranks || nranks % *G != 0)
         return gen_bad(err, errlen, "--ranks-per-node: %s needs a divisor of --nranks %d, not %d", name, nranks, *G);

@@ -155,7 +155,7 @@ static void backward(fsdp_rank *g, int mb) {
     }
 }
 
-int gen_fsdp(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen) {
+wp_result gen_fsdp(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen) {
     (void)opt;
     const int N = s->nranks, k = s->nmb / N;
     s->split = false;

@@ -7,7 +7,7 @@
 #include "act_build.h"
 #include "gen_common.h"
 
-int gen_gpipe(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen) {
+wp_result gen_gpipe(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen) {
     (void)opt;
     act_plan p;
     act_plan_init(&p, s);

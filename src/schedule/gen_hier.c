@@ -224,11 +224,10 @@ static void finish(hier *h, int r, int turn) {
 }
 
 /* Node j's ring, built on G ranks, then copied into the N-rank lists. */
-static int node_ring(hier *h, int j) {
+static wp_result node_ring(hier *h, int j) {
     wp_schedule sub;
     const int Mn = h->s->nmb / h->K, base = j * h->G;
-    int rc = sched_init(&sub, WP_STRAT_INTERLEAVE, h->G, Mn, h->G, h->err, h->errlen);
-    if (rc) return rc;
+    WP_TRY(sched_init(&sub, WP_STRAT_INTERLEAVE, h->G, Mn, h->G, h->err, h->errlen));
     for (int c = 0; c < h->G; c++) sub.owner[c] = (h->G - c) % h->G;
     ring_plan p;
     ring_plan_init(&p, &sub, WP_LANE_B, false);
@@ -238,6 +237,7 @@ static int node_ring(hier *h, int j) {
         sched_free(&sub);
         return 1;
     }
+    wp_result rc = WP_OK;
     if ((rc = ring_build(&p, h->err, h->errlen))) {
         sched_free(&sub);
         return rc;
@@ -264,21 +264,21 @@ static int node_ring(hier *h, int j) {
     return h->rc;
 }
 
-int gen_hier(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen) {
+wp_result gen_hier(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen) {
     const int N = s->nranks, G = opt->ranks_per_node > 0 ? opt->ranks_per_node : N;
     hier h = {.s = s, .N = N, .G = G, .K = N / G, .C = s->nchunks, .S = N > 1 ? N : 0, .err = err, .errlen = errlen};
     s->split = false;
     s->nslices = h.S;
     for (int c = 0; c < s->nchunks; c++) s->owner[c] = 0;
     if (!(h.kept = calloc((size_t)h.C * (size_t)h.K, sizeof *h.kept))) return snprintf(err, errlen, "out of memory"), 1;
-    int rc = 0;
+    wp_result rc = WP_OK;
     for (int j = 0; j < h.K && !rc; j++) rc = node_ring(&h, j);
     free(h.kept);
-    return rc ? rc : h.rc;
+    return rc ? rc : (wp_result)h.rc;
 }
 
 /* K nodes of G ranks, a node's ring over G chunks: G divides N and C = G. */
-int gen_check_hier(int nranks, int nmb, int nchunks, const wp_gen_opts *opt, char *err, size_t errlen) {
+wp_result gen_check_hier(int nranks, int nmb, int nchunks, const wp_gen_opts *opt, char *err, size_t errlen) {
     (void)nmb;
     int G, rc = gen_check_nodes(strategy_name(WP_STRAT_HIER), nranks, opt, &G, err, errlen);
     if (!rc && nchunks != G)

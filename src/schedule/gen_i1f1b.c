@@ -53,7 +53,7 @@ static void rank_order(act_plan *p, const loop *l, int M) {
     }
 }
 
-int gen_i1f1b(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen) {
+wp_result gen_i1f1b(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen) {
     act_plan p;
     act_plan_init(&p, s);
     s->split = false;
@@ -67,7 +67,7 @@ int gen_i1f1b(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen) 
 
 /* C = vN is the shared shape check's (WP_CHUNKS_V_PER_RANK); here M: depth-first interleaving
  * walks the chunks in groups of N micro-batches (Megatron's rule), breadth-first takes any M. */
-int gen_check_i1f1b(int nranks, int nmb, int nchunks, const wp_gen_opts *opt, char *err, size_t errlen) {
+wp_result gen_check_i1f1b(int nranks, int nmb, int nchunks, const wp_gen_opts *opt, char *err, size_t errlen) {
     (void)nchunks;
     if (opt->i1f1b_breadth_first || nmb % nranks == 0) return 0;
     int lo = nmb / nranks * nranks;

@@ -12,9 +12,9 @@
 #include "ring_build.h"
 #include "gen_common.h"
 
-int interleave_place(ring_plan *p, char *err, size_t errlen) {
+wp_result interleave_place(ring_plan *p, char *err, size_t errlen) {
     const int N = p->s->nranks, k = p->s->nmb / N;
-    int rc = 0;
+    wp_result rc = WP_OK;
     for (int w = 0; w < N; w++)
         for (int j = 0; j <= k; j++)
             for (int i = 0; i < N; i++) {
@@ -25,7 +25,7 @@ int interleave_place(ring_plan *p, char *err, size_t errlen) {
     return rc;
 }
 
-int gen_interleave(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen) {
+wp_result gen_interleave(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen) {
     (void)opt;
     const int N = s->nranks;
     for (int c = 0; c < N; c++) s->owner[c] = (N - c) % N;

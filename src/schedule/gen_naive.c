@@ -10,14 +10,14 @@
 #include "ring_build.h"
 #include "gen_common.h"
 
-int gen_naive(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen) {
+wp_result gen_naive(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen) {
     (void)opt;
     const int N = s->nranks, k = s->nmb / N;
     for (int c = 0; c < N; c++) s->owner[c] = (N - c) % N;
     s->split = false;
     ring_plan p;
     ring_plan_init(&p, s, WP_LANE_B, false);
-    int rc = 0;
+    wp_result rc = WP_OK;
     for (int w = 0; w < N; w++)
         for (int j = 0; j < k; j++) {
             int mb = j * N + w, t0 = w + 2 * N * j;

@@ -39,12 +39,9 @@ static void plan_rank(act_plan *p, int r, int k, int extra) {
     }
 }
 
-int gen_seq1f1b(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen) {
+wp_result gen_seq1f1b(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen) {
     const int k = opt->seq_segments ? opt->seq_segments : WP_SEQ1F1B_DEFAULT_SEGMENTS;
-    if (k < 1 || k > WP_MAX_SEGMENTS) {
-        snprintf(err, errlen, "--seq-segments: %d is not between 1 and %d", k, WP_MAX_SEGMENTS);
-        return 2;
-    }
+    if (k < 1 || k > WP_MAX_SEGMENTS) { return wp_fail(WP_BAD_INPUT, err, errlen, "--seq-segments: %d is not between 1 and %d", k, WP_MAX_SEGMENTS); }
     s->nseg = k;
     s->nmb *= k; /* the lists name units (ir.h) */
     s->split = false;

@@ -147,7 +147,7 @@ static void round_of(taw *t, int mb) {
     }
 }
 
-int gen_tawpipe(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen) {
+wp_result gen_tawpipe(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen) {
     const int N = s->nranks, S = opt->ranks_per_node > 0 ? opt->ranks_per_node : N;
     s->split = false;
     for (int r = 0; r < N; r++) {
@@ -164,7 +164,7 @@ int gen_tawpipe(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen
 }
 
 /* K nodes of G ranks: G divides N (C = N is the shared shape check's). */
-int gen_check_tawpipe(int nranks, int nmb, int nchunks, const wp_gen_opts *opt, char *err, size_t errlen) {
+wp_result gen_check_tawpipe(int nranks, int nmb, int nchunks, const wp_gen_opts *opt, char *err, size_t errlen) {
     (void)nmb, (void)nchunks;
     int G;
     return gen_check_nodes(strategy_name(WP_STRAT_TAWPIPE), nranks, opt, &G, err, errlen);

@@ -29,7 +29,7 @@
 #include "ring_build.h"
 #include "gen_common.h"
 
-int gen_wzb1(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen) {
+wp_result gen_wzb1(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen) {
     (void)opt;
     const int N = s->nranks, k = s->nmb / N;
     for (int c = 0; c < N; c++) s->owner[c] = (N - c) % N;
@@ -40,7 +40,7 @@ int gen_wzb1(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen) {
         p.offset[WP_RING_WB][c] = 2 * c + 2;
         p.offset[WP_RING_GW][c] = 2 * c + 1;
     }
-    int rc = 0;
+    wp_result rc = WP_OK;
     for (int w = 0; w < N; w++) {
         for (int c = 0; c < N; c++) rc |= ring_add(&p, w, w + c, WP_OP_F, c, w, err, errlen);
         for (int j = 0; j < k; j++) {

@@ -14,13 +14,13 @@
 #include "ring_build.h"
 #include "gen_common.h"
 
-int gen_wzb2(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen) {
+wp_result gen_wzb2(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen) {
     const int N = s->nranks, k = s->nmb / N;
     for (int c = 0; c < N; c++) s->owner[c] = opt->wzb2_owner_last ? N - 1 : (N - c) % N;
     s->split = true;
     ring_plan p;
     ring_plan_init(&p, s, WP_LANE_F, true);
-    int rc = 0;
+    wp_result rc = WP_OK;
     for (int w = 0; w < N; w++)
         for (int j = 0; j < k; j++) {
             int t0 = w + 3 * N * j, mb = j * N + w;

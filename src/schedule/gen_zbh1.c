@@ -32,7 +32,7 @@ static void rank_order(act_plan *p, int r, int N, int M, int extra) {
     while (nw < M) act_add(p, r, WP_OP_W, r, nw++);
 }
 
-int gen_zbh1(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen) {
+wp_result gen_zbh1(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen) {
     act_plan p;
     act_plan_init(&p, s);
     s->split = true;

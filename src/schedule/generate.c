@@ -16,14 +16,14 @@ static const struct {
 static_assert(sizeof dispatch / sizeof dispatch[0] == WP_STRAT_COUNT, "a generator for every wp_strategy");
 
 /* C = vN; M is checked with the loop order (the strategy's own rule). */
-static int check_interleaved(wp_strategy s, int nranks, int nchunks, char *err, size_t errlen) {
+static wp_result check_interleaved(wp_strategy s, int nranks, int nchunks, char *err, size_t errlen) {
     if (nchunks < nranks || nchunks % nranks != 0 || nchunks > WP_MAX_CHUNKS)
         return gen_bad(err, errlen, "--num-chunks: %s needs a multiple of --nranks %d (v chunks per rank, e.g. %d), "
                        "not %d", strategy_name(s), nranks, 2 * nranks, nchunks);
     return 0;
 }
 
-int schedule_check_shape(wp_strategy s, int nranks, int nmb, int nchunks, char *err, size_t errlen) {
+wp_result schedule_check_shape(wp_strategy s, int nranks, int nmb, int nchunks, char *err, size_t errlen) {
     const int max_ranks = WP_MAX_CHUNKS, max_mb = 1 << 16;
     if (s >= WP_STRAT_COUNT) return gen_bad(err, errlen, "--strategy: unknown strategy");
     if (nranks < 1 || nranks > max_ranks)
@@ -47,15 +47,14 @@ int schedule_check_shape(wp_strategy s, int nranks, int nmb, int nchunks, char *
     return 0;
 }
 
-int schedule_generate(wp_strategy s, int nranks, int nmb, int nchunks, const wp_gen_opts *opt, wp_schedule *out,
+wp_result schedule_generate(wp_strategy s, int nranks, int nmb, int nchunks, const wp_gen_opts *opt, wp_schedule *out,
                       char *err, size_t errlen) {
     wp_gen_opts defaults = {0};
     if (!opt) opt = &defaults;
-    int rc = schedule_check_shape(s, nranks, nmb, nchunks, err, errlen);
+    wp_result rc = schedule_check_shape(s, nranks, nmb, nchunks, err, errlen);
     if (!rc) rc = dispatch[s].check(nranks, nmb, nchunks, opt, err, errlen);
     if (rc) return rc;
-    rc = sched_init(out, s, nranks, nmb, nchunks, err, errlen);
-    if (rc) return rc;
+    WP_TRY(sched_init(out, s, nranks, nmb, nchunks, err, errlen));
     rc = dispatch[s].gen(out, opt, err, errlen);
     if (rc) sched_free(out);
     return rc;

@@ -152,12 +152,9 @@ size_t buf_bytes(const wp_layout *L, wp_buf b) {
     }
 }
 
-static int oom(char *err, size_t errlen) {
-    snprintf(err, errlen, "schedule: out of memory");
-    return 1;
-}
+static wp_result oom(char *err, size_t errlen) { return wp_fail(WP_FAILED, err, errlen, "schedule: out of memory"); }
 
-int sched_init(wp_schedule *s, wp_strategy strategy, int nranks, int nmb, int nchunks, char *err, size_t errlen) {
+wp_result sched_init(wp_schedule *s, wp_strategy strategy, int nranks, int nmb, int nchunks, char *err, size_t errlen) {
     memset(s, 0, sizeof *s);
     s->strategy = strategy;
     s->nranks = nranks;
@@ -177,37 +174,34 @@ void sched_free(wp_schedule *s) {
     memset(s, 0, sizeof *s);
 }
 
-static int grow(void **p, int *cap, int need, size_t elem) {
+static wp_result grow(void **p, int *cap, int need, size_t elem) {
     if (need <= *cap) return 0;
     int nc = *cap ? *cap * 2 : 64;
     while (nc < need) nc *= 2;
     void *q = realloc(*p, (size_t)nc * elem);
-    if (!q) return -1;
+    if (!q) return WP_FAILED;
     *p = q;
     *cap = nc;
     return 0;
 }
 
-int sched_push(wp_schedule *s, int rank, wp_action a, char *err, size_t errlen) {
+wp_result sched_push(wp_schedule *s, int rank, wp_action a, char *err, size_t errlen) {
     wp_rank_prog *p = &s->rank[rank];
     if (grow((void **)&p->a, &p->cap, p->n + 1, sizeof *p->a)) return oom(err, errlen);
     p->a[p->n++] = a;
     return 0;
 }
 
-int sched_push_carry(wp_schedule *s, int rank, wp_buf b, char *err, size_t errlen) {
+wp_result sched_push_carry(wp_schedule *s, int rank, wp_buf b, char *err, size_t errlen) {
     wp_rank_prog *p = &s->rank[rank];
     if (grow((void **)&p->carry, &p->cap_carry, p->n_carry + 1, sizeof *p->carry)) return oom(err, errlen);
     p->carry[p->n_carry++] = b;
     return 0;
 }
 
-int sched_insert(wp_schedule *s, int rank, int i, wp_action a, char *err, size_t errlen) {
+wp_result sched_insert(wp_schedule *s, int rank, int i, wp_action a, char *err, size_t errlen) {
     wp_rank_prog *p = &s->rank[rank];
-    if (i < 0 || i > p->n) {
-        snprintf(err, errlen, "schedule: insert at %d of rank %d's %d actions", i, rank, p->n);
-        return 2;
-    }
+    if (i < 0 || i > p->n) { return wp_fail(WP_BAD_INPUT, err, errlen, "schedule: insert at %d of rank %d's %d actions", i, rank, p->n); }
     if (grow((void **)&p->a, &p->cap, p->n + 1, sizeof *p->a)) return oom(err, errlen);
     memmove(p->a + i + 1, p->a + i, (size_t)(p->n - i) * sizeof *p->a);
     p->a[i] = a;

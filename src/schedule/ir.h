@@ -130,6 +130,7 @@
 
 #include "layout.h"
 #include "strategy.h" /* wp_strategy, its names and traits (strategies.def) */
+#include "result.h"
 
 typedef enum {
     WP_OP_F = 0,
@@ -257,13 +258,13 @@ size_t buf_bytes_n(const wp_layout *L, int nslices, wp_buf b);
 /* Building and freeing. sched_init, sched_push (append an action to a rank's list) and
  * sched_push_carry (add a buffer the rank holds when the step begins) return 0, or 1 with
  * "schedule: out of memory" in err. */
-int sched_init(wp_schedule *s, wp_strategy strategy, int nranks, int nmb, int nchunks, char *err, size_t errlen);
+wp_result sched_init(wp_schedule *s, wp_strategy strategy, int nranks, int nmb, int nchunks, char *err, size_t errlen);
 void sched_free(wp_schedule *s);
-int sched_push(wp_schedule *s, int rank, wp_action a, char *err, size_t errlen);
-int sched_push_carry(wp_schedule *s, int rank, wp_buf b, char *err, size_t errlen);
+wp_result sched_push(wp_schedule *s, int rank, wp_action a, char *err, size_t errlen);
+wp_result sched_push_carry(wp_schedule *s, int rank, wp_buf b, char *err, size_t errlen);
 /* Insert at position i (0..n) or delete position i of a rank's list: for the mutation tests.
  * sched_insert returns 0; 2 with a reason when i is outside 0..n; 1 when memory runs out. */
-int sched_insert(wp_schedule *s, int rank, int i, wp_action a, char *err, size_t errlen);
+wp_result sched_insert(wp_schedule *s, int rank, int i, wp_action a, char *err, size_t errlen);
 void sched_delete(wp_schedule *s, int rank, int i);
 
 /* Action constructors. */

@@ -39,7 +39,14 @@ static int find_op(const wp_schedule *s, int op, int *rank) {
     return -1;
 }
 
-static int reorder_recv(wp_schedule *s) {
+/* The one line of a mutation that finds no place in the schedule: bad input, as the choice is the user's. */
+static wp_result nothing(const wp_schedule *s, wp_mutation m, char *err, size_t errlen) {
+    return wp_fail(WP_BAD_INPUT, err, errlen, "%s finds nothing to break in this %s schedule", mutation_name(m),
+                   strategy_name(s->strategy));
+}
+
+/* Swaps the buffers of the first two RECVs from one peer on one channel; false when there are none. */
+static bool reorder_recv(wp_schedule *s) {
     for (int r = 0; r < s->nranks; r++) {
         wp_action *a = s->rank[r].a;
         for (int i = 0; i < s->rank[r].n; i++) {
@@ -50,16 +57,15 @@ static int reorder_recv(wp_schedule *s) {
                     wp_buf t = a[i].buf;
                     a[i].buf = a[j].buf;
                     a[j].buf = t;
-                    return 0;
+                    return true;
                 }
         }
     }
-    return -1;
+    return false;
 }
 
-/* Move the FREE of the first weights a compute reads to just before that compute. -1 when there
- * is none; else sched_insert's code. */
-static int free_early(wp_schedule *s, char *err, size_t errlen) {
+/* Move the FREE of the first weights a compute reads to just before that compute. */
+static wp_result free_early(wp_schedule *s, char *err, size_t errlen) {
     for (int r = 0; r < s->nranks; r++) {
         wp_rank_prog *p = &s->rank[r];
         for (int i = 0; i < p->n; i++) {
@@ -73,60 +79,53 @@ static int free_early(wp_schedule *s, char *err, size_t errlen) {
                 }
         }
     }
-    return -1;
+    return nothing(s, WP_MUT_FREE_EARLY, err, errlen);
 }
 
-static int update_early(wp_schedule *s, char *err, size_t errlen) {
+static wp_result update_early(wp_schedule *s, char *err, size_t errlen) {
     int r, i = find_op(s, WP_OP_UPDATE, &r);
-    if (i < 0) return -1;
+    if (i < 0) return nothing(s, WP_MUT_UPDATE_EARLY, err, errlen);
     for (int j = i - 1; j >= 0; j--)
         if (s->rank[r].a[j].op == WP_OP_REDUCE) {
             wp_action u = s->rank[r].a[i];
             sched_delete(s, r, i);
             return sched_insert(s, r, j, u, err, errlen);
         }
-    return -1;
+    return nothing(s, WP_MUT_UPDATE_EARLY, err, errlen);
 }
 
-/* -1 when the schedule offers no place for m; else 0 or sched_insert's code. */
-static int apply(wp_schedule *s, wp_mutation m, char *err, size_t errlen) {
+/* Breaks the schedule by m; "finds nothing to break" when the schedule offers no place for it. */
+static wp_result apply(wp_schedule *s, wp_mutation m, char *err, size_t errlen) {
     int r, i;
     switch (m) {
     case WP_MUT_DROP_SEND:
-        if ((i = find_op(s, WP_OP_SEND, &r)) < 0) return -1;
+        if ((i = find_op(s, WP_OP_SEND, &r)) < 0) return nothing(s, m, err, errlen);
         sched_delete(s, r, i);
         return 0;
     case WP_MUT_SWAP_VERSION:
-        if ((i = find_op(s, WP_OP_F, &r)) < 0) return -1;
+        if ((i = find_op(s, WP_OP_F, &r)) < 0) return nothing(s, m, err, errlen);
         s->rank[r].a[i].buf.idx = 1;
         return 0;
     case WP_MUT_DOUBLE_GW: {
         int iw = find_op(s, WP_OP_W, &r), rb = 0;
         int ib = find_op(s, WP_OP_BW, &rb);
-        if (iw < 0 && ib < 0) return -1;
+        if (iw < 0 && ib < 0) return nothing(s, m, err, errlen);
         if (iw < 0) i = ib, r = rb;
         else i = iw;
         return sched_insert(s, r, i + 1, s->rank[r].a[i], err, errlen);
     }
-    case WP_MUT_REORDER_RECV: return reorder_recv(s);
+    case WP_MUT_REORDER_RECV: return reorder_recv(s) ? WP_OK : nothing(s, m, err, errlen);
     case WP_MUT_FREE_EARLY: return free_early(s, err, errlen);
     case WP_MUT_DROP_ACC:
-        if ((i = find_op(s, WP_OP_ACC, &r)) < 0) return -1;
+        if ((i = find_op(s, WP_OP_ACC, &r)) < 0) return nothing(s, m, err, errlen);
         sched_delete(s, r, i);
         return 0;
     case WP_MUT_UPDATE_EARLY: return update_early(s, err, errlen);
-    default: return -1;
+    default: return nothing(s, m, err, errlen);
     }
 }
 
-int sched_mutate(wp_schedule *s, wp_mutation m, char *err, size_t errlen) {
-    if (m >= WP_MUT_COUNT) {
-        snprintf(err, errlen, "mutation %d is not one of mutate.h's %d", (int)m, WP_MUT_COUNT);
-        return 2;
-    }
-    int rc = apply(s, m, err, errlen);
-    if (rc >= 0) return rc;
-    snprintf(err, errlen, "%s finds nothing to break in this %s schedule", mutation_name(m),
-             strategy_name(s->strategy));
-    return 2;
+wp_result sched_mutate(wp_schedule *s, wp_mutation m, char *err, size_t errlen) {
+    if (m >= WP_MUT_COUNT) return wp_fail(WP_BAD_INPUT, err, errlen, "mutation %d is not one of mutate.h's %d", (int)m, WP_MUT_COUNT);
+    return apply(s, m, err, errlen);
 }

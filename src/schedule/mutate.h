@@ -5,6 +5,7 @@
 #define WP_SCHEDULE_MUTATE_H
 
 #include "ir.h"
+#include "result.h"
 
 typedef enum {
     WP_MUT_DROP_SEND = 0, /* delete a SEND: its receiver waits forever */
@@ -28,6 +29,6 @@ const char *mutation_expect(wp_mutation m);
 /* Apply m at its first opportunity (lowest rank, earliest action). 0; 2 with a reason naming m
  * and the strategy when the schedule offers none (e.g. no SEND with one rank, no ACC in 1f1b);
  * 1 with a reason when memory runs out. */
-int sched_mutate(wp_schedule *s, wp_mutation m, char *err, size_t errlen);
+wp_result sched_mutate(wp_schedule *s, wp_mutation m, char *err, size_t errlen);
 
 #endif

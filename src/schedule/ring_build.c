@@ -45,14 +45,11 @@ void ring_plan_init(ring_plan *p, wp_schedule *s, int gw_lane, bool stage) {
     }
 }
 
-int ring_add(ring_plan *p, int rank, int turn, wp_op op, int chunk, int mb, char *err, size_t errlen) {
+wp_result ring_add(ring_plan *p, int rank, int turn, wp_op op, int chunk, int mb, char *err, size_t errlen) {
     if (p->n_ops == p->cap_ops) {
         int nc = p->cap_ops ? 2 * p->cap_ops : 256;
         rb_op *q = realloc(p->ops, (size_t)nc * sizeof *q);
-        if (!q) {
-            snprintf(err, errlen, "schedule: out of memory");
-            return 1;
-        }
+        if (!q) { return wp_fail(WP_FAILED, err, errlen, "schedule: out of memory"); }
         p->ops = q;
         p->cap_ops = nc;
     }
@@ -129,7 +126,7 @@ static int op_stream(const builder *b, const rb_op *o, bool gradient) {
     return -1;
 }
 
-static int collect_needs(builder *b, char *err, size_t errlen) {
+static wp_result collect_needs(builder *b, char *err, size_t errlen) {
     static const char *const what[3] = {"forward-weights", "backward-weights", "gradient"};
     for (int i = 0; i < b->p->n_ops; i++) {
         const rb_op *o = &b->p->ops[i];
@@ -137,12 +134,9 @@ static int collect_needs(builder *b, char *err, size_t errlen) {
             int st = op_stream(b, o, g);
             if (st < 0) continue;
             int at = pos(b, st, o->chunk, o->turn);
-            if (at != o->rank) {
-                snprintf(err, errlen, "generator: %s(%d,%d) placed on rank %d in turn %d, but the %s stream holds "
+            if (at != o->rank) { return wp_fail(WP_FAILED, err, errlen, "generator: %s(%d,%d) placed on rank %d in turn %d, but the %s stream holds "
                          "chunk %d at rank %d then", op_name(o->op), o->chunk, o->mb, o->rank, o->turn, what[st],
-                         o->chunk, at);
-                return 1;
-            }
+                         o->chunk, at); }
             add_need(b, st, o->chunk, o->turn);
         }
     }
@@ -255,7 +249,7 @@ static void computes(builder *b) {
     }
 }
 
-static int finish(builder *b) {
+static wp_result finish(builder *b) {
     wp_schedule *s = b->p->s;
     int last = 0;
     for (int i = 0; i < b->n_ev; i++)
@@ -282,7 +276,7 @@ static void builder_free(builder *b) {
     free(b->ev);
 }
 
-int ring_build(ring_plan *p, char *err, size_t errlen) {
+wp_result ring_build(ring_plan *p, char *err, size_t errlen) {
     builder *b = calloc(1, sizeof *b);
     int rc = 1;
     snprintf(err, errlen, "schedule: out of memory");

@@ -37,6 +37,7 @@
 #define WP_RING_BUILD_H
 
 #include "ir.h"
+#include "result.h"
 
 typedef struct {
     int rank, turn, seq;
@@ -70,14 +71,14 @@ typedef struct {
 void ring_plan_init(ring_plan *p, wp_schedule *s, int gw_lane, bool stage);
 /* Rank `rank` runs op on (chunk, mb) in `turn`; ops of one turn run in the order added. 0, or 1
  * with "schedule: out of memory" in err (the plan keeps the ops added before). */
-int ring_add(ring_plan *p, int rank, int turn, wp_op op, int chunk, int mb, char *err, size_t errlen);
+wp_result ring_add(ring_plan *p, int rank, int turn, wp_op op, int chunk, int mb, char *err, size_t errlen);
 /* Emit every rank's list into p->s. 0, or 1 with a reason (out of memory, or an op placed where
  * its stream is not). Frees the plan either way. */
-int ring_build(ring_plan *p, char *err, size_t errlen);
+wp_result ring_build(ring_plan *p, char *err, size_t errlen);
 
 /* WeiPipe-Interleave's computes on the plan's ring (gen_interleave.c; owners as it sets them):
  * 0, or 1 with a reason. */
-int interleave_place(ring_plan *p, char *err, size_t errlen);
+wp_result interleave_place(ring_plan *p, char *err, size_t errlen);
 
 /* Where a stream holds chunk c in turn t. */
 int ring_pos(int lane, int nranks, int chunk, int turn);

@@ -29,6 +29,7 @@
 #define WP_SCHEDULE_H
 
 #include "ir.h"
+#include "result.h"
 
 typedef struct {
     bool wzb2_owner_last; /* wzb2: the last rank owns, updates and stages every chunk */
@@ -59,7 +60,7 @@ int gen_warmup_extra(const wp_gen_opts *opt, wp_strategy s, int nranks, int r);
 
 /* Fill *out (caller frees with sched_free on success). Returns 0; 2 for bad input (err says what
  * would be valid); 1 when building fails (out of memory, or an internal inconsistency). */
-int schedule_generate(wp_strategy s, int nranks, int nmb, int nchunks, const wp_gen_opts *opt, wp_schedule *out,
+wp_result schedule_generate(wp_strategy s, int nranks, int nmb, int nchunks, const wp_gen_opts *opt, wp_schedule *out,
                       char *err, size_t errlen);
 
 /* Tied word embeddings (ir.h: T buffers, TOUT, TIN; tie.c): when L ties the head to the
@@ -68,9 +69,9 @@ int schedule_generate(wp_strategy s, int nranks, int nmb, int nchunks, const wp_
  * last chunk's next LOAD. Nothing when L is untied, or when one owner holds the one chunk whole
  * (the optimizer folds that tie, optim.h). 0, or 1 with a reason. Call after schedule_generate
  * wherever a tied model's schedule runs, is validated or simulated. */
-int schedule_tie(wp_schedule *s, const wp_layout *L, char *err, size_t errlen);
+wp_result schedule_tie(wp_schedule *s, const wp_layout *L, char *err, size_t errlen);
 
 /* The shape check alone (2 with a reason, or 0). */
-int schedule_check_shape(wp_strategy s, int nranks, int nmb, int nchunks, char *err, size_t errlen);
+wp_result schedule_check_shape(wp_strategy s, int nranks, int nmb, int nchunks, char *err, size_t errlen);
 
 #endif

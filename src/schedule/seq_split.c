@@ -45,21 +45,15 @@ static double prefix_cost(const wp_layout *L, double lin, double att, int t) {
     return lin * t / s + att * pairs(t) / pairs(s);
 }
 
-int seqsplit_bounds(const wp_layout *L, int k, int *bounds, char *err, size_t errlen) {
-    if (k < 1 || k > WP_MAX_SEGMENTS) {
-        snprintf(err, errlen, "--seq-segments: %d is not between 1 and %d", k, WP_MAX_SEGMENTS);
-        return 2;
-    }
+wp_result seqsplit_bounds(const wp_layout *L, int k, int *bounds, char *err, size_t errlen) {
+    if (k < 1 || k > WP_MAX_SEGMENTS) { return wp_fail(WP_BAD_INPUT, err, errlen, "--seq-segments: %d is not between 1 and %d", k, WP_MAX_SEGMENTS); }
     bounds[0] = 0;
     if (!L) {
         for (int j = 1; j <= k; j++) bounds[j] = j;
         return 0;
     }
     const int s = L->cfg.seq;
-    if (s < k) {
-        snprintf(err, errlen, "--seq-segments: %d segments need at least as many tokens per sequence, not %d", k, s);
-        return 2;
-    }
+    if (s < k) { return wp_fail(WP_BAD_INPUT, err, errlen, "--seq-segments: %d segments need at least as many tokens per sequence, not %d", k, s); }
     double lin = 0, att = 0;
     for (int c = 0; c < L->cfg.n_chunks; c++)
         for (int op = WP_OP_F; op <= WP_OP_W; op++) {

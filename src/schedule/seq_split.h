@@ -13,6 +13,7 @@
 #define WP_SCHEDULE_SEQ_SPLIT_H
 
 #include "ir.h"
+#include "result.h"
 
 #define WP_MAX_SEGMENTS 64
 
@@ -23,7 +24,7 @@ static inline int sched_samples(const wp_schedule *s) { return s->nmb / sched_ns
 /* bounds[0..k]: 0 = t_0 < t_1 < ... < t_k = seq, the computation-wise split of L's sequence.
  * L == NULL (no model): k segments of one nominal token each. 0, or 2 with a reason (k out of
  * [1, WP_MAX_SEGMENTS], or fewer tokens than segments). */
-int seqsplit_bounds(const wp_layout *L, int k, int *bounds, char *err, size_t errlen);
+wp_result seqsplit_bounds(const wp_layout *L, int k, int *bounds, char *err, size_t errlen);
 
 /* Share of chunk c's whole-sequence cost of op (F, B, W, BW) that segment [t0, t1) of a
  * sequence of `seq` tokens takes: linear in its tokens for the matrix products, in its

@@ -51,28 +51,24 @@ void costs_set_measured(wp_costs *c, int chunk, double f, double b, double w) {
     c->op_s[WP_OP_BW][chunk] = b + w;
 }
 
-int simulate(const wp_schedule *s, const wp_layout *L, const wp_costs *c, bool record, wp_sim *out, char *err,
+wp_result simulate(const wp_schedule *s, const wp_layout *L, const wp_costs *c, bool record, wp_sim *out, char *err,
              size_t errlen) {
     return simulate_mem(s, L, c, NULL, record, out, err, errlen);
 }
 
-int simulate_mem(const wp_schedule *s, const wp_layout *L, const wp_costs *c, const wp_mem_cfg *mc, bool record, wp_sim *out,
+wp_result simulate_mem(const wp_schedule *s, const wp_layout *L, const wp_costs *c, const wp_mem_cfg *mc, bool record, wp_sim *out,
                  char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
     wp_mem_cfg gpu = {.compute = L ? precision_act_dtype(L->cfg.precision) : WP_F32, .threads = 1};
     if (!mc) mc = &gpu;
     wp_sizes sz;
     if (L) sizes_from_layout(&sz, L, s->split);
-    int rc = engine_run(s, L ? &sz : NULL, c, 2, record, &out->run, err, errlen);
-    if (rc) return rc;
+    WP_TRY(engine_run(s, L ? &sz : NULL, c, 2, record, &out->run, err, errlen));
     const int N = s->nranks;
     out->rank_bubble = calloc((size_t)N, sizeof *out->rank_bubble);
     out->rank_peak = calloc((size_t)N, sizeof *out->rank_peak);
     out->rank_sent = calloc((size_t)N, sizeof *out->rank_sent);
-    if (!out->rank_bubble || !out->rank_peak || !out->rank_sent) {
-        snprintf(err, errlen, "schedule: out of memory");
-        return 1;
-    }
+    if (!out->rank_bubble || !out->rank_peak || !out->rank_sent) { return wp_fail(WP_FAILED, err, errlen, "schedule: out of memory"); }
     out->step_s = out->run.step_end[1] - out->run.step_end[0];
     double tokens = L ? (double)sched_samples(s) * L->cfg.micro_batch * L->cfg.seq : (double)sched_samples(s);
     out->tokens_per_s = out->step_s > 0 ? tokens / out->step_s : 0;

@@ -33,6 +33,7 @@
 
 #include "engine.h"
 #include "memory.h"
+#include "result.h"
 
 typedef struct {
     double flops;    /* device FLOP/s, > 0 (costs_unit is the model without a device speed) */
@@ -61,9 +62,9 @@ typedef struct {
  * (the lists break an invariant, naming where, or memory ran out). Free with sim_free. */
 /* simulate_mem: rank_peak is memory.h's prediction for the run mc describes (simulate: the
  * precision's compute dtype on a GPU, no evaluation or sampling). */
-int simulate_mem(const wp_schedule *s, const wp_layout *L, const wp_costs *c, const wp_mem_cfg *mc, bool record, wp_sim *out,
+wp_result simulate_mem(const wp_schedule *s, const wp_layout *L, const wp_costs *c, const wp_mem_cfg *mc, bool record, wp_sim *out,
                  char *err, size_t errlen);
-int simulate(const wp_schedule *s, const wp_layout *L, const wp_costs *c, bool record, wp_sim *out, char *err,
+wp_result simulate(const wp_schedule *s, const wp_layout *L, const wp_costs *c, bool record, wp_sim *out, char *err,
              size_t errlen);
 void sim_free(wp_sim *out);
 

@@ -16,10 +16,7 @@
 
 #include "schedule.h"
 
-static int fail(char *err, size_t errlen, const char *what, int rank) {
-    snprintf(err, errlen, "schedule: tied embeddings: %s on rank %d", what, rank);
-    return 1;
-}
+static wp_result fail(char *err, size_t errlen, const char *what, int rank) { return wp_fail(WP_FAILED, err, errlen, "schedule: tied embeddings: %s on rank %d", what, rank); }
 
 static int owner_of(const wp_schedule *s, int chunk, int slice) { return s->nslices ? slice : s->owner[chunk]; }
 
@@ -34,7 +31,7 @@ typedef struct {
     int n, cap;
 } list;
 
-static int put(list *l, wp_action a) {
+static wp_result put(list *l, wp_action a) {
     if (l->n == l->cap) {
         int cap = l->cap ? 2 * l->cap : 64;
         wp_action *p = realloc(l->a, (size_t)cap * sizeof *p);
@@ -89,7 +86,7 @@ static bool emits_self(const wp_schedule *s, const wp_layout *L, int r) {
     return false;
 }
 
-int schedule_tie(wp_schedule *s, const wp_layout *L, char *err, size_t errlen) {
+wp_result schedule_tie(wp_schedule *s, const wp_layout *L, char *err, size_t errlen) {
     size_t eo, ho, numel;
     if (!tie_offsets(L, &eo, &ho, &numel) || s->tied) return 0;
     const int n = s->nslices, last = s->nchunks - 1;
@@ -131,8 +128,7 @@ int schedule_tie(wp_schedule *s, const wp_layout *L, char *err, size_t errlen) {
         bad |= emit(&out, s, L, r, WP_TIE_WEIGHT, E_FREE_SENT); /* after the whole list: sends complete */
         if (bad) {
             free(out.a);
-            snprintf(err, errlen, "schedule: out of memory");
-            return 1;
+            return wp_fail(WP_FAILED, err, errlen, "schedule: out of memory");
         }
         free(p->a);
         p->a = out.a;

@@ -82,11 +82,11 @@ void trace_span(wp_trace *t, int pid, int tid, const char *name, const char *cat
     pthread_mutex_unlock(&t->lock);
 }
 
-int trace_close(wp_trace *t, char *err, size_t errlen) {
+wp_result trace_close(wp_trace *t, char *err, size_t errlen) {
     fputs("\n]}\n", t->f);
     int bad = ferror(t->f);
     int closed = fclose(t->f);
-    int rc = 0;
+    wp_result rc = WP_OK;
     if (bad || closed != 0) {
         snprintf(err, errlen, "--trace: writing '%s' failed: %s", t->path, strerror(errno));
         rc = 1;

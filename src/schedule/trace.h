@@ -7,6 +7,7 @@
 #define WP_SCHEDULE_TRACE_H
 
 #include <stddef.h>
+#include "result.h"
 
 typedef struct wp_trace wp_trace;
 
@@ -23,7 +24,7 @@ void trace_metadata(wp_trace *t, int pid, const char *name, const char *args_jso
 void trace_span(wp_trace *t, int pid, int tid, const char *name, const char *cat, double t0_s, double dur_s,
                 const char *args_json);
 /* Finish the file; 0, or 1 with a reason when writing failed. Frees t in any case. */
-int trace_close(wp_trace *t, char *err, size_t errlen);
+wp_result trace_close(wp_trace *t, char *err, size_t errlen);
 
 /* Conventional tracks: 0 compute, 1 + channel for the transfers a rank sends on that channel. */
 enum { WP_TRACK_COMPUTE = 0 };

@@ -20,10 +20,11 @@
 #define WP_SCHEDULE_VALIDATE_H
 
 #include "engine.h"
+#include "result.h"
 
 /* L may be NULL (counts without bytes). Returns 0 when valid, or 1 with the reason in err (the
  * first broken rule, or out of memory: engine_run). rep is filled in every case; free it with
  * run_free. */
-int sched_validate(const wp_schedule *s, const wp_layout *L, wp_run *rep, char *err, size_t errlen);
+wp_result sched_validate(const wp_schedule *s, const wp_layout *L, wp_run *rep, char *err, size_t errlen);
 
 #endif

@@ -39,7 +39,7 @@ static void each_slot_cleared(const wp_kern_ops *ops) {
         const char *m = wp_kern_ops_missing(&t);                                                                       \
         int rc = wp_kern_ops_check(&t, err, sizeof err);                                                               \
         n++;                                                                                                           \
-        if (!m || strcmp(m, #s) != 0 || rc != -1 || !strstr(err, #s) || !strstr(err, ops->name)) {                     \
+        if (!m || strcmp(m, #s) != 0 || rc != WP_FAILED || !strstr(err, #s) || !strstr(err, ops->name)) {                     \
             bad++;                                                                                                     \
             printf("     %s without %s: reported %s, check %d \"%s\"\n", ops->name, #s, m ? m : "nothing", rc, err);   \
         }                                                                                                              \
@@ -69,7 +69,7 @@ static void groups(void) {
     const char *m = wp_kern_ops_missing(&t);
     char err[256] = "";
     int rc = wp_kern_ops_check(&t, err, sizeof err);
-    check_say(m && strcmp(m, "event_destroy") == 0 && rc == -1 && strstr(err, "event_destroy"),
+    check_say(m && strcmp(m, "event_destroy") == 0 && rc == WP_FAILED && strstr(err, "event_destroy"),
              "events filled in part: reported %s (\"%s\")", m ? m : "nothing", err);
     t = wp_cpu_ops;
     t.host_alloc = fake_host_alloc;
@@ -83,7 +83,7 @@ static void groups(void) {
     t.name = NULL;
     m = wp_kern_ops_missing(&t);
     rc = wp_kern_ops_check(&t, err, sizeof err);
-    check_say(m && strcmp(m, "name") == 0 && rc == -1, "a table without a name: reported %s (\"%s\")", m ? m : "nothing",
+    check_say(m && strcmp(m, "name") == 0 && rc == WP_FAILED, "a table without a name: reported %s (\"%s\")", m ? m : "nothing",
              err);
 }
 
