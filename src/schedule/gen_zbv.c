@@ -196,7 +196,7 @@ static int build_order(vb *v) {
     return v->broken;
 }
 
-int gen_zbv(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen) {
+wp_result gen_zbv(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen) {
     (void)opt;
     const int N = s->nranks, M = s->nmb;
     act_plan p;
@@ -226,17 +226,16 @@ int gen_zbv(wp_schedule *s, const wp_gen_opts *opt, char *err, size_t errlen) {
     if (why) {
         p.oom = true; /* act_build then only frees the plan */
         act_build(&p, err, errlen);
-        snprintf(err, errlen, "%s (N=%d M=%d)", why, N, M);
-        return 1;
+        return wp_fail(WP_FAILED, err, errlen, "%s (N=%d M=%d)", why, N, M);
     }
     return act_build(&p, err, errlen);
 }
 
 /* C = 2N exactly: the shared check lets any multiple of N through (WP_CHUNKS_V_PER_RANK); the V
  * has two legs. Any M. */
-int gen_check_zbv(int nranks, int nmb, int nchunks, const wp_gen_opts *opt, char *err, size_t errlen) {
+wp_result gen_check_zbv(int nranks, int nmb, int nchunks, const wp_gen_opts *opt, char *err, size_t errlen) {
     (void)nmb;
     (void)opt;
-    if (nchunks == 2 * nranks) return 0;
+    if (nchunks == 2 * nranks) return WP_OK;
     return gen_bad(err, errlen, "--num-chunks: zb-v needs two chunks per rank (%d), not %d", 2 * nranks, nchunks);
 }
