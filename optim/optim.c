@@ -176,6 +176,10 @@ float *optim_buffer(wp_optim *o, int chunk, wp_optim_buf which) {
     return oc && which >= WP_OPT_MASTER && which <= WP_OPT_GRAD ? oc->buf[which] : NULL;
 }
 
+const float *optim_host_view(wp_optim *o, int chunk, wp_optim_buf which) {
+    return kern_kind(o->k) == WP_BACKEND_CPU ? optim_buffer(o, chunk, which) : NULL;
+}
+
 int optim_accumulate(wp_optim *o, int chunk, const void *grad, wp_dtype gt) {
     owned_chunk *oc = state_slot(o, chunk, "optim_accumulate");
     if (oc) kern_accumulate(o->k, oc->buf[WP_OPT_GRAD], WP_F32, grad, gt, oc->numel);

@@ -98,6 +98,10 @@ float *optim_grad(wp_optim *o, int chunk);
 /* Any of the chunk's buffers (backend memory, its owned range), or NULL after recording an error
  * when the chunk is not owned. */
 float *optim_buffer(wp_optim *o, int chunk, wp_optim_buf which);
+/* The same buffer when backend memory is host memory (the CPU backend), for readers that need
+ * no copy of it (a checkpoint writes straight from it); NULL otherwise (use optim_get), and NULL
+ * after recording an error when the chunk is not owned. */
+const float *optim_host_view(wp_optim *o, int chunk, wp_optim_buf which);
 int optim_accumulate(wp_optim *o, int chunk, const void *grad, wp_dtype gt);
 
 /* Squared norm of the chunk's accumulated gradient, in fp64; inf/NaN anywhere make it
