@@ -106,7 +106,8 @@ int optim_accumulate(wp_optim *o, int chunk, const void *grad, wp_dtype gt);
 
 /* Squared norm of the chunk's accumulated gradient, in fp64; inf/NaN anywhere make it
  * non-finite. Read it before deciding the step (decision.h). Tied tensors' gradients are
- * folded first (wp_optim_model.tied; folding twice adds zero), so the norm counts their sum. */
+ * folded first (wp_optim_model.tied; once per gradient: optim_step_chunk does not fold again
+ * unless the gradient was handed out or changed since), so the norm counts their sum. */
 double optim_chunk_sumsq(wp_optim *o, int chunk);
 
 /* One AdamW step of a chunk: g = grad * grad_scale (grad_scale folds 1/loss_scale and the

@@ -1,8 +1,10 @@
 /* The optimizer step's memory-bound phases against what the memory (or the disk) does with the
  * same bytes, measured in the same run, alternating, so that a loaded machine slows both alike:
  *   load        master fp32 -> working copy (optim_working_copy): 4 + ws bytes a parameter
- *   update      AdamW (optim_step_chunk): reads master, m, v, grad; writes master, m, v and the
- *               working copy: 28 + ws
+ *   update      AdamW (optim_step_chunk, after the norm's optim_chunk_sumsq as in a step): reads
+ *               master, m, v, grad; writes master, m, v and the working copy: 28 + ws; a tied
+ *               head's master and working copy are then copied from the embedding's: 8 + 2 ws
+ *               a tied parameter more
  *   zero        the fp32 gradient accumulator (optim_zero_grad): 4
  *   accumulate  a wire gradient into it (optim_accumulate): 4 + gs + 4
  *   save        this rank's checkpoint shard (ckpt_write_shard): 12 written to the file
@@ -102,6 +104,22 @@ static double write_s(bench_ctx *c, double bytes, char *err, size_t errlen) {
     return rc ? 0 : s;
 }
 
+/* What a step does before phase p, untimed: the norm (REDUCE) folds a tie before UPDATE. */
+static void before_phase(bench_ctx *c, int p) {
+    for (int i = 0; p == PH_UPDATE && i < optim_n_owned(c->opt); i++) optim_chunk_sumsq(c->opt, optim_owned_chunk(c->opt, i));
+    kern_sync(c->k);
+}
+
+/* Elements of tied tensors, copied after the step (optim_step_chunk). */
+static double tied_numel(const bench_ctx *c) {
+    const wp_optim_model *m = optim_model(c->opt);
+    double n = 0;
+    size_t dst, src, len;
+    for (int ch = 0; m->tied && ch < c->L->cfg.n_chunks; ch++)
+        if (m->tied(m->ctx, ch, &dst, &src, &len)) n += (double)len;
+    return n;
+}
+
 /* One run of phase p; 0, or 1 with err set. */
 static int run_phase(bench_ctx *c, int p, char *err, size_t errlen) {
     wp_optim *o = c->opt;
@@ -129,7 +147,7 @@ static double phase_bytes(const bench_ctx *c, int p) {
     double n = (double)c->L->total_numel, ws = (double)wp_dtype_size(c->wt), gs = (double)wp_dtype_size(c->gt);
     switch (p) {
     case PH_LOAD: return n * (4 + ws);
-    case PH_UPDATE: return n * (28 + ws);
+    case PH_UPDATE: return n * (28 + ws) + tied_numel(c) * (8 + 2 * ws);
     case PH_ZERO: return n * 4;
     case PH_ACC: return n * (8 + gs);
     default: return n * 12;
@@ -184,6 +202,7 @@ int bench_phases_run(const wp_opts *o, const wp_layout *L, wp_kern *k, int reps,
             double b = phase_bytes(&c, p);
             double bound = p == PH_SAVE ? write_s(&c, b, err, errlen) : b * copy_s_per_byte(&c, threads);
             if (bound <= 0) rc = 1;
+            if (rc == 0) before_phase(&c, p);
             double t0 = now_s();
             if (rc == 0) rc = run_phase(&c, p, err, errlen);
             if (r > 0) t[p][0][r - 1] = now_s() - t0, t[p][1][r - 1] = bound;
