@@ -41,7 +41,7 @@ void rt_wait_event(wp_rt *rt, const char *what, double t0, double t1) {
 }
 
 void rt_save_event(wp_rt *rt, double t0, double t1) {
-    if (!rt->c.record) return;
+    if (!rt || !rt->c.record) return; /* a save before the executor exists records nothing */
     rt_xfer_event *x = grow(rt);
     if (!x) return;
     *x = (rt_xfer_event){.kind = RT_EV_SAVE, .peer = -1, .channel = -1, .step = rt->step, .t0 = t0 - rt->t_origin,
