@@ -13,6 +13,7 @@ typedef struct {
     size_t off, numel; /* the elements [off, off + numel) of the chunk held here */
     float *buf[4]; /* indexed by wp_optim_buf: master, m, v, grad (backend memory) */
     int64_t steps;
+    bool folded; /* the tie is folded and the gradient not handed out nor changed since */
 } owned_chunk;
 
 struct wp_optim {
@@ -150,6 +151,7 @@ wp_result optim_reset(wp_optim *o) {
         owned_chunk *oc = &o->owned[i];
         for (int b = WP_OPT_EXP_AVG; b <= WP_OPT_GRAD && !o->weights_only; b++) kern_zero(o->k, oc->buf[b], oc->numel * sizeof(float));
         oc->steps = 0;
+        oc->folded = false;
     }
     return status(o);
 }
@@ -163,21 +165,29 @@ wp_result optim_get(wp_optim *o, int chunk, wp_optim_buf which, float *host) {
 wp_result optim_set(wp_optim *o, int chunk, wp_optim_buf which, const float *host) {
     owned_chunk *oc = which == WP_OPT_MASTER ? slot(o, chunk, "optim_set") : state_slot(o, chunk, "optim_set");
     if (oc) kern_to_device(o->k, oc->buf[which], host, oc->numel * sizeof(float));
+    if (oc && which == WP_OPT_GRAD) oc->folded = false;
     return status(o);
 }
 
 float *optim_grad(wp_optim *o, int chunk) {
     owned_chunk *oc = state_slot(o, chunk, "optim_grad");
+    if (oc) oc->folded = false; /* whoever holds the pointer may add to it */
     return oc ? oc->buf[WP_OPT_GRAD] : NULL;
 }
 
 float *optim_buffer(wp_optim *o, int chunk, wp_optim_buf which) {
     owned_chunk *oc = slot(o, chunk, "optim_buffer");
+    if (oc && which == WP_OPT_GRAD) oc->folded = false;
     return oc && which >= WP_OPT_MASTER && which <= WP_OPT_GRAD ? oc->buf[which] : NULL;
+}
+
+const float *optim_host_view(wp_optim *o, int chunk, wp_optim_buf which) {
+    return kern_kind(o->k) == WP_BACKEND_CPU ? optim_buffer(o, chunk, which) : NULL;
 }
 
 wp_result optim_accumulate(wp_optim *o, int chunk, const void *grad, wp_dtype gt) {
     owned_chunk *oc = state_slot(o, chunk, "optim_accumulate");
+    if (oc) oc->folded = false;
     if (oc) kern_accumulate(o->k, oc->buf[WP_OPT_GRAD], WP_F32, grad, gt, oc->numel);
     return status(o);
 }
@@ -188,9 +198,12 @@ static bool tie_of(const wp_optim *o, int chunk, size_t *dst, size_t *src, size_
 }
 
 /* src's gradient into dst's, src's zeroed: the tied parameter's gradient is the sum of both
- * uses, counted once by the norm and stepped once. */
+ * uses, counted once by the norm and stepped once. Once per gradient: a second fold (UPDATE's
+ * after REDUCE's) would add zeros (the same bits) for 16 bytes a tied parameter of traffic. */
 static void fold_tied(wp_optim *o, owned_chunk *oc) {
     size_t dst, src, n;
+    if (oc->folded) return;
+    oc->folded = true;
     if (!tie_of(o, oc->chunk, &dst, &src, &n)) return;
     float *g = oc->buf[WP_OPT_GRAD];
     kern_accumulate(o->k, g + dst, WP_F32, g + src, WP_F32, n);
@@ -264,7 +277,10 @@ wp_result optim_working_copy(wp_optim *o, int chunk, void *w_out, wp_dtype wtype
 
 wp_result optim_zero_grad(wp_optim *o) {
     if (o->weights_only && o->n_owned > 0) return state_slot(o, o->owned[0].chunk, "optim_zero_grad") ? 0 : 1;
-    for (int i = 0; i < o->n_owned; i++) kern_zero(o->k, o->owned[i].buf[WP_OPT_GRAD], o->owned[i].numel * sizeof(float));
+    for (int i = 0; i < o->n_owned; i++) {
+        kern_zero(o->k, o->owned[i].buf[WP_OPT_GRAD], o->owned[i].numel * sizeof(float));
+        o->owned[i].folded = false;
+    }
     return status(o);
 }
 

@@ -99,11 +99,16 @@ float *optim_grad(wp_optim *o, int chunk);
 /* Any of the chunk's buffers (backend memory, its owned range), or NULL after recording an error
  * when the chunk is not owned. */
 float *optim_buffer(wp_optim *o, int chunk, wp_optim_buf which);
+/* The same buffer when backend memory is host memory (the CPU backend), for readers that need
+ * no copy of it (a checkpoint writes straight from it); NULL otherwise (use optim_get), and NULL
+ * after recording an error when the chunk is not owned. */
+const float *optim_host_view(wp_optim *o, int chunk, wp_optim_buf which);
 wp_result optim_accumulate(wp_optim *o, int chunk, const void *grad, wp_dtype gt);
 
 /* Squared norm of the chunk's accumulated gradient, in fp64; inf/NaN anywhere make it
  * non-finite. Read it before deciding the step (decision.h). Tied tensors' gradients are
- * folded first (wp_optim_model.tied; folding twice adds zero), so the norm counts their sum. */
+ * folded first (wp_optim_model.tied; once per gradient: optim_step_chunk does not fold again
+ * unless the gradient was handed out or changed since), so the norm counts their sum. */
 double optim_chunk_sumsq(wp_optim *o, int chunk);
 
 /* One AdamW step of a chunk: g = grad * grad_scale (grad_scale folds 1/loss_scale and the

@@ -10,26 +10,73 @@ enum {
     PARALLEL_MIN = 1 << 16, /* below this, threads cost more than they save */
 };
 
+/* The bulk conversions: loops without calls or branches in their bodies, so that they
+ * vectorise; fp32 -> fp16 through F16C where the CPU has it (vcvtps2ph with an explicit
+ * round-to-nearest-even is the exact IEEE conversion, the same bits as cpu_f32_to_f16:
+ * tests/kernels/elementwise checks fp32 patterns across the range). Not fp16 -> fp32:
+ * vcvtph2ps quiets a signalling NaN, which cpu_f16_to_f32 keeps as it is. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define CPU_F16C 1
+__attribute__((target("avx2,f16c"))) static void store_f16_f16c(uint16_t *restrict d, const float *restrict s, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(d + i), _mm256_cvtps_ph(_mm256_loadu_ps(s + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++) d[i] = cpu_f32_to_f16(s[i]);
+}
+/* libgcc fills in the CPU model before main; reading it is a load and a test */
+static bool have_f16c(void) { return __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx2"); }
+#else
+#define CPU_F16C 0
+#endif
+
+/* cpu_f16_to_f32 with its three cases as selects */
+CPU_HOT static void load_f16(float *restrict d, const uint16_t *restrict s, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        uint32_t h = s[i], sign = (h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+        uint32_t normal = sign | ((e + 112u) << 23) | (m << 13), special = sign | 0x7f800000u | (m << 13);
+        uint32_t sub = sign | cpu_f32_bits((float)m * 0x1p-24f); /* exact in fp32 */
+        d[i] = cpu_bits_f32(e == 0x1fu ? special : e == 0 ? sub : normal);
+    }
+}
+
+CPU_HOT static void load_bf16(float *restrict d, const uint16_t *restrict s, size_t n) {
+    for (size_t i = 0; i < n; i++) d[i] = cpu_bf16_to_f32(s[i]);
+}
+
+/* cpu_f32_to_bf16 with its NaN case as a select instead of an early return */
+CPU_HOT static void store_bf16(uint16_t *restrict d, const float *restrict s, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u = cpu_f32_bits(s[i]);
+        uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16, quiet = (u >> 16) | 0x40u;
+        d[i] = (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? quiet : rounded);
+    }
+}
+
 void cpu_load(float *dst, const void *src, wp_dtype t, size_t first, size_t n) {
+    const uint16_t *s = (const uint16_t *)src + first;
     if (t == WP_F32) {
         memcpy(dst, (const float *)src + first, n * sizeof *dst);
     } else if (t == WP_BF16) {
-        const uint16_t *s = (const uint16_t *)src + first;
-        for (size_t i = 0; i < n; i++) dst[i] = cpu_bf16_to_f32(s[i]);
+        load_bf16(dst, s, n);
     } else {
-        const uint16_t *s = (const uint16_t *)src + first;
-        for (size_t i = 0; i < n; i++) dst[i] = cpu_f16_to_f32(s[i]);
+        load_f16(dst, s, n);
     }
 }
 
 void cpu_store(void *dst, wp_dtype t, size_t first, const float *src, size_t n) {
+    uint16_t *d = (uint16_t *)dst + first;
     if (t == WP_F32) {
         memmove((float *)dst + first, src, n * sizeof *src);
     } else if (t == WP_BF16) {
-        uint16_t *d = (uint16_t *)dst + first;
-        for (size_t i = 0; i < n; i++) d[i] = cpu_f32_to_bf16(src[i]);
+        store_bf16(d, src, n);
     } else {
-        uint16_t *d = (uint16_t *)dst + first;
+#if CPU_F16C
+        if (have_f16c()) {
+            store_f16_f16c(d, src, n);
+            return;
+        }
+#endif
         for (size_t i = 0; i < n; i++) d[i] = cpu_f32_to_f16(src[i]);
     }
 }
@@ -61,9 +108,16 @@ void cpu_convert(wp_kern *k, void *dst, wp_dtype dt, const void *src, wp_dtype s
 #pragma omp parallel for num_threads(cpu_threads(k)) if (n >= PARALLEL_MIN) schedule(static)
     for (size_t blk = 0; blk < nb; blk++) {
         float buf[BLOCK];
-        size_t len = block_len(n, blk);
-        cpu_load(buf, src, st, blk * BLOCK, len);
-        cpu_store(dst, dt, blk * BLOCK, buf, len);
+        size_t len = block_len(n, blk), first = blk * BLOCK;
+        /* an fp32 side is read or written in place: no stop in the stack block */
+        if (st == WP_F32) {
+            cpu_store(dst, dt, first, (const float *)src + first, len);
+        } else if (dt == WP_F32) {
+            cpu_load((float *)dst + first, src, st, first, len);
+        } else {
+            cpu_load(buf, src, st, first, len);
+            cpu_store(dst, dt, first, buf, len);
+        }
     }
 }
 

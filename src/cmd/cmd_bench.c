@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "adapters.h"
+#include "bench_phases.h"
 #include "commands.h"
 #include "log.h"
 #include "whole.h"
@@ -17,6 +18,7 @@
 #define BENCH_MAX_ITERS 50
 #define BENCH_MIN_SECONDS 2.0   /* timed iterations run at least this long in total */
 #define GEMM_MIN_SECONDS 0.5
+#define BENCH_PHASE_REPS 5 /* of each step phase and its bound (bench_phases.h) */
 
 typedef struct {
     double gemm_gflops;  /* ceiling: best fp32 GEMM rate */
@@ -81,7 +83,7 @@ static void summarise(const wp_layout *L, bench_result *r) {
     r->mfu = r->gemm_gflops > 0 ? r->model_gflops / r->gemm_gflops : 0;
 }
 
-static void print_result(const wp_opts *o, const wp_layout *L, wp_kern *k, const bench_result *r) {
+static void print_result(const wp_opts *o, const wp_layout *L, wp_kern *k, const bench_result *r, const bench_phase *ph) {
     const wp_model_cfg *c = &L->cfg;
     const char *backend = kern_kind(k) == WP_BACKEND_CUDA ? "cuda" : "cpu";
     const char *dt = wp_dtype_name(kern_compute_dtype(k));
@@ -89,10 +91,12 @@ static void print_result(const wp_opts *o, const wp_layout *L, wp_kern *k, const
         printf("{\"backend\": \"%s\", \"compute\": \"%s\", \"layers\": %d, \"hidden\": %d, \"ffn\": %d, \"heads\": %d, "
                "\"kv_heads\": %d, \"seq\": %d, \"batch\": %d, \"vocab\": %d, \"chunks\": %d, \"recompute\": %s, "
                "\"iters\": %d, \"fwd_ms\": %.3f, \"bwd_ms\": %.3f, \"step_ms\": %.3f, \"tokens_per_s\": %.1f, "
-               "\"model_gflops\": %.2f, \"gemm_n\": %d, \"gemm_gflops\": %.2f, \"mfu\": %.4f, \"loss\": %.6f}\n",
+               "\"model_gflops\": %.2f, \"gemm_n\": %d, \"gemm_gflops\": %.2f, \"mfu\": %.4f, \"loss\": %.6f, \"phases\": ",
                backend, dt, c->n_layers, c->h, c->ffn, c->n_heads, c->n_kv_heads, c->seq, c->micro_batch, c->vocab, c->n_chunks,
                c->recompute ? "true" : "false", r->iters, 1e3 * r->fwd_s, 1e3 * r->bwd_s, 1e3 * (r->fwd_s + r->bwd_s),
                r->tokens_per_s, r->model_gflops, r->gemm_n, r->gemm_gflops, r->mfu, r->loss);
+        bench_phases_print(stdout, ph, true);
+        printf("}\n");
     } else if (o->format == WP_FMT_CSV) {
         printf("backend,compute,layers,hidden,ffn,heads,kv_heads,seq,batch,vocab,chunks,recompute,iters,fwd_ms,bwd_ms,"
                "step_ms,tokens_per_s,model_gflops,gemm_n,gemm_gflops,mfu,loss\n");
@@ -109,6 +113,7 @@ static void print_result(const wp_opts *o, const wp_layout *L, wp_kern *k, const
                1e3 * r->bwd_s, 1e3 * (r->fwd_s + r->bwd_s));
         printf("%.0f tokens/s, %.2f model GFLOP/s, MFU %.1f%% of the GEMM ceiling\n", r->tokens_per_s, r->model_gflops,
                100 * r->mfu);
+        bench_phases_print(stdout, ph, false);
     }
 }
 
@@ -137,9 +142,11 @@ int cmd_bench(const wp_opts *o) {
         snprintf(err, sizeof err, "%s", kern_error(k) ? kern_error(k) : "kernel failure");
         rc = 1;
     }
+    bench_phase ph[BENCH_PHASES];
+    if (rc == 0 && bench_phases_run(o, &L, k, BENCH_PHASE_REPS, ph, err, sizeof err)) rc = 1;
     if (rc == 0) {
         summarise(&L, &r);
-        print_result(o, &L, k, &r);
+        print_result(o, &L, k, &r, ph);
     } else {
         wp_error("%s", err);
     }

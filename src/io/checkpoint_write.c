@@ -78,19 +78,24 @@ static st_desc *shard_descs(const wp_optim *o, int *count) {
     return d;
 }
 
+/* Straight from the optimizer's buffers where they are host memory (no staging copy: the save
+ * is then the disk's speed, weipipe bench's "save" phase); else through one host buffer. */
 static wp_result put_chunks(st_writer *w, wp_optim *o, char *err, size_t errlen) {
     size_t most = 0, off, len;
     for (int i = 0; i < optim_n_owned(o); i++)
         if (optim_range(o, optim_owned_chunk(o, i), &off, &len) && len > most) most = len;
-    float *host = malloc((most ? most : 1) * sizeof *host);
-    if (!host) return wp_fail(WP_FAILED, err, errlen, "checkpoint: out of memory for %zu floats", most);
+    float *host = NULL;
     wp_result rc = WP_OK;
     for (int i = 0; rc == 0 && i < optim_n_owned(o); i++) {
         int c = optim_owned_chunk(o, i);
         optim_range(o, c, &off, &len);
         for (int kind = 0; rc == 0 && kind < 3; kind++) {
-            if (optim_get(o, c, (wp_optim_buf)kind, host)) rc = wp_fail(WP_FAILED, err, errlen, "checkpoint: %s", optim_error(o));
-            if (rc == 0) rc = st_writer_put(w, host, len * sizeof *host, err, errlen);
+            const float *data = optim_host_view(o, c, (wp_optim_buf)kind);
+            if (!data && !host && !(host = malloc((most ? most : 1) * sizeof *host)))
+                rc = wp_fail(WP_FAILED, err, errlen, "checkpoint: out of memory for %zu floats", most);
+            if (rc == 0 && !data && optim_get(o, c, (wp_optim_buf)kind, host))
+                rc = wp_fail(WP_FAILED, err, errlen, "checkpoint: %s", optim_error(o));
+            if (rc == 0) rc = st_writer_put(w, data ? data : host, len * sizeof *host, err, errlen);
         }
     }
     free(host);

@@ -40,6 +40,15 @@ void rt_wait_event(wp_rt *rt, const char *what, double t0, double t1) {
     snprintf(x->what, sizeof x->what, "%s", what);
 }
 
+void rt_save_event(wp_rt *rt, double t0, double t1) {
+    if (!rt || !rt->c.record) return; /* a save before the executor exists records nothing */
+    rt_xfer_event *x = grow(rt);
+    if (!x) return;
+    *x = (rt_xfer_event){.kind = RT_EV_SAVE, .peer = -1, .channel = -1, .step = rt->step, .t0 = t0 - rt->t_origin,
+                         .t1 = t1 - rt->t_origin};
+    snprintf(x->what, sizeof x->what, "SAVE");
+}
+
 const rt_xfer_event *rt_xfer_events(const wp_rt *rt, int *n) {
     *n = rt->n_xev;
     return rt->xev;

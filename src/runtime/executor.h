@@ -62,7 +62,7 @@ typedef struct {
  * it complete, a receive from its post to the poll that saw its data (polls run between
  * actions, during paced holds and inside waits, so an end is late by at most the real work of
  * one device action); a wait from blocking to waking. */
-typedef enum { RT_EV_SEND = 0, RT_EV_RECV, RT_EV_WAIT } rt_xfer_kind;
+typedef enum { RT_EV_SEND = 0, RT_EV_RECV, RT_EV_WAIT, RT_EV_SAVE } rt_xfer_kind;
 
 typedef struct {
     rt_xfer_kind kind;
@@ -73,6 +73,10 @@ typedef struct {
     double t0, t1;   /* seconds since cfg.t_origin; t1 < t0: never completed */
     char what[80];   /* WAIT: what the rank waited for */
 } rt_xfer_event;
+
+/* A checkpoint shard's write from t0 to t1 (wp_now() times), recorded as an event (cfg.record)
+ * of kind RT_EV_SAVE: the trace shows it as a SAVE span on the compute track. */
+void rt_save_event(wp_rt *rt, double t0, double t1);
 
 /* Returns 0, or 1 with a reason (out of memory). */
 wp_result rt_create(wp_rt **out, const rt_config *cfg, char *err, size_t errlen);

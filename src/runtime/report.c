@@ -192,6 +192,11 @@ static void trace_tracks(wp_trace *t, int rank, const wp_clock_sync *clk) {
 static void trace_xfer(wp_trace *t, int rank, const rt_xfer_event *x) {
     char name[128], buf[48], args[160];
     if (x->t1 < x->t0) return;
+    if (x->kind == RT_EV_SAVE) { /* the checkpoint shard's write: the step's last phase, on the compute track */
+        snprintf(args, sizeof args, "\"step\":%" PRId64, x->step);
+        trace_span(t, rank, WP_TRACK_COMPUTE, x->what, "checkpoint", x->t0, x->t1 - x->t0, args);
+        return;
+    }
     if (x->kind == RT_EV_WAIT) {
         snprintf(args, sizeof args, "\"step\":%" PRId64, x->step);
         trace_span(t, rank, WAIT_TRACK, x->what, "wait", x->t0, x->t1 - x->t0, args);

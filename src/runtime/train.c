@@ -613,7 +613,9 @@ static int save_checkpoint(rank_state *r, int64_t steps_done, char *err, size_t 
     double v[2] = {0, (double)optim_steps(r->o)};
     char why[512] = "";
     int who;
+    double t0 = wp_now();
     bool failed = ckpt_write_shard(j->o.save, steps_done, r->rank, r->o, why, sizeof why) != 0;
+    rt_save_event(r->rt, t0, wp_now());
     if (first_cause(r, failed, why, sizeof why, &who, err, errlen)) return 1;
     if (who >= 0) return fail(err, errlen, 1, "checkpoint step %" PRId64 ": rank %d: %s", steps_done, who, why);
     if (ctl_allreduce(r->ctl, CTL_MAX, v, 2, err, errlen)) return 1;

@@ -99,6 +99,55 @@ static void add(wp_kern *k, kt_rng *r, size_t n) {
     free(a), free(b), free(y);
 }
 
+/* The bulk conversions (vectorised, F16C where the CPU has it) against the scalar ones bit for
+ * bit: every fp16 and bf16 pattern to fp32, and to fp16/bf16 the fp32 patterns at and around
+ * every fp16 value and halfway point (ties, subnormals, overflow, NaN payloads) plus a stride
+ * through all 2^32. */
+static void conversion_bits(wp_kern *k) {
+    enum { N16 = 65536, AROUND = 10 };
+    static const int32_t delta[AROUND] = {0, 1, -1, 0x1000, 0xfff, 0x1001, 0x8000, 0x7fff, 0x8001, 0x10000};
+    size_t nf = 2 * N16 * AROUND + (1u << 20);
+    uint16_t *h = kt_alloc(N16 * sizeof *h), *o16 = kt_alloc(nf * sizeof *o16);
+    float *f = kt_floats(N16 > nf ? N16 : nf);
+    uint32_t *bits = kt_alloc(nf * sizeof *bits);
+    for (int t = 0; t < 2; t++) { /* 16 bits -> fp32, every pattern */
+        wp_dtype st = t ? WP_BF16 : WP_F16;
+        for (size_t i = 0; i < N16; i++) h[i] = (uint16_t)i;
+        kern_convert(k, f, WP_F32, h, st, N16);
+        size_t bad = 0;
+        for (size_t i = 0; i < N16; i++) {
+            float want = t ? wp_bf16_to_f32(h[i]) : wp_f16_to_f32(h[i]);
+            bad += memcmp(&want, &f[i], sizeof want) != 0;
+        }
+        check_say(bad == 0, "convert %s -> fp32, all 65536 patterns: %zu differ from the scalar conversion",
+                  wp_dtype_name(st), bad);
+    }
+    size_t n = 0;
+    for (uint32_t i = 0; i < N16; i++)
+        for (int d = 0; d < AROUND; d++) {
+            float x = wp_f16_to_f32((uint16_t)i), y = wp_bf16_to_f32((uint16_t)i);
+            uint32_t ux, uy;
+            memcpy(&ux, &x, sizeof ux);
+            memcpy(&uy, &y, sizeof uy);
+            bits[n++] = ux + (uint32_t)delta[d];
+            bits[n++] = uy + (uint32_t)delta[d];
+        }
+    for (uint64_t u = 0; u < (1ull << 32); u += 4099) bits[n++] = (uint32_t)u;
+    memcpy(f, bits, n * sizeof *f);
+    for (int t = 0; t < 2; t++) {
+        wp_dtype dt = t ? WP_BF16 : WP_F16;
+        kern_convert(k, o16, dt, f, WP_F32, n);
+        size_t bad = 0;
+        for (size_t i = 0; i < n; i++) bad += o16[i] != (t ? wp_f32_to_bf16(f[i]) : wp_f32_to_f16(f[i]));
+        check_say(bad == 0, "convert fp32 -> %s, %zu patterns (ties, subnormals, NaNs, a stride of 4099): %zu differ",
+                  wp_dtype_name(dt), n, bad);
+    }
+    free(h);
+    free(o16);
+    free(f);
+    free(bits);
+}
+
 int main(void) {
     kt_rng r = {23};
     wp_kern *k = kt_cpu(2), *k3 = kt_cpu(3);
@@ -108,6 +157,7 @@ int main(void) {
         sumsq(k, k3, &r, sizes[i]);
         add(k, &r, sizes[i]);
     }
+    conversion_bits(k);
     kt_no_error(k, "elementwise");
     kern_destroy(k);
     kern_destroy(k3);

@@ -62,11 +62,19 @@ expect2 check --config "$tiny" --bogus
 expect2 check --config "$tiny" --out "$tmp/dump"   # exists and is not empty
 expect2 bench --config "$tiny" --num-query-groups 3
 
-# bench runs and reports a positive rate (no timing assertions)
+# bench runs and reports a positive rate (no timing assertions), and each step phase with the
+# bytes it moves (tiny.ini, mixed: 205,376 parameters; fp16 working copy, bf16 wire gradient)
 "$wp" bench --config "$tiny" --format json >"$tmp/bench" || fail "bench exited $?"
 python3 -c 'import json, sys
 d = json.load(open(sys.argv[1]))
-assert d["tokens_per_s"] > 0 and d["gemm_gflops"] > 0 and 0 < d["mfu"], d' "$tmp/bench" \
+assert d["tokens_per_s"] > 0 and d["gemm_gflops"] > 0 and 0 < d["mfu"], d
+n = 205376
+want = {"load": 6 * n, "update": 30 * n, "zero": 4 * n, "accumulate": 10 * n, "save": 12 * n}
+got = {p["phase"]: p for p in d["phases"]}
+assert sorted(got) == sorted(want), got
+for k, b in want.items():
+    p = got[k]
+    assert p["bytes"] == b and p["s"] > 0 and p["bound_s"] > 0 and p["s_median"] >= p["s"], (k, p)' "$tmp/bench" \
     && echo "ok   bench --format json: $(cat "$tmp/bench")" || fail "bench json: $(cat "$tmp/bench")"
 
 [ "$fails" -eq 0 ]

@@ -17,6 +17,9 @@ run interleave --nranks 4 --strategy weipipe-interleave --num-microbatches 4 --s
 run wzb1 --nranks 3 --strategy wzb1 --num-microbatches 6 --steps 2 --transport local
 run 1f1b-tcp --nranks 4 --strategy 1f1b --num-microbatches 8 --steps 2 --transport tcp --device-tflops 0.004
 run wzb2-tcp --nranks 2 --strategy wzb2 --num-microbatches 2 --steps 3 --transport tcp
+# checkpoints: one SAVE span per shard written (steps 2 and 3), beside LOAD, ZERO, ACC, UPDATE
+run save --nranks 2 --strategy weipipe-interleave --steps 3 --transport local --save "$TMP/ck" --save-every 2
+grep -q '"name":"SAVE"' "$TMP/save.json" || grep -q '"name": "SAVE"' "$TMP/save.json" || fail "no SAVE span in save.json"
 
 # One clock across ranks (ring/clock_sync.h): rank r's clock is skewed by r * 0.5 s; the offsets
 # each rank estimated must remove the skew to within the residual they state, the per-rank

@@ -5,7 +5,8 @@
  * which are read too when present. Checks, for every rank:
  *   - every file parses as JSON (jansson) with a traceEvents array of complete events;
  *   - the compute track holds every device action of the list once per step, by name (F(2,5),
- *     UPDATE(3), ...), and nothing else;
+ *     UPDATE(3), LOAD W[0]@0, ZERO, ACC: the step's phases besides the model), one SAVE per
+ *     checkpoint that --save and --save-every ask for, and nothing else;
  *   - each channel's send track holds every SEND of the list once per step, each channel's
  *     receive track every RECV, and their "bytes" add up to the lists' bytes times the steps;
  *   - every span has a non-negative duration; a wait track exists;
@@ -241,6 +242,11 @@ int main(int argc, char **argv) {
     static name_counts nc;
     static xfer_counts want, got;
     expect(&s, &L, o.device_tflops > 0 ? &pace : NULL, (long)o.steps, &nc, &want);
+    long saves = !o.save[0] ? 0 : o.save_every > 0 ? (long)(o.steps / o.save_every + (o.steps % o.save_every != 0)) : 1;
+    for (int r = 0; r < N && saves > 0; r++) { /* every rank writes its shard (train.c save_checkpoint) */
+        int k = slot(&nc, r, "SAVE");
+        if (k >= 0) nc.want[k] += saves;
+    }
     read_file(argv[1], &nc, &got);
     for (int r = 1; r < N; r++) {
         char path[600];
