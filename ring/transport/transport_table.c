@@ -6,12 +6,12 @@
 
 #include "bootstrap.h"
 #include "job.h"
-#include "rdma.h"
+#include "ib_transport.h"
 #include "wp_config.h"
 #if WP_HAVE_NCCL
 #include <cuda_runtime_api.h>
 
-#include "nccl_tp.h"
+#include "nccl_transport.h"
 #endif
 
 static int tcp_open(const wp_boot_info *bi, const wp_job_cfg *cfg, tp_job_conn *c, char *err, size_t errlen) {

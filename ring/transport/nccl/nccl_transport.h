@@ -26,8 +26,8 @@
  * tp_nccl_open checks that first and says so.
  *
  * Not yet run on a GPU: see docs/transports.md. */
-#ifndef WP_RING_NCCL_TP_H
-#define WP_RING_NCCL_TP_H
+#ifndef WP_RING_NCCL_TRANSPORT_H
+#define WP_RING_NCCL_TRANSPORT_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -4,7 +4,7 @@
 #include "staged.h"
 #include "wp_config.h"
 #if WP_HAVE_NCCL
-#include "nccl_tp.h"
+#include "nccl_transport.h"
 #endif
 
 int tp_device_open(wp_transport *wire, wp_control *ctl, wp_kern *k, const tp_row *kind, const wp_net_opts *net,

@@ -17,8 +17,8 @@
  * Memory path: transfers are staged through registered host buffers (the executor hands the
  * transport host memory). The start-up line (rdma_describe) names the device, port, GID index
  * and this path. */
-#ifndef WP_RING_RDMA_H
-#define WP_RING_RDMA_H
+#ifndef WP_RING_IB_TRANSPORT_H
+#define WP_RING_IB_TRANSPORT_H
 
 #include "control.h"
 #include "ib_ops.h"

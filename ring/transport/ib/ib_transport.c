@@ -1,5 +1,5 @@
 /* The ibverbs transport: peers, connection exchange, the progress thread (see ibverbs.h). */
-#include "rdma.h"
+#include "ib_transport.h"
 
 #include <stdio.h>
 #include <stdlib.h>

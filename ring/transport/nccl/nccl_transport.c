@@ -2,7 +2,7 @@
  * ncclSend/ncclRecv on one 2-rank communicator per direction; the layer (layered_impl.h) runs
  * the progress thread, the queue and the failures. Every NCCL and CUDA call here runs with
  * the transport's lock held, so none races another. */
-#include "nccl_tp.h"
+#include "nccl_transport.h"
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
