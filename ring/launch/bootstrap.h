@@ -1,4 +1,4 @@
-/* Rank discovery and rendezvous. Ranks learn who they are from the variables existing
+/* Rank discovery (launcher_env.c; the rendezvous itself: rendezvous.h). Ranks learn who they are from the variables existing
  * launchers set (never a home-made cluster manager):
  *   torchrun / weipipe's own launcher: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT
  *   Slurm (srun):  SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID; MASTER_ADDR / MASTER_PORT when
@@ -50,7 +50,7 @@ typedef struct wp_boot_info {
     char secret[64];      /* WEIPIPE_SECRET; empty: the ranks are not authenticated */
     const char *launcher; /* "torchrun", "slurm" or "openmpi" */
     /* Rank 0: the rendezvous listener inherited through WEIPIPE_LISTEN_FD, checked and made
-     * close-on-exec and non-blocking; wp_job_open_tcp uses it instead of binding, and closes it. */
+     * close-on-exec and non-blocking; tcp_job_open (tcp.h) uses it instead of binding, and closes it. */
     bool listen_inherited; /* false (the zeroed default): rank 0 binds MASTER_ADDR:MASTER_PORT */
     int listen_fd;
     /* The flags that every rank of the job must share, as "name=value" lines in one fixed order
@@ -103,15 +103,5 @@ int boot_threads_per_rank_environ(int threads_flag, int ranks_in_process, long c
 
 /* First host of a Slurm node list ("gpu[03-05,9],cpu1" -> "gpu03"). Returns 0 or -1. */
 int boot_slurm_first_host(const char *nodelist, char *host, size_t hostlen);
-
-/* Rendezvous and open this rank's tcp transport and control channel (the control channel is
- * attached to the transport: an abort anywhere aborts it). Connections to peers open on
- * demand (or call tp_connect_ring). Rank 0 closes bi's inherited listener, if any, whatever
- * the outcome (so call this once per boot). Returns 0, or 1 with a message. */
-int wp_job_open_tcp(const wp_boot_info *bi, const wp_net_opts *net, wp_transport **t, wp_control **ctl, char *err,
-                    size_t errlen);
-/* Close both in the safe order: the control channel first (its goodbye doubles as a final
- * barrier on rank 0, and it must not abort a transport that is gone), then the transport. */
-void wp_job_close(wp_transport *t, wp_control *ctl);
 
 #endif

@@ -1,7 +1,7 @@
-/* The tcp rendezvous (see bootstrap.h): rank 0 gathers every rank's data address and sends the
- * table back; the connections stay as the control channel. What a stranger at rank 0's port
+/* The tcp rendezvous (rendezvous.h, and bootstrap.h for the variables): rank 0 gathers every
+ * rank's data address and sends the table back; the connections stay as the control channel. What a stranger at rank 0's port
  * can and cannot do is said in docs/transports.md ("Rendezvous"). */
-#include "bootstrap.h"
+#include "rendezvous.h"
 
 #include <errno.h>
 #include <math.h>
@@ -463,66 +463,13 @@ static int rank_rendezvous(const wp_boot_info *bi, const wp_net_opts *net, wp_tr
     return 0;
 }
 
-static void free_addrs(char **addrs, int world) {
-    for (int r = 0; addrs && r < world; r++) free(addrs[r]);
-    free(addrs);
-}
-
-int wp_job_open_tcp(const wp_boot_info *bi, const wp_net_opts *net, wp_transport **t, wp_control **ctl, char *err,
-                    size_t errlen) {
-    *t = NULL;
-    *ctl = NULL;
-    int world = bi->world;
-    int lfd = bi->rank == 0 && bi->listen_inherited ? bi->listen_fd : -1; /* ours to close */
-    int *fds = malloc((size_t)world * sizeof *fds);
-    char **addrs = calloc((size_t)world, sizeof *addrs);
-    if (!fds || !addrs) {
-        if (lfd >= 0) close(lfd);
-        free(fds);
-        free(addrs);
-        snprintf(err, errlen, "rank %d: out of memory for the rendezvous", bi->rank);
-        return 1;
-    }
-    for (int r = 0; r < world; r++) fds[r] = -1;
-    int rc = tcp_create(net, bi->rank, world, bi->job_id, bi->secret, t, err, errlen);
-    if (rc == 0) {
-        if (bi->rank == 0) {
-            char my_addr[SOCK_ADDR_MAX];
-            advertised_addr(bi, *t, -1, my_addr, sizeof my_addr);
-            addrs[0] = strdup(my_addr);
-            if (world > 1) {
-                rc = root_rendezvous(bi, net, lfd, fds, addrs, err, errlen);
-                lfd = -1; /* closed there */
-            }
-        } else {
-            rc = rank_rendezvous(bi, net, *t, &fds[0], addrs, err, errlen);
-        }
-    }
-    if (lfd >= 0) close(lfd); /* not needed (a world of one) or never reached */
-    for (int r = 0; rc == 0 && r < world; r++)
-        if (!addrs[r]) {
-            snprintf(err, errlen, "rank %d: out of memory for the address table", bi->rank);
-            rc = 1;
-        }
-    if (rc == 0) rc = tcp_set_peers(*t, addrs, err, errlen);
-    if (rc == 0) {
-        rc = ctl_tcp_start(bi->rank, world, fds, addrs, net->timeout, ctl, err, errlen);
-        for (int r = 0; r < world; r++) fds[r] = -1; /* owned by the control channel now */
-    }
-    for (int r = 0; r < world; r++)
-        if (fds[r] >= 0) close(fds[r]);
-    free(fds);
-    free_addrs(addrs, world);
-    if (rc != 0) {
-        tp_close(*t);
-        *t = NULL;
-        return 1;
-    }
-    ctl_attach(*ctl, *t);
+int rdv_exchange(const wp_boot_info *bi, const wp_net_opts *net, wp_transport *t, int lfd, int *fds, char **addrs,
+                 char *err, size_t errlen) {
+    if (bi->rank != 0) return rank_rendezvous(bi, net, t, &fds[0], addrs, err, errlen);
+    char my_addr[SOCK_ADDR_MAX];
+    advertised_addr(bi, t, -1, my_addr, sizeof my_addr);
+    addrs[0] = strdup(my_addr); /* NULL is caught with the others' (out of memory) */
+    if (bi->world > 1) return root_rendezvous(bi, net, lfd, fds, addrs, err, errlen); /* closes lfd */
+    if (lfd >= 0) close(lfd); /* a world of one needs no listener */
     return 0;
-}
-
-void wp_job_close(wp_transport *t, wp_control *ctl) {
-    ctl_close(ctl);
-    tp_close(t);
 }

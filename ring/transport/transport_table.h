@@ -1,13 +1,19 @@
 /* The transports, in one table (as NCCL lists its transports): each row says how the ranks of a
  * job meet, whether the transport moves accelerator memory itself, whether this build has it,
- * and how a rank opens and closes it. `weipipe train` (through the job runner, job.h), the
+ * and how a rank opens and closes it. Each transport defines its own row, `tp_row_<name>`, at
+ * the end of transport/<name>/<name>_job.c; WP_TRANSPORTS below is the one list of them (the
+ * recipe for a new transport: docs/transports.md "A new transport").
+ *
+ * A row is what --transport X means to a job. The vtable of one open transport (tp_ops in
+ * transport_impl.h) is a different thing: the device layers (staged, layered, nccl) have one
+ * without being a --transport choice, and nccl's row opens tcp's. `weipipe train` (through the job runner, job.h), the
  * --transport flag's choices and the device layer (device_tp.h) all read this table: nothing
  * else compares transport names.
  *
  *   local    threads of one process; buffers handed over in memory, paced like a link
  *   tcp      processes that meet at MASTER_ADDR:MASTER_PORT (bootstrap.h); TCP sockets
- *   ibverbs  processes; the tcp rendezvous, then RDMA over libibverbs (rdma.h)
- *   nccl     processes; the tcp rendezvous, then NCCL moves the GPU buffers (nccl_tp.h) */
+ *   ibverbs  processes; the tcp rendezvous, then RDMA over libibverbs (ib_transport.h)
+ *   nccl     processes; the tcp rendezvous, then NCCL moves the GPU buffers (nccl_transport.h) */
 #ifndef WP_RING_TRANSPORT_TABLE_H
 #define WP_RING_TRANSPORT_TABLE_H
 

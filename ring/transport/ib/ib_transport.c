@@ -1,11 +1,10 @@
-/* The ibverbs transport: peers, connection exchange, the progress thread (see ibverbs.h). */
+/* The ibverbs transport: peers, connection exchange, the progress thread (ib_transport.h; how a
+ * job opens it, and its row: ib_job.c). */
 #include "ib_transport.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include "bootstrap.h"
 
 #define IBV_OOB_CHANNEL 0
 #define IBV_POLL_BATCH 64
@@ -396,27 +395,4 @@ int rdma_open_over(wp_transport *wire, const ib_dev_cfg *dev, const wp_net_opts 
     if (rc == 0 && tp_rank(wire) == 0) fprintf(stderr, "weipipe: ibverbs transport: %s\n", rdma_describe(*t));
     return rc;
 }
-
-int rdma_job_open(const wp_boot_info *bi, const wp_net_opts *net, const ib_dev_cfg *dev, wp_transport **t,
-                  wp_transport **oob, wp_control **ctl, char *err, size_t errlen) {
-    *t = NULL;
-    if (wp_job_open_tcp(bi, net, oob, ctl, err, errlen) != 0) return 1;
-    int rc = rdma_open_over(*oob, dev, net, t, err, errlen);
-    if (rc != 0) {
-        ctl_abort(*ctl, err);
-        wp_job_close(*oob, *ctl);
-        *oob = NULL;
-        *ctl = NULL;
-        return rc;
-    }
-    ctl_attach(*ctl, *t);
-    return 0;
-}
-
-void rdma_job_close(wp_transport *t, wp_transport *oob, wp_control *ctl) {
-    ctl_close(ctl);
-    tp_close(t);
-    tp_close(oob);
-}
-
 #endif

@@ -41,13 +41,13 @@ const char *rdma_describe(wp_transport *t);
  * start-up line. Returns 0; 2 when there is no RDMA device or a flag is wrong; 1 otherwise. */
 int rdma_open_over(wp_transport *wire, const ib_dev_cfg *dev, const wp_net_opts *net, wp_transport **t, char *err,
                   size_t errlen);
-/* A rank of a job with --transport ibverbs: the tcp rendezvous (wp_job_open_tcp) gives the
+/* A rank of a job with --transport ibverbs: the tcp rendezvous (tcp_job_open) gives the
  * control channel and the out-of-band transport; then the RDMA transport over libibverbs,
  * attached to the control channel. Prints the start-up line on rank 0. Returns 0; 2 when
  * there is no RDMA device or a flag is wrong; 1 otherwise. */
 int rdma_job_open(const struct wp_boot_info *bi, const wp_net_opts *net, const ib_dev_cfg *dev, wp_transport **t,
                  wp_transport **oob, wp_control **ctl, char *err, size_t errlen);
-/* Control channel first (as wp_job_close), then the RDMA transport, then the tcp one. */
+/* Control channel first (as tcp_job_close), then the RDMA transport, then the tcp one. */
 void rdma_job_close(wp_transport *t, wp_transport *oob, wp_control *ctl);
 #endif
 

@@ -9,12 +9,17 @@
  * (rendezvous: nothing is buffered, no unbounded queue). One progress thread per transport
  * moves all data, so transfers proceed while the executor computes.
  *
- * Usually created by bootstrap.h (wp_job_open_tcp), which also runs the rendezvous that
- * tells every rank the others' addresses. */
+ * In a job, opened by tcp_job_open (tcp_job.c), which also runs the rendezvous that tells every
+ * rank the others' addresses (rendezvous.h). */
 #ifndef WP_RING_TCP_H
 #define WP_RING_TCP_H
 
+#include "control.h"
 #include "transport.h"
+
+struct wp_boot_info;
+struct wp_job_cfg;
+struct tp_job_conn;
 
 /* Listen on net->bind (port 0: the kernel picks) and start the progress thread. job_id and
  * secret (each at most 63 bytes) must be the same on every rank. */
@@ -30,5 +35,20 @@ int tcp_set_peers(wp_transport *t, char *const *addrs, char *err, size_t errlen)
 
 /* The data address of a rank as the rendezvous told it ("" before tcp_set_peers). */
 const char *tcp_peer_addr(wp_transport *t, int peer);
+
+/* A rank of a job: rendezvous (rendezvous.h), then this rank's tcp transport and the control
+ * channel, attached to it (an abort anywhere aborts it). Connections to peers open on demand
+ * (or call tp_connect_ring). Rank 0 closes bi's inherited listener, if any, whatever the
+ * outcome (so call this once per boot). Returns 0, or 1 with a message. */
+int tcp_job_open(const struct wp_boot_info *bi, const wp_net_opts *net, wp_transport **t, wp_control **ctl, char *err,
+                 size_t errlen);
+/* Close both in the safe order: the control channel first (its goodbye doubles as a final
+ * barrier on rank 0, and it must not abort a transport that is gone), then the transport. */
+void tcp_job_close(wp_transport *t, wp_control *ctl);
+/* The same as tp_row's open and close (transport_table.h), for the transports whose ranks meet
+ * by the tcp rendezvous and keep its transport (nccl). */
+int tcp_row_open(const struct wp_boot_info *bi, const struct wp_job_cfg *cfg, struct tp_job_conn *c, char *err,
+                 size_t errlen);
+void tcp_row_close(struct tp_job_conn *c);
 
 #endif
