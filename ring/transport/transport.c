@@ -120,7 +120,7 @@ static int post(wp_transport *t, int kind, int peer, int channel, void *buf, siz
         snprintf(err, errlen, "rank %d: %s has no buffer", t->rank, what);
         return 1;
     }
-    wp_request *r = calloc(1, sizeof *r);
+    wp_request *r = calloc(1, t->ops->request_bytes ? t->ops->request_bytes : sizeof *r);
     if (!r) {
         snprintf(err, errlen, "rank %d: out of memory posting %s", t->rank, what);
         return 1;

@@ -35,6 +35,10 @@ typedef struct tp_ops {
     void (*peer_name)(wp_transport *t, int peer, char *buf, size_t buflen);
     /* Stop threads, close connections, free requests and the struct. Unlocked. */
     void (*close)(wp_transport *t);
+    /* The size of the backend's own request struct, whose first member is the wp_request (as
+     * tcp_req, local_req): tp_post_* allocates that much, zeroed, and the backend reaches its
+     * per-request state by a cast. 0: a bare wp_request. */
+    size_t request_bytes;
 } tp_ops;
 
 struct wp_transport {
@@ -60,12 +64,11 @@ struct wp_request {
     double progress_at; /* when it was posted or last moved bytes: the silence clock */
     bool done;
     int busy; /* copies into/out of buf running outside the lock */
-    /* backend state */
-    bool cts;             /* tcp: send: the receiver is ready; receive: clear-to-send queued */
-    size_t scheduled;     /* bytes cut into frames so far */
-    bool all_scheduled;   /* every frame is cut (a 0-byte message is one empty frame) */
-    uint32_t frames_out;  /* frames cut but not yet written / delivered */
-    wp_request *peer_req; /* local: the matching request on the other side */
+    /* Framing, for the backends that cut a message into frames (tcp, local, ibverbs); a
+     * backend's own per-request state is in its struct around this one (tp_ops.request_bytes). */
+    size_t scheduled;    /* bytes cut into frames so far */
+    bool all_scheduled;  /* every frame is cut (a 0-byte message is one empty frame) */
+    uint32_t frames_out; /* frames cut but not yet written / delivered */
 };
 
 int tp_init(wp_transport *t, const tp_ops *ops, int rank, int world, wp_sync *sync, tp_fail *fail);

@@ -50,8 +50,8 @@ static void match(wp_local_world *w, int src, int dst, int channel) {
                            s->label, s->bytes, channel, dst, q->label, q->bytes);
             return;
         }
-        s->peer_req = q;
-        q->peer_req = s;
+        local_req_of(s)->peer = q;
+        local_req_of(q)->peer = s;
         s->progress_at = q->progress_at = wp_now();
         if (w->paced && src != dst) {
             tp_queue_push(&w->links[(size_t)src * (size_t)w->n + (size_t)dst].chans[channel], s);
@@ -100,6 +100,7 @@ static const tp_ops local_ops = {
     .failed = local_failed,
     .peer_name = local_peer_name,
     .close = local_close,
+    .request_bytes = sizeof(local_req),
 };
 
 /* ---- the pacer: cuts matched transfers into frames no faster than each link allows ---- */
@@ -152,7 +153,7 @@ static double deliver_link(wp_local_world *w, local_link *L, double now) {
         local_frame *f = L->fhead;
         L->fhead = f->next;
         if (!L->fhead) L->ftail = NULL;
-        wp_request *s = f->send, *q = s->peer_req;
+        wp_request *s = f->send, *q = local_req_of(s)->peer;
         if (!w->fail.failed) {
             if (f->len) memcpy(q->buf + f->off, s->buf + f->off, f->len);
             tp_progress_locked(s, f->len);

@@ -9,6 +9,13 @@
 #include "transport_impl.h"
 
 /* A frame of a paced transfer on its way: delivered (copied) at `arrive`. */
+/* A request of the local transport (tp_ops.request_bytes): the wp_request, then local's own state. */
+typedef struct local_req {
+    wp_request base;
+    wp_request *peer; /* the matching request on the other side, once paired */
+} local_req;
+static inline local_req *local_req_of(wp_request *r) { return (local_req *)r; } /* base is the first member */
+
 typedef struct local_frame {
     struct local_frame *next;
     wp_request *send;

@@ -80,7 +80,7 @@ int tcp_queue_ctl(tcp_tp *T, tcp_peer *P, int type, int channel, uint64_t seq, u
 }
 
 static int send_cts(tcp_tp *T, tcp_peer *P, wp_request *r) {
-    r->cts = true;
+    tcp_req_of(r)->cts = true;
     if (tcp_queue_ctl(T, P, F_CTS, r->channel, r->seq, r->bytes, r->label, strlen(r->label)) != 0) {
         tp_fail_locked(&T->base, -1, "rank %d: cannot queue a clear-to-send for %s", T->base.rank, r->label);
         return -1;
@@ -94,7 +94,7 @@ void tcp_stream_up(tcp_tp *T, tcp_peer *P, int index, int fd) {
     P->connected = true;
     for (int c = 0; c < WP_MAX_CHANNELS; c++)
         for (wp_request *r = P->recvs[c].head; r; r = r->next)
-            if (!r->cts && send_cts(T, P, r) != 0) return;
+            if (!tcp_req_of(r)->cts && send_cts(T, P, r) != 0) return;
     pthread_cond_broadcast(&T->sync.cv);
     tcp_wake(T);
 }
@@ -106,7 +106,7 @@ static void cts_matches(tcp_tp *T, wp_request *s, uint64_t bytes, const char *la
                        T->base.rank, s->label, s->bytes, s->channel, s->peer, label, (unsigned long long)bytes);
         return;
     }
-    s->cts = true;
+    tcp_req_of(s)->cts = true;
     s->progress_at = wp_now();
     tcp_wake(T);
 }
@@ -381,6 +381,7 @@ static const tp_ops tcp_ops = {
     .failed = tcp_failed,
     .peer_name = peer_name,
     .close = tcp_close,
+    .request_bytes = sizeof(tcp_req),
 };
 
 /* ---- creation ---- */

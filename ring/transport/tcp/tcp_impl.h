@@ -13,6 +13,13 @@
 #define TCP_SMALL_PAYLOAD 512 /* largest clear-to-send / abort payload */
 
 /* A frame queued on a stream. */
+/* A request of the tcp transport (tp_ops.request_bytes): the wp_request, then tcp's own state. */
+typedef struct tcp_req {
+    wp_request base;
+    bool cts; /* send: the receiver is ready; receive: its clear-to-send is queued */
+} tcp_req;
+static inline tcp_req *tcp_req_of(wp_request *r) { return (tcp_req *)r; } /* base is the first member */
+
 typedef struct tcp_out {
     struct tcp_out *next;
     uint8_t hdr[WIRE_FRAME_BYTES];

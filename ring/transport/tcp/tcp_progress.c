@@ -33,7 +33,7 @@ static wp_request *next_source(tcp_peer *P, bool take) {
     for (int k = 0; k < WP_MAX_CHANNELS; k++) {
         int c = (P->rr_chan + k) % WP_MAX_CHANNELS;
         wp_request *s = P->sends[c].head;
-        if (s && s->cts) {
+        if (s && tcp_req_of(s)->cts) {
             if (take) P->rr_chan = (c + 1) % WP_MAX_CHANNELS;
             return s;
         }
