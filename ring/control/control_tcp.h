@@ -1,5 +1,5 @@
 /* The control channel over tcp: the rendezvous connections, kept open (every rank to rank 0).
- * Created by the rendezvous in bootstrap.c; used through control.h. */
+ * Created by the rendezvous (tcp_job_open, tcp_job.c); used through control.h. */
 #ifndef WP_RING_CONTROL_TCP_H
 #define WP_RING_CONTROL_TCP_H
 

@@ -21,7 +21,7 @@ static bool set(const char *name) {
 /* Under Open MPI with MASTER_ADDR or MASTER_PORT missing (the secret is optional, and the job id
  * is Open MPI's own when WEIPIPE_JOB_ID is not set: bootstrap.h). */
 static bool needed(void) {
-    if (!set("OMPI_COMM_WORLD_RANK") || set("RANK")) return false; /* Open MPI before Slurm: bootstrap.c */
+    if (!set("OMPI_COMM_WORLD_RANK") || set("RANK")) return false; /* Open MPI before Slurm: launcher_env.c */
     return !set("MASTER_ADDR") || !set("MASTER_PORT");
 }
 
@@ -95,7 +95,7 @@ int mpi_boot_env(char *err, size_t errlen) {
 
 int mpi_boot_env(char *err, size_t errlen) {
     (void)err, (void)errlen;
-    return 0; /* ring/bootstrap.c names the variable the launcher did not export */
+    return 0; /* launcher_env.c names the variable the launcher did not export */
 }
 
 #endif

@@ -9,7 +9,7 @@
 #include <stddef.h>
 
 /* Returns 0 (the variables were set through MPI, or nothing was needed, or the build has no
- * MPI: then bootstrap.c names the missing variable), or 1 with a reason. */
+ * MPI: then launcher_env.c names the missing variable), or 1 with a reason. */
 int mpi_boot_env(char *err, size_t errlen);
 
 #endif

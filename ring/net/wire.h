@@ -35,7 +35,7 @@ typedef struct wire_hs {
     uint16_t stream;      /* which of the nstreams sockets of a peer pair this is */
     uint16_t nstreams;
     uint32_t frame_bytes; /* largest data frame; both sides must agree */
-    uint64_t flags_hash;  /* CONTROL and its ACK: keyed hash of the job's flags text (bootstrap.c); 0 = none */
+    uint64_t flags_hash;  /* CONTROL and its ACK: keyed hash of the job's flags text (rendezvous.c); 0 = none */
     char job[WIRE_NAME_MAX];
     char secret[WIRE_NAME_MAX];
     char addr[WIRE_NAME_MAX]; /* CONTROL: the sender's data listen address ("ip:port") */

@@ -19,9 +19,9 @@
  *  - A transport is driven by one thread (the rank's executor); tp_abort may come from any.
  *
  * Backends (one table of them: transport_table.h): local.h (ranks as threads of one process),
- * tcp.h (processes on one or many machines), rdma.h (RDMA over libibverbs, or the soft fabric
+ * tcp.h (processes on one or many machines), ib_transport.h (RDMA over libibverbs, or the soft fabric
  * of the tests), and two layers over another transport for device memory: staged.h (pinned
- * host slots or device-to-device copies) and nccl_tp.h (NCCL send/recv on the GPU buffers).
+ * host slots or device-to-device copies) and nccl_transport.h (NCCL send/recv on the GPU buffers).
  *
  * The ring layer (this folder) sits on kernels/ only and includes nothing of src/: its callers
  * hand it plain structs (wp_net_opts, ib_dev_cfg, wp_job_cfg), never flags. */

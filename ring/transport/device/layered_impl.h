@@ -1,10 +1,10 @@
 /* What the transports layered on an inner transport share (staged.c over local or tcp,
- * nccl.c over tcp): the struct head, connect and peer names passed through to the inner
+ * nccl_transport.c over tcp): the struct head, connect and peer names passed through to the inner
  * transport, the failure record and how peers learn of it, the queue of posted requests with
  * the compute event each waits for, the progress thread (its loop, poll intervals and
  * wake-ups) and the orderly stop. A backend keeps only how it moves bytes, plugged in through
  * tp_layer_ops; everything here runs with the layer's sync held unless it says otherwise.
- * Not for users of the transports (see staged.h, nccl_tp.h). */
+ * Not for users of the transports (see staged.h, nccl_transport.h). */
 #ifndef WP_RING_LAYERED_IMPL_H
 #define WP_RING_LAYERED_IMPL_H
 

@@ -1,4 +1,4 @@
-/* The NCCL transport (nccl_tp.h): descriptors and go messages over tcp, data with
+/* The NCCL transport (nccl_transport.h): descriptors and go messages over tcp, data with
  * ncclSend/ncclRecv on one 2-rank communicator per direction; the layer (layered_impl.h) runs
  * the progress thread, the queue and the failures. Every NCCL and CUDA call here runs with
  * the transport's lock held, so none races another. */
