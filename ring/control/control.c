@@ -164,7 +164,7 @@ static double reduce2(ctl_op op, double a, double b) {
     return op == CTL_MAX ? (a > b ? a : b) : (a < b ? a : b);
 }
 
-int ctl_combine(int n, void *const *contribs, const size_t *sizes, void **result, size_t *result_bytes,
+wp_result ctl_combine(int n, void *const *contribs, const size_t *sizes, void **result, size_t *result_bytes,
                 uint64_t seq, char *err, size_t errlen) {
     *result = NULL;
     *result_bytes = 0;
@@ -174,27 +174,27 @@ int ctl_combine(int n, void *const *contribs, const size_t *sizes, void **result
         ctl_coll d;
         if (sizes[r] < CTL_CONTRIB_HDR) {
             snprintf(err, errlen, "collective #%llu: rank %d sent a malformed contribution", (unsigned long long)seq, r);
-            return -1;
+            return WP_FAILED;
         }
         get_coll(contribs[r], &d);
         if (r == 0) d0 = d;
         if (memcmp(&d, &d0, sizeof d) != 0) {
             snprintf(err, errlen, "collective #%llu: rank %d called %s while rank 0 called %s", (unsigned long long)seq,
                      r, ctl_coll_name(&d, a, sizeof a), ctl_coll_name(&d0, b, sizeof b));
-            return -1;
+            return WP_FAILED;
         }
         if (d.kind < COLL_BARRIER || d.kind > COLL_BCAST || (d.kind == COLL_ALLREDUCE && d.op > CTL_MIN) ||
             (d.kind == COLL_BCAST && (int)d.root >= n) || sizes[r] != CTL_CONTRIB_HDR + contrib_data_bytes(&d, r)) {
             snprintf(err, errlen, "collective #%llu: rank %d sent an inconsistent %s", (unsigned long long)seq, r,
                      ctl_coll_name(&d, a, sizeof a));
-            return -1;
+            return WP_FAILED;
         }
     }
     size_t out_bytes = d0.kind == COLL_BARRIER ? 0 : (d0.kind == COLL_ALLREDUCE ? (size_t)d0.count * 8 : d0.count);
     uint8_t *out = malloc(out_bytes ? out_bytes : 1);
     if (!out) {
         snprintf(err, errlen, "collective #%llu: out of memory", (unsigned long long)seq);
-        return -1;
+        return WP_FAILED;
     }
     if (d0.kind == COLL_ALLREDUCE) {
         for (uint32_t i = 0; i < d0.count; i++) {
@@ -208,7 +208,7 @@ int ctl_combine(int n, void *const *contribs, const size_t *sizes, void **result
     }
     *result = out;
     *result_bytes = out_bytes;
-    return 0;
+    return WP_OK;
 }
 
 /* Encode this rank's call, run the exchange, check the result size. */

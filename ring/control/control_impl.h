@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "control.h"
+#include "result.h"
 
 /* A collective call as every rank describes it; rank 0 checks that all descriptions agree. */
 enum { COLL_BARRIER = 1, COLL_ALLREDUCE = 2, COLL_BCAST = 3 };
@@ -50,10 +51,10 @@ bool ctl_fail_local(wp_control *c, const char *why);
 /* This rank's note as "<note> [for 3.2 s]". */
 void ctl_status_line(wp_control *c, char *out, size_t outlen);
 
-/* Rank 0's combine step: n contributions in rank order -> result (malloc'd). Returns 0, or -1
- * with a message naming the rank whose call differs. */
-int ctl_combine(int n, void *const *contribs, const size_t *sizes, void **result, size_t *result_bytes,
-                uint64_t seq, char *err, size_t errlen);
+/* Rank 0's combine step: n contributions in rank order -> result (malloc'd). Returns WP_OK, or
+ * WP_FAILED with a message naming the rank whose call differs. */
+wp_result ctl_combine(int n, void *const *contribs, const size_t *sizes, void **result, size_t *result_bytes,
+                      uint64_t seq, char *err, size_t errlen);
 
 const char *ctl_coll_name(const ctl_coll *d, char *buf, size_t buflen);
 

@@ -66,8 +66,8 @@ static ctl_tcp *tcp_ctl(wp_control *c) { return (ctl_tcp *)c; }
 
 enum { CTL_ONE_SEND_BYTES = 4096 };
 
-int ctl_write_frame(int fd, int type, uint64_t seq, const void *payload, size_t len, double deadline, char *why,
-                    size_t whylen) {
+wp_result ctl_write_frame(int fd, int type, uint64_t seq, const void *payload, size_t len, double deadline, char *why,
+                          size_t whylen) {
     wire_frame f = {.type = (uint8_t)type, .length = (uint32_t)len, .seq = seq};
     uint8_t hdr[WIRE_FRAME_BYTES];
     wire_frame_seal(&f, payload);
@@ -81,52 +81,52 @@ int ctl_write_frame(int fd, int type, uint64_t seq, const void *payload, size_t 
         memcpy(one + sizeof hdr, payload, len);
         return sock_write_all(fd, one, sizeof hdr + len, deadline, why, whylen);
     }
-    if (sock_write_all(fd, hdr, sizeof hdr, deadline, why, whylen) != 0) return -1;
-    return len ? sock_write_all(fd, payload, len, deadline, why, whylen) : 0;
+    WP_TRY(sock_write_all(fd, hdr, sizeof hdr, deadline, why, whylen));
+    return len ? sock_write_all(fd, payload, len, deadline, why, whylen) : WP_OK;
 }
 
-int ctl_read_frame(int fd, int *type, uint64_t *seq, char **payload, size_t *len, size_t max_len, double deadline,
-                   char *why, size_t whylen) {
+wp_result ctl_read_frame(int fd, int *type, uint64_t *seq, char **payload, size_t *len, size_t max_len, double deadline,
+                         char *why, size_t whylen) {
     uint8_t hdr[WIRE_FRAME_BYTES];
     wire_frame f;
     uint32_t crc;
     *payload = NULL;
     if (sock_read_all(fd, hdr, sizeof hdr, deadline, why, whylen) != 0 ||
         wire_frame_decode(hdr, &f, &crc, why, whylen) != 0)
-        return -1;
+        return WP_FAILED;
     if (f.length > max_len) {
         snprintf(why, whylen, "%s frame of %u bytes (at most %zu)", wire_frame_type_name(f.type), f.length, max_len);
-        return -1;
+        return WP_FAILED;
     }
     char *p = malloc((size_t)f.length + 1);
     if (!p) {
         snprintf(why, whylen, "out of memory");
-        return -1;
+        return WP_FAILED;
     }
     if (sock_read_all(fd, p, f.length, deadline, why, whylen) != 0) {
         free(p);
-        return -1;
+        return WP_FAILED;
     }
     p[f.length] = 0;
     if (wire_crc(crc, p, f.length) != f.crc) {
         snprintf(why, whylen, "%s frame with a bad checksum", wire_frame_type_name(f.type));
         free(p);
-        return -1;
+        return WP_FAILED;
     }
     *type = f.type;
     *seq = f.seq;
     *payload = p;
     *len = f.length;
-    return 0;
+    return WP_OK;
 }
 
 static double write_deadline(ctl_tcp *T) { return wp_now() + fmin(T->base.timeout, 5.0); }
 
-/* Send on a connection; -1 when it is gone or the write failed (why set). */
-static int conn_send(ctl_tcp *T, ctl_conn *k, int type, uint64_t seq, const void *payload, size_t len, char *why,
-                     size_t whylen) {
+/* Send on a connection; WP_FAILED when it is gone or the write failed (why set). */
+static wp_result conn_send(ctl_tcp *T, ctl_conn *k, int type, uint64_t seq, const void *payload, size_t len, char *why,
+                           size_t whylen) {
     pthread_mutex_lock(&k->wmu);
-    int rc = k->fd < 0 ? -1 : ctl_write_frame(k->fd, type, seq, payload, len, write_deadline(T), why, whylen);
+    wp_result rc = k->fd < 0 ? WP_FAILED : ctl_write_frame(k->fd, type, seq, payload, len, write_deadline(T), why, whylen);
     if (k->fd < 0) snprintf(why, whylen, "connection closed");
     pthread_mutex_unlock(&k->wmu);
     return rc;
@@ -530,7 +530,7 @@ static int root_exchange(ctl_tcp *T, const void *contrib, size_t bytes, void **r
     }
     T->slot[0] = (void *)(uintptr_t)contrib;
     T->slot_bytes[0] = bytes;
-    int rc = ctl_combine(world, T->slot, T->slot_bytes, result, result_bytes, seq, err, errlen);
+    wp_result rc = ctl_combine(world, T->slot, T->slot_bytes, result, result_bytes, seq, err, errlen);
     for (int r = 1; r < world; r++) {
         free(T->slot[r]);
         T->slot[r] = NULL;

@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "control.h"
+#include "result.h"
 
 /* fds: rank 0 passes fds[1..world) (one connection per rank), every other rank fds[0] (its
  * connection to rank 0). addrs names each rank in messages. Takes ownership of the fds (also
@@ -14,10 +15,10 @@ int ctl_tcp_start(int rank, int world, const int *fds, char *const *addrs, doubl
                   char *err, size_t errlen);
 
 /* Frame helpers shared with the rendezvous: write one frame / read one whole frame (payload
- * malloc'd, at most max_len bytes) before a deadline. Return 0, or -1 with a reason. */
-int ctl_write_frame(int fd, int type, uint64_t seq, const void *payload, size_t len, double deadline, char *why,
-                    size_t whylen);
-int ctl_read_frame(int fd, int *type, uint64_t *seq, char **payload, size_t *len, size_t max_len, double deadline,
-                   char *why, size_t whylen);
+ * malloc'd, at most max_len bytes) before a deadline. Return WP_OK, or WP_FAILED with a reason. */
+wp_result ctl_write_frame(int fd, int type, uint64_t seq, const void *payload, size_t len, double deadline, char *why,
+                          size_t whylen);
+wp_result ctl_read_frame(int fd, int *type, uint64_t *seq, char **payload, size_t *len, size_t max_len, double deadline,
+                         char *why, size_t whylen);
 
 #endif

@@ -38,6 +38,7 @@
 #include <stddef.h>
 
 #include "control.h"
+#include "result.h"
 #include "transport.h"
 
 typedef struct wp_boot_info {
@@ -101,7 +102,8 @@ int boot_threads_per_rank(int threads_flag, int ranks_in_process, long cores, wp
                           size_t fromlen);
 int boot_threads_per_rank_environ(int threads_flag, int ranks_in_process, long cores, char *from, size_t fromlen);
 
-/* First host of a Slurm node list ("gpu[03-05,9],cpu1" -> "gpu03"). Returns 0 or -1. */
-int boot_slurm_first_host(const char *nodelist, char *host, size_t hostlen);
+/* First host of a Slurm node list ("gpu[03-05,9],cpu1" -> "gpu03"). Returns WP_OK, or
+ * WP_BAD_INPUT without a message (its caller names the variable the list came from). */
+wp_result boot_slurm_first_host(const char *nodelist, char *host, size_t hostlen);
 
 #endif

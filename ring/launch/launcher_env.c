@@ -71,19 +71,19 @@ static int str_var(wp_getenv_fn get, void *ctx, const char *name, char *out, siz
     return 0;
 }
 
-int boot_slurm_first_host(const char *nodelist, char *host, size_t hostlen) {
+wp_result boot_slurm_first_host(const char *nodelist, char *host, size_t hostlen) {
     size_t n = strcspn(nodelist, "[,");
-    if (n == 0 || n >= hostlen) return -1;
+    if (n == 0 || n >= hostlen) return WP_BAD_INPUT;
     memcpy(host, nodelist, n);
     host[n] = 0;
-    if (nodelist[n] != '[') return 0;
+    if (nodelist[n] != '[') return WP_OK;
     const char *p = nodelist + n + 1;
     size_t digits = 0;
     while (isdigit((unsigned char)p[digits])) digits++;
-    if (digits == 0 || n + digits >= hostlen || (p[digits] != '-' && p[digits] != ',' && p[digits] != ']')) return -1;
+    if (digits == 0 || n + digits >= hostlen || (p[digits] != '-' && p[digits] != ',' && p[digits] != ']')) return WP_BAD_INPUT;
     memcpy(host + n, p, digits);
     host[n + digits] = 0;
-    return 0;
+    return WP_OK;
 }
 
 static int slurm_master(wp_boot_info *bi, wp_getenv_fn get, void *ctx, char *err, size_t errlen) {

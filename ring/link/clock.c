@@ -1,18 +1,18 @@
 /* Monotonic condition variables (see clock.h). */
 #include "clock.h"
 
-int wp_sync_init(wp_sync *s) {
+wp_result wp_sync_init(wp_sync *s) {
     pthread_condattr_t attr;
-    if (pthread_condattr_init(&attr) != 0) return -1;
+    if (pthread_condattr_init(&attr) != 0) return WP_FAILED;
     int rc = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
     if (rc == 0) rc = pthread_cond_init(&s->cv, &attr);
     pthread_condattr_destroy(&attr);
-    if (rc != 0) return -1;
+    if (rc != 0) return WP_FAILED;
     if (pthread_mutex_init(&s->mu, NULL) != 0) {
         pthread_cond_destroy(&s->cv);
-        return -1;
+        return WP_FAILED;
     }
-    return 0;
+    return WP_OK;
 }
 
 void wp_sync_destroy(wp_sync *s) {

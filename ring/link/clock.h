@@ -7,6 +7,8 @@
 #include <pthread.h>
 #include <time.h>
 
+#include "result.h"
+
 static inline double wp_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -32,7 +34,8 @@ typedef struct wp_sync {
     pthread_cond_t cv;
 } wp_sync;
 
-int wp_sync_init(wp_sync *s);
+/* WP_OK, or WP_FAILED when pthreads refuse (no message: the caller says what it was creating). */
+wp_result wp_sync_init(wp_sync *s);
 void wp_sync_destroy(wp_sync *s);
 /* Wait until woken or until the monotonic time `deadline` (seconds); spurious wake-ups happen. */
 void wp_sync_wait_until(wp_sync *s, double deadline);

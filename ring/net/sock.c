@@ -16,11 +16,11 @@
 
 #include "clock.h"
 
-int sock_split_addr(const char *addr, char *host, size_t hostlen, int *port, char *err, size_t errlen) {
+wp_result sock_split_addr(const char *addr, char *host, size_t hostlen, int *port, char *err, size_t errlen) {
     const char *colon = strrchr(addr, ':');
     if (!colon || colon == addr) {
         snprintf(err, errlen, "address '%s' is not host:port", addr);
-        return -1;
+        return WP_FAILED;
     }
     const char *h = addr;
     size_t n = (size_t)(colon - addr);
@@ -32,12 +32,12 @@ int sock_split_addr(const char *addr, char *host, size_t hostlen, int *port, cha
     long p = strtol(colon + 1, &end, 10);
     if (*end || end == colon + 1 || p < 0 || p > 65535 || n + 1 > hostlen) {
         snprintf(err, errlen, "address '%s' is not host:port", addr);
-        return -1;
+        return WP_FAILED;
     }
     memcpy(host, h, n);
     host[n] = 0;
     *port = (int)p;
-    return 0;
+    return WP_OK;
 }
 
 bool sock_is_wildcard(const char *host) {
@@ -82,26 +82,26 @@ void sock_peer_addr(int fd, char *out, size_t outlen) {
     format_sa(&sa, out, outlen);
 }
 
-static int set_flags(int fd) {
+static wp_result set_flags(int fd) {
     int fl = fcntl(fd, F_GETFL);
-    if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) != 0) return -1;
+    if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) != 0) return WP_FAILED;
     int fdfl = fcntl(fd, F_GETFD);
-    if (fdfl < 0 || fcntl(fd, F_SETFD, fdfl | FD_CLOEXEC) != 0) return -1;
-    return 0;
+    if (fdfl < 0 || fcntl(fd, F_SETFD, fdfl | FD_CLOEXEC) != 0) return WP_FAILED;
+    return WP_OK;
 }
 
-int sock_tune(int fd, char *err, size_t errlen) {
+wp_result sock_tune(int fd, char *err, size_t errlen) {
     int one = 1, buf = SOCK_BUF_BYTES;
     if (set_flags(fd) != 0 || setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0 ||
         setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf) != 0 ||
         setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf) != 0) {
         snprintf(err, errlen, "cannot set socket options: %s", strerror(errno));
-        return -1;
+        return WP_FAILED;
     }
-    return 0;
+    return WP_OK;
 }
 
-static int resolve(const char *host, int port, bool passive, struct addrinfo **res, char *err, size_t errlen) {
+static wp_result resolve(const char *host, int port, bool passive, struct addrinfo **res, char *err, size_t errlen) {
     struct addrinfo hints;
     memset(&hints, 0, sizeof hints);
     hints.ai_family = AF_UNSPEC;
@@ -113,12 +113,12 @@ static int resolve(const char *host, int port, bool passive, struct addrinfo **r
     int rc = getaddrinfo(node, portstr, &hints, res);
     if (rc != 0) {
         snprintf(err, errlen, "cannot resolve '%s': %s", host, gai_strerror(rc));
-        return -1;
+        return WP_FAILED;
     }
-    return 0;
+    return WP_OK;
 }
 
-int sock_route_addr(const char *host, int port, char *out, size_t outlen, char *err, size_t errlen) {
+wp_result sock_route_addr(const char *host, int port, char *out, size_t outlen, char *err, size_t errlen) {
     struct addrinfo hints, *res;
     memset(&hints, 0, sizeof hints);
     hints.ai_family = AF_UNSPEC;
@@ -129,12 +129,12 @@ int sock_route_addr(const char *host, int port, char *out, size_t outlen, char *
     int rc = getaddrinfo(host, portstr, &hints, &res);
     if (rc != 0) {
         snprintf(err, errlen, "cannot resolve '%s': %s", host, gai_strerror(rc));
-        return -1;
+        return WP_FAILED;
     }
     snprintf(err, errlen, "'%s' has no usable address", host);
-    int ok = -1;
+    wp_result ok = WP_FAILED;
     /* the first address with a route, in getaddrinfo's order (the order connects try too) */
-    for (struct addrinfo *ai = res; ai && ok != 0; ai = ai->ai_next) {
+    for (struct addrinfo *ai = res; ai && ok != WP_OK; ai = ai->ai_next) {
         int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
         if (fd < 0) {
             snprintf(err, errlen, "socket: %s", strerror(errno));
@@ -156,7 +156,7 @@ int sock_route_addr(const char *host, int port, char *out, size_t outlen, char *
             snprintf(err, errlen, "address %s is too long", ip);
         } else {
             snprintf(out, outlen, "%s", ip);
-            ok = 0;
+            ok = WP_OK;
         }
         close(fd);
     }
@@ -250,7 +250,7 @@ static int wait_fd(int fd, short events, double deadline) {
     }
 }
 
-int sock_write_all(int fd, const void *buf, size_t n, double deadline, char *err, size_t errlen) {
+wp_result sock_write_all(int fd, const void *buf, size_t n, double deadline, char *err, size_t errlen) {
     const char *p = buf;
     while (n > 0) {
         ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
@@ -261,18 +261,18 @@ int sock_write_all(int fd, const void *buf, size_t n, double deadline, char *err
         }
         if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
             snprintf(err, errlen, "%s", strerror(errno));
-            return -1;
+            return WP_FAILED;
         }
         int rc = wait_fd(fd, POLLOUT, deadline);
         if (rc <= 0) {
             snprintf(err, errlen, "%s", rc == 0 ? "timed out" : strerror(errno));
-            return -1;
+            return WP_FAILED;
         }
     }
-    return 0;
+    return WP_OK;
 }
 
-int sock_read_all(int fd, void *buf, size_t n, double deadline, char *err, size_t errlen) {
+wp_result sock_read_all(int fd, void *buf, size_t n, double deadline, char *err, size_t errlen) {
     char *p = buf;
     while (n > 0) {
         ssize_t r = recv(fd, p, n, 0);
@@ -283,17 +283,17 @@ int sock_read_all(int fd, void *buf, size_t n, double deadline, char *err, size_
         }
         if (r == 0) {
             snprintf(err, errlen, "connection closed");
-            return -1;
+            return WP_FAILED;
         }
         if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
             snprintf(err, errlen, "%s", strerror(errno));
-            return -1;
+            return WP_FAILED;
         }
         int rc = wait_fd(fd, POLLIN, deadline);
         if (rc <= 0) {
             snprintf(err, errlen, "%s", rc == 0 ? "timed out" : strerror(errno));
-            return -1;
+            return WP_FAILED;
         }
     }
-    return 0;
+    return WP_OK;
 }

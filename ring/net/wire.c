@@ -36,10 +36,10 @@ static void put_name(uint8_t *p, const char *s) {
 }
 
 /* A name field is valid when NUL-terminated inside its 64 bytes. */
-static int get_name(const uint8_t *p, char *out) {
-    if (memchr(p, 0, WIRE_NAME_MAX) == NULL) return -1;
+static wp_result get_name(const uint8_t *p, char *out) {
+    if (memchr(p, 0, WIRE_NAME_MAX) == NULL) return WP_FAILED;
     memcpy(out, p, WIRE_NAME_MAX);
-    return 0;
+    return WP_OK;
 }
 
 void wire_hs_encode(const wire_hs *h, uint8_t out[WIRE_HS_BYTES]) {
@@ -60,20 +60,20 @@ void wire_hs_encode(const wire_hs *h, uint8_t out[WIRE_HS_BYTES]) {
     put32(out + HS_CRC_AT, wire_crc(crc32(0, Z_NULL, 0), out, HS_CRC_AT));
 }
 
-int wire_hs_decode(const uint8_t in[WIRE_HS_BYTES], wire_hs *h, char *why, size_t whylen) {
+wp_result wire_hs_decode(const uint8_t in[WIRE_HS_BYTES], wire_hs *h, char *why, size_t whylen) {
     memset(h, 0, sizeof *h);
     if (memcmp(in, hs_magic, sizeof hs_magic) != 0) {
         snprintf(why, whylen, "not a weipipe handshake (bad magic)");
-        return -1;
+        return WP_FAILED;
     }
     h->version = get16(in + 8);
     if (h->version != WIRE_VERSION) {
         snprintf(why, whylen, "wrong protocol version %u (expected %u)", h->version, WIRE_VERSION);
-        return -1;
+        return WP_FAILED;
     }
     if (get32(in + HS_CRC_AT) != wire_crc(crc32(0, Z_NULL, 0), in, HS_CRC_AT)) {
         snprintf(why, whylen, "corrupt handshake (checksum mismatch)");
-        return -1;
+        return WP_FAILED;
     }
     h->kind = get16(in + 10);
     h->rank = get32(in + 12);
@@ -84,13 +84,13 @@ int wire_hs_decode(const uint8_t in[WIRE_HS_BYTES], wire_hs *h, char *why, size_
     h->flags_hash = (uint64_t)get32(in + 224) << 32 | get32(in + 28);
     if (get_name(in + 32, h->job) || get_name(in + 96, h->secret) || get_name(in + 160, h->addr)) {
         snprintf(why, whylen, "malformed handshake (unterminated name field)");
-        return -1;
+        return WP_FAILED;
     }
     if (h->kind < HS_DATA || h->kind > HS_REFUSED) {
         snprintf(why, whylen, "unknown handshake kind %u", h->kind);
-        return -1;
+        return WP_FAILED;
     }
-    return 0;
+    return WP_OK;
 }
 
 void wire_frame_seal(wire_frame *f, const void *payload) {
@@ -114,16 +114,16 @@ void wire_frame_encode(const wire_frame *f, uint8_t out[WIRE_FRAME_BYTES]) {
     put32(out + FRAME_CRC_AT, f->crc);
 }
 
-int wire_frame_decode(const uint8_t in[WIRE_FRAME_BYTES], wire_frame *f, uint32_t *crc_partial,
-                      char *why, size_t whylen) {
+wp_result wire_frame_decode(const uint8_t in[WIRE_FRAME_BYTES], wire_frame *f, uint32_t *crc_partial,
+                            char *why, size_t whylen) {
     memset(f, 0, sizeof *f);
     if (get32(in) != FRAME_MAGIC) {
         snprintf(why, whylen, "bad frame magic 0x%08x", get32(in));
-        return -1;
+        return WP_FAILED;
     }
     if (in[6] || in[7] || get32(in + 12) || get32(in + 44)) {
         snprintf(why, whylen, "bad frame header (reserved bytes set)");
-        return -1;
+        return WP_FAILED;
     }
     f->type = in[4];
     f->channel = in[5];
@@ -133,7 +133,7 @@ int wire_frame_decode(const uint8_t in[WIRE_FRAME_BYTES], wire_frame *f, uint32_
     f->b = get64(in + 32);
     f->crc = get32(in + FRAME_CRC_AT);
     *crc_partial = wire_crc(crc32(0, Z_NULL, 0), in, FRAME_CRC_AT);
-    return 0;
+    return WP_OK;
 }
 
 const char *wire_frame_type_name(int type) {

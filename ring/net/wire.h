@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "result.h"
+
 #define WIRE_VERSION 3 /* 2: flags_hash (was spare, zero); 3: 64-bit flags_hash, HS_REFUSED */
 #define WIRE_HS_BYTES 232
 #define WIRE_FRAME_BYTES 48
@@ -42,9 +44,10 @@ typedef struct wire_hs {
 } wire_hs;
 
 void wire_hs_encode(const wire_hs *h, uint8_t out[WIRE_HS_BYTES]);
-/* Parses and checks magic, version, checksum and field sanity; on failure returns -1 with a
- * short reason in why ("wrong protocol version 7 (expected 1)"). Never reads past the buffer. */
-int wire_hs_decode(const uint8_t in[WIRE_HS_BYTES], wire_hs *h, char *why, size_t whylen);
+/* Parses and checks magic, version, checksum and field sanity; on failure returns WP_FAILED
+ * with a short reason in why ("wrong protocol version 7 (expected 1)"). Never reads past the
+ * buffer. */
+wp_result wire_hs_decode(const uint8_t in[WIRE_HS_BYTES], wire_hs *h, char *why, size_t whylen);
 
 /* Frame types. DATA .. ABORT travel on data connections, the rest on control connections. */
 enum {
@@ -73,9 +76,10 @@ typedef struct wire_frame {
 void wire_frame_seal(wire_frame *f, const void *payload);
 void wire_frame_encode(const wire_frame *f, uint8_t out[WIRE_FRAME_BYTES]);
 /* Parses a header; checks magic and reserved bytes (not the crc: that needs the payload).
- * Sets *crc_partial to the crc of the header part, to be continued over the payload. */
-int wire_frame_decode(const uint8_t in[WIRE_FRAME_BYTES], wire_frame *f, uint32_t *crc_partial,
-                      char *why, size_t whylen);
+ * Sets *crc_partial to the crc of the header part, to be continued over the payload. Returns
+ * WP_OK, or WP_FAILED with a reason. */
+wp_result wire_frame_decode(const uint8_t in[WIRE_FRAME_BYTES], wire_frame *f, uint32_t *crc_partial,
+                            char *why, size_t whylen);
 uint32_t wire_crc(uint32_t crc, const void *buf, size_t len);
 
 const char *wire_frame_type_name(int type);

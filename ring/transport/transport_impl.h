@@ -6,6 +6,7 @@
 #include <stdarg.h>
 
 #include "clock.h"
+#include "result.h"
 #include "transport.h"
 
 enum { TP_SEND = 0, TP_RECV = 1 };
@@ -26,10 +27,10 @@ typedef struct tp_ops {
     bool one_process;
     /* Make sure the connection to one peer exists or is on its way. wait: also wait (up to
      * the connect timeout) for a connection the peer opens. Unlocked. */
-    int (*connect)(wp_transport *t, int peer, bool wait, char *err, size_t errlen);
-    /* Queue a request (its fields are set). Called with the sync held; returns 0 or -1 with
-     * a message (the request is then not queued). */
-    int (*post)(wp_transport *t, wp_request *r, char *err, size_t errlen);
+    wp_result (*connect)(wp_transport *t, int peer, bool wait, char *err, size_t errlen);
+    /* Queue a request (its fields are set). Called with the sync held; returns WP_OK, or
+     * WP_FAILED with a message (the request is then not queued). */
+    wp_result (*post)(wp_transport *t, wp_request *r, char *err, size_t errlen);
     /* The transport just failed (sync held): tell peers, wake helper threads. */
     void (*failed)(wp_transport *t);
     void (*peer_name)(wp_transport *t, int peer, char *buf, size_t buflen);

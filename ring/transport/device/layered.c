@@ -46,7 +46,7 @@ void tp_layer_failed(wp_transport *t) {
 
 /* ---- the inner transport ---- */
 
-int tp_layer_connect(wp_transport *t, int peer, bool wait, char *err, size_t errlen) {
+wp_result tp_layer_connect(wp_transport *t, int peer, bool wait, char *err, size_t errlen) {
     wp_transport *in = layer_of(t)->inner;
     return in->ops->connect(in, peer, wait, err, errlen);
 }
@@ -56,13 +56,13 @@ void tp_layer_peer_name(wp_transport *t, int peer, char *buf, size_t buflen) {
     in->ops->peer_name(in, peer, buf, buflen);
 }
 
-int tp_layer_post_inner(tp_layer *l, int kind, int peer, int channel, void *buf, size_t bytes, const char *label,
-                        wp_request **req) {
+wp_result tp_layer_post_inner(tp_layer *l, int kind, int peer, int channel, void *buf, size_t bytes, const char *label,
+                              wp_request **req) {
     char why[400];
-    int rc = kind == TP_SEND ? tp_post_send(l->inner, peer, channel, buf, bytes, label, req, why, sizeof why)
+    wp_result rc = kind == TP_SEND ? tp_post_send(l->inner, peer, channel, buf, bytes, label, req, why, sizeof why)
                              : tp_post_recv(l->inner, peer, channel, buf, bytes, label, req, why, sizeof why);
     if (rc) tp_layer_inner_failed(l, why);
-    return rc ? -1 : 0;
+    return rc;
 }
 
 int tp_layer_test_inner(tp_layer *l, wp_request **req) {
@@ -79,14 +79,14 @@ int tp_layer_test_inner(tp_layer *l, wp_request **req) {
 /* ---- posting ---- */
 
 /* On the poster's thread (the one driving the compute context), sync held. */
-int tp_layer_post(wp_transport *t, wp_request *r, char *err, size_t errlen) {
+wp_result tp_layer_post(wp_transport *t, wp_request *r, char *err, size_t errlen) {
     tp_layer *l = layer_of(t);
     const tp_layer_ops *ops = ops_of(l);
-    if (ops->admit && ops->admit(l, r, err, errlen)) return -1;
+    if (ops->admit && ops->admit(l, r, err, errlen)) return WP_FAILED;
     tp_layer_req *q = calloc(1, ops->req_bytes);
     if (!q) {
         snprintf(err, errlen, "rank %d: out of memory %s %s", t->rank, ops->post_verb, r->label);
-        return -1;
+        return WP_FAILED;
     }
     q->outer = r;
     q->ready = kern_event_after_queued(l->compute);
@@ -94,13 +94,13 @@ int tp_layer_post(wp_transport *t, wp_request *r, char *err, size_t errlen) {
         snprintf(err, errlen, "rank %d: ordering the transfer of %s after the compute queued before it: %s", t->rank,
                  r->label, kern_error(l->compute));
         free(q);
-        return -1;
+        return WP_FAILED;
     }
     if (l->tail) l->tail->next = q;
     else l->head = q;
     l->tail = q;
     pthread_cond_broadcast(&l->sync.cv); /* the progress thread */
-    return 0;
+    return WP_OK;
 }
 
 /* ---- the progress thread ---- */
@@ -170,18 +170,18 @@ static void *progress_main(void *arg) {
 
 /* ---- life cycle ---- */
 
-int tp_layer_init(tp_layer *l, const tp_layer_ops *ops, wp_transport *inner, wp_kern *compute) {
-    if (wp_sync_init(&l->sync) != 0) return -1;
+wp_result tp_layer_init(tp_layer *l, const tp_layer_ops *ops, wp_transport *inner, wp_kern *compute) {
+    if (wp_sync_init(&l->sync) != 0) return WP_FAILED;
     tp_init(&l->base, &ops->tp, tp_rank(inner), tp_world(inner), &l->sync, &l->fail);
     l->fail.peer = -1;
     l->inner = inner;
     l->compute = compute;
-    return 0;
+    return WP_OK;
 }
 
-int tp_layer_start(tp_layer *l) {
+wp_result tp_layer_start(tp_layer *l) {
     l->started = pthread_create(&l->thread, NULL, progress_main, l) == 0;
-    return l->started ? 0 : -1;
+    return l->started ? WP_OK : WP_FAILED;
 }
 
 void tp_layer_close(wp_transport *t) {

@@ -87,8 +87,8 @@ struct tp_layer {
 };
 
 /* The tp_ops entry points of every layered transport; TP_LAYER_TP_OPS(kind) fills a tp_ops. */
-int tp_layer_connect(wp_transport *t, int peer, bool wait, char *err, size_t errlen);
-int tp_layer_post(wp_transport *t, wp_request *r, char *err, size_t errlen);
+wp_result tp_layer_connect(wp_transport *t, int peer, bool wait, char *err, size_t errlen);
+wp_result tp_layer_post(wp_transport *t, wp_request *r, char *err, size_t errlen);
 void tp_layer_failed(wp_transport *t);
 void tp_layer_peer_name(wp_transport *t, int peer, char *buf, size_t buflen);
 void tp_layer_close(wp_transport *t);
@@ -98,21 +98,21 @@ void tp_layer_close(wp_transport *t);
         .peer_name = tp_layer_peer_name, .close = tp_layer_close,                                           \
     }
 
-/* Set up l, the head of a zeroed backend struct, over inner (same rank and world). Returns 0,
- * or -1 when its sync cannot be made (then free the struct: nothing else to undo). */
-int tp_layer_init(tp_layer *l, const tp_layer_ops *ops, wp_transport *inner, wp_kern *compute);
-/* Start the progress thread once the backend's state is ready. Returns 0 or -1; either way
- * tp_layer_close(&l->base) tears the transport down. */
-int tp_layer_start(tp_layer *l);
+/* Set up l, the head of a zeroed backend struct, over inner (same rank and world). Returns
+ * WP_OK, or WP_FAILED when its sync cannot be made (then free the struct: nothing else to undo). */
+wp_result tp_layer_init(tp_layer *l, const tp_layer_ops *ops, wp_transport *inner, wp_kern *compute);
+/* Start the progress thread once the backend's state is ready. Returns WP_OK or WP_FAILED;
+ * either way tp_layer_close(&l->base) tears the transport down. */
+wp_result tp_layer_start(tp_layer *l);
 
 /* Fail the transport with "rank R: <what>" (no culprit peer). */
 void tp_layer_fail(tp_layer *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The inner transport failed a call with `why`: fail with its root cause (a dead or silent
  * peer) when it has one, not the wrapped message of the call that ran into it. */
 void tp_layer_inner_failed(tp_layer *l, const char *why);
-/* Post on the inner transport (kind TP_SEND / TP_RECV); -1 after failing the transport. */
-int tp_layer_post_inner(tp_layer *l, int kind, int peer, int channel, void *buf, size_t bytes, const char *label,
-                        wp_request **req);
+/* Post on the inner transport (kind TP_SEND / TP_RECV); WP_FAILED after failing the transport. */
+wp_result tp_layer_post_inner(tp_layer *l, int kind, int peer, int channel, void *buf, size_t bytes, const char *label,
+                              wp_request **req);
 /* Test an inner request: 1 done (*req released, NULL) or none, 0 pending, -1 failed (the
  * transport too). */
 int tp_layer_test_inner(tp_layer *l, wp_request **req);

@@ -116,7 +116,7 @@ static int inner_done(st_tp *s, st_req *q) {
 
 /* The outer request's direction, peer and channel on the inner transport, for `bytes` at buf
  * (a pinned slot; in direct mode the handle). */
-static int post_inner(st_tp *s, st_req *q, void *buf, size_t bytes) {
+static wp_result post_inner(st_tp *s, st_req *q, void *buf, size_t bytes) {
     wp_request *r = q->base.outer;
     return tp_layer_post_inner(&s->l, r->kind, r->peer, r->channel, buf, bytes, r->label, &q->inner);
 }

@@ -52,7 +52,7 @@ static const char *verbs_status_str(int status) { return ibv_wc_status_str((enum
 
 /* The device named cfg->device, or the first. IB_NO_DEVICE when there is none: a kernel
  * without RDMA support answers ENOSYS, a machine without cards an empty list. */
-static int pick_device(const ib_dev_cfg *cfg, struct ibv_context **out, char *err, size_t errlen) {
+static wp_result pick_device(const ib_dev_cfg *cfg, struct ibv_context **out, char *err, size_t errlen) {
     int n = 0;
     errno = 0;
     struct ibv_device **list = ibv_get_device_list(&n);
@@ -69,7 +69,7 @@ static int pick_device(const ib_dev_cfg *cfg, struct ibv_context **out, char *er
         if (used + strlen(name) + 3 < sizeof names) used += (size_t)snprintf(names + used, sizeof names - used, "%s%s", used ? ", " : "", name);
         if (!dev && (!cfg->device[0] || strcmp(cfg->device, name) == 0)) dev = list[i];
     }
-    int rc = 0;
+    wp_result rc = WP_OK;
     if (n == 0) {
         snprintf(err, errlen, "ibv_get_device_list found no RDMA device");
         rc = IB_NO_DEVICE;
@@ -78,61 +78,61 @@ static int pick_device(const ib_dev_cfg *cfg, struct ibv_context **out, char *er
         rc = IB_NO_DEVICE;
     } else if (!(*out = ibv_open_device(dev))) {
         snprintf(err, errlen, "ibv_open_device %s: %s", ibv_get_device_name(dev), strerror(errno));
-        rc = -1;
+        rc = WP_FAILED;
     }
     ibv_free_device_list(list);
     return rc;
 }
 
-static int query_port(ib_dev *d, const ib_dev_cfg *cfg, char *err, size_t errlen) {
+static wp_result query_port(ib_dev *d, const ib_dev_cfg *cfg, char *err, size_t errlen) {
     d->port = cfg->port;
     d->gid_index = cfg->gid_index;
     if (ibv_query_port(d->ctx, (uint8_t)cfg->port, &d->port_attr) != 0) {
         snprintf(err, errlen, "--ib-port %d: ibv_query_port: %s", cfg->port, strerror(errno));
-        return -1;
+        return WP_FAILED;
     }
     if (d->port_attr.state != IBV_PORT_ACTIVE) {
         snprintf(err, errlen, "--ib-port %d is %s, not active", cfg->port, ibv_port_state_str(d->port_attr.state));
-        return -1;
+        return WP_FAILED;
     }
     /* RoCE has no LIDs: addressing is by GID. On InfiniBand a GID is used when given. */
     d->use_gid = d->port_attr.link_layer == IBV_LINK_LAYER_ETHERNET || cfg->gid_index > 0;
     if (d->use_gid && ibv_query_gid(d->ctx, (uint8_t)cfg->port, cfg->gid_index, &d->gid) != 0) {
         snprintf(err, errlen, "--ib-gid-index %d: ibv_query_gid: %s", cfg->gid_index, strerror(errno));
-        return -1;
+        return WP_FAILED;
     }
-    return 0;
+    return WP_OK;
 }
 
-static int make_queues(ib_dev *d, char *err, size_t errlen) {
+static wp_result make_queues(ib_dev *d, char *err, size_t errlen) {
     if (!(d->pd = ibv_alloc_pd(d->ctx))) {
         snprintf(err, errlen, "ibv_alloc_pd: %s", strerror(errno));
-        return -1;
+        return WP_FAILED;
     }
     if (!(d->channel = ibv_create_comp_channel(d->ctx))) {
         snprintf(err, errlen, "ibv_create_comp_channel: %s", strerror(errno));
-        return -1;
+        return WP_FAILED;
     }
     int flags = fcntl(d->channel->fd, F_GETFL);
     if (flags < 0 || fcntl(d->channel->fd, F_SETFL, flags | O_NONBLOCK) < 0) {
         snprintf(err, errlen, "fcntl on the completion channel: %s", strerror(errno));
-        return -1;
+        return WP_FAILED;
     }
     struct ibv_device_attr attr;
     if (ibv_query_device(d->ctx, &attr) != 0) {
         snprintf(err, errlen, "ibv_query_device: %s", strerror(errno));
-        return -1;
+        return WP_FAILED;
     }
     d->cq_depth = attr.max_cqe < VERBS_CQ_DEPTH ? attr.max_cqe : VERBS_CQ_DEPTH;
     if (!(d->cq = ibv_create_cq(d->ctx, d->cq_depth, NULL, d->channel, 0))) {
         snprintf(err, errlen, "ibv_create_cq (%d entries): %s", d->cq_depth, strerror(errno));
-        return -1;
+        return WP_FAILED;
     }
     if ((d->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0) {
         snprintf(err, errlen, "eventfd: %s", strerror(errno));
-        return -1;
+        return WP_FAILED;
     }
-    return 0;
+    return WP_OK;
 }
 
 static void verbs_close(ib_dev *d) {
@@ -144,15 +144,15 @@ static void verbs_close(ib_dev *d) {
     free(d);
 }
 
-static int verbs_open(const ib_dev_cfg *cfg, ib_dev **out, char *desc, size_t desclen, char *err, size_t errlen) {
+static wp_result verbs_open(const ib_dev_cfg *cfg, ib_dev **out, char *desc, size_t desclen, char *err, size_t errlen) {
     ib_dev *d = calloc(1, sizeof *d);
     if (!d) {
         snprintf(err, errlen, "out of memory");
-        return -1;
+        return WP_FAILED;
     }
     d->wake_fd = -1;
-    int rc = pick_device(cfg, &d->ctx, err, errlen);
-    if (rc == 0 && (query_port(d, cfg, err, errlen) != 0 || make_queues(d, err, errlen) != 0)) rc = -1;
+    wp_result rc = pick_device(cfg, &d->ctx, err, errlen);
+    if (rc == 0 && (query_port(d, cfg, err, errlen) != 0 || make_queues(d, err, errlen) != 0)) rc = WP_FAILED;
     if (rc != 0) {
         verbs_close(d);
         return rc;
@@ -165,24 +165,24 @@ static int verbs_open(const ib_dev_cfg *cfg, ib_dev **out, char *desc, size_t de
              "(no dma-buf registration of GPU memory: GPU buffers arrive through host staging)",
              ibv_get_device_name(d->ctx->device), d->port, layer, where, 128 << d->port_attr.active_mtu);
     *out = d;
-    return 0;
+    return WP_OK;
 }
 
-static int verbs_reg_mr(ib_dev *d, void *addr, size_t len, ib_mr **out, uint32_t *rkey, char *err, size_t errlen) {
+static wp_result verbs_reg_mr(ib_dev *d, void *addr, size_t len, ib_mr **out, uint32_t *rkey, char *err, size_t errlen) {
     ib_mr *m = calloc(1, sizeof *m);
     if (!m) {
         snprintf(err, errlen, "out of memory");
-        return -1;
+        return WP_FAILED;
     }
     m->mr = ibv_reg_mr(d->pd, addr, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
     if (!m->mr) {
         snprintf(err, errlen, "ibv_reg_mr of %zu bytes: %s (locked-memory limit: ulimit -l)", len, strerror(errno));
         free(m);
-        return -1;
+        return WP_FAILED;
     }
     *rkey = m->mr->rkey;
     *out = m;
-    return 0;
+    return WP_OK;
 }
 
 static void verbs_dereg_mr(ib_mr *m) {
@@ -190,17 +190,17 @@ static void verbs_dereg_mr(ib_mr *m) {
     free(m);
 }
 
-static int verbs_create_qp(ib_dev *d, void *ctx, int sq_depth, int rq_depth, ib_qp **out, ib_addr *local, char *err,
-                           size_t errlen) {
+static wp_result verbs_create_qp(ib_dev *d, void *ctx, int sq_depth, int rq_depth, ib_qp **out, ib_addr *local, char *err,
+                                 size_t errlen) {
     if (d->cq_used + sq_depth + rq_depth > d->cq_depth) {
         snprintf(err, errlen, "the completion queue (%d entries) cannot serve another queue pair of %d", d->cq_depth,
                  sq_depth + rq_depth);
-        return -1;
+        return WP_FAILED;
     }
     ib_qp *q = calloc(1, sizeof *q);
     if (!q) {
         snprintf(err, errlen, "out of memory");
-        return -1;
+        return WP_FAILED;
     }
     struct ibv_qp_init_attr init = {.send_cq = d->cq, .recv_cq = d->cq, .qp_type = IBV_QPT_RC,
                                     .cap = {.max_send_wr = (uint32_t)sq_depth, .max_recv_wr = (uint32_t)rq_depth,
@@ -208,7 +208,7 @@ static int verbs_create_qp(ib_dev *d, void *ctx, int sq_depth, int rq_depth, ib_
     if (!(q->qp = ibv_create_qp(d->pd, &init))) {
         snprintf(err, errlen, "ibv_create_qp (%d send, %d receive entries): %s", sq_depth, rq_depth, strerror(errno));
         free(q);
-        return -1;
+        return WP_FAILED;
     }
     struct ibv_qp_attr attr = {.qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = (uint8_t)d->port,
                                .qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE};
@@ -216,7 +216,7 @@ static int verbs_create_qp(ib_dev *d, void *ctx, int sq_depth, int rq_depth, ib_
         snprintf(err, errlen, "ibv_modify_qp to INIT: %s", strerror(errno));
         ibv_destroy_qp(q->qp);
         free(q);
-        return -1;
+        return WP_FAILED;
     }
     q->dev = d;
     q->ctx = ctx;
@@ -228,7 +228,7 @@ static int verbs_create_qp(ib_dev *d, void *ctx, int sq_depth, int rq_depth, ib_
                        .port = (uint8_t)d->port, .mtu = (uint8_t)d->port_attr.active_mtu};
     if (d->use_gid) memcpy(local->gid, d->gid.raw, 16);
     *out = q;
-    return 0;
+    return WP_OK;
 }
 
 static bool gid_set(const uint8_t *gid) {
@@ -237,7 +237,7 @@ static bool gid_set(const uint8_t *gid) {
     return false;
 }
 
-static int verbs_connect_qp(ib_qp *q, const ib_addr *r, char *err, size_t errlen) {
+static wp_result verbs_connect_qp(ib_qp *q, const ib_addr *r, char *err, size_t errlen) {
     ib_dev *d = q->dev;
     enum ibv_mtu mtu = r->mtu < d->port_attr.active_mtu ? (enum ibv_mtu)r->mtu : d->port_attr.active_mtu;
     struct ibv_qp_attr rtr = {.qp_state = IBV_QPS_RTR, .path_mtu = mtu, .dest_qp_num = r->qpn, .rq_psn = r->psn,
@@ -253,7 +253,7 @@ static int verbs_connect_qp(ib_qp *q, const ib_addr *r, char *err, size_t errlen
                                        IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) != 0) {
         snprintf(err, errlen, "ibv_modify_qp to RTR (remote queue pair 0x%x, LID %u): %s", r->qpn, r->lid,
                  strerror(errno));
-        return -1;
+        return WP_FAILED;
     }
     /* timeout 14 (~67 ms) x retry_cnt 7: a dead peer surfaces as an error completion within
      * about half a second of retries; rnr_retry 7 = retry forever on "receiver not ready". */
@@ -262,9 +262,9 @@ static int verbs_connect_qp(ib_qp *q, const ib_addr *r, char *err, size_t errlen
     if (ibv_modify_qp(q->qp, &rts, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
                                        IBV_QP_MAX_QP_RD_ATOMIC) != 0) {
         snprintf(err, errlen, "ibv_modify_qp to RTS: %s", strerror(errno));
-        return -1;
+        return WP_FAILED;
     }
-    return 0;
+    return WP_OK;
 }
 
 static void verbs_destroy_qp(ib_qp *q) {
@@ -278,8 +278,8 @@ static void verbs_destroy_qp(ib_qp *q) {
     free(q);
 }
 
-static int verbs_post_write(ib_qp *q, uint64_t wr_id, ib_mr *mr, const void *src, size_t len, uint64_t raddr,
-                            uint32_t rkey, bool with_imm, uint32_t imm, char *err, size_t errlen) {
+static wp_result verbs_post_write(ib_qp *q, uint64_t wr_id, ib_mr *mr, const void *src, size_t len, uint64_t raddr,
+                                  uint32_t rkey, bool with_imm, uint32_t imm, char *err, size_t errlen) {
     struct ibv_sge sge = {.addr = (uint64_t)(uintptr_t)src, .length = (uint32_t)len, .lkey = mr->mr->lkey};
     struct ibv_send_wr wr = {.wr_id = wr_id, .sg_list = &sge, .num_sge = len ? 1 : 0,
                              .opcode = with_imm ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE,
@@ -289,19 +289,19 @@ static int verbs_post_write(ib_qp *q, uint64_t wr_id, ib_mr *mr, const void *src
     int rc = ibv_post_send(q->qp, &wr, &bad);
     if (rc != 0) {
         snprintf(err, errlen, "ibv_post_send (RDMA write of %zu bytes): %s", len, strerror(rc));
-        return -1;
+        return WP_FAILED;
     }
-    return 0;
+    return WP_OK;
 }
 
-static int verbs_post_recv(ib_qp *q, uint64_t wr_id, char *err, size_t errlen) {
+static wp_result verbs_post_recv(ib_qp *q, uint64_t wr_id, char *err, size_t errlen) {
     struct ibv_recv_wr wr = {.wr_id = wr_id, .sg_list = NULL, .num_sge = 0}, *bad = NULL;
     int rc = ibv_post_recv(q->qp, &wr, &bad);
     if (rc != 0) {
         snprintf(err, errlen, "ibv_post_recv: %s", strerror(rc));
-        return -1;
+        return WP_FAILED;
     }
-    return 0;
+    return WP_OK;
 }
 
 static void *qp_ctx_of(ib_dev *d, uint32_t qp_num) {

@@ -11,7 +11,8 @@
  *    every earlier write's data) is in place;
  *  - the send completions of one queue pair come back in posting order;
  *  - a write with an immediate consumes one posted receive; none posted is an error.
- * Functions return 0 (poll_cq: the number of completions) or -1 with a one-line message. */
+ * Functions return WP_OK or WP_FAILED with a one-line message (result.h); poll_cq returns the
+ * number of completions, or -1 with a message. */
 #ifndef WP_RING_IB_OPS_H
 #define WP_RING_IB_OPS_H
 
@@ -19,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "result.h"
 #include "wp_config.h"
 
 typedef struct ib_dev ib_dev; /* an opened device (port) with one completion queue */
@@ -53,27 +55,27 @@ typedef struct ib_dev_cfg {
     int soft_rank;     /* ib_soft only: who this device belongs to */
 } ib_dev_cfg;
 
-#define IB_NO_DEVICE 2 /* open's return when there is no RDMA device at all */
+#define IB_NO_DEVICE WP_BAD_INPUT /* open's return when there is no RDMA device at all (exit 2) */
 
 typedef struct ib_ops {
     const char *name; /* "verbs" or "soft" */
-    /* Returns 0, IB_NO_DEVICE (message says why) or -1. desc: one line naming the device,
-     * port and memory path, printed at start-up. */
-    int (*open)(const ib_dev_cfg *cfg, ib_dev **dev, char *desc, size_t desclen, char *err, size_t errlen);
+    /* Returns WP_OK, IB_NO_DEVICE (message says why) or WP_FAILED. desc: one line naming the
+     * device, port and memory path, printed at start-up. */
+    wp_result (*open)(const ib_dev_cfg *cfg, ib_dev **dev, char *desc, size_t desclen, char *err, size_t errlen);
     void (*close)(ib_dev *dev);
-    int (*reg_mr)(ib_dev *dev, void *addr, size_t len, ib_mr **mr, uint32_t *rkey, char *err, size_t errlen);
+    wp_result (*reg_mr)(ib_dev *dev, void *addr, size_t len, ib_mr **mr, uint32_t *rkey, char *err, size_t errlen);
     void (*dereg_mr)(ib_mr *mr);
     /* A queue pair with room for sq_depth outstanding writes and rq_depth posted receives;
      * its completions carry qp_ctx. *local: what the peer needs to connect to it. */
-    int (*create_qp)(ib_dev *dev, void *qp_ctx, int sq_depth, int rq_depth, ib_qp **qp, ib_addr *local, char *err,
-                     size_t errlen);
-    int (*connect_qp)(ib_qp *qp, const ib_addr *remote, char *err, size_t errlen);
+    wp_result (*create_qp)(ib_dev *dev, void *qp_ctx, int sq_depth, int rq_depth, ib_qp **qp, ib_addr *local, char *err,
+                           size_t errlen);
+    wp_result (*connect_qp)(ib_qp *qp, const ib_addr *remote, char *err, size_t errlen);
     void (*destroy_qp)(ib_qp *qp);
     /* RDMA WRITE of len bytes at src (inside mr; len may be 0) to raddr/rkey; with_imm: WRITE
      * WITH IMMEDIATE carrying imm. Always signalled. */
-    int (*post_write)(ib_qp *qp, uint64_t wr_id, ib_mr *mr, const void *src, size_t len, uint64_t raddr,
-                      uint32_t rkey, bool with_imm, uint32_t imm, char *err, size_t errlen);
-    int (*post_recv)(ib_qp *qp, uint64_t wr_id, char *err, size_t errlen);
+    wp_result (*post_write)(ib_qp *qp, uint64_t wr_id, ib_mr *mr, const void *src, size_t len, uint64_t raddr,
+                            uint32_t rkey, bool with_imm, uint32_t imm, char *err, size_t errlen);
+    wp_result (*post_recv)(ib_qp *qp, uint64_t wr_id, char *err, size_t errlen);
     int (*poll_cq)(ib_dev *dev, ib_wc *wc, int max, char *err, size_t errlen);
     /* Sleep until a completion may be waiting, wake() is called, or timeout_s passes. Never
      * misses a completion that arrived since the last empty poll_cq. */

@@ -40,25 +40,25 @@ static size_t sq_needed(const ibp_cfg *c) {
     return WP_MAX_CHANNELS * IBP_SLOTS * (wrs_per_chunk(c) + 2);
 }
 
-int ibp_cfg_check(const ibp_cfg *c, char *err, size_t errlen) {
+wp_result ibp_cfg_check(const ibp_cfg *c, char *err, size_t errlen) {
     if (c->slot_bytes < 1 || c->slot_bytes > (1u << 30)) {
         snprintf(err, errlen, "RDMA staging buffer of %zu bytes (1 byte to 1 GiB)", c->slot_bytes);
-        return -1;
+        return WP_FAILED;
     }
     if (c->wr_bytes < 1 || c->wr_bytes > IBP_HDR_BYTES + c->slot_bytes) {
         snprintf(err, errlen, "RDMA work request of %zu bytes (1 to %zu)", c->wr_bytes, IBP_HDR_BYTES + c->slot_bytes);
-        return -1;
+        return WP_FAILED;
     }
     if (sq_needed(c) > IBP_MAX_WRS) {
         snprintf(err, errlen, "RDMA buffers of %zu bytes cut into %zu-byte work requests need %zu send queue entries "
                  "per peer (at most %d): use larger work requests", c->slot_bytes, c->wr_bytes, sq_needed(c), IBP_MAX_WRS);
-        return -1;
+        return WP_FAILED;
     }
     if (!(c->timeout > 0)) {
         snprintf(err, errlen, "RDMA completion timeout %g s must be positive", c->timeout);
-        return -1;
+        return WP_FAILED;
     }
-    return 0;
+    return WP_OK;
 }
 
 /* ---- little-endian encoding of the connection info ---- */
@@ -105,8 +105,8 @@ static char *buf_at(ibp_link *L, bool send, int channel, int b) {
     return L->region + ((size_t)(send ? WP_MAX_CHANNELS * IBP_SLOTS : 0) + (size_t)channel * IBP_SLOTS + (size_t)b) * L->stride;
 }
 
-int ibp_link_init(ibp_link *L, wp_transport *t, const ib_ops *ops, ib_dev *dev, int peer, const ibp_cfg *cfg,
-                  char *err, size_t errlen) {
+wp_result ibp_link_init(ibp_link *L, wp_transport *t, const ib_ops *ops, ib_dev *dev, int peer, const ibp_cfg *cfg,
+                        char *err, size_t errlen) {
     memset(L, 0, sizeof *L);
     L->t = t;
     L->ops = ops;
@@ -120,7 +120,7 @@ int ibp_link_init(ibp_link *L, wp_transport *t, const ib_ops *ops, ib_dev *dev, 
     if (posix_memalign(&mem, 4096, L->region_bytes) != 0) {
         snprintf(err, errlen, "rank %d: out of memory for %zu bytes of RDMA buffers for rank %d", t->rank, L->region_bytes,
                  peer);
-        return -1;
+        return WP_FAILED;
     }
     memset(mem, 0, L->region_bytes);
     L->region = mem;
@@ -129,16 +129,16 @@ int ibp_link_init(ibp_link *L, wp_transport *t, const ib_ops *ops, ib_dev *dev, 
         snprintf(err, errlen, "rank %d: cannot register %zu bytes of RDMA buffers for rank %d: %s", t->rank,
                  L->region_bytes, peer, why);
         ibp_link_free(L);
-        return -1;
+        return WP_FAILED;
     }
     if (ops->create_qp(dev, L, L->sq_depth, IBP_RQ_DEPTH, &L->qp, &L->local, why, sizeof why) != 0) {
         snprintf(err, errlen, "rank %d: cannot create a queue pair for rank %d: %s", t->rank, peer, why);
         ibp_link_free(L);
-        return -1;
+        return WP_FAILED;
     }
     for (int c = 0; c < WP_MAX_CHANNELS; c++)
         for (int b = 0; b < IBP_SLOTS; b++) L->ch[c].credit[b] = true;
-    return 0;
+    return WP_OK;
 }
 
 void ibp_link_free(ibp_link *L) {
@@ -152,21 +152,21 @@ void ibp_link_free(ibp_link *L) {
 
 static void pump(ibp_link *L, int channel);
 
-int ibp_link_connect(ibp_link *L, const uint8_t *info, char *err, size_t errlen) {
+wp_result ibp_link_connect(ibp_link *L, const uint8_t *info, char *err, size_t errlen) {
     int me = L->t->rank;
     if (get32(info) != IBP_MAGIC || get32(info + 4) != IBP_INFO_VERSION) {
         snprintf(err, errlen, "sent RDMA connection info of another format or version (%u)", get32(info + 4));
-        return -1;
+        return WP_FAILED;
     }
     if (info[22] != WP_MAX_CHANNELS || info[23] != IBP_SLOTS || get64(info + 52) != L->cfg.slot_bytes ||
         get64(info + 60) != L->stride) {
         snprintf(err, errlen, "uses RDMA buffers of %llu bytes x %u channels (rank %d: %zu x %d)",
                  (unsigned long long)get64(info + 52), info[22], me, L->cfg.slot_bytes, WP_MAX_CHANNELS);
-        return -1;
+        return WP_FAILED;
     }
     if ((int)get32(info + 68) != L->peer) {
         snprintf(err, errlen, "sent the RDMA connection info of rank %u", get32(info + 68));
-        return -1;
+        return WP_FAILED;
     }
     ib_addr remote = {.qpn = get32(info + 8), .psn = get32(info + 12), .lid = (uint16_t)get32(info + 16),
                       .port = info[20], .mtu = info[21]};
@@ -176,14 +176,14 @@ int ibp_link_connect(ibp_link *L, const uint8_t *info, char *err, size_t errlen)
     char why[256];
     if (L->ops->connect_qp(L->qp, &remote, why, sizeof why) != 0) {
         snprintf(err, errlen, "cannot be connected to (queue pair 0x%x): %s", remote.qpn, why);
-        return -1;
+        return WP_FAILED;
     }
     for (int i = 0; i < IBP_RQ_DEPTH; i++)
         if (L->ops->post_recv(L->qp, wr_id(WR_RECV, 0, 0), why, sizeof why) != 0) {
             snprintf(err, errlen, "cannot get receives posted: %s", why);
-            return -1;
+            return WP_FAILED;
         }
-    return 0;
+    return WP_OK;
 }
 
 void ibp_link_start(ibp_link *L) {
@@ -195,40 +195,39 @@ void ibp_link_start(ibp_link *L) {
 
 static bool failed(ibp_link *L) { return L->t->fail->failed; }
 
-static int post_write(ibp_link *L, uint64_t id, const char *src, size_t len, uint64_t raddr, bool imm, uint32_t value) {
+static wp_result post_write(ibp_link *L, uint64_t id, const char *src, size_t len, uint64_t raddr, bool imm, uint32_t value) {
     char why[256];
     if (L->sq_used >= L->sq_depth) {
         tp_fail_locked(L->t, -1, "rank %d: RDMA send queue to rank %d overflowed (%d entries)", L->t->rank, L->peer,
                        L->sq_depth);
-        return -1;
+        return WP_FAILED;
     }
     if (L->ops->post_write(L->qp, id, L->mr, src, len, raddr, L->remote_rkey, imm, value, why, sizeof why) != 0) {
         tp_fail_locked(L->t, L->peer, "could not be written to: %s", why);
-        return -1;
+        return WP_FAILED;
     }
     L->sq_used++;
-    return 0;
+    return WP_OK;
 }
 
 /* Write header + payload of one chunk into the peer's buffer b, in work requests of at most
  * wr_bytes; the last one carries the immediate. */
-static int write_chunk(ibp_link *L, int c, int b, size_t len) {
+static wp_result write_chunk(ibp_link *L, int c, int b, size_t len) {
     const char *src = buf_at(L, true, c, b);
     uint64_t raddr = L->remote_base + ((uint64_t)c * IBP_SLOTS + (uint64_t)b) * L->stride;
     size_t total = IBP_HDR_BYTES + len, off = 0;
     while (off < total) {
         size_t n = total - off < L->cfg.wr_bytes ? total - off : L->cfg.wr_bytes;
         bool last = off + n == total;
-        if (post_write(L, wr_id(last ? WR_DATA_LAST : WR_DATA_MID, c, b), src + off, n, raddr + off, last,
-                       ibp_imm(false, c, b)) != 0)
-            return -1;
+        WP_TRY(post_write(L, wr_id(last ? WR_DATA_LAST : WR_DATA_MID, c, b), src + off, n, raddr + off, last,
+                          ibp_imm(false, c, b)));
         off += n;
     }
-    return 0;
+    return WP_OK;
 }
 
 /* Cut the next chunk of the head send into staging buffer b and write it. */
-static int start_chunk(ibp_link *L, int c, int b) {
+static wp_result start_chunk(ibp_link *L, int c, int b) {
     ibp_chan *C = &L->ch[c];
     wp_request *r = C->sends.head;
     size_t len = r->bytes - r->scheduled < L->cfg.slot_bytes ? r->bytes - r->scheduled : L->cfg.slot_bytes;
@@ -268,7 +267,7 @@ static void send_credit(ibp_link *L, int c, int b) {
 }
 
 /* The first buffer that arrived holds the next chunk of the head receive: check it, copy it. */
-static int take_chunk(ibp_link *L, int c, wp_request *r) {
+static wp_result take_chunk(ibp_link *L, int c, wp_request *r) {
     ibp_chan *C = &L->ch[c];
     int b = C->full[0];
     const char *src = buf_at(L, false, c, b);
@@ -279,19 +278,19 @@ static int take_chunk(ibp_link *L, int c, wp_request *r) {
         tp_fail_locked(L->t, L->peer, "wrote a bad chunk on channel %d (message %llu at offset %llu; rank %d expected "
                        "message %llu at offset %zu of %s)", c, (unsigned long long)h.seq,
                        (unsigned long long)h.offset, L->t->rank, (unsigned long long)r->seq, r->moved, r->label);
-        return -1;
+        return WP_FAILED;
     }
     if (h.total != r->bytes || h.offset + h.len > h.total) {
         tp_fail_locked(L->t, -1, "rank %d sends %s (%llu bytes) on channel %d but rank %d expects %s (%zu bytes)",
                        L->peer, h.label, (unsigned long long)h.total, c, L->t->rank, r->label, r->bytes);
-        return -1;
+        return WP_FAILED;
     }
     if (h.len) memcpy(r->buf + h.offset, src + IBP_HDR_BYTES, h.len);
     L->t->stats.overhead_recv += IBP_HDR_BYTES;
     tp_progress_locked(r, h.len);
     memmove(C->full, C->full + 1, (size_t)(--C->nfull) * sizeof C->full[0]);
     send_credit(L, c, b);
-    return 0;
+    return WP_OK;
 }
 
 /* The peer's queue pair went away (one of our credits or receives failed): fine as long as

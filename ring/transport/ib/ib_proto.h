@@ -46,8 +46,8 @@ typedef struct ibp_cfg {
  * requests. */
 void ibp_cfg_defaults(ibp_cfg *c);
 /* Bounds (slot 1 byte .. 1 GiB, work request 1 byte .. slot + header, send queue depth under
- * IBP_MAX_WRS). Returns 0 or -1 with a message. */
-int ibp_cfg_check(const ibp_cfg *c, char *err, size_t errlen);
+ * IBP_MAX_WRS). Returns WP_OK, or WP_FAILED with a message. */
+wp_result ibp_cfg_check(const ibp_cfg *c, char *err, size_t errlen);
 
 /* One chunk or credit in flight, for the timeout check. */
 typedef struct ibp_flight {
@@ -92,16 +92,17 @@ typedef struct ibp_link {
     ibp_chan ch[WP_MAX_CHANNELS];
 } ibp_link;
 
-/* Allocate and register the staging region, create the queue pair. Returns 0 or -1. */
-int ibp_link_init(ibp_link *L, wp_transport *t, const ib_ops *ops, ib_dev *dev, int peer, const ibp_cfg *cfg,
-                  char *err, size_t errlen);
+/* Allocate and register the staging region, create the queue pair. Returns WP_OK, or
+ * WP_FAILED with a message. */
+wp_result ibp_link_init(ibp_link *L, wp_transport *t, const ib_ops *ops, ib_dev *dev, int peer, const ibp_cfg *cfg,
+                        char *err, size_t errlen);
 void ibp_link_free(ibp_link *L);
 /* What the peer needs: our queue pair's address, the receive buffers' base address, rkey,
  * slot size. Encoded little-endian into IBP_INFO_BYTES. */
 void ibp_info_encode(const ibp_link *L, uint8_t *out);
 /* Connect to the peer's info (refused by name when its slot size or format differ) and post
- * the receives. Returns 0 or -1 with a message that reads after the peer's name. */
-int ibp_link_connect(ibp_link *L, const uint8_t *info, char *err, size_t errlen);
+ * the receives. Returns WP_OK, or WP_FAILED with a message that reads after the peer's name. */
+wp_result ibp_link_connect(ibp_link *L, const uint8_t *info, char *err, size_t errlen);
 /* Both sides are connected (the peer said so): start the requests queued meanwhile. Writing
  * earlier could reach a queue pair not yet ready to receive. */
 void ibp_link_start(ibp_link *L);

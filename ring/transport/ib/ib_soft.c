@@ -205,12 +205,12 @@ static void *wire_main(void *arg) {
     return NULL;
 }
 
-int ib_soft_fabric_create(ib_soft_fabric **out, char *err, size_t errlen) {
+wp_result ib_soft_fabric_create(ib_soft_fabric **out, char *err, size_t errlen) {
     ib_soft_fabric *F = calloc(1, sizeof *F);
     if (!F || wp_sync_init(&F->sync) != 0) {
         free(F);
         snprintf(err, errlen, "soft RDMA fabric: out of memory");
-        return -1;
+        return WP_FAILED;
     }
     F->faults.rank = -1;
     F->next_qpn = 0x100;
@@ -219,10 +219,10 @@ int ib_soft_fabric_create(ib_soft_fabric **out, char *err, size_t errlen) {
         wp_sync_destroy(&F->sync);
         free(F);
         snprintf(err, errlen, "soft RDMA fabric: cannot start the wire thread");
-        return -1;
+        return WP_FAILED;
     }
     *out = F;
-    return 0;
+    return WP_OK;
 }
 
 void ib_soft_set_faults(ib_soft_fabric *F, const ib_soft_faults *faults) {
@@ -261,7 +261,7 @@ void ib_soft_fabric_destroy(ib_soft_fabric *F) {
 
 /* ---- the ops ---- */
 
-static int soft_open(const ib_dev_cfg *cfg, ib_dev **out, char *desc, size_t desclen, char *err, size_t errlen) {
+static wp_result soft_open(const ib_dev_cfg *cfg, ib_dev **out, char *desc, size_t desclen, char *err, size_t errlen) {
     ib_soft_fabric *F = cfg->soft_fabric;
     if (!F) {
         snprintf(err, errlen, "no soft RDMA fabric given");
@@ -270,7 +270,7 @@ static int soft_open(const ib_dev_cfg *cfg, ib_dev **out, char *desc, size_t des
     ib_dev *d = calloc(1, sizeof *d);
     if (!d) {
         snprintf(err, errlen, "out of memory");
-        return -1;
+        return WP_FAILED;
     }
     d->fab = F;
     d->rank = cfg->soft_rank;
@@ -280,7 +280,7 @@ static int soft_open(const ib_dev_cfg *cfg, ib_dev **out, char *desc, size_t des
     pthread_mutex_unlock(&F->sync.mu);
     snprintf(desc, desclen, "soft RDMA fabric (in-process test layer), device of rank %d, host memory", d->rank);
     *out = d;
-    return 0;
+    return WP_OK;
 }
 
 static void soft_close(ib_dev *d) {
@@ -296,11 +296,11 @@ static void soft_close(ib_dev *d) {
     free(d);
 }
 
-static int soft_reg_mr(ib_dev *d, void *addr, size_t len, ib_mr **out, uint32_t *rkey, char *err, size_t errlen) {
+static wp_result soft_reg_mr(ib_dev *d, void *addr, size_t len, ib_mr **out, uint32_t *rkey, char *err, size_t errlen) {
     ib_mr *m = calloc(1, sizeof *m);
     if (!m) {
         snprintf(err, errlen, "out of memory");
-        return -1;
+        return WP_FAILED;
     }
     ib_soft_fabric *F = d->fab;
     pthread_mutex_lock(&F->sync.mu);
@@ -309,7 +309,7 @@ static int soft_reg_mr(ib_dev *d, void *addr, size_t len, ib_mr **out, uint32_t 
     *rkey = m->rkey;
     pthread_mutex_unlock(&F->sync.mu);
     *out = m;
-    return 0;
+    return WP_OK;
 }
 
 static void soft_dereg_mr(ib_mr *m) {
@@ -324,8 +324,8 @@ static void soft_dereg_mr(ib_mr *m) {
     free(m);
 }
 
-static int soft_create_qp(ib_dev *d, void *ctx, int sq_depth, int rq_depth, ib_qp **out, ib_addr *local, char *err,
-                          size_t errlen) {
+static wp_result soft_create_qp(ib_dev *d, void *ctx, int sq_depth, int rq_depth, ib_qp **out, ib_addr *local, char *err,
+                                size_t errlen) {
     (void)sq_depth;
     ib_qp *q = calloc(1, sizeof *q);
     uint64_t *ids = calloc((size_t)rq_depth, sizeof *ids);
@@ -333,7 +333,7 @@ static int soft_create_qp(ib_dev *d, void *ctx, int sq_depth, int rq_depth, ib_q
         free(q);
         free(ids);
         snprintf(err, errlen, "out of memory");
-        return -1;
+        return WP_FAILED;
     }
     ib_soft_fabric *F = d->fab;
     pthread_mutex_lock(&F->sync.mu);
@@ -342,10 +342,10 @@ static int soft_create_qp(ib_dev *d, void *ctx, int sq_depth, int rq_depth, ib_q
     pthread_mutex_unlock(&F->sync.mu);
     *local = (ib_addr){.qpn = q->qpn, .psn = 0, .lid = (uint16_t)d->rank, .port = 1};
     *out = q;
-    return 0;
+    return WP_OK;
 }
 
-static int soft_connect_qp(ib_qp *q, const ib_addr *remote, char *err, size_t errlen) {
+static wp_result soft_connect_qp(ib_qp *q, const ib_addr *remote, char *err, size_t errlen) {
     ib_soft_fabric *F = q->dev->fab;
     pthread_mutex_lock(&F->sync.mu);
     bool known = find_qp(F, remote->qpn) != NULL;
@@ -392,23 +392,23 @@ static void soft_destroy_qp(ib_qp *q) {
 
 static bool fault_applies(const ib_soft_faults *x, const ib_dev *d) { return x->rank < 0 || x->rank == d->rank; }
 
-static int soft_post_write(ib_qp *q, uint64_t wr_id, ib_mr *mr, const void *src, size_t len, uint64_t raddr,
-                           uint32_t rkey, bool with_imm, uint32_t imm, char *err, size_t errlen) {
+static wp_result soft_post_write(ib_qp *q, uint64_t wr_id, ib_mr *mr, const void *src, size_t len, uint64_t raddr,
+                                 uint32_t rkey, bool with_imm, uint32_t imm, char *err, size_t errlen) {
     if (len && (mr->dev != q->dev || (const char *)src < mr->addr || (const char *)src + len > mr->addr + mr->len)) {
         snprintf(err, errlen, "local protection error: source not inside the registered region");
-        return -1;
+        return WP_FAILED;
     }
     soft_op *o = calloc(1, sizeof *o);
     if (!o) {
         snprintf(err, errlen, "out of memory");
-        return -1;
+        return WP_FAILED;
     }
     ib_soft_fabric *F = q->dev->fab;
     pthread_mutex_lock(&F->sync.mu);
-    int rc = 0;
+    wp_result rc = WP_OK;
     if (!q->connected) {
         snprintf(err, errlen, "queue pair 0x%x is not connected", q->qpn);
-        rc = -1;
+        rc = WP_FAILED;
         free(o);
     } else {
         *o = (soft_op){.qp = q, .wr_id = wr_id, .src = src, .len = len, .raddr = raddr, .rkey = rkey, .imm = imm,
@@ -432,13 +432,13 @@ static int soft_post_write(ib_qp *q, uint64_t wr_id, ib_mr *mr, const void *src,
     return rc;
 }
 
-static int soft_post_recv(ib_qp *q, uint64_t wr_id, char *err, size_t errlen) {
+static wp_result soft_post_recv(ib_qp *q, uint64_t wr_id, char *err, size_t errlen) {
     ib_soft_fabric *F = q->dev->fab;
     pthread_mutex_lock(&F->sync.mu);
-    int rc = 0;
+    wp_result rc = WP_OK;
     if (q->recvs_posted >= q->rq_depth) {
         snprintf(err, errlen, "receive queue of %d entries is full", q->rq_depth);
-        rc = -1;
+        rc = WP_FAILED;
     } else {
         q->recv_ids[(q->recv_head + q->recvs_posted) % q->rq_depth] = wr_id;
         q->recvs_posted++;

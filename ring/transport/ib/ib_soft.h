@@ -30,7 +30,8 @@ typedef struct ib_soft_stats {
                          protocol that reuses a staging buffer too early) */
 } ib_soft_stats;
 
-int ib_soft_fabric_create(ib_soft_fabric **f, char *err, size_t errlen);
+/* A fabric with its wire thread: WP_OK, or WP_FAILED with a message. */
+wp_result ib_soft_fabric_create(ib_soft_fabric **f, char *err, size_t errlen);
 /* Takes effect for writes posted afterwards; counters of drop_nth / fail_nth restart. */
 void ib_soft_set_faults(ib_soft_fabric *f, const ib_soft_faults *faults);
 void ib_soft_stats_get(ib_soft_fabric *f, ib_soft_stats *s);

@@ -53,18 +53,18 @@ static void peer_name(wp_transport *t, int peer, char *buf, size_t buflen) {
 /* ---- connecting: exchange the link info over the out-of-band transport ---- */
 
 /* Create the link and post the exchange. Unlocked on entry. */
-static int start_exchange(rdma_tp *T, int peer, char *err, size_t errlen) {
+static wp_result start_exchange(rdma_tp *T, int peer, char *err, size_t errlen) {
     rdma_peer *P = &T->peers[peer];
     pthread_mutex_lock(&T->sync.mu);
     bool start = P->state == PEER_IDLE && !T->fail.failed;
-    int rc = 0;
+    wp_result rc = WP_OK;
     if (start) {
         P->info = calloc(1, 2 * IBP_INFO_BYTES + 2);
         if (!P->info) {
             snprintf(err, errlen, "rank %d: out of memory connecting to rank %d", T->base.rank, peer);
-            rc = -1;
+            rc = WP_FAILED;
         } else if (ibp_link_init(&P->link, &T->base, T->ops, T->dev, peer, &T->pcfg, err, errlen) != 0) {
-            rc = -1;
+            rc = WP_FAILED;
         }
         if (rc == 0) {
             ibp_info_encode(&P->link, P->info);
@@ -97,33 +97,33 @@ static int start_exchange(rdma_tp *T, int peer, char *err, size_t errlen) {
     T->base.stats.overhead_sent += IBP_INFO_BYTES;
     pthread_mutex_unlock(&T->sync.mu);
     T->ops->wake(T->dev);
-    return orc == 0 ? 0 : -1;
+    return orc == 0 ? WP_OK : WP_FAILED;
 }
 
-static int await_up(rdma_tp *T, int peer, char *err, size_t errlen) {
+static wp_result await_up(rdma_tp *T, int peer, char *err, size_t errlen) {
     rdma_peer *P = &T->peers[peer];
     double deadline = wp_now() + T->connect_timeout;
-    int rc = 0;
+    wp_result rc = WP_OK;
     pthread_mutex_lock(&T->sync.mu);
     while (P->state != PEER_UP && !T->fail.failed && wp_now() < deadline) wp_sync_wait_until(&T->sync, deadline);
     if (T->fail.failed) {
         snprintf(err, errlen, "rank %d: transport failed while connecting to rank %d: %s", T->base.rank, peer,
                  T->fail.what);
-        rc = -1;
+        rc = WP_FAILED;
     } else if (P->state != PEER_UP) {
         snprintf(err, errlen, "rank %d: rank %d did not connect by RDMA within %g s", T->base.rank, peer,
                  T->connect_timeout);
         tp_fail_locked(&T->base, peer, "did not connect by RDMA within %g s", T->connect_timeout);
-        rc = -1;
+        rc = WP_FAILED;
     }
     pthread_mutex_unlock(&T->sync.mu);
     return rc;
 }
 
-static int rdma_connect(wp_transport *t, int peer, bool wait, char *err, size_t errlen) {
+static wp_result rdma_connect(wp_transport *t, int peer, bool wait, char *err, size_t errlen) {
     rdma_tp *T = rdma_of(t);
-    if (start_exchange(T, peer, err, errlen) != 0) return -1;
-    return wait ? await_up(T, peer, err, errlen) : 0;
+    WP_TRY(start_exchange(T, peer, err, errlen));
+    return wait ? await_up(T, peer, err, errlen) : WP_OK;
 }
 
 /* Post the "ready" message after our queue pair is connected (sync held; dropped around the
@@ -269,19 +269,19 @@ static void *progress_main(void *arg) {
 
 /* ---- posting ---- */
 
-static int rdma_post(wp_transport *t, wp_request *r, char *err, size_t errlen) {
+static wp_result rdma_post(wp_transport *t, wp_request *r, char *err, size_t errlen) {
     rdma_tp *T = rdma_of(t);
     if (r->peer == t->rank) {
         tp_post_self_locked(t, &T->self, r);
-        return 0;
+        return WP_OK;
     }
     rdma_peer *P = &T->peers[r->peer];
     if (P->state == PEER_IDLE) {
         snprintf(err, errlen, "rank %d posted %s to rank %d before connecting to it", t->rank, r->label, r->peer);
-        return -1;
+        return WP_FAILED;
     }
     ibp_post(&P->link, r); /* to a peer gone meanwhile: taken from what it left, or failed */
-    return 0;
+    return WP_OK;
 }
 
 static void rdma_failed(wp_transport *t) {
@@ -356,7 +356,7 @@ int rdma_create(const ib_ops *ops, const ib_dev_cfg *dev, const ibp_cfg *proto, 
     T->connect_timeout = connect_timeout;
     T->oob = oob;
     T->peers = calloc((size_t)world, sizeof *T->peers);
-    int rc = T->peers ? ops->open(dev, &T->dev, T->desc, sizeof T->desc, why, sizeof why) : -1;
+    wp_result rc = T->peers ? ops->open(dev, &T->dev, T->desc, sizeof T->desc, why, sizeof why) : WP_FAILED;
     if (!T->peers) snprintf(why, sizeof why, "out of memory for %d peers", world);
     if (rc == IB_NO_DEVICE) {
         snprintf(err, errlen, "no RDMA device: %s", why);
@@ -364,7 +364,7 @@ int rdma_create(const ib_ops *ops, const ib_dev_cfg *dev, const ibp_cfg *proto, 
         snprintf(err, errlen, "rank %d: cannot open the RDMA device: %s", rank, why);
     } else if (pthread_create(&T->thread, NULL, progress_main, T) != 0) {
         snprintf(err, errlen, "rank %d: cannot start the RDMA progress thread", rank);
-        rc = -1;
+        rc = WP_FAILED;
     } else {
         T->thread_started = true;
     }
@@ -373,7 +373,7 @@ int rdma_create(const ib_ops *ops, const ib_dev_cfg *dev, const ibp_cfg *proto, 
      * (tp_connect_ring) would otherwise wait for each other in a circle. */
     int ring[2] = {(rank + world - 1) % world, (rank + 1) % world};
     for (int i = 0; rc == 0 && i < 2; i++)
-        if (ring[i] != rank && start_exchange(T, ring[i], err, errlen) != 0) rc = -1;
+        if (ring[i] != rank && start_exchange(T, ring[i], err, errlen) != 0) rc = WP_FAILED;
     if (rc != 0) {
         rdma_close(&T->base);
         return rc == IB_NO_DEVICE ? 2 : 1;

@@ -17,9 +17,9 @@ static void local_peer_name(wp_transport *t, int peer, char *buf, size_t buflen)
     snprintf(buf, buflen, "rank %d (thread)", peer);
 }
 
-static int local_connect(wp_transport *t, int peer, bool wait, char *err, size_t errlen) {
+static wp_result local_connect(wp_transport *t, int peer, bool wait, char *err, size_t errlen) {
     (void)t, (void)peer, (void)wait, (void)err, (void)errlen;
-    return 0;
+    return WP_OK;
 }
 
 /* Both sides posted and no pacing: one copy by this thread, outside the lock (both requests
@@ -62,7 +62,7 @@ static void match(wp_local_world *w, int src, int dst, int channel) {
     }
 }
 
-static int local_post(wp_transport *t, wp_request *r, char *err, size_t errlen) {
+static wp_result local_post(wp_transport *t, wp_request *r, char *err, size_t errlen) {
     (void)err, (void)errlen;
     wp_local_world *w = world_of(t);
     int src = r->kind == TP_SEND ? t->rank : r->peer;
@@ -70,7 +70,7 @@ static int local_post(wp_transport *t, wp_request *r, char *err, size_t errlen) 
     size_t box = box_index(w, src, dst, r->channel);
     tp_queue_push(r->kind == TP_SEND ? &w->sends[box] : &w->recvs[box], r);
     match(w, src, dst, r->channel);
-    return 0;
+    return WP_OK;
 }
 
 /* A failure anywhere fails the whole world: the control channels learn it too. */

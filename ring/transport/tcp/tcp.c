@@ -57,14 +57,14 @@ static tcp_stream *ctl_stream(tcp_tp *T, tcp_peer *P) {
     return NULL;
 }
 
-int tcp_queue_ctl(tcp_tp *T, tcp_peer *P, int type, int channel, uint64_t seq, uint64_t a, const char *payload,
-                  size_t len) {
+wp_result tcp_queue_ctl(tcp_tp *T, tcp_peer *P, int type, int channel, uint64_t seq, uint64_t a, const char *payload,
+                        size_t len) {
     tcp_stream *st = ctl_stream(T, P);
-    if (!st) return -1;
+    if (!st) return WP_FAILED;
     tcp_out *o = calloc(1, sizeof *o);
     if (!o || (len && !(o->own = malloc(len)))) {
         free(o);
-        return -1;
+        return WP_FAILED;
     }
     if (len) memcpy(o->own, payload, len);
     wire_frame f = {.type = (uint8_t)type, .channel = (uint8_t)channel, .length = (uint32_t)len, .seq = seq, .a = a};
@@ -76,16 +76,16 @@ int tcp_queue_ctl(tcp_tp *T, tcp_peer *P, int type, int channel, uint64_t seq, u
     else st->ctl_head = o;
     st->ctl_tail = o;
     tcp_wake(T);
-    return 0;
+    return WP_OK;
 }
 
-static int send_cts(tcp_tp *T, tcp_peer *P, wp_request *r) {
+static wp_result send_cts(tcp_tp *T, tcp_peer *P, wp_request *r) {
     tcp_req_of(r)->cts = true;
     if (tcp_queue_ctl(T, P, F_CTS, r->channel, r->seq, r->bytes, r->label, strlen(r->label)) != 0) {
         tp_fail_locked(&T->base, -1, "rank %d: cannot queue a clear-to-send for %s", T->base.rank, r->label);
-        return -1;
+        return WP_FAILED;
     }
-    return 0;
+    return WP_OK;
 }
 
 void tcp_stream_up(tcp_tp *T, tcp_peer *P, int index, int fd) {
@@ -140,11 +140,11 @@ static void take_early_cts(tcp_tp *T, tcp_peer *P, wp_request *s) {
     free(c);
 }
 
-static int tcp_post(wp_transport *t, wp_request *r, char *err, size_t errlen) {
+static wp_result tcp_post(wp_transport *t, wp_request *r, char *err, size_t errlen) {
     tcp_tp *T = tcp_of(t);
     if (r->peer == t->rank) {
         tp_post_self_locked(t, &T->self, r);
-        return 0;
+        return WP_OK;
     }
     tcp_peer *P = &T->peers[r->peer];
     if (P->closed || P->closing) {
@@ -152,7 +152,7 @@ static int tcp_post(wp_transport *t, wp_request *r, char *err, size_t errlen) {
         peer_name(t, r->peer, name, sizeof name);
         snprintf(err, errlen, "%s closed the connection before rank %d posted %s", name, t->rank, r->label);
         tp_fail_locked(t, r->peer, "closed the connection");
-        return -1;
+        return WP_FAILED;
     }
     int c = r->channel;
     if (r->kind == TP_SEND) P->pending_sends++;
@@ -166,12 +166,12 @@ static int tcp_post(wp_transport *t, wp_request *r, char *err, size_t errlen) {
         tp_queue_push(&P->recvs[c], r);
         if (P->connected) send_cts(T, P, r);
     }
-    return 0;
+    return WP_OK;
 }
 
 /* ---- connecting: the lower rank opens the streams, the higher rank's thread accepts ---- */
 
-static int handshake_out(tcp_tp *T, tcp_peer *P, int index, int fd, double deadline, char *why, size_t whylen) {
+static wp_result handshake_out(tcp_tp *T, tcp_peer *P, int index, int fd, double deadline, char *why, size_t whylen) {
     wire_hs h = {.version = WIRE_VERSION, .kind = HS_DATA, .rank = (uint32_t)T->base.rank,
                  .world = (uint32_t)T->base.world, .stream = (uint16_t)index,
                  .nstreams = (uint16_t)T->net.tcp_streams, .frame_bytes = (uint32_t)T->net.frame_bytes};
@@ -181,15 +181,15 @@ static int handshake_out(tcp_tp *T, tcp_peer *P, int index, int fd, double deadl
     wire_hs_encode(&h, buf);
     if (sock_write_all(fd, buf, sizeof buf, deadline, why, whylen) != 0 ||
         sock_read_all(fd, buf, sizeof buf, deadline, why, whylen) != 0)
-        return -1;
+        return WP_FAILED;
     wire_hs reply;
     hs_expect e = {.kind = HS_DATA_ACK, .world = T->base.world, .job = T->job, .secret = T->secret};
-    if (hs_check(buf, &e, &reply, why, whylen) != 0) return -1;
+    if (hs_check(buf, &e, &reply, why, whylen) != 0) return WP_FAILED;
     if ((int)reply.rank != P->rank) {
         snprintf(why, whylen, "answered as rank %u", reply.rank);
-        return -1;
+        return WP_FAILED;
     }
-    return 0;
+    return WP_OK;
 }
 
 static bool failed_now(tcp_tp *T) {
@@ -212,12 +212,12 @@ static int connect_stream(tcp_tp *T, const char *host, int port, double deadline
     }
 }
 
-static int open_streams(tcp_tp *T, tcp_peer *P, char *err, size_t errlen) {
+static wp_result open_streams(tcp_tp *T, tcp_peer *P, char *err, size_t errlen) {
     char host[SOCK_ADDR_MAX], why[256];
     int port, K = T->net.tcp_streams, fds[64];
     if (sock_split_addr(P->addr, host, sizeof host, &port, why, sizeof why) != 0) {
         snprintf(err, errlen, "rank %d: bad address of rank %d: %s", T->base.rank, P->rank, why);
-        return -1;
+        return WP_FAILED;
     }
     double deadline = wp_now() + T->net.connect_timeout;
     for (int i = 0; i < K; i++) {
@@ -226,7 +226,7 @@ static int open_streams(tcp_tp *T, tcp_peer *P, char *err, size_t errlen) {
             for (int j = 0; j <= i; j++)
                 if (fds[j] >= 0) close(fds[j]);
             snprintf(err, errlen, "rank %d cannot connect to rank %d (%s): %s", T->base.rank, P->rank, P->addr, why);
-            return -1;
+            return WP_FAILED;
         }
     }
     pthread_mutex_lock(&T->sync.mu);
@@ -237,20 +237,20 @@ static int open_streams(tcp_tp *T, tcp_peer *P, char *err, size_t errlen) {
         else tcp_stream_up(T, P, i, fds[i]);
     }
     pthread_mutex_unlock(&T->sync.mu);
-    return 0;
+    return WP_OK;
 }
 
 /* Wait for the peer (a lower rank) to open its streams to us. */
-static int await_streams(tcp_tp *T, tcp_peer *P, char *err, size_t errlen) {
+static wp_result await_streams(tcp_tp *T, tcp_peer *P, char *err, size_t errlen) {
     double deadline = wp_now() + T->net.connect_timeout;
-    int rc = 0;
+    wp_result rc = WP_OK;
     pthread_mutex_lock(&T->sync.mu);
     while (!P->connected && !T->fail.failed) {
         if (wp_now() >= deadline) {
             snprintf(err, errlen, "rank %d (%s) did not connect to rank %d within %g s", P->rank, P->addr,
                      T->base.rank, T->net.connect_timeout);
             tp_fail_locked(&T->base, P->rank, "did not connect within %g s", T->net.connect_timeout);
-            rc = -1;
+            rc = WP_FAILED;
             break;
         }
         wp_sync_wait_until(&T->sync, deadline);
@@ -258,13 +258,13 @@ static int await_streams(tcp_tp *T, tcp_peer *P, char *err, size_t errlen) {
     if (rc == 0 && T->fail.failed) {
         snprintf(err, errlen, "rank %d: transport failed while connecting to rank %d: %s", T->base.rank, P->rank,
                  T->fail.what);
-        rc = -1;
+        rc = WP_FAILED;
     }
     pthread_mutex_unlock(&T->sync.mu);
     return rc;
 }
 
-static int tcp_connect(wp_transport *t, int peer, bool wait, char *err, size_t errlen) {
+static wp_result tcp_connect(wp_transport *t, int peer, bool wait, char *err, size_t errlen) {
     tcp_tp *T = tcp_of(t);
     tcp_peer *P = &T->peers[peer];
     pthread_mutex_lock(&T->sync.mu);
@@ -274,11 +274,11 @@ static int tcp_connect(wp_transport *t, int peer, bool wait, char *err, size_t e
     pthread_mutex_unlock(&T->sync.mu);
     if (!peers_set) {
         snprintf(err, errlen, "rank %d: the addresses of the other ranks are not known yet (no rendezvous)", t->rank);
-        return -1;
+        return WP_FAILED;
     }
-    if (skip) return 0;
-    if (!opener) return wait ? await_streams(T, P, err, errlen) : 0;
-    int rc = open_streams(T, P, err, errlen);
+    if (skip) return WP_OK;
+    if (!opener) return wait ? await_streams(T, P, err, errlen) : WP_OK;
+    wp_result rc = open_streams(T, P, err, errlen);
     pthread_mutex_lock(&T->sync.mu);
     P->connecting = false;
     if (rc != 0) tp_fail_locked(t, peer, "could not be reached");
@@ -386,7 +386,7 @@ static const tp_ops tcp_ops = {
 
 /* ---- creation ---- */
 
-static int alloc_peers(tcp_tp *T, char *err, size_t errlen) {
+static wp_result alloc_peers(tcp_tp *T, char *err, size_t errlen) {
     int world = T->base.world, K = T->net.tcp_streams;
     T->peers = calloc((size_t)world, sizeof *T->peers);
     if (!T->peers) goto oom;
@@ -416,42 +416,42 @@ static int alloc_peers(tcp_tp *T, char *err, size_t errlen) {
         wp_link_init(&P->link, nic ? 0 : bw, lat);
         if (nic) P->link.nic[0] = &T->nic_out;
     }
-    return 0;
+    return WP_OK;
 oom:
     snprintf(err, errlen, "rank %d: out of memory for %d peers", T->base.rank, world);
-    return -1;
+    return WP_FAILED;
 }
 
-static int check_args(const wp_net_opts *net, int rank, int world, const char *job_id, const char *secret,
-                      char *err, size_t errlen) {
+static wp_result check_args(const wp_net_opts *net, int rank, int world, const char *job_id, const char *secret,
+                            char *err, size_t errlen) {
     if (world < 1 || rank < 0 || rank >= world) {
         snprintf(err, errlen, "tcp transport: rank %d of a world of %d", rank, world);
-        return -1;
+        return WP_FAILED;
     }
     if (net->tcp_streams < 1 || net->tcp_streams > 64) {
         snprintf(err, errlen, "tcp transport: %d streams per peer (1 to 64)", net->tcp_streams);
-        return -1;
+        return WP_FAILED;
     }
     if (strlen(job_id) >= WIRE_NAME_MAX || strlen(secret) >= WIRE_NAME_MAX) {
         snprintf(err, errlen, "tcp transport: the job id and the secret must be shorter than %d bytes", WIRE_NAME_MAX);
-        return -1;
+        return WP_FAILED;
     }
     if (net->frame_bytes == 0 || net->frame_bytes > (1u << 30)) {
         snprintf(err, errlen, "tcp transport: frame size %zu (1 byte to 1 GiB)", net->frame_bytes);
-        return -1;
+        return WP_FAILED;
     }
-    return 0;
+    return WP_OK;
 }
 
-int tcp_create(const wp_net_opts *net, int rank, int world, const char *job_id, const char *secret,
-               wp_transport **out, char *err, size_t errlen) {
+wp_result tcp_create(const wp_net_opts *net, int rank, int world, const char *job_id, const char *secret,
+                     wp_transport **out, char *err, size_t errlen) {
     *out = NULL;
-    if (check_args(net, rank, world, job_id, secret, err, errlen) != 0) return 1;
+    WP_TRY(check_args(net, rank, world, job_id, secret, err, errlen));
     tcp_tp *T = calloc(1, sizeof *T);
     if (!T || wp_sync_init(&T->sync) != 0) {
         free(T);
         snprintf(err, errlen, "rank %d: cannot create the tcp transport", rank);
-        return 1;
+        return WP_FAILED;
     }
     tp_init(&T->base, &tcp_ops, rank, world, &T->sync, &T->fail);
     T->fail.peer = -1;
@@ -460,14 +460,14 @@ int tcp_create(const wp_net_opts *net, int rank, int world, const char *job_id, 
     snprintf(T->secret, sizeof T->secret, "%s", secret);
     T->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     T->listen_fd = -1;
-    int rc = T->wake_fd < 0 ? -1 : alloc_peers(T, err, errlen);
+    wp_result rc = T->wake_fd < 0 ? WP_FAILED : alloc_peers(T, err, errlen);
     if (T->wake_fd < 0) snprintf(err, errlen, "rank %d: eventfd: %s", rank, strerror(errno));
     if (rc == 0) {
         char why[256];
         T->listen_fd = sock_listen(net->bind, 0, why, sizeof why);
         if (T->listen_fd < 0) {
             snprintf(err, errlen, "rank %d: %s (--bind)", rank, why);
-            rc = -1;
+            rc = WP_FAILED;
         } else {
             sock_local_addr(T->listen_fd, T->listen_addr, sizeof T->listen_addr);
         }
@@ -475,35 +475,35 @@ int tcp_create(const wp_net_opts *net, int rank, int world, const char *job_id, 
     if (rc == 0) {
         if (pthread_create(&T->thread, NULL, tcp_progress_main, T) != 0) {
             snprintf(err, errlen, "rank %d: cannot start the progress thread", rank);
-            rc = -1;
+            rc = WP_FAILED;
         } else {
             T->thread_started = true;
         }
     }
     if (rc != 0) {
         tcp_close(&T->base);
-        return 1;
+        return WP_FAILED;
     }
     *out = &T->base;
-    return 0;
+    return WP_OK;
 }
 
 const char *tcp_listen_addr(wp_transport *t) { return tcp_of(t)->listen_addr; }
 
-int tcp_set_peers(wp_transport *t, char *const *addrs, char *err, size_t errlen) {
+wp_result tcp_set_peers(wp_transport *t, char *const *addrs, char *err, size_t errlen) {
     tcp_tp *T = tcp_of(t);
     char host[SOCK_ADDR_MAX], why[128];
     int port;
     for (int p = 0; p < t->world; p++)
         if (strlen(addrs[p]) >= SOCK_ADDR_MAX || sock_split_addr(addrs[p], host, sizeof host, &port, why, sizeof why)) {
             snprintf(err, errlen, "rank %d: bad address '%.80s' for rank %d", t->rank, addrs[p], p);
-            return 1;
+            return WP_FAILED;
         }
     pthread_mutex_lock(&T->sync.mu);
     for (int p = 0; p < t->world; p++) snprintf(T->peers[p].addr, sizeof T->peers[p].addr, "%s", addrs[p]);
     T->peers_set = true;
     pthread_mutex_unlock(&T->sync.mu);
-    return 0;
+    return WP_OK;
 }
 
 const char *tcp_peer_addr(wp_transport *t, int peer) {

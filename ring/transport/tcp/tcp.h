@@ -15,6 +15,7 @@
 #define WP_RING_TCP_H
 
 #include "control.h"
+#include "result.h"
 #include "transport.h"
 
 struct wp_boot_info;
@@ -22,16 +23,17 @@ struct wp_job_cfg;
 struct tp_job_conn;
 
 /* Listen on net->bind (port 0: the kernel picks) and start the progress thread. job_id and
- * secret (each at most 63 bytes) must be the same on every rank. */
-int tcp_create(const wp_net_opts *net, int rank, int world, const char *job_id, const char *secret,
-               wp_transport **out, char *err, size_t errlen);
+ * secret (each at most 63 bytes) must be the same on every rank. Returns WP_OK, or WP_FAILED
+ * with a message. */
+wp_result tcp_create(const wp_net_opts *net, int rank, int world, const char *job_id, const char *secret,
+                     wp_transport **out, char *err, size_t errlen);
 
 /* "ip:port" the data listener is bound to (the host part is 0.0.0.0 / :: for a wildcard). */
 const char *tcp_listen_addr(wp_transport *t);
 
 /* Every rank's data address ("host:port", index = rank), from the rendezvous. Must be set
- * before any connect or post to another rank. Returns 0, or 1 with a message. */
-int tcp_set_peers(wp_transport *t, char *const *addrs, char *err, size_t errlen);
+ * before any connect or post to another rank. Returns WP_OK, or WP_FAILED with a message. */
+wp_result tcp_set_peers(wp_transport *t, char *const *addrs, char *err, size_t errlen);
 
 /* The data address of a rank as the rendezvous told it ("" before tcp_set_peers). */
 const char *tcp_peer_addr(wp_transport *t, int peer);

@@ -108,9 +108,10 @@ static inline tcp_tp *tcp_of(wp_transport *t) { return (tcp_tp *)t; }
 void tcp_wake(tcp_tp *T);
 void *tcp_progress_main(void *arg);
 
-/* Queue a control frame (clear-to-send, abort) on a peer's first usable stream. */
-int tcp_queue_ctl(tcp_tp *T, tcp_peer *P, int type, int channel, uint64_t seq, uint64_t a, const char *payload,
-                  size_t len);
+/* Queue a control frame (clear-to-send, abort) on a peer's first usable stream. WP_FAILED
+ * (no message) when no stream is usable or memory ran out. */
+wp_result tcp_queue_ctl(tcp_tp *T, tcp_peer *P, int type, int channel, uint64_t seq, uint64_t a, const char *payload,
+                        size_t len);
 /* A stream of peer P came up (sync held): once all are up, send the pending clear-to-sends. */
 void tcp_stream_up(tcp_tp *T, tcp_peer *P, int index, int fd);
 /* A clear-to-send from P (sync held). */
