@@ -305,7 +305,7 @@ start_job "$jobid" "" "${args[@]}"
 first=("${procs[@]}")
 if [ -n "$job2" ]; then
     rdv=$port
-    [ "$contract" != slurm ] || rdv=$(( 20000 + jobid % 20000 * 131 % 20000 )) # as ring/bootstrap.c derives it
+    [ "$contract" != slurm ] || rdv=$(( 20000 + jobid % 20000 * 131 % 20000 )) # as ring/launch/launcher_env.c derives it
     for _ in $(seq 300); do
         in_ns 0 ss -Hltn "sport = :$rdv" 2>/dev/null | grep -q . && break
         sleep 0.1

@@ -23,7 +23,7 @@
 #   -x       ARGS is a command run once per rank; otherwise ARGS are `weipipe train` arguments
 #            and each rank runs `$WEIPIPE train ARGS --transport tcp --nranks N --bind ADDR`
 # Each rank's environment: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
-# MASTER_PORT, WEIPIPE_SECRET, WEIPIPE_JOB_ID (ring/bootstrap.c) and NETNS_ADDR (its address);
+# MASTER_PORT, WEIPIPE_SECRET, WEIPIPE_JOB_ID (ring/launch/launcher_env.c) and NETNS_ADDR (its address);
 # the word {addr} in ARGS is replaced by that address. Output lines come back as "[rank R] ...".
 # Exit status: the first failing rank's, 2 for bad usage, 77 when namespaces or tc are missing.
 # WEIPIPE: the binary (default build/weipipe).

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Does the simulator predict a paced real run? For each strategy at N ranks, over the local
 # (threads) and tcp (processes) transports, train with --device-tflops (compute pacing,
-# src/runtime/compute_pace.h) and --link-bandwidth/--link-latency (link pacing, ring/link_model.h), and compare
+# src/runtime/compute_pace.h) and --link-bandwidth/--link-latency (link pacing, ring/link/link_model.h), and compare
 # the measured step time (rank 0's mean over the steps after the first, from --metrics) with
 # `weipipe simulate` for the same flags, and with the prediction train prints at its end (the
 # same simulator, fed this run's measured optimizer-op times, which train does not pace).

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "ib_soft.h"
-#include "rdma.h"
+#include "ib_transport.h"
 #include "ring_harness.h"
 
 typedef struct bench {

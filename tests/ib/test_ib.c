@@ -24,7 +24,7 @@
 #include "conformance.h"
 #include "adapters.h"
 #include "job.h"
-#include "rdma.h"
+#include "ib_transport.h"
 
 /* ---- timeout, errors: faults of the fabric ---- */
 

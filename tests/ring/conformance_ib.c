@@ -9,7 +9,7 @@
 
 #include "check.h"
 #include "conformance.h"
-#include "rdma.h"
+#include "ib_transport.h"
 
 /* ---- running ranks ---- */
 

@@ -12,6 +12,7 @@
 #include "bootstrap.h"
 #include "clock.h"
 #include "sock.h"
+#include "tcp.h"
 
 uint64_t rh_mix(uint64_t x) {
     x += 0x9e3779b97f4a7c15ull;
@@ -85,7 +86,7 @@ static int run_child(int rank, int n, const wp_net_opts *net, wp_rank_fn fn, voi
     }
     bi.job_flags = rh_job_flags;
     wp_rank_ctx ctx = {.rank = rank, .world = n};
-    if (wp_job_open_tcp(&bi, net, &ctx.t, &ctx.ctl, err, sizeof err) != 0) {
+    if (tcp_job_open(&bi, net, &ctx.t, &ctx.ctl, err, sizeof err) != 0) {
         fprintf(stderr, "rank %d: %s\n", rank, err);
         return 91;
     }
@@ -94,7 +95,7 @@ static int run_child(int rank, int n, const wp_net_opts *net, wp_rank_fn fn, voi
         fprintf(stderr, "rank %d: %s\n", rank, ctx.err);
         ctl_abort(ctx.ctl, ctx.err);
     }
-    wp_job_close(ctx.t, ctx.ctl);
+    tcp_job_close(ctx.t, ctx.ctl);
     return rc;
 }
 

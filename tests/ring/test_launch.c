@@ -16,6 +16,7 @@
 
 #include "bootstrap.h"
 #include "ring_harness.h"
+#include "tcp.h"
 
 static void nap(double s) {
     struct timespec ts = {(time_t)s, (long)((s - (time_t)s) * 1e9)};
@@ -34,13 +35,13 @@ static int rank_env(int rank) {
     rh_net(&net, 1);
     wp_transport *t;
     wp_control *c;
-    if (wp_job_open_tcp(&bi, &net, &t, &c, err, sizeof err) != 0) {
+    if (tcp_job_open(&bi, &net, &t, &c, err, sizeof err) != 0) {
         fprintf(stderr, "%s\n", err);
         return 1;
     }
     double x = rank;
     int rc = ctl_allreduce(c, CTL_SUM, &x, 1, err, sizeof err) != 0 || x != 6;
-    wp_job_close(t, c);
+    tcp_job_close(t, c);
     return rc;
 }
 

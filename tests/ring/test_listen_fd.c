@@ -28,6 +28,7 @@
 #include "bootstrap.h"
 #include "launch.h"
 #include "sock.h"
+#include "tcp.h"
 
 #define CHECK(cond, ...)                                                         \
     do {                                                                         \
@@ -96,10 +97,10 @@ static int rank_main(void) {
     net.timeout = 10;
     wp_transport *t;
     wp_control *c;
-    CHECK(wp_job_open_tcp(&bi, &net, &t, &c, err, sizeof err) == 0, "rank %d: %s", rank, err);
+    CHECK(tcp_job_open(&bi, &net, &t, &c, err, sizeof err) == 0, "rank %d: %s", rank, err);
     double x = rank;
     CHECK(ctl_allreduce(c, CTL_SUM, &x, 1, err, sizeof err) == 0 && x == 3, "rank %d: allreduce: %s", rank, err);
-    wp_job_close(t, c);
+    tcp_job_close(t, c);
     printf("rank %d: the port was held; the job formed\n", rank);
     return 0;
 }
