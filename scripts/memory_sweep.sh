@@ -6,6 +6,7 @@
 # library's arenas). Prints one markdown row per run; exits 1 when any run is off.
 #
 #   scripts/memory_sweep.sh [RUN...]        RUN = strategy:precision:recompute(0|1)
+#   scripts/memory_sweep.sh --per-unit [STRATEGY...]   bytes per parameter and per token, measured
 # Without RUNs: the whole product, every strategy of strategies.def x fp32/mixed x recompute
 # off/on (52 runs, ~1 min on an idle core). tests/runtime/memory.sh runs a rotation of it.
 # WEIPIPE (default ./build/weipipe), CONFIG, DATA, VAL choose the program and the tiny set;
@@ -22,10 +23,49 @@ TMP=$(mktemp -d) || exit 1
 trap 'rm -rf "$TMP"' EXIT
 model=(--num-layers 4 --hidden-size 128 --ffn-hidden-size 352 --num-attention-heads 4 --num-query-groups 2
        --vocab-size 16000 --seq-length 64 --micro-batch-size 2 --num-microbatches 4)
-runs=("$@")
-if [ ${#runs[@]} -eq 0 ]; then
+# --per-unit: each strategy and precision trained (no eval, no sample) at 4 and 8 layers and at
+# sequence length 64 and 128; the allocator's high-water summed over the 4 ranks and the worst
+# rank's, differenced: per parameter from the 4 layers added, per token of a micro-batch (b x s)
+# from the 128 tokens added (interleaved-1f1b: 8 and 12 layers, 8 chunks). Weights, gradients and optimizer state scale with parameters;
+# activations, logits and scratch with tokens.
+per_unit() {
+  local S=$1 P=$2 layers=$3 seq=$4
+  rm -f "$TMP/m.jsonl"
+  local extra=(); [ "$S" = interleaved-1f1b ] && extra=(--num-chunks 8) layers=$((layers + 4)) # two chunks per rank
+  "$W" train --config "$CFG" --data "$DATA" --threads 1 --quiet --timeout 60s "${model[@]}" --nranks 4 \
+    --transport local --strategy "$S" --precision "$P" --steps 2 --metrics "$TMP/m.jsonl" --num-layers "$layers" \
+    --seq-length "$seq" "${extra[@]}" > "$TMP/out" 2>&1 || { echo "FAILED $S $P: $(tail -1 "$TMP/out")" >&2; return 1; }
+  grep '"memory"' "$TMP/m.jsonl" | python3 -c '
+import json, sys
+r = json.loads(sys.stdin.read())["memory"]
+print(sum(x["peak_bytes"] for x in r), max(x["peak_bytes"] for x in r))'
+}
+if [ "${1:-}" = --per-unit ]; then
+  # parameters of one layer: attention (q, o: h x h; k, v: h x kv heads x head dim), the MLP, two norms
+  dP=$((4 * (2 * 128 * 128 + 2 * 128 * 2 * 32 + 3 * 128 * 352 + 2 * 128)))
+  echo "| strategy | precision | bytes/parameter, all ranks | worst rank | bytes/token, all ranks | worst rank |"
+  echo "|---|---|---:|---:|---:|---:|"
+  shift
+  only=" $* "
   for S in $("$W" simulate --help 2>&1 | sed -n 's/^ *--strategy *{\([^}]*\)}.*/\1/p' | tr '|' ' '); do
     [ "$S" = auto ] || [ "$S" = all ] && continue
+    [ "$only" = "  " ] || [[ "$only" == *" $S "* ]] || continue
+    for P in fp32 mixed; do
+      read -r a0 m0 < <(per_unit "$S" "$P" 4 64) && read -r a1 m1 < <(per_unit "$S" "$P" 8 64) &&
+        read -r a2 m2 < <(per_unit "$S" "$P" 4 128) || continue
+      awk -v S="$S" -v P="$P" -v dP="$dP" -v a0="$a0" -v m0="$m0" -v a1="$a1" -v m1="$m1" -v a2="$a2" -v m2="$m2" \
+        'BEGIN {printf "| %s | %s | %.1f | %.1f | %.0f | %.0f |\n", S, P, (a1 - a0) / dP, (m1 - m0) / dP, (a2 - a0) / 256, (m2 - m0) / 256}'
+    done
+  done
+  exit 0
+fi
+runs=("$@")
+if [ ${#runs[@]} -eq 0 ]; then
+  shift
+  only=" $* "
+  for S in $("$W" simulate --help 2>&1 | sed -n 's/^ *--strategy *{\([^}]*\)}.*/\1/p' | tr '|' ' '); do
+    [ "$S" = auto ] || [ "$S" = all ] && continue
+    [ "$only" = "  " ] || [[ "$only" == *" $S "* ]] || continue
     for P in fp32 mixed; do for R in 0 1; do runs+=("$S:$P:$R"); done; done
   done
 fi
