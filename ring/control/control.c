@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "oom.h"
 
 int ctl_base_init(wp_control *c, const ctl_ops *ops, int rank, int world, double timeout) {
     memset(c, 0, sizeof *c);
@@ -19,10 +20,42 @@ int ctl_base_init(wp_control *c, const ctl_ops *ops, int rank, int world, double
     c->timeout = timeout;
     c->status_at = wp_now();
     snprintf(c->status, sizeof c->status, "starting");
+    c->oom0 = oom_kill_count();
     return pthread_mutex_init(&c->mu, NULL) == 0 ? 0 : -1;
 }
 
-void ctl_base_destroy(wp_control *c) { pthread_mutex_destroy(&c->mu); }
+void ctl_base_destroy(wp_control *c) {
+    free(c->mem);
+    pthread_mutex_destroy(&c->mu);
+}
+
+void ctl_note_memory(wp_control *c, const double *resident, const double *allocated, long long step) {
+    pthread_mutex_lock(&c->mu);
+    if (!c->mem) c->mem = calloc(2 * (size_t)c->world, sizeof *c->mem); /* none: no figure, no harm */
+    if (c->mem) {
+        memcpy(c->mem, resident, (size_t)c->world * sizeof *c->mem);
+        memcpy(c->mem + c->world, allocated, (size_t)c->world * sizeof *c->mem);
+        c->mem_step = step;
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+void ctl_death_note(wp_control *c, int r, char *out, size_t len) {
+    long oom = oom_kill_count();
+    char fig[160] = "";
+    out[0] = 0;
+    pthread_mutex_lock(&c->mu);
+    if (c->mem && r >= 0 && r < c->world && c->mem[r] > 0)
+        snprintf(fig, sizeof fig, "it last reported %.1f MiB resident, %.1f MiB allocated at step %lld", c->mem[r] / 1048576.0,
+                 c->mem[c->world + r] / 1048576.0, c->mem_step);
+    long oom0 = c->oom0;
+    pthread_mutex_unlock(&c->mu);
+    if (oom > 0 && oom > oom0)
+        snprintf(out, len, ": killed by the OOM killer (this cgroup's oom_kill count went from %ld to %ld)%s%s", oom0 < 0 ? 0 : oom0,
+                 oom, fig[0] ? "; " : "", fig);
+    else if (fig[0])
+        snprintf(out, len, ": killed, by the kernel's OOM killer most likely (%s)", fig);
+}
 
 int ctl_rank(const wp_control *c) { return c->rank; }
 int ctl_world(const wp_control *c) { return c->world; }

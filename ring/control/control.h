@@ -61,6 +61,11 @@ bool ctl_failed(wp_control *c, char *why, size_t whylen);
  * name the dead. */
 bool ctl_unanswered(wp_control *c, char *out, size_t outlen);
 
+/* Every rank's memory as of a step (resident and allocated bytes, world entries each: the
+ * step's exchange carries them): a rank that vanishes is named with its last figure, and as the
+ * OOM killer's when this cgroup's oom_kill count (ring/oom.h) rose since the channel opened. */
+void ctl_note_memory(wp_control *c, const double *resident, const double *allocated, long long step);
+
 /* Aborts reaching this rank also abort t (tp_abort); NULL detaches. Close the control
  * channel (or detach) before closing t. */
 void ctl_attach(wp_control *c, wp_transport *t);

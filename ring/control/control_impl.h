@@ -39,10 +39,16 @@ struct wp_control {
     char status[CTL_STATUS_MAX + 1];
     double status_at;
     char unanswered[512]; /* rank 0: the ranks its last status query did not hear from ("" = none) */
+    double *mem;          /* ctl_note_memory: resident then allocated, world each; NULL before */
+    long long mem_step;
+    long oom0;            /* oom_kill_count() when the channel opened */
 };
 
 int ctl_base_init(wp_control *c, const ctl_ops *ops, int rank, int world, double timeout);
 void ctl_base_destroy(wp_control *c);
+/* What is known of how rank r vanished without a goodbye: ": killed by the OOM killer (...)"
+ * when this cgroup's count rose, else its last memory figure, else "". */
+void ctl_death_note(wp_control *c, int r, char *out, size_t len);
 
 /* Record the first failure cause and abort the attached transport. Returns true when this
  * call recorded it (false: already failed). Takes c->mu itself. */

@@ -384,10 +384,11 @@ static void conn_closed(ctl_tcp *T, ctl_conn *k, int err) {
     k->fd = -1;
     pthread_mutex_unlock(&k->wmu);
     if (!k->bye && !T->stop) {
-        char name[256], why[400];
+        char name[256], why[1024], note[400];
         conn_name(T, k->rank, name, sizeof name);
-        snprintf(why, sizeof why, "%s %s the control connection%s%s", name, err ? "lost" : "closed",
-                 err ? ": " : " without saying goodbye (died?)", err ? strerror(err) : "");
+        ctl_death_note(&T->base, k->rank, note, sizeof note);
+        snprintf(why, sizeof why, "%s %s the control connection%s%s%s", name, err ? "lost" : "closed",
+                 err ? ": " : note[0] ? " without saying goodbye" : " without saying goodbye (died?)", err ? strerror(err) : "", note);
         fail(T, why, k->rank);
     }
     if (T->session && session_complete(T)) finish_session(T);

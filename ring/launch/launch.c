@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "oom.h"
 #include "sock.h"
 
 extern char **environ;
@@ -361,32 +362,12 @@ static void supervise(launch_state *s, double timeout, wp_launch_result *res) {
     free(rank_of);
 }
 
-/* oom_kill of this process's cgroup v2 memory.events (the ranks share it), -1 when unknown. */
-static long cgroup_oom_kills(void) {
-    char line[1024], path[1200];
-    long n = -1;
-    FILE *f = fopen("/proc/self/cgroup", "r");
-    if (!f) return -1;
-    path[0] = 0;
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, "0::", 3) == 0) {
-            line[strcspn(line, "\n")] = 0;
-            snprintf(path, sizeof path, "/sys/fs/cgroup%s/memory.events", strcmp(line + 3, "/") == 0 ? "" : line + 3);
-        }
-    fclose(f);
-    if (!path[0] || !(f = fopen(path, "r"))) return -1;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "oom_kill %ld", &n) == 1) break;
-    fclose(f);
-    return n;
-}
-
 /* SIGKILL from no one the launcher knows is, nearly always, the kernel's OOM killer: say so
  * (docs/memory.md), with the cgroup's count when there is one. */
 static void describe_signal(int sig, char *how, size_t len) {
-    long oom = sig == SIGKILL ? cgroup_oom_kills() : -1;
+    long oom = sig == SIGKILL ? oom_kill_count() : -1;
     if (sig == SIGKILL && oom > 0)
-        snprintf(how, len, "killed by the OOM killer (SIGKILL; this cgroup's memory.events: oom_kill %ld)", oom);
+        snprintf(how, len, "killed by the OOM killer (SIGKILL; this cgroup's oom_kill count: %ld)", oom);
     else if (sig == SIGKILL)
         snprintf(how, len, "killed by SIGKILL, most likely the kernel's OOM killer (out of memory: see dmesg)");
     else

@@ -47,14 +47,22 @@ rt_entry *pool_find(rt_pool *p, wp_buf b) {
     return NULL;
 }
 
-/* A free slot of exactly this size, or new memory. */
-static wp_result take_slot(rt_pool *p, size_t bytes, rt_slot *out) {
+/* A free slot of exactly this size, or new memory. Of the free slots, those with a compute-dtype
+ * view (pool_view) go to what compute reads, those without to gradients (never read through a
+ * view): otherwise gradients would carry views off and every slot of a size would grow one
+ * (schedule/memory.c counts the views this way). */
+static wp_result take_slot(rt_pool *p, size_t bytes, bool grad, rt_slot *out) {
+    int pick = -1;
     for (int i = 0; i < p->n_free; i++)
-        if (p->free[i].bytes == bytes) {
-            *out = p->free[i];
-            p->free[i] = p->free[--p->n_free];
-            return 0;
+        if (p->free[i].bytes == bytes && (pick < 0 || (!p->free[i].view) == grad)) {
+            pick = i;
+            if ((!p->free[i].view) == grad) break;
         }
+    if (pick >= 0) {
+        *out = p->free[pick];
+        p->free[pick] = p->free[--p->n_free];
+        return 0;
+    }
     memset(out, 0, sizeof *out);
     out->bytes = bytes;
     out->data = kern_alloc(p->k, bytes);
@@ -114,7 +122,7 @@ static rt_entry *create_own(rt_pool *p, wp_buf b, int nslices, char *err, size_t
     rt_slot s;
     size_t bytes = p->sched ? sched_buf_bytes(p->sched, p->seg_t, p->L, b) : buf_bytes(p->L, b);
     wp_mem_term was = kern_mem_term(p->k, term_of(b));
-    wp_result got = e ? take_slot(p, bytes, &s) : WP_FAILED;
+    wp_result got = e ? take_slot(p, bytes, term_of(b) == WP_MEM_GRADS, &s) : WP_FAILED;
     kern_mem_term(p->k, was);
     if (got != 0) {
         snprintf(err, errlen, "out of memory for buffer %s (%zu bytes)%s%s", buf_name(b, name, sizeof name), bytes,

@@ -8,6 +8,7 @@
 
 #include "nonfinite.h"
 #include "clock.h"
+#include "memlimit.h"
 #include "rt_impl.h"
 #include "units.h"
 
@@ -372,20 +373,33 @@ static wp_result do_tin(wp_rt *rt, wp_buf b, char *err, size_t errlen) {
     return kern_check(rt, 0, "TIN", err, errlen);
 }
 
+#define MEM_RANKS 256 /* ranks whose memory the step's exchange carries (2 doubles each) */
+
 /* The global exchange (decision.h's protocol): per-chunk sums of squares from their owners,
  * the loss sum and the token count, summed over ranks; then every rank decides alike. */
 static wp_result do_reduce(wp_rt *rt, char *err, size_t errlen) {
-    const int C = rt->c.L->cfg.n_chunks;
-    double v[WP_MAX_CHUNKS + 2];
+    const int C = rt->c.L->cfg.n_chunks, world = ctl_world(rt->c.ctl);
+    /* and, up to MEM_RANKS ranks, every rank's resident and allocated high-water in its own
+     * slots (zero elsewhere, so the sum is the table): what the others name it by if it dies */
+    const int M = world <= MEM_RANKS ? world : 0;
+    double v[WP_MAX_CHUNKS + 2 + 2 * MEM_RANKS];
     if (rt_drain_deferred(rt, err, errlen)) return 1;
     nonfinite_inject(rt->c.o, C, rt->c.rank, rt->step); /* test hook (nonfinite.h); off unless set */
     for (int c = 0; c < C; c++) v[c] = optim_owns(rt->c.o, c) ? optim_chunk_sumsq(rt->c.o, c) : 0.0;
     v[C] = rt->loss_sum;
     v[C + 1] = (double)rt->tokens;
+    if (M) {
+        size_t now, peak;
+        kern_memory(rt->k, &now, &peak);
+        memset(v + C + 2, 0, 2 * (size_t)M * sizeof *v);
+        v[C + 2 + rt->c.rank] = memlimit_vmhwm();
+        v[C + 2 + M + rt->c.rank] = (double)peak;
+    }
     char why[300];
     ctl_set_status(rt->c.ctl, "step %lld action %d REDUCE: waiting for every rank", (long long)rt->step, rt->ai);
     double t0 = wp_now();
-    if (ctl_allreduce(rt->c.ctl, CTL_SUM, v, C + 2, why, sizeof why)) return rt_fail(rt, err, errlen, "%s", why);
+    if (ctl_allreduce(rt->c.ctl, CTL_SUM, v, C + 2 + 2 * M, why, sizeof why)) return rt_fail(rt, err, errlen, "%s", why);
+    if (M) ctl_note_memory(rt->c.ctl, v + C + 2, v + C + 2 + M, (long long)rt->step);
     double t1 = wp_now();
     rt->wait_s += t1 - t0;
     rt_wait_event(rt, "REDUCE: every rank", t0, t1);

@@ -1,11 +1,12 @@
 /* The memory a rank may use and the memory it used (memlimit.h). */
 #include "memlimit.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* A number from a one-line file; "max" and failures are -1. */
+/* A number from a one-line file; "max", v1's "unlimited" (a page-rounded 2^63) and failures are -1. */
 static double read_num(const char *path) {
     FILE *f = fopen(path, "r");
     if (!f) return -1;
@@ -15,43 +16,58 @@ static double read_num(const char *path) {
     if (!got || strncmp(buf, "max", 3) == 0) return -1;
     char *end;
     double v = strtod(buf, &end);
-    return end != buf && v >= 0 ? v : -1;
+    return end != buf && v >= 0 && v < 0x1p60 ? v : -1;
 }
 
-/* The "0::/path" line of /proc/self/cgroup (cgroup v2), "" when there is none. */
-static void own_cgroup(char *path, size_t len) {
+/* The process's cgroup path from a /proc/self/cgroup file: the v2 line "0::/path" (v2 true), else
+ * the v1 line whose controller list names "memory" ("4:memory:/path", v2 false); "" for none. */
+static void own_cgroup(const char *self_cgroup, char *path, size_t len, bool *v2) {
     path[0] = 0;
-    FILE *f = fopen("/proc/self/cgroup", "r");
+    FILE *f = fopen(self_cgroup, "r");
     if (!f) return;
     char line[1024];
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, "0::", 3) == 0) {
-            line[strcspn(line, "\n")] = 0;
-            snprintf(path, len, "%s", line + 3);
-            break;
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = 0;
+        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (!c2) continue;
+        *c1 = *c2 = 0;
+        bool is_v2 = strcmp(line, "0") == 0 && c1[1] == 0, is_mem = false;
+        for (char *tok = strtok(c1 + 1, ","); tok && !is_v2; tok = strtok(NULL, ","))
+            is_mem |= strcmp(tok, "memory") == 0;
+        if (is_v2 || is_mem) {
+            snprintf(path, len, "%s", c2 + 1);
+            *v2 = is_v2;
+            if (is_mem) break; /* a v1 memory controller is what limits, where both are listed */
         }
+    }
     fclose(f);
 }
 
-/* The tightest memory.max - memory.current from the process's cgroup up to the root. */
-static double cgroup_room(char *what, size_t len) {
-    char cg[1024], dir[1200];
-    own_cgroup(cg, sizeof cg);
+double memlimit_cgroup_room(const char *self_cgroup, const char *root, char *what, size_t len) {
+    char cg[1024], dir[1400];
+    bool v2 = true;
+    own_cgroup(self_cgroup, cg, sizeof cg, &v2);
     if (!cg[0]) return -1;
+    const char *max_f = v2 ? "memory.max" : "memory.limit_in_bytes", *cur_f = v2 ? "memory.current" : "memory.usage_in_bytes";
     double best = -1;
     for (;;) {
-        char p[1300];
-        snprintf(dir, sizeof dir, "/sys/fs/cgroup%s", strcmp(cg, "/") == 0 ? "" : cg);
-        snprintf(p, sizeof p, "%s/memory.max", dir);
+        char p[1500];
+        snprintf(dir, sizeof dir, "%s%s%s", root, v2 ? "" : "/memory", strcmp(cg, "/") == 0 ? "" : cg);
+        snprintf(p, sizeof p, "%s/%s", dir, max_f);
         double max = read_num(p);
-        snprintf(p, sizeof p, "%s/memory.current", dir);
+        snprintf(p, sizeof p, "%s/%s", dir, cur_f);
         double cur = read_num(p);
         if (max >= 0 && cur >= 0 && (best < 0 || max - cur < best)) {
             best = max > cur ? max - cur : 0;
-            snprintf(what, len, "cgroup %s memory.max - memory.current", dir);
+            snprintf(what, len, "cgroup %s %s - %s", dir, max_f, cur_f);
         }
         char *slash = strrchr(cg, '/');
-        if (!slash || slash == cg) break;
+        if (!slash) break;
+        if (slash == cg) {
+            if (!cg[1]) break;
+            cg[1] = 0; /* the root cgroup last */
+            continue;
+        }
         *slash = 0;
     }
     return best;
@@ -78,7 +94,7 @@ double memlimit_available(char *what, size_t len) {
         snprintf(what, len, "WEIPIPE_TEST_MEMORY_LIMIT");
         return strtod(fake, NULL);
     }
-    double avail = meminfo("MemAvailable"), cg = cgroup_room(what, len);
+    double avail = meminfo("MemAvailable"), cg = memlimit_cgroup_room("/proc/self/cgroup", "/sys/fs/cgroup", what, len);
     if (cg >= 0 && (avail < 0 || cg < avail)) return cg;
     snprintf(what, len, "MemAvailable");
     return avail > 0 ? avail : 0;

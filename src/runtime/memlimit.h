@@ -4,11 +4,17 @@
 
 #include <stddef.h>
 
-/* Bytes this process may still take: the tightest cgroup v2 memory.max - memory.current on the
- * way from its cgroup (/proc/self/cgroup) to the root, else MemAvailable (/proc/meminfo);
+/* Bytes this process may still take: the tightest cgroup limit - use on the way from its cgroup
+ * (/proc/self/cgroup) to the root (v2: memory.max - memory.current; v1, where the memory
+ * controller is mounted apart: memory.limit_in_bytes - memory.usage_in_bytes), else
+ * MemAvailable (/proc/meminfo);
  * WEIPIPE_TEST_MEMORY_LIMIT (bytes) stands in for both in tests. what names the source.
  * Returns 0 when nothing could be read (no check then). */
 double memlimit_available(char *what, size_t len);
+/* The cgroup part of that, from a /proc/self/cgroup file and the cgroup fs mounted at root
+ * ("/sys/fs/cgroup"; v1's memory controller under root/memory): tests give a fake tree. Bytes,
+ * or -1 when no cgroup on the way sets a limit. */
+double memlimit_cgroup_room(const char *self_cgroup, const char *root, char *what, size_t len);
 /* The process's resident-set high-water (VmHWM of /proc/self/status), bytes; 0 unknown. */
 double memlimit_vmhwm(void);
 /* The start-up check's margin over the prediction: MEMLIMIT_MARGIN of it plus

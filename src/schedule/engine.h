@@ -39,6 +39,8 @@ typedef struct {
     size_t owner_bytes;       /* constant: optimizer state of the chunks it owns */
     size_t pool_bytes[WP_BUF_KINDS]; /* the runtime pool's memory (slots reused per exact size), by the
                                         kind that first took each size */
+    size_t viewed_bytes[WP_BUF_KINDS]; /* of pool_bytes, the slots of a size that compute reads (F/B/W
+                                          inputs): the runtime keeps a compute-dtype view beside each */
     size_t sent[WP_BUF_KINDS], recv[WP_BUF_KINDS]; /* bytes in the last step run */
     int n_sent, n_recv;       /* transfers in the last step run */
     double busy;              /* F/B/W/BW time in the last step run */

@@ -119,6 +119,8 @@ static int do_forward(eng *e, int r, int step, int idx, const wp_action *a) {
                        AT(f_rank, c, mb), AT(f_idx, c, mb));
     if ((rc = weights_ok(e, r, step, idx, a, &w)) != DONE) return rc;
     if (c > 0 && (rc = eng_need(e, r, step, idx, buf_a(c - 1, mb), false, &x)) != DONE) return rc;
+    eng_mark_read(e, r, w);
+    eng_mark_read(e, r, x);
     if (c > 0 && AT(f_rank, c - 1, mb) < 0) return eng_fail_at(e, r, step, idx, "runs before F(%d,%d)", c - 1, mb);
     if (mb % e->K > 0 && (AT(f_rank, c, mb - 1) != r || AT(w_rank, c, mb - 1) >= 0))
         return eng_fail_at(e, r, step, idx, "attends to the keys and values of F(%d,%d), the segment before it, which this rank "
@@ -153,6 +155,8 @@ static int backward_input(eng *e, int r, int step, int idx, const wp_action *a) 
                        AT(b_idx, c, mb));
     if ((rc = weights_ok(e, r, step, idx, a, &w)) != DONE) return rc;
     if (c < e->C - 1 && (rc = eng_need(e, r, step, idx, buf_ga(c, mb), false, &g)) != DONE) return rc;
+    eng_mark_read(e, r, w);
+    eng_mark_read(e, r, g);
     if (c < e->C - 1 && AT(b_rank, c + 1, mb) < 0)
         return eng_fail_at(e, r, step, idx, "runs before the backward of (%d,%d)", c + 1, mb);
     if (mb % e->K < e->K - 1 && AT(b_rank, c, mb + 1) < 0)

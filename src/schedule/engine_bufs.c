@@ -157,9 +157,28 @@ static int slot_count(eng *e, int r, const inst *in, int d) {
         R->slots[R->n_slots++] = (struct eng_slot){.bytes = in->bytes, .kind = in->b.kind};
     }
     struct eng_slot *sl = &R->slots[i];
+    wp_rank_report *rep = &e->run->rank[r];
     sl->held += d;
-    if (sl->held > sl->peak) sl->peak = sl->held, e->run->rank[r].pool_bytes[sl->kind] += sl->bytes;
+    if (sl->held > sl->peak) sl->peak = sl->held, rep->pool_bytes[sl->kind] += sl->bytes;
+    if (in->b.kind == WP_BUF_GW || in->b.kind == WP_BUF_T) return 0;
+    sl->held_v += d;
+    if (sl->held_v > sl->peak_v) {
+        sl->peak_v = sl->held_v;
+        if (sl->viewed) rep->viewed_bytes[sl->kind] += sl->bytes;
+    }
     return 0;
+}
+
+/* Compute reads in: the runtime's pool gives its slot a compute-dtype view (bufpool.c, pool_view)
+ * that the slot keeps for whatever holds it next; gradients take the slots without one first, so
+ * a size read by compute keeps a view per buffer of it held at once that is not a gradient. */
+void eng_mark_read(eng *e, int r, const inst *in) {
+    rstate *R = &e->r[r];
+    for (int i = 0; in && in->bytes && i < R->n_slots; i++)
+        if (R->slots[i].bytes == in->bytes && !R->slots[i].viewed) {
+            R->slots[i].viewed = true;
+            e->run->rank[r].viewed_bytes[R->slots[i].kind] += (size_t)R->slots[i].peak_v * R->slots[i].bytes;
+        }
 }
 
 inst *eng_create(eng *e, int r, wp_buf b, bool present, int step, int idx) {

@@ -50,7 +50,9 @@ typedef struct {
     size_t acts_bytes, bytes;
     /* the runtime's pool (bufpool.h) keeps a freed buffer's memory for the next buffer of
      * exactly its size: its bytes are, per size, the most buffers of that size held at once */
-    struct eng_slot { size_t bytes; int kind, held, peak; } *slots;
+    /* slots by exact size; held_v / peak_v: of them, holding what compute may read (not GW or T:
+     * bufpool.c gives those the slots without a compute-dtype view); viewed: compute read one */
+    struct eng_slot { size_t bytes; int kind, held, peak, held_v, peak_v; bool viewed; } *slots;
     int n_slots, cap_slots;
 } rstate;
 
@@ -151,6 +153,8 @@ const char *eng_freed_note(const eng *e, const rstate *R, wp_buf b, int step, ch
 size_t eng_acts_bytes_of(const eng *e, int c, int mb, bool kept);
 void eng_note_peaks(eng *e, int r);
 inst *eng_create(eng *e, int r, wp_buf b, bool present, int step, int idx);
+/* Compute read in on rank r: its slot size keeps a compute-dtype view (engine_bufs.c). */
+void eng_mark_read(eng *e, int r, const inst *in);
 wp_result eng_destroy(eng *e, int r, inst *in, int step, int idx);
 int eng_first_common(const uint64_t *a, const uint64_t *b, int n);
 /* A buffer an action reads or writes: DONE with *out, BLOCKED while it arrives, ERROR. */

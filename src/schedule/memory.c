@@ -62,17 +62,20 @@ void mem_predict(const wp_schedule *s, const wp_layout *L, const wp_rank_report 
     memset(terms, 0, WP_MEM_TERMS * sizeof *terms);
     const wp_model_cfg *c = &L->cfg;
     const double T = (double)c->micro_batch * c->seq;
-    const bool view = mc->compute != precision_act_dtype(c->precision) || mc->compute != precision_weight_dtype(c->precision);
     /* the pool (runtime/bufpool.c): its slots, and, where the wire dtype is not the compute
-     * dtype, the compute-dtype copy each slot keeps once it is read */
+     * dtype, the compute-dtype view a slot keeps once compute reads what it holds (the engine
+     * counts the slots of the sizes read: viewed_bytes, by the kind that first took the size; a
+     * gradient-sized slot that compute reads holds weights then) */
     double wire_w = wp_dtype_size(precision_weight_dtype(c->precision)), wire_a = wp_dtype_size(precision_act_dtype(c->precision));
     double cs = wp_dtype_size(mc->compute);
-    terms[WP_MEM_WEIGHTS] = (double)rr->pool_bytes[WP_BUF_W] * (view && wire_w != cs ? 1 + cs / wire_w : 1);
+    double vw = wire_w != cs ? cs / wire_w : 0, va = wire_a != cs ? cs / wire_a : 0;
+    terms[WP_MEM_WEIGHTS] = (double)rr->pool_bytes[WP_BUF_W] +
+                            vw * (double)(rr->viewed_bytes[WP_BUF_W] + rr->viewed_bytes[WP_BUF_GW] + rr->viewed_bytes[WP_BUF_T]);
     terms[WP_MEM_GRADS] = (double)rr->pool_bytes[WP_BUF_GW] + (double)rr->pool_bytes[WP_BUF_T];
     terms[WP_MEM_COMM] = 0;
     for (int k = 0; k < WP_BUF_KINDS; k++)
-        if (k != WP_BUF_W && k != WP_BUF_GW && k != WP_BUF_T) terms[WP_MEM_COMM] += (double)rr->pool_bytes[k];
-    terms[WP_MEM_COMM] *= view && wire_a != cs ? 1 + cs / wire_a : 1;
+        if (k != WP_BUF_W && k != WP_BUF_GW && k != WP_BUF_T)
+            terms[WP_MEM_COMM] += (double)rr->pool_bytes[k] + va * (double)rr->viewed_bytes[k];
     terms[WP_MEM_OPTIM] = (double)rr->owner_bytes;             /* optim.c: master, m, v, accumulator */
     /* model/acts.c, one per state held; the engine sizes them in the precision's activation
      * dtype, the backend keeps them in its compute dtype (the CPU's fp32) */
@@ -84,9 +87,16 @@ void mem_predict(const wp_schedule *s, const wp_layout *L, const wp_rank_report 
         if (L->chunk_numel[k] > most) most = (double)L->chunk_numel[k];
     terms[WP_MEM_SCRATCH] = (double)model_scratch_bytes(L, mc->compute) + T * c->h * cs + most * wire_w;
     if (mc->cpu) terms[WP_MEM_SCRATCH] += cpu_scratch(L, mc);
-    bool head = false; /* does rank r run the LM head (the last chunk's F)? */
-    for (int i = 0; i < s->rank[r].n; i++)
-        head |= s->rank[r].a[i].op == WP_OP_F && s->rank[r].a[i].chunk == s->nchunks - 1;
+    bool head = false, head_grad = false; /* does rank r run the LM head (the last chunk's F; B/W/BW)? */
+    for (int i = 0; i < s->rank[r].n; i++) {
+        const wp_action *a = &s->rank[r].a[i];
+        head |= a->op == WP_OP_F && a->chunk == s->nchunks - 1;
+        head_grad |= (a->op == WP_OP_W || a->op == WP_OP_BW) && !a->to_master && a->chunk == s->nchunks - 1;
+    }
+    /* kernels/cpu/lmhead.c: a head gradient into a GW buffer (not the owner's fp32 accumulator)
+     * that is not fp32 sums its blocks in a V x h fp32 block first */
+    if (mc->cpu && head_grad && precision_grad_dtype(c->precision) != WP_F32)
+        terms[WP_MEM_SCRATCH] += (double)c->vocab * c->h * sizeof(float);
     terms[WP_MEM_LOGITS] = logits(L, mc, head);
     terms[WP_MEM_IO] = T * 8;                                  /* executor.c: token ids on the device */
     if (mc->eval) terms[WP_MEM_EVAL] = eval_bytes(s, L, r, mc);
