@@ -8,7 +8,7 @@
 #   scripts/memory_sweep.sh [RUN...]        RUN = strategy:precision:recompute(0|1)
 #   scripts/memory_sweep.sh --per-unit [STRATEGY...]   bytes per parameter and per token, measured
 # Without RUNs: the whole product, every strategy of strategies.def x fp32/mixed x recompute
-# off/on (52 runs, ~1 min on an idle core). tests/runtime/memory.sh runs a rotation of it.
+# off/on (56 runs with zb-v, ~1 min on an idle core). tests/runtime/memory.sh runs a rotation of it.
 # WEIPIPE (default ./build/weipipe), CONFIG, DATA, VAL choose the program and the tiny set;
 # MEMORY_SANITIZE=address|thread checks only the allocator (a sanitizer's shadow memory is resident).
 set -u

@@ -14,7 +14,7 @@ SAN=${WEIPIPE_SANITIZE:-none}
 source "$(dirname "$0")/runtime_lib.sh"
 SWEEP=$(dirname "$0")/../../scripts/memory_sweep.sh
 # strategy i of strategies.def gets the (precision, recompute) pair (i + MEMORY_ROTATION) mod 4:
-# every strategy once, every pair three or four times; scripts/memory_sweep.sh runs all 52
+# every strategy once, every pair three or four times; scripts/memory_sweep.sh runs all 56
 pairs=(fp32:0 mixed:0 fp32:1 mixed:1)
 strategies=$("$W" simulate --help 2>&1 | sed -n 's/^ *--strategy *{\([^}]*\)}.*/\1/p' | tr '|' ' ')
 runs=() i=${MEMORY_ROTATION:-0}
