@@ -43,11 +43,11 @@
 #define BYTE_VOCAB 256
 
 /* Comma-separated ids, each in [0, V). */
-static int parse_ids(const char *s, int64_t V, int32_t **ids, int *n, char *err, size_t errlen) {
+static wp_result parse_ids(const char *s, int64_t V, int32_t **ids, int *n, char *err, size_t errlen) {
     size_t cap = 1;
     for (const char *p = s; *p; p++) cap += *p == ',';
     *ids = malloc(cap * sizeof **ids);
-    if (!*ids) return io_fail(err, errlen, 1, "sample: out of memory");
+    if (!*ids) return wp_fail(WP_FAILED, err, errlen, "sample: out of memory");
     *n = 0;
     const char *p = s;
     for (;;) {
@@ -65,7 +65,7 @@ static int parse_ids(const char *s, int64_t V, int32_t **ids, int *n, char *err,
     return 0;
 }
 
-static int check_flags(const wp_opts *o, char *err, size_t errlen) {
+static wp_result check_flags(const wp_opts *o, char *err, size_t errlen) {
     if (!(o->temperature >= 0) || !isfinite(o->temperature))
         return wp_fail(WP_BAD_INPUT, err, errlen, "--temperature: %g must be 0 (greedy) or positive", o->temperature);
     if (o->top_k < 0) return wp_fail(WP_BAD_INPUT, err, errlen, "--top-k: %lld must be 0 (all) or positive", (long long)o->top_k);
@@ -82,7 +82,7 @@ static int check_flags(const wp_opts *o, char *err, size_t errlen) {
 }
 
 /* --tokenizer, else the model directory's, else bytes for a vocabulary of 256; *tok NULL: none. */
-static int open_tokenizer(const wp_opts *o, const wp_model_src *sm, wp_tokenizer **tok, char *err, size_t errlen) {
+static wp_result open_tokenizer(const wp_opts *o, const wp_model_src *sm, wp_tokenizer **tok, char *err, size_t errlen) {
     char path[WP_PATH_MAX] = "";
     *tok = NULL;
     int rc = 0;
@@ -110,7 +110,7 @@ static int open_tokenizer(const wp_opts *o, const wp_model_src *sm, wp_tokenizer
 }
 
 /* The prompt's ids: --prompt-tokens; --prompt encoded after the tokenizer's BOS; or BOS / 0. */
-static int prompt_ids(const wp_opts *o, const wp_tokenizer *tok, int64_t V, int32_t **ids, int *n, char *err,
+static wp_result prompt_ids(const wp_opts *o, const wp_tokenizer *tok, int64_t V, int32_t **ids, int *n, char *err,
                       size_t errlen) {
     if (o->prompt_tokens[0]) return parse_ids(o->prompt_tokens, V, ids, n, err, errlen);
     if (o->prompt[0] && !tok)
@@ -127,7 +127,7 @@ static int prompt_ids(const wp_opts *o, const wp_tokenizer *tok, int64_t V, int3
     *ids = malloc((len + 1) * sizeof **ids);
     if (!*ids) {
         free(text);
-        return io_fail(err, errlen, 1, "sample: out of memory");
+        return wp_fail(WP_FAILED, err, errlen, "sample: out of memory");
     }
     *n = 0;
     if (lead) (*ids)[(*n)++] = bos >= 0 ? bos : 0;
@@ -177,7 +177,7 @@ static wp_result to_decoder(void *ctx, const wp_param *p, size_t first, size_t n
     weight_sink *w = ctx;
     for (size_t i = 0; i < n; i++) vals[i] = wp_round_to(vals[i], w->wire);
     if (decoder_set_param(w->D, p, first, n, vals) != 0)
-        return io_fail(err, errlen, 1, "sample: %s: %s", p->name, kern_error(w->k) ? kern_error(w->k) : "out of memory");
+        return wp_fail(WP_FAILED, err, errlen, "sample: %s: %s", p->name, kern_error(w->k) ? kern_error(w->k) : "out of memory");
     return 0;
 }
 
@@ -232,14 +232,14 @@ static int generate(wp_model_src *sm, const wp_opts *o, const wp_tokenizer *tok,
     char kerr[512];
     if (kern_opts_from_opts(o, precision_act_dtype(cfg->precision), (int)o->threads, 0 /* one process: local rank 0 */,
                             &ko, kerr, sizeof kerr))
-        return io_fail(err, errlen, 2, "%s", kerr);
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s", kerr);
     wp_kern *k = kern_create(&ko, kerr, sizeof kerr);
-    if (!k) return io_fail(err, errlen, 1, "--backend %s: %s", cli_enum_name(FLAG_backend, o->backend), kerr);
+    if (!k) return wp_fail(WP_FAILED, err, errlen, "--backend %s: %s", cli_enum_name(FLAG_backend, o->backend), kerr);
     wp_decoder *D = decoder_create(&sm->L, k, cache, kerr, sizeof kerr);
     wp_sampling sp = {.temperature = o->temperature, .top_k = o->top_k, .top_p = o->top_p};
     wp_sampler *S = sampler_create(cfg->vocab, &sp, (uint64_t)o->seed);
     int32_t *out = malloc(((size_t)max_new + 1) * sizeof *out);
-    int rc = D && S && out ? 0 : io_fail(err, errlen, 1, "sample: %s", D ? "out of memory" : kerr);
+    int rc = D && S && out ? 0 : wp_fail(WP_FAILED, err, errlen, "sample: %s", D ? "out of memory" : kerr);
     weight_sink ws = {.D = D, .k = k, .wire = precision_weight_dtype(cfg->precision)};
     if (rc == 0) rc = model_src_read(sm, to_decoder, &ws, err, errlen);
     double t_loaded = now();
@@ -255,7 +255,7 @@ static int generate(wp_model_src *sm, const wp_opts *o, const wp_tokenizer *tok,
         free(text);
     }
     if (rc == 0 && (pr.ids || isatty(STDOUT_FILENO))) putchar('\n'); /* text in a pipe: the bytes alone */
-    if (rc == 0 && fflush(stdout) != 0) rc = io_fail(err, errlen, 1, "sample: writing stdout: %s", strerror(errno));
+    if (rc == 0 && fflush(stdout) != 0) rc = wp_fail(WP_FAILED, err, errlen, "sample: writing stdout: %s", strerror(errno));
     if (rc == 0) report_speed(&pr, t_start, t_loaded);
     free(out);
     sampler_destroy(S);
