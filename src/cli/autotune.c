@@ -89,21 +89,21 @@ static void knobs_text(const wp_knobs *k, char *out, size_t len) {
 }
 
 /* The simulation of configuration k into row (false: the strategy cannot lay it out). */
-static int simulate_one(tuner *t, const wp_knobs *k, wp_tuned *row, bool *made) {
+static wp_result simulate_one(tuner *t, const wp_knobs *k, wp_tuned *row, bool *made) {
     char err[1024];
     *made = false;
     *t->work = *t->o;
     set_typed(t->work, k);
     wp_pipe_shape ps;
-    int rc = pipe_shape_from_opts(t->work, &ps, err, sizeof err);
-    if (rc) return rc == 2 ? 0 : (snprintf(t->err, t->errlen, "%s", err), rc);
+    wp_result rc = pipe_shape_from_opts(t->work, &ps, err, sizeof err);
+    if (rc) return rc == WP_BAD_INPUT ? WP_OK : wp_fail(rc, t->err, t->errlen, "%s", err);
     knob_gen_opts(k, &ps.gen);
     wp_layout L;
     bool raised;
     const int chunks = strategy_default_chunks(k->st, ps.nranks, (int)t->work->ranks_per_node);
     rc = layout_split_from_opts(t->work, ps.nranks, chunks, knob_split(k), &L, &raised, err, sizeof err);
-    if (rc == 2) return 0;
-    if (rc) return snprintf(t->err, t->errlen, "%s", err), rc;
+    if (rc == WP_BAD_INPUT) return WP_OK;
+    if (rc) return wp_fail(rc, t->err, t->errlen, "%s", err);
     if (k->chunk_auto) { /* the same chunks as even ones: no configuration of its own */
         wp_model_cfg even = L.cfg;
         model_cfg_even_chunks(&even, L.cfg.n_chunks);
@@ -117,7 +117,7 @@ static int simulate_one(tuner *t, const wp_knobs *k, wp_tuned *row, bool *made) 
     if (!rc && (rc = schedule_tie(&s, &L, err, sizeof err))) sched_free(&s);
     if (rc) {
         layout_free(&L);
-        return rc == 2 ? 0 : (snprintf(t->err, t->errlen, "%s", err), rc);
+        return rc == WP_BAD_INPUT ? WP_OK : wp_fail(rc, t->err, t->errlen, "%s", err);
     }
     wp_costs c;
     costs_from_layout(&c, &L, ps.nranks, &t->m);
@@ -143,16 +143,16 @@ static int simulate_one(tuner *t, const wp_knobs *k, wp_tuned *row, bool *made) 
 }
 
 /* Simulate configuration k; a row unless the strategy cannot lay it out. */
-static int try_one(tuner *t, const wp_knobs *k) {
+static wp_result try_one(tuner *t, const wp_knobs *k) {
     wp_tuned row = {.k = *k};
     knobs_text(k, row.knobs, sizeof row.knobs);
     bool made;
-    int rc = simulate_one(t, k, &row, &made);
+    wp_result rc = simulate_one(t, k, &row, &made);
     if (rc || !made) return rc;
     if (t->n == t->cap) {
         int nc = t->cap ? 2 * t->cap : 64;
         wp_tuned *q = realloc(t->rows, (size_t)nc * sizeof *q);
-        if (!q) return snprintf(t->err, t->errlen, "out of memory"), 1;
+        if (!q) return wp_fail(WP_FAILED, t->err, t->errlen, "out of memory");
         t->rows = q, t->cap = nc;
     }
     row.seq = t->n;
@@ -181,10 +181,10 @@ static bool knob_value(const wp_opts *o, int kn, int i, wp_knobs *k) {
 
 /* Try every value of knob list ks[0] (and, nested, of the rest) on top of k; a held knob takes
  * one try and is not set. */
-static int sweep(tuner *t, const int *ks, int left, wp_knobs k) {
+static wp_result sweep(tuner *t, const int *ks, int left, wp_knobs k) {
     if (!left || *ks == KNOB_END) return try_one(t, &k);
     const bool fixed = held(t, knobs[*ks].flag) || (knobs[*ks].listed && chunk_layers_listed(t->o));
-    int rc = 0;
+    wp_result rc = WP_OK;
     for (int i = 0; i < (fixed ? 1 : knobs[*ks].n) && !rc; i++) {
         wp_knobs v = k;
         if (!knob_value(t->o, *ks, i, &v)) break;
@@ -197,7 +197,7 @@ static int sweep(tuner *t, const int *ks, int left, wp_knobs k) {
 
 /* Every knob setting of strategy st at micro-batch size b (M = nmb); a held knob (held()) is
  * not set and keeps o's value. */
-static int strategy_knobs(tuner *t, wp_strategy st, int b, int nmb) {
+static wp_result strategy_knobs(tuner *t, wp_strategy st, int b, int nmb) {
     const wp_opts *o = t->o;
     const bool listed = chunk_layers_listed(o), slow = o->ranks_per_node > 0 && o->ranks_per_node < o->nranks;
     const bool cl_fixed = listed || held(t, FLAG_chunk_layers), warm_fixed = held(t, FLAG_warmup_extra);
@@ -208,7 +208,7 @@ static int strategy_knobs(tuner *t, wp_strategy st, int b, int nmb) {
         if (warmup_extra_from_opts(o, &held_warm, NULL, err, sizeof err)) held_warm = -1;
     }
     for (int cl = 0; cl < (cl_fixed ? 1 : 2); cl++) {
-        int rc = 0;
+        wp_result rc = WP_OK;
         for (int e = 0; e <= (warmup && slow && !warm_fixed ? 2 : 0) && !rc; e++) {
             wp_knobs k = {.st = st, .b = b, .nmb = nmb, .warmup = warm_fixed ? held_warm : e, .chunk_auto = cl};
             if (!cl_fixed) k.given |= WP_KNOB_SPLIT;
@@ -227,18 +227,18 @@ static int cmp_rows(const void *x, const void *y) {
     return (a->seq > b->seq) - (a->seq < b->seq); /* qsort is not stable: the enumeration order decides ties */
 }
 
-static int search(const wp_opts *o, bool hold, wp_tuned **rows, int *n, char *err, size_t errlen) {
+static wp_result search(const wp_opts *o, bool hold, wp_tuned **rows, int *n, char *err, size_t errlen) {
     *rows = NULL;
     *n = 0;
     tuner t = {.o = o, .err = err, .errlen = errlen, .hold = hold};
-    int rc = machine_from_opts(o, &t.m, err, errlen);
+    wp_result rc = machine_from_opts(o, &t.m, err, errlen);
     if (rc) return rc;
     if (t.m.flops <= 0)
-        return cli_fail(err, errlen, "--device-tflops: --strategy auto simulates, it needs the speed of one rank in "
+        return wp_fail(WP_BAD_INPUT, err, errlen, "--device-tflops: --strategy auto simulates, it needs the speed of one rank in "
                         "TFLOP/s (or a calibration fragment, --config)");
     wp_pipe_shape ps;
     if ((rc = pipe_shape_from_opts(o, &ps, err, errlen))) return rc;
-    if (!(t.work = malloc(sizeof *t.work))) return snprintf(err, errlen, "out of memory"), 1;
+    if (!(t.work = malloc(sizeof *t.work))) return wp_fail(WP_FAILED, err, errlen, "out of memory");
     const int64_t total = o->micro_batch_size * ps.nmb; /* sequences per step, kept */
     int64_t bs[64];
     int nb = 0;
@@ -261,10 +261,10 @@ static int search(const wp_opts *o, bool hold, wp_tuned **rows, int *n, char *er
     return 0;
 }
 
-int autotune(const wp_opts *o, wp_tuned **rows, int *n, char *err, size_t errlen) {
+wp_result autotune(const wp_opts *o, wp_tuned **rows, int *n, char *err, size_t errlen) {
     return search(o, false, rows, n, err, errlen);
 }
 
-int autotune_held(const wp_opts *o, wp_tuned **rows, int *n, char *err, size_t errlen) {
+wp_result autotune_held(const wp_opts *o, wp_tuned **rows, int *n, char *err, size_t errlen) {
     return search(o, true, rows, n, err, errlen);
 }

@@ -45,14 +45,14 @@ typedef struct {
  * first, then those that do not fit, by tokens/s. Ties keep the enumeration order. 0; 2 with a
  * reason for bad flags (nothing to simulate: a device speed is needed); 1 when a schedule breaks
  * an invariant or memory runs out. */
-int autotune(const wp_opts *o, wp_tuned **rows, int *n, char *err, size_t errlen);
+wp_result autotune(const wp_opts *o, wp_tuned **rows, int *n, char *err, size_t errlen);
 
 /* As autotune, but the knobs whose flags are set in o (o->set: the command line or a config
  * file) keep their values: --micro-batch-size or --num-microbatches (b and M together, the
  * tokens per step being kept anyway), --chunk-layers, --warmup-extra, --seq-segments,
  * --wzb2-owner, --num-chunks, --i1f1b-order. A held knob is not in a row's knobs string. What
  * train --strategy auto searches: the user's fixed flags constrain it. */
-int autotune_held(const wp_opts *o, wp_tuned **rows, int *n, char *err, size_t errlen);
+wp_result autotune_held(const wp_opts *o, wp_tuned **rows, int *n, char *err, size_t errlen);
 
 /* o as if k's flags were given (marked set): the typed fields take k's strategy, b, M and the
  * knobs it sets; --chunk-layers and --warmup-extra, free-form text flags, take their spelling of

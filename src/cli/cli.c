@@ -51,14 +51,6 @@ static const char *command_name(unsigned bit) { return cli_command_of(bit) ? cli
 
 static int command_max_args(unsigned bit) { return cli_command_of(bit) ? cli_command_of(bit)->max_args : 0; }
 
-int cli_fail(char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return 2;
-}
-
 int cli_find_flag(const char *name) {
     for (int i = 0; i < FLAG_COUNT; i++)
         if (strcmp(flags[i].name, name) == 0) return i;
@@ -66,14 +58,14 @@ int cli_find_flag(const char *name) {
 }
 
 /* A number followed by an optional unit; the unit is returned in *unit (may be ""). */
-static int split_number(const char *s, double *v, const char **unit) {
+static bool split_number(const char *s, double *v, const char **unit) {
     char *end;
     errno = 0;
     *v = strtod(s, &end);
-    if (end == s || errno == ERANGE || !isfinite(*v)) return -1;
+    if (end == s || errno == ERANGE || !isfinite(*v)) return false;
     while (*end == ' ') end++;
     *unit = end;
-    return 0;
+    return true;
 }
 
 bool cli_parse_rate(const char *s, double *bytes_per_s) {
@@ -83,7 +75,7 @@ bool cli_parse_rate(const char *s, double *bytes_per_s) {
     };
     double v;
     const char *unit;
-    if (split_number(s, &v, &unit) != 0 || v < 0) return false;
+    if (!split_number(s, &v, &unit) || v < 0) return false;
     size_t n = strlen(unit);
     if (n >= 2 && strcmp(unit + n - 2, "/s") == 0) n -= 2;
     if (n == 0) return v == 0 ? (*bytes_per_s = 0, true) : false; /* a bare number is ambiguous */
@@ -101,7 +93,7 @@ bool cli_parse_time(const char *s, double *seconds) {
     };
     double v;
     const char *unit;
-    if (split_number(s, &v, &unit) != 0 || v < 0) return false;
+    if (!split_number(s, &v, &unit) || v < 0) return false;
     for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
         if (strcmp(unit, units[i].unit) == 0) {
             *seconds = v * units[i].s;
@@ -118,7 +110,7 @@ bool cli_parse_size(const char *s, int64_t *bytes) {
     };
     double v;
     const char *unit;
-    if (split_number(s, &v, &unit) != 0 || v < 0) return false;
+    if (!split_number(s, &v, &unit) || v < 0) return false;
     for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
         if (strcmp(unit, units[i].unit) == 0) {
             double b = v * units[i].b;
@@ -129,22 +121,22 @@ bool cli_parse_size(const char *s, int64_t *bytes) {
     return false;
 }
 
-static int parse_int(const char *s, int64_t *out) {
+static bool parse_int(const char *s, int64_t *out) {
     char *end;
     errno = 0;
     long long v = strtoll(s, &end, 10);
-    if (end == s || *end != '\0' || errno == ERANGE) return -1;
+    if (end == s || *end != '\0' || errno == ERANGE) return false;
     *out = v;
-    return 0;
+    return true;
 }
 
-static int parse_bool(const char *s, bool *out) {
+static bool parse_bool(const char *s, bool *out) {
     static const char *yes[] = {"1", "true", "yes", "on"}, *no[] = {"0", "false", "no", "off"};
     for (int i = 0; i < 4; i++) {
-        if (strcasecmp(s, yes[i]) == 0) return *out = true, 0;
-        if (strcasecmp(s, no[i]) == 0) return *out = false, 0;
+        if (strcasecmp(s, yes[i]) == 0) return *out = true, true;
+        if (strcasecmp(s, no[i]) == 0) return *out = false, true;
     }
-    return -1;
+    return false;
 }
 
 /* The choices of a flag for one subcommand: --format's are the subcommand's own. */
@@ -154,7 +146,7 @@ static const char *choices_of(int flag, unsigned cmd) {
     return flags[flag].help;
 }
 
-static int check_choice_for(int flag, unsigned cmd, const char *value, char *err, size_t errlen) {
+static wp_result check_choice_for(int flag, unsigned cmd, const char *value, char *err, size_t errlen) {
     const char *help = choices_of(flag, cmd);
     if (help[0] != '{') return 0;
     const char *close = strchr(help, '}');
@@ -165,19 +157,19 @@ static int check_choice_for(int flag, unsigned cmd, const char *value, char *err
         if ((size_t)(q - p) == vlen && strncmp(p, value, vlen) == 0) return 0;
         p = q + 1;
     }
-    return cli_fail(err, errlen, "--%s: '%s' is not one of %.*s%s%s", flags[flag].name, value, (int)(close - help + 1), help,
+    return wp_fail(WP_BAD_INPUT, err, errlen, "--%s: '%s' is not one of %.*s%s%s", flags[flag].name, value, (int)(close - help + 1), help,
                     help != flags[flag].help ? " for " : "", help != flags[flag].help ? command_name(cmd) : "");
 }
 
-static int set_value(wp_opts *o, int i, const char *value, const char *where, char *err, size_t errlen) {
+static wp_result set_value(wp_opts *o, int i, const char *value, const char *where, char *err, size_t errlen) {
     void *field = (char *)o + flags[i].offset;
     const flag_info *f = &flags[i];
     int bad = 0;
     const char *expect = "";
     switch (f->type) {
-    case FT_INT: bad = parse_int(value, field); expect = "an integer"; break;
+    case FT_INT: bad = !parse_int(value, field); expect = "an integer"; break;
     case FT_SIZE: bad = !cli_parse_size(value, field); expect = "a size such as 512M or 16G"; break;
-    case FT_BOOL: bad = parse_bool(value, field); expect = "true or false"; break;
+    case FT_BOOL: bad = !parse_bool(value, field); expect = "true or false"; break;
     case FT_RATE: bad = !cli_parse_rate(value, field); expect = "a rate such as 10Gbit or 400GByte (per second)"; break;
     case FT_TIME: bad = !cli_parse_time(value, field); expect = "a duration such as 20us, 5ms or 30s"; break;
     case FT_NUM: {
@@ -190,32 +182,32 @@ static int set_value(wp_opts *o, int i, const char *value, const char *where, ch
         break;
     }
     case FT_STR:
-        if (strlen(value) >= 256) return cli_fail(err, errlen, "%s--%s: value longer than 255 characters", where, f->name);
+        if (strlen(value) >= 256) return wp_fail(WP_BAD_INPUT, err, errlen, "%s--%s: value longer than 255 characters", where, f->name);
         strcpy(field, value);
         break;
     case FT_ENUM: { /* parsed here, once: the rest of weipipe sees the enum */
         int v;
-        if (strlen(value) >= 256) return cli_fail(err, errlen, "%s--%s: value longer than 255 characters", where, f->name);
-        if (check_choice_for(i, o->cmd, value, err, errlen) != 0) return 2;
+        if (strlen(value) >= 256) return wp_fail(WP_BAD_INPUT, err, errlen, "%s--%s: value longer than 255 characters", where, f->name);
+        WP_TRY(check_choice_for(i, o->cmd, value, err, errlen));
         if (!cli_enum_parse(i, value, &v)) /* a subcommand's --format that choices.h lacks (tests/cli checks) */
-            return cli_fail(err, errlen, "%s--%s: '%s' has no value in choices.h", where, f->name, value);
+            return wp_fail(WP_BAD_INPUT, err, errlen, "%s--%s: '%s' has no value in choices.h", where, f->name, value);
         cli_enum_set(o, i, v);
         break;
     }
     }
-    if (bad) return cli_fail(err, errlen, "%s--%s: '%s' is not %s", where, f->name, value, expect);
-    if (cli_check_bound(i, f->type, field, f->name, where, err, errlen) != 0) return 2;
+    if (bad) return wp_fail(WP_BAD_INPUT, err, errlen, "%s--%s: '%s' is not %s", where, f->name, value, expect);
+    WP_TRY(cli_check_bound(i, f->type, field, f->name, where, err, errlen));
     o->set[i] = true;
     return 0;
 }
 
-int cli_set(wp_opts *o, const char *key, const char *value, const char *where, char *err, size_t errlen) {
+wp_result cli_set(wp_opts *o, const char *key, const char *value, const char *where, char *err, size_t errlen) {
     int i = cli_find_flag(key);
     if (i < 0) {
         char what[160], why[400];
         snprintf(what, sizeof what, "key '%s'", key);
         cli_unknown_flag(key, what, 0, why, sizeof why);
-        return cli_fail(err, errlen, "%s%s", where, why);
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s%s", where, why);
     }
     return set_value(o, i, value, where, err, errlen);
 }
@@ -254,55 +246,55 @@ static int on_ini_line(void *user, const char *section, const char *key, const c
     if (c->bad_line) return 0; /* the first refusal is the one reported */
     char where[512];
     snprintf(where, sizeof where, "%s line %d: ", c->path, c->line);
-    int rc = 0;
+    wp_result rc = WP_OK;
     if (section[0] && !known_section(section))
-        rc = cli_fail(c->err, c->errlen, "%sunknown section [%s] (sections only group keys: model, parallelism, data, "
+        rc = wp_fail(WP_BAD_INPUT, c->err, c->errlen, "%sunknown section [%s] (sections only group keys: model, parallelism, data, "
                       "optimizer, checkpoints, cluster, output)", where, section);
     else if (strcmp(key, "config") == 0)
-        rc = cli_fail(c->err, c->errlen, "%s'config' cannot be set inside a config file", where);
+        rc = wp_fail(WP_BAD_INPUT, c->err, c->errlen, "%s'config' cannot be set inside a config file", where);
     else
         rc = cli_set(c->o, key, value, where, c->err, c->errlen);
     if (rc) c->bad_line = c->line;
     return rc == 0;
 }
 
-static int load_config(wp_opts *o, const char *path, char *err, size_t errlen) {
+static wp_result load_config(wp_opts *o, const char *path, char *err, size_t errlen) {
     /* a regular file only: a FIFO would block, /dev/zero never end, a directory read as empty */
     int fd;
     uint64_t size;
     char why[WP_PATH_MAX + 128];
     if (fs_open_regular(path, (uint64_t)16 << 20, &fd, &size, why, sizeof why) != 0)
-        return cli_fail(err, errlen, "--config: %s", why);
+        return wp_fail(WP_BAD_INPUT, err, errlen, "--config: %s", why);
     FILE *f = fdopen(fd, "r");
     if (!f) {
         close(fd);
-        return cli_fail(err, errlen, "--config: %s: %s", path, strerror(errno));
+        return wp_fail(WP_BAD_INPUT, err, errlen, "--config: %s: %s", path, strerror(errno));
     }
     ini_ctx c = {.o = o, .path = path, .f = f, .err = err, .errlen = errlen};
     int first = ini_parse_stream(read_counted, &c, on_ini_line, &c); /* the first bad line, ours or a syntax error */
     bool read_error = ferror(f);
     fclose(f);
-    if (read_error) return cli_fail(err, errlen, "--config: cannot read '%s'", path);
+    if (read_error) return wp_fail(WP_BAD_INPUT, err, errlen, "--config: cannot read '%s'", path);
     if (first != 0 && first != c.bad_line)
-        return cli_fail(err, errlen, "%s line %d: not 'key = value' nor a [section]", path, first);
-    return c.bad_line ? 2 : 0;
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s line %d: not 'key = value' nor a [section]", path, first);
+    return c.bad_line ? WP_BAD_INPUT : WP_OK;
 }
 
 static void set_defaults(wp_opts *o) {
     char err[256];
     for (int i = 0; i < FLAG_COUNT; i++) {
-        int rc = set_value(o, i, flags[i].def, "", err, sizeof err);
+        wp_result rc = set_value(o, i, flags[i].def, "", err, sizeof err);
         (void)rc; /* defaults are known to parse: tests/cli checks every default */
         o->set[i] = false;
     }
 }
 
-int cli_parse(int argc, char **argv, wp_opts *o, char *err, size_t errlen) {
+wp_result cli_parse(int argc, char **argv, wp_opts *o, char *err, size_t errlen) {
     memset(o, 0, sizeof *o);
     set_defaults(o);
-    if (argc < 1) return cli_fail(err, errlen, "no subcommand given");
+    if (argc < 1) return wp_fail(WP_BAD_INPUT, err, errlen, "no subcommand given");
     o->cmd = cli_command(argv[0]);
-    if (!o->cmd) return cli_fail(err, errlen, "unknown subcommand '%s' (try weipipe --help)", argv[0]);
+    if (!o->cmd) return wp_fail(WP_BAD_INPUT, err, errlen, "unknown subcommand '%s' (try weipipe --help)", argv[0]);
     o->cmd_name = command_name(o->cmd);
 
     /* The config file comes first so that every flag overrides it, wherever it stands. */
@@ -311,8 +303,7 @@ int cli_parse(int argc, char **argv, wp_opts *o, char *err, size_t errlen) {
         if (strcmp(argv[a], "--config") == 0 && a + 1 < argc) path = argv[a + 1];
         else if (strncmp(argv[a], "--config=", 9) == 0) path = argv[a] + 9;
         if (path) {
-            int rc = load_config(o, path, err, errlen);
-            if (rc) return rc;
+            WP_TRY(load_config(o, path, err, errlen));
         }
     }
     bool only_positional = false;
@@ -321,7 +312,7 @@ int cli_parse(int argc, char **argv, wp_opts *o, char *err, size_t errlen) {
         if (only_positional || arg[0] != '-' || strcmp(arg, "-") == 0) {
             int max = command_max_args(o->cmd);
             if (o->nargs == max)
-                return cli_fail(err, errlen, "unexpected argument '%s' ('%s' takes %s%d)", arg, o->cmd_name,
+                return wp_fail(WP_BAD_INPUT, err, errlen, "unexpected argument '%s' ('%s' takes %s%d)", arg, o->cmd_name,
                             max ? "at most " : "", max);
             o->args[o->nargs++] = arg;
             continue;
@@ -330,11 +321,11 @@ int cli_parse(int argc, char **argv, wp_opts *o, char *err, size_t errlen) {
             only_positional = true;
             continue;
         }
-        if (strncmp(arg, "--", 2) != 0) return cli_fail(err, errlen, "unknown option '%s' (flags are --long-names)", arg);
+        if (strncmp(arg, "--", 2) != 0) return wp_fail(WP_BAD_INPUT, err, errlen, "unknown option '%s' (flags are --long-names)", arg);
         char name[128];
         const char *eq = strchr(arg + 2, '=');
         size_t n = eq ? (size_t)(eq - arg - 2) : strlen(arg + 2);
-        if (n >= sizeof name) return cli_fail(err, errlen, "unknown flag '%s'", arg);
+        if (n >= sizeof name) return wp_fail(WP_BAD_INPUT, err, errlen, "unknown flag '%s'", arg);
         memcpy(name, arg + 2, n);
         name[n] = '\0';
         int i = cli_find_flag(name);
@@ -344,16 +335,15 @@ int cli_parse(int argc, char **argv, wp_opts *o, char *err, size_t errlen) {
             return cli_unknown_flag(name, what, o->cmd, err, errlen);
         }
         if (!(flags[i].cmds & o->cmd))
-            return cli_fail(err, errlen, "--%s does not apply to '%s' (see weipipe %s --help)", name, o->cmd_name, o->cmd_name);
+            return wp_fail(WP_BAD_INPUT, err, errlen, "--%s does not apply to '%s' (see weipipe %s --help)", name, o->cmd_name, o->cmd_name);
         const char *value = eq ? eq + 1 : NULL;
-        if (!value && flags[i].type == FT_BOOL && (a + 1 >= argc || parse_bool(argv[a + 1], &(bool){0}) != 0))
+        if (!value && flags[i].type == FT_BOOL && (a + 1 >= argc || !parse_bool(argv[a + 1], &(bool){0})))
             value = "true";
         if (!value) {
-            if (a + 1 >= argc) return cli_fail(err, errlen, "--%s needs a value", name);
+            if (a + 1 >= argc) return wp_fail(WP_BAD_INPUT, err, errlen, "--%s needs a value", name);
             value = argv[++a];
         }
-        int rc = set_value(o, i, value, "", err, errlen);
-        if (rc) return rc;
+        WP_TRY(set_value(o, i, value, "", err, errlen));
     }
     return 0;
 }
@@ -421,14 +411,14 @@ void cli_write_json(FILE *f, const wp_opts *o, unsigned cmd_mask) {
     fputc('}', f);
 }
 
-int cli_job_flags(const wp_opts *o, char *out, size_t outlen) {
+wp_result cli_job_flags(const wp_opts *o, char *out, size_t outlen) {
     static const int per_rank[] = {FLAG_config,  FLAG_bind,    FLAG_trace,   FLAG_metrics,  FLAG_quiet,
                                    FLAG_threads, FLAG_nranks,  FLAG_timeout, FLAG_connect_timeout,
                                    FLAG_ib_device, FLAG_ib_port, FLAG_ib_gid_index, FLAG_device};
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
-    if (!f) return -1;
+    if (!f) return WP_FAILED;
     for (int i = 0; i < FLAG_COUNT; i++) {
         bool skip = !(flags[i].cmds & C_TRAIN);
         for (size_t k = 0; k < sizeof per_rank / sizeof per_rank[0]; k++) skip = skip || per_rank[k] == i;
@@ -437,7 +427,7 @@ int cli_job_flags(const wp_opts *o, char *out, size_t outlen) {
         print_value(f, o, i);
         fputc('\n', f);
     }
-    int rc = fclose(f) == 0 && len < outlen ? 0 : -1;
+    wp_result rc = fclose(f) == 0 && len < outlen ? WP_OK : WP_FAILED;
     if (rc == 0) memcpy(out, text, len + 1);
     free(text);
     return rc;

@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include "choices.h" /* the enumerated flags' C types */
+#include "result.h"
 
 enum {
     C_TRAIN = 1u << 0,
@@ -74,17 +75,18 @@ unsigned cli_command(const char *name);
 
 /* Fill o from defaults, then the --config file, then argv (argv[0] is the subcommand).
  * Returns 0, or 2 with a one-line reason in err naming the flag, file or key. */
-int cli_parse(int argc, char **argv, wp_opts *o, char *err, size_t errlen);
+wp_result cli_parse(int argc, char **argv, wp_opts *o, char *err, size_t errlen);
 
 /* Apply one key = value (as from a config file); 'where' names it in errors. Returns 0 or 2. */
-int cli_set(wp_opts *o, const char *key, const char *value, const char *where, char *err, size_t errlen);
+wp_result cli_set(wp_opts *o, const char *key, const char *value, const char *where, char *err, size_t errlen);
 
 /* The flags of `train` that every rank of one job must share, as "name=value\n" lines in table
  * order (values after the config file; the rendezvous compares their hash across ranks, see
  * ring/bootstrap.h). Left out: what may differ per rank or per host (--config's path, --bind,
  * --trace, --metrics, --quiet, --threads, timeouts, RDMA device, --nranks, which the launcher's
- * world size replaces). Returns 0, or -1 when out is too small. */
-int cli_job_flags(const wp_opts *o, char *out, size_t outlen);
+ * world size replaces). Returns WP_OK, or WP_FAILED (no line: there is no err) when out is too
+ * small or memory ran out. */
+wp_result cli_job_flags(const wp_opts *o, char *out, size_t outlen);
 
 /* The flags of one subcommand (or all when cmd = 0), generated from the table. */
 void cli_print_flags(FILE *f, unsigned cmd);
@@ -107,8 +109,5 @@ bool cli_parse_time(const char *s, double *seconds);
 bool cli_parse_size(const char *s, int64_t *bytes);
 
 const char *cli_flag_name(int flag);
-
-/* Writes the one-line reason into err and returns 2 (bad input): every check of a flag ends so. */
-int cli_fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 #endif

@@ -128,13 +128,13 @@ static int closest(const char *name, const char **how) {
     return -1;
 }
 
-int cli_unknown_flag(const char *name, const char *what, unsigned cmd, char *err, size_t errlen) {
+wp_result cli_unknown_flag(const char *name, const char *what, unsigned cmd, char *err, size_t errlen) {
     const char *how = "";
     int i = closest(name, &how);
     const cli_command_info *c = cli_command_of(cmd);
     char tail[160] = "";
     if (c) snprintf(tail, sizeof tail, " (see weipipe %s --help)", c->name);
-    if (i < 0) return cli_fail(err, errlen, "unknown %s%s%s%s", what, c ? " for '" : "", c ? c->name : "", c ? "'" : "");
-    return cli_fail(err, errlen, "unknown %s%s%s%s: did you mean --%s?%s%s%s%s", what, c ? " for '" : "", c ? c->name : "",
+    if (i < 0) return wp_fail(WP_BAD_INPUT, err, errlen, "unknown %s%s%s%s", what, c ? " for '" : "", c ? c->name : "", c ? "'" : "");
+    return wp_fail(WP_BAD_INPUT, err, errlen, "unknown %s%s%s%s: did you mean --%s?%s%s%s%s", what, c ? " for '" : "", c ? c->name : "",
                     c ? "'" : "", flags[i].name, how[0] ? " (" : "", how, how[0] ? ")" : "", tail);
 }

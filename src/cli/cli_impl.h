@@ -36,7 +36,7 @@ int cli_find_flag(const char *name);
  * cmd (0: a config file, which may set any key): the closest flag by edit distance, a known
  * spelling of another trainer (--max-steps, Hugging Face's num_hidden_layers) or the same
  * words with hyphens (--num_layers). what: "flag '--x'" or "key 'x'" as the caller names it. */
-int cli_unknown_flag(const char *name, const char *what, unsigned cmd, char *err, size_t errlen);
+wp_result cli_unknown_flag(const char *name, const char *what, unsigned cmd, char *err, size_t errlen);
 
 /* ENUM flags (choices.c): whether name is one of the flag's choices (then *value is its enum);
  * the field of o as an int, read and written. */

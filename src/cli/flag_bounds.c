@@ -32,12 +32,11 @@ static const flag_bound bounds[] = {
     {FLAG_device_mem_bandwidth, B_RANGE, 1e3, 1e15, false, " bytes/s"},
 };
 
-static int fail(char *err, size_t errlen, const char *where, const char *name, double v, const char *range) {
-    snprintf(err, errlen, "%s--%s: %.6g is outside %s", where, name, v, range);
-    return 2;
+static wp_result fail(char *err, size_t errlen, const char *where, const char *name, double v, const char *range) {
+    return wp_fail(WP_BAD_INPUT, err, errlen, "%s--%s: %.6g is outside %s", where, name, v, range);
 }
 
-int cli_check_bound(int flag, wp_flag_type type, const void *field, const char *name, const char *where, char *err,
+wp_result cli_check_bound(int flag, wp_flag_type type, const void *field, const char *name, const char *where, char *err,
                     size_t errlen) {
     double v;
     switch (type) {

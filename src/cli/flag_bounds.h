@@ -9,7 +9,7 @@
 
 /* 0, or 2 with "<where>--<name>: <value> ..." naming the range when flag's parsed value (the
  * field of that flag's type) lies outside it. */
-int cli_check_bound(int flag, wp_flag_type type, const void *field, const char *name, const char *where, char *err,
+wp_result cli_check_bound(int flag, wp_flag_type type, const void *field, const char *name, const char *where, char *err,
                     size_t errlen);
 
 #endif

@@ -10,35 +10,35 @@
 
 #define NEED(cond, ...) \
     do {                \
-        if (!(cond)) return cli_fail(err, errlen, __VA_ARGS__); \
+        if (!(cond)) return wp_fail(WP_BAD_INPUT, err, errlen, __VA_ARGS__); \
     } while (0)
 
-static int parse_chunk_layers(const char *list, wp_model_cfg *cfg, char *err, size_t errlen) {
+static wp_result parse_chunk_layers(const char *list, wp_model_cfg *cfg, char *err, size_t errlen) {
     int n = 0, sum = 0;
     const char *p = list;
     while (*p) {
         char *end;
         long v = strtol(p, &end, 10);
         if (end == p || v < 1 || v > 1000000)
-            return cli_fail(err, errlen, "--chunk-layers: '%s' is not a comma-separated list of positive layer counts", list);
-        if (n == WP_MAX_CHUNKS) return cli_fail(err, errlen, "--chunk-layers: more than %d chunks", WP_MAX_CHUNKS);
+            return wp_fail(WP_BAD_INPUT, err, errlen, "--chunk-layers: '%s' is not a comma-separated list of positive layer counts", list);
+        if (n == WP_MAX_CHUNKS) return wp_fail(WP_BAD_INPUT, err, errlen, "--chunk-layers: more than %d chunks", WP_MAX_CHUNKS);
         cfg->chunk_layers[n++] = (int)v;
         sum += (int)v;
         p = end;
         if (*p == ',') p++;
-        else if (*p) return cli_fail(err, errlen, "--chunk-layers: unexpected '%c' in '%s'", *p, list);
+        else if (*p) return wp_fail(WP_BAD_INPUT, err, errlen, "--chunk-layers: unexpected '%c' in '%s'", *p, list);
     }
     if (sum != cfg->n_layers)
-        return cli_fail(err, errlen, "--chunk-layers: '%s' adds up to %d layers, but --num-layers is %d", list, sum, cfg->n_layers);
+        return wp_fail(WP_BAD_INPUT, err, errlen, "--chunk-layers: '%s' adds up to %d layers, but --num-layers is %d", list, sum, cfg->n_layers);
     cfg->n_chunks = n;
     return 0;
 }
 
-int model_cfg_from_opts(const wp_opts *o, int nranks, wp_model_cfg *cfg, char *err, size_t errlen) {
+wp_result model_cfg_from_opts(const wp_opts *o, int nranks, wp_model_cfg *cfg, char *err, size_t errlen) {
     return model_cfg_split_from_opts(o, nranks, WP_SPLIT_FLAGS, cfg, err, errlen);
 }
 
-int model_cfg_split_from_opts(const wp_opts *o, int nranks, wp_chunk_split split, wp_model_cfg *cfg, char *err,
+wp_result model_cfg_split_from_opts(const wp_opts *o, int nranks, wp_chunk_split split, wp_model_cfg *cfg, char *err,
                               size_t errlen) {
     memset(cfg, 0, sizeof *cfg);
     const int64_t big = 1 << 24;
@@ -109,8 +109,7 @@ int model_cfg_split_from_opts(const wp_opts *o, int nranks, wp_chunk_split split
     cfg->precision = o->precision;
 
     if (split == WP_SPLIT_FLAGS && chunk_layers_listed(o)) {
-        int rc = parse_chunk_layers(o->chunk_layers, cfg, err, errlen);
-        if (rc) return rc;
+        WP_TRY(parse_chunk_layers(o->chunk_layers, cfg, err, errlen));
         NEED(!o->set[FLAG_num_chunks] || o->num_chunks == cfg->n_chunks,
              "--num-chunks: %lld disagrees with --chunk-layers '%s' (%d chunks)", (long long)o->num_chunks, o->chunk_layers, cfg->n_chunks);
         return 0;
@@ -158,7 +157,7 @@ static double *num_field(wp_opts *o, int flag) {
     }
 }
 
-int hf_config_apply(const char *hf_dir, wp_opts *o, char *err, size_t errlen) {
+wp_result hf_config_apply(const char *hf_dir, wp_opts *o, char *err, size_t errlen) {
     static const int flag_of[HF_NKEYS] = {
         [HF_NUM_HIDDEN_LAYERS] = FLAG_num_layers,          [HF_HIDDEN_SIZE] = FLAG_hidden_size,
         [HF_INTERMEDIATE_SIZE] = FLAG_ffn_hidden_size,     [HF_NUM_ATTENTION_HEADS] = FLAG_num_attention_heads,
@@ -171,8 +170,7 @@ int hf_config_apply(const char *hf_dir, wp_opts *o, char *err, size_t errlen) {
     };
     hf_config c;
     /* a llama.cpp file is told by its magic, not its name */
-    int rc = gguf_is_file(hf_dir) ? gguf_read_config(hf_dir, &c, err, errlen) : hf_read_config(hf_dir, &c, err, errlen);
-    if (rc) return rc;
+    WP_TRY(gguf_is_file(hf_dir) ? gguf_read_config(hf_dir, &c, err, errlen) : hf_read_config(hf_dir, &c, err, errlen));
     for (int k = 0; k < HF_NKEYS; k++) {
         if (!c.present[k]) continue;
         int flag = flag_of[k];
@@ -180,9 +178,9 @@ int hf_config_apply(const char *hf_dir, wp_opts *o, char *err, size_t errlen) {
         double *num = num_field(o, flag);
         double have = integer ? (double)*int_field(o, flag) : *num, value = c.value[k];
         if (integer && !(value >= 0 && value <= 2147483647.0)) /* before the cast: out of range is undefined */
-            return cli_fail(err, errlen, "%s: %s %.17g is out of range (0 to 2^31-1)", c.path, hf_key_name((hf_key)k), value);
+            return wp_fail(WP_BAD_INPUT, err, errlen, "%s: %s %.17g is out of range (0 to 2^31-1)", c.path, hf_key_name((hf_key)k), value);
         if (o->set[flag] && fabs(have - value) > 1e-12 * fabs(value))
-            return cli_fail(err, errlen, "--%s %g disagrees with %s in %s (%g)", cli_flag_name(flag), have,
+            return wp_fail(WP_BAD_INPUT, err, errlen, "--%s %g disagrees with %s in %s (%g)", cli_flag_name(flag), have,
                         hf_key_name((hf_key)k), c.path, value);
         if (integer)
             *int_field(o, flag) = (int64_t)value;
@@ -190,17 +188,17 @@ int hf_config_apply(const char *hf_dir, wp_opts *o, char *err, size_t errlen) {
             *num = value;
     }
     if (o->set[FLAG_tie_word_embeddings] && o->tie_word_embeddings != c.tied)
-        return cli_fail(err, errlen, "--tie-word-embeddings %s disagrees with tie_word_embeddings in %s (%s)",
+        return wp_fail(WP_BAD_INPUT, err, errlen, "--tie-word-embeddings %s disagrees with tie_word_embeddings in %s (%s)",
                         o->tie_word_embeddings ? "true" : "false", c.path, c.tied ? "true" : "false");
     o->tie_word_embeddings = c.tied;
     if (!c.present[HF_ROPE_FACTOR] && o->set[FLAG_rope_scaling_factor] && o->rope_scaling_factor != 0)
-        return cli_fail(err, errlen, "--rope-scaling-factor %g disagrees with %s (no rope_scaling)", o->rope_scaling_factor, c.path);
+        return wp_fail(WP_BAD_INPUT, err, errlen, "--rope-scaling-factor %g disagrees with %s (no rope_scaling)", o->rope_scaling_factor, c.path);
     if (c.have_head_dim && o->num_attention_heads > 0 && c.head_dim * o->num_attention_heads != o->hidden_size)
-        return cli_fail(err, errlen, "%s: head_dim %lld is not hidden_size / num_attention_heads", c.path, (long long)c.head_dim);
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s: head_dim %lld is not hidden_size / num_attention_heads", c.path, (long long)c.head_dim);
     return 0;
 }
 
-int kern_opts_from_opts(const wp_opts *o, wp_dtype compute, int threads, int local_rank, wp_kern_opts *ko, char *err,
+wp_result kern_opts_from_opts(const wp_opts *o, wp_dtype compute, int threads, int local_rank, wp_kern_opts *ko, char *err,
                         size_t errlen) {
     /* --backend and --attention are kernels.h's enums already (cli_set parsed them) */
     memset(ko, 0, sizeof *ko);
@@ -209,11 +207,11 @@ int kern_opts_from_opts(const wp_opts *o, wp_dtype compute, int threads, int loc
     ko->threads = threads;
     ko->attention = o->attention;
     if (o->device < -1 || o->device > INT32_MAX)
-        return cli_fail(err, errlen, "--device: %lld is not a device ordinal (or -1: the local rank's)", (long long)o->device);
+        return wp_fail(WP_BAD_INPUT, err, errlen, "--device: %lld is not a device ordinal (or -1: the local rank's)", (long long)o->device);
     if (ko->kind != WP_BACKEND_CUDA) return 0;
     int visible = kern_device_count(WP_BACKEND_CUDA);
     if (o->device >= 0 && visible > 0 && o->device >= visible)
-        return cli_fail(err, errlen, "--device %lld: this machine shows %d CUDA device%s (after CUDA_VISIBLE_DEVICES)",
+        return wp_fail(WP_BAD_INPUT, err, errlen, "--device %lld: this machine shows %d CUDA device%s (after CUDA_VISIBLE_DEVICES)",
                         (long long)o->device, visible, visible == 1 ? "" : "s");
     ko->device = kern_pick_device((int)o->device, local_rank, visible);
     return 0;

@@ -6,11 +6,11 @@
 
 #include "adapters.h"
 
-int adamw_hparams_from_opts(const wp_opts *o, wp_adamw_hparams *hp, char *err, size_t errlen) {
-    if (!(o->adam_beta1 >= 0 && o->adam_beta1 < 1)) return cli_fail(err, errlen, "--adam-beta1: %g must be in [0, 1)", o->adam_beta1);
-    if (!(o->adam_beta2 >= 0 && o->adam_beta2 < 1)) return cli_fail(err, errlen, "--adam-beta2: %g must be in [0, 1)", o->adam_beta2);
-    if (!(o->adam_eps > 0)) return cli_fail(err, errlen, "--adam-eps: %g must be positive", o->adam_eps);
-    if (!(o->weight_decay >= 0)) return cli_fail(err, errlen, "--weight-decay: %g must not be negative", o->weight_decay);
+wp_result adamw_hparams_from_opts(const wp_opts *o, wp_adamw_hparams *hp, char *err, size_t errlen) {
+    if (!(o->adam_beta1 >= 0 && o->adam_beta1 < 1)) return wp_fail(WP_BAD_INPUT, err, errlen, "--adam-beta1: %g must be in [0, 1)", o->adam_beta1);
+    if (!(o->adam_beta2 >= 0 && o->adam_beta2 < 1)) return wp_fail(WP_BAD_INPUT, err, errlen, "--adam-beta2: %g must be in [0, 1)", o->adam_beta2);
+    if (!(o->adam_eps > 0)) return wp_fail(WP_BAD_INPUT, err, errlen, "--adam-eps: %g must be positive", o->adam_eps);
+    if (!(o->weight_decay >= 0)) return wp_fail(WP_BAD_INPUT, err, errlen, "--weight-decay: %g must not be negative", o->weight_decay);
     hp->beta1 = o->adam_beta1;
     hp->beta2 = o->adam_beta2;
     hp->eps = o->adam_eps;
@@ -18,18 +18,18 @@ int adamw_hparams_from_opts(const wp_opts *o, wp_adamw_hparams *hp, char *err, s
     return 0;
 }
 
-int lr_schedule_from_opts(const wp_opts *o, wp_lr_schedule *s, char *err, size_t errlen) {
+wp_result lr_schedule_from_opts(const wp_opts *o, wp_lr_schedule *s, char *err, size_t errlen) {
     memset(s, 0, sizeof *s);
-    if (!(o->lr >= 0 && isfinite(o->lr))) return cli_fail(err, errlen, "--lr: %g must be a finite non-negative number", o->lr);
+    if (!(o->lr >= 0 && isfinite(o->lr))) return wp_fail(WP_BAD_INPUT, err, errlen, "--lr: %g must be a finite non-negative number", o->lr);
     /* -1 (the default) follows --lr, so a lower --lr never makes the "decay" climb to a fixed
      * floor above it; an explicit floor above the peak would do just that and is refused. */
     double min_lr = o->min_lr == -1 ? 0.1 * o->lr : o->min_lr;
     if (!(min_lr >= 0 && isfinite(min_lr)))
-        return cli_fail(err, errlen, "--min-lr: %g must be a finite non-negative number (or -1: 0.1 x --lr)", o->min_lr);
+        return wp_fail(WP_BAD_INPUT, err, errlen, "--min-lr: %g must be a finite non-negative number (or -1: 0.1 x --lr)", o->min_lr);
     if (min_lr > o->lr)
-        return cli_fail(err, errlen, "--min-lr: %g is above --lr %g: the decay would raise the rate", min_lr, o->lr);
-    if (o->warmup_steps < 0) return cli_fail(err, errlen, "--warmup-steps: %lld must not be negative", (long long)o->warmup_steps);
-    if (o->steps < 1) return cli_fail(err, errlen, "--steps: %lld must be at least 1", (long long)o->steps);
+        return wp_fail(WP_BAD_INPUT, err, errlen, "--min-lr: %g is above --lr %g: the decay would raise the rate", min_lr, o->lr);
+    if (o->warmup_steps < 0) return wp_fail(WP_BAD_INPUT, err, errlen, "--warmup-steps: %lld must not be negative", (long long)o->warmup_steps);
+    if (o->steps < 1) return wp_fail(WP_BAD_INPUT, err, errlen, "--steps: %lld must be at least 1", (long long)o->steps);
     s->decay = o->lr_decay_style; /* parsed by cli_set (choices.h) */
     s->lr = o->lr;
     s->min_lr = min_lr;

@@ -51,15 +51,15 @@ typedef struct {
 } resume_ctx;
 
 /* One key of the manifest: set it when not given, else compare (as parsed values). */
-static int take(resume_ctx *c, const char *key, json_t *v, char *err, size_t errlen) {
+static wp_result take(resume_ctx *c, const char *key, json_t *v, char *err, size_t errlen) {
     int i = cli_find_flag(key);
     bool agree = i >= 0 && listed(i, must_agree, sizeof must_agree / sizeof must_agree[0]);
     if (i < 0 || (!agree && !listed(i, inherited, sizeof inherited / sizeof inherited[0]))) return 0;
     char text[300], why[300];
-    if (!as_text(v, text, sizeof text)) return cli_fail(err, errlen, "%s: key %s is not a number, string or boolean", c->path, key);
+    if (!as_text(v, text, sizeof text)) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: key %s is not a number, string or boolean", c->path, key);
     static wp_opts ck; /* the checkpoint's value, parsed as the flag's */
     ck.cmd = c->o->cmd;
-    if (cli_set(&ck, key, text, "", why, sizeof why)) return cli_fail(err, errlen, "%s: %s", c->path, why);
+    if (cli_set(&ck, key, text, "", why, sizeof why)) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: %s", c->path, why);
     size_t off = flags[i].offset, size = cli_flag_size(i);
     if (!c->o->set[i]) {
         memcpy((char *)c->o + off, (char *)&ck + off, size);
@@ -74,7 +74,7 @@ static int take(resume_ctx *c, const char *key, json_t *v, char *err, size_t err
     return 0;
 }
 
-static int take_object(resume_ctx *c, json_t *obj, char *err, size_t errlen) {
+static wp_result take_object(resume_ctx *c, json_t *obj, char *err, size_t errlen) {
     const char *key;
     json_t *v;
     json_object_foreach(obj, key, v) {
@@ -84,20 +84,20 @@ static int take_object(resume_ctx *c, json_t *obj, char *err, size_t errlen) {
             json_object_foreach(v, sub, w) {
                 char name[96];
                 snprintf(name, sizeof name, "rope-%s%s", strcmp(sub, "factor") ? "" : "scaling-", sub);
-                if (take(c, name, w, err, errlen)) return 2;
+                WP_TRY(take(c, name, w, err, errlen));
             }
-        } else if (take(c, key, v, err, errlen)) {
-            return 2;
+        } else {
+            WP_TRY(take(c, key, v, err, errlen));
         }
     }
     return 0;
 }
 
-int resume_opts_from_manifest(wp_opts *o, char *err, size_t errlen) {
+wp_result resume_opts_from_manifest(wp_opts *o, char *err, size_t errlen) {
     if (!o->resume[0]) return 0;
     char dir[WP_PATH_MAX], why[512];
-    int rc = ckpt_resolve(o->resume, o->save, dir, sizeof dir, why, sizeof why);
-    if (rc) return cli_fail(err, errlen, "--resume: %s", why);
+    wp_result rc = ckpt_resolve(o->resume, o->save, dir, sizeof dir, why, sizeof why);
+    if (rc) return wp_fail(WP_BAD_INPUT, err, errlen, "--resume: %s", why);
     if (!dir[0]) return 0; /* auto, nothing saved yet: a fresh run */
     char path[WP_PATH_MAX + 16];
     snprintf(path, sizeof path, "%s/manifest.json", dir);
@@ -105,12 +105,12 @@ int resume_opts_from_manifest(wp_opts *o, char *err, size_t errlen) {
     json_t *root = json_load_file(path, 0, &je);
     if (!json_is_object(root)) {
         json_decref(root);
-        return cli_fail(err, errlen, "--resume: %s: %s", path, je.text);
+        return wp_fail(WP_BAD_INPUT, err, errlen, "--resume: %s: %s", path, je.text);
     }
     char diff[1024] = "";
     resume_ctx c = {o, path, diff, sizeof diff};
     json_t *model = json_object_get(root, "model"), *run = json_object_get(root, "flags");
-    rc = json_is_object(model) ? take_object(&c, model, err, errlen) : cli_fail(err, errlen, "%s: no model object", path);
+    rc = json_is_object(model) ? take_object(&c, model, err, errlen) : wp_fail(WP_BAD_INPUT, err, errlen, "%s: no model object", path);
     if (!rc && json_is_object(run)) rc = take_object(&c, run, err, errlen); /* older manifests have none */
     json_t *prec = json_object_get(root, "precision"), *tok = json_object_get(root, "tokenizer");
     if (!rc && prec) rc = take(&c, "precision", prec, err, errlen);
@@ -123,7 +123,7 @@ int resume_opts_from_manifest(wp_opts *o, char *err, size_t errlen) {
     }
     json_decref(root);
     if (!rc && diff[0])
-        rc = cli_fail(err, errlen, "--resume %s: flags disagree with the checkpoint: %s (leave them out: the checkpoint "
+        rc = wp_fail(WP_BAD_INPUT, err, errlen, "--resume %s: flags disagree with the checkpoint: %s (leave them out: the checkpoint "
                       "gives them)", dir, diff);
     return rc;
 }

@@ -121,7 +121,7 @@ static double tied_numel(const bench_ctx *c) {
 }
 
 /* One run of phase p; 0, or 1 with err set. */
-static int run_phase(bench_ctx *c, int p, char *err, size_t errlen) {
+static wp_result run_phase(bench_ctx *c, int p, char *err, size_t errlen) {
     wp_optim *o = c->opt;
     int rc = 0;
     if (p == PH_ZERO) rc = optim_zero_grad(o);
@@ -140,7 +140,7 @@ static int run_phase(bench_ctx *c, int p, char *err, size_t errlen) {
         rc = n < 0 || (size_t)n >= sizeof step_dir ? snprintf(err, errlen, "%s: path too long", c->dir) > 0
                                                    : fs_remove_tree(step_dir, err, errlen);
     }
-    return rc ? 1 : 0;
+    return rc ? WP_FAILED : WP_OK;
 }
 
 static double phase_bytes(const bench_ctx *c, int p) {
@@ -154,14 +154,14 @@ static double phase_bytes(const bench_ctx *c, int p) {
     }
 }
 
-static int setup(bench_ctx *c, char *err, size_t errlen) {
+static wp_result setup(bench_ctx *c, char *err, size_t errlen) {
     const wp_layout *L = c->L;
     int owned[WP_MAX_CHUNKS];
     for (int i = 0; i < L->cfg.n_chunks; i++) owned[i] = i;
     wp_adamw_hparams hp;
-    if (adamw_hparams_from_opts(c->o, &hp, err, errlen)) return 2;
+    if (adamw_hparams_from_opts(c->o, &hp, err, errlen)) return WP_BAD_INPUT;
     c->opt = optim_create(layout_optim_model(L), c->k, owned, L->cfg.n_chunks, &hp, err, errlen);
-    if (!c->opt || optim_init_from_seed(c->opt, (uint64_t)c->o->seed)) return err[0] ? 1 : snprintf(err, errlen, "%s", optim_error(c->opt)) > 0;
+    if (!c->opt || optim_init_from_seed(c->opt, (uint64_t)c->o->seed)) return err[0] ? WP_FAILED : wp_fail(WP_FAILED, err, errlen, "%s", optim_error(c->opt));
     c->copy_dst = kern_alloc(c->k, L->total_numel * sizeof(float));
     for (int i = 0; i < L->cfg.n_chunks; i++) {
         c->w[i] = kern_alloc(c->k, L->chunk_numel[i] * wp_dtype_size(c->wt));
@@ -169,10 +169,10 @@ static int setup(bench_ctx *c, char *err, size_t errlen) {
         /* a gradient that is not all zeros: the masters in the wire dtype */
         if (c->gw[i]) optim_working_copy(c->opt, i, c->gw[i], c->gt);
     }
-    if (kern_error(c->k)) return snprintf(err, errlen, "%s", kern_error(c->k)) > 0;
+    if (kern_error(c->k)) return wp_fail(WP_FAILED, err, errlen, "%s", kern_error(c->k));
     const char *tmp = getenv("TMPDIR");
     snprintf(c->dir, sizeof c->dir, "%s/weipipe-bench-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
-    if (!mkdtemp(c->dir)) return snprintf(err, errlen, "%s: mkdtemp failed: %s", c->dir, strerror(errno)) > 0;
+    if (!mkdtemp(c->dir)) return wp_fail(WP_FAILED, err, errlen, "%s: mkdtemp failed: %s", c->dir, strerror(errno));
     return 0;
 }
 
@@ -189,7 +189,7 @@ static void teardown(bench_ctx *c) {
 
 static const char *const phase_names[BENCH_PHASES] = {"load", "update", "zero", "accumulate", "save"};
 
-int bench_phases_run(const wp_opts *o, const wp_layout *L, wp_kern *k, int reps, bench_phase out[BENCH_PHASES],
+wp_result bench_phases_run(const wp_opts *o, const wp_layout *L, wp_kern *k, int reps, bench_phase out[BENCH_PHASES],
                      char *err, size_t errlen) {
     bench_ctx c = {.o = o, .L = L, .k = k, .wt = precision_weight_dtype(L->cfg.precision),
                    .gt = precision_grad_dtype(L->cfg.precision)};

@@ -22,7 +22,7 @@ typedef struct {
 /* Runs each phase on the whole model (one rank owning every chunk) `reps` times, each time right
  * after its bound; 0, or 1 with err set. Writes the save phase's files under a temporary folder of
  * $TMPDIR (else /tmp), removed after. */
-int bench_phases_run(const wp_opts *o, const wp_layout *L, wp_kern *k, int reps, bench_phase out[BENCH_PHASES],
+wp_result bench_phases_run(const wp_opts *o, const wp_layout *L, wp_kern *k, int reps, bench_phase out[BENCH_PHASES],
                      char *err, size_t errlen);
 /* The table (text) or a JSON array (json, no newline). */
 void bench_phases_print(FILE *f, const bench_phase *p, bool json);

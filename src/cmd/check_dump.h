@@ -24,8 +24,8 @@ typedef struct {
 /* Before any work: DIR must not exist (or be an empty directory), and a DIR.tmp left by an
  * interrupted dump is cleared. 0, or 2 with a reason naming DIR (bad --out: a file, a directory
  * that is not empty, a path too long, or a DIR.tmp that cannot be removed). */
-int check_dump_prepare(const char *dir, char *err, size_t errlen);
+wp_result check_dump_prepare(const char *dir, char *err, size_t errlen);
 /* 0, or 1 with a reason naming the file that could not be written (DIR.tmp is removed again). */
-int check_dump_write(const check_dump *d, char *err, size_t errlen);
+wp_result check_dump_write(const check_dump *d, char *err, size_t errlen);
 
 #endif

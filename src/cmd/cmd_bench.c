@@ -36,7 +36,7 @@ static double now_s(void) {
 
 /* Best rate of C[n,n] = A[n,n] B[n,n]^T in the backend's fp32 path, over many short runs (n = 512 on
  * a CPU: tens of milliseconds, so that some runs escape a busy machine's preemptions). */
-static int gemm_ceiling(wp_kern *k, int n, double *gflops) {
+static wp_result gemm_ceiling(wp_kern *k, int n, double *gflops) {
     size_t bytes = (size_t)n * n * sizeof(float);
     void *A = kern_alloc(k, bytes), *B = A ? kern_alloc(k, bytes) : NULL, *C = B ? kern_alloc(k, bytes) : NULL;
     *gflops = 0;
@@ -54,18 +54,18 @@ static int gemm_ceiling(wp_kern *k, int n, double *gflops) {
     if (C) kern_free(k, C);
     if (B) kern_free(k, B);
     if (A) kern_free(k, A);
-    return kern_error(k) ? -1 : 0;
+    return kern_error(k) ? WP_FAILED : WP_OK; /* the reason stays in kern_error(k) */
 }
 
 /* The fastest step of the timed iterations is reported (with its forward and backward), the
  * usual statistic on a shared machine: slower runs measure the neighbours, not the code. */
-static int run_model(wp_whole *W, bench_result *r) {
+static wp_result run_model(wp_whole *W, bench_result *r) {
     double fwd, bwd, total = 0;
     r->fwd_s = r->bwd_s = INFINITY;
     for (int i = 0; i < BENCH_WARMUP; i++)
-        if (whole_time_step(W, &fwd, &bwd, &r->loss) != 0) return -1;
+        if (whole_time_step(W, &fwd, &bwd, &r->loss) != 0) return WP_FAILED;
     for (r->iters = 0; r->iters < BENCH_MAX_ITERS && (r->iters < BENCH_MIN_ITERS || total < BENCH_MIN_SECONDS); r->iters++) {
-        if (whole_time_step(W, &fwd, &bwd, &r->loss) != 0) return -1;
+        if (whole_time_step(W, &fwd, &bwd, &r->loss) != 0) return WP_FAILED;
         if (fwd + bwd < r->fwd_s + r->bwd_s) r->fwd_s = fwd, r->bwd_s = bwd;
         total += fwd + bwd;
     }

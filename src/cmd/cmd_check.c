@@ -71,18 +71,17 @@ static void make_tokens(check_run *r, uint64_t seed) {
 }
 
 /* Returns the exit code: 0, 2 for a bad model config, 1 when the backend or memory fails. */
-static int check_setup(const wp_opts *o, check_run *r, char *err, size_t errlen) {
+static wp_result check_setup(const wp_opts *o, check_run *r, char *err, size_t errlen) {
     wp_model_cfg cfg;
-    if (model_cfg_from_opts(o, 1, &cfg, err, errlen) != 0) return 2;
-    int rc = layout_build(&cfg, &r->L, err, errlen);
-    if (rc) return rc;
+    if (model_cfg_from_opts(o, 1, &cfg, err, errlen) != 0) return WP_BAD_INPUT;
+    WP_TRY(layout_build(&cfg, &r->L, err, errlen));
     /* finite differences need fp32 forwards, whatever --precision the run would use */
     wp_kern_opts ko;
-    if (kern_opts_from_opts(o, WP_F32, (int)o->threads, 0 /* one process: local rank 0 */, &ko, err, errlen)) return 2;
+    if (kern_opts_from_opts(o, WP_F32, (int)o->threads, 0 /* one process: local rank 0 */, &ko, err, errlen)) return WP_BAD_INPUT;
     r->k = kern_create(&ko, err, errlen);
-    if (!r->k) return 1;
+    if (!r->k) return WP_FAILED;
     r->W = whole_create(&r->L, r->k, WP_F32, err, errlen);
-    if (!r->W) return 1;
+    if (!r->W) return WP_FAILED;
     r->T = (size_t)cfg.micro_batch * cfg.seq;
     r->N = r->L.total_numel;
     r->params = malloc(r->N * sizeof(float));
@@ -91,41 +90,36 @@ static int check_setup(const wp_opts *o, check_run *r, char *err, size_t errlen)
     r->inputs = malloc(r->T * sizeof(int32_t));
     r->targets = malloc(r->T * sizeof(int32_t));
     if (!r->params || !r->grads || !r->probe || !r->inputs || !r->targets) {
-        snprintf(err, errlen, "check: out of host memory for %zu parameters", r->N);
-        return 1;
+        return wp_fail(WP_FAILED, err, errlen, "check: out of host memory for %zu parameters", r->N);
     }
     for (int c = 0; c < cfg.n_chunks; c++) layout_init_chunk(&r->L, c, (uint64_t)o->seed, r->params + r->L.chunk_offset[c]);
     make_tokens(r, (uint64_t)o->seed);
     return 0;
 }
 
-static int kern_fail(check_run *r, char *err, size_t errlen) {
-    snprintf(err, errlen, "%s", kern_error(r->k) ? kern_error(r->k) : "kernel failure");
-    return -1;
+static wp_result kern_fail(check_run *r, char *err, size_t errlen) {
+    return wp_fail(WP_FAILED, err, errlen, "%s", kern_error(r->k) ? kern_error(r->k) : "kernel failure");
 }
 
-static int loss_at(check_run *r, const float *direction, double step, double *loss) {
+static wp_result loss_at(check_run *r, const float *direction, double step, double *loss) {
     for (size_t i = 0; i < r->N; i++) r->probe[i] = (float)((double)r->params[i] + step * direction[i]);
-    return whole_set_params(r->W, r->probe) == 0 && whole_forward(r->W, loss) == 0 ? 0 : -1;
+    return whole_set_params(r->W, r->probe) == 0 && whole_forward(r->W, loss) == 0 ? WP_OK : WP_FAILED;
 }
 
 /* The fourth-order central difference of the loss along d. */
-static int directional_fd(check_run *r, const float *d, double eps, double *fd) {
+static wp_result directional_fd(check_run *r, const float *d, double eps, double *fd) {
     const double steps[4] = {1, -1, 2, -2};
     double f[4];
     for (int q = 0; q < 4; q++)
-        if (loss_at(r, d, steps[q] * eps, &f[q]) != 0) return -1;
+        WP_TRY(loss_at(r, d, steps[q] * eps, &f[q]));
     *fd = (8 * (f[0] - f[1]) - (f[2] - f[3])) / (12 * eps);
     return 0;
 }
 
 /* Compare <g, d> with the finite difference along d for random unit directions d. */
-static int probe_directions(check_run *r, uint64_t seed, check_result *res, char *err, size_t errlen) {
+static wp_result probe_directions(check_run *r, uint64_t seed, check_result *res, char *err, size_t errlen) {
     float *d = malloc(r->N * sizeof(float));
-    if (!d) {
-        snprintf(err, errlen, "check: out of host memory for a direction");
-        return -1;
-    }
+    if (!d) return wp_fail(WP_FAILED, err, errlen, "check: out of host memory for a direction");
     res->max_rel_err = 0;
     const double typical = res->grad_norm / sqrt((double)r->N);
     int rc = 0;
@@ -149,7 +143,7 @@ static int probe_directions(check_run *r, uint64_t seed, check_result *res, char
     }
     free(d);
     if (rc == 0) rc = whole_set_params(r->W, r->params);
-    return rc == 0 ? 0 : kern_fail(r, err, errlen);
+    return rc == 0 ? WP_OK : kern_fail(r, err, errlen);
 }
 
 static double norm_of(const float *x, size_t n) {
@@ -158,7 +152,7 @@ static double norm_of(const float *x, size_t n) {
     return sqrt(s);
 }
 
-static int check_compute(check_run *r, uint64_t seed, check_result *res, char *err, size_t errlen) {
+static wp_result check_compute(check_run *r, uint64_t seed, check_result *res, char *err, size_t errlen) {
     if (whole_set_params(r->W, r->params) != 0 || whole_set_tokens(r->W, r->inputs, r->targets) != 0 ||
         whole_step(r->W, false, &res->loss) != 0 || whole_get_grads(r->W, r->grads) != 0)
         return kern_fail(r, err, errlen);

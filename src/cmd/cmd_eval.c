@@ -29,12 +29,12 @@ typedef struct {
     wp_loader *data;
 } eval_state;
 
-static int check_eval_flags(const wp_opts *o, char *err, size_t errlen) {
+static wp_result check_eval_flags(const wp_opts *o, char *err, size_t errlen) {
     if (o->set[FLAG_seq_length] && (o->seq_length < 1 || o->seq_length > INT32_MAX))
-        return io_fail(err, errlen, 2, "--seq-length: %lld must be at least 1", (long long)o->seq_length);
+        return wp_fail(WP_BAD_INPUT, err, errlen, "--seq-length: %lld must be at least 1", (long long)o->seq_length);
     if (o->set[FLAG_micro_batch_size] && (o->micro_batch_size < 1 || o->micro_batch_size > INT32_MAX))
-        return io_fail(err, errlen, 2, "--micro-batch-size: %lld must be at least 1", (long long)o->micro_batch_size);
-    if (o->batches < 1) return io_fail(err, errlen, 2, "--batches: %lld must be at least 1", (long long)o->batches);
+        return wp_fail(WP_BAD_INPUT, err, errlen, "--micro-batch-size: %lld must be at least 1", (long long)o->micro_batch_size);
+    if (o->batches < 1) return wp_fail(WP_BAD_INPUT, err, errlen, "--batches: %lld must be at least 1", (long long)o->batches);
     return 0;
 }
 
@@ -53,31 +53,31 @@ static wp_result to_weights(void *ctx, const wp_param *p, size_t first, size_t n
     kern_to_device(k, s->staging, vals, n * sizeof *vals);
     kern_convert(k, (char *)s->e->w + (p->offset + first) * wp_dtype_size(ct), ct, s->staging, WP_F32, n);
     kern_sync(k);
-    return kern_error(k) ? io_fail(err, errlen, 1, "eval: %s: %s", p->name, kern_error(k)) : 0;
+    return kern_error(k) ? wp_fail(WP_FAILED, err, errlen, "eval: %s: %s", p->name, kern_error(k)) : 0;
 }
 
-static int load_weights(eval_state *e, wp_model_src *src, char *err, size_t errlen) {
+static wp_result load_weights(eval_state *e, wp_model_src *src, char *err, size_t errlen) {
     size_t most = 1;
     for (int i = 0; i < e->L.n_params; i++)
         if (layout_param_numel(&e->L.params[i]) > most) most = layout_param_numel(&e->L.params[i]);
     eval_sink s = {.e = e, .staging = kern_alloc(e->k, most * sizeof(float))};
     e->w = kern_alloc(e->k, e->L.chunk_numel[0] * wp_dtype_size(kern_compute_dtype(e->k)));
     wp_result rc = s.staging && e->w ? model_src_read(src, to_weights, &s, err, errlen)
-                               : io_fail(err, errlen, 1, "eval: out of memory for %zu weights", e->L.chunk_numel[0]);
+                               : wp_fail(WP_FAILED, err, errlen, "eval: out of memory for %zu weights", e->L.chunk_numel[0]);
     if (s.staging) kern_free(e->k, s.staging);
     return rc;
 }
 
-static int open_backend(eval_state *e, const wp_opts *o, char *err, size_t errlen) {
+static wp_result open_backend(eval_state *e, const wp_opts *o, char *err, size_t errlen) {
     wp_kern_opts ko;
     char kerr[512];
     if (kern_opts_from_opts(o, precision_act_dtype(e->L.cfg.precision), (int)o->threads, 0 /* one process: local rank 0 */,
                             &ko, kerr, sizeof kerr))
-        return io_fail(err, errlen, 2, "%s", kerr);
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s", kerr);
     e->k = kern_create(&ko, kerr, sizeof kerr);
-    if (!e->k) return io_fail(err, errlen, 1, "--backend %s: %s", cli_enum_name(FLAG_backend, o->backend), kerr);
+    if (!e->k) return wp_fail(WP_FAILED, err, errlen, "--backend %s: %s", cli_enum_name(FLAG_backend, o->backend), kerr);
     e->m = model_create(&e->L, e->k, kerr, sizeof kerr);
-    if (!e->m) return io_fail(err, errlen, 1, "eval: %s", kerr);
+    if (!e->m) return wp_fail(WP_FAILED, err, errlen, "eval: %s", kerr);
     e->a = model_acts_create(e->m, 0);
     size_t tokens = (size_t)e->L.cfg.micro_batch * e->L.cfg.seq;
     e->h_in = malloc(tokens * sizeof *e->h_in);
@@ -85,17 +85,17 @@ static int open_backend(eval_state *e, const wp_opts *o, char *err, size_t errle
     e->d_in = kern_alloc(e->k, tokens * sizeof *e->d_in);
     e->d_tgt = kern_alloc(e->k, tokens * sizeof *e->d_tgt);
     if (!e->a || !e->h_in || !e->h_tgt || !e->d_in || !e->d_tgt)
-        return io_fail(err, errlen, 1, "eval: %s", kern_error(e->k) ? kern_error(e->k) : "out of memory");
+        return wp_fail(WP_FAILED, err, errlen, "eval: %s", kern_error(e->k) ? kern_error(e->k) : "out of memory");
     return 0;
 }
 
 /* Micro-batch of sequences first .. first+b-1; rows past the last sequence carry no loss. */
-static int run_batch(eval_state *e, int64_t first, int64_t count, double *loss_sum, char *err, size_t errlen) {
+static wp_result run_batch(eval_state *e, int64_t first, int64_t count, double *loss_sum, char *err, size_t errlen) {
     const int b = e->L.cfg.micro_batch, s = e->L.cfg.seq;
     for (int r = 0; r < b; r++) {
         int32_t *in = e->h_in + (size_t)r * s, *tgt = e->h_tgt + (size_t)r * s;
         if (first + r < count) {
-            if (loader_sequential(e->data, first + r, in, tgt)) return io_fail(err, errlen, 2, "%s", loader_error(e->data));
+            if (loader_sequential(e->data, first + r, in, tgt)) return wp_fail(WP_BAD_INPUT, err, errlen, "%s", loader_error(e->data));
             continue;
         }
         for (int t = 0; t < s; t++) {
@@ -107,17 +107,17 @@ static int run_batch(eval_state *e, int64_t first, int64_t count, double *loss_s
     kern_to_device(e->k, e->d_in, e->h_in, bytes);
     kern_to_device(e->k, e->d_tgt, e->h_tgt, bytes);
     if (model_forward(e->m, 0, e->w, e->a, NULL, e->d_in, e->d_tgt, NULL, loss_sum) != 0 || kern_error(e->k))
-        return io_fail(err, errlen, 1, "eval: forward failed: %s", kern_error(e->k) ? kern_error(e->k) : "unknown error");
+        return wp_fail(WP_FAILED, err, errlen, "eval: forward failed: %s", kern_error(e->k) ? kern_error(e->k) : "unknown error");
     return 0;
 }
 
-static int evaluate(eval_state *e, const wp_opts *o, double *mean, char *err, size_t errlen) {
+static wp_result evaluate(eval_state *e, const wp_opts *o, double *mean, char *err, size_t errlen) {
     wp_loader_cfg lc = {.b = 1, .s = e->L.cfg.seq, .vocab = e->L.cfg.vocab, .micro_batches = 1, .seed = (uint64_t)o->seed};
-    int rc = loader_open(&e->data, o->data, WP_SPLIT_VAL, &lc, err, errlen);
-    if (rc) return rc;
+    WP_TRY(loader_open(&e->data, o->data, WP_SPLIT_VAL, &lc, err, errlen));
+    wp_result rc = WP_OK;
     int64_t count = o->batches;
     if (count > loader_windows(e->data))
-        return io_fail(err, errlen, 2, "--batches: %lld sequences of %d tokens asked, %s holds %lld", (long long)count,
+        return wp_fail(WP_BAD_INPUT, err, errlen, "--batches: %lld sequences of %d tokens asked, %s holds %lld", (long long)count,
                        e->L.cfg.seq, o->data, (long long)loader_windows(e->data));
     double loss_sum = 0;
     for (int64_t first = 0; rc == 0 && first < count; first += e->L.cfg.micro_batch) rc = run_batch(e, first, count, &loss_sum, err, errlen);

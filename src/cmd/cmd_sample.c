@@ -43,11 +43,11 @@
 #define BYTE_VOCAB 256
 
 /* Comma-separated ids, each in [0, V). */
-static int parse_ids(const char *s, int64_t V, int32_t **ids, int *n, char *err, size_t errlen) {
+static wp_result parse_ids(const char *s, int64_t V, int32_t **ids, int *n, char *err, size_t errlen) {
     size_t cap = 1;
     for (const char *p = s; *p; p++) cap += *p == ',';
     *ids = malloc(cap * sizeof **ids);
-    if (!*ids) return io_fail(err, errlen, 1, "sample: out of memory");
+    if (!*ids) return wp_fail(WP_FAILED, err, errlen, "sample: out of memory");
     *n = 0;
     const char *p = s;
     for (;;) {
@@ -55,9 +55,9 @@ static int parse_ids(const char *s, int64_t V, int32_t **ids, int *n, char *err,
         errno = 0;
         long long v = strtoll(p, &end, 10);
         if (end == p || errno || (*end != ',' && *end != '\0'))
-            return cli_fail(err, errlen, "--prompt-tokens: '%s' is not a comma-separated list of token ids", s);
+            return wp_fail(WP_BAD_INPUT, err, errlen, "--prompt-tokens: '%s' is not a comma-separated list of token ids", s);
         if (v < 0 || v >= V)
-            return cli_fail(err, errlen, "--prompt-tokens: id %lld is outside the model's vocabulary [0, %" PRId64 ")", v, V);
+            return wp_fail(WP_BAD_INPUT, err, errlen, "--prompt-tokens: id %lld is outside the model's vocabulary [0, %" PRId64 ")", v, V);
         (*ids)[(*n)++] = (int32_t)v;
         if (*end == '\0') break;
         p = end + 1;
@@ -65,24 +65,24 @@ static int parse_ids(const char *s, int64_t V, int32_t **ids, int *n, char *err,
     return 0;
 }
 
-static int check_flags(const wp_opts *o, char *err, size_t errlen) {
+static wp_result check_flags(const wp_opts *o, char *err, size_t errlen) {
     if (!(o->temperature >= 0) || !isfinite(o->temperature))
-        return cli_fail(err, errlen, "--temperature: %g must be 0 (greedy) or positive", o->temperature);
-    if (o->top_k < 0) return cli_fail(err, errlen, "--top-k: %lld must be 0 (all) or positive", (long long)o->top_k);
-    if (!(o->top_p > 0 && o->top_p <= 1)) return cli_fail(err, errlen, "--top-p: %g is outside (0, 1]", o->top_p);
+        return wp_fail(WP_BAD_INPUT, err, errlen, "--temperature: %g must be 0 (greedy) or positive", o->temperature);
+    if (o->top_k < 0) return wp_fail(WP_BAD_INPUT, err, errlen, "--top-k: %lld must be 0 (all) or positive", (long long)o->top_k);
+    if (!(o->top_p > 0 && o->top_p <= 1)) return wp_fail(WP_BAD_INPUT, err, errlen, "--top-p: %g is outside (0, 1]", o->top_p);
     if (o->max_new_tokens < 0 || o->max_new_tokens > INT32_MAX)
-        return cli_fail(err, errlen, "--max-new-tokens: %lld must be between 0 and %d", (long long)o->max_new_tokens, INT32_MAX);
+        return wp_fail(WP_BAD_INPUT, err, errlen, "--max-new-tokens: %lld must be between 0 and %d", (long long)o->max_new_tokens, INT32_MAX);
     if (o->set[FLAG_seq_length] && (o->seq_length < 1 || o->seq_length > INT32_MAX))
-        return cli_fail(err, errlen, "--seq-length: %lld must be at least 1", (long long)o->seq_length);
+        return wp_fail(WP_BAD_INPUT, err, errlen, "--seq-length: %lld must be at least 1", (long long)o->seq_length);
     if (o->prompt[0] && o->prompt_tokens[0])
-        return cli_fail(err, errlen, "--prompt and --prompt-tokens: give one of them");
+        return wp_fail(WP_BAD_INPUT, err, errlen, "--prompt and --prompt-tokens: give one of them");
     if (o->format != WP_FMT_TEXT && o->format != (wp_format)WP_FMT_IDS)
-        return cli_fail(err, errlen, "--format: '%s' is not one of text, ids (sample)", cli_enum_name(FLAG_format, o->format));
+        return wp_fail(WP_BAD_INPUT, err, errlen, "--format: '%s' is not one of text, ids (sample)", cli_enum_name(FLAG_format, o->format));
     return 0;
 }
 
 /* --tokenizer, else the model directory's, else bytes for a vocabulary of 256; *tok NULL: none. */
-static int open_tokenizer(const wp_opts *o, const wp_model_src *sm, wp_tokenizer **tok, char *err, size_t errlen) {
+static wp_result open_tokenizer(const wp_opts *o, const wp_model_src *sm, wp_tokenizer **tok, char *err, size_t errlen) {
     char path[WP_PATH_MAX] = "";
     *tok = NULL;
     int rc = 0;
@@ -102,7 +102,7 @@ static int open_tokenizer(const wp_opts *o, const wp_model_src *sm, wp_tokenizer
     if (tok_vocab_size(*tok) > sm->L.cfg.vocab)
     {
         char name[WP_PATH_MAX + 32];
-        return cli_fail(err, errlen, "%s: %s's vocabulary of %" PRId64 " exceeds the model's %d (%s)",
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s: %s's vocabulary of %" PRId64 " exceeds the model's %d (%s)",
                         o->tokenizer[0] ? "--tokenizer" : "sample", path, tok_vocab_size(*tok), sm->L.cfg.vocab,
                         model_src_name(sm, name, sizeof name));
     }
@@ -110,11 +110,11 @@ static int open_tokenizer(const wp_opts *o, const wp_model_src *sm, wp_tokenizer
 }
 
 /* The prompt's ids: --prompt-tokens; --prompt encoded after the tokenizer's BOS; or BOS / 0. */
-static int prompt_ids(const wp_opts *o, const wp_tokenizer *tok, int64_t V, int32_t **ids, int *n, char *err,
+static wp_result prompt_ids(const wp_opts *o, const wp_tokenizer *tok, int64_t V, int32_t **ids, int *n, char *err,
                       size_t errlen) {
     if (o->prompt_tokens[0]) return parse_ids(o->prompt_tokens, V, ids, n, err, errlen);
     if (o->prompt[0] && !tok)
-        return cli_fail(err, errlen, "--prompt: no tokenizer for the model's vocabulary of %" PRId64 " (give --tokenizer, "
+        return wp_fail(WP_BAD_INPUT, err, errlen, "--prompt: no tokenizer for the model's vocabulary of %" PRId64 " (give --tokenizer, "
                         "or --prompt-tokens)", V);
     int32_t *text = NULL;
     size_t len = 0;
@@ -127,14 +127,14 @@ static int prompt_ids(const wp_opts *o, const wp_tokenizer *tok, int64_t V, int3
     *ids = malloc((len + 1) * sizeof **ids);
     if (!*ids) {
         free(text);
-        return io_fail(err, errlen, 1, "sample: out of memory");
+        return wp_fail(WP_FAILED, err, errlen, "sample: out of memory");
     }
     *n = 0;
     if (lead) (*ids)[(*n)++] = bos >= 0 ? bos : 0;
     for (size_t i = 0; i < len; i++) (*ids)[(*n)++] = text[i];
     free(text);
     for (int i = 0; i < *n; i++)
-        if ((*ids)[i] >= V) return cli_fail(err, errlen, "--prompt: token %d is outside the model's vocabulary %" PRId64, (int)(*ids)[i], V);
+        if ((*ids)[i] >= V) return wp_fail(WP_BAD_INPUT, err, errlen, "--prompt: token %d is outside the model's vocabulary %" PRId64, (int)(*ids)[i], V);
     return 0;
 }
 
@@ -177,7 +177,7 @@ static wp_result to_decoder(void *ctx, const wp_param *p, size_t first, size_t n
     weight_sink *w = ctx;
     for (size_t i = 0; i < n; i++) vals[i] = wp_round_to(vals[i], w->wire);
     if (decoder_set_param(w->D, p, first, n, vals) != 0)
-        return io_fail(err, errlen, 1, "sample: %s: %s", p->name, kern_error(w->k) ? kern_error(w->k) : "out of memory");
+        return wp_fail(WP_FAILED, err, errlen, "sample: %s: %s", p->name, kern_error(w->k) ? kern_error(w->k) : "out of memory");
     return 0;
 }
 
@@ -232,14 +232,14 @@ static int generate(wp_model_src *sm, const wp_opts *o, const wp_tokenizer *tok,
     char kerr[512];
     if (kern_opts_from_opts(o, precision_act_dtype(cfg->precision), (int)o->threads, 0 /* one process: local rank 0 */,
                             &ko, kerr, sizeof kerr))
-        return io_fail(err, errlen, 2, "%s", kerr);
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s", kerr);
     wp_kern *k = kern_create(&ko, kerr, sizeof kerr);
-    if (!k) return io_fail(err, errlen, 1, "--backend %s: %s", cli_enum_name(FLAG_backend, o->backend), kerr);
+    if (!k) return wp_fail(WP_FAILED, err, errlen, "--backend %s: %s", cli_enum_name(FLAG_backend, o->backend), kerr);
     wp_decoder *D = decoder_create(&sm->L, k, cache, kerr, sizeof kerr);
     wp_sampling sp = {.temperature = o->temperature, .top_k = o->top_k, .top_p = o->top_p};
     wp_sampler *S = sampler_create(cfg->vocab, &sp, (uint64_t)o->seed);
     int32_t *out = malloc(((size_t)max_new + 1) * sizeof *out);
-    int rc = D && S && out ? 0 : io_fail(err, errlen, 1, "sample: %s", D ? "out of memory" : kerr);
+    int rc = D && S && out ? 0 : wp_fail(WP_FAILED, err, errlen, "sample: %s", D ? "out of memory" : kerr);
     weight_sink ws = {.D = D, .k = k, .wire = precision_weight_dtype(cfg->precision)};
     if (rc == 0) rc = model_src_read(sm, to_decoder, &ws, err, errlen);
     double t_loaded = now();
@@ -255,7 +255,7 @@ static int generate(wp_model_src *sm, const wp_opts *o, const wp_tokenizer *tok,
         free(text);
     }
     if (rc == 0 && (pr.ids || isatty(STDOUT_FILENO))) putchar('\n'); /* text in a pipe: the bytes alone */
-    if (rc == 0 && fflush(stdout) != 0) rc = io_fail(err, errlen, 1, "sample: writing stdout: %s", strerror(errno));
+    if (rc == 0 && fflush(stdout) != 0) rc = wp_fail(WP_FAILED, err, errlen, "sample: writing stdout: %s", strerror(errno));
     if (rc == 0) report_speed(&pr, t_start, t_loaded);
     free(out);
     sampler_destroy(S);
@@ -280,11 +280,11 @@ int cmd_sample(const wp_opts *o) {
     else memset(&sm, 0, sizeof sm);
     if (rc == 0) rc = open_tokenizer(o, &sm, &tok, err, sizeof err);
     if (rc == 0 && o->format == WP_FMT_TEXT && !tok)
-        rc = cli_fail(err, sizeof err, "--format text: no tokenizer for the model's vocabulary of %d (give --tokenizer, "
+        rc = wp_fail(WP_BAD_INPUT, err, sizeof err, "--format text: no tokenizer for the model's vocabulary of %d (give --tokenizer, "
                       "or use --format ids)", sm.L.cfg.vocab);
     if (rc == 0) rc = prompt_ids(o, tok, sm.L.cfg.vocab, &prompt, &P, err, sizeof err);
     if (rc == 0 && P > sm.positions)
-        rc = cli_fail(err, sizeof err, "%s: the prompt's %d tokens exceed the model's %" PRId64 " positions (%s)",
+        rc = wp_fail(WP_BAD_INPUT, err, sizeof err, "%s: the prompt's %d tokens exceed the model's %" PRId64 " positions (%s)",
                       o->prompt_tokens[0] ? "--prompt-tokens" : "--prompt", P, sm.positions, sm.dir);
     if (rc == 0) rc = generate(&sm, o, tok, prompt, P, t_start, err, sizeof err);
     if (rc) wp_error("%s", err);

@@ -58,7 +58,7 @@ static int close_trace(void *arg, int first_rank, int rc, char *err, size_t errl
  * external launcher once the ranks met (its failure then ends every rank with the reason). */
 static wp_save_lock save_lock = {.fd = -1};
 
-static int lock_save(const train_job *j, char *err, size_t errlen) {
+static wp_result lock_save(const train_job *j, char *err, size_t errlen) {
     if (!j->o.save[0]) return 0;
     char job[128];
     if (boot_job_id_from_environ(job, sizeof job) != 0)
@@ -86,26 +86,26 @@ static int rank_fn(wp_rank_ctx *ctx, void *arg) {
 /* Another run's steps in a fresh run's --save would mix two runs (and --resume auto would then
  * pick the wrong one up): refused unless --resume or --overwrite-save, which moves the old
  * directory aside as SAVE.old-<unix time> (never deletes) and starts an empty one. */
-static int fresh_save_dir(const wp_opts *o, char *err, size_t errlen) {
+static wp_result fresh_save_dir(const wp_opts *o, char *err, size_t errlen) {
     if (!o->save[0] || o->resume[0] || o->calibrate[0] || !fs_is_dir(o->save)) return 0;
     DIR *d = opendir(o->save);
-    if (!d) return snprintf(err, errlen, "--save %.1000s: cannot read it: %s", o->save, strerror(errno)), 1;
+    if (!d) return wp_fail(WP_FAILED, err, errlen, "--save %.1000s: cannot read it: %s", o->save, strerror(errno));
     char step[300] = "";
     for (struct dirent *e; !step[0] && (e = readdir(d));)
         if (strncmp(e->d_name, "step-", 5) == 0 || strcmp(e->d_name, "latest") == 0) snprintf(step, sizeof step, "%s", e->d_name);
     closedir(d);
     if (!step[0]) return 0;
     if (!o->overwrite_save)
-        return snprintf(err, errlen, "--save %.1000s holds another run's checkpoints (%s): --resume auto continues it, "
-                        "--overwrite-save moves them aside and starts over", o->save, step), 2;
+        return wp_fail(WP_BAD_INPUT, err, errlen, "--save %.1000s holds another run's checkpoints (%s): --resume auto continues it, "
+                        "--overwrite-save moves them aside and starts over", o->save, step);
     if (boot_launched())
-        return snprintf(err, errlen, "--overwrite-save: under a launcher every rank would move %.1000s; move it aside "
-                        "before launching", o->save), 2;
+        return wp_fail(WP_BAD_INPUT, err, errlen, "--overwrite-save: under a launcher every rank would move %.1000s; move it aside "
+                        "before launching", o->save);
     char aside[WP_PATH_MAX + 48];
     snprintf(aside, sizeof aside, "%s.old-%lld", o->save, (long long)time(NULL));
-    if (fs_exists(aside)) return snprintf(err, errlen, "--overwrite-save: %.1000s exists already", aside), 2;
+    if (fs_exists(aside)) return wp_fail(WP_BAD_INPUT, err, errlen, "--overwrite-save: %.1000s exists already", aside);
     if (rename(o->save, aside) != 0)
-        return snprintf(err, errlen, "--overwrite-save: cannot move %.1000s to %.1000s: %s", o->save, aside, strerror(errno)), 1;
+        return wp_fail(WP_FAILED, err, errlen, "--overwrite-save: cannot move %.1000s to %.1000s: %s", o->save, aside, strerror(errno));
     if (!o->quiet) fprintf(stderr, "--overwrite-save: moved the old %.1000s to %.1000s\n", o->save, aside);
     return fs_mkdirs(o->save, err, errlen);
 }

@@ -38,18 +38,10 @@
 #include "shard.h"
 #include "tokenizer.h"
 
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return rc;
-}
 
 /* ---- the job ---- */
 
-static int prepare_model(train_job *j, bool apply_hf, char *err, size_t errlen) {
+static wp_result prepare_model(train_job *j, bool apply_hf, char *err, size_t errlen) {
     wp_model_cfg cfg;
     if (apply_hf && j->o.init_from[0]) {
         int rc = hf_config_apply(j->o.init_from, &j->o, err, errlen);
@@ -66,10 +58,10 @@ static int prepare_model(train_job *j, bool apply_hf, char *err, size_t errlen) 
     return 0;
 }
 
-static int prepare_schedule(train_job *j, char *err, size_t errlen) {
+static wp_result prepare_schedule(train_job *j, char *err, size_t errlen) {
     const wp_strategy st = j->strategy;
     if (st == (wp_strategy)WP_STRAT_ALL)
-        return fail(err, errlen, 2, "--strategy: all is for simulate; train runs one strategy (or auto: the fastest "
+        return wp_fail(WP_BAD_INPUT, err, errlen, "--strategy: all is for simulate; train runs one strategy (or auto: the fastest "
                     "on this machine)");
     wp_gen_opts go;
     int rc = gen_opts_from_opts(&j->o, st, &go, err, errlen);
@@ -83,7 +75,7 @@ static int prepare_schedule(train_job *j, char *err, size_t errlen) {
     char why[512];
     rc = engine_run(&j->s, &sz, NULL, 2, false, &j->run, why, sizeof why);
     j->have_run = rc == 0;
-    if (rc) return fail(err, errlen, 1, "schedule %s does not validate: %s", strategy_name(st), why);
+    if (rc) return wp_fail(WP_FAILED, err, errlen, "schedule %s does not validate: %s", strategy_name(st), why);
     return 0;
 }
 
@@ -92,7 +84,7 @@ static int prepare_schedule(train_job *j, char *err, size_t errlen) {
  * rank opens its own loaders later from the same lists). Validation never reads training data
  * unnoticed: --eval-every without validation shards is refused, and --val-data naming
  * training shards is allowed with a warning. */
-static int resolve_val(train_job *j, char *err, size_t errlen) {
+static wp_result resolve_val(train_job *j, char *err, size_t errlen) {
     const wp_opts *o = &j->o;
     if (o->val_data[0]) return shard_list_resolve(&j->val, o->val_data, WP_SPLIT_VAL, "--val-data", false, err, errlen);
     if (o->eval_every == 0) return 0;
@@ -100,7 +92,7 @@ static int resolve_val(train_job *j, char *err, size_t errlen) {
     int rc = dir ? shard_list_resolve(&j->val, o->data, WP_SPLIT_VAL, "--data", true, err, errlen) : 0;
     if (rc || j->val.n > 0) return rc;
     bool file = !dir && fs_exists(o->data);
-    return fail(err, errlen, 2,
+    return wp_fail(WP_BAD_INPUT, err, errlen,
                 "--eval-every %" PRId64 ": no validation data: %s%s%s; give validation shards with --val-data (or --val-data "
                 "'%s%s' to validate on the training data on purpose)",
                 o->eval_every, dir ? "" : "--data ", o->data,
@@ -108,7 +100,7 @@ static int resolve_val(train_job *j, char *err, size_t errlen) {
                 o->data, dir ? "/*train*.bin" : "");
 }
 
-static int check_val(train_job *j, const wp_loader *train, char *err, size_t errlen) {
+static wp_result check_val(train_job *j, const wp_loader *train, char *err, size_t errlen) {
     const wp_opts *o = &j->o;
     const wp_layout *L = &j->L;
     const char *flag = o->val_data[0] ? "--val-data" : "--data";
@@ -117,13 +109,13 @@ static int check_val(train_job *j, const wp_loader *train, char *err, size_t err
     int rc = loader_open_list(&probe, &j->val, flag, &lc, err, errlen);
     if (rc) return rc;
     if (loader_shard_version(probe) != loader_shard_version(train))
-        rc = fail(err, errlen, 2,
+        rc = wp_fail(WP_BAD_INPUT, err, errlen,
                   "%s: %s is version %d (%s tokens), but the training shard %s is version %d (%s tokens): the shards of one "
                   "dataset share one format",
                   flag, loader_shard_path(probe, 0), loader_shard_version(probe), shard_token_type(loader_shard_version(probe)),
                   loader_shard_path(train, 0), loader_shard_version(train), shard_token_type(loader_shard_version(train)));
     else if (o->eval_every > 0 && loader_windows(probe) < o->eval_batches * L->cfg.micro_batch)
-        rc = fail(err, errlen, 2, "--eval-batches: %" PRId64 " micro-batches of %d sequences asked, the validation shards (%s) hold %" PRId64,
+        rc = wp_fail(WP_BAD_INPUT, err, errlen, "--eval-batches: %" PRId64 " micro-batches of %d sequences asked, the validation shards (%s) hold %" PRId64,
                   o->eval_batches, L->cfg.micro_batch, flag, loader_windows(probe));
     loader_close(probe);
     int first, common;
@@ -134,7 +126,7 @@ static int check_val(train_job *j, const wp_loader *train, char *err, size_t err
     return rc;
 }
 
-static int check_data(train_job *j, char *err, size_t errlen) {
+static wp_result check_data(train_job *j, char *err, size_t errlen) {
     const wp_layout *L = &j->L;
     wp_loader_cfg lc = {.b = L->cfg.micro_batch, .s = L->cfg.seq, .vocab = L->cfg.vocab, .micro_batches = j->nmb,
                         .seed = (uint64_t)j->o.seed};
@@ -155,21 +147,21 @@ static int check_data(train_job *j, char *err, size_t errlen) {
  * directory's, or a checkpoint's that carried them): special tokens, chat template and the eos
  * list go into every checkpoint, and from there into exports (transformers' AutoTokenizer needs
  * them to add no tokens of its own). */
-static int read_side_files(train_job *j, const char *tokenizer, char *err, size_t errlen) {
+static wp_result read_side_files(train_job *j, const char *tokenizer, char *err, size_t errlen) {
     char path[WP_PATH_MAX], why[WP_PATH_MAX + 256];
     const char *slash = strrchr(tokenizer, '/');
     int dirlen = slash ? (int)(slash - tokenizer) : 1, rc = 0;
     for (int i = 0; rc == 0 && i < CKPT_SIDE_FILES; i++) {
         if (snprintf(path, sizeof path, "%.*s/%s", dirlen, slash ? tokenizer : ".", ckpt_side_files[i]) >= (int)sizeof path)
-            return fail(err, errlen, 2, "%s: path too long", tokenizer);
+            return wp_fail(WP_BAD_INPUT, err, errlen, "%s: path too long", tokenizer);
         if (!fs_exists(path)) continue;
         rc = fs_read_small(path, (size_t)1 << 26, &j->side_data[i], &j->side_size[i], why, sizeof why);
-        if (rc) rc = fail(err, errlen, rc, "%s", why);
+        if (rc) rc = wp_fail((wp_result)rc, err, errlen, "%s", why);
     }
     return rc;
 }
 
-static int resolve_tokenizer(train_job *j, char *err, size_t errlen) {
+static wp_result resolve_tokenizer(train_job *j, char *err, size_t errlen) {
     const wp_opts *o = &j->o;
     char path[WP_PATH_MAX] = "", why[WP_PATH_MAX + 512];
     const char *flag = "--tokenizer";
@@ -183,21 +175,21 @@ static int resolve_tokenizer(train_job *j, char *err, size_t errlen) {
         if (slash) *slash = '\0';
         else snprintf(dir, sizeof dir, ".");
         int rc = tok_find_in_dir(dir, path, sizeof path, why, sizeof why);
-        if (rc) return fail(err, errlen, rc, "--data: %s", why);
+        if (rc) return wp_fail((wp_result)rc, err, errlen, "--data: %s", why);
         flag = "--data's tokenizer";
     }
     if (!path[0] && o->init_from[0] && !o->tokenizer[0] && gguf_is_file(o->init_from)) {
         /* a llama.cpp file carries its tokenizer: the checkpoints keep it as tokenizer.json */
         int rc = gguf_tokenizer_json(o->init_from, &j->tokenizer_data, &j->tokenizer_size, why, sizeof why);
-        if (rc) return fail(err, errlen, rc, "--init-from %s", why);
+        if (rc) return wp_fail((wp_result)rc, err, errlen, "--init-from %s", why);
         if (!j->tokenizer_data) return 0;
         /* opened by the C encoder now, as a file would be: refused before training if it cannot
          * encode or is larger than the model; --sample-every decodes with it */
         wp_tokenizer *t;
         rc = tok_open_mem(j->tokenizer_data, j->tokenizer_size, o->init_from, &t, why, sizeof why);
-        if (rc) return fail(err, errlen, rc, "--init-from %s", why);
+        if (rc) return wp_fail((wp_result)rc, err, errlen, "--init-from %s", why);
         if (tok_vocab_size(t) > j->L.cfg.vocab) {
-            rc = fail(err, errlen, 2, "--init-from %s: its tokenizer's vocabulary of %" PRId64 " tokens exceeds the model's %" PRId64,
+            rc = wp_fail(WP_BAD_INPUT, err, errlen, "--init-from %s: its tokenizer's vocabulary of %" PRId64 " tokens exceeds the model's %" PRId64,
                       o->init_from, tok_vocab_size(t), (int64_t)j->L.cfg.vocab);
             tok_close(t);
             return rc;
@@ -208,15 +200,15 @@ static int resolve_tokenizer(train_job *j, char *err, size_t errlen) {
     }
     if (!path[0] && o->init_from[0]) { /* a pretrained model's own tokenizer, kept with its checkpoints */
         int rc = tok_find_in_dir(o->init_from, path, sizeof path, why, sizeof why);
-        if (rc) return fail(err, errlen, rc, "--init-from: %s", why);
+        if (rc) return wp_fail((wp_result)rc, err, errlen, "--init-from: %s", why);
         flag = "--init-from's tokenizer";
     }
     if (!path[0]) return 0;
     wp_tokenizer *t;
     int rc = tok_open(path, &t, why, sizeof why);
-    if (rc) return fail(err, errlen, rc, "%s %s", flag, why);
+    if (rc) return wp_fail((wp_result)rc, err, errlen, "%s %s", flag, why);
     if (tok_vocab_size(t) > j->L.cfg.vocab)
-        rc = fail(err, errlen, 2, "%s %s: its vocabulary of %" PRId64 " tokens exceeds the model's --vocab-size %" PRId64, flag,
+        rc = wp_fail(WP_BAD_INPUT, err, errlen, "%s %s: its vocabulary of %" PRId64 " tokens exceeds the model's --vocab-size %" PRId64, flag,
                   path, tok_vocab_size(t), (int64_t)j->L.cfg.vocab);
     if (rc == 0 && tok_file_name(t)) {
         snprintf(j->tokenizer, sizeof j->tokenizer, "%s", path);
@@ -224,7 +216,7 @@ static int resolve_tokenizer(train_job *j, char *err, size_t errlen) {
         /* the bytes now: every checkpoint gets the tokenizer the run was checked with */
         size_t size = 0;
         const char *bytes = tok_bytes(t, &size); /* a GGUF's: the tokenizer.json it converts to */
-        if (!(j->tokenizer_data = malloc(size + 1))) rc = fail(err, errlen, 1, "%s %s: out of memory", flag, path);
+        if (!(j->tokenizer_data = malloc(size + 1))) rc = wp_fail(WP_FAILED, err, errlen, "%s %s: out of memory", flag, path);
         if (rc == 0) memcpy(j->tokenizer_data, bytes, size), j->tokenizer_data[size] = '\0', j->tokenizer_size = size;
         if (rc == 0) rc = read_side_files(j, path, err, errlen);
     }
@@ -252,7 +244,7 @@ void train_mem_predict(const train_job *j, int r, double terms[WP_MEM_TERMS]) {
  * --device-memory each; on the CPU what this host may still give (cgroup, else MemAvailable),
  * shared by the ranks on it (all of them, or --ranks-per-node). A GPU's free memory is known
  * only once the backend is open: --device-memory is the check there. */
-static int check_memory(train_job *j, bool quiet, char *err, size_t errlen) {
+static wp_result check_memory(train_job *j, bool quiet, char *err, size_t errlen) {
     double limit = (double)j->o.device_memory;
     char what[1400] = "--device-memory";
     if (limit <= 0 && j->o.backend == WP_BACKEND_CPU) {
@@ -271,7 +263,7 @@ static int check_memory(train_job *j, bool quiet, char *err, size_t errlen) {
         if (show && r == 0) fprintf(stderr, "predicted peak memory per rank (docs/memory.md):\n");
         if (show) fprintf(stderr, "  rank %d: %.1f MiB (%s)\n", r, need / 1048576.0, big);
         if (limit > 0 && with > limit)
-            return fail(err, errlen, 2,
+            return wp_fail(WP_BAD_INPUT, err, errlen,
                         "rank %d needs about %.1f MiB (%s), %.1f MiB with the %.0f%% + %.0f MiB margin, more than %s (%.1f MiB)",
                         r, need / 1048576.0, big, with / 1048576.0, MEMLIMIT_MARGIN * 100, MEMLIMIT_FIXED_MIB, what,
                         limit / 1048576.0);
@@ -279,7 +271,7 @@ static int check_memory(train_job *j, bool quiet, char *err, size_t errlen) {
     return 0;
 }
 
-static int prepare_resume(train_job *j, char *err, size_t errlen) {
+static wp_result prepare_resume(train_job *j, char *err, size_t errlen) {
     j->resume_dir[0] = 0;
     j->start_step = 0;
     if (!j->o.resume[0]) return 0;
@@ -308,45 +300,45 @@ static int prepare_resume(train_job *j, char *err, size_t errlen) {
 /* Under a launcher the world size is the launcher's (WORLD_SIZE, SLURM_NTASKS,
  * OMPI_COMM_WORLD_SIZE), read now: the schedule is built before the rendezvous. --nranks, if
  * given, must agree. */
-static int launcher_world(train_job *j, char *err, size_t errlen) {
+static wp_result launcher_world(train_job *j, char *err, size_t errlen) {
     int world;
     const char *launcher;
     char why[256];
     int rc = boot_world_from_environ(&world, &launcher, why, sizeof why);
     if (rc == 1) return 0;
-    if (rc != 0) return fail(err, errlen, 2, "%s", why);
+    if (rc != 0) return wp_fail(WP_BAD_INPUT, err, errlen, "%s", why);
     if (j->o.set[FLAG_nranks] && j->o.nranks != world)
-        return fail(err, errlen, 2, "--nranks %" PRId64 " but the launcher (%s) started %d ranks", j->o.nranks, launcher, world);
+        return wp_fail(WP_BAD_INPUT, err, errlen, "--nranks %" PRId64 " but the launcher (%s) started %d ranks", j->o.nranks, launcher, world);
     j->o.nranks = world;
     return 0;
 }
 
-static int check_flags(train_job *j, char *err, size_t errlen) {
+static wp_result check_flags(train_job *j, char *err, size_t errlen) {
     if (launcher_world(j, err, errlen)) return 2;
     const wp_opts *o = &j->o;
-    if (o->nranks < 1 || o->nranks > 4096) return fail(err, errlen, 2, "--nranks: %" PRId64 " must be 1..4096", o->nranks);
-    if (o->num_microbatches < 0) return fail(err, errlen, 2, "--num-microbatches: must be 0 (= N) or more");
-    if (o->steps < 1) return fail(err, errlen, 2, "--steps: %" PRId64 " must be at least 1", o->steps);
+    if (o->nranks < 1 || o->nranks > 4096) return wp_fail(WP_BAD_INPUT, err, errlen, "--nranks: %" PRId64 " must be 1..4096", o->nranks);
+    if (o->num_microbatches < 0) return wp_fail(WP_BAD_INPUT, err, errlen, "--num-microbatches: must be 0 (= N) or more");
+    if (o->steps < 1) return wp_fail(WP_BAD_INPUT, err, errlen, "--steps: %" PRId64 " must be at least 1", o->steps);
     if (!o->data[0] && !o->calibrate[0])
-        return fail(err, errlen, 2, "--data: train needs token shards (a file, a directory or a glob pattern)");
-    if (o->save_every < 0 || o->keep_last < 0) return fail(err, errlen, 2, "--save-every/--keep-last: must be 0 or more");
-    if (o->save_every > 0 && !o->save[0]) return fail(err, errlen, 2, "--save-every: needs --save DIR");
-    if (o->save[0] && fs_exists(o->save) && !fs_is_dir(o->save)) return fail(err, errlen, 2, "--save %s: exists and is not a directory", o->save);
+        return wp_fail(WP_BAD_INPUT, err, errlen, "--data: train needs token shards (a file, a directory or a glob pattern)");
+    if (o->save_every < 0 || o->keep_last < 0) return wp_fail(WP_BAD_INPUT, err, errlen, "--save-every/--keep-last: must be 0 or more");
+    if (o->save_every > 0 && !o->save[0]) return wp_fail(WP_BAD_INPUT, err, errlen, "--save-every: needs --save DIR");
+    if (o->save[0] && fs_exists(o->save) && !fs_is_dir(o->save)) return wp_fail(WP_BAD_INPUT, err, errlen, "--save %s: exists and is not a directory", o->save);
     char why[WP_PATH_MAX + 128];
     /* a read-only or full --save was found only at the first save, perhaps hours in */
-    if (o->save[0] && fs_probe_writable(o->save, why, sizeof why)) return fail(err, errlen, 2, "--save %s", why);
-    if (o->max_skipped_steps < 0) return fail(err, errlen, 2, "--max-skipped-steps: must be 0 (no bound) or more");
-    if (o->resume[0] && o->init_from[0]) return fail(err, errlen, 2, "--resume and --init-from: give one of them");
-    if (!(o->device_tflops >= 0)) return fail(err, errlen, 2, "--device-tflops: %g must be 0 (unpaced) or more", o->device_tflops);
-    if (o->eval_every < 0 || o->eval_batches < 1) return fail(err, errlen, 2, "--eval-every/--eval-batches: must be 0+ and 1+");
+    if (o->save[0] && fs_probe_writable(o->save, why, sizeof why)) return wp_fail(WP_BAD_INPUT, err, errlen, "--save %s", why);
+    if (o->max_skipped_steps < 0) return wp_fail(WP_BAD_INPUT, err, errlen, "--max-skipped-steps: must be 0 (no bound) or more");
+    if (o->resume[0] && o->init_from[0]) return wp_fail(WP_BAD_INPUT, err, errlen, "--resume and --init-from: give one of them");
+    if (!(o->device_tflops >= 0)) return wp_fail(WP_BAD_INPUT, err, errlen, "--device-tflops: %g must be 0 (unpaced) or more", o->device_tflops);
+    if (o->eval_every < 0 || o->eval_batches < 1) return wp_fail(WP_BAD_INPUT, err, errlen, "--eval-every/--eval-batches: must be 0+ and 1+");
     if (o->sample_every < 0 || o->sample_tokens < 1 || o->sample_tokens > INT32_MAX)
-        return fail(err, errlen, 2, "--sample-every/--sample-tokens: must be 0+ and 1+");
+        return wp_fail(WP_BAD_INPUT, err, errlen, "--sample-every/--sample-tokens: must be 0+ and 1+");
     j->nranks = (int)o->nranks;
     j->nmb = o->num_microbatches ? (int)o->num_microbatches : j->nranks;
     return 0;
 }
 
-int train_job_prepare(train_job *j, const wp_opts *o, char *err, size_t errlen) {
+wp_result train_job_prepare(train_job *j, const wp_opts *o, char *err, size_t errlen) {
     memset(j, 0, sizeof *j);
     j->o = *o;
     j->t_origin = wp_now();
@@ -365,7 +357,7 @@ int train_job_prepare(train_job *j, const wp_opts *o, char *err, size_t errlen) 
     if (!rc && train) rc = prepare_resume(j, err, errlen);
     if (!rc && !j->auto_strategy) rc = check_memory(j, false, err, errlen); /* auto: checked on the pick */
     if (!rc && train && j->start_step >= o->steps)
-        rc = fail(err, errlen, 2, "--steps: %" PRId64 " already done by the checkpoint in %s (step %" PRId64 ")", o->steps,
+        rc = wp_fail(WP_BAD_INPUT, err, errlen, "--steps: %" PRId64 " already done by the checkpoint in %s (step %" PRId64 ")", o->steps,
                   j->resume_dir, j->start_step);
     return rc;
 }
@@ -406,7 +398,7 @@ typedef struct {
     train_totals tot;
 } rank_state;
 
-static int open_backend(rank_state *r, int local_rank, char *err, size_t errlen) {
+static wp_result open_backend(rank_state *r, int local_rank, char *err, size_t errlen) {
     const wp_opts *o = &r->j->o;
     char from[128];
     int threads = boot_threads_per_rank_environ((int)o->threads, boot_launched() ? 1 : r->j->nranks,
@@ -416,9 +408,9 @@ static int open_backend(rank_state *r, int local_rank, char *err, size_t errlen)
     wp_kern_opts ko;
     char why[512];
     if (kern_opts_from_opts(o, precision_act_dtype(r->j->L.cfg.precision), threads, local_rank, &ko, why, sizeof why))
-        return fail(err, errlen, 2, "%s", why);
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s", why);
     r->k = kern_create(&ko, why, sizeof why);
-    if (!r->k) return fail(err, errlen, 1, "--backend %s: %s", cli_enum_name(FLAG_backend, o->backend), why);
+    if (!r->k) return wp_fail(WP_FAILED, err, errlen, "--backend %s: %s", cli_enum_name(FLAG_backend, o->backend), why);
     if (r->rank == 0) { /* the rank that reports; MFU's peak, never the pacing --device-tflops */
         const char *source = "";
         r->j->peak_tflops = peak_tflops(r->k, o->peak_tflops, &source);
@@ -427,11 +419,11 @@ static int open_backend(rank_state *r, int local_rank, char *err, size_t errlen)
                     kern_kind(r->k) == WP_BACKEND_CUDA ? ": " : "", kern_kind(r->k) == WP_BACKEND_CUDA ? kern_device_name(r->k) : "");
     }
     r->m = model_create(&r->j->L, r->k, why, sizeof why);
-    if (!r->m) return fail(err, errlen, 1, "model: %s", why);
+    if (!r->m) return wp_fail(WP_FAILED, err, errlen, "model: %s", why);
     return 0;
 }
 
-static int open_optim(rank_state *r, wp_loss_scaler *scaler, char *err, size_t errlen) {
+static wp_result open_optim(rank_state *r, wp_loss_scaler *scaler, char *err, size_t errlen) {
     train_job *j = r->j;
     int owned[WP_MAX_CHUNKS], n = 0;
     for (int c = 0; c < j->s.nchunks; c++)
@@ -445,7 +437,7 @@ static int open_optim(rank_state *r, wp_loss_scaler *scaler, char *err, size_t e
     if (j->o.init_from[0])
         return gguf_is_file(j->o.init_from) ? gguf_load_masters(j->o.init_from, r->o, err, errlen)
                                             : hf_load_masters(j->o.init_from, r->o, err, errlen);
-    if (!j->resume_dir[0]) return optim_init_from_seed(r->o, (uint64_t)j->o.seed) ? fail(err, errlen, 1, "init: %s", optim_error(r->o)) : 0;
+    if (!j->resume_dir[0]) return optim_init_from_seed(r->o, (uint64_t)j->o.seed) ? wp_fail(WP_FAILED, err, errlen, "init: %s", optim_error(r->o)) : 0;
     wp_ckpt *c;
     int rc = ckpt_open(&c, j->resume_dir, err, errlen);
     if (rc) return rc;
@@ -456,7 +448,7 @@ static int open_optim(rank_state *r, wp_loss_scaler *scaler, char *err, size_t e
     return rc;
 }
 
-static int open_data(rank_state *r, char *err, size_t errlen) {
+static wp_result open_data(rank_state *r, char *err, size_t errlen) {
     const train_job *j = r->j;
     const wp_layout *L = &j->L;
     wp_loader_cfg lc = {.b = L->cfg.micro_batch, .s = L->cfg.seq, .vocab = L->cfg.vocab, .micro_batches = j->nmb,
@@ -474,12 +466,12 @@ static int open_data(rank_state *r, char *err, size_t errlen) {
 }
 
 /* --sample-every K: samples of up to --sample-tokens ids, as many as the model has positions. */
-static int open_sampler(rank_state *r, char *err, size_t errlen) {
+static wp_result open_sampler(rank_state *r, char *err, size_t errlen) {
     const train_job *j = r->j;
     if (j->o.sample_every == 0) return 0;
     int tokens = (int)(j->o.sample_tokens < j->L.cfg.seq ? j->o.sample_tokens : j->L.cfg.seq);
     r->sample_ids = malloc((size_t)tokens * sizeof *r->sample_ids);
-    if (!r->sample_ids) return fail(err, errlen, 1, "--sample-tokens: out of memory");
+    if (!r->sample_ids) return wp_fail(WP_FAILED, err, errlen, "--sample-tokens: out of memory");
     /* a sample starts at the tokenizer's BOS (token 0 without one, the byte shards' document
      * boundary) and stops at its EOS */
     int32_t bos = j->tok && tok_bos(j->tok) >= 0 ? tok_bos(j->tok) : 0, eos = j->tok ? tok_eos(j->tok) : -1;
@@ -491,7 +483,7 @@ static int open_sampler(rank_state *r, char *err, size_t errlen) {
 }
 
 /* A greedy sample from the weights after this step; rank 0 reports it. */
-static int sample(rank_state *r, int64_t step, char *err, size_t errlen) {
+static wp_result sample(rank_state *r, int64_t step, char *err, size_t errlen) {
     int n;
     wp_transport_stats s0 = {0}, s1 = {0};
     if (r->t && r->j->nranks > 1) tp_stats(r->t, &s0);
@@ -507,7 +499,7 @@ static int sample(rank_state *r, int64_t step, char *err, size_t errlen) {
 
 /* On a GPU, the prediction and its margin against the device's free memory once the context is
  * open (train_job_prepare could not ask it); --device-memory was checked already. */
-static int check_device_memory(rank_state *r, char *err, size_t errlen) {
+static wp_result check_device_memory(rank_state *r, char *err, size_t errlen) {
     size_t free_b, total_b;
     if (kern_device_free(r->k, &free_b, &total_b) != 0) return 0;
     double terms[WP_MEM_TERMS];
@@ -518,12 +510,12 @@ static int check_device_memory(rank_state *r, char *err, size_t errlen) {
     if (with <= (double)free_b + (double)now) return 0;
     char big[256];
     mem_largest(terms, 3, big, sizeof big);
-    return fail(err, errlen, 2, "rank %d needs about %.1f MiB on its GPU (%s), %.1f MiB with the margin, more than the %.1f MiB free of %.1f MiB",
+    return wp_fail(WP_BAD_INPUT, err, errlen, "rank %d needs about %.1f MiB on its GPU (%s), %.1f MiB with the margin, more than the %.1f MiB free of %.1f MiB",
                 r->rank, need / 1048576.0, big, with / 1048576.0, ((double)free_b + (double)now) / 1048576.0,
                 (double)total_b / 1048576.0);
 }
 
-static int open_rank(rank_state *r, int local_rank, char *err, size_t errlen) {
+static wp_result open_rank(rank_state *r, int local_rank, char *err, size_t errlen) {
     wp_loss_scaler scaler;
     int rc = open_backend(r, local_rank, err, errlen);
     if (!rc) rc = check_device_memory(r, err, errlen);
@@ -541,7 +533,7 @@ static int open_rank(rank_state *r, int local_rank, char *err, size_t errlen) {
     if (rt_create(&r->rt, &rc_cfg, err, errlen)) return 1;
     if (r->rank == 0 && r->j->o.metrics[0]) {
         r->metrics = fopen(r->j->o.metrics, "a");
-        if (!r->metrics) return fail(err, errlen, 1, "--metrics %s: cannot open for appending", r->j->o.metrics);
+        if (!r->metrics) return wp_fail(WP_FAILED, err, errlen, "--metrics %s: cannot open for appending", r->j->o.metrics);
         report_run_line(r->j, r->metrics);
     }
     return rt_load_carry(r->rt, err, errlen);
@@ -564,7 +556,7 @@ static void close_rank(rank_state *r) {
 
 /* After a collective step that failed on some rank: every rank gets the message of the lowest
  * failing rank (was: only that rank named the cause, the others "a rank failed"). */
-static int first_cause(rank_state *r, bool failed, char *why, size_t whylen, int *who, char *err, size_t errlen) {
+static wp_result first_cause(rank_state *r, bool failed, char *why, size_t whylen, int *who, char *err, size_t errlen) {
     double v = failed ? r->rank : (double)INT32_MAX;
     *who = -1;
     if (r->j->nranks > 1 && ctl_allreduce(r->ctl, CTL_MIN, &v, 1, err, errlen)) return 1;
@@ -576,7 +568,7 @@ static int first_cause(rank_state *r, bool failed, char *why, size_t whylen, int
     return 0;
 }
 
-static int commit_checkpoint(rank_state *r, int64_t steps_done, int64_t opt_step, char *why, size_t whylen) {
+static wp_result commit_checkpoint(rank_state *r, int64_t steps_done, int64_t opt_step, char *why, size_t whylen) {
     train_job *j = r->j;
     wp_loss_scaler sc = rt_scaler(r->rt);
     wp_ckpt_info info = {.step = steps_done, .optimizer_step = opt_step, .loss_scale = sc.scale,
@@ -607,7 +599,7 @@ static int commit_checkpoint(rank_state *r, int64_t steps_done, int64_t opt_step
 }
 
 /* Every owner writes its shard; after a barrier rank 0 commits; everyone learns the outcome. */
-static int save_checkpoint(rank_state *r, int64_t steps_done, char *err, size_t errlen) {
+static wp_result save_checkpoint(rank_state *r, int64_t steps_done, char *err, size_t errlen) {
     train_job *j = r->j;
     if (steps_done == r->saved_step) return 0; /* every rank knows it: no collective skipped by one */
     double v[2] = {0, (double)optim_steps(r->o)};
@@ -617,18 +609,18 @@ static int save_checkpoint(rank_state *r, int64_t steps_done, char *err, size_t 
     bool failed = ckpt_write_shard(j->o.save, steps_done, r->rank, r->o, why, sizeof why) != 0;
     rt_save_event(r->rt, t0, wp_now());
     if (first_cause(r, failed, why, sizeof why, &who, err, errlen)) return 1;
-    if (who >= 0) return fail(err, errlen, 1, "checkpoint step %" PRId64 ": rank %d: %s", steps_done, who, why);
+    if (who >= 0) return wp_fail(WP_FAILED, err, errlen, "checkpoint step %" PRId64 ": rank %d: %s", steps_done, who, why);
     if (ctl_allreduce(r->ctl, CTL_MAX, v, 2, err, errlen)) return 1;
     failed = r->rank == 0 && commit_checkpoint(r, steps_done, (int64_t)v[1], why, sizeof why) != 0;
     if (first_cause(r, failed, why, sizeof why, &who, err, errlen)) return 1;
-    if (who >= 0) return fail(err, errlen, 1, "checkpoint step %" PRId64 ": rank 0's commit: %s", steps_done, why);
+    if (who >= 0) return wp_fail(WP_FAILED, err, errlen, "checkpoint step %" PRId64 ": rank 0's commit: %s", steps_done, why);
     if (r->rank == 0 && !j->o.quiet) fprintf(stderr, "\nsaved %s/step-%" PRId64 "\n", j->o.save, steps_done);
     r->saved_step = steps_done;
     return 0;
 }
 
 /* Validation loss with the masters after this step; rank 0 reports it. */
-static int evaluate(rank_state *r, int64_t step, char *err, size_t errlen) {
+static wp_result evaluate(rank_state *r, int64_t step, char *err, size_t errlen) {
     double loss;
     wp_transport_stats s0 = {0}, s1 = {0};
     if (r->t && r->j->nranks > 1) tp_stats(r->t, &s0);
@@ -645,7 +637,7 @@ static int evaluate(rank_state *r, int64_t step, char *err, size_t errlen) {
 }
 
 /* A stop request anywhere stops every rank at the same step boundary. */
-static int stop_agreed(rank_state *r, bool *stop, char *err, size_t errlen) {
+static wp_result stop_agreed(rank_state *r, bool *stop, char *err, size_t errlen) {
     double v = stop_requested() ? 1 : 0;
     if (r->j->nranks > 1 && ctl_allreduce(r->ctl, CTL_MAX, &v, 1, err, errlen)) return 1;
     *stop = v != 0;
@@ -654,15 +646,15 @@ static int stop_agreed(rank_state *r, bool *stop, char *err, size_t errlen) {
 
 /* Each metrics line out now, and any failed write an error (was: a full disk cut the file
  * short, with exit 0 and no word). */
-static int metrics_flush(rank_state *r, char *err, size_t errlen) {
+static wp_result metrics_flush(rank_state *r, char *err, size_t errlen) {
     if (!r->metrics) return 0;
     /* errno as the failed write left it (report.c may have flushed already) */
     if (fflush(r->metrics) != 0 || ferror(r->metrics))
-        return fail(err, errlen, 1, "--metrics %s: write failed: %s", r->j->o.metrics, errno ? strerror(errno) : "I/O error");
+        return wp_fail(WP_FAILED, err, errlen, "--metrics %s: write failed: %s", r->j->o.metrics, errno ? strerror(errno) : "I/O error");
     return 0;
 }
 
-static int train_loop(rank_state *r, char *err, size_t errlen) {
+static wp_result train_loop(rank_state *r, char *err, size_t errlen) {
     train_job *j = r->j;
     r->t_begin = wp_now();
     if (r->t && j->nranks > 1) {
@@ -701,7 +693,7 @@ static int train_loop(rank_state *r, char *err, size_t errlen) {
 
 /* The layout and validated schedule of the pick, in place of the provisional ones (the same
  * checks as train_job_prepare's: the schedule validates, the memory fits). */
-static int auto_rebuild(train_job *j, const wp_tuned *pick, char *err, size_t errlen) {
+static wp_result auto_rebuild(train_job *j, const wp_tuned *pick, char *err, size_t errlen) {
     autotune_apply(&j->o, &pick->k); /* the run's flags are now the pick's, as if given */
     j->strategy = pick->k.st;
     int rc;
@@ -771,13 +763,13 @@ static void auto_search(const train_job *j, const wp_calib *cal, auto_msg *m) {
     free(a);
 }
 
-static int auto_pick(train_job *j, int rank, wp_transport *t, wp_control *ctl, const wp_calib *cal, char *err,
+static wp_result auto_pick(train_job *j, int rank, wp_transport *t, wp_control *ctl, const wp_calib *cal, char *err,
                      size_t errlen) {
     auto_msg mine; /* rank 0's search, then (broadcast) every rank's */
     memset(&mine, 0, sizeof mine);
     if (rank == 0) auto_search(j, cal, &mine);
     if (ctl_broadcast(ctl, 0, &mine, sizeof mine, err, errlen)) return 1;
-    if (mine.rc) return fail(err, errlen, mine.rc, "%s", mine.why);
+    if (mine.rc) return wp_fail((wp_result)mine.rc, err, errlen, "%s", mine.why);
     /* every rank is done with the provisional layout (calibration read it) before it changes;
      * ranks that are threads of one process share the job: its first rank rebuilds it */
     if (ctl_barrier(ctl, err, errlen)) return 1;
@@ -786,8 +778,8 @@ static int auto_pick(train_job *j, int rank, wp_transport *t, wp_control *ctl, c
     double bad = owner ? (double)auto_rebuild(j, &mine.pick, why, sizeof why) : 0;
     if (ctl_allreduce(ctl, CTL_MAX, &bad, 1, err, errlen)) return 1;
     if (bad != 0)
-        return why[0] ? fail(err, errlen, (int)bad, "--strategy auto: %s %s: %s", strategy_name(mine.pick.k.st), mine.pick.knobs, why)
-                      : fail(err, errlen, (int)bad, "--strategy auto: another process could not set up the pick");
+        return why[0] ? wp_fail((wp_result)bad, err, errlen, "--strategy auto: %s %s: %s", strategy_name(mine.pick.k.st), mine.pick.knobs, why)
+                      : wp_fail((wp_result)bad, err, errlen, "--strategy auto: another process could not set up the pick");
     if (rank == 0) {
         char bw[32], lat[32];
         printf("auto: %s %s: predicted %.0f tokens/s (fastest of %d configurations on the calibrated machine: %.3g TFLOP/s",
@@ -802,7 +794,7 @@ static int auto_pick(train_job *j, int rank, wp_transport *t, wp_control *ctl, c
 }
 
 /* --calibrate or --strategy auto: measure on every rank, then write the fragment or pick. */
-static int calibrate_ranks(train_job *j, int rank, int local_rank, wp_transport *t, wp_control *ctl, char *err,
+static wp_result calibrate_ranks(train_job *j, int rank, int local_rank, wp_transport *t, wp_control *ctl, char *err,
                            size_t errlen) {
     const wp_opts *o = &j->o;
     char from[128];
@@ -814,7 +806,7 @@ static int calibrate_ranks(train_job *j, int rank, int local_rank, wp_transport 
     wp_kern_opts ko;
     char why0[512];
     if (kern_opts_from_opts(o, precision_act_dtype(j->L.cfg.precision), threads, local_rank, &ko, why0, sizeof why0))
-        return fail(err, errlen, 2, "%s", why0);
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s", why0);
     int rc = calib_run(&j->L, j->nranks, (int)o->ranks_per_node, rank, &ko, (uint64_t)o->seed,
                        o->timeout, j->nranks > 1 ? t : NULL, ctl, &cal, err, errlen);
     if (rc) return rc;
@@ -824,14 +816,14 @@ static int calibrate_ranks(train_job *j, int rank, int local_rank, wp_transport 
                                                      cli_enum_name(FLAG_transport, o->transport),
                                                      cli_enum_name(FLAG_backend, o->backend), o->calibrate, why, sizeof why) : 0;
     if (ctl_allreduce(ctl, CTL_MAX, &bad, 1, err, errlen)) return 1;
-    if (bad != 0) return rank == 0 ? fail(err, errlen, 1, "%s", why) : fail(err, errlen, 1, "--calibrate %s: rank 0 could not write it", o->calibrate);
+    if (bad != 0) return rank == 0 ? wp_fail(WP_FAILED, err, errlen, "%s", why) : wp_fail(WP_FAILED, err, errlen, "--calibrate %s: rank 0 could not write it", o->calibrate);
     if (rank == 0 && !o->quiet)
         fprintf(stderr, "calibrated in %.2f s: %.4g TFLOP/s effective; wrote %s (simulate --config %s ...)\n", cal.seconds,
                 cal.tflops, o->calibrate, o->calibrate);
     return 0;
 }
 
-int train_rank(train_job *j, int rank, int local_rank, wp_transport *t, wp_control *ctl, char *err, size_t errlen) {
+wp_result train_rank(train_job *j, int rank, int local_rank, wp_transport *t, wp_control *ctl, char *err, size_t errlen) {
     if (j->calibrating) {
         int rc = calibrate_ranks(j, rank, local_rank, t, ctl, err, errlen);
         if (rc || j->o.calibrate[0]) return rc;

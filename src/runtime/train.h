@@ -57,7 +57,7 @@ typedef struct {
 
 /* Everything checked before any rank starts: model, schedule (validated), memory, flags.
  * Returns 0, 2 (bad usage or input, reason in err) or 1. */
-int train_job_prepare(train_job *j, const wp_opts *o, char *err, size_t errlen);
+wp_result train_job_prepare(train_job *j, const wp_opts *o, char *err, size_t errlen);
 void train_job_free(train_job *j);
 
 /* --strategy auto: the job is prepared without a schedule (a provisional 1f1b names the
@@ -72,7 +72,7 @@ void train_job_free(train_job *j);
  * or 1 with one line in err (2 for bad input found late, e.g. a checkpoint of another shape).
  * local_rank: the rank's index on its host; its device is --device, else local_rank modulo the
  * visible devices. */
-int train_rank(train_job *j, int rank, int local_rank, wp_transport *t, wp_control *ctl, char *err, size_t errlen);
+wp_result train_rank(train_job *j, int rank, int local_rank, wp_transport *t, wp_control *ctl, char *err, size_t errlen);
 
 /* The run's memory prediction for rank r, per term (schedule/memory.h with this job's backend,
  * threads, --eval-every and --sample-every): the start-up check's and the end table's. */

@@ -200,7 +200,7 @@ static void test_job_flags(void) {
         CHECK(parse(line) == 0 && cli_job_flags(&opts, text, sizeof text) == 0 && strcmp(text, base) != 0,
               "'%s' left the job flags as they were", other[i]);
     }
-    CHECK(cli_job_flags(&opts, text, 16) == -1, "a buffer too small was accepted");
+    CHECK(cli_job_flags(&opts, text, 16) == WP_FAILED, "a buffer too small was accepted");
     printf("ok: job flags (%zu bytes): per-rank flags left out, %zu job-wide flags each change them\n", strlen(base),
            sizeof other / sizeof other[0]);
 }
