@@ -15,9 +15,6 @@
 
 #define WP_PATH_MAX 4096
 
-/* The old spelling of wp_fail (result.h), kept for src/cmd until it is converted. */
-#define io_fail(err, errlen, rc, ...) wp_fail((wp_result)(rc), (err), (errlen), __VA_ARGS__)
-
 /* dir + "/" + name into out; 1 (with a message) when it does not fit. */
 wp_result fs_join(char *out, size_t outlen, const char *dir, const char *name, char *err, size_t errlen);
 

@@ -3,7 +3,7 @@
 
 #include <stdlib.h>
 
-#include "fsutil.h" /* io_fail */
+#include "result.h"
 
 wp_result masters_fill(wp_optim *o, masters_reader read, void *ctx, char *err, size_t errlen) {
     const wp_layout *L = layout_of_optim(o);
