@@ -1,9 +1,31 @@
-/* The OOM killer's count for this process's cgroup (oom.h). */
+/* This process's memory cgroup and the OOM killer's count for it (oom.h). */
 #include "oom.h"
 
-#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+
+void cgroup_memory_path(const char *self_cgroup, char *path, size_t len, bool *v2) {
+    path[0] = 0;
+    FILE *f = fopen(self_cgroup, "r");
+    if (!f) return;
+    char line[1024];
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = 0;
+        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (!c2) continue;
+        *c1 = *c2 = 0;
+        bool is_v2 = strcmp(line, "0") == 0 && c1[1] == 0, is_mem = false;
+        char *save = NULL; /* strtok_r: rank threads and the control thread may read this at once */
+        for (char *tok = strtok_r(c1 + 1, ",", &save); tok && !is_v2; tok = strtok_r(NULL, ",", &save))
+            is_mem |= strcmp(tok, "memory") == 0;
+        if (is_v2 || is_mem) {
+            snprintf(path, len, "%s", c2 + 1);
+            *v2 = is_v2;
+            if (is_mem) break; /* a v1 memory controller is what limits, where both are listed */
+        }
+    }
+    fclose(f);
+}
 
 /* "oom_kill N" from a cgroup file, -1 when the file or the line is not there. */
 static long count_in(const char *path) {
@@ -18,23 +40,12 @@ static long count_in(const char *path) {
 }
 
 long oom_kill_count(void) {
-    FILE *f = fopen("/proc/self/cgroup", "r");
-    if (!f) return -1;
-    char line[1024], path[1200];
-    long n = -1;
-    while (n < 0 && fgets(line, sizeof line, f)) {
-        line[strcspn(line, "\n")] = 0;
-        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-        if (!c2) continue;
-        *c1 = *c2 = 0;
-        const char *cg = strcmp(c2 + 1, "/") == 0 ? "" : c2 + 1;
-        bool v2 = strcmp(line, "0") == 0 && c1[1] == 0, mem = false;
-        for (char *tok = strtok(c1 + 1, ","); tok && !v2; tok = strtok(NULL, ",")) mem |= strcmp(tok, "memory") == 0;
-        if (v2) snprintf(path, sizeof path, "/sys/fs/cgroup%s/memory.events", cg);
-        else if (mem) snprintf(path, sizeof path, "/sys/fs/cgroup/memory%s/memory.oom_control", cg);
-        else continue;
-        n = count_in(path);
-    }
-    fclose(f);
-    return n;
+    char cg[1024], path[1200];
+    bool v2 = true;
+    cgroup_memory_path("/proc/self/cgroup", cg, sizeof cg, &v2);
+    if (!cg[0]) return -1;
+    const char *dir = strcmp(cg, "/") == 0 ? "" : cg;
+    if (v2) snprintf(path, sizeof path, "/sys/fs/cgroup%s/memory.events", dir);
+    else snprintf(path, sizeof path, "/sys/fs/cgroup/memory%s/memory.oom_control", dir);
+    return count_in(path);
 }

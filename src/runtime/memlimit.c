@@ -1,6 +1,8 @@
 /* The memory a rank may use and the memory it used (memlimit.h). */
 #include "memlimit.h"
 
+#include "oom.h"
+
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,34 +21,10 @@ static double read_num(const char *path) {
     return end != buf && v >= 0 && v < 0x1p60 ? v : -1;
 }
 
-/* The process's cgroup path from a /proc/self/cgroup file: the v2 line "0::/path" (v2 true), else
- * the v1 line whose controller list names "memory" ("4:memory:/path", v2 false); "" for none. */
-static void own_cgroup(const char *self_cgroup, char *path, size_t len, bool *v2) {
-    path[0] = 0;
-    FILE *f = fopen(self_cgroup, "r");
-    if (!f) return;
-    char line[1024];
-    while (fgets(line, sizeof line, f)) {
-        line[strcspn(line, "\n")] = 0;
-        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-        if (!c2) continue;
-        *c1 = *c2 = 0;
-        bool is_v2 = strcmp(line, "0") == 0 && c1[1] == 0, is_mem = false;
-        for (char *tok = strtok(c1 + 1, ","); tok && !is_v2; tok = strtok(NULL, ","))
-            is_mem |= strcmp(tok, "memory") == 0;
-        if (is_v2 || is_mem) {
-            snprintf(path, len, "%s", c2 + 1);
-            *v2 = is_v2;
-            if (is_mem) break; /* a v1 memory controller is what limits, where both are listed */
-        }
-    }
-    fclose(f);
-}
-
 double memlimit_cgroup_room(const char *self_cgroup, const char *root, char *what, size_t len) {
     char cg[1024], dir[1400];
     bool v2 = true;
-    own_cgroup(self_cgroup, cg, sizeof cg, &v2);
+    cgroup_memory_path(self_cgroup, cg, sizeof cg, &v2);
     if (!cg[0]) return -1;
     const char *max_f = v2 ? "memory.max" : "memory.limit_in_bytes", *cur_f = v2 ? "memory.current" : "memory.usage_in_bytes";
     double best = -1;
