@@ -182,8 +182,13 @@ static wp_result setup(eng *e) {
             slice_range(e->sz->owner_bytes[c], r, e->S ? e->S : 1, &off, &part);
             if (e->S ? r < e->S : e->s->owner[c] == r) run->rank[r].owner_bytes += e->S ? part : e->sz->owner_bytes[c];
         }
-        for (int i = 0; i < e->s->rank[r].n_carry; i++)
+        for (int i = 0; i < e->s->rank[r].n_carry; i++) {
+            char nm[48];
+            if (eng_find(&e->r[r], e->s->rank[r].carry[i]))
+                return eng_fail_plain(e, "rank %d carries %s into the next step twice", r,
+                                      buf_name(absolute(e->s->rank[r].carry[i], 1), nm, sizeof nm));
             if (!eng_create(e, r, e->s->rank[r].carry[i], true, 0, 0)) return WP_FAILED;
+        }
     }
     return 0;
 }
@@ -196,7 +201,9 @@ static void teardown(eng *e) {
                 free(e->r[r].held[i]);
             }
             free(e->r[r].held);
-            free(e->r[r].freed);
+            bufmap_free(&e->r[r].by_name);
+            bufmap_free(&e->r[r].wholes);
+            bufmap_free(&e->r[r].freed);
             free(e->r[r].slots);
         }
     for (int i = 0; i < e->n_chans; i++) {

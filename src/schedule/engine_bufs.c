@@ -1,6 +1,7 @@
 /* The schedule engine's buffers (engine_impl.h): per rank the instances it holds (each may still
  * be arriving), how a name maps to them (a whole W or GW in a sliced schedule is its slices),
  * their creation and release with the memory counters, and the errors that name the action. */
+#include <assert.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,9 +67,8 @@ char *eng_rel_name(wp_buf b, int step, char *out, size_t len) {
 }
 
 inst *eng_find(rstate *R, wp_buf b) {
-    for (int i = 0; i < R->n_held; i++)
-        if (buf_eq(R->held[i]->b, b)) return R->held[i];
-    return NULL;
+    intptr_t in;
+    return bufmap_get(&R->by_name, b, &in) ? (inst *)in : NULL;
 }
 
 /* ---------- slices (ir.h: a sliced schedule holds W and GW as slices) ---------- */
@@ -92,16 +92,30 @@ int eng_bad_slicing(eng *e, int r, int step, int idx, wp_buf b) {
                    eng_rel_name(b, step, nm, sizeof nm), e->S);
 }
 
-/* Whether R holds a slice of b's whole other than `except` (slot pools count whole buffers). */
-static bool holds_sibling(const rstate *R, wp_buf b, const inst *except) {
-    if (!b.nslices) return false;
-    for (int i = 0; i < R->n_held; i++)
-        if (R->held[i] != except && buf_eq(whole_of(R->held[i]->b), whole_of(b))) return true;
-    return false;
+/* How many instances R holds of b's whole (its slices, or the whole itself). */
+static intptr_t wholes_held(const rstate *R, wp_buf b) {
+    intptr_t n = 0;
+    bufmap_get(&R->wholes, whole_of(b), &n);
+    return n;
 }
 
-void eng_wait_for(rstate *R, int why, wp_buf b, int step) {
+/* Whether R holds a slice of b's whole other than `except`, itself held or NULL (slot pools
+ * count whole buffers). */
+static bool holds_sibling(const rstate *R, wp_buf b, const inst *except) {
+    return b.nslices && wholes_held(R, b) - (except != NULL) > 0;
+}
+
+/* One more (d = 1) or one fewer (d = -1) instance of b's whole held. */
+static wp_result count_whole(rstate *R, wp_buf b, int d) {
+    const intptr_t n = wholes_held(R, b) + d;
+    if (n > 0) return bufmap_put(&R->wholes, whole_of(b), n);
+    bufmap_del(&R->wholes, whole_of(b));
+    return WP_OK;
+}
+
+void eng_wait_for(rstate *R, int why, const inst *in, wp_buf b, int step) {
     R->why = why;
+    R->why_in = in;
     R->why_buf = b;
     R->why_step = step;
 }
@@ -109,12 +123,11 @@ void eng_wait_for(rstate *R, int why, wp_buf b, int step) {
 /* " (it was freed at action 12)" when it was, for use-after-free messages. */
 const char *eng_freed_note(const eng *e, const rstate *R, wp_buf b, int step, char *out, size_t len) {
     out[0] = '\0';
-    for (int i = R->n_freed - 1; i >= 0; i--)
-        if (buf_eq(R->freed[i].b, b)) {
-            snprintf(out, len, " (it was freed at action %d%s)", R->freed[i].index,
-                     R->freed[i].step != step ? eng_step_note(e, R->freed[i].step) : "");
-            break;
-        }
+    intptr_t at;
+    if (bufmap_get(&R->freed, b, &at)) {
+        const int at_step = (int)(at >> 32), at_idx = (int)(at & 0xffffffff);
+        snprintf(out, len, " (it was freed at action %d%s)", at_idx, at_step != step ? eng_step_note(e, at_step) : "");
+    }
     return out;
 }
 
@@ -198,7 +211,14 @@ inst *eng_create(eng *e, int r, wp_buf b, bool present, int step, int idx) {
     in->born = idx;
     in->born_step = step;
     in->bytes = bytes_of(e, b);
-    if (!holds_sibling(R, b, NULL)) R->n_kind[b.kind]++;
+    if (bufmap_put(&R->by_name, b, (intptr_t)in) || count_whole(R, b, 1)) {
+        bufmap_del(&R->by_name, b);
+        free(in->mbs);
+        free(in);
+        return NULL;
+    }
+    if (wholes_held(R, b) == 1 || !b.nslices) R->n_kind[b.kind]++; /* no sibling held before it */
+    in->pos = R->n_held;
     R->held[R->n_held++] = in;
     R->bytes += in->bytes;
     if (slot_count(e, r, in, 1)) return NULL; /* it is held: teardown frees it */
@@ -209,23 +229,30 @@ inst *eng_create(eng *e, int r, wp_buf b, bool present, int step, int idx) {
 wp_result eng_destroy(eng *e, int r, inst *in, int step, int idx) {
     rstate *R = &e->r[r];
     if (!holds_sibling(R, in->b, in)) R->n_kind[in->b.kind]--;
-    for (int i = 0; i < R->n_held; i++)
-        if (R->held[i] == in) {
-            R->held[i] = R->held[--R->n_held];
-            break;
-        }
+    bufmap_del(&R->by_name, in->b);
+    count_whole(R, in->b, -1); /* a decrement never grows the map: it cannot fail */
+    R->held[in->pos] = R->held[--R->n_held];
+    R->held[in->pos]->pos = in->pos;
     R->bytes -= in->bytes;
     slot_count(e, r, in, -1);
-    if (engine_grow((void **)&R->freed, &R->cap_freed, R->n_freed + 1, sizeof *R->freed)) return WP_FAILED;
-    R->freed[R->n_freed++] = (freed_rec){in->b, step, idx};
+    /* the last free of a name is the one a use-after-free message names: a map, not a list of
+     * every free (fsdp at M = 2048 frees a gathered slice 2M times per rank: a gigabyte) */
+    static_assert(sizeof(intptr_t) >= 8, "step and action index packed in one intptr_t");
+    if (bufmap_put(&R->freed, in->b, (intptr_t)step << 32 | (intptr_t)idx)) return WP_FAILED;
     free(in->mbs);
     free(in);
     return 0;
 }
 
+/* A word at a time: a reduce over M = 2048 micro-batches checks 2048 bits per slice. */
 int eng_first_common(const uint64_t *a, const uint64_t *b, int n) {
-    for (int i = 0; i < n; i++)
-        if (bit(a, i) && bit(b, i)) return i;
+    for (int w = 0; w < (n + 63) / 64; w++) {
+        const uint64_t x = a[w] & b[w];
+        if (x) {
+            const int i = 64 * w + __builtin_ctzll(x);
+            return i < n ? i : -1;
+        }
+    }
     return -1;
 }
 
@@ -239,11 +266,11 @@ int eng_need_one(eng *e, int r, int step, int idx, wp_buf b, bool write, inst **
         return eng_fail_at(e, r, step, idx, "needs %s, which rank %d does not hold%s", eng_rel_name(b, step, nm, sizeof nm), r,
                        eng_freed_note(e, R, b, step, note, sizeof note));
     if (!in->present) {
-        eng_wait_for(R, WHY_ARRIVE, b, step);
+        eng_wait_for(R, WHY_ARRIVE, in, b, step);
         return BLOCKED;
     }
     if (write && in->sends > 0) {
-        eng_wait_for(R, WHY_SEND, b, step);
+        eng_wait_for(R, WHY_SEND, in, b, step);
         return BLOCKED;
     }
     *out = in;

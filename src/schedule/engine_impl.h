@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "bufmap.h"
 #include "engine.h"
 #include "seq_split.h"
 #include "result.h"
@@ -26,12 +27,8 @@ typedef struct inst {
     uint64_t *mbs;  /* GW: contributions */
     int born, born_step;
     size_t bytes;
+    int pos;        /* its index in its rank's held[] */
 } inst;
-
-typedef struct {
-    wp_buf b;
-    int step, index;
-} freed_rec;
 
 typedef struct {
     int pc;
@@ -41,10 +38,12 @@ typedef struct {
     double reduce_t0[MAX_STEPS];
     inst **held;
     int n_held, cap_held;
-    freed_rec *freed;
-    int n_freed, cap_freed;
+    wp_bufmap by_name; /* name -> inst *: held[] without a scan */
+    wp_bufmap wholes;  /* whole_of(name) -> how many held instances of it (slices and the whole) */
+    wp_bufmap freed;   /* name -> where it was last freed, step << 32 | action (for error messages) */
     int why;         /* what the rank waits for (WHY_*), formatted only for a deadlock message */
     wp_buf why_buf;  /* relative to why_step */
+    const inst *why_in; /* WHY_ARRIVE, WHY_SEND: the instance, held here, the action blocked on */
     int why_step;
     int n_kind[WP_BUF_KINDS], n_acts;
     size_t acts_bytes, bytes;
@@ -148,7 +147,8 @@ char *eng_rel_name(wp_buf b, int step, char *out, size_t len);
 inst *eng_find(rstate *R, wp_buf b);
 int eng_expand(const eng *e, wp_buf b, wp_buf *out);
 int eng_bad_slicing(eng *e, int r, int step, int idx, wp_buf b);
-void eng_wait_for(rstate *R, int why, wp_buf b, int step);
+/* R waits (WHY_*) for b, or for instance in (NULL: not for one instance) */
+void eng_wait_for(rstate *R, int why, const inst *in, wp_buf b, int step);
 const char *eng_freed_note(const eng *e, const rstate *R, wp_buf b, int step, char *out, size_t len);
 size_t eng_acts_bytes_of(const eng *e, int c, int mb, bool kept);
 void eng_note_peaks(eng *e, int r);

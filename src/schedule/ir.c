@@ -70,16 +70,6 @@ wp_buf buf_gw(int chunk) { return (wp_buf){.kind = WP_BUF_GW, .chunk = (int16_t)
 wp_buf buf_a(int chunk, int mb) { return (wp_buf){.kind = WP_BUF_A, .chunk = (int16_t)chunk, .idx = mb}; }
 wp_buf buf_ga(int chunk, int mb) { return (wp_buf){.kind = WP_BUF_GA, .chunk = (int16_t)chunk, .idx = mb}; }
 
-bool buf_eq(wp_buf x, wp_buf y) {
-    return x.kind == y.kind && x.lane == y.lane && x.chunk == y.chunk && x.idx == y.idx && x.nslices == y.nslices &&
-           x.slice == y.slice;
-}
-
-wp_buf buf_slice(wp_buf whole, int k, int n) {
-    whole.nslices = (uint16_t)n;
-    whole.slice = (uint16_t)k;
-    return whole;
-}
 
 void slice_range(size_t E, int k, int n, size_t *off, size_t *len) {
     size_t lo = E * (size_t)k / (size_t)n, hi = E * (size_t)(k + 1) / (size_t)n;

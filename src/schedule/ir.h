@@ -230,9 +230,17 @@ wp_buf buf_w(int chunk, int version, int lane);
 wp_buf buf_gw(int chunk);
 wp_buf buf_a(int chunk, int mb);
 wp_buf buf_ga(int chunk, int mb);
-bool buf_eq(wp_buf x, wp_buf y);
+/* Inline: the simulator compares and slices names in its innermost loops. */
+static inline bool buf_eq(wp_buf x, wp_buf y) {
+    return x.kind == y.kind && x.lane == y.lane && x.chunk == y.chunk && x.idx == y.idx && x.nslices == y.nslices &&
+           x.slice == y.slice;
+}
 /* Slice k of n of a whole W or GW buffer. */
-wp_buf buf_slice(wp_buf whole, int k, int n);
+static inline wp_buf buf_slice(wp_buf whole, int k, int n) {
+    whole.nslices = (uint16_t)n;
+    whole.slice = (uint16_t)k;
+    return whole;
+}
 /* Elements [*off, *off + *len) of E that slice k of n covers (0 <= k < n; the sizes differ by at
  * most one element). */
 void slice_range(size_t E, int k, int n, size_t *off, size_t *len);
