@@ -20,7 +20,7 @@ int ctl_base_init(wp_control *c, const ctl_ops *ops, int rank, int world, double
     c->timeout = timeout;
     c->status_at = wp_now();
     snprintf(c->status, sizeof c->status, "starting");
-    c->oom0 = oom_kill_count();
+    c->oom0 = oom_counts();
     return pthread_mutex_init(&c->mu, NULL) == 0 ? 0 : -1;
 }
 
@@ -40,21 +40,23 @@ void ctl_note_memory(wp_control *c, const double *resident, const double *alloca
     pthread_mutex_unlock(&c->mu);
 }
 
-void ctl_death_note(wp_control *c, int r, char *out, size_t len) {
-    long oom = oom_kill_count();
-    char fig[160] = "";
+void ctl_death_note(wp_control *c, int r, bool same_host, char *out, size_t len) {
+    const wp_oom_counts now = oom_counts();
+    char fig[160] = "", ev[160];
     out[0] = 0;
     pthread_mutex_lock(&c->mu);
     if (c->mem && r >= 0 && r < c->world && c->mem[r] > 0)
         snprintf(fig, sizeof fig, "it last reported %.1f MiB resident, %.1f MiB allocated at step %lld", c->mem[r] / 1048576.0,
                  c->mem[c->world + r] / 1048576.0, c->mem_step);
-    long oom0 = c->oom0;
+    const wp_oom_counts before = c->oom0;
     pthread_mutex_unlock(&c->mu);
-    if (oom > 0 && oom > oom0)
-        snprintf(out, len, ": killed by the OOM killer (this cgroup's oom_kill count went from %ld to %ld)%s%s", oom0 < 0 ? 0 : oom0,
-                 oom, fig[0] ? "; " : "", fig);
-    else if (fig[0])
-        snprintf(out, len, ": killed, by the kernel's OOM killer most likely (%s)", fig);
+    /* another host's counts say nothing of r: only the hedge with its last figures */
+    const wp_oom_verdict v = same_host ? oom_verdict(before, now, ev, sizeof ev) : WP_OOM_UNKNOWN;
+    const char *sep = fig[0] ? "; " : "";
+    if (v == WP_OOM_YES) snprintf(out, len, ": killed by the OOM killer (%s)%s%s", ev, sep, fig);
+    else if (v == WP_OOM_NO) snprintf(out, len, ": not killed by the OOM killer (%s)%s%s", ev, sep, fig);
+    else if (v == WP_OOM_LIKELY) snprintf(out, len, ": killed, by the kernel's OOM killer most likely (%s%s%s)", ev, sep, fig);
+    else if (fig[0]) snprintf(out, len, ": killed, by the kernel's OOM killer most likely (%s)", fig);
 }
 
 int ctl_rank(const wp_control *c) { return c->rank; }

@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "control.h"
+#include "oom.h"
 #include "result.h"
 
 /* A collective call as every rank describes it; rank 0 checks that all descriptions agree. */
@@ -41,14 +42,15 @@ struct wp_control {
     char unanswered[512]; /* rank 0: the ranks its last status query did not hear from ("" = none) */
     double *mem;          /* ctl_note_memory: resident then allocated, world each; NULL before */
     long long mem_step;
-    long oom0;            /* oom_kill_count() when the channel opened */
+    wp_oom_counts oom0;   /* the OOM killer's counts when the channel opened (oom.h) */
 };
 
 int ctl_base_init(wp_control *c, const ctl_ops *ops, int rank, int world, double timeout);
 void ctl_base_destroy(wp_control *c);
 /* What is known of how rank r vanished without a goodbye: ": killed by the OOM killer (...)"
  * when this cgroup's count rose, else its last memory figure, else "". */
-void ctl_death_note(wp_control *c, int r, char *out, size_t len);
+/* same_host: r ran on this host, so this host's OOM counts speak of it */
+void ctl_death_note(wp_control *c, int r, bool same_host, char *out, size_t len);
 
 /* Record the first failure cause and abort the attached transport. Returns true when this
  * call recorded it (false: already failed). Takes c->mu itself. */

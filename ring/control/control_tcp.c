@@ -378,7 +378,18 @@ static void parse_frames(ctl_tcp *T, ctl_conn *k) {
     k->rlen -= off;
 }
 
+/* Whether the peer of k ran on this host: its advertised address and this end of the connection
+ * have the same IP (loopback for every rank of a one-host job). */
+static bool same_host(const ctl_conn *k) {
+    char mine[SOCK_ADDR_MAX], host[SOCK_ADDR_MAX], theirs[SOCK_ADDR_MAX], why[128];
+    int port;
+    sock_local_addr(k->fd, mine, sizeof mine);
+    return sock_split_addr(mine, host, sizeof host, &port, why, sizeof why) == 0 &&
+           sock_split_addr(k->addr, theirs, sizeof theirs, &port, why, sizeof why) == 0 && strcmp(host, theirs) == 0;
+}
+
 static void conn_closed(ctl_tcp *T, ctl_conn *k, int err) {
+    const bool local = same_host(k); /* while the socket is still open */
     pthread_mutex_lock(&k->wmu);
     close(k->fd);
     k->fd = -1;
@@ -386,7 +397,7 @@ static void conn_closed(ctl_tcp *T, ctl_conn *k, int err) {
     if (!k->bye && !T->stop) {
         char name[256], why[1024], note[400];
         conn_name(T, k->rank, name, sizeof name);
-        ctl_death_note(&T->base, k->rank, note, sizeof note);
+        ctl_death_note(&T->base, k->rank, local, note, sizeof note);
         snprintf(why, sizeof why, "%s %s the control connection%s%s%s", name, err ? "lost" : "closed",
                  err ? ": " : note[0] ? " without saying goodbye" : " without saying goodbye (died?)", err ? strerror(err) : "", note);
         fail(T, why, k->rank);

@@ -54,6 +54,8 @@ typedef struct wp_boot_info {
      * close-on-exec and non-blocking; tcp_job_open (tcp.h) uses it instead of binding, and closes it. */
     bool listen_inherited; /* false (the zeroed default): rank 0 binds MASTER_ADDR:MASTER_PORT */
     int listen_fd;
+    bool notice_inherited; /* weipipe's launcher: notice_fd is its notice of a peer's end (notice.h) */
+    int notice_fd;
     /* The flags that every rank of the job must share, as "name=value" lines in one fixed order
      * (the command writes them; NULL: not compared). The rendezvous handshake carries their
      * crc32; a rank whose hash differs from rank 0's fails the rendezvous on both sides, which

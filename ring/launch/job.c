@@ -8,6 +8,7 @@
 #include "clock.h"
 #include "local.h"
 #include "mpi_boot.h"
+#include "notice.h"
 #include "ring_warn.h"
 #include "sock.h"
 
@@ -46,6 +47,7 @@ static int run_launched_rank(const wp_job_cfg *cfg, wp_rank_fn fn, void *arg, ch
                   "join; to refuse strangers set WEIPIPE_SECRET to the same value on every rank",
                   bi.world, bi.job_id, bi.job_id_from, bi.master_addr, bi.master_port);
     bi.job_flags = cfg->job_flags;
+    if (bi.notice_inherited) notice_adopt(bi.notice_fd); /* watched until the transport is up */
     /* Listeners bind the interface that reaches MASTER_ADDR (loopback when it is loopback),
      * which is then the address the other ranks dial: on a cluster the default --bind
      * (127.0.0.1) would advertise an address no other host can reach. */
@@ -65,6 +67,7 @@ static int run_launched_rank(const wp_job_cfg *cfg, wp_rank_fn fn, void *arg, ch
     tp_job_conn c = {0};
     double t0 = wp_now();
     int rc = cfg->transport->open(&bi, &routed, &c, err, errlen);
+    notice_watch(false); /* from here a dead peer shows as a closed connection (notice.h) */
     if (rc != 0) return rc;
     wp_rank_ctx ctx = {.rank = bi.rank, .world = bi.world, .local_rank = bi.local_rank, .t = c.t, .ctl = c.ctl};
     /* on rank 0: from listening until the last of the world joined and got the address table */

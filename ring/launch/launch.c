@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -35,6 +36,7 @@ typedef struct child {
     pid_t pid; /* 0: reaped */
     int status;
     out_pipe out[2];
+    int notice[2]; /* the rank's notice socket pair (notice.h): [0] ours, [1] the rank's; -1 closed */
 } child;
 
 typedef struct launch_state {
@@ -46,6 +48,8 @@ typedef struct launch_state {
     int listen_fd; /* the rendezvous listener rank 0 inherits; -1 once closed here */
     pid_t pgid;
     int live;
+    wp_oom_counts oom0; /* the OOM killer's counts when the job started */
+    char first_how[240];  /* how the first failed rank ended, worded when it was reaped */
 } launch_state;
 
 static int sig_write_fd = -1;
@@ -95,7 +99,8 @@ static char **self_cmdline(void) {
 
 static bool is_ours(const char *var) {
     static const char *names[] = {"MASTER_ADDR=", "MASTER_PORT=", "RANK=", "WORLD_SIZE=", "LOCAL_RANK=",
-                                  "LOCAL_WORLD_SIZE=", "WEIPIPE_JOB_ID=", "WEIPIPE_SECRET=", "WEIPIPE_LISTEN_FD="};
+                                  "LOCAL_WORLD_SIZE=", "WEIPIPE_JOB_ID=", "WEIPIPE_SECRET=", "WEIPIPE_LISTEN_FD=",
+                                  "WEIPIPE_NOTICE_FD="};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strncmp(var, names[i], strlen(names[i])) == 0) return true;
     return false;
@@ -128,16 +133,16 @@ static int rendezvous_listener(launch_state *s, char *err, size_t errlen) {
     return port;
 }
 
-/* listen_fd >= 0: rank 0's, passed as WEIPIPE_LISTEN_FD. */
-static char **child_env(int rank, int n, int port, int listen_fd, const char *job, const char *secret) {
+/* listen_fd >= 0: rank 0's, passed as WEIPIPE_LISTEN_FD; notice_fd: WEIPIPE_NOTICE_FD. */
+static char **child_env(int rank, int n, int port, int listen_fd, int notice_fd, const char *job, const char *secret) {
     int count = 0;
     while (environ[count]) count++;
-    char **env = calloc((size_t)count + 10, sizeof *env);
+    char **env = calloc((size_t)count + 11, sizeof *env); /* ours (at most 10) and the NULL */
     if (!env) return NULL;
     int k = 0;
     for (int i = 0; i < count; i++)
         if (!is_ours(environ[i])) env[k++] = strdup(environ[i]);
-    char v[9][160];
+    char v[10][160];
     snprintf(v[0], sizeof v[0], "MASTER_ADDR=127.0.0.1");
     snprintf(v[1], sizeof v[1], "MASTER_PORT=%d", port);
     snprintf(v[2], sizeof v[2], "RANK=%d", rank);
@@ -146,8 +151,9 @@ static char **child_env(int rank, int n, int port, int listen_fd, const char *jo
     snprintf(v[5], sizeof v[5], "LOCAL_WORLD_SIZE=%d", n);
     snprintf(v[6], sizeof v[6], "WEIPIPE_JOB_ID=%s", job);
     snprintf(v[7], sizeof v[7], "WEIPIPE_SECRET=%s", secret);
-    snprintf(v[8], sizeof v[8], "WEIPIPE_LISTEN_FD=%d", listen_fd);
-    for (int i = 0; i < (listen_fd >= 0 ? 9 : 8); i++) env[k++] = strdup(v[i]);
+    snprintf(v[8], sizeof v[8], "WEIPIPE_NOTICE_FD=%d", notice_fd);
+    snprintf(v[9], sizeof v[9], "WEIPIPE_LISTEN_FD=%d", listen_fd);
+    for (int i = 0; i < (listen_fd >= 0 ? 10 : 9); i++) env[k++] = strdup(v[i]);
     for (int i = 0; i < k; i++)
         if (!env[i]) return NULL; /* the caller frees what it can see: a leak only on OOM */
     return env;
@@ -176,6 +182,7 @@ static void exec_child(launch_state *s, int rank, pid_t parent, int out_fd, int 
     /* Rank 0 keeps the rendezvous listener across exec (its number is in WEIPIPE_LISTEN_FD);
      * the others lose it at exec (close-on-exec). fcntl is async-signal-safe. */
     if (rank == 0 && fcntl(s->listen_fd, F_SETFD, 0) != 0) _exit(127);
+    if (fcntl(s->kids[rank].notice[1], F_SETFD, 0) != 0) _exit(127); /* its notice end, WEIPIPE_NOTICE_FD */
     execve("/proc/self/exe", s->argv, s->envs[rank]);
     _exit(127);
 }
@@ -207,6 +214,8 @@ static int spawn(launch_state *s, int rank, char *err, size_t errlen) {
         return -1;
     }
     child *c = &s->kids[rank];
+    close(c->notice[1]); /* the rank's end lives in the rank */
+    c->notice[1] = -1;
     c->pid = pid;
     c->out[0] = (out_pipe){.fd = po[0], .to = 1};
     c->out[1] = (out_pipe){.fd = pe[0], .to = 2};
@@ -264,6 +273,37 @@ static void pump(out_pipe *o, int rank) {
     }
 }
 
+/* A SIGKILL from no one the launcher knows: the OOM killer's when the counts say so (docs/memory.md),
+ * not when no OOM kill happened on this host since the job started (a person's kill -9, a
+ * supervisor), hedged when no count can be read. Worded when the rank is reaped, before
+ * anything later can move the counts. */
+static void describe_end(int st, wp_oom_counts before, char *how, size_t len) {
+    if (!WIFSIGNALED(st)) {
+        snprintf(how, len, "exit status %d", WEXITSTATUS(st));
+        return;
+    }
+    int sig = WTERMSIG(st);
+    char ev[160];
+    wp_oom_verdict v = sig == SIGKILL ? oom_verdict(before, oom_counts(), ev, sizeof ev) : WP_OOM_UNKNOWN;
+    if (sig != SIGKILL) snprintf(how, len, "killed by signal %d (%s)", sig, strsignal(sig));
+    else if (v == WP_OOM_YES) snprintf(how, len, "killed by the OOM killer (SIGKILL; %s)", ev);
+    else if (v == WP_OOM_LIKELY) snprintf(how, len, "killed by SIGKILL, most likely the kernel's OOM killer (%s)", ev);
+    else if (v == WP_OOM_NO) snprintf(how, len, "killed by SIGKILL, not by the OOM killer (%s): by a person or a supervisor", ev);
+    else snprintf(how, len, "killed by SIGKILL, most likely the kernel's OOM killer (out of memory: see dmesg)");
+}
+
+/* Rank r ended in failure: every rank still running learns it on its notice socket (notice.h),
+ * so that one still setting up the ring stops waiting for r and says so. Best effort: a full
+ * or closed socket means that rank no longer listens. */
+static void tell_survivors(launch_state *s, int r, int st) {
+    char line[96];
+    int n = WIFSIGNALED(st) ? snprintf(line, sizeof line, "%d killed by signal %d, %s\n", r, WTERMSIG(st), strsignal(WTERMSIG(st)))
+                            : snprintf(line, sizeof line, "%d exit status %d\n", r, WEXITSTATUS(st));
+    for (int q = 0; q < s->n; q++)
+        if (q != r && s->kids[q].pid && s->kids[q].notice[0] >= 0)
+            (void)!send(s->kids[q].notice[0], line, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
 static void reap(launch_state *s, wp_launch_result *res) {
     for (int r = 0; r < s->n; r++) {
         child *c = &s->kids[r];
@@ -275,7 +315,9 @@ static void reap(launch_state *s, wp_launch_result *res) {
         c->status = st;
         s->live--;
         bool ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
+        if (!ok) tell_survivors(s, r, st);
         if (!ok && res->first_rank < 0) {
+            describe_end(st, s->oom0, s->first_how, sizeof s->first_how);
             res->first_rank = r;
             res->exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
             res->signal = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
@@ -362,22 +404,8 @@ static void supervise(launch_state *s, double timeout, wp_launch_result *res) {
     free(rank_of);
 }
 
-/* SIGKILL from no one the launcher knows is, nearly always, the kernel's OOM killer: say so
- * (docs/memory.md), with the cgroup's count when there is one. */
-static void describe_signal(int sig, char *how, size_t len) {
-    long oom = sig == SIGKILL ? oom_kill_count() : -1;
-    if (sig == SIGKILL && oom > 0)
-        snprintf(how, len, "killed by the OOM killer (SIGKILL; this cgroup's oom_kill count: %ld)", oom);
-    else if (sig == SIGKILL)
-        snprintf(how, len, "killed by SIGKILL, most likely the kernel's OOM killer (out of memory: see dmesg)");
-    else
-        snprintf(how, len, "killed by signal %d (%s)", sig, strsignal(sig));
-}
-
-static void describe(const wp_launch_result *res, int n, char *err, size_t errlen) {
-    char how[160], rest[96] = "";
-    if (res->signal) describe_signal(res->signal, how, sizeof how);
-    else snprintf(how, sizeof how, "exit status %d", res->exit_code);
+static void describe(const wp_launch_result *res, int n, const char *how, char *err, size_t errlen) {
+    char rest[96] = "";
     if (res->killed) snprintf(rest, sizeof rest, "; killed %d rank(s) still running after the grace period", res->killed);
     if (res->interrupted)
         snprintf(err, errlen, "interrupted by signal %d (%s), forwarded to all %d ranks%s", res->interrupted,
@@ -417,6 +445,7 @@ static void free_state(launch_state *s, bool own_argv) {
     for (int r = 0; s->kids && r < s->n; r++)
         for (int j = 0; j < 2; j++) {
             if (s->kids[r].out[j].fd >= 0) close(s->kids[r].out[j].fd);
+            if (s->kids[r].notice[j] >= 0) close(s->kids[r].notice[j]);
             free(s->kids[r].out[j].buf);
         }
     if (own_argv)
@@ -442,13 +471,20 @@ static int prepare(launch_state *s, int argc, char **argv, char *err, size_t err
         snprintf(err, errlen, "launcher: out of memory (or /proc/self/cmdline unreadable)");
         return -1;
     }
-    for (int r = 0; r < s->n; r++) s->kids[r].out[0].fd = s->kids[r].out[1].fd = -1;
+    for (int r = 0; r < s->n; r++)
+        s->kids[r].out[0].fd = s->kids[r].out[1].fd = s->kids[r].notice[0] = s->kids[r].notice[1] = -1;
+    for (int r = 0; r < s->n; r++)
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, s->kids[r].notice) != 0) {
+            s->kids[r].notice[0] = s->kids[r].notice[1] = -1;
+            snprintf(err, errlen, "launcher: socketpair: %s", strerror(errno));
+            return -1;
+        }
     char secret[40] = "", job[64];
     int port = rendezvous_listener(s, err, errlen);
     if (port < 0 || make_secret(secret, sizeof secret, err, errlen) != 0) return -1;
     snprintf(job, sizeof job, "local-%d-%lld", (int)getpid(), (long long)time(NULL));
     for (int r = 0; r < s->n; r++)
-        if (!(s->envs[r] = child_env(r, s->n, port, r == 0 ? s->listen_fd : -1, job, secret))) {
+        if (!(s->envs[r] = child_env(r, s->n, port, r == 0 ? s->listen_fd : -1, s->kids[r].notice[1], job, secret))) {
             snprintf(err, errlen, "launcher: out of memory for the environment");
             return -1;
         }
@@ -468,7 +504,7 @@ int launch_local(int argc, char **argv, int nranks, double timeout, wp_launch_re
         snprintf(err, errlen, "--nranks %d: need at least one rank", nranks);
         return 2;
     }
-    launch_state s = {.n = nranks, .sig_pipe = {-1, -1}, .listen_fd = -1};
+    launch_state s = {.n = nranks, .sig_pipe = {-1, -1}, .listen_fd = -1, .oom0 = oom_counts()};
     if (prepare(&s, argc, argv, err, errlen) != 0) {
         free_state(&s, argv == NULL);
         return 1;
@@ -494,6 +530,6 @@ int launch_local(int argc, char **argv, int nranks, double timeout, wp_launch_re
     free_state(&s, argv == NULL);
     if (rc != 0) return 1;
     if (res->first_rank < 0 && !res->interrupted) return 0;
-    describe(res, nranks, err, errlen);
+    describe(res, nranks, s.first_how, err, errlen);
     return res->exit_code == 2 && !res->interrupted ? 2 : 1;
 }

@@ -457,6 +457,25 @@ int boot_threads_per_rank_environ(int threads_flag, int ranks_in_process, long c
     return boot_threads_per_rank(threads_flag, ranks_in_process, cores, env_get, NULL, from, fromlen);
 }
 
+/* Any rank of weipipe's launcher: the socket WEIPIPE_NOTICE_FD names (notice.h), if set. 0, or 2
+ * naming the variable. */
+static int inherited_notice(wp_boot_info *bi, wp_getenv_fn get, void *ctx, char *err, size_t errlen) {
+    long fd;
+    if (!get_nonempty(get, ctx, "WEIPIPE_NOTICE_FD")) return 0;
+    if (int_var(get, ctx, "WEIPIPE_NOTICE_FD", 0, INT_MAX, true, &fd, err, errlen)) return 2;
+    int type = 0, family = 0;
+    socklen_t len = sizeof type, flen = sizeof family;
+    if (fcntl((int)fd, F_GETFD) < 0 || getsockopt((int)fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 ||
+        getsockopt((int)fd, SOL_SOCKET, SO_DOMAIN, &family, &flen) != 0 || type != SOCK_STREAM || family != AF_UNIX) {
+        snprintf(err, errlen, "WEIPIPE_NOTICE_FD=%ld is not a Unix stream socket (weipipe's launcher sets it; unset it "
+                 "when starting ranks another way)", fd);
+        return 2;
+    }
+    bi->notice_inherited = true;
+    bi->notice_fd = (int)fd;
+    return 0;
+}
+
 int boot_from_env(wp_boot_info *bi, wp_getenv_fn get, void *ctx, char *err, size_t errlen) {
     memset(bi, 0, sizeof *bi);
     long rank = 0, world = 0, local = 0;
@@ -476,7 +495,9 @@ int boot_from_env(wp_boot_info *bi, wp_getenv_fn get, void *ctx, char *err, size
     bi->rank = (int)rank;
     bi->world = (int)world;
     bi->local_rank = (int)local;
-    if (job_vars(bi, get, ctx, err, errlen) || peers_var(bi, get, ctx, err, errlen)) return 2;
+    if (job_vars(bi, get, ctx, err, errlen) || peers_var(bi, get, ctx, err, errlen) ||
+        inherited_notice(bi, get, ctx, err, errlen))
+        return 2;
     return inherited_listener(bi, get, ctx, err, errlen);
 }
 

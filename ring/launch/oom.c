@@ -27,7 +27,7 @@ void cgroup_memory_path(const char *self_cgroup, char *path, size_t len, bool *v
     fclose(f);
 }
 
-/* "oom_kill N" from a cgroup file, -1 when the file or the line is not there. */
+/* "oom_kill N" from a cgroup file or /proc/vmstat, -1 when the file or the line is not there. */
 static long count_in(const char *path) {
     FILE *f = fopen(path, "r");
     if (!f) return -1;
@@ -48,4 +48,21 @@ long oom_kill_count(void) {
     if (v2) snprintf(path, sizeof path, "/sys/fs/cgroup%s/memory.events", dir);
     else snprintf(path, sizeof path, "/sys/fs/cgroup/memory%s/memory.oom_control", dir);
     return count_in(path);
+}
+
+wp_oom_counts oom_counts(void) { return (wp_oom_counts){.cgroup = oom_kill_count(), .host = count_in("/proc/vmstat")}; }
+
+wp_oom_verdict oom_verdict(wp_oom_counts before, wp_oom_counts now, char *out, size_t len) {
+    out[0] = 0;
+    if (before.cgroup >= 0 && now.cgroup > before.cgroup) {
+        snprintf(out, len, "this cgroup's oom_kill count went from %ld to %ld", before.cgroup, now.cgroup);
+        return WP_OOM_YES;
+    }
+    if (before.host < 0 || now.host < 0) return WP_OOM_UNKNOWN;
+    if (now.host == before.host) {
+        snprintf(out, len, "no OOM kill on this host meanwhile: /proc/vmstat oom_kill stayed at %ld", now.host);
+        return WP_OOM_NO;
+    }
+    snprintf(out, len, "the host's oom_kill count went from %ld to %ld: see dmesg", before.host, now.host);
+    return WP_OOM_LIKELY;
 }

@@ -17,4 +17,23 @@ void cgroup_memory_path(const char *self_cgroup, char *path, size_t len, bool *v
 /* The count, or -1 where no cgroup memory controller reports one. */
 long oom_kill_count(void);
 
+/* The OOM killer's counts at one moment: this cgroup's (oom_kill_count) and the host's
+ * (/proc/vmstat oom_kill, Linux 4.13+, raised by every OOM kill on the host); -1 where unknown. */
+typedef struct {
+    long cgroup, host;
+} wp_oom_counts;
+wp_oom_counts oom_counts(void);
+
+/* What the counts taken before and now say of a process of this job, on this host, that was
+ * SIGKILLed (or vanished) in between. */
+typedef enum {
+    WP_OOM_UNKNOWN, /* no count to read */
+    WP_OOM_YES,     /* this cgroup's count rose */
+    WP_OOM_LIKELY,  /* the host's rose: an OOM kill happened here, maybe of another process */
+    WP_OOM_NO,      /* the host's did not change: no OOM kill at all (a person, a supervisor) */
+} wp_oom_verdict;
+/* The verdict, and its evidence as words into out ("this cgroup's oom_kill count went from 0 to
+ * 1", "/proc/vmstat oom_kill stayed at 3"; "" when unknown). */
+wp_oom_verdict oom_verdict(wp_oom_counts before, wp_oom_counts now, char *out, size_t len);
+
 #endif

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "notice.h"
 
 wp_result sock_split_addr(const char *addr, char *host, size_t hostlen, int *port, char *err, size_t errlen) {
     const char *colon = strrchr(addr, ':');
@@ -184,6 +185,26 @@ int sock_listen(const char *host, int port, char *err, size_t errlen) {
     return fd;
 }
 
+/* 1 when fd is ready, 0 at the deadline, -1 on a poll error (errno), -2 when the launcher says a
+ * peer ended (notice.h: the ring is being set up and will not be). */
+static int wait_fd(int fd, short events, double deadline) {
+    for (;;) {
+        if (notice_lost(NULL, 0)) return -2;
+        struct pollfd p[2] = {{.fd = fd, .events = events}, {.fd = notice_fd(), .events = POLLIN}};
+        double left = deadline - wp_now();
+        if (left <= 0) return 0;
+        int rc = poll(p, p[1].fd >= 0 ? 2 : 1, (int)(left * 1000) + 1);
+        if (rc > 0 && p[0].revents) return 1;
+        if (rc < 0 && errno != EINTR) return -1;
+    }
+}
+
+/* wait_fd's failure as words. */
+static void wait_why(int rc, char *err, size_t errlen) {
+    if (rc == -2) notice_lost(err, errlen);
+    else snprintf(err, errlen, "%s", rc == 0 ? "timed out" : strerror(errno));
+}
+
 /* One non-blocking connect attempt; 0 connected, 1 refused (retry), -1 other error. */
 static int try_connect(const struct addrinfo *ai, double deadline, int *out, char *err, size_t errlen) {
     int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
@@ -193,11 +214,14 @@ static int try_connect(const struct addrinfo *ai, double deadline, int *out, cha
     }
     int rc = connect(fd, ai->ai_addr, ai->ai_addrlen);
     if (rc != 0 && errno == EINPROGRESS) {
-        struct pollfd p = {.fd = fd, .events = POLLOUT};
-        double left = deadline - wp_now();
-        int pr = poll(&p, 1, left > 0 ? (int)(left * 1000) + 1 : 0);
+        int pr = wait_fd(fd, POLLOUT, deadline);
         int soerr = 0;
         socklen_t sl = sizeof soerr;
+        if (pr == -2) {
+            close(fd);
+            wait_why(pr, err, errlen);
+            return -1;
+        }
         if (pr <= 0) {
             errno = pr == 0 ? ETIMEDOUT : errno;
         } else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) == 0 && soerr == 0) {
@@ -231,23 +255,14 @@ int sock_connect(const char *host, int port, double deadline, char *err, size_t 
             if (rc == 0) return fd;
             if (rc < 0) break;
         }
-        if (wp_now() + 0.05 >= deadline) break;
-        struct timespec ts = {0, 50 * 1000 * 1000};
-        nanosleep(&ts, NULL);
+        if (wp_now() + 0.05 >= deadline || notice_lost(why, sizeof why)) break;
+        struct pollfd p = {.fd = notice_fd(), .events = POLLIN}; /* 50 ms, or until the launcher speaks */
+        if (p.fd >= 0) poll(&p, 1, 50);
+        else nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
+        if (notice_lost(why, sizeof why)) break;
     }
     snprintf(err, errlen, "cannot connect to %s:%d: %s", host, port, why);
     return -1;
-}
-
-static int wait_fd(int fd, short events, double deadline) {
-    struct pollfd p = {.fd = fd, .events = events};
-    for (;;) {
-        double left = deadline - wp_now();
-        if (left <= 0) return 0;
-        int rc = poll(&p, 1, (int)(left * 1000) + 1);
-        if (rc > 0) return 1;
-        if (rc < 0 && errno != EINTR) return -1;
-    }
 }
 
 wp_result sock_write_all(int fd, const void *buf, size_t n, double deadline, char *err, size_t errlen) {
@@ -265,7 +280,7 @@ wp_result sock_write_all(int fd, const void *buf, size_t n, double deadline, cha
         }
         int rc = wait_fd(fd, POLLOUT, deadline);
         if (rc <= 0) {
-            snprintf(err, errlen, "%s", rc == 0 ? "timed out" : strerror(errno));
+            wait_why(rc, err, errlen);
             return WP_FAILED;
         }
     }
@@ -291,7 +306,7 @@ wp_result sock_read_all(int fd, void *buf, size_t n, double deadline, char *err,
         }
         int rc = wait_fd(fd, POLLIN, deadline);
         if (rc <= 0) {
-            snprintf(err, errlen, "%s", rc == 0 ? "timed out" : strerror(errno));
+            wait_why(rc, err, errlen);
             return WP_FAILED;
         }
     }

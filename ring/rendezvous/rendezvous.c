@@ -16,6 +16,7 @@
 #include "control_tcp.h"
 #include "flags_check.h"
 #include "handshake.h"
+#include "notice.h"
 #include "peer_hosts.h"
 #include "ring_warn.h"
 #include "sock.h"
@@ -190,12 +191,22 @@ static int root_gather(const wp_boot_info *bi, const wp_net_opts *net, const ph_
             for (int i = 0; i < np; i++) close(pend[i].fd);
             return 1;
         }
-        struct pollfd pf[HS_MAX_PENDING + 1] = {{.fd = lfd, .events = POLLIN}};
+        char lost[200];
+        if (notice_lost(lost, sizeof lost)) { /* a rank ended before it joined: no use waiting */
+            char missing[256];
+            missing_list(bi->world, fds, missing, sizeof missing);
+            snprintf(err, errlen, "rendezvous at %s:%d: rank(s) %s had not joined when %s", bi->master_addr,
+                     bi->master_port, missing, lost);
+            for (int i = 0; i < np; i++) close(pend[i].fd);
+            return 1;
+        }
+        struct pollfd pf[HS_MAX_PENDING + 2] = {{.fd = lfd, .events = POLLIN}};
         for (int i = 0; i < np; i++) {
             pf[i + 1] = (struct pollfd){.fd = pend[i].fd, .events = POLLIN};
             if (pend[i].deadline < next) next = pend[i].deadline;
         }
-        if (poll(pf, (nfds_t)np + 1, (int)((next - now) * 1000) + 1) < 0 && errno != EINTR) {
+        pf[np + 1] = (struct pollfd){.fd = notice_fd(), .events = POLLIN}; /* fd -1: ignored by poll */
+        if (poll(pf, (nfds_t)np + 2, (int)((next - now) * 1000) + 1) < 0 && errno != EINTR) {
             snprintf(err, errlen, "rendezvous: poll: %s", strerror(errno));
             return 1;
         }
@@ -463,8 +474,27 @@ static int rank_rendezvous(const wp_boot_info *bi, const wp_net_opts *net, wp_tr
     return 0;
 }
 
+/* WEIPIPE_TEST_JOIN_DELAY=R:S: rank R waits S seconds before it takes part (tests/faults/kill.sh
+ * kills it then, before it joined, every time). 0, or 2 naming the variable. */
+static int test_join_delay(int rank, char *err, size_t errlen) {
+    const char *v = getenv("WEIPIPE_TEST_JOIN_DELAY");
+    if (!v || !*v) return 0;
+    int r, used = 0;
+    double sec;
+    if (sscanf(v, "%d:%lf%n", &r, &sec, &used) != 2 || v[used] || r < 0 || !(sec >= 0 && sec <= 3600)) {
+        snprintf(err, errlen, "WEIPIPE_TEST_JOIN_DELAY: '%s' is not RANK:SECONDS (0 to 3600 s)", v);
+        return 2;
+    }
+    if (r == rank) nanosleep(&(struct timespec){(time_t)sec, (long)((sec - (double)(time_t)sec) * 1e9)}, NULL);
+    return 0;
+}
+
 int rdv_exchange(const wp_boot_info *bi, const wp_net_opts *net, wp_transport *t, int lfd, int *fds, char **addrs,
                  char *err, size_t errlen) {
+    if (test_join_delay(bi->rank, err, errlen)) {
+        if (lfd >= 0) close(lfd);
+        return 2;
+    }
     if (bi->rank != 0) return rank_rendezvous(bi, net, t, &fds[0], addrs, err, errlen);
     char my_addr[SOCK_ADDR_MAX];
     advertised_addr(bi, t, -1, my_addr, sizeof my_addr);

@@ -9,6 +9,31 @@ TIMEOUT=4
 RANDOM=7 # the seed of the trial choices
 strategies=(1f1b weipipe-naive weipipe-interleave wzb1 wzb2)
 worst=0
+# First, a rank killed before it joined the rendezvous (WEIPIPE_TEST_JOIN_DELAY holds it back):
+# nothing of it ever reaches the others, who would wait --connect-timeout (30 s) for it, past the
+# launcher's grace period, and be killed without a word. The launcher's notice (ring/net/notice.h)
+# tells them at once. Rank 0 (the rendezvous' host) and another.
+for V in 0 2; do
+  export WEIPIPE_TEST_JOIN_DELAY=$V:60
+  start_job "$TMP/log" --nranks 3 --strategy 1f1b --steps 1000000 --timeout ${TIMEOUT}s --connect-timeout 30
+  unset WEIPIPE_TEST_JOIN_DELAY
+  wait_ranks 3
+  sleep 0.3
+  victim=$(pid_of_rank $V) || { kill $LAUNCHER; fail "rank $V not found among [$KIDS]"; }
+  t0=$(now)
+  kill -9 "$victim"
+  wait $LAUNCHER
+  rc=$? took=$(elapsed "$t0")
+  what="rank $V killed before it joined"
+  [ $rc -ne 0 ] || { cat "$TMP/log"; fail "$what: the job exited 0"; }
+  for r in 0 1 2; do
+    [ $r = $V ] && continue
+    grep -q "^\[rank $r\] .*error: .*rank $V ended (killed by signal 9" "$TMP/log" ||
+      { cat "$TMP/log"; fail "$what: rank $r's error does not say that rank $V was killed"; }
+  done
+  no_leftovers
+  echo "$what: exit $rc after ${took}s, both other ranks named it"
+done
 for trial in $(seq "$TRIALS"); do
   S=${strategies[RANDOM % 5]} N=$((3 + RANDOM % 2))
   V=$((RANDOM % N)) delay=$(awk -v r=$RANDOM 'BEGIN {printf "%.2f", 0.2 + r / 32768}')

@@ -187,6 +187,28 @@ static int check(void) {
     CHECK((fcntl(good, F_GETFD) & FD_CLOEXEC) && (fcntl(good, F_GETFL) & O_NONBLOCK),
           "the taken listener is not close-on-exec and non-blocking");
     printf("the listener at 127.0.0.1:%d (fd %d) is taken; rank 1 ignores the variable\n", port, good);
+
+    /* WEIPIPE_NOTICE_FD, the launcher's notice socket (ring/net/notice.h), on any rank: what is
+     * not an open Unix stream socket is refused naming the variable */
+    const char *bad[][2] = {{"three", "not a number"}, {"-1", "negative"}, {NULL, "/dev/null"}, {NULL, "a UDP socket"},
+                            {NULL, "a TCP listener"}};
+    char fdv[3][16];
+    snprintf(fdv[0], sizeof fdv[0], "%d", null), bad[2][0] = fdv[0];
+    snprintf(fdv[1], sizeof fdv[1], "%d", udp), bad[3][0] = fdv[1];
+    snprintf(fdv[2], sizeof fdv[2], "%d", other_port), bad[4][0] = fdv[2];
+    for (int i = 0; i < 5; i++) {
+        setenv("WEIPIPE_NOTICE_FD", bad[i][0], 1);
+        int rc = boot_with(1, port, "", err, sizeof err);
+        printf("WEIPIPE_NOTICE_FD %-20s -> %d: %s\n", bad[i][1], rc, err);
+        CHECK(rc == 2 && strstr(err, "WEIPIPE_NOTICE_FD"), "%s: expected 2 naming WEIPIPE_NOTICE_FD, got %d: %s", bad[i][1],
+              rc, err);
+    }
+    int pair[2];
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, pair) == 0, "socketpair: %s", strerror(errno));
+    snprintf(v, sizeof v, "%d", pair[1]);
+    setenv("WEIPIPE_NOTICE_FD", v, 1);
+    CHECK(boot_with(1, port, "", err, sizeof err) == 0, "a Unix socket pair's end was refused: %s", err);
+    unsetenv("WEIPIPE_NOTICE_FD");
     return 0;
 }
 

@@ -1,13 +1,17 @@
 /* Pure pieces of ring/: the wire format (round trips, and every corruption refused without
  * reading out of bounds), the link pacing arithmetic (in virtual time), address parsing, and
  * rank discovery from launcher variables (torchrun, Slurm, Open MPI; missing or malformed
- * variables named). */
+ * variables named), the OOM verdict on fake counts, and the launcher's notice of a lost rank. */
 #include <math.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "bootstrap.h"
 #include "flags_check.h"
 #include "link_model.h"
+#include "notice.h"
+#include "oom.h"
 #include "peer_hosts.h"
 #include "sha256.h"
 #include "ring_harness.h"
@@ -447,7 +451,50 @@ static void test_peer_hosts(void) {
     printf("ok: host lists: 5 expanded as Slurm does, 7 malformed refused; addresses matched (v4, v6, v4-mapped)\n");
 }
 
+/* oom_verdict: each verdict from the counts, and its evidence in words. */
+static void test_oom_verdict(void) {
+    char ev[160];
+    const wp_oom_counts none = {-1, -1};
+    CHECK(oom_verdict(none, none, ev, sizeof ev) == WP_OOM_UNKNOWN && !ev[0], "no counts: unknown, no words (%s)", ev);
+    CHECK(oom_verdict((wp_oom_counts){0, 5}, (wp_oom_counts){1, 6}, ev, sizeof ev) == WP_OOM_YES &&
+              strstr(ev, "this cgroup's oom_kill count went from 0 to 1"), "cgroup rose: %s", ev);
+    CHECK(oom_verdict((wp_oom_counts){-1, 5}, (wp_oom_counts){-1, 5}, ev, sizeof ev) == WP_OOM_NO &&
+              strstr(ev, "stayed at 5"), "host count still: not the OOM killer: %s", ev);
+    CHECK(oom_verdict((wp_oom_counts){2, 5}, (wp_oom_counts){2, 5}, ev, sizeof ev) == WP_OOM_NO, "both still: %s", ev);
+    /* the host's count rose but not this cgroup's: an OOM kill, maybe of another process */
+    CHECK(oom_verdict((wp_oom_counts){2, 5}, (wp_oom_counts){2, 7}, ev, sizeof ev) == WP_OOM_LIKELY &&
+              strstr(ev, "went from 5 to 7"), "host rose: %s", ev);
+    CHECK(oom_verdict((wp_oom_counts){-1, -1}, (wp_oom_counts){-1, 3}, ev, sizeof ev) == WP_OOM_UNKNOWN,
+          "no count before: unknown (%s)", ev);
+}
+
+/* The notice socket: nothing while nothing was written; a line split across writes is read once
+ * complete; a malformed line is no notice; once told, the fd is no longer offered for polling;
+ * not watching: never told. */
+static void test_notice(void) {
+    int sv[2];
+    CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0, "socketpair");
+    char out[200] = "poison";
+    notice_adopt(sv[1]);
+    CHECK(notice_fd() == sv[1] && !notice_lost(out, sizeof out), "told before anything was written");
+    CHECK(write(sv[0], "banana\n", 7) == 7, "write");
+    CHECK(!notice_lost(out, sizeof out), "a malformed line was taken as a notice: %s", out);
+    CHECK(write(sv[0], "3 killed by sig", 15) == 15, "write");
+    CHECK(!notice_lost(out, sizeof out), "half a line was taken as a notice: %s", out);
+    CHECK(write(sv[0], "nal 9, Killed\n", 14) == 14, "write");
+    notice_watch(false);
+    CHECK(!notice_lost(out, sizeof out) && notice_fd() == -1, "told while not watching");
+    notice_watch(true);
+    CHECK(notice_lost(out, sizeof out) && !strcmp(out, "rank 3 ended (killed by signal 9, Killed), the launcher says"),
+          "the notice reads '%s'", out);
+    CHECK(notice_fd() == -1 && notice_lost(NULL, 0), "once told: no fd to poll, still told");
+    notice_watch(false);
+    close(sv[0]);
+}
+
 int main(void) {
+    test_oom_verdict();
+    test_notice();
     test_peer_hosts();
     test_handshake();
     test_flags_check();
