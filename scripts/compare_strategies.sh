@@ -10,10 +10,9 @@
 # (scripts/hier_map.sh) and the paced emulated-hosts run (copied from scripts/hosts_vs_sim.sh).
 #
 # usage: scripts/compare_strategies.sh [WEIPIPE] [OUT]   (defaults build/weipipe, docs/comparison.md)
-# The goal cases' searches at 24 and 32 ranks take the better part of an hour each here (fsdp at
-# M = 2048 alone is minutes): GOAL_CSV=DIR reuses DIR/CONFIG.csv (DIR/CONFIG-b8.csv for the
-# headline case) where present, the output of exactly the command the section prints, from the
-# same binary.
+# The whole script takes about 6 minutes here (2 cores; the goal case at 32 ranks and M up to
+# 2048 about 2.5 of them). GOAL_CSV=DIR reuses DIR/CONFIG.csv (DIR/CONFIG-b8.csv for the headline
+# case) where present, the output of exactly the command the section prints, from the same binary.
 set -eu
 cd "$(dirname "$0")/.."
 W=${1:-build/weipipe}
@@ -65,11 +64,15 @@ very action lists the runtime runs). The rules (issue 18):
 - **Effective device speed.** \`--device-tflops\` is the rate a device really computes at, not its
   peak: the presets carry 156 TFLOP/s, 50% of the A800's 312 (Megatron-LM reaches 52% of peak per
   A100 end to end, Narayanan et al. SC'21, arXiv 2104.04473; Seq1F1B's Table 3 measures 99.7-124.0
-  TFLOP/s per A100 with 1F1B). Our own GPU MFU is not measured yet. The headline is also given at
+  TFLOP/s per A100 with 1F1B). Our own compute-only MFU at h = 4096, measured on an H200 (docs/performance.md),
+  is 58-65% for a block and 50% for 4 layers with the LM head; the presets keep 50% because they
+  model the paper's A800 cluster, where we have measured nothing. The headline is also given at
   the 312 TFLOP/s peak, for reference.
-- **Memory fit.** 80 GiB = 85.9 GB per rank (\`--device-memory 80G\`); a configuration whose peak (buffers,
-  activation states, 16 bytes per owned parameter) exceeds it is marked **does not fit** and is
-  never ranked.
+- **Memory fit.** 80 GiB = 85.9 GB per rank (\`--device-memory 80G\`); a configuration whose peak
+  exceeds it is marked **does not fit** and is never ranked. The peak is the memory model of
+  docs/memory.md (every buffer, pool, activation state, the LM head's logits, 16 bytes per owned
+  parameter), held within 10% of the measured allocator on every strategy (issue 29); the model
+  before it was 15-100% low, and every table here was searched again under it.
 - **Every strategy at its best.** Each row is the strategy's fastest configuration that fits among
   every knob setting \`weipipe simulate --strategy auto\` tries at the same tokens per step (b with
   M = 32/b, even or FLOP-balanced chunks, 0-2 extra warm-up forwards before the slow hop, seq1f1b's
@@ -144,14 +147,17 @@ TEXT
 ![winner map](img/winner-map-paper-n16.png)
 
 Seq1F1B (mostly with 8 segments: a shorter warm-up ramp at 1F1B's memory) wins wherever it fits
-up to b·s = 32768 tokens per micro-batch; TawPipe wins at b·s = 65,536-131,072 (1.07-1.13x over
-the runner-up; what crosses the 10 Gbit/s NICs is weights and gradients, the same at any b·s,
-while 1F1B's activations grow with it), FSDP at 262,144 (its traffic does not grow with b·s and it
-has no pipeline bubble), and beyond that nothing fits in 80 GiB. A node's 8 ranks share one NIC
-per direction (the simulator's model since the NIC work; before, each rank pair had a 10 Gbit/s
-link of its own). WeiPipe's single ring wins nowhere: its weights cost more than 1F1B's
-activations up to b·s = 18hL/N = 147,456 tokens, and beyond that WeiPipe-Interleave no longer fits
-(95.8 GB per rank at b = 4, s = 65536).
+up to b·s = 32,768 tokens per micro-batch, and again at 131,072; TawPipe wins all along
+b·s = 65,536 (1.10-1.13x over the runner-up; what crosses the 10 Gbit/s NICs is weights and
+gradients, the same at any b·s, while 1F1B's activations grow with it). Past that, weight passing
+runs out of memory first: its circulating weights and gradient buffers come on top of the
+activations, so at 131,072 tokens tawpipe (111 GB per rank) and fsdp (92 GB) no longer fit and
+Seq1F1B, whose warm-up holds segments (an eighth of a micro-batch each), not whole ones, wins by
+1.31-1.34x; beyond 131,072 nothing fits in 80 GiB. Under the memory model before issue 29
+(15-100% low) TawPipe won at 131,072 and FSDP at 262,144, where it needs 167 GB. A node's 8 ranks
+share one NIC per direction. WeiPipe's single ring wins nowhere: its weights cost more than
+1F1B's activations up to b·s = 18hL/N = 147,456 tokens, and beyond that WeiPipe-Interleave no
+longer fits.
 TEXT
   for shape in "s = 8192|configs/paper-h4096-s8k.ini" "s = 4096|configs/paper-h4096-s4k.ini" \
                "s = 2048 (short)|configs/paper-h4096-s4k.ini --seq-length 2048"; do
@@ -184,7 +190,7 @@ TEXT
 `scripts/hier_map.sh`: the link-bound goal cluster (4 x 8 ranks, 400 TFLOP/s effective, one
 shared NIC per node and direction, h 2048, L 32, s 8192), every strategy that fits in 80 GiB at
 M = min(128, sequences per step), b = sequences / M (the cell's b and M, not each strategy's best
-knobs: that search would take hours per cell here). Each cell: the winner, weipipe-hier's tokens/s
+knobs). Each cell: the winner, weipipe-hier's tokens/s
 against the best other strategy that fits, and 1F1B's R = its activation transfer per micro-batch
 over the NIC / its busiest stage's compute per micro-batch (1F1B is link-bound where R > 1).
 
