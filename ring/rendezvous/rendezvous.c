@@ -241,6 +241,17 @@ static int root_gather(const wp_boot_info *bi, const wp_net_opts *net, const ph_
     return 0;
 }
 
+/* Rank 0 gives up the rendezvous (a rank missing past --connect-timeout, or lost): the ranks that
+ * joined learn why, an F_ABORT carrying rank 0's message, instead of a bare closed connection.
+ * Best effort, half a second in all. */
+static void abort_joined(const wp_boot_info *bi, const int *fds, const char *reason) {
+    char why[128];
+    const double deadline = wp_now() + 0.5;
+    notice_watch(false); /* the reason may be the launcher's notice: these writes must not stop at it */
+    for (int r = 1; r < bi->world; r++)
+        if (fds[r] >= 0) ctl_write_frame(fds[r], F_ABORT, 0, reason, strlen(reason), deadline, why, sizeof why);
+}
+
 static char *join_table(char **addrs, int world, size_t *len) {
     size_t cap = (size_t)world * (SOCK_ADDR_MAX + 1) + 1, used = 0;
     char *t = malloc(cap);
@@ -297,6 +308,7 @@ static int root_rendezvous(const wp_boot_info *bi, const wp_net_opts *net, int l
     ph_set peers;
     int rc = bi->peers[0] ? ph_resolve(bi->peers, bi->peers_from, &peers, err, errlen) : 0;
     if (rc == 0) rc = root_gather(bi, net, bi->peers[0] ? &peers : NULL, lfd, fds, addrs, err, errlen);
+    if (rc != 0) abort_joined(bi, fds, err);
     if (bi->peers[0]) ph_free(&peers);
     close(lfd);
     size_t len = 0;
@@ -455,8 +467,16 @@ static int rank_rendezvous(const wp_boot_info *bi, const wp_net_opts *net, wp_tr
     size_t len;
     /* Rank 0 waits up to --connect-timeout for the last rank to join. */
     deadline = wp_now() + 2 * net->connect_timeout;
-    if (ctl_read_frame(fd, &type, &seq, &table, &len, (size_t)bi->world * (SOCK_ADDR_MAX + 1), deadline, why,
-                       sizeof why) != 0 || type != F_TABLE) {
+    int frc = ctl_read_frame(fd, &type, &seq, &table, &len, (size_t)bi->world * (SOCK_ADDR_MAX + 1), deadline, why, sizeof why);
+    if (frc == 0 && type == F_ABORT) { /* rank 0 gave up, and says why (abort_joined) */
+        for (char *c = table; *c; c++)
+            if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?'; /* its words, printed here: no control characters */
+        snprintf(err, errlen, "rank %d: rank 0 gave up: %s", bi->rank, table); /* its words name the rendezvous */
+        free(table);
+        close(fd);
+        return 1;
+    }
+    if (frc != 0 || type != F_TABLE) {
         if (table) snprintf(why, sizeof why, "a %s frame instead of the address table", wire_frame_type_name(type));
         snprintf(err, errlen, "rank %d: no address table from rank 0 at %s:%d: %s", bi->rank, bi->master_addr,
                  bi->master_port, why);
