@@ -10,9 +10,10 @@
 # (scripts/hier_map.sh) and the paced emulated-hosts run (copied from scripts/hosts_vs_sim.sh).
 #
 # usage: scripts/compare_strategies.sh [WEIPIPE] [OUT]   (defaults build/weipipe, docs/comparison.md)
-# The whole script takes about 6 minutes here (2 cores; the goal case at 32 ranks and M up to
-# 2048 about 2.5 of them). GOAL_CSV=DIR reuses DIR/CONFIG.csv (DIR/CONFIG-b8.csv for the headline
-# case) where present, the output of exactly the command the section prints, from the same binary.
+# The whole script takes about 23 minutes here (2 cores): hier_map.sh 17, the goal case at 32
+# ranks and M up to 2048 about 2.5. GOAL_CSV=DIR reuses DIR/CONFIG.csv (DIR/CONFIG-b8.csv for the headline
+# case) where present, the output of exactly the command the section prints, from the same binary;
+# HIER_MD=FILE reuses FILE, scripts/hier_map.sh's output from the same binary (17 minutes more).
 set -eu
 cd "$(dirname "$0")/.."
 W=${1:-build/weipipe}
@@ -187,21 +188,27 @@ TEXT
 
 ## Where weipipe-hier wins: bandwidth between nodes x tokens per rank per step (issue 19's map)
 
-`scripts/hier_map.sh`: the link-bound goal cluster (4 x 8 ranks, 400 TFLOP/s effective, one
-shared NIC per node and direction, h 2048, L 32, s 8192), every strategy that fits in 80 GiB at
-M = min(128, sequences per step), b = sequences / M (the cell's b and M, not each strategy's best
-knobs). Each cell: the winner, weipipe-hier's tokens/s
-against the best other strategy that fits, and 1F1B's R = its activation transfer per micro-batch
-over the NIC / its busiest stage's compute per micro-batch (1F1B is link-bound where R > 1).
+`scripts/hier_map.sh` (17 minutes here): the link-bound goal cluster (4 x 8 ranks, 400 TFLOP/s
+effective, one shared NIC per node and direction, h 2048, L 32, s 8192), every strategy at its
+best knob setting that fits in 80 GiB (`weipipe simulate --strategy auto` at the cell's sequences
+per step, as the goal cases above). Each cell: the winner, weipipe-hier's tokens/s against the
+best other strategy that fits, and 1F1B's R = its activation transfer per micro-batch over the NIC
+/ its busiest stage's compute per micro-batch at b = sequences / min(128, sequences) (1F1B is
+link-bound where R > 1).
 
 TEXT
-  scripts/hier_map.sh "$W"
+  if [ -s "${HIER_MD:-/nonexistent}" ]; then cat "$HIER_MD"; else scripts/hier_map.sh "$W"; fi
   cat <<'TEXT'
 
 weipipe-hier wins where 1F1B is link-bound (R > 1) once a rank has enough tokens per step to hide
-the once-a-step exchange of the model (docs/schedules.md, "What stays exposed"); with fast links
-fsdp wins at large steps, and at 8k tokens per rank per step the exchange is not hidden at any
-bandwidth.
+the once-a-step exchange of the model (docs/schedules.md, "What stays exposed"): at 1 Gbit/s from
+32k tokens per rank on (1.64-2.45x), at 10 Gbit/s at 32k (1.33x 1f1b) and 524k (1.05x fsdp), with
+fsdp 2% ahead at 131k. With faster links it wins once more (25 Gbit/s, 524k: 1.02x) and ties fsdp
+at 524k (100 and 400 Gbit/s); fsdp wins the other large steps and seq1f1b the small ones, and at
+8k tokens per rank per step the exchange is not hidden at any bandwidth. Held to each cell's
+b = sequences / min(128, sequences) (this map before the searches became fast), the other
+strategies looked far weaker: weipipe-hier read up to 5.97x there, against baselines at a b that
+did not suit them.
 TEXT
   # measured, not simulated: copied from scripts/hosts_vs_sim.sh's output (rerun it to refresh)
   cat <<'TEXT'

@@ -1,14 +1,16 @@
 #!/bin/bash
 # Issue 19's map: which strategy wins over (bandwidth between nodes) x (tokens per rank per step)
 # on the link-bound goal cluster (configs/hier-goal-4x8-h2048.ini: 4 nodes x 8 ranks, 400 TFLOP/s
-# effective, one shared NIC per node, h 2048, L 32, s 8192), every strategy that fits at
-# M = min(128, sequences per step) micro-batches of b = sequences per step / M, with 1F1B's R (its
+# effective, one shared NIC per node, h 2048, L 32, s 8192), every strategy at its best knob
+# setting that fits (`simulate --strategy auto` at the cell's sequences per step: every b that
+# divides them, and every other knob, as docs/comparison.md's goal cases), with 1F1B's R (its
 # activation transfer time per micro-batch over the NIC / its busiest stage's compute time per
-# micro-batch, from the layout's FLOPs at the effective rate; 1F1B is link-bound where R > 1).
+# micro-batch, from the layout's FLOPs at the effective rate, at b = sequences per step /
+# min(128, sequences per step); 1F1B is link-bound where R > 1).
 # Prints a Markdown table: the winner, weipipe-hier's tokens/s against the best other strategy
 # that fits, and R.
 #
-# usage: scripts/hier_map.sh [WEIPIPE]   (default build/weipipe; about 5 minutes on 2 cores)
+# usage: scripts/hier_map.sh [WEIPIPE]   (default build/weipipe; about 17 minutes on 2 cores)
 set -eu
 cd "$(dirname "$0")/.."
 W=${1:-build/weipipe}
@@ -27,10 +29,10 @@ for bw in "${bws[@]}"; do
   for p in "${per[@]}"; do
     total=$((p * N)) m=$((p * N < 128 ? p * N : 128))
     b=$((total / m))
-    cell=$("$W" simulate --strategy all --config "$CONFIG" --micro-batch-size "$b" --num-microbatches "$m" \
+    cell=$("$W" simulate --strategy auto --config "$CONFIG" --micro-batch-size "$b" --num-microbatches "$m" \
              --link-bandwidth "${bw}Gbit" --format csv |
       awk -F, -v b="$b" -v bw="$bw" -v S=$S -v H=$H -v L=$L -v F=$FFN -v V=$V -v N=$N -v T=$TFLOPS '
-        NR > 1 && $3 != "" && $NF == "true" { tps[$1] = $3 }
+        NR > 1 && $9 == "true" && !($1 in tps) { tps[$1] = $3 } # rows that fit come best first
         END {
           hier = tps["weipipe-hier"]; best = 0
           for (s in tps) if (s != "weipipe-hier" && tps[s] > best) { best = tps[s]; other = s }
