@@ -2,16 +2,22 @@
 #include "autotune.h"
 
 #include <assert.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* The search enumerates every configuration first (todo), then simulates them on as many
+ * threads as the process may run on: each simulation is independent, and the rows keep the
+ * enumeration order, so the ranking is the same as one thread's. */
 typedef struct {
     const wp_opts *o;
-    wp_opts *work; /* o with one configuration's knobs */
+    wp_opts *work; /* o with one configuration's knobs (simulate_one: each thread its own) */
     wp_machine m;
-    wp_tuned *rows;
-    int n, cap;
+    wp_knobs *todo;
+    int n_todo, cap_todo;
     bool hold; /* autotune_held: knobs whose flags the user set keep their values */
     char *err;
     size_t errlen;
@@ -142,22 +148,16 @@ static wp_result simulate_one(tuner *t, const wp_knobs *k, wp_tuned *row, bool *
     return rc;
 }
 
-/* Simulate configuration k; a row unless the strategy cannot lay it out. */
-static wp_result try_one(tuner *t, const wp_knobs *k) {
-    wp_tuned row = {.k = *k};
-    knobs_text(k, row.knobs, sizeof row.knobs);
-    bool made;
-    wp_result rc = simulate_one(t, k, &row, &made);
-    if (rc || !made) return rc;
-    if (t->n == t->cap) {
-        int nc = t->cap ? 2 * t->cap : 64;
-        wp_tuned *q = realloc(t->rows, (size_t)nc * sizeof *q);
+/* Configuration k to simulate. */
+static wp_result add(tuner *t, const wp_knobs *k) {
+    if (t->n_todo == t->cap_todo) {
+        int nc = t->cap_todo ? 2 * t->cap_todo : 64;
+        wp_knobs *q = realloc(t->todo, (size_t)nc * sizeof *q);
         if (!q) return wp_fail(WP_FAILED, t->err, t->errlen, "out of memory");
-        t->rows = q, t->cap = nc;
+        t->todo = q, t->cap_todo = nc;
     }
-    row.seq = t->n;
-    t->rows[t->n++] = row;
-    return 0;
+    t->todo[t->n_todo++] = *k;
+    return WP_OK;
 }
 
 /* A knob the search leaves alone: its flag was set (command line or config file) and the
@@ -182,7 +182,7 @@ static bool knob_value(const wp_opts *o, int kn, int i, wp_knobs *k) {
 /* Try every value of knob list ks[0] (and, nested, of the rest) on top of k; a held knob takes
  * one try and is not set. */
 static wp_result sweep(tuner *t, const int *ks, int left, wp_knobs k) {
-    if (!left || *ks == KNOB_END) return try_one(t, &k);
+    if (!left || *ks == KNOB_END) return add(t, &k);
     const bool fixed = held(t, knobs[*ks].flag) || (knobs[*ks].listed && chunk_layers_listed(t->o));
     wp_result rc = WP_OK;
     for (int i = 0; i < (fixed ? 1 : knobs[*ks].n) && !rc; i++) {
@@ -227,6 +227,81 @@ static int cmp_rows(const void *x, const void *y) {
     return (a->seq > b->seq) - (a->seq < b->seq); /* qsort is not stable: the enumeration order decides ties */
 }
 
+/* One simulation per configuration, on `threads` threads taking the next index in turn. */
+typedef struct {
+    const tuner *t;
+    wp_tuned *out; /* one per configuration */
+    bool *made;
+    wp_result *rc;
+    char (*why)[1024]; /* each configuration's failure */
+    atomic_int next;
+} pool;
+
+static void *worker(void *arg) {
+    pool *p = arg;
+    tuner t = *p->t;
+    wp_opts *work = malloc(sizeof *work);
+    for (int i; (i = atomic_fetch_add(&p->next, 1)) < t.n_todo;) {
+        wp_tuned *row = &p->out[i];
+        *row = (wp_tuned){.k = t.todo[i]};
+        knobs_text(&row->k, row->knobs, sizeof row->knobs);
+        if (!work) {
+            p->rc[i] = wp_fail(WP_FAILED, p->why[i], sizeof p->why[i], "out of memory");
+            continue;
+        }
+        t.work = work, t.err = p->why[i], t.errlen = sizeof p->why[i];
+        p->rc[i] = simulate_one(&t, &row->k, row, &p->made[i]);
+    }
+    free(work);
+    return NULL;
+}
+
+/* The CPUs this process may run on (its affinity mask: taskset, a cgroup's cpuset, Slurm). */
+static int usable_cpus(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
+    const int n = CPU_COUNT(&set);
+    return n < 1 ? 1 : n > 64 ? 64 : n;
+}
+
+/* Simulate t's configurations; *rows the ones a strategy could lay out, in enumeration order.
+ * On failure the first failing configuration's message, as one thread would have stopped there. */
+static wp_result run_all(const tuner *t, wp_tuned **rows, int *n) {
+    const int m = t->n_todo;
+    pool p = {.t = t, .out = calloc((size_t)m + 1, sizeof *p.out), .made = calloc((size_t)m + 1, sizeof *p.made),
+              .rc = calloc((size_t)m + 1, sizeof *p.rc), .why = calloc((size_t)m + 1, sizeof *p.why)};
+    wp_result rc = p.out && p.made && p.rc && p.why ? WP_OK : wp_fail(WP_FAILED, t->err, t->errlen, "out of memory");
+    atomic_init(&p.next, 0);
+    if (!rc) {
+        int threads = usable_cpus() < m ? usable_cpus() : m, started = 0;
+        pthread_t tid[64];
+        for (int i = 1; i < threads; i++) /* and this thread: a thread that cannot start is one fewer */
+            if (pthread_create(&tid[started], NULL, worker, &p) == 0) started++;
+        worker(&p);
+        for (int i = 0; i < started; i++) pthread_join(tid[i], NULL);
+        int k = 0;
+        for (int i = 0; i < m && !rc; i++) {
+            if (p.rc[i]) {
+                rc = p.rc[i];
+                snprintf(t->err, t->errlen, "%s", p.why[i]);
+            } else if (p.made[i]) {
+                p.out[i].seq = k;
+                p.out[k++] = p.out[i];
+            }
+        }
+        *n = k;
+    }
+    free(p.made);
+    free(p.rc);
+    free(p.why);
+    if (rc) {
+        free(p.out);
+        return rc;
+    }
+    *rows = p.out;
+    return WP_OK;
+}
+
 static wp_result search(const wp_opts *o, bool hold, wp_tuned **rows, int *n, char *err, size_t errlen) {
     *rows = NULL;
     *n = 0;
@@ -238,7 +313,6 @@ static wp_result search(const wp_opts *o, bool hold, wp_tuned **rows, int *n, ch
                         "TFLOP/s (or a calibration fragment, --config)");
     wp_pipe_shape ps;
     if ((rc = pipe_shape_from_opts(o, &ps, err, errlen))) return rc;
-    if (!(t.work = malloc(sizeof *t.work))) return wp_fail(WP_FAILED, err, errlen, "out of memory");
     const int64_t total = o->micro_batch_size * ps.nmb; /* sequences per step, kept */
     int64_t bs[64];
     int nb = 0;
@@ -250,14 +324,10 @@ static wp_result search(const wp_opts *o, bool hold, wp_tuned **rows, int *n, ch
         for (int s = 0; s < WP_STRAT_COUNT && !rc; s++) {
             rc = strategy_knobs(&t, (wp_strategy)s, (int)bs[i], (int)(total / bs[i]));
         }
-    free(t.work);
-    if (rc) {
-        free(t.rows);
-        return rc;
-    }
-    qsort(t.rows, (size_t)t.n, sizeof *t.rows, cmp_rows);
-    *rows = t.rows;
-    *n = t.n;
+    if (!rc) rc = run_all(&t, rows, n);
+    free(t.todo);
+    if (rc) return rc;
+    qsort(*rows, (size_t)*n, sizeof **rows, cmp_rows);
     return 0;
 }
 

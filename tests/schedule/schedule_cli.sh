@@ -89,5 +89,19 @@ expect 0 simulate --strategy wzb2 --config "$root/configs/tiny.ini" --nranks 4 -
 json_ok "$tmp/out" || fail "simulate --format json is not JSON"
 "$wp" simulate --help | grep -q 'Gbit' || fail "simulate --help does not say which bandwidth units"
 
+# --strategy auto simulates its configurations on every CPU the process may use: the ranking is
+# the same, byte for byte, on one CPU (taskset) as on all of them
+auto_sim() { # auto_sim [PREFIX...]: the ranking, run under PREFIX (taskset)
+    "$@" "$wp" simulate --strategy auto --config "$root/configs/paper-h4096-s4k.ini" --nranks 8 --ranks-per-node 4 \
+        --num-microbatches 16 --format csv
+}
+auto_sim >"$tmp/auto-all" 2>&1 || fail "simulate --strategy auto failed: $(tail -1 "$tmp/auto-all")"
+[ "$(wc -l <"$tmp/auto-all")" -gt 100 ] || fail "simulate --strategy auto: $(wc -l <"$tmp/auto-all") lines, want over 100"
+if command -v taskset >/dev/null; then
+    cpu=$(taskset -pc $$ | sed 's/.*: //' | cut -d, -f1 | cut -d- -f1) # the first CPU we may use
+    auto_sim taskset -c "$cpu" >"$tmp/auto-one" 2>&1 || fail "simulate --strategy auto on CPU $cpu alone failed"
+    cmp -s "$tmp/auto-one" "$tmp/auto-all" || fail "simulate --strategy auto ranks differently on one CPU and on $(nproc)"
+fi
+
 [ "$fails" -eq 0 ] && echo "cli: all checks passed"
 [ "$fails" -eq 0 ]
