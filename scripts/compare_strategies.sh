@@ -10,10 +10,11 @@
 # (scripts/hier_map.sh) and the paced emulated-hosts run (copied from scripts/hosts_vs_sim.sh).
 #
 # usage: scripts/compare_strategies.sh [WEIPIPE] [OUT]   (defaults build/weipipe, docs/comparison.md)
-# The whole script takes about 23 minutes here (2 cores): hier_map.sh 17, the goal case at 32
-# ranks and M up to 2048 about 2.5. GOAL_CSV=DIR reuses DIR/CONFIG.csv (DIR/CONFIG-b8.csv for the headline
-# case) where present, the output of exactly the command the section prints, from the same binary;
-# HIER_MD=FILE reuses FILE, scripts/hier_map.sh's output from the same binary (17 minutes more).
+# The whole script took 23 minutes here with the searches on one thread (2 cores, under load):
+# hier_map.sh 17, the goal case at 32 ranks and M up to 2048 2.5; they now use every CPU.
+# GOAL_CSV=DIR reuses DIR/CONFIG.csv (DIR/CONFIG-b8.csv for the headline case) where present, the
+# output of exactly the command the section prints, from the same binary; HIER_MD=FILE reuses
+# FILE, scripts/hier_map.sh's output from the same binary.
 set -eu
 cd "$(dirname "$0")/.."
 W=${1:-build/weipipe}
@@ -188,7 +189,7 @@ TEXT
 
 ## Where weipipe-hier wins: bandwidth between nodes x tokens per rank per step (issue 19's map)
 
-`scripts/hier_map.sh` (17 minutes here): the link-bound goal cluster (4 x 8 ranks, 400 TFLOP/s
+`scripts/hier_map.sh` (17 minutes here on one thread): the link-bound goal cluster (4 x 8 ranks, 400 TFLOP/s
 effective, one shared NIC per node and direction, h 2048, L 32, s 8192), every strategy at its
 best knob setting that fits in 80 GiB (`weipipe simulate --strategy auto` at the cell's sequences
 per step, as the goal cases above). Each cell: the winner, weipipe-hier's tokens/s against the

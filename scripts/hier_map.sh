@@ -10,7 +10,8 @@
 # Prints a Markdown table: the winner, weipipe-hier's tokens/s against the best other strategy
 # that fits, and R.
 #
-# usage: scripts/hier_map.sh [WEIPIPE]   (default build/weipipe; about 17 minutes on 2 cores)
+# usage: scripts/hier_map.sh [WEIPIPE]   (default build/weipipe; 17 minutes on one thread of 2
+# cores under load; the searches now use every CPU)
 set -eu
 cd "$(dirname "$0")/.."
 W=${1:-build/weipipe}
