@@ -273,7 +273,8 @@ static wp_result run_all(const tuner *t, wp_tuned **rows, int *n) {
     wp_result rc = p.out && p.made && p.rc && p.why ? WP_OK : wp_fail(WP_FAILED, t->err, t->errlen, "out of memory");
     atomic_init(&p.next, 0);
     if (!rc) {
-        int threads = usable_cpus() < m ? usable_cpus() : m, started = 0;
+        const int cpus = usable_cpus(), threads = cpus < m ? cpus : m;
+        int started = 0;
         pthread_t tid[64];
         for (int i = 1; i < threads; i++) /* and this thread: a thread that cannot start is one fewer */
             if (pthread_create(&tid[started], NULL, worker, &p) == 0) started++;

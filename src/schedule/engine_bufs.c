@@ -217,7 +217,7 @@ inst *eng_create(eng *e, int r, wp_buf b, bool present, int step, int idx) {
         free(in);
         return NULL;
     }
-    if (wholes_held(R, b) == 1 || !b.nslices) R->n_kind[b.kind]++; /* no sibling held before it */
+    if (!holds_sibling(R, b, in)) R->n_kind[b.kind]++; /* counted already, as eng_destroy counts it */
     in->pos = R->n_held;
     R->held[R->n_held++] = in;
     R->bytes += in->bytes;

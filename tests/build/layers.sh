@@ -14,26 +14,9 @@ TMP=$(mktemp -d) || exit 1
 trap 'rm -rf "$TMP"' EXIT
 fails=0
 
-# The compile command of the first object whose source is under $1 (a folder of the tree).
-command_for() {
-    python3 - "$CC_JSON" "$1" "$ROOT" <<'PY'
-import json, os, shlex, sys
-# under the source root: a checkout at /x/ring/ must not make every file "ring"'s
-under = os.path.join(os.path.realpath(sys.argv[3]), sys.argv[2]) + "/"
-for e in json.load(open(sys.argv[1])):
-    src = os.path.realpath(os.path.join(e["directory"], e["file"]))
-    if src.startswith(under) and src.endswith(".c"):
-        args = shlex.split(e["command"])
-        # drop the source, the output and the dependency-file arguments; keep the flags
-        out, skip = [], False
-        for a in args:
-            if skip: skip = False; continue
-            if a in ("-o", "-MF", "-MQ", "-MT"): skip = True; continue
-            if a in ("-c", "-MD") or a == e["file"]: continue
-            out.append(a)
-        print(e["directory"]); print(shlex.join(out)); break
-PY
-}
+# The compile command for $1, a source or a folder of the tree (cc_command.py): line 1 the folder
+# it runs in, line 2 the flags.
+command_for() { python3 "$(dirname "$0")/cc_command.py" "$CC_JSON" "$ROOT" "$1"; }
 
 # probe LAYER_FOLDER HEADER expect(ok|refused)
 probe() {

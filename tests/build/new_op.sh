@@ -39,23 +39,9 @@ open(p, "w").write(s[:i] + row + s[i:])
 PY
 cp "$K/cpu/elementwise.c" "$TMP/elementwise.orig.c"
 
-# The compile command of the source $1 (a path under the tree) with the source, output and
-# dependency-file arguments dropped; line 1 the folder it runs in.
-command_for() {
-    python3 - "$CC_JSON" "$1" "$ROOT" <<'PY'
-import json, os, shlex, sys
-want = os.path.join(os.path.realpath(sys.argv[3]), sys.argv[2])
-for e in json.load(open(sys.argv[1])):
-    if os.path.realpath(os.path.join(e["directory"], e["file"])) == want:
-        out, skip = [], False
-        for a in shlex.split(e["command"]):
-            if skip: skip = False; continue
-            if a in ("-o", "-MF", "-MQ", "-MT"): skip = True; continue
-            if a in ("-c", "-MD") or a == e["file"]: continue
-            out.append(a)
-        print(e["directory"]); print(shlex.join(out)); break
-PY
-}
+# The compile command for $1, a source or a folder of the tree (cc_command.py): line 1 the folder
+# it runs in, line 2 the flags.
+command_for() { python3 "$(dirname "$0")/cc_command.py" "$CC_JSON" "$ROOT" "$1"; }
 # compile SRC_IN_TREE FILE_TO_COMPILE OBJECT [extra flags]: the tree's command for SRC, on FILE,
 # with the copy's folders first on the include path.
 compile() {

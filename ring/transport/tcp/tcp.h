@@ -41,7 +41,7 @@ const char *tcp_peer_addr(wp_transport *t, int peer);
 /* A rank of a job: rendezvous (rendezvous.h), then this rank's tcp transport and the control
  * channel, attached to it (an abort anywhere aborts it). Connections to peers open on demand
  * (or call tp_connect_ring). Rank 0 closes bi's inherited listener, if any, whatever the
- * outcome (so call this once per boot). Returns 0, or 1 with a message. */
+ * outcome (so call this once per boot). Returns 0, or 1 (2: a malformed variable) with a message. */
 int tcp_job_open(const struct wp_boot_info *bi, const wp_net_opts *net, wp_transport **t, wp_control **ctl, char *err,
                  size_t errlen);
 /* Close both in the safe order: the control channel first (its goodbye doubles as a final

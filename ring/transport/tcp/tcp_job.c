@@ -56,7 +56,7 @@ int tcp_job_open(const wp_boot_info *bi, const wp_net_opts *net, wp_transport **
     if (rc != 0) {
         tp_close(*t);
         *t = NULL;
-        return 1;
+        return rc == 2 ? 2 : 1; /* 2: bad input (a malformed variable) */
     }
     ctl_attach(*ctl, *t);
     return 0;
@@ -69,7 +69,7 @@ void tcp_job_close(wp_transport *t, wp_control *ctl) {
 
 int tcp_row_open(const wp_boot_info *bi, const wp_job_cfg *cfg, tp_job_conn *c, char *err, size_t errlen) {
     c->oob = NULL;
-    return tcp_job_open(bi, &cfg->net, &c->t, &c->ctl, err, errlen) ? 1 : 0;
+    return tcp_job_open(bi, &cfg->net, &c->t, &c->ctl, err, errlen);
 }
 
 void tcp_row_close(tp_job_conn *c) { tcp_job_close(c->t, c->ctl); }
