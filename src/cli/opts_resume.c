@@ -10,6 +10,7 @@
 #include "adapters.h"
 #include "checkpoint.h"
 #include "cli_impl.h"
+#include "fsutil.h"
 
 /* Must agree when given: the shape a checkpoint's tensors have, and the schedule the run
  * follows (a changed --lr or decay would jump at the resumed step). */
@@ -101,11 +102,12 @@ wp_result resume_opts_from_manifest(wp_opts *o, char *err, size_t errlen) {
     if (!dir[0]) return 0; /* auto, nothing saved yet: a fresh run */
     char path[WP_PATH_MAX + 16];
     snprintf(path, sizeof path, "%s/manifest.json", dir);
-    json_error_t je;
-    json_t *root = json_load_file(path, 0, &je);
+    json_t *root;
+    if (fs_load_json(path, (size_t)64 << 20, 0, &root, why, sizeof why))
+        return wp_fail(WP_BAD_INPUT, err, errlen, "--resume: %s", why);
     if (!json_is_object(root)) {
         json_decref(root);
-        return wp_fail(WP_BAD_INPUT, err, errlen, "--resume: %s: %s", path, je.text);
+        return wp_fail(WP_BAD_INPUT, err, errlen, "--resume: %s: not a JSON object", path);
     }
     char diff[1024] = "";
     resume_ctx c = {o, path, diff, sizeof diff};

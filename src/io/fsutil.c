@@ -1,6 +1,7 @@
 /* File-system helpers: durable writes (temp file, fsync, rename, fsync of the directory),
  * mappings and recursive removal, each failure reported with the path it concerns. */
 #include "fsutil.h"
+#include "json_in.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -243,7 +244,7 @@ wp_result fs_load_json(const char *path, size_t max_bytes, size_t flags, json_t 
     *out = NULL;
     WP_TRY(fs_read_small(path, max_bytes, &text, &size, err, errlen));
     json_error_t je;
-    *out = json_loadb(text, size, flags, &je);
+    *out = json_in_loadb(text, size, flags, &je);
     free(text);
     if (!*out) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: not JSON: %s (line %d)", path, je.text, je.line);
     return 0;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "gguf.h"
+#include "fsutil.h"
 #include "gguf_file.h"
 
 #define TOKEN_CONTROL 3      /* llama.cpp's LLAMA_TOKEN_TYPE_CONTROL: special added tokens */
@@ -243,9 +244,8 @@ static wp_result put_merges(const char *path, gguf_buf *b, json_t *merges, char 
 }
 
 wp_result gguf_tokenizer_kvs(const char *json_path, gguf_buf *b, int *nkv, char *err, size_t errlen) {
-    json_error_t je;
-    json_t *j = json_load_file(json_path, 0, &je);
-    if (!j) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: line %d: %s", json_path, je.line, je.text);
+    json_t *j;
+    WP_TRY(fs_load_json(json_path, (size_t)1 << 30, 0, &j, err, errlen));
     json_t *model = json_object_get(j, "model"), *pre = json_object_get(j, "pre_tokenizer");
     const char *type = json_string_value(json_object_get(model, "type"));
     bool byte_bpe = type && strcmp(type, "BPE") == 0 && json_is_object(json_object_get(model, "vocab")) &&

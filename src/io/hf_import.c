@@ -278,9 +278,8 @@ static wp_result eos_of(const char *dir, const char *name, int32_t *ids, int max
     char path[WP_PATH_MAX];
     wp_result rc = fs_join(path, sizeof path, dir, name, err, errlen);
     if (rc || !fs_exists(path)) return rc;
-    json_error_t jerr;
-    json_t *j = json_load_file(path, 0, &jerr);
-    if (!j) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: line %d: %s", path, jerr.line, jerr.text);
+    json_t *j;
+    WP_TRY(fs_load_json(path, (size_t)64 << 20, 0, &j, err, errlen));
     json_t *v = json_object_get(j, "eos_token_id");
     if (json_is_array(v)) {
         if ((int)json_array_size(v) > max) rc = wp_fail(WP_BAD_INPUT, err, errlen, "%s: eos_token_id lists more than %d ids", path, max);

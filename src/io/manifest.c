@@ -1,5 +1,6 @@
 /* manifest.json: build, write atomically, read back with every key checked. */
 #include "manifest.h"
+#include "json_in.h"
 
 #include "decision.h"
 
@@ -314,7 +315,7 @@ wp_result manifest_read(const char *path, wp_manifest *m, char *err, size_t errl
     size_t size;
     WP_TRY(fs_read_small(path, (size_t)64 << 20, &text, &size, err, errlen));
     json_error_t jerr;
-    json_t *root = json_loadb(text, size, JSON_REJECT_DUPLICATES, &jerr);
+    json_t *root = json_in_loadb(text, size, JSON_REJECT_DUPLICATES, &jerr);
     ctx x = {path, err, errlen};
     wp_result rc = WP_OK;
     if (!json_is_object(root)) rc = wp_fail(WP_BAD_INPUT, err, errlen, "%s: not a JSON object (%s, line %d)", path, root ? "wrong type" : jerr.text, jerr.line);

@@ -1,5 +1,6 @@
 /* safetensors: streaming writer (checksummed while writing) and validating mapped reader. */
 #include "safetensors.h"
+#include "json_in.h"
 
 #include "progress.h"
 
@@ -243,7 +244,7 @@ static wp_result parse_header(st_file *f, char *err, size_t errlen) {
         return wp_fail(WP_BAD_INPUT, err, errlen, "%s: header length %llu does not fit the %zu-byte file (truncated or not safetensors)",
                        f->path, (unsigned long long)n, f->map.size);
     json_error_t jerr;
-    f->header = json_loadb((const char *)f->map.data + 8, (size_t)n, JSON_REJECT_DUPLICATES, &jerr);
+    f->header = json_in_loadb((const char *)f->map.data + 8, (size_t)n, JSON_REJECT_DUPLICATES, &jerr);
     if (!json_is_object(f->header))
         return wp_fail(WP_BAD_INPUT, err, errlen, "%s: header is not a JSON object (%s)", f->path, f->header ? "wrong type" : jerr.text);
     f->data = f->map.data + 8 + n;

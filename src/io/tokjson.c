@@ -1,6 +1,7 @@
 /* tokenizer.json: opening, added tokens, and the encode / decode pipelines (tokjson.h). After
  * the `tokenizers` library's tokenizer/{mod,added_vocabulary,serialization}.rs. */
 #include "tokjson.h"
+#include "json_in.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -373,7 +374,7 @@ static wp_result open_root(wp_tokjson *t, json_t *root, const char *name, char *
 wp_result tokjson_open(const char *json, size_t len, const char *name, wp_tokjson **out, char *err, size_t errlen) {
     *out = NULL;
     json_error_t je;
-    json_t *root = json_loadb(json, len, 0, &je);
+    json_t *root = json_in_loadb(json, len, 0, &je);
     if (!root) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: not a tokenizer: JSON error at line %d: %s", name, je.line, je.text);
     wp_tokjson *t = calloc(1, sizeof *t);
     int rc = t ? open_root(t, root, name, err, errlen) : wp_fail(WP_FAILED, err, errlen, "%s: out of memory", name);
