@@ -73,9 +73,7 @@ static wp_result ckpt_json(const char *ckpt, const char *name, json_t **out, cha
     *out = NULL;
     wp_result rc = fs_join(path, sizeof path, ckpt, name, err, errlen);
     if (rc || !fs_exists(path)) return rc;
-    json_error_t jerr;
-    *out = json_load_file(path, 0, &jerr);
-    if (!*out) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: line %d: %s", path, jerr.line, jerr.text);
+    WP_TRY(fs_load_json(path, (size_t)1 << 30, 0, out, err, errlen));
     if (json_is_object(*out)) return 0;
     json_decref(*out);
     *out = NULL;
@@ -244,19 +242,24 @@ static wp_result write_index(const wp_layout *L, const int *shard_of, int n, con
 /* The checkpoint's tokenizer (a run with one saves it next to manifest.json). */
 static const char *const tokenizer_files[] = {"tokenizer.model", "tokenizer.json"};
 
+/* The checkpoint's file `name`, when there, copied byte for byte into dir. */
+static wp_result copy_side_file(const char *ckpt, const char *dir, const char *name, char *err, size_t errlen) {
+    char from[WP_PATH_MAX], to[WP_PATH_MAX];
+    wp_result rc = fs_join(from, sizeof from, ckpt, name, err, errlen);
+    if (rc || !fs_exists(from)) return rc;
+    char *data = NULL;
+    size_t size = 0;
+    rc = fs_read_small(from, (size_t)1 << 31, &data, &size, err, errlen);
+    if (rc == 0) rc = fs_join(to, sizeof to, dir, name, err, errlen);
+    if (rc == 0) rc = fs_write_file_atomic(to, data, size, err, errlen);
+    free(data);
+    return rc;
+}
+
 static wp_result copy_tokenizers(const char *ckpt, const char *dir, char *err, size_t errlen) {
     wp_result rc = WP_OK;
-    for (size_t i = 0; rc == 0 && i < sizeof tokenizer_files / sizeof *tokenizer_files; i++) {
-        char from[WP_PATH_MAX], to[WP_PATH_MAX];
-        rc = fs_join(from, sizeof from, ckpt, tokenizer_files[i], err, errlen);
-        if (rc || !fs_exists(from)) continue;
-        char *data = NULL;
-        size_t size = 0;
-        rc = fs_read_small(from, (size_t)1 << 31, &data, &size, err, errlen);
-        if (rc == 0) rc = fs_join(to, sizeof to, dir, tokenizer_files[i], err, errlen);
-        if (rc == 0) rc = fs_write_file_atomic(to, data, size, err, errlen);
-        free(data);
-    }
+    for (size_t i = 0; rc == 0 && i < sizeof tokenizer_files / sizeof *tokenizer_files; i++)
+        rc = copy_side_file(ckpt, dir, tokenizer_files[i], err, errlen);
     return rc;
 }
 
@@ -296,6 +299,7 @@ static json_t *made_tokenizer_config(const wp_model_cfg *c, const char *ckpt, ch
 static wp_result write_tokenizer_config(const wp_model_cfg *c, const char *ckpt, const char *dir, char *err, size_t errlen) {
     json_t *cfg = NULL;
     wp_result rc = ckpt_json(ckpt, "tokenizer_config.json", &cfg, err, errlen);
+    bool carried = cfg != NULL;
     if (rc == 0 && !cfg) cfg = made_tokenizer_config(c, ckpt, err, errlen, &rc);
     if (rc || !cfg) return rc;
     static const char *const specials[] = {"bos_token", "eos_token", "unk_token", "pad_token"};
@@ -304,7 +308,10 @@ static wp_result write_tokenizer_config(const wp_model_cfg *c, const char *ckpt,
         json_t *v = json_object_get(cfg, specials[i]);
         if (v && !json_is_null(v)) json_object_set(map, specials[i], v);
     }
-    rc = write_json(json_incref(cfg), dir, "tokenizer_config.json", err, errlen);
+    /* a carried one byte for byte: a re-serialised copy would turn transformers' 64-bit-overflowing
+     * integers (model_max_length 1e30) into reals and reorder what its author wrote */
+    rc = carried ? copy_side_file(ckpt, dir, "tokenizer_config.json", err, errlen)
+                 : write_json(json_incref(cfg), dir, "tokenizer_config.json", err, errlen);
     if (rc == 0) rc = write_json(map, dir, "special_tokens_map.json", err, errlen);
     else json_decref(map);
     json_decref(cfg);

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "checkpoint.h"
 #include "shard.h"
 
 /* A numbered run of shards (train_000.bin, train_001.bin, ...) filled in order. */
@@ -228,6 +229,33 @@ static wp_result check_args(int n_inputs, const char *out_dir, double val_fracti
     return 0;
 }
 
+/* tokenizer_config.json and generation_config.json from beside a tokenizer.json (a Hugging Face
+ * directory's) copied byte for byte beside the shards' tokenizer, an earlier run's removed: they
+ * hold the BOS/EOS this run encoded with and the chat template, which `train` carries from the
+ * tokenizer's directory into checkpoints and exports. */
+static wp_result place_side_files(const prep *p, char *err, size_t errlen) {
+    const char *src = p->tok ? tok_path(p->tok) : NULL, *slash = src ? strrchr(src, '/') : NULL;
+    bool hf_dir = src && strcmp(slash ? slash + 1 : src, TOK_FILE_HF) == 0;
+    for (int i = 0; i < CKPT_SIDE_FILES; i++) {
+        char from[WP_PATH_MAX], to[WP_PATH_MAX];
+        WP_TRY(fs_join(to, sizeof to, p->train.dir, ckpt_side_files[i], err, errlen));
+        if (snprintf(from, sizeof from, "%.*s%s", slash ? (int)(slash - src + 1) : 0, src ? src : "", ckpt_side_files[i]) >=
+            (int)sizeof from)
+            return wp_fail(WP_BAD_INPUT, err, errlen, "%s: path too long", src);
+        if (hf_dir && fs_exists(from)) {
+            char *data = NULL;
+            size_t size = 0;
+            wp_result rc = fs_read_small(from, (size_t)1 << 26, &data, &size, err, errlen);
+            if (rc == 0) rc = fs_write_file_atomic(to, data, size, err, errlen);
+            free(data);
+            WP_TRY(rc);
+        } else if (fs_exists(to) && unlink(to) != 0) {
+            return wp_fail_errno(WP_FAILED, err, errlen, "%s: cannot remove an earlier run's file", to);
+        }
+    }
+    return 0;
+}
+
 /* DIR/tokenizer.model or DIR/tokenizer.json: this run's tokenizer copied in, the other name
  * (both, for bytes) removed, so the directory names the tokenizer of its shards. */
 static wp_result place_tokenizer(const prep *p, char *err, size_t errlen) {
@@ -244,7 +272,7 @@ static wp_result place_tokenizer(const prep *p, char *err, size_t errlen) {
             return wp_fail_errno(WP_FAILED, err, errlen, "%s: cannot remove an earlier run's tokenizer", path);
         }
     }
-    return 0;
+    return place_side_files(p, err, errlen);
 }
 
 static wp_result write_all(prep *p, const char *const *inputs, int n, const int *fds, const uint64_t *sizes, char *err,
