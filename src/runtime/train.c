@@ -36,6 +36,7 @@
 #include "device_tp.h"
 #include "seq_split.h"
 #include "shard.h"
+#include "tb_events.h"
 #include "tokenizer.h"
 
 
@@ -327,6 +328,12 @@ static wp_result check_flags(train_job *j, char *err, size_t errlen) {
     char why[WP_PATH_MAX + 128];
     /* a read-only or full --save was found only at the first save, perhaps hours in */
     if (o->save[0] && fs_probe_writable(o->save, why, sizeof why)) return wp_fail(WP_BAD_INPUT, err, errlen, "--save %s", why);
+    if (o->tensorboard[0] && !tb_supported())
+        return wp_fail(WP_BAD_INPUT, err, errlen, "--tensorboard: this build lacks it (built without protobuf-c and ISA-L: "
+                       "scripts/setup.sh installs them, then meson setup --reconfigure build)");
+    if (o->tensorboard[0] && fs_exists(o->tensorboard) && !fs_is_dir(o->tensorboard))
+        return wp_fail(WP_BAD_INPUT, err, errlen, "--tensorboard %s: exists and is not a directory", o->tensorboard);
+    if (o->tensorboard[0] && fs_probe_writable(o->tensorboard, why, sizeof why)) return wp_fail(WP_BAD_INPUT, err, errlen, "--tensorboard %s", why);
     if (o->max_skipped_steps < 0) return wp_fail(WP_BAD_INPUT, err, errlen, "--max-skipped-steps: must be 0 (no bound) or more");
     if (o->resume[0] && o->init_from[0]) return wp_fail(WP_BAD_INPUT, err, errlen, "--resume and --init-from: give one of them");
     if (!(o->device_tflops >= 0)) return wp_fail(WP_BAD_INPUT, err, errlen, "--device-tflops: %g must be 0 (unpaced) or more", o->device_tflops);
@@ -390,6 +397,7 @@ typedef struct {
     rt_sample *sm;       /* --sample-every */
     int32_t *sample_ids; /* [--sample-tokens] */
     FILE *metrics;
+    wp_tb *tb;           /* --tensorboard (rank 0) */
     int64_t saved_step;  /* the last step this run saved (0: none): a stop there saves nothing again */
     int64_t *written;    /* rank 0: the steps this run committed, the only ones its pruning may delete */
     int n_written;
@@ -536,11 +544,15 @@ static wp_result open_rank(rank_state *r, int local_rank, char *err, size_t errl
         if (!r->metrics) return wp_fail(WP_FAILED, err, errlen, "--metrics %s: cannot open for appending", r->j->o.metrics);
         report_run_line(r->j, r->metrics);
     }
+    /* the first event's step is the next step's number: TensorBoard drops what an earlier file
+     * in the directory has from there on (tb_events.h) */
+    if (r->rank == 0 && r->j->o.tensorboard[0]) WP_TRY(tb_open(&r->tb, r->j->o.tensorboard, r->j->start_step + 1, err, errlen));
     return rt_load_carry(r->rt, err, errlen);
 }
 
 static void close_rank(rank_state *r) {
     if (r->metrics) fclose(r->metrics);
+    tb_close(r->tb);
     tp_device_close(r->t); /* first: its copies write into the buffers freed below */
     rt_destroy(r->rt);
     eval_destroy(r->ev);
@@ -632,7 +644,7 @@ static wp_result evaluate(rank_state *r, int64_t step, char *err, size_t errlen)
     r->tot.eval_sent += s1.payload_sent - s0.payload_sent;
     if (r->rank != 0) return 0;
     if (!r->j->o.quiet) fprintf(stderr, "%sstep %" PRId64 "  val loss %.4f\n", isatty(STDERR_FILENO) ? "\n" : "", step + 1, loss);
-    report_val_line(r->metrics, step, loss);
+    report_val_line(r->metrics, r->tb, step, loss);
     return 0;
 }
 
@@ -645,8 +657,9 @@ static wp_result stop_agreed(rank_state *r, bool *stop, char *err, size_t errlen
 }
 
 /* Each metrics line out now, and any failed write an error (was: a full disk cut the file
- * short, with exit 0 and no word). */
+ * short, with exit 0 and no word); the same for the TensorBoard file, flushed as written. */
 static wp_result metrics_flush(rank_state *r, char *err, size_t errlen) {
+    if (tb_status(r->tb, err, errlen)) return 1;
     if (!r->metrics) return 0;
     /* errno as the failed write left it (report.c may have flushed already) */
     if (fflush(r->metrics) != 0 || ferror(r->metrics))
@@ -674,7 +687,7 @@ static wp_result train_loop(rank_state *r, char *err, size_t errlen) {
         rt_step_stats st;
         double lr = lr_at(&j->lr, step);
         if (rt_step(r->rt, step, lr, &st, err, errlen)) return 1;
-        report_step(j, r->rank, step, lr, &st, r->t_begin, &r->tot, r->metrics);
+        report_step(j, r->rank, step, lr, &st, r->t_begin, &r->tot, r->metrics, r->tb);
         if (metrics_flush(r, err, errlen)) return 1;
         /* after the first step every kernel has run once: what the backend chose (e.g. which
          * attention and why), said once by rank 0 */
@@ -845,6 +858,7 @@ wp_result train_rank(train_job *j, int rank, int local_rank, wp_transport *t, wp
         kern_memory_terms(r.k, r.tot.mem_terms, own);
         r.tot.mem_resident = memlimit_vmhwm();
         r.tot.metrics = r.metrics;
+        r.tot.tb = r.tb;
         rc = report_final(j, rank, ctl, r.t, r.rt, &r.tot, err, errlen);
     }
     close_rank(&r);
