@@ -17,7 +17,7 @@ typedef struct {
     int max_pos;             /* max_position_embeddings; 0: hf_default_max_positions */
 } hf_export_opts;
 /* Writes OUT_DIR: model.safetensors (or shards and model.safetensors.index.json), config.json,
- * generation_config.json and the checkpoint's tokenizer files, all into OUT_DIR.tmp first and
+ * generation_config.json and the checkpoint's tokenizer files, all into a new OUT_DIR.tmp-XXXXXXXX first and
  * then renamed onto OUT_DIR (an existing OUT_DIR holding only export files is replaced whole;
  * anything else in it: 2). Returns 0, 2 (bad checkpoint or options) or 1. */
 wp_result hf_export_with(const wp_ckpt *c, const char *out_dir, const hf_export_opts *x, char *err, size_t errlen);
