@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -319,6 +320,12 @@ wp_result st_to_f32_range(const st_file *f, const st_tensor *t, uint64_t first, 
             memcpy(&h, p + 2 * i, 2);
             dst[i] = t->dtype == WP_F16 ? wp_f16_to_f32(h) : wp_bf16_to_f32(h);
         }
+        /* every reader of weights and moments comes through here: a NaN or Inf in a file would
+         * run and give NaN losses with exit 0 (a run's own values are finite: its non-finite
+         * steps are skipped) */
+        if (!isfinite(dst[i]))
+            return wp_fail(WP_BAD_INPUT, err, errlen, "%s: tensor %s: element %llu is %g, not a finite number", f->path, t->name,
+                           (unsigned long long)(first + i), dst[i]);
     }
     return 0;
 }
