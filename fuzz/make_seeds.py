@@ -105,9 +105,53 @@ def ggufs():
         put("gguf", name, blob)
 
 
+def tokenizers():
+    """Small tokenizer.json files of each part the encoder has (byte-level BPE, added tokens,
+    normalizers, Split, Metaspace, byte fallback) and GGUF files holding only tokenizer.ggml.*
+    keys, with the two inputs that crashed before issue 42 (int32 tokens; an empty vocabulary
+    with an unk_token)."""
+    import json
+    sys.path.insert(0, os.path.join(root, "..", "tests", "faults"))
+    import gguf_bad as g
+
+    bl = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+    vocab = {chr(0x100 + i) if i < 33 else chr(i): i for i in range(127)}
+    vocab.update({"ab": 127, "<unk>": 128})
+    model = {"type": "BPE", "vocab": vocab, "merges": ["a b"], "unk_token": "<unk>"}
+    base = {"version": "1.0", "added_tokens": [{"id": 129, "content": "<s>", "special": True}], "normalizer": None,
+            "pre_tokenizer": bl, "decoder": {"type": "ByteLevel"}, "model": model}
+    variants = {
+        "bytelevel": {},
+        "normalizers": {"normalizer": {"type": "Sequence", "normalizers": [{"type": "NFKC"}, {"type": "Prepend", "prepend": "_"},
+                                                                            {"type": "Replace", "pattern": {"String": " "}, "content": "_"}]}},
+        "split": {"pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": "\\p{N}"}, "behavior": "Isolated", "invert": False}, bl]}},
+        "metaspace": {"pre_tokenizer": {"type": "Metaspace", "replacement": "_", "prepend_scheme": "first", "split": True},
+                      "decoder": {"type": "Metaspace", "replacement": "_", "prepend_scheme": "first", "split": True}},
+        "empty-vocab-unk": {"model": {"type": "BPE", "vocab": {}, "merges": [], "unk_token": "<unk>"}, "added_tokens": []},
+        "replace-bomb": {"normalizer": {"type": "Replace", "pattern": {"String": "a"}, "content": "a" * 1000}},
+        "redos": {"pre_tokenizer": {"type": "Split", "pattern": {"Regex": "(a+)+$"}, "behavior": "Isolated"}},
+    }
+    for name, change in variants.items():
+        put("tokenizer", name, json.dumps(dict(base, **change)).encode())
+
+    def arr(key, atype, items):
+        body = b"".join(g.s(x) for x in items) if atype == 8 else struct.pack("<%di" % len(items), *items)
+        return g.s(key) + struct.pack("<IIQ", 9, atype, len(items)) + body
+
+    def gguf_tok(tokens):
+        kvs = [g.kv("tokenizer.ggml.model", 8, "gpt2"), g.kv("tokenizer.ggml.pre", 8, "smollm"), tokens,
+               arr("tokenizer.ggml.token_type", 5, [1, 1, 1]), arr("tokenizer.ggml.merges", 8, ["a b"])]
+        return b"GGUF" + struct.pack("<IQQ", 3, 0, len(kvs)) + b"".join(kvs)
+
+    put("tokenizer", "gguf", gguf_tok(arr("tokenizer.ggml.tokens", 8, ["a", "b", "ab"])))
+    put("tokenizer", "gguf-int32-tokens", gguf_tok(arr("tokenizer.ggml.tokens", 5, [1, 2, 3])))
+
+
 frames()
 configs()
 clis()
 shards()
 ggufs()
+tokenizers()
 checkpoints(sys.argv[1])

@@ -12,7 +12,8 @@ targets=${*:-config cli shard checkpoint frame}
 dir=build-fuzz
 if [ ! -f "$dir/build.ninja" ]; then
   # -Werror stays off here: clang reports "loop not vectorized" for some omp simd loops (gcc does not).
-  CC=clang CFLAGS="-fsanitize=fuzzer-no-link -Wno-pass-failed" meson setup "$dir" -Dfuzz=true -Dwerror=false -Dcuda=disabled -Dnccl=disabled \
+  # CXX too: the link is C++ (SentencePiece), and g++ knows no -fsanitize=fuzzer
+  CC=clang CXX=clang++ CFLAGS="-fsanitize=fuzzer-no-link -Wno-pass-failed" meson setup "$dir" -Dfuzz=true -Dwerror=false -Dcuda=disabled -Dnccl=disabled \
     -Dbuildtype=debugoptimized -Db_sanitize=address,undefined -Db_lundef=false > "$dir.setup.log" 2>&1 ||
     { cat "$dir.setup.log"; exit 1; }
 fi

@@ -25,7 +25,17 @@ __attribute__((target("avx2,f16c"))) static void store_f16_f16c(uint16_t *restri
     for (; i < n; i++) d[i] = cpu_f32_to_f16(s[i]);
 }
 /* libgcc fills in the CPU model before main; reading it is a load and a test */
+#if defined(__clang__)
+#include <cpuid.h>
+/* clang before 16 rejects "f16c" in __builtin_cpu_supports (the fuzz build, scripts/fuzz.sh):
+ * CPUID leaf 1's F16C bit instead; avx2's test also checks that the OS saves the AVX state */
+static bool have_f16c(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) && __builtin_cpu_supports("avx2");
+}
+#else
 static bool have_f16c(void) { return __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx2"); }
+#endif
 #else
 #define CPU_F16C 0
 #endif

@@ -135,11 +135,18 @@ int cmd_trace_merge(const wp_opts *o) {
     }
     if (!rc) {
         /* written beside OUT and renamed: a failed merge leaves no half file */
-        char tmp[4200];
-        int len = snprintf(tmp, sizeof tmp, "%s.tmp-%ld", out_path, (long)getpid());
-        FILE *out = len > 0 && (size_t)len < sizeof tmp ? fopen(tmp, "w") : NULL;
+        char tmp[4200], why[512] = "";
+        int fd = -1;
+        /* a new name no one else holds (fs_create_beside): never a user's file truncated */
+        FILE *out = fs_create_beside(out_path, ".tmp", false, tmp, sizeof tmp, &fd, why, sizeof why) == 0 ? fdopen(fd, "w") : NULL;
         if (!out) {
-            wp_error("trace-merge: cannot create %s: %s", tmp, strerror(errno));
+            if (fd >= 0) {
+                wp_error("trace-merge: cannot open %s: %s", tmp, strerror(errno));
+                close(fd);
+                unlink(tmp);
+            } else {
+                wp_error("trace-merge: %s", why);
+            }
             rc = 2;
         } else {
             int wrc = write_merged(out, events, n, ranks, o->local_clocks, max_res);

@@ -259,7 +259,8 @@ wp_result bpe_parse(json_t *model, const char *name, wp_bpe **out, char *err, si
     wp_result rc = parse_vocab(b, json_object_get(model, "vocab"), name, err, errlen);
     if (rc == 0) rc = parse_merges(b, json_object_get(model, "merges"), name, err, errlen);
     json_t *unk = json_object_get(model, "unk_token");
-    b->unk = json_is_string(unk) ? bpe_id(b, json_string_value(unk), json_string_length(unk)) : -1;
+    /* looked up only in a vocabulary that parsed: a refused one may have no table at all */
+    b->unk = rc == 0 && json_is_string(unk) ? bpe_id(b, json_string_value(unk), json_string_length(unk)) : -1;
     if (rc == 0 && json_is_string(unk) && b->unk < 0)
         rc = wp_fail(WP_BAD_INPUT, err, errlen, "%s: model.unk_token \"%.40s\" is not in the vocabulary", name, json_string_value(unk));
     b->fuse_unk = get_flag(model, "fuse_unk");

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -137,15 +138,42 @@ wp_result fs_replace_dir(const char *from, const char *to, char *err, size_t err
     if (renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_EXCHANGE) != 0) {
         if (errno != EINVAL && errno != ENOSYS && errno != ENOTSUP)
             return wp_fail_errno(WP_FAILED, err, errlen, "%s: cannot exchange with %s", from, to);
-        if (snprintf(old, sizeof old, "%s.old", to) >= (int)sizeof old) return wp_fail(WP_FAILED, err, errlen, "%s: path too long", to);
-        wp_result rc = fs_remove_tree(old, err, errlen); /* a leftover of an earlier fallback */
-        if (rc == 0 && rename(to, old) != 0) rc = wp_fail_errno(WP_FAILED, err, errlen, "%s: cannot rename to %s", to, old);
+        /* an empty directory of our own, which rename(2) may replace: never a user's "to.old" */
+        int none;
+        wp_result rc = fs_create_beside(to, ".old", true, old, sizeof old, &none, err, errlen);
+        if (rc == 0 && rename(to, old) != 0) {
+            rc = wp_fail_errno(WP_FAILED, err, errlen, "%s: cannot rename to %s", to, old);
+            rmdir(old);
+        }
         if (rc == 0 && rename(from, to) != 0) rc = wp_fail_errno(WP_FAILED, err, errlen, "%s: cannot rename to %s", from, to);
         if (rc) return rc;
         gone = old;
     }
     wp_result rc = fs_fsync_dir(dir, err, errlen);
     return rc ? rc : fs_remove_tree(gone, err, errlen);
+}
+
+wp_result fs_create_beside(const char *path, const char *tag, bool dir, char *tmp, size_t tmplen, int *fd, char *err,
+                           size_t errlen) {
+    static const char letters[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+    *fd = -1;
+    if (tmplen) tmp[0] = '\0';
+    for (int attempt = 0; attempt < 100; attempt++) {
+        unsigned char r[8];
+        if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r) return wp_fail_errno(WP_FAILED, err, errlen, "%s: getrandom failed", path);
+        char suffix[sizeof r + 1];
+        for (size_t i = 0; i < sizeof r; i++) suffix[i] = letters[r[i] % (sizeof letters - 1)];
+        suffix[sizeof r] = '\0';
+        char name[WP_PATH_MAX];
+        int n = snprintf(name, sizeof name, "%s%s-%s", path, tag, suffix);
+        if (n < 0 || (size_t)n >= tmplen || (size_t)n >= sizeof name) return wp_fail(WP_FAILED, err, errlen, "%s: path too long", path);
+        if (dir ? mkdir(name, 0777) == 0 : (*fd = open(name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666)) >= 0) {
+            memcpy(tmp, name, (size_t)n + 1); /* only a name this call created: callers remove what tmp names */
+            return 0;
+        }
+        if (errno != EEXIST) return wp_fail_errno(WP_FAILED, err, errlen, "%s: cannot create", name);
+    }
+    return wp_fail(WP_FAILED, err, errlen, "%s: 100 random names beside it are all taken", path);
 }
 
 wp_result fs_write_all(int fd, const void *buf, size_t n, const char *path, char *err, size_t errlen) {
@@ -163,14 +191,13 @@ wp_result fs_write_all(int fd, const void *buf, size_t n, const char *path, char
 
 wp_result fs_write_file_atomic(const char *path, const void *data, size_t n, char *err, size_t errlen) {
     char tmp[WP_PATH_MAX];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) return wp_fail(WP_FAILED, err, errlen, "%s: path too long", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-    if (fd < 0) return wp_fail_errno(WP_FAILED, err, errlen, "%s: cannot create", tmp);
+    int fd;
+    WP_TRY(fs_create_beside(path, ".tmp", false, tmp, sizeof tmp, &fd, err, errlen));
     wp_result rc = fs_write_all(fd, data, n, tmp, err, errlen);
     if (rc == 0 && fsync(fd) != 0) rc = wp_fail_errno(WP_FAILED, err, errlen, "%s: fsync failed", tmp);
     if (close(fd) != 0 && rc == 0) rc = wp_fail_errno(WP_FAILED, err, errlen, "%s: close failed", tmp);
     if (rc == 0) rc = fs_rename_durable(tmp, path, err, errlen);
-    if (rc) unlink(tmp);
+    if (rc) unlink(tmp); /* ours: fs_create_beside made it */
     return rc;
 }
 

@@ -37,13 +37,23 @@ wp_result fs_rename_durable(const char *from, const char *to, char *err, size_t 
 /* Directory `from` takes the place of `to`, which may exist: `to` names a complete directory at
  * every instant (the old one until the new one). renameat2's RENAME_EXCHANGE swaps the two in
  * one step, then the old copy (now at `from`) is removed; where the file system has no exchange,
- * `to` moves aside to `to.old` first (a crash between that and the next rename leaves it there,
- * whole). The directory holding them is fsync'd before the old copy goes. */
+ * `to` moves aside to a new `to.old-XXXXXXXX` (fs_create_beside: never a name someone else
+ * holds; a crash between that and the next rename leaves it there, whole). The directory holding
+ * them is fsync'd before the old copy goes. */
 wp_result fs_replace_dir(const char *from, const char *to, char *err, size_t errlen);
+
+/* A new file (dir false: *fd open O_WRONLY | O_CLOEXEC, mode 0666 less the umask) or directory
+ * (dir true: *fd -1, mode 0777 less the umask) beside path, named path + tag + "-" + 8 random
+ * letters into tmp: O_EXCL / mkdir refuse a name that exists, and another is drawn, so what a
+ * run writes and later removes or renames is only ever what it created itself (a user's
+ * OUT.tmp is never truncated, replaced or removed). */
+wp_result fs_create_beside(const char *path, const char *tag, bool dir, char *tmp, size_t tmplen, int *fd, char *err,
+                           size_t errlen);
 
 /* write(2) until all n bytes are out. */
 wp_result fs_write_all(int fd, const void *buf, size_t n, const char *path, char *err, size_t errlen);
-/* path.tmp written, fsync'd and renamed over path: readers see the old file or the whole new one. */
+/* A new path.tmp-XXXXXXXX (fs_create_beside) written, fsync'd and renamed over path: readers see
+ * the old file or the whole new one. */
 wp_result fs_write_file_atomic(const char *path, const void *data, size_t n, char *err, size_t errlen);
 /* Opens a file to read, which must be a regular file of at most max_bytes (0: any size): a FIFO,
  * a device (/dev/zero), a socket or a directory is refused with 2 naming the path, without

@@ -2,7 +2,7 @@
  * the llama.* hyperparameters llama.cpp reads, F32/F16/BF16 tensors under llama.cpp's names with
  * Q and K rows permuted to its RoPE layout (convert_hf_to_gguf.py's permute), each tensor
  * aligned to 32 bytes, and the checkpoint's tokenizer.json as tokenizer.ggml.* when it is a
- * byte-level BPE; written to OUT.tmp and renamed. */
+ * byte-level BPE; written to a new OUT.tmp-XXXXXXXX and renamed. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -172,7 +172,7 @@ static wp_result write_file(const wp_ckpt *c, const wp_layout *L, const char *tm
     for (int i = 0; i < L->n_params; i++)
         if ((size_t)L->params[i].rows * L->params[i].cols > most) most = (size_t)L->params[i].rows * L->params[i].cols;
     float *a = malloc((most + ALIGN) * sizeof *a), *b = malloc((most + ALIGN) * sizeof *b);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = open(tmp, O_WRONLY | O_CLOEXEC); /* gguf_export created it */
     int rc = !a || !b ? wp_fail(WP_FAILED, err, errlen, "export: out of memory")
              : fd < 0 ? wp_fail_errno(WP_FAILED, err, errlen, "%s: cannot create", tmp) : 0;
     if (rc == 0) rc = fs_write_all(fd, h.p, h.n, tmp, err, errlen);
@@ -192,11 +192,18 @@ wp_result gguf_export(const wp_ckpt *c, const char *out, wp_dtype dtype, char *e
         return wp_fail(WP_BAD_INPUT, err, errlen, "--format gguf: the checkpoint's llama3 rope scaling is not written to GGUF yet "
                        "(export to Hugging Face safetensors instead)");
     char tmp[WP_PATH_MAX];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", out) >= (int)sizeof tmp) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: path too long", out);
     model_cfg_even_chunks(&cfg, 1);
     wp_layout L;
     WP_TRY(layout_build(&cfg, &L, err, errlen));
-    wp_result rc = write_file(c, &L, tmp, dtype, err, errlen);
+    /* a new file that no one else holds (a user's OUT.tmp is never truncated or removed) */
+    int fd;
+    wp_result rc = fs_create_beside(out, ".tmp", false, tmp, sizeof tmp, &fd, err, errlen);
+    if (rc) {
+        layout_free(&L);
+        return rc;
+    }
+    close(fd);
+    rc = write_file(c, &L, tmp, dtype, err, errlen);
     if (rc == 0) rc = fs_rename_durable(tmp, out, err, errlen);
     else unlink(tmp);
     layout_free(&L);

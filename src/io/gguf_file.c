@@ -5,6 +5,7 @@
 #include "gguf_file.h"
 
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -180,6 +181,12 @@ static wp_result read_tensor_infos(cursor *c, gguf_file *f, uint64_t n_tensors) 
     return 0;
 }
 
+static int by_name(const void *a, const void *b) {
+    const gguf_tensor *x = *(const gguf_tensor *const *)a, *y = *(const gguf_tensor *const *)b;
+    int c = memcmp(x->name, y->name, x->namelen < y->namelen ? x->namelen : y->namelen);
+    return c ? c : (x->namelen > y->namelen) - (x->namelen < y->namelen);
+}
+
 static int by_offset(const void *a, const void *b) {
     const gguf_tensor *x = *(const gguf_tensor *const *)a, *y = *(const gguf_tensor *const *)b;
     return x->off < y->off ? -1 : x->off > y->off;
@@ -205,6 +212,12 @@ static wp_result check_data(cursor *c, gguf_file *f) {
             rc = wp_fail(WP_BAD_INPUT, c->err, c->errlen, "%s: tensor '%.*s': data at offset %llu overlaps tensor '%.*s'", f->path,
                          (int)order[i + 1]->namelen, order[i + 1]->name, (unsigned long long)order[i + 1]->off,
                          (int)order[i]->namelen, order[i]->name);
+    /* one name, one tensor: a reader that takes the first of two would run what it was not given */
+    qsort(order, f->n_tensors, sizeof *order, by_name);
+    for (size_t i = 0; rc == 0 && i + 1 < f->n_tensors; i++)
+        if (by_name(&order[i], &order[i + 1]) == 0)
+            rc = wp_fail(WP_BAD_INPUT, c->err, c->errlen, "%s: tensor '%.*s' is given twice", f->path, (int)order[i]->namelen,
+                         order[i]->name);
     free(order);
     return rc;
 }
@@ -413,22 +426,38 @@ bool gguf_type_readable(uint32_t type) {
            type == GGML_Q4_1;
 }
 
+/* Every value finite, or 2 naming the tensor and where: a NaN or Inf weight (a damaged scale,
+ * min or norm) would run and give NaN logits with exit 0. block: 32 for the block formats. */
+static wp_result check_finite(const gguf_file *f, const gguf_tensor *t, const float *v, size_t n, size_t block, char *err,
+                              size_t errlen) {
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(v[i])) {
+            if (block > 1)
+                return wp_fail(WP_BAD_INPUT, err, errlen, "%s: tensor %.*s: block %zu (%s, at byte %llu of the data section) "
+                               "dequantizes to %g: its scale or min is not finite", f->path, (int)t->namelen, t->name, i / block,
+                               gguf_type_name(t->type), (unsigned long long)(t->off + i / block * types[t->type].bytes), v[i]);
+            return wp_fail(WP_BAD_INPUT, err, errlen, "%s: tensor %.*s: element %zu is %g, not a finite number", f->path,
+                           (int)t->namelen, t->name, i, v[i]);
+        }
+    return 0;
+}
+
 wp_result gguf_tensor_f32(const gguf_file *f, const gguf_tensor *t, float *dst, char *err, size_t errlen) {
     const unsigned char *p = f->map.data + f->data + t->off;
     size_t n = (size_t)t->numel;
     switch (t->type) {
-    case GGML_F32: memcpy(dst, p, n * 4); return 0;
-    case GGML_F16: for (size_t i = 0; i < n; i++) dst[i] = f16_at(p + 2 * i); return 0;
+    case GGML_F32: memcpy(dst, p, n * 4); return check_finite(f, t, dst, n, 1, err, errlen);
+    case GGML_F16: for (size_t i = 0; i < n; i++) dst[i] = f16_at(p + 2 * i); return check_finite(f, t, dst, n, 1, err, errlen);
     case GGML_BF16:
         for (size_t i = 0; i < n; i++) {
             uint16_t h;
             memcpy(&h, p + 2 * i, 2);
             dst[i] = wp_bf16_to_f32(h);
         }
-        return 0;
+        return check_finite(f, t, dst, n, 1, err, errlen);
     case GGML_Q8_0: case GGML_Q4_0: case GGML_Q4_1:
         for (size_t b = 0; b < n / 32; b++) deq_block(t->type, p + b * types[t->type].bytes, dst + 32 * b);
-        return 0;
+        return check_finite(f, t, dst, n, 32, err, errlen);
     default:
         return wp_fail(WP_BAD_INPUT, err, errlen, "%s: tensor %.*s: type %s (%u) is not one weipipe dequantizes (F32, F16, BF16, Q8_0, "
                        "Q4_0, Q4_1)", f->path, (int)t->namelen, t->name, gguf_type_name(t->type), t->type);

@@ -70,6 +70,8 @@ const char *gguf_type_name(uint32_t type);
 /* F32, F16, BF16, Q8_0, Q4_0, Q4_1: the types gguf_tensor_f32 reads. */
 bool gguf_type_readable(uint32_t type);
 /* The tensor as fp32 into dst (numel floats); a type weipipe does not dequantize: 2 naming it. */
+/* Dequantized into dst (numel floats); a value that is not finite is 2 naming the tensor and the
+ * block (or element) that holds it. */
 wp_result gguf_tensor_f32(const gguf_file *f, const gguf_tensor *t, float *dst, char *err, size_t errlen);
 /* llama.cpp's name of a Hugging Face Llama tensor (tied: the head is token_embd); 1 when none. */
 int gguf_name(const char *hf, bool tied, char *out, size_t len);

@@ -78,6 +78,14 @@ static wp_result fill_config(const gguf_file *f, hf_config *c, char *err, size_t
         rc = wp_fail(WP_BAD_INPUT, err, errlen, "%s: llama.rope.dimension_count %llu is not the head size (partial RoPE is not supported)",
                      f->path, (unsigned long long)rot);
     c->tied = !gguf_find_tensor(f, "output.weight");
+    if (rc == 0) {
+        /* the settings checked as the file's, by the keys it spells (not the flags they set) */
+        const char *names[HF_NKEYS] = {[HF_VOCAB_SIZE] = "llama.vocab_size (or token_embd.weight's rows)",
+                                       [HF_ROPE_FACTOR] = "rope factor", [HF_ROPE_LOW_FREQ] = "rope low_freq_factor",
+                                       [HF_ROPE_HIGH_FREQ] = "rope high_freq_factor", [HF_ROPE_ORIGINAL_MAX] = "rope original_max"};
+        for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) names[keys[i].k] = keys[i].key;
+        rc = hf_config_check(c, names, err, errlen);
+    }
     return rc;
 }
 
@@ -101,7 +109,6 @@ static wp_result check_tensors(const gguf_file *f, const hf_config *c, char *err
     uint64_t L = (uint64_t)c->value[HF_NUM_HIDDEN_LAYERS], h = (uint64_t)c->value[HF_HIDDEN_SIZE];
     uint64_t ffn = (uint64_t)c->value[HF_INTERMEDIATE_SIZE], heads = (uint64_t)c->value[HF_NUM_ATTENTION_HEADS];
     uint64_t kv = (uint64_t)c->value[HF_NUM_KEY_VALUE_HEADS], V = (uint64_t)c->value[HF_VOCAB_SIZE];
-    if (heads == 0 || h % heads || L > 1000000) return 0; /* the model flags' own checks name these */
     uint64_t kvdim = kv * (h / heads);
     wp_result rc = check_tensor(f, "token_embd.weight", h, V, err, errlen);
     if (rc == 0) rc = check_tensor(f, "output_norm.weight", h, 0, err, errlen);
@@ -118,6 +125,22 @@ static wp_result check_tensors(const gguf_file *f, const hf_config *c, char *err
             snprintf(name, sizeof name, "blk.%llu.%s.weight", (unsigned long long)l, per_layer[i].name);
             rc = check_tensor(f, name, per_layer[i].d0, per_layer[i].d1, err, errlen);
         }
+    /* every tensor is one of those: a 30th layer under a block count of 29 is not dropped unseen */
+    for (size_t i = 0; rc == 0 && i < f->n_tensors; i++) {
+        const gguf_tensor *t = &f->t[i];
+        snprintf(name, sizeof name, "%.*s", (int)t->namelen, t->name);
+        unsigned long long l;
+        int at = 0;
+        bool known = !strcmp(name, "token_embd.weight") || !strcmp(name, "output_norm.weight") || !strcmp(name, "output.weight");
+        if (!known && sscanf(name, "blk.%llu.%n", &l, &at) == 1 && at > 0 && l < L)
+            for (size_t k = 0; !known && k < sizeof per_layer / sizeof per_layer[0]; k++) {
+                size_t pl = strlen(per_layer[k].name);
+                known = !strncmp(name + at, per_layer[k].name, pl) && !strcmp(name + at + pl, ".weight");
+            }
+        if (!known)
+            rc = wp_fail(WP_BAD_INPUT, err, errlen, "%s: tensor %s is not one of a llama model with llama.block_count %llu (unexpected)",
+                         f->path, name, (unsigned long long)L);
+    }
     return rc;
 }
 

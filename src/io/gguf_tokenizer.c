@@ -55,7 +55,7 @@ static wp_result array_of(const gguf_file *f, const char *key, uint32_t atype, c
 }
 
 static wp_result vocab_and_added(const gguf_file *f, json_t *vocab, json_t *added, char *err, size_t errlen) {
-    const gguf_kv *tokens, *types;
+    const gguf_kv *tokens = NULL, *types = NULL; /* NULL when array_of refuses or is never asked */
     wp_result rc = array_of(f, "tokenizer.ggml.tokens", GGUF_STRING, &tokens, err, errlen);
     if (rc == 0) rc = array_of(f, "tokenizer.ggml.token_type", GGUF_I32, &types, err, errlen);
     if (rc == 0 && !tokens) rc = wp_fail(WP_BAD_INPUT, err, errlen, "%s: key tokenizer.ggml.tokens is missing", f->path);
@@ -85,7 +85,7 @@ static wp_result vocab_and_added(const gguf_file *f, json_t *vocab, json_t *adde
 }
 
 static wp_result merges_of(const gguf_file *f, json_t *merges, char *err, size_t errlen) {
-    const gguf_kv *kv;
+    const gguf_kv *kv = NULL;
     wp_result rc = array_of(f, "tokenizer.ggml.merges", GGUF_STRING, &kv, err, errlen);
     if (rc == 0 && !kv) rc = wp_fail(WP_BAD_INPUT, err, errlen, "%s: key tokenizer.ggml.merges is missing (not a BPE tokenizer)", f->path);
     size_t pos = kv ? kv->off : 0;

@@ -17,7 +17,7 @@ typedef struct {
     int max_pos;             /* max_position_embeddings; 0: hf_default_max_positions */
 } hf_export_opts;
 /* Writes OUT_DIR: model.safetensors (or shards and model.safetensors.index.json), config.json,
- * generation_config.json and the checkpoint's tokenizer files, all into OUT_DIR.tmp first and
+ * generation_config.json and the checkpoint's tokenizer files, all into a new OUT_DIR.tmp-XXXXXXXX first and
  * then renamed onto OUT_DIR (an existing OUT_DIR holding only export files is replaced whole;
  * anything else in it: 2). Returns 0, 2 (bad checkpoint or options) or 1. */
 wp_result hf_export_with(const wp_ckpt *c, const char *out_dir, const hf_export_opts *x, char *err, size_t errlen);
@@ -55,6 +55,12 @@ bool hf_key_integer(hf_key k);
  * llama3, another activation or model type) and a required key missing or not a number: 2
  * naming the file and the key. */
 wp_result hf_read_config(const char *hf_dir, hf_config *c, char *err, size_t errlen);
+/* The values a reader found, checked as a model file's settings (both readers call it before
+ * they return): counts in the model flags' ranges and consistent (heads divide the width, KV
+ * heads divide the heads, an even head size), rms_norm_eps, rope_theta and the llama3 factors
+ * finite and positive, bos/eos ids below the vocabulary. 2 naming c->path and the key as the
+ * file spells it (names[k]: config.json's or GGUF's), never the flag that mirrors it. */
+wp_result hf_config_check(const hf_config *c, const char *const names[HF_NKEYS], char *err, size_t errlen);
 
 /* Loads the owned chunks' fp32 masters from HF_DIR (F32, F16 or BF16 tensors, one file or an
  * index of shards; a missing lm_head.weight with tie_word_embeddings takes the embedding).

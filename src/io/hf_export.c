@@ -1,5 +1,5 @@
 /* Export of a checkpoint's masters as a Hugging Face Llama directory, written whole into
- * OUT_DIR.tmp and then renamed (or swapped) onto OUT_DIR, so a failed export leaves no
+ * a new OUT_DIR.tmp-XXXXXXXX and then renamed (or swapped) onto OUT_DIR, so a failed export leaves no
  * half-written directory and an earlier export stays whole until the new one is complete. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* renameat2 */
@@ -409,18 +409,20 @@ wp_result hf_export_with(const wp_ckpt *c, const char *out_dir, const hf_export_
     wp_model_cfg cfg = ckpt_info(c)->cfg;
     model_cfg_even_chunks(&cfg, 1); /* one chunk: the whole model in storage order */
     if (x->max_pos > 0) cfg.max_pos = x->max_pos;
-    char out[WP_PATH_MAX], tmp[WP_PATH_MAX + 8];
+    char out[WP_PATH_MAX], tmp[WP_PATH_MAX + 16];
     size_t len = strlen(out_dir);
     while (len > 1 && out_dir[len - 1] == '/') len--; /* "hf/" -> "hf", so the temp dir is a sibling */
     if (len == 0 || len >= sizeof out) return wp_fail(WP_BAD_INPUT, err, errlen, "export: output directory '%s' is not usable", out_dir);
     snprintf(out, sizeof out, "%.*s", (int)len, out_dir);
-    snprintf(tmp, sizeof tmp, "%s.tmp", out);
+    /* a new directory beside OUT that no one else holds: a user's OUT.tmp is never touched (a
+     * crashed export leaves its OUT.tmp-XXXXXXXX, which no later run removes: it may be anyone's) */
+    int none;
+    tmp[0] = '\0';
     wp_result rc = check_replaceable(out, err, errlen);
-    if (rc == 0) rc = fs_remove_tree(tmp, err, errlen); /* a crashed export's leftovers */
-    if (rc == 0) rc = fs_mkdirs(tmp, err, errlen);
+    if (rc == 0) rc = fs_create_beside(out, ".tmp", true, tmp, sizeof tmp, &none, err, errlen);
     if (rc == 0) rc = write_all(c, &cfg, x, tmp, err, errlen);
     if (rc == 0) rc = publish(tmp, out, err, errlen);
-    if (rc) {
+    if (rc && tmp[0]) {
         char ignored[256];
         fs_remove_tree(tmp, ignored, sizeof ignored); /* the first error is the one reported */
     }

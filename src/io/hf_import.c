@@ -104,7 +104,62 @@ wp_result hf_read_config(const char *hf_dir, hf_config *c, char *err, size_t err
         c->head_dim = json_integer_value(hd);
     }
     json_decref(j);
+    if (rc == 0) {
+        const char *names[HF_NKEYS];
+        char scaled_names[4][64];
+        for (int k = 0; k < HF_NKEYS; k++) {
+            names[k] = keys[k].key;
+            if (in_scaling(k)) {
+                snprintf(scaled_names[k - HF_ROPE_FACTOR], sizeof scaled_names[0], "rope_scaling.%s", keys[k].key);
+                names[k] = scaled_names[k - HF_ROPE_FACTOR];
+            }
+        }
+        rc = hf_config_check(c, names, err, errlen);
+    }
     return rc;
+}
+
+wp_result hf_config_check(const hf_config *c, const char *const names[HF_NKEYS], char *err, size_t errlen) {
+    /* the ranges of the model flags (model_cfg_split_from_opts), stated for the file */
+    static const struct {
+        double lo, hi;
+    } range[HF_NKEYS] = {
+        [HF_NUM_HIDDEN_LAYERS] = {1, 100000},       [HF_HIDDEN_SIZE] = {1, 1 << 24},     [HF_INTERMEDIATE_SIZE] = {1, 1 << 26},
+        [HF_NUM_ATTENTION_HEADS] = {1, 1 << 24},    [HF_NUM_KEY_VALUE_HEADS] = {1, 1 << 24}, [HF_VOCAB_SIZE] = {2, 2147483647.0},
+        [HF_ROPE_ORIGINAL_MAX] = {1, 2147483647.0}, [HF_MAX_POSITIONS] = {1, 2147483647.0},
+        [HF_BOS_TOKEN_ID] = {0, 2147483646.0},      [HF_EOS_TOKEN_ID] = {0, 2147483646.0},
+    };
+    const double *v = c->value;
+    for (int k = 0; k < HF_NKEYS; k++) {
+        if (!c->present[k]) continue;
+        if (!isfinite(v[k]))
+            return wp_fail(WP_BAD_INPUT, err, errlen, "%s: %s is %g, not a finite number", c->path, names[k], v[k]);
+        if (hf_key_integer((hf_key)k)) {
+            if (v[k] < range[k].lo || v[k] > range[k].hi || v[k] != floor(v[k]))
+                return wp_fail(WP_BAD_INPUT, err, errlen, "%s: %s %.17g is not an integer in [%.0f, %.0f]", c->path, names[k], v[k],
+                               range[k].lo, range[k].hi);
+        } else if (!(v[k] > 0)) {
+            return wp_fail(WP_BAD_INPUT, err, errlen, "%s: %s %g must be positive", c->path, names[k], v[k]);
+        }
+    }
+    static const hf_key required[] = {HF_NUM_HIDDEN_LAYERS, HF_HIDDEN_SIZE, HF_INTERMEDIATE_SIZE, HF_NUM_ATTENTION_HEADS,
+                                       HF_NUM_KEY_VALUE_HEADS, HF_VOCAB_SIZE, HF_RMS_NORM_EPS};
+    for (size_t i = 0; i < sizeof required / sizeof required[0]; i++)
+        if (!c->present[required[i]]) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: %s is missing", c->path, names[required[i]]);
+    double h = v[HF_HIDDEN_SIZE], heads = v[HF_NUM_ATTENTION_HEADS], kv = v[HF_NUM_KEY_VALUE_HEADS], V = v[HF_VOCAB_SIZE];
+    if (fmod(h, heads) != 0 || fmod(h / heads, 2) != 0)
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s: %s %.0f does not split into %s %.0f heads of an even size (RoPE rotates pairs)",
+                       c->path, names[HF_HIDDEN_SIZE], h, names[HF_NUM_ATTENTION_HEADS], heads);
+    if (kv > heads || fmod(heads, kv) != 0)
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s: %s %.0f does not divide %s %.0f", c->path, names[HF_NUM_KEY_VALUE_HEADS], kv,
+                       names[HF_NUM_ATTENTION_HEADS], heads);
+    for (int k = HF_BOS_TOKEN_ID; k <= HF_EOS_TOKEN_ID; k++)
+        if (c->present[k] && v[k] >= V)
+            return wp_fail(WP_BAD_INPUT, err, errlen, "%s: %s %.0f is not below %s %.0f", c->path, names[k], v[k], names[HF_VOCAB_SIZE], V);
+    if (c->present[HF_ROPE_LOW_FREQ] && c->present[HF_ROPE_HIGH_FREQ] && !(v[HF_ROPE_HIGH_FREQ] > v[HF_ROPE_LOW_FREQ]))
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s: %s %g must exceed %s %g", c->path, names[HF_ROPE_HIGH_FREQ], v[HF_ROPE_HIGH_FREQ],
+                       names[HF_ROPE_LOW_FREQ], v[HF_ROPE_LOW_FREQ]);
+    return 0;
 }
 
 /* ---- tensors ---- */

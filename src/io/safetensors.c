@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,8 +78,7 @@ wp_result st_writer_open(st_writer **out, const char *path, const st_desc *tenso
     st_writer *w = calloc(1, sizeof *w);
     if (!w) return wp_fail(WP_FAILED, err, errlen, "%s: out of memory", path);
     w->fd = -1;
-    if (snprintf(w->path, sizeof w->path, "%s", path) >= (int)sizeof w->path ||
-        snprintf(w->tmp, sizeof w->tmp, "%s.tmp", path) >= (int)sizeof w->tmp) {
+    if (snprintf(w->path, sizeof w->path, "%s", path) >= (int)sizeof w->path) {
         free(w);
         return wp_fail(WP_FAILED, err, errlen, "%s: path too long", path);
     }
@@ -89,9 +89,7 @@ wp_result st_writer_open(st_writer **out, const char *path, const st_desc *tenso
         free(w);
         return wp_fail(WP_FAILED, err, errlen, "%s: cannot build the header (out of memory?)", path);
     }
-    wp_result rc = WP_OK;
-    w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-    if (w->fd < 0) rc = wp_fail_errno(WP_FAILED, err, errlen, "%s: cannot create", w->tmp);
+    wp_result rc = fs_create_beside(path, ".tmp", false, w->tmp, sizeof w->tmp, &w->fd, err, errlen);
     if (rc == 0) rc = write_header(w, json, err, errlen);
     free(json);
     if (rc) {
@@ -137,7 +135,7 @@ wp_result st_writer_finish(st_writer *w, uint64_t *size, uint32_t *crc, char *er
 void st_writer_abort(st_writer *w) {
     if (!w) return;
     if (w->fd >= 0) close(w->fd);
-    unlink(w->tmp);
+    if (w->tmp[0]) unlink(w->tmp); /* only a file fs_create_beside made */
     free(w);
 }
 
@@ -323,6 +321,12 @@ wp_result st_to_f32_range(const st_file *f, const st_tensor *t, uint64_t first, 
             memcpy(&h, p + 2 * i, 2);
             dst[i] = t->dtype == WP_F16 ? wp_f16_to_f32(h) : wp_bf16_to_f32(h);
         }
+        /* every reader of weights and moments comes through here: a NaN or Inf in a file would
+         * run and give NaN losses with exit 0 (a run's own values are finite: its non-finite
+         * steps are skipped) */
+        if (!isfinite(dst[i]))
+            return wp_fail(WP_BAD_INPUT, err, errlen, "%s: tensor %s: element %llu is %g, not a finite number", f->path, t->name,
+                           (unsigned long long)(first + i), dst[i]);
     }
     return 0;
 }

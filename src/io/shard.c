@@ -96,11 +96,8 @@ wp_result shard_writer_open(wp_shard_writer *w, const char *path, int version, c
         return wp_fail(WP_BAD_INPUT, err, errlen, "%s: shard version %d is neither %d (uint16 tokens) nor %d (uint32 tokens)", path, version,
                        WP_SHARD_VERSION, WP_SHARD_VERSION_U32);
     w->version = version;
-    if (snprintf(w->path, sizeof w->path, "%s", path) >= (int)sizeof w->path ||
-        snprintf(w->tmp, sizeof w->tmp, "%s.tmp", path) >= (int)sizeof w->tmp)
-        return wp_fail(WP_FAILED, err, errlen, "%s: path too long", path);
-    w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-    if (w->fd < 0) return wp_fail_errno(WP_FAILED, err, errlen, "%s: cannot create", w->tmp);
+    if (snprintf(w->path, sizeof w->path, "%s", path) >= (int)sizeof w->path) return wp_fail(WP_FAILED, err, errlen, "%s: path too long", path);
+    WP_TRY(fs_create_beside(path, ".tmp", false, w->tmp, sizeof w->tmp, &w->fd, err, errlen));
     /* placeholder header; the count is known only at the end */
     unsigned char zero[WP_SHARD_HEADER_BYTES] = {0};
     wp_result rc = fs_write_all(w->fd, zero, sizeof zero, w->tmp, err, errlen);

@@ -2,6 +2,8 @@
  * normalizers/{unicode,prepend,replace}.rs. */
 #include "tok_norm.h"
 
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <utf8proc.h>
@@ -21,7 +23,15 @@ typedef struct {
 struct tok_norm {
     norm_step *s;
     size_t n, cap;
+    char name[256]; /* the tokenizer file, for norm_apply's refusal */
 };
+
+/* What the normalizers may make of a piece of n bytes: at most NORM_GROWTH x n + NORM_SLACK bytes.
+ * The pieces the encoder is given are bounded (prepare's WP_PREPARE_PIECE_BYTES), and so must be
+ * what a normalizer makes of them: a Replace that writes 1000 bytes for every character would
+ * turn 1 MB into 1 GB. Real normalizers stay far below it (NFKD's longest expansion, U+FDFA, is
+ * 11x; SentencePiece's Replace of " " by "\u2581" 3x; a Prepend adds its few bytes). */
+enum { NORM_GROWTH = 32, NORM_SLACK = 4096 };
 
 void norm_free(tok_norm *n) {
     if (!n) return;
@@ -106,6 +116,7 @@ wp_result norm_parse(json_t *j, const char *name, tok_norm **out, char *err, siz
     if (!j || json_is_null(j)) return 0;
     tok_norm *n = calloc(1, sizeof *n);
     if (!n) return wp_fail(WP_FAILED, err, errlen, "%s: out of memory", name);
+    snprintf(n->name, sizeof n->name, "%s", name);
     wp_result rc = norm_add(n, j, name, 0, err, errlen);
     if (rc || n->n == 0) {
         norm_free(n);
@@ -127,20 +138,51 @@ static wp_result norm_unicode(const norm_step *st, const char *s, size_t len, to
     return rc;
 }
 
-static wp_result norm_one(const norm_step *st, const char *s, size_t len, tok_buf *out, tok_segs *segs) {
+static const char *step_name(const norm_step *st) {
+    switch (st->kind) {
+    case NORM_UNICODE: return "NFC/NFD/NFKC/NFKD";
+    case NORM_PREPEND: return "Prepend";
+    case NORM_REPLACE: return "Replace";
+    default: return "?";
+    }
+}
+
+/* Appends n bytes to out unless that passes limit: then 1 with segs->why set. */
+static wp_result bounded_add(tok_buf *out, const void *s, size_t n, size_t limit, tok_segs *segs, const tok_norm *nm,
+                             const norm_step *st, size_t piece) {
+    if (n > limit || out->n > limit - n) {
+        snprintf(segs->why, sizeof segs->why, "%s: normalizer %s makes more than %zu bytes of a %zu-byte piece (at most %dx + %d: "
+                 "refused as a normalizer that expands without bound)", nm->name, step_name(st), limit, piece, NORM_GROWTH, NORM_SLACK);
+        return 1;
+    }
+    return buf_add(out, s, n);
+}
+
+static wp_result norm_one(const tok_norm *nm, const norm_step *st, const char *s, size_t len, tok_buf *out, tok_segs *segs,
+                          size_t limit, size_t piece) {
     out->n = 0;
     switch (st->kind) {
     case NORM_NONE: break;
-    case NORM_UNICODE: return norm_unicode(st, s, len, out);
+    case NORM_UNICODE: {
+        wp_result rc = norm_unicode(st, s, len, out);
+        if (rc == 0 && out->n > limit) { /* utf8proc grows a character 18 code points at most: checked after */
+            size_t made = out->n;
+            out->n = 0;
+            return bounded_add(out, NULL, made, limit, segs, nm, st, piece);
+        }
+        return rc;
+    }
     case NORM_PREPEND:
-        if (len && buf_add(out, st->str, st->len)) return 1;
-        return buf_add(out, s, len);
+        if (len && bounded_add(out, st->str, st->len, limit, segs, nm, st, piece)) return 1;
+        return bounded_add(out, s, len, limit, segs, nm, st, piece);
     case NORM_REPLACE:
         if (len == 0) return 0;
         if (pattern_find(&st->pat, s, len, false, segs)) return 1;
         for (size_t i = 0; i < segs->n; i++) {
             const tok_seg *g = &segs->s[i];
-            if (g->m ? buf_add(out, st->str, st->len) : buf_add(out, s + g->a, g->b - g->a)) return 1;
+            if (g->m ? bounded_add(out, st->str, st->len, limit, segs, nm, st, piece)
+                     : bounded_add(out, s + g->a, g->b - g->a, limit, segs, nm, st, piece))
+                return 1;
         }
         return 0;
     }
@@ -150,10 +192,11 @@ static wp_result norm_one(const norm_step *st, const char *s, size_t len, tok_bu
 wp_result norm_apply(const tok_norm *n, const char *s, size_t len, tok_buf *out, tok_buf *tmp, tok_segs *segs) {
     out->n = 0;
     if (!n) return buf_add(out, s, len);
+    size_t limit = len > (SIZE_MAX - NORM_SLACK) / NORM_GROWTH ? SIZE_MAX : NORM_GROWTH * len + NORM_SLACK;
     /* steps alternate between the two buffers so that the last writes into out */
     for (size_t i = 0; i < n->n; i++) {
         tok_buf *dst = (n->n - 1 - i) % 2 == 0 ? out : tmp;
-        if (norm_one(&n->s[i], s, len, dst, segs)) return 1;
+        if (norm_one(n, &n->s[i], s, len, dst, segs, limit, len)) return 1;
         s = dst->b;
         len = dst->n;
     }

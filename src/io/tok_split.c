@@ -22,6 +22,9 @@ wp_result pattern_regex(tok_pattern *p, const char *re, const char *where, char 
     }
     /* JIT is a speed-up only: a platform without it interprets the same pattern */
     (void)pcre2_jit_compile(p->re, PCRE2_JIT_COMPLETE);
+    size_t wl = strlen(where) + 100;
+    if (!(p->where = malloc(wl))) return 1;
+    snprintf(p->where, wl, "%s regex \"%.60s%s\"", where, re, strlen(re) > 60 ? "..." : "");
     return 0;
 }
 
@@ -39,6 +42,7 @@ wp_result pattern_string(tok_pattern *p, const char *s, size_t n) {
 void pattern_free(tok_pattern *p) {
     if (p->re) pcre2_code_free(p->re);
     free(p->lit);
+    free(p->where);
     memset(p, 0, sizeof *p);
 }
 
@@ -78,7 +82,17 @@ static wp_result find_regex(const tok_pattern *p, const char *s, size_t n, bool 
     while (at <= n) {
         int rc = pcre2_match(p->re, (PCRE2_SPTR)s, n, at, PCRE2_NO_UTF_CHECK, g->md, NULL);
         if (rc == PCRE2_ERROR_NOMATCH) break;
-        if (rc < 0) return 1;
+        if (rc < 0) {
+            /* a pattern that backtracks without end on this text is the file's doing, not memory's */
+            PCRE2_UCHAR msg[160];
+            if (pcre2_get_error_message(rc, msg, sizeof msg) < 0) snprintf((char *)msg, sizeof msg, "PCRE2 error %d", rc);
+            const char *limit = rc == PCRE2_ERROR_MATCHLIMIT ? "match limit" : rc == PCRE2_ERROR_DEPTHLIMIT ? "depth limit"
+                                : rc == PCRE2_ERROR_HEAPLIMIT ? "heap limit" : NULL;
+            if (rc != PCRE2_ERROR_NOMEMORY)
+                snprintf(g->why, sizeof g->why, "%.500s: the regex stopped at byte %zu of a %zu-byte piece: %s%s (%s)", p->where, at,
+                         n, limit ? "PCRE2's " : "", limit ? limit : "matching failed", (char *)msg);
+            return 1;
+        }
         PCRE2_SIZE *ov = pcre2_get_ovector_pointer(g->md);
         if (seg_match(g, &prev, ov[0], ov[1], invert)) return 1;
         /* an empty match moves on by one character, as Oniguruma's iterator does */

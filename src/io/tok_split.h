@@ -24,6 +24,7 @@ typedef struct {
     pcre2_code *re;
     char *lit; /* PAT_STRING */
     size_t litlen;
+    char *where; /* PAT_REGEX: what pattern_regex was told (the file and the field), for match errors */
 } tok_pattern;
 
 typedef struct {
@@ -35,6 +36,10 @@ typedef struct {
     tok_seg *s;
     size_t n, cap;
     pcre2_match_data *md;
+    /* Set when a step failed for a reason of the tokenizer file, not of memory: a regex that
+     * hit PCRE2's match, depth or heap limit (naming the pattern), a normalizer past its bound
+     * (tok_norm.h). The encoder reports it as bad input (2) instead of "out of memory". */
+    char why[768];
 } tok_segs;
 
 /* 0 ok; 2 the regex does not compile (err names `where`); 1 out of memory. */
@@ -46,7 +51,8 @@ wp_result tok_parse_pattern(json_t *j, const char *where, tok_pattern *p, char *
 /* The name of a behavior in tokenizer.json -> *out; false when unknown. */
 bool split_behavior_parse(const char *name, split_behavior *out);
 
-/* The segments of s[0, n) (n > 0) into segs. 0 ok, 1 out of memory or a regex failure. */
+/* The segments of s[0, n) (n > 0) into segs. 0 ok, 1 out of memory or a regex failure (then
+ * segs->why says which regex and which PCRE2 limit). */
 wp_result pattern_find(const tok_pattern *p, const char *s, size_t n, bool invert, tok_segs *segs);
 /* The pieces the behavior keeps, appended to out; a piece is at the origin when origin is set
  * and it starts at s's first byte. 0 ok, 1 out of memory. */

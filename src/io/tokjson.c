@@ -205,12 +205,16 @@ wp_result tokjson_encode(const wp_tokjson *t, const char *text, size_t len, int3
     pieces_free(&B);
     buf_free(&nb);
     buf_free(&tmp);
-    segs_free(&segs);
     free(fixed);
     if (rc) {
         free(out.v);
-        return wp_fail(WP_FAILED, err, errlen, "out of memory encoding %zu bytes", len);
+        /* a regex limit or a normalizer's bound is the tokenizer file's fault (segs.why names it) */
+        wp_result why = segs.why[0] ? wp_fail(WP_BAD_INPUT, err, errlen, "%s", segs.why)
+                                    : wp_fail(WP_FAILED, err, errlen, "out of memory encoding %zu bytes", len);
+        segs_free(&segs);
+        return why;
     }
+    segs_free(&segs);
     if (out.n == 0) free(out.v);
     *ids = out.n ? out.v : NULL;
     *n = out.n;

@@ -8,8 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "clock.h"
+#include "fsutil.h"
 #include "kernels.h"
 #include "whole.h"
 
@@ -146,10 +148,17 @@ wp_result calib_run(const wp_layout *L, int nranks, int ranks_per_node, int rank
 
 wp_result calib_write_ini(const wp_calib *c, const wp_layout *L, int nranks, int ranks_per_node, const char *transport,
                     const char *backend, const char *path, char *err, size_t errlen) {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) return snprintf(err, errlen, "--calibrate %s: cannot create %s", path, tmp), 1;
+    char tmp[4200], why[512];
+    int fd;
+    /* a new file beside PATH that no one else holds: a user's PATH.tmp is never truncated */
+    if (fs_create_beside(path, ".tmp", false, tmp, sizeof tmp, &fd, why, sizeof why))
+        return snprintf(err, errlen, "--calibrate %s: %s", path, why), 1;
+    FILE *f = fdopen(fd, "w");
+    if (!f) {
+        close(fd);
+        remove(tmp);
+        return snprintf(err, errlen, "--calibrate %s: cannot open %s", path, tmp), 1;
+    }
     const wp_model_cfg *m = &L->cfg;
     time_t now = time(NULL);
     char when[64] = "";

@@ -59,6 +59,34 @@ refused wpdec decoder WordPiece
 sed 's/"pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "use_regex": true}/"pre_tokenizer": {"type": "Split", "pattern": {"Regex": "(unclosed"}, "behavior": "Isolated"}/' \
     "$tmp/ok.json" > "$tmp/badregex.json"
 refused badregex "pre_tokenizer Split" regex
+# issue 42: an empty vocabulary with an unk_token (was a segfault)
+tj empty_unk '"unk_token": "<unk>",' "" '{}'
+refused empty_unk model.vocab '0 entries'
+# encode_refused NAME TEXTFILE WORDS...: tok_tool encode exits 2, one line naming the file and each word
+encode_refused() {
+    local name=$1 text=$2
+    shift 2
+    "$tool" encode "$tmp/$name.json" "$text" > /dev/null 2> "$tmp/err"
+    local rc=$?
+    local ok=1
+    [ $rc -eq 2 ] && [ "$(wc -l < "$tmp/err")" -eq 1 ] && grep -q "$name.json" "$tmp/err" || ok=0
+    for w in "$@"; do grep -qF -- "$w" "$tmp/err" || ok=0; done
+    [ $ok -eq 1 ] && echo "refused $name: $(cat "$tmp/err")" || bad "$name: exit $rc: $(cat "$tmp/err")"
+}
+# a Split regex that backtracks past PCRE2's match limit on 41 bytes (was "out of memory encoding 41 bytes")
+sed 's/"pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "use_regex": true}/"pre_tokenizer": {"type": "Split", "pattern": {"Regex": "(a+)+$"}, "behavior": "Isolated"}/' \
+    "$tmp/ok.json" > "$tmp/redos.json"
+printf 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!' > "$tmp/redos.txt"
+encode_refused redos "$tmp/redos.txt" "pre_tokenizer Split" '(a+)+$' "match limit"
+# a Replace normalizer writing 1000 bytes for each "a": 100 kB would become 100 MB (was: 1 MB into 3.2 GB)
+sed 's/"version": "1.0",/"version": "1.0", "normalizer": {"type": "Replace", "pattern": {"String": "a"}, "content": "'"$(printf 'a%.0s' $(seq 1000))"'"},/' \
+    "$tmp/ok.json" > "$tmp/bomb.json"
+head -c 100000 /dev/zero | tr '\0' a > "$tmp/bomb.txt"
+encode_refused bomb "$tmp/bomb.txt" "normalizer Replace" "100000-byte piece"
+# and a Replace that grows text as real ones do (3 bytes for one) still encodes
+sed 's/"version": "1.0",/"version": "1.0", "normalizer": {"type": "Replace", "pattern": {"String": "a"}, "content": "\\u2581"},/' \
+    "$tmp/ok.json" > "$tmp/grow3.json"
+"$tool" encode "$tmp/grow3.json" "$tmp/bomb.txt" > /dev/null 2> "$tmp/err" || bad "a 3x Replace normalizer: $(cat "$tmp/err")"
 
 # weipipe: a byte-vocabulary model and a tokenizer above it, or with the huge id: exit 2 naming both
 printf 'the quick brown fox jumps over the lazy dog\n%.0s' $(seq 40) > "$tmp/text.txt"
