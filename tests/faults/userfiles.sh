@@ -22,7 +22,7 @@ for p in data/train_000.bin.tmp data/val_000.bin.tmp data/train_000.bin.old ck.t
 train --save ck --steps 2 --save-every 2 || fail "train"
 # inside --save once it is the run's (a fresh run refuses a --save with step-* names in it)
 for p in ck/latest.tmp ck/latest.old ck/step-2.old/ ck/tokenizer.json.tmp; do user "$p"; done
-find . -path ./doc.txt -prune -o -path ./ck/step-2 -prune -o -path ./ck/latest -prune -o -type f -print | grep -v '/train_000.bin$\|/val_000.bin$' |
+find . -path ./before.sha -prune -o -path ./doc.txt -prune -o -path ./ck/step-2 -prune -o -path ./ck/latest -prune -o -type f -print | grep -v '/train_000.bin$\|/val_000.bin$' |
   sort | xargs sha256sum > before.sha
 "$W" prepare doc.txt --out data --val-fraction 0.2 --quiet || fail "prepare again"
 train --save ck --resume auto --steps 4 --save-every 2 || fail "train resumed"
