@@ -23,8 +23,10 @@ static void progress_line(const train_job *j, int64_t step, double lr, const rt_
     double peak = j->peak_tflops * 1e12 * j->nranks;
     char mfu[32] = "";
     if (peak > 0 && st->step_s > 0) snprintf(mfu, sizeof mfu, "  MFU %.1f%%", 100 * report_step_flops(j) / st->step_s / peak);
-    fprintf(stderr, "%sstep %" PRId64 "/%" PRId64 "  loss %.4f  lr %.3e  grad norm %.3f%s  %.0f tok/s%s  %.0f s left%s",
-            tty ? "\r\033[K" : "", step + 1, j->o.steps, st->loss, lr, st->d.grad_norm, st->d.skip ? " (skipped)" : "",
+    char targets[48] = ""; /* with target masks: how many tokens the loss averaged over */
+    if (st->masked) snprintf(targets, sizeof targets, " over %" PRId64 " targets", st->targets);
+    fprintf(stderr, "%sstep %" PRId64 "/%" PRId64 "  loss %.4f%s  lr %.3e  grad norm %.3f%s  %.0f tok/s%s  %.0f s left%s",
+            tty ? "\r\033[K" : "", step + 1, j->o.steps, st->loss, targets, lr, st->d.grad_norm, st->d.skip ? " (skipped)" : "",
             tok_s, mfu, eta, tty ? "" : "\n");
     fflush(stderr);
 }
@@ -82,11 +84,11 @@ static void metrics_line(const train_job *j, FILE *f, int64_t step, double lr, c
     double peak = j->peak_tflops * 1e12 * j->nranks; /* --peak-tflops or peak.h's, never the pacing --device-tflops */
     fprintf(f,
             "{\"step\": %" PRId64 ", \"time\": %s, \"loss\": %s, \"lr\": %s, \"grad_norm\": %s, \"loss_scale\": %s, "
-            "\"skipped\": %s, \"tokens\": %" PRId64 ", \"tokens_seen\": %" PRId64 ", \"tokens_per_s\": %s, \"mfu\": %s, "
+            "\"skipped\": %s, \"tokens\": %" PRId64 ", \"targets\": %" PRId64 ", \"tokens_seen\": %" PRId64 ", \"tokens_per_s\": %s, \"mfu\": %s, "
             "\"seconds\": %.6f, \"compute_s\": %.6f, \"wait_s\": %.6f, \"bytes_sent\": %" PRIu64 ", \"bytes_recv\": %" PRIu64 "}\n",
             step + 1, json_num(t, sizeof t, unix_now()), json_num(loss, sizeof loss, st->loss), json_num(num[0], sizeof num[0], lr),
             json_num(norm, sizeof norm, st->d.grad_norm), json_num(num[1], sizeof num[1], st->loss_scale),
-            st->d.skip ? "true" : "false", st->tokens, tokens_seen, json_num(num[2], sizeof num[2], tok_s),
+            st->d.skip ? "true" : "false", st->tokens, st->targets, tokens_seen, json_num(num[2], sizeof num[2], tok_s),
             peak > 0 && st->step_s > 0 ? json_num(mfu, sizeof mfu, report_step_flops(j) / st->step_s / peak) : "null",
             st->step_s, st->compute_s, st->wait_s, st->sent, st->recv);
     fflush(f);
