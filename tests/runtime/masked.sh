@@ -3,7 +3,8 @@
 # with a mask beside it that this test writes itself (python3: a pattern of answer-like runs,
 # with windows that hold no target at all), trained 3 steps in fp32 on N = 1..4 ranks (M = 2N):
 # every final master within 1e-5 relative of the one-rank masked run (the bound and the
-# reasoning of equivalence.sh); the masked run differs from the unmasked one (the mask is
+# reasoning of equivalence.sh; interleaved-1f1b and zb-v against an 8-layer run, seq1f1b against
+# its own one-rank run, as there); the masked run differs from the unmasked one (the mask is
 # read); every step's metrics line says how many targets it had, fewer than its tokens, and
 # its loss is finite; a mask whose checksum, count or bytes are wrong exits 2 naming it; a
 # dataset whose shards do not all have masks exits 2.
@@ -40,11 +41,21 @@ for N in 1 2 3 4; do
   M=$((2 * N))
   for S in 1f1b weipipe-naive weipipe-interleave wzb1 wzb2 gpipe zb-h1 zb-h2 zb-v interleaved-1f1b seq1f1b fsdp; do
     shape=()
-    case $S in interleaved-1f1b | zb-v) continue ;; esac # two chunks per rank: an 8-layer model (equivalence.sh covers the mapping)
+    # two chunks per rank: an 8-layer model, against an 8-layer one-rank run
+    case $S in interleaved-1f1b | zb-v)
+      shape=(--num-layers 8 --num-chunks $((2 * N)))
+      r8=$TMP/ref8-$M
+      [ -d "$r8" ] || mtrain "${common[@]}" --data "$D" --nranks 1 --strategy 1f1b --num-layers 8 --num-microbatches $M --save "$r8" || fail "8-layer reference M=$M" ;;
+    esac
     out=$TMP/$S-$N
     mtrain "${common[@]}" "${shape[@]}" --data "$D" --nranks $N --strategy $S --num-microbatches $M --save "$out" || fail "$S N=$N"
-    tol=$FP32_TOL
-    line=$("$DIFF" "$out/step-3" "$TMP/ref-$M/step-3" $tol) || fail "$S N=$N M=$M masked: $line"
+    r=$TMP/ref-$M
+    case $S in interleaved-1f1b | zb-v) r=$TMP/ref8-$M ;; esac
+    if [ $S = seq1f1b ]; then # held to its own one-rank run, as in equivalence.sh (segments sum in another order)
+      r=$TMP/refseq-$M
+      [ -d "$r" ] || mtrain "${common[@]}" --data "$D" --nranks 1 --strategy seq1f1b --num-microbatches $M --save "$r" || fail "seq1f1b reference M=$M"
+    fi
+    line=$("$DIFF" "$out/step-3" "$r/step-3" $FP32_TOL) || fail "$S N=$N M=$M masked: $line"
     echo "$S N=$N M=$M masked fp32: $line"
   done
 done
@@ -56,7 +67,8 @@ bad() { # what, python edit of bytearray b, expected text
   [ $rc = 2 ] && [[ $out == *e_train.mask* ]] && [[ $out == *"$3"* ]] || fail "$1: exit $rc: $out"
   echo "ok: $1: exit 2: $out"
 }
-bad "a flipped byte" "b[1024 + 70] ^= 1" "checksum"
+bad "a target count off by one" "b[1024 + 70] ^= 1" "target count"
+bad "two bytes swapped (the count kept)" "b[1024 + 70] ^= 1; b[1024 + 10] ^= 1" "checksum"
 bad "a byte 2" "b[1024 + 10] = 2" "not 0 or 1"
 bad "truncated" "del b[-5:]" "bytes"
 bad "another magic" "b[0] ^= 1" "magic"
