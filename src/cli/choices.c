@@ -14,6 +14,7 @@ LIST_(attention)
 LIST_(lr_decay_style)
 LIST_(wzb2_owner)
 LIST_(i1f1b_order)
+LIST_(train_on)
 LIST_(format)
 #undef LIST_
 

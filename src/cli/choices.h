@@ -23,6 +23,7 @@
     X(WP_LR_CONSTANT, "constant") SEP X(WP_LR_LINEAR, "linear") SEP X(WP_LR_COSINE, "cosine")
 #define WP_CHOICES_wzb2_owner(X, SEP) X(WP_WZB2_SPREAD, "spread") SEP X(WP_WZB2_LAST, "last")
 #define WP_CHOICES_i1f1b_order(X, SEP) X(WP_I1F1B_DEPTH_FIRST, "depth-first") SEP X(WP_I1F1B_BREADTH_FIRST, "breadth-first")
+#define WP_CHOICES_train_on(X, SEP) X(WP_TRAIN_ON_ANSWERS, "answers") SEP X(WP_TRAIN_ON_ALL, "all")
 /* every subcommand's formats; cli.c's command table narrows them per subcommand */
 #define WP_CHOICES_format(X, SEP)                                                                              \
     X(WP_FMT_TEXT, "text") SEP X(WP_FMT_CSV, "csv") SEP X(WP_FMT_JSON, "json") SEP X(WP_FMT_IDS, "ids")         \
@@ -38,6 +39,7 @@
 /* The values no lower layer has an enum for. */
 typedef enum { WP_CHOICES_wzb2_owner(WP_CHOICE_VALUE_, WP_CHOICE_COMMA_) } wp_wzb2_owner;
 typedef enum { WP_CHOICES_i1f1b_order(WP_CHOICE_VALUE_, WP_CHOICE_COMMA_) } wp_i1f1b_order;
+typedef enum { WP_CHOICES_train_on(WP_CHOICE_VALUE_, WP_CHOICE_COMMA_) } wp_train_on;
 /* --transport: the row of transport_table.h (tp_table_row), WP_TRANSPORT_local ... */
 #define WP_TRANSPORT_ENUM_(n) WP_TRANSPORT_##n
 typedef enum { WP_TRANSPORTS(WP_TRANSPORT_ENUM_, WP_CHOICE_COMMA_), WP_TRANSPORT_COUNT } wp_transport_kind;
@@ -54,6 +56,7 @@ enum { WP_STRAT_ALL = WP_STRAT_COUNT, WP_STRAT_AUTO };
 #define WP_ENUM_TYPE_strategy wp_strategy
 #define WP_ENUM_TYPE_wzb2_owner wp_wzb2_owner
 #define WP_ENUM_TYPE_i1f1b_order wp_i1f1b_order
+#define WP_ENUM_TYPE_train_on wp_train_on
 #define WP_ENUM_TYPE_lr_decay_style wp_lr_decay
 #define WP_ENUM_TYPE_transport wp_transport_kind
 #define WP_ENUM_TYPE_format wp_format

@@ -24,6 +24,8 @@ static const unsigned char group_of[FLAG_COUNT] = {
     [FLAG_nranks] = G_PARALLEL, [FLAG_num_microbatches] = G_PARALLEL, [FLAG_wzb2_owner] = G_PARALLEL,
     [FLAG_i1f1b_order] = G_PARALLEL, [FLAG_seq_segments] = G_PARALLEL, [FLAG_warmup_extra] = G_PARALLEL,
     [FLAG_data] = G_DATA, [FLAG_val_data] = G_DATA, [FLAG_tokenizer] = G_DATA, [FLAG_val_fraction] = G_DATA,
+    [FLAG_text_field] = G_DATA, [FLAG_chat] = G_DATA, [FLAG_chat_template] = G_DATA, [FLAG_train_on] = G_DATA,
+    [FLAG_skip_bad_records] = G_DATA,
     [FLAG_batches] = G_DATA, [FLAG_eval_every] = G_DATA, [FLAG_eval_batches] = G_DATA, [FLAG_out] = G_DATA,
     [FLAG_steps] = G_OPTIM, [FLAG_seed] = G_OPTIM, [FLAG_lr] = G_OPTIM, [FLAG_min_lr] = G_OPTIM,
     [FLAG_warmup_steps] = G_OPTIM, [FLAG_lr_decay_style] = G_OPTIM, [FLAG_adam_beta1] = G_OPTIM,

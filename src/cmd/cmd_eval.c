@@ -90,12 +90,14 @@ static wp_result open_backend(eval_state *e, const wp_opts *o, char *err, size_t
 }
 
 /* Micro-batch of sequences first .. first+b-1; rows past the last sequence carry no loss. */
-static wp_result run_batch(eval_state *e, int64_t first, int64_t count, double *loss_sum, char *err, size_t errlen) {
+static wp_result run_batch(eval_state *e, int64_t first, int64_t count, double *loss_sum, int64_t *targets, char *err,
+                           size_t errlen) {
     const int b = e->L.cfg.micro_batch, s = e->L.cfg.seq;
     for (int r = 0; r < b; r++) {
         int32_t *in = e->h_in + (size_t)r * s, *tgt = e->h_tgt + (size_t)r * s;
         if (first + r < count) {
             if (loader_sequential(e->data, first + r, in, tgt)) return wp_fail(WP_BAD_INPUT, err, errlen, "%s", loader_error(e->data));
+            for (int t = 0; t < s; t++) *targets += tgt[t] >= 0; /* -1: masked (target masks) */
             continue;
         }
         for (int t = 0; t < s; t++) {
@@ -111,7 +113,9 @@ static wp_result run_batch(eval_state *e, int64_t first, int64_t count, double *
     return 0;
 }
 
-static wp_result evaluate(eval_state *e, const wp_opts *o, double *mean, char *err, size_t errlen) {
+/* The mean loss over the targets of the first --batches sequences (all their tokens, or with
+ * target masks the answers'); NaN when they hold no target. */
+static wp_result evaluate(eval_state *e, const wp_opts *o, double *mean, int64_t *targets, char *err, size_t errlen) {
     wp_loader_cfg lc = {.b = 1, .s = e->L.cfg.seq, .vocab = e->L.cfg.vocab, .micro_batches = 1, .seed = (uint64_t)o->seed};
     WP_TRY(loader_open(&e->data, o->data, WP_SPLIT_VAL, &lc, err, errlen));
     wp_result rc = WP_OK;
@@ -120,8 +124,10 @@ static wp_result evaluate(eval_state *e, const wp_opts *o, double *mean, char *e
         return wp_fail(WP_BAD_INPUT, err, errlen, "--batches: %lld sequences of %d tokens asked, %s holds %lld", (long long)count,
                        e->L.cfg.seq, o->data, (long long)loader_windows(e->data));
     double loss_sum = 0;
-    for (int64_t first = 0; rc == 0 && first < count; first += e->L.cfg.micro_batch) rc = run_batch(e, first, count, &loss_sum, err, errlen);
-    *mean = loss_sum / ((double)count * e->L.cfg.seq);
+    *targets = 0;
+    for (int64_t first = 0; rc == 0 && first < count; first += e->L.cfg.micro_batch)
+        rc = run_batch(e, first, count, &loss_sum, targets, err, errlen);
+    *mean = *targets > 0 ? loss_sum / (double)*targets : NAN;
     return rc;
 }
 
@@ -154,6 +160,7 @@ int cmd_eval(const wp_opts *o) {
     memset(&src, 0, sizeof src);
     eval_state e = {0};
     double mean = NAN;
+    int64_t targets = 0;
     int mb = o->set[FLAG_micro_batch_size] ? (int)o->micro_batch_size : 1;
     int rc = check_eval_flags(o, err, sizeof err);
     if (rc == 0) rc = model_src_open(o->args[0], o, mb, true, &src, err, sizeof err);
@@ -161,10 +168,12 @@ int cmd_eval(const wp_opts *o) {
     if (rc == 0) rc = layout_build(&src.L.cfg, &e.L, err, sizeof err);
     if (rc == 0) rc = open_backend(&e, o, err, sizeof err);
     if (rc == 0) rc = load_weights(&e, &src, err, sizeof err);
-    if (rc == 0) rc = evaluate(&e, o, &mean, err, sizeof err);
+    if (rc == 0) rc = evaluate(&e, o, &mean, &targets, err, sizeof err);
+    char of[64] = ""; /* with target masks: the tokens the mean is over */
+    if (rc == 0 && loader_masked(e.data)) snprintf(of, sizeof of, ", %lld targets", (long long)targets);
     if (rc == 0)
-        printf("eval: loss %.8f over %lld sequences of %d tokens (%s, %s, %s weights)\n", mean, (long long)o->batches,
-               e.L.cfg.seq, o->data, model_src_name(&src, name, sizeof name), precision_name(e.L.cfg.precision));
+        printf("eval: loss %.8f over %lld sequences of %d tokens%s (%s, %s, %s weights)\n", mean, (long long)o->batches,
+               e.L.cfg.seq, of, o->data, model_src_name(&src, name, sizeof name), precision_name(e.L.cfg.precision));
     else
         wp_error("%s", err);
     eval_free(&e);

@@ -1,5 +1,6 @@
-/* weipipe prepare TEXT_FILE... --out DIR [--val-fraction F] [--vocab-size V] [--tokenizer FILE]:
- * token shards from text files, all-or-nothing. */
+/* weipipe prepare INPUT... --out DIR [--val-fraction F] [--vocab-size V] [--tokenizer FILE]
+ * [--text-field NAME] [--chat [--chat-template NAME] [--train-on answers|all]] [--skip-bad-records]:
+ * token shards from text files and .jsonl/.json records, all-or-nothing. */
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -7,6 +8,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "chat.h"
+#include "chat_tokens.h"
+#include "choices.h"
 #include "cli.h"
 #include "commands.h"
 #include "log.h"
@@ -55,14 +59,40 @@ int cmd_prepare(const wp_opts *o) {
     int64_t vocab = tok && !o->set[FLAG_vocab_size] ? tok_vocab_size(tok) : o->vocab_size;
     progress_state ps = {.on = !o->quiet, .start = now_s()};
     ps.last = ps.start;
+    chat_template tmpl = {0};
+    wp_prepare_records rec = {.text_field = o->text_field, .chat = o->chat, .train_on_all = o->train_on == WP_TRAIN_ON_ALL,
+                              .skip_bad = o->skip_bad_records};
+    if (!o->chat && (o->set[FLAG_chat_template] || o->set[FLAG_train_on])) {
+        wp_error("--%s: only with --chat", o->set[FLAG_chat_template] ? "chat-template" : "train-on");
+        tok_close(tok);
+        return 2;
+    }
+    if (o->chat && !tok) {
+        wp_error("--chat: conversations need --tokenizer (a tokenizer.json or GGUF with its chat template)");
+        return 2;
+    }
+    if (o->chat) {
+        int rc = chat_template_for(tok, o->chat_template, &tmpl, err, sizeof err);
+        if (rc) {
+            wp_error("%s", err);
+            tok_close(tok);
+            return rc;
+        }
+        rec.tmpl = &tmpl;
+    }
     wp_prepare_stats st;
-    int rc = prepare_shards_tok(o->args, o->nargs, o->out, o->val_fraction, vocab, tok, WP_PREPARE_SHARD_TOKENS, 0, progress,
+    int rc = prepare_shards_rec(o->args, o->nargs, o->out, o->val_fraction, vocab, tok, &rec, WP_PREPARE_SHARD_TOKENS, 0, progress,
                                 &ps, &st, err, sizeof err);
+    chat_family tmpl_family = tmpl.family;
+    chat_template_free(&tmpl);
     if (rc) {
         wp_error("%s", err);
         tok_close(tok);
         return rc;
     }
+    if (st.skipped > 0)
+        fprintf(stderr, "prepare: skipped %" PRId64 " bad record%s (--skip-bad-records); the first: %s\n", st.skipped,
+                st.skipped == 1 ? "" : "s", st.first_skipped);
     char what[WP_PATH_MAX + 64];
     if (tok && tok_path(tok))
         snprintf(what, sizeof what, "%s tokens of %s, copied as %s", tok_kind(tok), tok_path(tok), tok_file_name(tok));
@@ -74,6 +104,13 @@ int cmd_prepare(const wp_opts *o) {
                o->nargs, o->nargs == 1 ? "" : "s", o->out, st.train_tokens, st.train_shards, st.train_shards == 1 ? "" : "s",
                st.val_tokens, st.val_shards, st.val_shards == 1 ? "" : "s", what, vocab, st.version,
                shard_token_type(st.version));
+    if (!o->quiet && st.records > 0)
+        printf("prepare: %" PRId64 " record%s%s%s\n", st.records, st.records == 1 ? "" : "s",
+               o->chat ? ", rendered with the chat template " : "", o->chat ? chat_family_name(tmpl_family) : "");
+    if (!o->quiet && st.masks)
+        printf("prepare: targets (the answers): %" PRId64 " of %" PRId64 " training tokens, %" PRId64 " of %" PRId64
+               " validation tokens, in a .mask file beside each shard\n",
+               st.train_targets, st.train_tokens, st.val_targets, st.val_tokens);
     tok_close(tok);
     return 0;
 }

@@ -22,6 +22,9 @@ wp_result gguf_max_positions(const char *path, int64_t *positions, char *err, si
  * (*json malloc'd, NUL-terminated); *json NULL when the file has no tokenizer.ggml.model, 2 when
  * it has another kind or a tokenizer.ggml.pre weipipe does not map. */
 wp_result gguf_tokenizer_json(const char *path, char **json, size_t *len, char *err, size_t errlen);
+/* What a chat needs of the file: tokenizer.chat_template (*tmpl malloc'd, NULL when absent) and
+ * tokenizer.ggml.bos_token_id / eos_token_id (-1 when absent). */
+wp_result gguf_chat_info(const char *path, char **tmpl, int64_t *bos, int64_t *eos, char *err, size_t errlen);
 /* A checkpoint as a llama-architecture GGUF (F32, F16 or BF16 tensors), via a new OUT.tmp-XXXXXXXX renamed. */
 wp_result gguf_export(const wp_ckpt *c, const char *out, wp_dtype dtype, char *err, size_t errlen);
 

@@ -167,6 +167,29 @@ wp_result gguf_max_positions(const char *path, int64_t *positions, char *err, si
     return rc;
 }
 
+wp_result gguf_chat_info(const char *path, char **tmpl, int64_t *bos, int64_t *eos, char *err, size_t errlen) {
+    *tmpl = NULL;
+    *bos = *eos = -1;
+    gguf_file *f;
+    WP_TRY(gguf_open(&f, path, err, errlen));
+    const char *s = NULL;
+    size_t len = 0;
+    uint64_t v = 0;
+    bool present = false;
+    wp_result rc = gguf_get_str(f, "tokenizer.chat_template", false, &s, &len, err, errlen);
+    if (rc == 0 && s && !(*tmpl = strndup(s, len))) rc = wp_fail(WP_FAILED, err, errlen, "%s: out of memory", path);
+    if (rc == 0) rc = gguf_get_uint(f, "tokenizer.ggml.bos_token_id", false, &v, &present, err, errlen);
+    if (rc == 0 && present) *bos = v <= INT32_MAX ? (int64_t)v : -1;
+    if (rc == 0) rc = gguf_get_uint(f, "tokenizer.ggml.eos_token_id", false, &v, &present, err, errlen);
+    if (rc == 0 && present) *eos = v <= INT32_MAX ? (int64_t)v : -1;
+    if (rc) {
+        free(*tmpl);
+        *tmpl = NULL;
+    }
+    gguf_close(f);
+    return rc;
+}
+
 /* ---- tensors ---- */
 
 static const struct {

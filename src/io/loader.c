@@ -11,12 +11,14 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "mask.h"
 #include "shard.h"
 
 struct wp_loader {
     wp_loader_cfg cfg;
     int n_shards;
     wp_shard *shards;
+    wp_mask *masks; /* [n_shards] when the shards have target masks (all of them or none) */
     int64_t *first_window; /* [n_shards + 1]: prefix sums of windows per shard */
     int64_t n_tokens;
     char error[512];
@@ -137,6 +139,19 @@ static wp_result check_cfg(const wp_loader_cfg *c, char *err, size_t errlen) {
     return 0;
 }
 
+/* Shard i's mask beside it: every shard of a list has one (prepare --chat) or none. */
+static wp_result open_mask(wp_loader *l, int i, char *err, size_t errlen) {
+    char path[WP_PATH_MAX];
+    WP_TRY(mask_path_of(l->shards[i].path, path, sizeof path, err, errlen));
+    bool has = fs_exists(path);
+    if (i == 0 && has && !(l->masks = calloc((size_t)l->n_shards, sizeof *l->masks)))
+        return wp_fail(WP_FAILED, err, errlen, "loader: out of memory for %d masks", l->n_shards);
+    if (has != (l->masks != NULL))
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s: %s a target mask %s, but %s %s: the shards of one dataset all have one or none",
+                       l->shards[i].path, has ? "has" : "lacks", path, l->shards[0].path, has ? "lacks one" : "has one");
+    return has ? mask_open(&l->masks[i], path, l->shards[i].n_tokens, err, errlen) : 0;
+}
+
 static wp_result open_shards(wp_loader *l, const wp_shard_list *sl, const char *flag, char *err, size_t errlen) {
     if (sl->n < 1) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: no shard given", flag);
     l->n_shards = sl->n;
@@ -150,6 +165,7 @@ static wp_result open_shards(wp_loader *l, const wp_shard_list *sl, const char *
             return wp_fail(WP_BAD_INPUT, err, errlen, "%s: header version is %d (%s tokens), but %s is version %d (%s tokens): the shards of one dataset "
                            "share one format",
                            b->path, b->version, shard_token_type(b->version), a->path, a->version, shard_token_type(a->version));
+        WP_TRY(open_mask(l, i, err, errlen));
         l->n_tokens += l->shards[i].n_tokens;
         l->first_window[i + 1] = l->first_window[i] + shard_windows(l->shards[i].n_tokens, l->cfg.s);
     }
@@ -188,7 +204,9 @@ wp_result loader_open(wp_loader **out, const char *path, wp_split split, const w
 void loader_close(wp_loader *l) {
     if (!l) return;
     for (int i = 0; i < l->n_shards && l->shards; i++) shard_close(&l->shards[i]);
+    for (int i = 0; i < l->n_shards && l->masks; i++) mask_close(&l->masks[i]);
     free(l->shards);
+    free(l->masks);
     free(l->first_window);
     free(l);
 }
@@ -227,14 +245,31 @@ int64_t loader_window_of(const wp_loader *l, int64_t q) {
     return permute(l->cfg.seed, (uint64_t)(q / W), W, q % W);
 }
 
-/* Copies window w (global index) as one row of inputs and targets. */
-static void read_window(const wp_loader *l, int64_t w, int32_t *inputs, int32_t *targets) {
-    int lo = 0, hi = l->n_shards - 1; /* the shard with first_window[i] <= w < first_window[i+1] */
+/* The shard with first_window[i] <= w < first_window[i+1]. */
+static int shard_of(const wp_loader *l, int64_t w) {
+    int lo = 0, hi = l->n_shards - 1;
     while (lo < hi) {
         int mid = (lo + hi + 1) / 2;
         if (l->first_window[mid] <= w) lo = mid;
         else hi = mid - 1;
     }
+    return lo;
+}
+
+/* The targets of window w: tokens 1..s of the window whose mask byte is 1 (all without masks). */
+static int64_t window_targets(const wp_loader *l, int64_t w) {
+    if (!l->masks) return l->cfg.s;
+    int i = shard_of(l, w);
+    const uint8_t *m = l->masks[i].bits + (w - l->first_window[i]) * (int64_t)l->cfg.s + 1;
+    int64_t n = 0;
+    for (int t = 0; t < l->cfg.s; t++) n += m[t];
+    return n;
+}
+
+/* Copies window w (global index) as one row of inputs and targets; a target whose mask byte
+ * is 0 becomes -1, a position without a loss (the kernels' convention). */
+static void read_window(const wp_loader *l, int64_t w, int32_t *inputs, int32_t *targets) {
+    const int lo = shard_of(l, w);
     const int s = l->cfg.s;
     const wp_shard *sh = &l->shards[lo];
     const int64_t first = (w - l->first_window[lo]) * (int64_t)s;
@@ -252,6 +287,19 @@ static void read_window(const wp_loader *l, int64_t w, int32_t *inputs, int32_t 
             targets[t] = (int32_t)tok[t + 1];
         }
     }
+    if (l->masks) {
+        const uint8_t *m = l->masks[lo].bits + first + 1;
+        for (int t = 0; t < s; t++)
+            if (!m[t]) targets[t] = -1;
+    }
+}
+
+bool loader_masked(const wp_loader *l) { return l->masks != NULL; }
+
+int64_t loader_step_targets(const wp_loader *l, int64_t step) {
+    int64_t n = 0, rows = (int64_t)l->cfg.micro_batches * l->cfg.b;
+    for (int64_t r = 0; r < rows; r++) n += window_targets(l, loader_window_of(l, step * rows + r));
+    return n;
 }
 
 wp_result loader_get(wp_loader *l, int64_t step, int global_mb, int32_t *inputs, int32_t *targets) {

@@ -62,14 +62,22 @@ wp_result loader_open_list(wp_loader **out, const wp_shard_list *list, const cha
 wp_result loader_open(wp_loader **out, const char *path, wp_split split, const wp_loader_cfg *cfg, char *err, size_t errlen);
 void loader_close(wp_loader *l);
 
+/* Target masks (mask.h): when the shards have them (every shard of the list, else none: 2
+ * naming the odd one), a target whose token's mask byte is 0 reads as -1, a position without
+ * a loss (kernels.h's lmhead_ce convention); without them every target counts. */
+
 /* Global micro-batch g (0 <= g < M) of optimizer step `step`: b rows of s inputs and the s
- * targets shifted by one ([b*s] int32 each, host memory). Returns 0, or 2 for arguments out of
- * range (loader_error says which). */
+ * targets shifted by one ([b*s] int32 each, host memory; -1 where masked). Returns 0, or 2
+ * for arguments out of range (loader_error says which). */
 wp_result loader_get(wp_loader *l, int64_t step, int global_mb, int32_t *inputs, int32_t *targets);
 
 /* Sequence i in reading order, for evaluation: window i of the list (for one shard, tokens
  * [i*s, (i+1)*s] from its start). One row: s inputs and s targets. 0, or 2 past the end. */
 wp_result loader_sequential(wp_loader *l, int64_t i, int32_t *inputs, int32_t *targets);
+
+bool loader_masked(const wp_loader *l);
+/* The targets (non-negative targets) of all M micro-batches of a step: M*b*s without masks. */
+int64_t loader_step_targets(const wp_loader *l, int64_t step);
 
 int64_t loader_windows(const wp_loader *l);   /* W */
 int64_t loader_tokens(const wp_loader *l);    /* tokens in all shards */

@@ -12,7 +12,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "chat_tokens.h"
 #include "checkpoint.h"
+#include "jsonl.h"
+#include "mask.h"
+#include "records.h"
 #include "shard.h"
 
 /* A numbered run of shards (train_000.bin, train_001.bin, ...) filled in order. */
@@ -22,8 +26,16 @@ typedef struct {
     int64_t shard_tokens;
     int n, cap;
     wp_shard_writer *w; /* w[n-1] is open, earlier ones are closed */
-    int64_t tokens;
+    bool masked;        /* a target mask file beside each shard (mask.h) */
+    wp_mask_writer *mw; /* [cap] when masked */
+    int64_t tokens, targets;
 } shard_run;
+
+static wp_result shard_name(const shard_run *r, int i, const char *ext, char *path, size_t len, char *err, size_t errlen) {
+    char name[64];
+    snprintf(name, sizeof name, "%s_%03d%s", r->prefix, i, ext);
+    return fs_join(path, len, r->dir, name, err, errlen);
+}
 
 static wp_result run_next(shard_run *r, char *err, size_t errlen) {
     if (r->n == r->cap) {
@@ -31,61 +43,95 @@ static wp_result run_next(shard_run *r, char *err, size_t errlen) {
         wp_shard_writer *grown = realloc(r->w, (size_t)cap * sizeof *grown);
         if (!grown) return wp_fail(WP_FAILED, err, errlen, "prepare: out of memory");
         r->w = grown;
+        wp_mask_writer *mgrown = r->masked ? realloc(r->mw, (size_t)cap * sizeof *mgrown) : NULL;
+        if (r->masked && !mgrown) return wp_fail(WP_FAILED, err, errlen, "prepare: out of memory");
+        r->mw = mgrown;
         r->cap = cap;
     }
     if (r->n > 0) {
         WP_TRY(shard_writer_close(&r->w[r->n - 1], err, errlen));
+        if (r->masked) WP_TRY(mask_writer_close(&r->mw[r->n - 1], err, errlen));
     }
-    char name[64], path[WP_PATH_MAX];
-    snprintf(name, sizeof name, "%s_%03d.bin", r->prefix, r->n);
-    wp_result rc = fs_join(path, sizeof path, r->dir, name, err, errlen);
+    char path[WP_PATH_MAX], mpath[WP_PATH_MAX];
+    wp_result rc = shard_name(r, r->n, ".bin", path, sizeof path, err, errlen);
+    if (rc == 0 && r->masked) rc = shard_name(r, r->n, WP_MASK_SUFFIX, mpath, sizeof mpath, err, errlen);
     if (rc == 0) rc = shard_writer_open(&r->w[r->n], path, r->version, err, errlen);
+    if (rc == 0 && r->masked) {
+        rc = mask_writer_open(&r->mw[r->n], mpath, err, errlen);
+        if (rc) shard_writer_abort(&r->w[r->n]);
+    }
     if (rc == 0) r->n++;
     return rc;
 }
 
-static wp_result run_append(shard_run *r, const uint32_t *tok, size_t n, char *err, size_t errlen) {
+/* mask: one byte per token (NULL: all targets), written only when the run is masked */
+static wp_result run_append_masked(shard_run *r, const uint32_t *tok, const uint8_t *mask, size_t n, char *err, size_t errlen) {
+    enum { ONES = 4096 };
+    uint8_t ones[ONES];
+    if (r->masked && !mask) memset(ones, 1, sizeof ones);
     while (n > 0) {
         if (r->n == 0 || r->w[r->n - 1].n_tokens == r->shard_tokens) {
             WP_TRY(run_next(r, err, errlen));
         }
         wp_shard_writer *w = &r->w[r->n - 1];
         size_t room = (size_t)(r->shard_tokens - w->n_tokens), part = n < room ? n : room;
+        if (r->masked && !mask && part > ONES) part = ONES;
         WP_TRY(shard_writer_append(w, tok, part, err, errlen));
+        if (r->masked) WP_TRY(mask_writer_append(&r->mw[r->n - 1], mask ? mask : ones, part, err, errlen));
+        for (size_t i = 0; i < part; i++) r->targets += mask ? mask[i] : 1;
         r->tokens += (int64_t)part;
         tok += part;
+        if (mask) mask += part;
         n -= part;
     }
     return 0;
 }
 
+static wp_result run_append(shard_run *r, const uint32_t *tok, size_t n, char *err, size_t errlen) {
+    return run_append_masked(r, tok, NULL, n, err, errlen);
+}
+
 static void run_abort(shard_run *r) {
-    for (int i = 0; i < r->n; i++) shard_writer_abort(&r->w[i]);
+    for (int i = 0; i < r->n; i++) {
+        shard_writer_abort(&r->w[i]);
+        if (r->masked) mask_writer_abort(&r->mw[i]);
+    }
     free(r->w);
+    free(r->mw);
     r->w = NULL;
+    r->mw = NULL;
     r->n = 0;
 }
 
 static wp_result run_close(shard_run *r, char *err, size_t errlen) {
-    return r->n > 0 ? shard_writer_close(&r->w[r->n - 1], err, errlen) : 0;
+    if (r->n == 0) return 0;
+    WP_TRY(shard_writer_close(&r->w[r->n - 1], err, errlen));
+    return r->masked ? mask_writer_close(&r->mw[r->n - 1], err, errlen) : 0;
 }
 
 static wp_result run_commit(shard_run *r, char *err, size_t errlen) {
     for (int i = 0; i < r->n; i++) {
+        /* the mask first: a shard under its final name never lacks its mask */
+        if (r->masked) WP_TRY(mask_writer_commit(&r->mw[i], err, errlen));
         WP_TRY(shard_writer_commit(&r->w[i], err, errlen));
     }
     return 0;
 }
 
-/* Shards numbered from r->n on are left over from an earlier run with more data. */
-static wp_result run_remove_stale(const shard_run *r, char *err, size_t errlen) {
-    for (int i = r->n;; i++) {
-        char name[64], path[WP_PATH_MAX];
-        snprintf(name, sizeof name, "%s_%03d.bin", r->prefix, i);
-        WP_TRY(fs_join(path, sizeof path, r->dir, name, err, errlen));
+/* Files named from `from` on are left over from an earlier run with more data. */
+static wp_result remove_numbered(const shard_run *r, int from, const char *ext, char *err, size_t errlen) {
+    for (int i = from;; i++) {
+        char path[WP_PATH_MAX];
+        WP_TRY(shard_name(r, i, ext, path, sizeof path, err, errlen));
         if (!fs_exists(path)) return 0;
-        if (unlink(path) != 0) return wp_fail_errno(WP_FAILED, err, errlen, "%s: cannot remove a stale shard", path);
+        if (unlink(path) != 0) return wp_fail_errno(WP_FAILED, err, errlen, "%s: cannot remove a stale file", path);
     }
+}
+
+/* Shards from r->n on, and masks from there (all of them for a run without masks). */
+static wp_result run_remove_stale(const shard_run *r, char *err, size_t errlen) {
+    WP_TRY(remove_numbered(r, r->n, ".bin", err, errlen));
+    return remove_numbered(r, r->masked ? r->n : 0, WP_MASK_SUFFIX, err, errlen);
 }
 
 typedef struct {
@@ -97,6 +143,9 @@ typedef struct {
     void *progress_ctx;
     uint64_t bytes_done, bytes_total;
     size_t piece_bytes;
+    const wp_prepare_records *rec; /* NULL: every input is plain text */
+    int64_t records;               /* records taken so far (the split counts them) */
+    wp_prepare_stats *stats;
 } prep;
 
 static void report(prep *p, uint64_t bytes) {
@@ -168,8 +217,109 @@ static wp_result add_document_tok(prep *p, const char *path, int fd, uint64_t si
     return rc;
 }
 
+/* Record k goes to validation when it carries the running share val_fraction * (k+1) past a
+ * whole number: an even spread, a share val_fraction of the records. */
+static shard_run *record_run(prep *p) {
+    int64_t k = p->records++;
+    bool val = floor(p->val_fraction * (double)(k + 1)) > floor(p->val_fraction * (double)k);
+    return val ? &p->val : &p->train;
+}
+
+/* A text record: one document (the boundary token, then its text). */
+static wp_result add_text_record(prep *p, const char *path, const char *text, size_t len, char *err, size_t errlen) {
+    shard_run *r = record_run(p);
+    if (p->tok) return encode_part(p, r, path, text, len, err, errlen);
+    static const uint32_t boundary = 0;
+    wp_result rc = run_append(r, &boundary, 1, err, errlen);
+    enum { BLOCK = 4096 };
+    uint32_t tok[BLOCK];
+    for (size_t at = 0; rc == 0 && at < len; at += BLOCK) {
+        size_t m = len - at < BLOCK ? len - at : BLOCK;
+        for (size_t i = 0; i < m; i++) tok[i] = (unsigned char)text[at + i];
+        rc = run_append(r, tok, m, err, errlen);
+    }
+    return rc;
+}
+
+typedef struct {
+    chat_msg *msgs;
+    int cap;
+    chat_text text;
+} chat_scratch;
+
+/* A conversation: its ids exactly as the template renders them (no boundary token of ours),
+ * with their targets. A refusal (the record, the template) is 2 in why. */
+static wp_result add_chat_record(prep *p, chat_scratch *cs, json_t *rec, char *why, size_t whylen) {
+    int n;
+    WP_TRY(record_messages(rec, &cs->msgs, &n, &cs->cap, why, whylen));
+    WP_TRY(chat_render(p->rec->tmpl, cs->msgs, n, false, &cs->text, why, whylen));
+    int32_t *ids;
+    uint8_t *mask;
+    size_t count;
+    WP_TRY(chat_tokens(p->tok, &cs->text, &ids, &mask, &count, why, whylen));
+    shard_run *r = record_run(p);
+    /* ids are below the tokenizer's vocabulary, so non-negative: the same values as uint32 */
+    wp_result rc = run_append_masked(r, (const uint32_t *)ids, p->rec->train_on_all ? NULL : mask, count, why, whylen);
+    free(ids);
+    free(mask);
+    return rc;
+}
+
+/* A JSON Lines or JSON array file: each record a document (its text field) or, with chat, a
+ * conversation. A bad record is 2 naming the file and line, or skipped and counted. */
+static wp_result add_records(prep *p, const char *path, char *err, size_t errlen) {
+    jsonl_reader *jr;
+    WP_TRY(jsonl_open(&jr, path, err, errlen));
+    chat_scratch cs = {0};
+    uint64_t seen = 0;
+    wp_result rc = 0;
+    for (;;) {
+        json_t *rec = NULL;
+        int64_t line = 0;
+        char why[WP_PATH_MAX + 512];
+        rc = jsonl_next(jr, &rec, &line, why, sizeof why);
+        if (rc == 0 && !rec) break;
+        if (rc == 0) {
+            if (p->rec->chat) {
+                rc = add_chat_record(p, &cs, rec, why, sizeof why);
+            } else {
+                const char *text;
+                size_t len;
+                rc = record_text(rec, p->rec->text_field, &text, &len, why, sizeof why);
+                if (rc == 0) rc = add_text_record(p, path, text, len, why, sizeof why);
+            }
+        }
+        json_decref(rec);
+        uint64_t at = jsonl_offset(jr);
+        report(p, at - seen);
+        seen = at;
+        /* the record's own failures do not name where it is: the file and line go first */
+        bool where = rc == WP_BAD_INPUT && strncmp(why, path, strlen(path)) != 0;
+        if (rc == WP_BAD_INPUT && p->rec->skip_bad && jsonl_can_resume(jr)) {
+            if (p->stats->skipped++ == 0) {
+                if (where) wp_fail(rc, p->stats->first_skipped, sizeof p->stats->first_skipped, "%s:%lld: %s", path, (long long)line, why);
+                else wp_fail(rc, p->stats->first_skipped, sizeof p->stats->first_skipped, "%s", why);
+            }
+            rc = 0;
+            continue;
+        }
+        if (rc) {
+            if (where) wp_fail(rc, err, errlen, "%s:%lld: %s", path, (long long)line, why);
+            else wp_fail(rc, err, errlen, "%s", why);
+            break;
+        }
+    }
+    jsonl_close(jr);
+    free(cs.msgs);
+    chat_text_free(&cs.text);
+    return rc;
+}
+
 /* One input: its head to train, its tail to val, each part opened by the boundary token 0. */
 static wp_result add_document(prep *p, const char *path, int fd, uint64_t size, char *err, size_t errlen) {
+    if (p->rec && jsonl_is_records(path)) return add_records(p, path, err, errlen);
+    if (p->rec && p->rec->chat)
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s: --chat reads conversations from .jsonl or .json files only", path);
     if (p->tok) return add_document_tok(p, path, fd, size, err, errlen);
     uint64_t n_val = (uint64_t)llround(p->val_fraction * (double)size), n_train = size - n_val;
     static const uint32_t boundary = 0;
@@ -299,9 +449,22 @@ wp_result prepare_shards(const char *const *inputs, int n_inputs, const char *ou
 wp_result prepare_shards_tok(const char *const *inputs, int n_inputs, const char *out_dir, double val_fraction, int64_t vocab,
                        const wp_tokenizer *tok, int64_t shard_tokens, size_t piece_bytes, wp_prepare_progress progress,
                        void *progress_ctx, wp_prepare_stats *stats, char *err, size_t errlen) {
+    return prepare_shards_rec(inputs, n_inputs, out_dir, val_fraction, vocab, tok, NULL, shard_tokens, piece_bytes, progress,
+                              progress_ctx, stats, err, errlen);
+}
+
+wp_result prepare_shards_rec(const char *const *inputs, int n_inputs, const char *out_dir, double val_fraction, int64_t vocab,
+                             const wp_tokenizer *tok, const wp_prepare_records *rec, int64_t shard_tokens, size_t piece_bytes,
+                             wp_prepare_progress progress, void *progress_ctx, wp_prepare_stats *stats, char *err,
+                             size_t errlen) {
     memset(stats, 0, sizeof *stats);
     if (tok && strcmp(tok_kind(tok), "bytes") == 0) tok = NULL;
     WP_TRY(check_args(n_inputs, out_dir, val_fraction, vocab, tok, shard_tokens, err, errlen));
+    if (rec && rec->chat && (!tok || !rec->tmpl))
+        return wp_fail(WP_BAD_INPUT, err, errlen, "--chat: conversations need a --tokenizer with a chat template (a tokenizer.json or GGUF)");
+    if (rec && !rec->chat && (!rec->text_field || !rec->text_field[0]))
+        return wp_fail(WP_BAD_INPUT, err, errlen, "--text-field: the field name must not be empty");
+    const bool masked = rec && rec->chat && !rec->train_on_all;
     const int version = shard_version_for_vocab(vocab);
     stats->version = version;
     int *fds = malloc((size_t)n_inputs * sizeof *fds);
@@ -310,8 +473,10 @@ wp_result prepare_shards_tok(const char *const *inputs, int n_inputs, const char
     if (!fds || !sizes) rc = wp_fail(WP_FAILED, err, errlen, "prepare: out of memory");
     for (int i = 0; fds && i < n_inputs; i++) fds[i] = -1;
     if (rc == 0) rc = open_inputs(inputs, n_inputs, fds, sizes, err, errlen);
-    prep p = {.train = {out_dir, "train", version, shard_tokens, 0, 0, NULL, 0},
-              .val = {out_dir, "val", version, shard_tokens, 0, 0, NULL, 0},
+    prep p = {.train = {.dir = out_dir, .prefix = "train", .version = version, .shard_tokens = shard_tokens, .masked = masked},
+              .val = {.dir = out_dir, .prefix = "val", .version = version, .shard_tokens = shard_tokens, .masked = masked},
+              .rec = rec,
+              .stats = stats,
               .val_fraction = val_fraction,
               .tok = tok,
               .boundary = tok ? (uint32_t)(tok_bos(tok) >= 0 ? tok_bos(tok) : tok_eos(tok)) : 0,
@@ -322,6 +487,10 @@ wp_result prepare_shards_tok(const char *const *inputs, int n_inputs, const char
     if (rc == 0) rc = write_all(&p, inputs, n_inputs, fds, sizes, err, errlen);
     stats->train_tokens = p.train.tokens;
     stats->val_tokens = p.val.tokens;
+    stats->train_targets = masked ? p.train.targets : p.train.tokens;
+    stats->val_targets = masked ? p.val.targets : p.val.tokens;
+    stats->records = p.records;
+    stats->masks = masked;
     stats->train_shards = p.train.n;
     stats->val_shards = p.val.n;
     run_abort(&p.train); /* after a commit only frees; otherwise removes the temp files */

@@ -17,8 +17,10 @@
 #ifndef WP_IO_PREPARE_H
 #define WP_IO_PREPARE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
+#include "chat.h"
 #include "fsutil.h"
 #include "tokenizer.h"
 #include "result.h"
@@ -30,6 +32,11 @@ typedef struct {
     int64_t train_tokens, val_tokens;
     int train_shards, val_shards;
     int version; /* the shard version written: 1 (uint16) or 7 (uint32) */
+    int64_t records;                  /* JSON records taken (prepare_shards_rec) */
+    int64_t skipped;                  /* bad records skipped (skip_bad) */
+    char first_skipped[WP_PATH_MAX + 512]; /* the first one's reason, "FILE:LINE: why" */
+    int64_t train_targets, val_targets;    /* tokens that are targets (all, without masks) */
+    bool masks;                            /* target masks were written beside the shards */
 } wp_prepare_stats;
 
 /* vocab: the vocabulary the shards are for (256 .. 2^31-1); it picks the shard version.
@@ -60,5 +67,33 @@ typedef void (*wp_prepare_progress)(void *ctx, uint64_t bytes_done, uint64_t byt
 wp_result prepare_shards_tok(const char *const *inputs, int n_inputs, const char *out_dir, double val_fraction, int64_t vocab,
                        const wp_tokenizer *tok, int64_t shard_tokens, size_t piece_bytes, wp_prepare_progress progress,
                        void *progress_ctx, wp_prepare_stats *stats, char *err, size_t errlen);
+
+/* JSON records in (prepare_shards_rec): an input named *.jsonl or *.json is read as records
+ * (jsonl.h), one at a time, never whole. Each record is one document and goes whole to
+ * training or validation (record k to validation when floor(val_fraction*(k+1)) passes
+ * floor(val_fraction*k): a share val_fraction, evenly spread; records are counted across all
+ * inputs). Plain-text inputs are read as prepare_shards_tok reads them.
+ *   text records: rec[text_field], a string: the boundary token, then the text encoded;
+ *   chat records: rec["messages"] rendered with tmpl (chat.h) and encoded whole (chat_tokens.h):
+ *     exactly the ids of transformers' apply_chat_template, no boundary token of ours; unless
+ *     train_on_all, a target mask (mask.h) is written beside every shard (train_000.mask),
+ *     1 for the tokens of assistant answers and their end-of-turn marker (text records and
+ *     plain-text inputs mixed in are all targets). Masks of an earlier run that this one does
+ *     not write are removed with the stale shards.
+ * A bad record (not JSON, invalid UTF-8, a missing or non-string field, a conversation the
+ * template refuses) is 2 with "FILE:LINE: why", or, with skip_bad, skipped and counted in
+ * stats (skipped, first_skipped; a JSON array cut short still stops the run). */
+typedef struct {
+    const char *text_field;    /* text records: the field (e.g. "text") */
+    bool chat;                 /* records are conversations */
+    const chat_template *tmpl; /* chat: the template */
+    bool train_on_all;         /* chat: every token a target (no masks) */
+    bool skip_bad;             /* skip bad records, counting them */
+} wp_prepare_records;
+
+wp_result prepare_shards_rec(const char *const *inputs, int n_inputs, const char *out_dir, double val_fraction, int64_t vocab,
+                             const wp_tokenizer *tok, const wp_prepare_records *rec, int64_t shard_tokens, size_t piece_bytes,
+                             wp_prepare_progress progress, void *progress_ctx, wp_prepare_stats *stats, char *err,
+                             size_t errlen);
 
 #endif

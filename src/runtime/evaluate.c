@@ -1,6 +1,7 @@
 /* Validation loss across the ranks' owned chunks (evaluate.h). */
 #include "evaluate.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,12 +145,13 @@ wp_result eval_run(rt_eval *e, double *mean_loss, char *err, size_t errlen) {
             if (e->s->owner[c] != e->rank) continue;
             bool reads_data = c == 0 || c == e->s->nchunks - 1; /* tokens, or targets */
             if (reads_data && load_batch(e, i, err, errlen)) return 1;
+            if (c == e->s->nchunks - 1) /* the targets that carry a loss (-1: masked) */
+                for (size_t t = 0; t < (size_t)L->cfg.micro_batch * L->cfg.seq; t++) v[1] += e->h_tgt[t] >= 0;
             if (forward_chunk(e, c, &v[0], err, errlen)) return 1;
         }
     }
-    if (e->s->owner[e->s->nchunks - 1] == e->rank) v[1] = (double)e->batches * L->cfg.micro_batch * L->cfg.seq;
     char why[300];
     if (ctl_allreduce(e->ctl, CTL_SUM, v, 2, why, sizeof why)) return fail(err, errlen, why);
-    *mean_loss = v[0] / v[1];
+    *mean_loss = v[1] > 0 ? v[0] / v[1] : NAN;
     return 0;
 }

@@ -1,7 +1,8 @@
 /* Validation loss during training (--eval-every): the val split's first sequences, read in
  * order, flow forward through the chunks' owners (each forwards the chunks it owns with its
  * current masters, rounded through the weight wire dtype as training does), on a channel of
- * their own between steps; the last chunk's owner sums the loss and every rank gets the mean.
+ * their own between steps; the last chunk's owner sums the loss and counts the targets (all
+ * tokens, or the unmasked ones with target masks) and every rank gets the mean over them.
  * Sliced weights (ZeRO-3, ir.h) are gathered whole on s->owner[c] (rank 0) chunk by chunk. */
 #ifndef WP_RUNTIME_EVALUATE_H
 #define WP_RUNTIME_EVALUATE_H

@@ -151,9 +151,13 @@ static wp_result kern_check(wp_rt *rt, int rc, const char *what, char *err, size
 
 static int last_chunk(const wp_rt *rt) { return rt->c.L->cfg.n_chunks - 1; }
 
-/* dloss: gradients of all micro-batches add up to the mean loss's gradient, times the scale. */
+/* dloss: gradients of all micro-batches add up to the mean loss's gradient, times the scale:
+ * the mean over the step's targets (all micro-batches, all ranks), as one forward over the
+ * whole batch with labels -100 at the masked positions. A step without a target has no
+ * gradient (0, not a division by zero). */
 static float dloss_of(const wp_rt *rt) {
-    return (float)(rt->c.scaler.scale / rt_seg_step_tokens(rt));
+    double n = rt_seg_step_tokens(rt);
+    return n > 0 ? (float)(rt->c.scaler.scale / n) : 0.0f;
 }
 
 static wp_result load_tokens(wp_rt *rt, rt_act *a, int chunk, int mb, char *err, size_t errlen) {
@@ -543,7 +547,9 @@ wp_result rt_step(wp_rt *rt, int64_t step, double lr, rt_step_stats *st, char *e
         st->recv = s1.payload_recv - s0.payload_recv;
     }
     st->d = rt->d;
-    st->tokens = rt->tokens;
+    st->targets = rt->tokens; /* summed over ranks by REDUCE */
+    st->tokens = (int64_t)sched_samples(rt->c.s) * rt->c.L->cfg.micro_batch * rt->c.L->cfg.seq;
+    st->masked = rt->c.data && loader_masked(rt->c.data);
     st->loss = rt->tokens > 0 ? rt->loss_sum / (double)rt->tokens : NAN;
     rt->c.scaler = loss_scaler_next(rt->c.scaler, !rt->d.skip);
     return 0;

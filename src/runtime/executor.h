@@ -43,8 +43,10 @@ typedef struct {
 } rt_config;
 
 typedef struct {
-    double loss;            /* mean loss of the step over all ranks' micro-batches */
-    int64_t tokens;         /* tokens that carried a loss */
+    double loss;            /* the step's loss: the sum over its targets (all micro-batches, all ranks) over their count */
+    int64_t tokens;         /* tokens the step read (all ranks' samples) */
+    int64_t targets;        /* of them, those that carried a loss (fewer with target masks; 0: loss NaN) */
+    bool masked;            /* the data has target masks */
     wp_step_decision d;
     double loss_scale;      /* the scale this step ran with */
     double step_s, compute_s, wait_s;

@@ -23,8 +23,10 @@ static void progress_line(const train_job *j, int64_t step, double lr, const rt_
     double peak = j->peak_tflops * 1e12 * j->nranks;
     char mfu[32] = "";
     if (peak > 0 && st->step_s > 0) snprintf(mfu, sizeof mfu, "  MFU %.1f%%", 100 * report_step_flops(j) / st->step_s / peak);
-    fprintf(stderr, "%sstep %" PRId64 "/%" PRId64 "  loss %.4f  lr %.3e  grad norm %.3f%s  %.0f tok/s%s  %.0f s left%s",
-            tty ? "\r\033[K" : "", step + 1, j->o.steps, st->loss, lr, st->d.grad_norm, st->d.skip ? " (skipped)" : "",
+    char targets[48] = ""; /* with target masks: how many tokens the loss averaged over */
+    if (st->masked) snprintf(targets, sizeof targets, " over %" PRId64 " targets", st->targets);
+    fprintf(stderr, "%sstep %" PRId64 "/%" PRId64 "  loss %.4f%s  lr %.3e  grad norm %.3f%s  %.0f tok/s%s  %.0f s left%s",
+            tty ? "\r\033[K" : "", step + 1, j->o.steps, st->loss, targets, lr, st->d.grad_norm, st->d.skip ? " (skipped)" : "",
             tok_s, mfu, eta, tty ? "" : "\n");
     fflush(stderr);
 }
@@ -102,6 +104,7 @@ static void metrics_line(const train_job *j, FILE *f, wp_tb *tb, int64_t step, d
         {"loss_scale", MV_NUM, {"train/loss_scale", st->loss_scale}},
         {"skipped", MV_BOOL, {"train/skipped", st->d.skip ? 1 : 0}},
         {"tokens", MV_INT, {"train/tokens", (double)st->tokens}},
+        {"targets", MV_INT, {"train/targets", (double)st->targets}},
         {"tokens_seen", MV_INT, {"train/tokens_seen", (double)tokens_seen}},
         {"tokens_per_s", MV_NUM, {"train/tokens_per_s", tok_s}},
         {"mfu", MV_NUM, {"train/mfu", mfu}},

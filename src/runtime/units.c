@@ -54,11 +54,16 @@ double rt_seg_share(const wp_rt *rt, const wp_action *x) {
 }
 
 int64_t rt_seg_tokens(const wp_rt *rt, int mb) {
-    const int b = rt->c.L->cfg.micro_batch, j = seg_of(rt, mb);
-    int len = nseg(rt) == 1 ? rt->c.L->cfg.seq : rt->seg_t[j + 1] - rt->seg_t[j];
-    return (int64_t)b * len;
+    const int b = rt->c.L->cfg.micro_batch, s = rt->c.L->cfg.seq, j = seg_of(rt, mb);
+    const int t0 = nseg(rt) == 1 ? 0 : rt->seg_t[j], t1 = nseg(rt) == 1 ? s : rt->seg_t[j + 1];
+    if (!rt->c.data || !loader_masked(rt->c.data)) return (int64_t)b * (t1 - t0);
+    int64_t n = 0; /* the segment's targets that carry a loss: h_tgt holds its sample (load_tokens) */
+    for (int r = 0; r < b; r++)
+        for (int t = t0; t < t1; t++) n += rt->h_tgt[(size_t)r * s + t] >= 0;
+    return n;
 }
 
 double rt_seg_step_tokens(const wp_rt *rt) {
+    if (rt->c.data && loader_masked(rt->c.data)) return (double)loader_step_targets(rt->c.data, rt->step);
     return (double)sched_samples(rt->c.s) * rt->c.L->cfg.micro_batch * rt->c.L->cfg.seq;
 }

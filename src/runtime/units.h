@@ -29,7 +29,9 @@ void rt_seg_upload(wp_rt *rt, int mb, int32_t *d_tok, int32_t *d_tgt);
 /* The share of a whole micro-batch's cost that action x does (seq_split.h's seqsplit_cost_share for a
  * compute on a segment; 1 otherwise): pacing and measured op times are per whole micro-batch. */
 double rt_seg_share(const wp_rt *rt, const wp_action *x);
-/* Tokens of unit mb (b * its segment length), and of the whole step. */
+/* Targets of unit mb (b * its segment length; with target masks, those of its slice of
+ * rt->h_tgt that are not -1), and of the whole step (all ranks' samples: the loader counts
+ * them, so every rank knows the step's count before its first backward). */
 int64_t rt_seg_tokens(const wp_rt *rt, int mb);
 double rt_seg_step_tokens(const wp_rt *rt);
 
