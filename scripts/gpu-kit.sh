@@ -9,7 +9,7 @@
 # Needs the CUDA toolkit (nvcc, cuBLAS, NCCL; cuDNN) and patchelf. Environment: WP_KIT_BUILD
 # (the build folder, default build-kit/build), WP_GPU_ARCH (default 80;90), WP_KIT_NO_BUILD=1
 # (pack WP_KIT_BUILD as it is: the gpu/kit test packs the build it runs in), WP_KIT_FAST=1
-# (light compression). MPI and libibverbs
+# (light compression), WP_KIT_ALLOW_DIRTY=1 (pack a tree with uncommitted changes). MPI and libibverbs
 # are left out of the kit's build: one machine needs neither, and they would add Open MPI's
 # plugin tree and rdma-core's providers, which do not relocate.
 set -eu
@@ -27,6 +27,14 @@ for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/lib/x86_64-linux-gnu; do
     [ -e "$d/libnccl.so" ] && { nccl_dir=$d; break; }
 done
 [ -n "$nccl_dir" ] || { echo "gpu-kit: libnccl.so not found in the CUDA toolkit or /usr/lib" >&2; exit 1; }
+# A kit names the commit it was built from; figures from a tree with uncommitted changes cannot be
+# traced to any commit, so such a tree is refused unless WP_KIT_ALLOW_DIRTY=1 (the manifest's
+# commit then reads COMMIT-dirty).
+if [ -z "${WP_KIT_ALLOW_DIRTY:-}" ] && git rev-parse --git-dir >/dev/null 2>&1 &&
+   [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then
+    echo "gpu-kit: the tree has uncommitted changes (git status): commit them, or set WP_KIT_ALLOW_DIRTY=1" >&2
+    exit 1
+fi
 fast=""
 [ -z "${WP_KIT_FAST:-}" ] || fast=--fast
 if [ -n "${WP_KIT_NO_BUILD:-}" ]; then

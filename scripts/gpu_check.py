@@ -18,13 +18,18 @@ Stages, most valuable first, each time-boxed so that the whole run ends inside t
   bench      weipipe's GPU benchmark (tests/gpu/bench_gpu.c)
   torch      PyTorch on the same shapes (scripts/gpu_torch_bench.py), when python3 has CUDA torch
   sanitizer  compute-sanitizer memcheck of the attention test and of a model step
-A summary table is printed last; every stage's full output is in DIR/<stage>-<name>.log.
-Exit: 0 all ran and passed, 1 something failed, 77 no GPU (everything skipped).
+A summary table is printed last, with each stage's figures; every stage's full output is in
+DIR/<stage>-<name>.log. A stage is judged on its exit status and, where it measures, on the bars
+below (BARS): a train run whose end-of-run simulator step or device memory is further from the
+measurement than its bar fails, whatever its exit status. A stage that had no time left is
+"NOT RUN", never a pass.
+Exit: 0 every stage ran and passed, 1 something failed or did not run, 77 no GPU (nothing ran).
 """
 import argparse
 import glob
 import json
 import os
+import re
 import shutil
 import site
 import subprocess
@@ -45,6 +50,10 @@ TRAIN_RUNS = [("1 rank 1f1b", ["--nranks", "1", "--strategy", "1f1b"]),
               ("4 ranks 1f1b", ["--nranks", "4", "--strategy", "1f1b"]),
               ("4 ranks wzb2", ["--nranks", "4", "--strategy", "wzb2"]),
               ("4 ranks fsdp", ["--nranks", "4", "--strategy", "fsdp"])]
+# What a measuring stage must reach to pass (issue: "gpu-check that can fail"): the simulator's step
+# (op times from the run itself) within 15% of the measured step; each rank's device peak within
+# 10% of the memory prediction.
+BARS = {"sim": 0.15, "mem": 0.10}
 # Most seconds each stage may take when the deadline allows (the unit tests each have their own).
 CAPS = {"unit": 60, "ring": 240, "train": 60, "bench": 150, "torch": 150, "sanitizer": 120}
 SUMMARY_RESERVE = 3
@@ -58,7 +67,7 @@ def run(stage, name, argv, logs, deadline, cap, env=None, cwd=None):
     """Run argv with a timeout inside the deadline; record (result, seconds, last line)."""
     budget = min(cap, left(deadline))
     if budget < 5:
-        ROWS.append((stage, name, "no time: skipped", 0.0, ""))
+        ROWS.append((stage, name, NOT_RUN_NO_TIME, 0.0, ""))
         return None
     log = os.path.join(logs, f"{stage}-{name.replace('/', '_').replace(' ', '_')}.log")
     t = time.monotonic()
@@ -80,6 +89,58 @@ def run(stage, name, argv, logs, deadline, cap, env=None, cwd=None):
     result = f"TIMEOUT ({budget:.0f} s)" if rc is None else {0: "pass", 77: "skip"}.get(rc, f"FAIL ({rc})")
     ROWS.append((stage, name, result, dt, last[:110]))
     return rc
+
+
+NOT_RUN_NO_TIME = "NOT RUN (no time)"
+NOT_RUN_NO_GPU = "no GPU: not run"
+
+
+def train_figures(text):
+    """The figures a `weipipe train` run prints at its end: tokens/s of its last step, the
+    measured and simulated step time, and each rank's device peak against the prediction (MiB).
+    Keys absent when the run did not print them."""
+    fig = {}
+    tok = [float(m.group(1)) for m in re.finditer(r"\s(\d+(?:\.\d+)?) tok/s", text)]
+    if tok:
+        fig["tok_s"] = tok[-1]
+    m = re.search(r"step time \([^)]*\): measured ([0-9.]+) s, simulator ([0-9.]+) s", text)
+    if m:
+        fig["step_s"], fig["sim_s"] = float(m.group(1)), float(m.group(2))
+    mem = []
+    for line in text.splitlines():
+        parts = line.split()
+        # rank  bubble measured  predicted  payload measured  schedule  memory peak  predicted
+        if len(parts) == 7 and parts[0].isdigit():
+            try:
+                mem.append((int(parts[0]), float(parts[5]), float(parts[6])))
+            except ValueError:
+                pass
+    if mem:
+        fig["mem"] = mem
+    return fig
+
+
+def judge_train(fig):
+    """(failed bars, the figures as one note) for train_figures' dict."""
+    bad, note = [], []
+    if "tok_s" in fig:
+        note.append(f"{fig['tok_s']:.0f} tok/s")
+    if "step_s" in fig:
+        off = fig["sim_s"] / fig["step_s"] - 1
+        note.append(f"step {fig['step_s']:.4f} s, simulator {fig['sim_s']:.4f} s ({off:+.0%})")
+        if abs(off) > BARS["sim"]:
+            bad.append(f"simulator {off:+.0%} (bar {BARS['sim']:.0%})")
+    else:
+        bad.append("no step time printed")
+    if "mem" in fig:
+        offs = [peak / pred - 1 for _, peak, pred in fig["mem"] if pred > 0]
+        worst = max(offs, key=abs) if offs else float("nan")
+        note.append(f"device peak / predicted {min(offs) + 1:.2f}-{max(offs) + 1:.2f}")
+        if not abs(worst) <= BARS["mem"]:
+            bad.append(f"memory {worst:+.0%} (bar {BARS['mem']:.0%})")
+    else:
+        bad.append("no memory table printed")
+    return bad, "; ".join(note)
 
 
 def cuda_lib_dirs():
@@ -182,7 +243,7 @@ def main():
     if not gpu:
         for s in stages:
             if s not in ("libs",):
-                ROWS.append((s, "-", "no GPU: skipped", 0.0, ""))
+                ROWS.append((s, "-", NOT_RUN_NO_GPU, 0.0, ""))
         summary(info)
         return 1 if unresolved else 77
     ROWS.append(("gpu", "nvidia-smi", "pass", 0.0, gpu))
@@ -206,8 +267,13 @@ def main():
         data = os.path.join(kit, "share", "tests", "data", "tiny_train.bin")
         weipipe = os.path.join(kit, "bin", "weipipe")
         for name, flags in TRAIN_RUNS:
-            run("train", name, [weipipe, "train", "--backend", "cuda", "--data", data] + TRAIN_MODEL + flags, a.logs,
-                a.deadline, CAPS["train"], env)
+            rc = run("train", name, [weipipe, "train", "--backend", "cuda", "--data", data] + TRAIN_MODEL + flags, a.logs,
+                     a.deadline, CAPS["train"], env)
+            if rc == 0:  # a run that finished is judged on its figures too
+                with open(os.path.join(a.logs, f"train-{name.replace(' ', '_')}.log"), errors="replace") as f:
+                    bad, note = judge_train(train_figures(f.read()))
+                stage, nm, _, dt, _ = ROWS[-1]
+                ROWS[-1] = (stage, nm, "FAIL (bars: " + ", ".join(bad) + ")" if bad else "pass", dt, note)
     seqs = [x for s in (a.seq or []) for x in ("--seq", str(s))]
     if "bench" in stages:
         argv = sub(manifest["bench"]["argv"]) + ["bf16"] + (["--quick"] if a.quick else []) + seqs
@@ -238,8 +304,11 @@ def main():
             print(f"\n---- {stage} {name}: {result} (the last {min(len(lines), keep)} lines of {log})")
             sys.stdout.write("".join(lines[-keep:]))
     summary(info)
-    failed = [r for r in ROWS if not (r[2] in ("pass", "skip") or r[2].startswith("no time"))]
-    return 1 if failed else 0
+    not_run = [r for r in ROWS if r[2] == NOT_RUN_NO_TIME]
+    failed = [r for r in ROWS if r[2] not in ("pass", "skip", NOT_RUN_NO_TIME)]
+    print(f"\ngpu-check: {len(ROWS) - len(failed) - len(not_run)} passed or skipped, {len(failed)} failed, "
+          f"{len(not_run)} not run (no time left: a stage that did not run is not a pass)")
+    return 1 if failed or not_run else 0
 
 
 if __name__ == "__main__":
