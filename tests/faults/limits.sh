@@ -23,6 +23,11 @@ one_line() {
 (ulimit -v 2000000; "$W" eval "$TMP/ck" --data "$VAL" --seq-length 600000 --threads 1) > "$TMP/o" 2> "$TMP/e"
 one_line "$TMP/o" "$TMP/e" $? 2 "error: --seq-length 600000: one sequence takes 600001 tokens, .*tiny_val.bin holds 11523$"
 echo "eval --seq-length 600000: $(cat "$TMP/e")"
+# without --seq-length the model's positions are taken (a GGUF's 8192 took 10.8 GB before the
+# count of sequences was checked): the message says where the length came from
+"$W" eval "$TMP/ck" --data "$VAL" --batches 1000 --threads 1 > "$TMP/o" 2> "$TMP/e"
+one_line "$TMP/o" "$TMP/e" $? 2 "error: --batches: 1000 sequences of 32 tokens (the model's 32 positions (no --seq-length given)) asked, .*tiny_val.bin holds 360$"
+echo "eval --batches 1000: $(cat "$TMP/e")"
 
 # 2. the memory check: 143 MiB for the process (the prediction plus 10% and 64 MiB must fit)
 export WEIPIPE_TEST_MEMORY_LIMIT=150000000
