@@ -163,8 +163,9 @@ static wp_result check_choice_for(int flag, unsigned cmd, const char *value, cha
                     help != flags[flag].help ? " for " : "", help != flags[flag].help ? command_name(cmd) : "");
 }
 
-/* TEXT values: copies kept for the whole process (a config file's line buffer is reused, and a
- * wp_opts is copied by value); reachable from here, so never reported as leaks. */
+/* TEXT values from a config file (or cli_set): copies kept for the whole process (inih reuses its
+ * line buffer, and a wp_opts is copied by value); reachable from here, so never reported as
+ * leaks. A command line's values are used in place: argv lives as long as the process. */
 typedef struct kept_text {
     struct kept_text *next;
     char s[];
@@ -185,7 +186,9 @@ static const char *keep_text(const char *value) {
     return k->s;
 }
 
-static wp_result set_value(wp_opts *o, int i, const char *value, const char *where, char *err, size_t errlen) {
+/* lasting: value outlives the options (argv, a default), so a TEXT flag may point at it. */
+static wp_result set_value(wp_opts *o, int i, const char *value, bool lasting, const char *where, char *err,
+                           size_t errlen) {
     void *field = (char *)o + flags[i].offset;
     const flag_info *f = &flags[i];
     int bad = 0;
@@ -214,7 +217,7 @@ static wp_result set_value(wp_opts *o, int i, const char *value, const char *whe
         strcpy(field, value);
         break;
     case FT_TEXT: {
-        const char *kept = keep_text(value);
+        const char *kept = lasting ? value : keep_text(value);
         if (!kept) return wp_fail(WP_BAD_INPUT, err, errlen, "%s--%s: out of memory for its %zu characters", where, f->name, strlen(value));
         *(const char **)field = kept;
         break;
@@ -243,7 +246,7 @@ wp_result cli_set(wp_opts *o, const char *key, const char *value, const char *wh
         cli_unknown_flag(key, what, 0, why, sizeof why);
         return wp_fail(WP_BAD_INPUT, err, errlen, "%s%s", where, why);
     }
-    return set_value(o, i, value, where, err, errlen);
+    return set_value(o, i, value, false, where, err, errlen);
 }
 
 /* Sections group keys for readers (keys are global); a section that is no group of --help nor
@@ -354,7 +357,7 @@ static wp_result load_config(wp_opts *o, const char *path, char *err, size_t err
 static void set_defaults(wp_opts *o) {
     char err[256];
     for (int i = 0; i < FLAG_COUNT; i++) {
-        wp_result rc = set_value(o, i, flags[i].def, "", err, sizeof err);
+        wp_result rc = set_value(o, i, flags[i].def, true, "", err, sizeof err);
         (void)rc; /* defaults are known to parse: tests/cli checks every default */
         o->set[i] = false;
     }
@@ -414,7 +417,7 @@ wp_result cli_parse(int argc, char **argv, wp_opts *o, char *err, size_t errlen)
             if (a + 1 >= argc) return wp_fail(WP_BAD_INPUT, err, errlen, "--%s needs a value", name);
             value = argv[++a];
         }
-        WP_TRY(set_value(o, i, value, "", err, errlen));
+        WP_TRY(set_value(o, i, value, true, "", err, errlen));
     }
     return 0;
 }

@@ -76,7 +76,8 @@ typedef struct wp_opts {
 unsigned cli_command(const char *name);
 
 /* Fill o from defaults, then the --config file, then argv (argv[0] is the subcommand).
- * Returns 0, or 2 with a one-line reason in err naming the flag, file or key. */
+ * Returns 0, or 2 with a one-line reason in err naming the flag, file or key. TEXT flags given
+ * in argv point into it: argv must outlive o. */
 wp_result cli_parse(int argc, char **argv, wp_opts *o, char *err, size_t errlen);
 
 /* Apply one key = value (as from a config file); 'where' names it in errors. Returns 0 or 2. */
