@@ -53,7 +53,7 @@ static const flag_bound bounds[] = {
     RM1(eos_token_id, 0, I32 - 1, ""),
     R(max_position_embeddings, 0, I32, ""),
     R(norm_eps, 1e-30, 1, ""),
-    R(init_std, 0, 100, ""),
+    R(init_std, 0, 3.4e38, ""), /* any float (runtime/metrics overflows the logits with 1e38 on purpose) */
     R(num_chunks, 0, 1 << 20, ""),
     RM1(device, 0, I32, ""),
     {FLAG_threads, B_CORES_X4, 0, 0, false, false, true, 0, ""},
