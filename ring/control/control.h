@@ -55,10 +55,11 @@ int ctl_status_grid(wp_control *c, char **grid, char *err, size_t errlen);
  * "rank R failed: <reason>". Safe from any thread; keeps the first cause. */
 void ctl_abort(wp_control *c, const char *reason);
 bool ctl_failed(wp_control *c, char *why, size_t whylen);
-/* Rank 0: the ranks that did not answer its last status query (the stall report's "no answer"),
- * named with their addresses and the ranks sharing their host; false when every rank answered
- * (or on other ranks). A peer that times out may only be waiting for a dead one itself: these
- * name the dead. */
+/* The ranks that did not answer rank 0's last status query (the stall report's "no answer"),
+ * named with their addresses and the ranks sharing their host; false when every rank answered.
+ * On every rank: rank 0 sends them to all (tcp: a rank silent 1 s into the query counts, and the
+ * query's end corrects it). A peer that times out may only be waiting for a dead one itself:
+ * these name the dead, from rank 0's evidence. */
 bool ctl_unanswered(wp_control *c, char *out, size_t outlen);
 
 /* Every rank's memory as of a step (resident and allocated bytes, world entries each: the

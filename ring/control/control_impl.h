@@ -39,7 +39,7 @@ struct wp_control {
     wp_transport *attached;
     char status[CTL_STATUS_MAX + 1];
     double status_at;
-    char unanswered[512]; /* rank 0: the ranks its last status query did not hear from ("" = none) */
+    char unanswered[512]; /* the ranks rank 0's last status query did not hear from ("" = none); rank 0 sends them to all */
     double *mem;          /* ctl_note_memory: resident then allocated, world each; NULL before */
     long long mem_step;
     wp_oom_counts oom0;   /* the OOM killer's counts when the channel opened (oom.h) */

@@ -49,6 +49,7 @@ typedef struct ctl_tcp {
     uint64_t result_seq; /* 0: none */
     /* rank 0: the status gathering session */
     bool session;
+    bool session_told; /* its silent ranks were sent to every rank (rank 0's evidence) */
     uint64_t session_id;
     double session_deadline;
     char **lines;
@@ -135,7 +136,10 @@ static wp_result conn_send(ctl_tcp *T, ctl_conn *k, int type, uint64_t seq, cons
 /* ---- failure ---- */
 
 /* Record the failure; rank 0 relays it to every rank but the one it came from (sync held). */
-#define SILENT_AFTER_S 0.5 /* a rank that has not answered a status query by then is taken as silent */
+/* A rank that has not answered a status query by then is taken as silent (live ranks answer
+ * from their reader thread, within milliseconds; 1 s leaves room for a loaded machine and a
+ * sanitizer, and is still well inside --timeout / 3 + the stall watcher's query). */
+#define SILENT_AFTER_S 1.0
 
 static void silent_ranks(ctl_tcp *T, char *out, size_t outlen);
 
@@ -211,6 +215,30 @@ static void silent_ranks(ctl_tcp *T, char *out, size_t outlen) {
     }
 }
 
+/* Rank 0's evidence to every rank (sync held): the ranks its status query did not hear from.
+ * A rank whose own wait times out may be waiting on a live peer blocked behind the lost one;
+ * with this it names the lost ranks (and their host) at once, instead of the peer that went
+ * silent first or a cause relayed too late (issue 42: faults/hosts under ThreadSanitizer). */
+static void tell_silent(ctl_tcp *T, const char *silent) {
+    pthread_mutex_lock(&T->base.mu);
+    bool same = strcmp(T->base.unanswered, silent) == 0;
+    snprintf(T->base.unanswered, sizeof T->base.unanswered, "%s", silent);
+    pthread_mutex_unlock(&T->base.mu);
+    if (same) return;
+    char ignore[128];
+    for (int r = 1; r < T->base.world; r++) conn_send(T, &T->conns[r], F_SILENT, 0, silent, strlen(silent), ignore, sizeof ignore);
+}
+
+/* SILENT_AFTER_S into a session: the ranks still silent are the evidence (once per session;
+ * the session's end tells again if it changed). */
+static void early_silent(ctl_tcp *T) {
+    if (!T->session || T->session_told || wp_now() - (T->session_deadline - T->status_timeout) < SILENT_AFTER_S) return;
+    T->session_told = true;
+    char silent[sizeof T->base.unanswered];
+    silent_ranks(T, silent, sizeof silent);
+    if (silent[0]) tell_silent(T, silent);
+}
+
 static void finish_session(ctl_tcp *T) {
     size_t cap = (size_t)T->base.world * (CTL_STATUS_MAX + 96) + 1, used = 0;
     char *grid = malloc(cap);
@@ -229,9 +257,7 @@ static void finish_session(ctl_tcp *T) {
         }
         used += (size_t)snprintf(grid + used, cap - used, "rank %d: %s\n", r, note);
     }
-    pthread_mutex_lock(&T->base.mu);
-    snprintf(T->base.unanswered, sizeof T->base.unanswered, "%s", silent);
-    pthread_mutex_unlock(&T->base.mu);
+    tell_silent(T, silent);
     char ignore[128];
     for (int i = 0; i < T->nreq; i++) {
         if (T->req_rank[i] == 0) {
@@ -265,6 +291,7 @@ static void session_join(ctl_tcp *T, int rank, uint64_t req_id) {
     T->req_id[T->nreq++] = req_id;
     if (T->session) return;
     T->session = true;
+    T->session_told = false;
     T->session_id++;
     T->session_deadline = wp_now() + T->status_timeout;
     char line[CTL_STATUS_MAX + 48], ignore[128];
@@ -336,6 +363,11 @@ static void rank_handle(ctl_tcp *T, int type, uint64_t seq, const char *p, size_
         free(T->grid);
         T->grid = strdup(p);
         T->grid_id = seq;
+        pthread_cond_broadcast(&T->sync.cv);
+    } else if (type == F_SILENT) { /* rank 0's evidence, for this rank's own failure message */
+        pthread_mutex_lock(&T->base.mu);
+        snprintf(T->base.unanswered, sizeof T->base.unanswered, "%s", p);
+        pthread_mutex_unlock(&T->base.mu);
         pthread_cond_broadcast(&T->sync.cv);
     } else if (type == F_BYE) {
         T->conns[0].bye = true;
@@ -451,6 +483,10 @@ static void *reader_main(void *arg) {
                 fds[n++] = (struct pollfd){.fd = T->conns[r].fd, .events = POLLIN};
             }
         double now = wp_now(), next = T->session ? T->session_deadline : now + 1.0;
+        if (T->session && !T->session_told) {
+            double early = T->session_deadline - T->status_timeout + SILENT_AFTER_S;
+            if (early < next) next = early;
+        }
         struct timespec ts = wp_timespec(next > now ? next - now : 0);
         pthread_mutex_unlock(&T->sync.mu);
         int rc = ppoll(fds, (nfds_t)n, &ts, NULL);
@@ -462,6 +498,7 @@ static void *reader_main(void *arg) {
         }
         for (int i = 1; rc > 0 && i < n; i++)
             if (fds[i].revents && T->conns[who[i]].fd == fds[i].fd) conn_read(T, &T->conns[who[i]]);
+        early_silent(T);
         if (T->session && wp_now() >= T->session_deadline) finish_session(T);
     }
     pthread_mutex_unlock(&T->sync.mu);

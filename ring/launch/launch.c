@@ -169,6 +169,23 @@ static int make_secret(char *out, size_t outlen, char *err, size_t errlen) {
     return 0;
 }
 
+int launch_job_id(char *out, size_t outlen, char *err, size_t errlen) {
+    /* pid and time alone could be guessed (issue 42): 64 random bits make the id unguessable */
+    unsigned char raw[8];
+    if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw) {
+        snprintf(err, errlen, "launcher: getrandom: %s", strerror(errno));
+        return -1;
+    }
+    char hex[2 * sizeof raw + 1];
+    for (size_t i = 0; i < sizeof raw; i++) snprintf(hex + 2 * i, 3, "%02x", raw[i]);
+    int n = snprintf(out, outlen, "local-%d-%lld-%s", (int)getpid(), (long long)time(NULL), hex);
+    if (n < 0 || (size_t)n >= outlen) {
+        snprintf(err, errlen, "launcher: job id longer than %zu bytes", outlen);
+        return -1;
+    }
+    return 0;
+}
+
 /* ---- running ---- */
 
 /* In the child, between fork and exec: only async-signal-safe calls. */
@@ -479,10 +496,10 @@ static int prepare(launch_state *s, int argc, char **argv, char *err, size_t err
             snprintf(err, errlen, "launcher: socketpair: %s", strerror(errno));
             return -1;
         }
-    char secret[40] = "", job[64];
+    char secret[40] = "", job[96];
     int port = rendezvous_listener(s, err, errlen);
-    if (port < 0 || make_secret(secret, sizeof secret, err, errlen) != 0) return -1;
-    snprintf(job, sizeof job, "local-%d-%lld", (int)getpid(), (long long)time(NULL));
+    if (port < 0 || make_secret(secret, sizeof secret, err, errlen) != 0 || launch_job_id(job, sizeof job, err, errlen) != 0)
+        return -1;
     for (int r = 0; r < s->n; r++)
         if (!(s->envs[r] = child_env(r, s->n, port, r == 0 ? s->listen_fd : -1, s->kids[r].notice[1], job, secret))) {
             snprintf(err, errlen, "launcher: out of memory for the environment");

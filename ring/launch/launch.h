@@ -41,6 +41,10 @@ typedef struct wp_launch_result {
 int launch_local(int argc, char **argv, int nranks, double timeout, wp_launch_result *res, char *err,
                  size_t errlen);
 
+/* The job id the launcher gives its ranks (WEIPIPE_JOB_ID): "local-PID-TIME-" and 16 hex
+ * digits from getrandom, so that no one can guess it. 0, or -1 with err. */
+int launch_job_id(char *out, size_t outlen, char *err, size_t errlen);
+
 /* What a rank's thread gets. fn returns 0, or non-zero after writing a one-line reason to
  * ctx->err; the launcher then aborts the world so the other ranks' waits fail too. */
 typedef struct wp_rank_ctx {

@@ -17,7 +17,7 @@ int ph_expand(const char *list, int (*emit)(const char *host, void *ctx), void *
 
 typedef struct ph_set {
     size_t n, cap;
-    char (*addr)[48]; /* numeric addresses, as inet_ntop writes them */
+    char (*addr)[48]; /* numeric addresses, as inet_ntop writes them: sorted (strcmp), distinct */
 } ph_set;
 
 /* Expand and resolve list into set. 0; 2 with err naming the malformed list or the host that

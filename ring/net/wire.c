@@ -148,6 +148,7 @@ const char *wire_frame_type_name(int type) {
     case F_GRID: return "status grid";
     case F_BYE: return "bye";
     case F_TABLE: return "address table";
+    case F_SILENT: return "silent ranks";
     default: return "unknown";
     }
 }

@@ -12,7 +12,7 @@
 
 #include "result.h"
 
-#define WIRE_VERSION 3 /* 2: flags_hash (was spare, zero); 3: 64-bit flags_hash, HS_REFUSED */
+#define WIRE_VERSION 4 /* 2: flags_hash (was spare, zero); 3: 64-bit flags_hash, HS_REFUSED; 4: F_SILENT */
 #define WIRE_HS_BYTES 232
 #define WIRE_FRAME_BYTES 48
 #define WIRE_NAME_MAX 64 /* job id, secret and address fields, NUL included */
@@ -23,10 +23,9 @@
  * fails at once instead of retrying; the reason never names this job's id or flags. */
 enum { HS_DATA = 1, HS_DATA_ACK = 2, HS_CONTROL = 3, HS_CONTROL_ACK = 4, HS_REFUSED = 5 };
 enum {
-    HS_WHY_JOB = 1,    /* another job id */
-    HS_WHY_SECRET = 2, /* this job's id, another secret */
-    HS_WHY_WORLD = 3,  /* id and secret agree, another world size or a rank outside it */
-    HS_WHY_RANK = 4,   /* id and secret agree, the rank has joined already (or claims rank 0) */
+    HS_WHY_JOB = 1,  /* not admitted: another job id, another secret or another world size, not
+                      * told apart (a stranger must not learn that a guessed job id is right) */
+    HS_WHY_RANK = 4, /* id, secret and world agree, the rank has joined already (or claims rank 0) */
 };
 
 typedef struct wire_hs {
@@ -61,6 +60,7 @@ enum {
     F_GRID = 20,      /* the gathered status grid for request seq */
     F_BYE = 21,       /* orderly close of a control connection */
     F_TABLE = 22,     /* rendezvous: every rank's data address, one per line */
+    F_SILENT = 23,    /* rank 0's evidence: the ranks its status query did not hear from ("" = none) */
 };
 
 typedef struct wire_frame {

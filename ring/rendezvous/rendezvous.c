@@ -52,12 +52,10 @@ static void refuse(hs_pending *p, int why_code) {
     sock_write_all(p->fd, buf, sizeof buf, wp_now() + 0.5, why, sizeof why); /* best effort */
 }
 
-/* Why a decoded CONTROL handshake failed hs_check, in the order hs_check tests. */
-static int refusal_code(const wire_hs *h, const wp_boot_info *bi) {
-    if (strcmp(h->job, bi->job_id) != 0) return HS_WHY_JOB;
-    if (!wire_secret_equal(h->secret, bi->secret)) return HS_WHY_SECRET;
-    return HS_WHY_WORLD;
-}
+/* Why a decoded CONTROL handshake failed hs_check, as told to the peer: one code whichever of
+ * job id, secret and world size was wrong (issue 42). Codes apart told a stranger that a
+ * guessed job id was right ("another secret"); rank 0's own log still names the field. */
+static int refusal_code(void) { return HS_WHY_JOB; }
 
 /* Rank 0, a joining rank whose flags hash differs (it showed the job id and the secret): read
  * its per-flag list, answer with the names that differ (flags_check.h). Bounded by a short
@@ -138,7 +136,7 @@ static int root_admit(const wp_boot_info *bi, hs_pending *p, int *fds, char **ad
     char why[200], host[SOCK_ADDR_MAX];
     int port;
     if (hs_check(p->buf, &e, &h, why, sizeof why) != 0) {
-        if (h.kind == HS_CONTROL) refuse(p, refusal_code(&h, bi)); /* decoded: a weipipe rank, tell it why */
+        if (h.kind == HS_CONTROL) refuse(p, refusal_code()); /* decoded: a weipipe rank, tell it why */
         hs_reject(p, 0, why, &st->rejected);
         return 0;
     }
@@ -366,16 +364,11 @@ static void advertised_addr(const wp_boot_info *bi, wp_transport *t, int via_fd,
 /* Rank 0's refusal (HS_REFUSED) as this rank's error. */
 static void refused_msg(const wp_boot_info *bi, int code, char *err, size_t errlen) {
     const char *at = bi->port_from ? bi->port_from : "MASTER_PORT";
-    if (code == HS_WHY_JOB)
+    if (code == HS_WHY_JOB) /* rank 0 does not say which of the three: its log does */
         snprintf(err, errlen, "rank %d: MASTER_ADDR:MASTER_PORT (%s:%d) is the rendezvous of another job (this job is "
-                 "'%s', from %s): give each job its own port (MASTER_PORT, or WEIPIPE_PORT)", bi->rank, bi->master_addr,
-                 bi->master_port, bi->job_id, bi->job_id_from);
-    else if (code == HS_WHY_SECRET)
-        snprintf(err, errlen, "rank %d: rank 0 at %s:%d (port from %s) refused this rank's WEIPIPE_SECRET: give every "
-                 "rank of the job the same one", bi->rank, bi->master_addr, bi->master_port, at);
-    else if (code == HS_WHY_WORLD)
-        snprintf(err, errlen, "rank %d: rank 0 at %s:%d (port from %s) runs a job of another world size than this "
-                 "rank's %d ranks", bi->rank, bi->master_addr, bi->master_port, at, bi->world);
+                 "'%s', from %s), or of this job with another WEIPIPE_SECRET or world size than this rank's %d ranks: "
+                 "give each job its own port (MASTER_PORT, or WEIPIPE_PORT), every rank the same secret and world size",
+                 bi->rank, bi->master_addr, bi->master_port, bi->job_id, bi->job_id_from, bi->world);
     else if (code == HS_WHY_RANK)
         snprintf(err, errlen, "rank %d: rank 0 at %s:%d (port from %s) has a rank %d already (two processes started as "
                  "the same rank?)", bi->rank, bi->master_addr, bi->master_port, at, bi->rank);

@@ -37,6 +37,7 @@ typedef struct {
 #define INFO_INT(f)
 #define INFO_NUM(f)
 #define INFO_STR(f)
+#define INFO_TEXT(f)
 #define INFO_BOOL(f)
 #define INFO_RATE(f)
 #define INFO_TIME(f)
@@ -52,6 +53,7 @@ static const enum_info enums[FLAG_COUNT] = {
 #define SIZE_INT(f)
 #define SIZE_NUM(f)
 #define SIZE_STR(f)
+#define SIZE_TEXT(f)
 #define SIZE_BOOL(f)
 #define SIZE_RATE(f)
 #define SIZE_TIME(f)
@@ -87,6 +89,7 @@ void cli_enum_set(wp_opts *o, int flag, int value) { memcpy((char *)o + flags[fl
 size_t cli_flag_size(int flag) {
     switch (flags[flag].type) {
     case FT_STR: return sizeof ((wp_opts *)0)->config;
+    case FT_TEXT: return sizeof(const char *);
     case FT_BOOL: return sizeof(bool);
     case FT_ENUM: return sizeof(int);
     case FT_INT:

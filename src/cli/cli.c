@@ -6,8 +6,10 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <float.h>
 #include <ini.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,7 +163,32 @@ static wp_result check_choice_for(int flag, unsigned cmd, const char *value, cha
                     help != flags[flag].help ? " for " : "", help != flags[flag].help ? command_name(cmd) : "");
 }
 
-static wp_result set_value(wp_opts *o, int i, const char *value, const char *where, char *err, size_t errlen) {
+/* TEXT values from a config file (or cli_set): copies kept for the whole process (inih reuses its
+ * line buffer, and a wp_opts is copied by value); reachable from here, so never reported as
+ * leaks. A command line's values are used in place: argv lives as long as the process. */
+typedef struct kept_text {
+    struct kept_text *next;
+    char s[];
+} kept_text;
+static kept_text *kept_texts;
+static pthread_mutex_t kept_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static const char *keep_text(const char *value) {
+    if (!value[0]) return "";
+    size_t n = strlen(value);
+    kept_text *k = malloc(sizeof *k + n + 1);
+    if (!k) return NULL;
+    memcpy(k->s, value, n + 1);
+    pthread_mutex_lock(&kept_mu);
+    k->next = kept_texts;
+    kept_texts = k;
+    pthread_mutex_unlock(&kept_mu);
+    return k->s;
+}
+
+/* lasting: value outlives the options (argv, a default), so a TEXT flag may point at it. */
+static wp_result set_value(wp_opts *o, int i, const char *value, bool lasting, const char *where, char *err,
+                           size_t errlen) {
     void *field = (char *)o + flags[i].offset;
     const flag_info *f = &flags[i];
     int bad = 0;
@@ -176,7 +203,11 @@ static wp_result set_value(wp_opts *o, int i, const char *value, const char *whe
         char *end;
         errno = 0;
         double v = strtod(value, &end);
-        bad = end == value || *end != '\0' || errno == ERANGE || !isfinite(v);
+        bad = end == value || *end != '\0' || isnan(v);
+        if (!bad && (isinf(v) || (errno == ERANGE && fabs(v) >= 1)))
+            return wp_fail(WP_BAD_INPUT, err, errlen, "%s--%s: '%s' is out of range: beyond the largest number, %g", where,
+                           f->name, value, DBL_MAX);
+        /* an underflow (1e-308) keeps strtod's tiny value: the flag's range names what is wrong */
         if (!bad) *(double *)field = v;
         expect = "a number";
         break;
@@ -185,6 +216,12 @@ static wp_result set_value(wp_opts *o, int i, const char *value, const char *whe
         if (strlen(value) >= 256) return wp_fail(WP_BAD_INPUT, err, errlen, "%s--%s: value longer than 255 characters", where, f->name);
         strcpy(field, value);
         break;
+    case FT_TEXT: {
+        const char *kept = lasting ? value : keep_text(value);
+        if (!kept) return wp_fail(WP_BAD_INPUT, err, errlen, "%s--%s: out of memory for its %zu characters", where, f->name, strlen(value));
+        *(const char **)field = kept;
+        break;
+    }
     case FT_ENUM: { /* parsed here, once: the rest of weipipe sees the enum */
         int v;
         if (strlen(value) >= 256) return wp_fail(WP_BAD_INPUT, err, errlen, "%s--%s: value longer than 255 characters", where, f->name);
@@ -209,7 +246,7 @@ wp_result cli_set(wp_opts *o, const char *key, const char *value, const char *wh
         cli_unknown_flag(key, what, 0, why, sizeof why);
         return wp_fail(WP_BAD_INPUT, err, errlen, "%s%s", where, why);
     }
-    return set_value(o, i, value, where, err, errlen);
+    return set_value(o, i, value, false, where, err, errlen);
 }
 
 /* Sections group keys for readers (keys are global); a section that is no group of --help nor
@@ -230,14 +267,30 @@ typedef struct {
     FILE *f;
     int line;     /* lines read so far: inih calls the handler right after reading its line */
     int bad_line; /* the first line a key was refused on (0: none); its reason is in err */
+    int long_line;    /* a line longer than inih's buffer (0: none), which holds long_max characters */
+    int long_max;
+    int line_of[FLAG_COUNT]; /* where each key was set in this file (0: not yet) */
     char *err;
     size_t errlen;
 } ini_ctx;
 
+/* inih reads a line into a fixed buffer (INI_MAX_LINE, 200 bytes in Debian's build) and parses
+ * what does not fit as a line of its own: a long value was "not 'key = value'". A line that
+ * does not fit stops the reading here, to be refused naming the real limit. */
 static char *read_counted(char *buf, int size, void *user) {
     ini_ctx *c = user;
     char *got = fgets(buf, size, c->f);
-    if (got) c->line++;
+    if (!got) return NULL;
+    c->line++;
+    size_t n = strlen(got);
+    if (n + 1 == (size_t)size && got[n - 1] != '\n') {
+        int next = fgetc(c->f);
+        if (next != EOF) {
+            c->long_line = c->line;
+            c->long_max = size - 2; /* the newline and the terminating NUL take the rest */
+            return NULL;
+        }
+    }
     return got;
 }
 
@@ -252,8 +305,18 @@ static int on_ini_line(void *user, const char *section, const char *key, const c
                       "optimizer, checkpoints, cluster, output)", where, section);
     else if (strcmp(key, "config") == 0)
         rc = wp_fail(WP_BAD_INPUT, c->err, c->errlen, "%s'config' cannot be set inside a config file", where);
-    else
-        rc = cli_set(c->o, key, value, where, c->err, c->errlen);
+    else {
+        /* A key given twice in one file is refused, not the last one taken silently: one of
+         * the two lines is a mistake, and which one weipipe cannot know. (A flag, or a later
+         * --config, still overrides a file's key.) */
+        int i = cli_find_flag(key);
+        if (i >= 0 && c->line_of[i])
+            rc = wp_fail(WP_BAD_INPUT, c->err, c->errlen, "%skey '%s' is set again (first on line %d; a key may be set once "
+                         "in a file)", where, key, c->line_of[i]);
+        else
+            rc = cli_set(c->o, key, value, where, c->err, c->errlen);
+        if (rc == 0 && i >= 0) c->line_of[i] = c->line;
+    }
     if (rc) c->bad_line = c->line;
     return rc == 0;
 }
@@ -270,20 +333,31 @@ static wp_result load_config(wp_opts *o, const char *path, char *err, size_t err
         close(fd);
         return wp_fail(WP_BAD_INPUT, err, errlen, "--config: %s: %s", path, strerror(errno));
     }
-    ini_ctx c = {.o = o, .path = path, .f = f, .err = err, .errlen = errlen};
-    int first = ini_parse_stream(read_counted, &c, on_ini_line, &c); /* the first bad line, ours or a syntax error */
+    ini_ctx *c = calloc(1, sizeof *c);
+    if (!c) {
+        fclose(f);
+        return wp_fail(WP_FAILED, err, errlen, "--config: out of memory reading '%s'", path);
+    }
+    *c = (ini_ctx){.o = o, .path = path, .f = f, .err = err, .errlen = errlen};
+    int first = ini_parse_stream(read_counted, c, on_ini_line, c); /* the first bad line, ours or a syntax error */
     bool read_error = ferror(f);
     fclose(f);
+    const int bad_line = c->bad_line, long_line = c->long_line, long_max = c->long_max;
+    free(c);
     if (read_error) return wp_fail(WP_BAD_INPUT, err, errlen, "--config: cannot read '%s'", path);
-    if (first != 0 && first != c.bad_line)
+    if (first != 0 && first != bad_line)
         return wp_fail(WP_BAD_INPUT, err, errlen, "%s line %d: not 'key = value' nor a [section]", path, first);
-    return c.bad_line ? WP_BAD_INPUT : WP_OK;
+    if (bad_line) return WP_BAD_INPUT;
+    if (long_line)
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s line %d: longer than %d characters, the most a config line holds "
+                       "(give a longer value as a flag)", path, long_line, long_max);
+    return WP_OK;
 }
 
 static void set_defaults(wp_opts *o) {
     char err[256];
     for (int i = 0; i < FLAG_COUNT; i++) {
-        wp_result rc = set_value(o, i, flags[i].def, "", err, sizeof err);
+        wp_result rc = set_value(o, i, flags[i].def, true, "", err, sizeof err);
         (void)rc; /* defaults are known to parse: tests/cli checks every default */
         o->set[i] = false;
     }
@@ -343,7 +417,7 @@ wp_result cli_parse(int argc, char **argv, wp_opts *o, char *err, size_t errlen)
             if (a + 1 >= argc) return wp_fail(WP_BAD_INPUT, err, errlen, "--%s needs a value", name);
             value = argv[++a];
         }
-        WP_TRY(set_value(o, i, value, "", err, errlen));
+        WP_TRY(set_value(o, i, value, true, "", err, errlen));
     }
     return 0;
 }
@@ -355,6 +429,7 @@ static void print_value(FILE *f, const wp_opts *o, int i) {
     case FT_SIZE: fprintf(f, "%lld", (long long)*(const int64_t *)field); break;
     case FT_BOOL: fputs(*(const bool *)field ? "true" : "false", f); break;
     case FT_STR: fputs((const char *)field, f); break;
+    case FT_TEXT: fputs(*(const char *const *)field, f); break;
     case FT_ENUM: fputs(cli_enum_name(i, cli_enum_get(o, i)), f); break;
     case FT_RATE: fprintf(f, "%.17gByte", *(const double *)field); break;
     case FT_TIME: fprintf(f, "%.17gs", *(const double *)field); break;
@@ -397,6 +472,7 @@ void cli_write_json(FILE *f, const wp_opts *o, unsigned cmd_mask) {
         case FT_SIZE: fprintf(f, "%lld", (long long)*(const int64_t *)field); break;
         case FT_BOOL: fputs(*(const bool *)field ? "true" : "false", f); break;
         case FT_STR: json_string(f, (const char *)field); break;
+        case FT_TEXT: json_string(f, *(const char *const *)field); break;
         case FT_ENUM: json_string(f, cli_enum_name(i, cli_enum_get(o, i))); break;
         case FT_RATE:
         case FT_TIME:

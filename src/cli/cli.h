@@ -35,7 +35,7 @@ enum {
 #define C_DATA (C_TRAIN | C_EVAL | C_BENCH)
 #define C_PACE (C_TRAIN | C_SIMULATE | C_SCHEDULE)
 
-typedef enum { FT_INT, FT_NUM, FT_STR, FT_BOOL, FT_RATE, FT_TIME, FT_SIZE, FT_ENUM } wp_flag_type;
+typedef enum { FT_INT, FT_NUM, FT_STR, FT_TEXT, FT_BOOL, FT_RATE, FT_TIME, FT_SIZE, FT_ENUM } wp_flag_type;
 
 /* Flag identifiers, FLAG_num_layers etc., in table order. */
 enum {
@@ -49,7 +49,8 @@ enum {
 
 /* Every option of every subcommand, with its value after defaults, config file and flags.
  * Field types: INT/SIZE -> int64_t, NUM/RATE/TIME -> double (RATE in bytes/s, TIME in s),
- * STR -> char[256], BOOL -> bool, ENUM -> its C enum (choices.h: wp_strategy, wp_precision, ...;
+ * STR -> char[256], TEXT -> const char * (never NULL after cli_parse; the command line's own
+ * string, or a copy kept for the process), BOOL -> bool, ENUM -> its C enum (choices.h: wp_strategy, wp_precision, ...;
  * --strategy also WP_STRAT_ALL or WP_STRAT_AUTO). */
 typedef struct wp_opts {
 #define WP_FIELD_INT(f) int64_t f;
@@ -59,6 +60,7 @@ typedef struct wp_opts {
 #define WP_FIELD_SIZE(f) int64_t f;
 #define WP_FIELD_BOOL(f) bool f;
 #define WP_FIELD_STR(f) char f[256];
+#define WP_FIELD_TEXT(f) const char *f;
 #define WP_FIELD_ENUM(f) WP_ENUM_TYPE_##f f;
 #define X(field, name, type, def, cmds, help) WP_FIELD_##type(field)
 #include "flags.def"
@@ -74,7 +76,8 @@ typedef struct wp_opts {
 unsigned cli_command(const char *name);
 
 /* Fill o from defaults, then the --config file, then argv (argv[0] is the subcommand).
- * Returns 0, or 2 with a one-line reason in err naming the flag, file or key. */
+ * Returns 0, or 2 with a one-line reason in err naming the flag, file or key. TEXT flags given
+ * in argv point into it: argv must outlive o. */
 wp_result cli_parse(int argc, char **argv, wp_opts *o, char *err, size_t errlen);
 
 /* Apply one key = value (as from a config file); 'where' names it in errors. Returns 0 or 2. */

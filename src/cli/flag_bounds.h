@@ -12,4 +12,7 @@
 wp_result cli_check_bound(int flag, wp_flag_type type, const void *field, const char *name, const char *where, char *err,
                     size_t errlen);
 
+/* Whether flag has a range in the table (every numeric flag must: tests/cli). */
+bool cli_flag_bounded(int flag);
+
 #endif

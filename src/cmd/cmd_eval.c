@@ -15,6 +15,7 @@
 #include "checkpoint.h"
 #include "loader.h"
 #include "log.h"
+#include "memlimit.h"
 #include "model.h"
 #include "model_source.h"
 
@@ -113,16 +114,57 @@ static wp_result run_batch(eval_state *e, int64_t first, int64_t count, double *
     return 0;
 }
 
-/* The mean loss over the targets of the first --batches sequences (all their tokens, or with
- * target masks the answers'); NaN when they hold no target. */
-static wp_result evaluate(eval_state *e, const wp_opts *o, double *mean, int64_t *targets, char *err, size_t errlen) {
-    wp_loader_cfg lc = {.b = 1, .s = e->L.cfg.seq, .vocab = e->L.cfg.vocab, .micro_batches = 1, .seed = (uint64_t)o->seed};
+/* What the sequence length came from, for messages: the flag and its value, or the model's. */
+static void seq_source(const wp_opts *o, int seq, char *out, size_t outlen) {
+    if (o->set[FLAG_seq_length]) snprintf(out, outlen, "--seq-length %d", seq);
+    else snprintf(out, outlen, "the model's %d positions (no --seq-length given)", seq);
+}
+
+/* The request against the data and the machine, before anything large is allocated (issue 42:
+ * --seq-length 600000 on 11.5k tokens filled 4.6 GB, then failed a 9.3 GB allocation): the
+ * data must hold --batches sequences, and the predicted memory must fit (memlimit.h). */
+static wp_result check_request(eval_state *e, const wp_opts *o, char *err, size_t errlen) {
+    const int seq = e->L.cfg.seq, b = e->L.cfg.micro_batch;
+    char from[96];
+    seq_source(o, seq, from, sizeof from);
+    /* the data's size first, with sequences of one token (the loader refuses a shard shorter than
+     * one sequence, blaming --data where --seq-length asked too much) */
+    wp_loader_cfg lc = {.b = 1, .s = 1, .vocab = e->L.cfg.vocab, .micro_batches = 1, .seed = (uint64_t)o->seed};
     WP_TRY(loader_open(&e->data, o->data, WP_SPLIT_VAL, &lc, err, errlen));
+    const int64_t tokens = loader_tokens(e->data);
+    loader_close(e->data);
+    e->data = NULL;
+    if (tokens < (int64_t)seq + 1)
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s: one sequence takes %lld tokens, %s holds %lld", from,
+                       (long long)seq + 1, o->data, (long long)tokens);
+    lc.s = seq;
+    WP_TRY(loader_open(&e->data, o->data, WP_SPLIT_VAL, &lc, err, errlen));
+    const int64_t windows = loader_windows(e->data);
+    if (o->batches > windows)
+        return wp_fail(WP_BAD_INPUT, err, errlen, "--batches: %lld sequences of %d tokens (%s) asked, %s holds %lld",
+                       (long long)o->batches, seq, from, o->data, (long long)windows);
+    /* open_backend's and load_weights' allocations, as they make them */
+    const bool cpu = o->backend == WP_BACKEND_CPU;
+    const wp_dtype ct = cpu ? WP_F32 : precision_act_dtype(e->L.cfg.precision);
+    size_t most = 1;
+    for (int i = 0; i < e->L.n_params; i++)
+        if (layout_param_numel(&e->L.params[i]) > most) most = layout_param_numel(&e->L.params[i]);
+    const double weights = (double)e->L.chunk_numel[0] * (double)wp_dtype_size(ct) + 2.0 * (double)most * sizeof(float),
+                 acts = (double)model_acts_bytes(&e->L, 0, ct, false) + (double)model_scratch_bytes(&e->L, ct),
+                 toks = (double)b * seq * (4 * sizeof(int32_t) + sizeof(float));
+    char parts[200];
+    snprintf(parts, sizeof parts, "activations and scratch %.1f MiB, weights %.1f MiB", acts / 1048576.0, weights / 1048576.0);
+    char culprit[160];
+    snprintf(culprit, sizeof culprit, "%s%s", from, b > 1 ? " x --micro-batch-size" : "");
+    return memlimit_check("eval", acts > weights ? culprit : "the model", weights + acts + toks, parts,
+                          (double)o->device_memory, cpu, err, errlen);
+}
+
+/* The mean loss over the targets of the first --batches sequences (all their tokens, or with
+ * target masks the answers'); NaN when they hold no target. check_request opened the data. */
+static wp_result evaluate(eval_state *e, const wp_opts *o, double *mean, int64_t *targets, char *err, size_t errlen) {
     wp_result rc = WP_OK;
     int64_t count = o->batches;
-    if (count > loader_windows(e->data))
-        return wp_fail(WP_BAD_INPUT, err, errlen, "--batches: %lld sequences of %d tokens asked, %s holds %lld", (long long)count,
-                       e->L.cfg.seq, o->data, (long long)loader_windows(e->data));
     double loss_sum = 0;
     *targets = 0;
     for (int64_t first = 0; rc == 0 && first < count; first += e->L.cfg.micro_batch)
@@ -166,6 +208,7 @@ int cmd_eval(const wp_opts *o) {
     if (rc == 0) rc = model_src_open(o->args[0], o, mb, true, &src, err, sizeof err);
     /* the layout is the source's; eval_free frees its own copy */
     if (rc == 0) rc = layout_build(&src.L.cfg, &e.L, err, sizeof err);
+    if (rc == 0) rc = check_request(&e, o, err, sizeof err);
     if (rc == 0) rc = open_backend(&e, o, err, sizeof err);
     if (rc == 0) rc = load_weights(&e, &src, err, sizeof err);
     if (rc == 0) rc = evaluate(&e, o, &mean, &targets, err, sizeof err);

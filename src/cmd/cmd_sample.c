@@ -37,6 +37,7 @@
 #include "commands.h"
 #include "decode.h"
 #include "log.h"
+#include "memlimit.h"
 #include "model_source.h"
 #include "tokenizer.h"
 
@@ -228,6 +229,19 @@ static int generate(wp_model_src *sm, const wp_opts *o, const wp_tokenizer *tok,
         wp_warn("sample: %lld new tokens asked, the model's %" PRId64 " positions leave room for %d after the %d-token prompt",
                 (long long)want, sm->positions, max_new, P);
     int cache = P + (max_new > 0 ? max_new - 1 : 0); /* the last token chosen is never run */
+    /* the start-up memory check (as train's), before anything is allocated */
+    size_t kv = 0, need = decoder_bytes(&sm->L, o->backend == WP_BACKEND_CPU ? WP_F32 : precision_act_dtype(cfg->precision),
+                                       cache, &kv);
+    need += (size_t)cfg->vocab * (sizeof(int32_t) + sizeof(double) + sizeof(float)); /* sampler, logits */
+    char culprit[WP_PATH_MAX + 96], parts[160];
+    if (kv * 2 > need)
+        snprintf(culprit, sizeof culprit, "--max-new-tokens %lld after a %d-token prompt", (long long)max_new, P);
+    else
+        snprintf(culprit, sizeof culprit, "the model %s", sm->dir);
+    snprintf(parts, sizeof parts, "weights and scratch %.1f MiB, KV cache of %d positions %.1f MiB", (double)(need - kv) / 1048576.0,
+             cache, (double)kv / 1048576.0);
+    WP_TRY(memlimit_check("sample", culprit, (double)need, parts, (double)o->device_memory, o->backend == WP_BACKEND_CPU, err,
+                          errlen));
     wp_kern_opts ko;
     char kerr[512];
     if (kern_opts_from_opts(o, precision_act_dtype(cfg->precision), (int)o->threads, 0 /* one process: local rank 0 */,
@@ -237,7 +251,15 @@ static int generate(wp_model_src *sm, const wp_opts *o, const wp_tokenizer *tok,
     if (!k) return wp_fail(WP_FAILED, err, errlen, "--backend %s: %s", cli_enum_name(FLAG_backend, o->backend), kerr);
     wp_decoder *D = decoder_create(&sm->L, k, cache, kerr, sizeof kerr);
     wp_sampling sp = {.temperature = o->temperature, .top_k = o->top_k, .top_p = o->top_p};
-    wp_sampler *S = sampler_create(cfg->vocab, &sp, (uint64_t)o->seed);
+    /* A vocabulary padded beyond the tokenizer's (to a multiple of 64 or 128, as many models
+     * are): the padded rows are no tokens, and one chosen could not be decoded (the run ended
+     * with nothing printed). The sampler sees only the tokenizer's ids: the padded ones are
+     * masked out, in every mode. */
+    int64_t real = tok && tok_vocab_size(tok) > 0 && tok_vocab_size(tok) < cfg->vocab ? tok_vocab_size(tok) : cfg->vocab;
+    if (real < cfg->vocab && !o->quiet)
+        wp_warn("sample: the model's vocabulary of %d is padded beyond the tokenizer's %lld ids: ids %lld..%d are never "
+                "sampled", cfg->vocab, (long long)real, (long long)real, cfg->vocab - 1);
+    wp_sampler *S = sampler_create(real, &sp, (uint64_t)o->seed);
     int32_t *out = malloc(((size_t)max_new + 1) * sizeof *out);
     int rc = D && S && out ? 0 : wp_fail(WP_FAILED, err, errlen, "sample: %s", D ? "out of memory" : kerr);
     weight_sink ws = {.D = D, .k = k, .wire = precision_weight_dtype(cfg->precision)};
@@ -248,12 +270,15 @@ static int generate(wp_model_src *sm, const wp_opts *o, const wp_tokenizer *tok,
     int n_eos = stop_ids(sm, tok, eos), n = 0;
     if (rc == 0 && max_new > 0)
         rc = decoder_generate(D, S, prompt, P, max_new, eos, n_eos, out, &n, print_token, &pr, err, errlen);
-    if (rc == 0 && !pr.ids && !pr.bytes) {
-        char *text = NULL;
-        rc = tok_decode(tok, out, (size_t)n, &text, err, errlen);
-        if (rc == 0) fputs(text, stdout);
+    if (!pr.ids && !pr.bytes && n > 0) {
+        /* what was generated is printed even when generation failed part-way: then the error */
+        char *text = NULL, derr[512];
+        int drc = tok_decode(tok, out, (size_t)n, &text, derr, sizeof derr);
+        if (drc == 0) fputs(text, stdout);
+        if (drc != 0 && rc == 0) rc = wp_fail(drc, err, errlen, "%s", derr);
         free(text);
     }
+    if (rc != 0 && n > 0) fflush(stdout);
     if (rc == 0 && (pr.ids || isatty(STDOUT_FILENO))) putchar('\n'); /* text in a pipe: the bytes alone */
     if (rc == 0 && fflush(stdout) != 0) rc = wp_fail(WP_FAILED, err, errlen, "sample: writing stdout: %s", strerror(errno));
     if (rc == 0) report_speed(&pr, t_start, t_loaded);

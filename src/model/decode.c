@@ -91,6 +91,21 @@ static wp_result alloc_all(wp_decoder *D) {
     return D->rstd && D->lse && D->logits && D->tokens ? WP_OK : WP_FAILED;
 }
 
+size_t decoder_bytes(const wp_layout *L, wp_dtype compute, int max_pos, size_t *kv_bytes) {
+    /* what alloc_all takes, buffer by buffer, plus decoder_set_param's fp32 staging (a chunk) */
+    const wp_model_cfg *c = &L->cfg;
+    const size_t R = WP_DECODE_ROWS, cs = wp_dtype_size(compute), q = (size_t)c->n_heads * c->head_dim;
+    size_t weights = 0, chunk = 0;
+    for (int i = 0; i < c->n_chunks; i++) {
+        weights += L->chunk_numel[i] * cs;
+        if (L->chunk_numel[i] > chunk) chunk = L->chunk_numel[i];
+    }
+    *kv_bytes = 2 * (size_t)c->n_layers * (size_t)max_pos * (size_t)c->n_kv_heads * c->head_dim * cs;
+    size_t scratch = (4 * R * (size_t)c->h + 2 * R * q + 3 * R * (size_t)c->ffn) * cs +
+                     (R + R * (size_t)c->n_heads + (size_t)c->vocab + R) * 4;
+    return weights + *kv_bytes + scratch + chunk * sizeof(float);
+}
+
 static wp_result map_tensors(wp_decoder *D) {
     const wp_layout *L = D->L;
     int c = -1;

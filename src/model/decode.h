@@ -50,6 +50,11 @@ int decoder_max_pos(const wp_decoder *D);
  * those of every one of them [n, V]. On an error nothing is appended. */
 wp_result decoder_run(wp_decoder *D, const int32_t *tokens, int n, float *logits, bool all_rows, char *err, size_t errlen);
 
+/* What decoder_create(L, k, max_pos) and loading its weights take on a backend of compute
+ * dtype compute, in bytes (the start-up memory check, before anything is allocated); the KV
+ * cache's part in *kv_bytes. */
+size_t decoder_bytes(const wp_layout *L, wp_dtype compute, int max_pos, size_t *kv_bytes);
+
 /* Choosing the next token from logits. temperature 0: the argmax (ties to the lowest id).
  * Otherwise softmax(logits / temperature) restricted to the top_k most likely ids (0: all;
  * ties in order of id) and then to the smallest set of most likely ids whose probability

@@ -91,3 +91,21 @@ double memlimit_vmhwm(void) {
     fclose(f);
     return v;
 }
+
+wp_result memlimit_check(const char *cmd, const char *culprit, double need, const char *parts, double device_memory,
+                         bool cpu, char *err, size_t errlen) {
+    double limit = device_memory;
+    char what[1400] = "--device-memory";
+    if (limit <= 0 && cpu) {
+        char src[1300];
+        limit = memlimit_available(src, sizeof src);
+        snprintf(what, sizeof what, "%s", src);
+    }
+    double with = need * (1 + MEMLIMIT_MARGIN) + MEMLIMIT_FIXED_MIB * 1048576.0;
+    if (limit > 0 && with > limit)
+        return wp_fail(WP_BAD_INPUT, err, errlen,
+                       "%s: %s needs about %.1f MiB (%s), %.1f MiB with the %.0f%% + %.0f MiB margin, more than %s (%.1f MiB)",
+                       culprit, cmd, need / 1048576.0, parts, with / 1048576.0, MEMLIMIT_MARGIN * 100, MEMLIMIT_FIXED_MIB,
+                       what, limit / 1048576.0);
+    return 0;
+}

@@ -2,7 +2,10 @@
 #ifndef WP_RUNTIME_MEMLIMIT_H
 #define WP_RUNTIME_MEMLIMIT_H
 
+#include <stdbool.h>
 #include <stddef.h>
+
+#include "result.h"
 
 /* Bytes this process may still take: the tightest cgroup limit - use on the way from its cgroup
  * (/proc/self/cgroup) to the root (v2: memory.max - memory.current; v1, where the memory
@@ -22,5 +25,15 @@ double memlimit_vmhwm(void);
  * arenas: measured, docs/memory.md). */
 #define MEMLIMIT_MARGIN 0.10
 #define MEMLIMIT_FIXED_MIB 64.0
+
+/* The start-up check of a one-process command (eval, sample) before it allocates: need bytes
+ * predicted (its largest parts in words, parts), with the margin above, against
+ * device_memory when > 0 (--device-memory), else on the CPU (cpu) what this host may still
+ * give (memlimit_available); a GPU's free memory is known only once the backend is open.
+ * 0, or 2 with "<culprit>: <cmd> needs about X MiB (parts), Y MiB with the ... margin, more
+ * than <source> (Z MiB)" in err: culprit names the flag and value (or the model's setting)
+ * that asked for it. */
+wp_result memlimit_check(const char *cmd, const char *culprit, double need, const char *parts, double device_memory,
+                         bool cpu, char *err, size_t errlen);
 
 #endif

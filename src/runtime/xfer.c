@@ -52,19 +52,23 @@ wp_result rt_fail(wp_rt *rt, char *err, size_t errlen, const char *fmt, ...) {
  * first). Wait longer for it then; a rank that is the first failer exits that much later. */
 #define CAUSE_RELAYED_S 2.0
 
+/* Rank 0's evidence (its status query's silent ranks, control.h: ctl_unanswered, on every rank)
+ * names a lost host at once: a rank whose wait timed out names the ranks rank 0 could not hear
+ * from, not the peer that went silent first (which may be blocked behind them: issue 42). */
 static wp_result transport_fail(wp_rt *rt, char *err, size_t errlen, const char *awaited, const char *why) {
-    char cause[1024] = "";
-    double until = wp_now() + (tp_failed_hearsay(rt->c.t) ? CAUSE_RELAYED_S : CAUSE_GRACE_S);
-    while (!ctl_failed(rt->c.ctl, cause, sizeof cause) && wp_now() < until) {
+    char cause[1024] = "", silent[512];
+    const bool hearsay = tp_failed_hearsay(rt->c.t);
+    double until = wp_now() + (hearsay ? CAUSE_RELAYED_S : CAUSE_GRACE_S);
+    while (!ctl_failed(rt->c.ctl, cause, sizeof cause) && !(hearsay && ctl_unanswered(rt->c.ctl, NULL, 0)) &&
+           wp_now() < until) {
         struct timespec ts = {.tv_sec = 0, .tv_nsec = 5000000};
         nanosleep(&ts, NULL); /* an interrupted pause only shortens the grace */
     }
     const char *w = awaited ? "while waiting for " : "", *sep = awaited ? ": " : "";
-    char silent[512];
     if (!(cause[0] && strstr(cause, "unanswered")) && !strstr(why, "unanswered") &&
         ctl_unanswered(rt->c.ctl, silent, sizeof silent))
-        return rt_fail(rt, err, errlen, "%s%s%s%s; rank %d's status query before it went unanswered by %s", w,
-                       awaited ? awaited : "", sep, why, rt->c.rank, silent);
+        return rt_fail(rt, err, errlen, "%s%s%s%s; rank 0's status query before it went unanswered by %s", w,
+                       awaited ? awaited : "", sep, why, silent);
     if (cause[0] && !strstr(why, cause))
         return rt_fail(rt, err, errlen, "%s%s%s%s (the job was aborted first: %s)", w, awaited ? awaited : "", sep, why,
                        cause);

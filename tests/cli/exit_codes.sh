@@ -42,7 +42,14 @@ printf 'num-layers = 2\nnot a pair\nbogus = 1\n' >"$ini"
 expect_msg "$ini line 2: not 'key = value'" train --config "$ini"
 printf '[model]\nnum-layers = 2\n[modle]\nhidden-size = 32\n' >"$ini"
 expect_msg "$ini line 4: unknown section [modle]" train --config "$ini"
+printf 'num-layers = 2\nnum-layers = 3\n' >"$ini"
+expect_msg "$ini line 2: key 'num-layers' is set again (first on line 1" train --config "$ini"
+printf 'data = %0300d\n' 0 >"$ini"
+expect_msg "$ini line 1: longer than 198 characters, the most a config line holds" train --config "$ini"
 rm -f "$ini"
+# issue 42: every numeric flag has a range, named when a value is outside it or too small
+expect_msg "--peak-tflops: -1 is out of range: the range is [1e-06, 1000000] TFLOP/s (or 0)" train --peak-tflops -1
+expect_msg "--temperature: 1e-308 is too small: the range is [1e-06, 1000000] (or 0)" sample x --temperature 1e-308
 "$wp" sample --help | grep -q -- --recompute && { echo "FAIL: sample --help lists --recompute"; fails=$((fails + 1)); }
 "$wp" sample --help | grep -q -- "--format  *{text|ids}" || { echo "FAIL: sample --help: --format's choices"; fails=$((fails + 1)); }
 "$wp" --help | grep -q "^  other:" && { echo "FAIL: a flag without a --help group"; fails=$((fails + 1)); }

@@ -35,7 +35,7 @@ $PY - "$job" $ports <<'PY' || { kill $LAUNCHER; fail "the attacker failed"; }
 import os, random, socket, struct, sys, time, zlib
 random.seed(5)
 job = sys.argv[1].encode()
-def hs(version=3, secret=b"guessed-secret"):  # wire.h's version 3: crc32 of bytes 0..227 at 228
+def hs(version=4, secret=b"guessed-secret"):  # wire.h's version 4: crc32 of bytes 0..227 at 228
     h = bytearray(232)
     h[0:8] = b"WEIPIPE\n"
     struct.pack_into("<HHIIHHI", h, 8, version, 1, 0, 3, 0, 1, 1 << 20)

@@ -4,7 +4,8 @@
  *         rank 0, which waits for something else, is told through the control channel. Nobody
  *         waits for the timeout.
  *  stop:  rank 1 is SIGSTOPped mid-transfer: rank 2's wait fails after the 1.5 s timeout
- *         ("silent", hearsay), the status grid shows rank 1 as not answering, and rank 2's abort
+ *         ("silent", hearsay), the status grid shows rank 1 as not answering, rank 0's evidence
+ *         (the ranks its status query did not hear from) reaches rank 2, and rank 2's abort
  *         reaches rank 0.
  *  abort: in a 4-rank job rank 2 calls ctl_abort; the other three, blocked in waits with a 30 s
  *         timeout, all wake with rank 2's reason.
@@ -109,6 +110,13 @@ static int stop_rank(wp_rank_ctx *ctx, void *arg) {
                         has(grid, "rank 2: action 7: RECV W[3]@2 from rank 1"),
                "unexpected status grid:\n%s", grid);
     free(grid);
+    /* rank 0's evidence reaches every rank (issue 42): a rank whose wait times out names the
+     * ranks rank 0 could not hear from, not the peer it waited for (which may be blocked) */
+    char silent[512] = "";
+    RANK_CHECK(ctx, ctl_unanswered(ctx->ctl, silent, sizeof silent) && has(silent, "rank 1 (127.0.0.1:") &&
+                        !has(silent, "rank 2"),
+               "rank 0's silent ranks did not reach rank 2: '%s'", silent);
+    printf("rank 0's evidence on rank 2: its status query went unanswered by %s\n", silent);
     ctl_abort(ctx->ctl, e);
     kill((pid_t)pids[1], SIGKILL);
     free(buf);

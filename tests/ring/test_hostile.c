@@ -112,7 +112,8 @@ static int run_attacks(const char *addr, int kind, int world, int nstreams, uint
         }
         char why[128];
         sock_write_all(fd, buf, (size_t)a.bytes, wp_now() + 2, why, sizeof why);
-        int why_code = v == 0 ? HS_WHY_SECRET : v == 4 ? HS_WHY_JOB : v == 5 ? HS_WHY_RANK : v == 6 ? HS_WHY_WORLD : 0;
+        /* wrong secret, job or world: one code, so that a guessed job id is not confirmed */
+        int why_code = v == 0 || v == 4 || v == 6 ? HS_WHY_JOB : v == 5 ? HS_WHY_RANK : 0;
         if (kind == HS_CONTROL && why_code) {
             /* a weipipe rank that rank 0 refuses is told why in one code, and nothing of this job */
             wire_hs ack;

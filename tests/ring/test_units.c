@@ -9,6 +9,7 @@
 
 #include "bootstrap.h"
 #include "flags_check.h"
+#include "launch.h"
 #include "link_model.h"
 #include "notice.h"
 #include "oom.h"
@@ -448,7 +449,20 @@ static void test_peer_hosts(void) {
     ph_free(&set);
     CHECK(ph_resolve("no-such-host.invalid", "WEIPIPE_PEERS", &set, err, sizeof err) == 2 &&
               strstr(err, "'no-such-host.invalid' does not resolve"), "an unknown host: %s", err);
-    printf("ok: host lists: 5 expanded as Slurm does, 7 malformed refused; addresses matched (v4, v6, v4-mapped)\n");
+    /* Near 65536 hosts, some listed twice: the set is made sorted and distinct once (a search per
+     * address took 15 s: issue 42), so the structure is what is checked, not a time. On the old
+     * code the set kept the list's order ("10.1.0.10" after "10.1.0.9"). */
+    CHECK(ph_resolve("10.1.[0-255].[0-254],10.1.0.[0-9],127.0.0.1", "WEIPIPE_PEERS", &set, err, sizeof err) == 0, "%s", err);
+    bool sorted = true;
+    for (size_t i = 1; i < set.n; i++) sorted = sorted && strcmp(set.addr[i - 1], set.addr[i]) < 0;
+    CHECK(set.n == 256 * 255 + 1 && sorted, "65291 listed hosts: %zu addresses, %s", set.n,
+          sorted ? "sorted" : "not a sorted set");
+    CHECK(ph_allowed(&set, "10.1.200.7:1") && ph_allowed(&set, "10.1.0.9:1") && ph_allowed(&set, "127.0.0.1:2") &&
+              !ph_allowed(&set, "10.1.3.255:1") && !ph_allowed(&set, "10.1.256.0:1"),
+          "ph_allowed in the large set");
+    ph_free(&set);
+    printf("ok: host lists: 5 expanded as Slurm does, 7 malformed refused; addresses matched (v4, v6, v4-mapped); "
+           "65291 listed, 65281 distinct, a sorted set\n");
 }
 
 /* oom_verdict: each verdict from the counts, and its evidence in words. */
@@ -492,7 +506,21 @@ static void test_notice(void) {
     close(sv[0]);
 }
 
+/* The launcher's job id carries 16 random hex digits (issue 42: "local-PID-TIME" alone could
+ * be guessed): two ids made in the same second by the same process differ there. */
+static void test_job_id(void) {
+    char a[96], b[96], err[128], want[64];
+    CHECK(launch_job_id(a, sizeof a, err, sizeof err) == 0 && launch_job_id(b, sizeof b, err, sizeof err) == 0, "%s", err);
+    snprintf(want, sizeof want, "local-%d-", (int)getpid());
+    const char *ra = strrchr(a, '-'), *rb = strrchr(b, '-');
+    CHECK(strncmp(a, want, strlen(want)) == 0 && ra && rb && strlen(ra + 1) == 16 && strspn(ra + 1, "0123456789abcdef") == 16 &&
+              strcmp(ra, rb) != 0 && strlen(a) < WIRE_NAME_MAX,
+          "job ids '%s' and '%s': want %s<time>-<16 random hex digits>, different, under %d bytes", a, b, want, WIRE_NAME_MAX);
+    printf("ok: launcher job ids carry a random part (%s, %s)\n", a, b);
+}
+
 int main(void) {
+    test_job_id();
     test_oom_verdict();
     test_notice();
     test_peer_hosts();
