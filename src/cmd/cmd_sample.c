@@ -1,4 +1,5 @@
-/* weipipe sample CKPT_DIR|HF_DIR [--prompt TEXT | --prompt-tokens 1,2,3] [--max-new-tokens N]
+/* weipipe sample CKPT_DIR|HF_DIR|MODEL.gguf [--prompt TEXT | --prompt-tokens 1,2,3]
+ *   [--chat [--system TEXT] [--chat-template NAME]] [--max-new-tokens N]
  *   [--temperature T] [--top-k K] [--top-p P] [--seed S] [--format text|ids]
  *
  * Generation on one rank with the KV-cache decoder (src/model/decode.h): the weights are a

@@ -100,8 +100,9 @@ def main():
             msgs = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": q}]
             prompt = tok.apply_chat_template(msgs, add_generation_prompt=True)
             with torch.no_grad():
-                out = model.generate(torch.tensor([prompt]), do_sample=False, max_new_tokens=NEW, eos_token_id=eot,
-                                     pad_token_id=eot)
+                x = torch.tensor([prompt])
+                out = model.generate(x, attention_mask=torch.ones_like(x), do_sample=False, max_new_tokens=NEW,
+                                     eos_token_id=eot, pad_token_id=eot)
             want = out[0, len(prompt):].tolist()
             text = tok.decode(want[:-1] if want and want[-1] == eot else want)
             print(f"transformers ({'--system, ' if system else ''}{q!r}): {want}\n  {text!r}")
