@@ -37,7 +37,7 @@ import torch  # noqa: E402
 from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 
 CHATSET = os.path.join(HERE, "..", "..", "scripts", "chat_manpages.py")
-SEQ, M, STEPS, LR, NEW = 64, 2, 3, 2e-4, 24
+SEQ, M, STEPS, LR, NEW = 64, 2, 2, 2e-4, 24
 QUESTIONS = [("What does the tac command do?", None),
              ("Tell me more about sort.", "You answer questions about the commands of a Debian system from their manual pages.")]
 fails = 0
