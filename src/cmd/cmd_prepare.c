@@ -72,7 +72,7 @@ int cmd_prepare(const wp_opts *o) {
         return 2;
     }
     if (o->chat) {
-        int rc = chat_template_for(tok, o->chat_template, &tmpl, err, sizeof err);
+        int rc = chat_template_for(tok, NULL, o->chat_template, &tmpl, err, sizeof err);
         if (rc) {
             wp_error("%s", err);
             tok_close(tok);

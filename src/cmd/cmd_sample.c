@@ -1,4 +1,5 @@
-/* weipipe sample CKPT_DIR|HF_DIR [--prompt TEXT | --prompt-tokens 1,2,3] [--max-new-tokens N]
+/* weipipe sample CKPT_DIR|HF_DIR|MODEL.gguf [--prompt TEXT | --prompt-tokens 1,2,3]
+ *   [--chat [--system TEXT] [--chat-template NAME]] [--max-new-tokens N]
  *   [--temperature T] [--top-k K] [--top-p P] [--seed S] [--format text|ids]
  *
  * Generation on one rank with the KV-cache decoder (src/model/decode.h): the weights are a
@@ -20,7 +21,16 @@
  * eos list (generation_config.json's eos_token_id, an id or a list; a checkpoint's eos token id),
  * else after the tokenizer's EOS.
  * --format text decodes the generated ids (bytes are written as they come); without a tokenizer
- * only --prompt-tokens and --format ids work. */
+ * only --prompt-tokens and --format ids work.
+ *
+ * --chat: the prompt is a conversation of one user turn (--prompt), after a system turn when
+ * --system is given, rendered by prepare's renderer (src/io/data/chat.h) with the assistant's
+ * opening, as transformers' apply_chat_template(messages, add_generation_prompt=True) renders
+ * and tokenizes it (no BOS of ours: the template places the one it wants). The template is
+ * --chat-template NAME, else the one the tokenizer's source carries: a GGUF's
+ * tokenizer.chat_template, the tokenizer_config.json beside the tokenizer file (a checkpoint
+ * carries it, an HF directory has it). Generation also stops at the template's end-of-turn
+ * token, which --format text leaves out: the answer alone is printed. */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -32,6 +42,7 @@
 #include <unistd.h>
 
 #include "adapters.h"
+#include "chat_tokens.h"
 #include "checkpoint.h"
 #include "cli.h"
 #include "commands.h"
@@ -77,6 +88,11 @@ static wp_result check_flags(const wp_opts *o, char *err, size_t errlen) {
         return wp_fail(WP_BAD_INPUT, err, errlen, "--seq-length: %lld must be at least 1", (long long)o->seq_length);
     if (o->prompt[0] && o->prompt_tokens[0])
         return wp_fail(WP_BAD_INPUT, err, errlen, "--prompt and --prompt-tokens: give one of them");
+    if (!o->chat && (o->set[FLAG_system] || o->set[FLAG_chat_template]))
+        return wp_fail(WP_BAD_INPUT, err, errlen, "--%s: only with --chat", o->set[FLAG_system] ? "system" : "chat-template");
+    if (o->chat && o->prompt_tokens[0])
+        return wp_fail(WP_BAD_INPUT, err, errlen, "--chat and --prompt-tokens: --chat renders --prompt's text with the chat template; "
+                       "give --prompt");
     if (o->format != WP_FMT_TEXT && o->format != (wp_format)WP_FMT_IDS)
         return wp_fail(WP_BAD_INPUT, err, errlen, "--format: '%s' is not one of text, ids (sample)", cli_enum_name(FLAG_format, o->format));
     return 0;
@@ -137,6 +153,49 @@ static wp_result prompt_ids(const wp_opts *o, const wp_tokenizer *tok, int64_t V
     for (int i = 0; i < *n; i++)
         if ((*ids)[i] >= V) return wp_fail(WP_BAD_INPUT, err, errlen, "--prompt: token %d is outside the model's vocabulary %" PRId64, (int)(*ids)[i], V);
     return 0;
+}
+
+/* --chat: [system,] user rendered with the assistant's opening and encoded whole (no special
+ * tokens added: the template's own are in the text); *eot the template's end-of-turn id. */
+static wp_result chat_prompt_ids(const wp_opts *o, const wp_model_src *sm, const wp_tokenizer *tok, int32_t **ids, int *n,
+                                 int32_t *eot, char *err, size_t errlen) {
+    if (!tok)
+        return wp_fail(WP_BAD_INPUT, err, errlen, "--chat: no tokenizer for the model's vocabulary of %d (give --tokenizer)", sm->L.cfg.vocab);
+    /* the template of the tokenizer's source: a GGUF model's own file when its metadata made it */
+    const char *from = !o->tokenizer[0] && sm->tok_json ? sm->dir : NULL;
+    chat_template t;
+    WP_TRY(chat_template_for(tok, from, o->chat_template, &t, err, errlen));
+    chat_msg m[2];
+    int nm = 0;
+    if (o->system[0]) m[nm++] = (chat_msg){.role = "system", .content = o->system, .len = strlen(o->system)};
+    m[nm++] = (chat_msg){.role = "user", .content = o->prompt, .len = strlen(o->prompt)};
+    chat_text c = {0};
+    char why[512];
+    wp_result rc = chat_render(&t, m, nm, true, &c, why, sizeof why);
+    if (rc) rc = wp_fail(rc, err, errlen, "--chat (%s template): %s", chat_family_name(t.family), why);
+    int32_t *e = NULL, *text = NULL;
+    size_t ne = 0, len = 0;
+    const char *end = chat_end_of_turn(&t);
+    if (rc == 0) rc = tok_encode(tok, end, strlen(end), &e, &ne, err, errlen);
+    if (rc == 0 && ne != 1)
+        rc = wp_fail(WP_BAD_INPUT, err, errlen, "--chat (%s template): its end of turn '%s' is %zu tokens of the tokenizer, not one",
+                     chat_family_name(t.family), end, ne);
+    if (rc == 0) *eot = e[0];
+    if (rc == 0) rc = tok_encode(tok, c.text, c.len, &text, &len, err, errlen);
+    if (rc == 0 && len > INT32_MAX) rc = wp_fail(WP_BAD_INPUT, err, errlen, "--prompt: too long");
+    for (size_t i = 0; rc == 0 && i < len; i++)
+        if (text[i] >= sm->L.cfg.vocab)
+            rc = wp_fail(WP_BAD_INPUT, err, errlen, "--chat: token %d is outside the model's vocabulary %d", (int)text[i], sm->L.cfg.vocab);
+    if (rc == 0) {
+        *ids = text;
+        *n = (int)len;
+        text = NULL;
+    }
+    free(text);
+    free(e);
+    chat_text_free(&c);
+    chat_template_free(&t);
+    return rc;
 }
 
 static double now(void) {
@@ -220,7 +279,8 @@ static int stop_ids(const wp_model_src *sm, const wp_tokenizer *tok, int32_t *eo
     return 0;
 }
 
-static int generate(wp_model_src *sm, const wp_opts *o, const wp_tokenizer *tok, const int32_t *prompt, int P,
+/* eot: a chat template's end-of-turn id, also a stop id, left out of the text (-1: none) */
+static int generate(wp_model_src *sm, const wp_opts *o, const wp_tokenizer *tok, const int32_t *prompt, int P, int32_t eot,
                     double t_start, char *err, size_t errlen) {
     const wp_model_cfg *cfg = &sm->L.cfg;
     int64_t room = sm->positions - P, want = o->max_new_tokens;
@@ -266,14 +326,19 @@ static int generate(wp_model_src *sm, const wp_opts *o, const wp_tokenizer *tok,
     if (rc == 0) rc = model_src_read(sm, to_decoder, &ws, err, errlen);
     double t_loaded = now();
     printer pr = {.ids = o->format == (wp_format)WP_FMT_IDS, .bytes = tok && strcmp(tok_kind(tok), "bytes") == 0};
-    int32_t eos[WP_SRC_MAX_EOS];
+    int32_t eos[WP_SRC_MAX_EOS + 1];
     int n_eos = stop_ids(sm, tok, eos), n = 0;
+    bool eot_listed = false;
+    for (int i = 0; i < n_eos; i++) eot_listed |= eos[i] == eot;
+    if (eot >= 0 && !eot_listed) eos[n_eos++] = eot;
     if (rc == 0 && max_new > 0)
         rc = decoder_generate(D, S, prompt, P, max_new, eos, n_eos, out, &n, print_token, &pr, err, errlen);
     if (!pr.ids && !pr.bytes && n > 0) {
-        /* what was generated is printed even when generation failed part-way: then the error */
+        /* what was generated is printed even when generation failed part-way: then the error;
+         * with --chat the answer alone, not its end-of-turn token */
         char *text = NULL, derr[512];
-        int drc = tok_decode(tok, out, (size_t)n, &text, derr, sizeof derr);
+        size_t shown = eot >= 0 && out[n - 1] == eot ? (size_t)n - 1 : (size_t)n;
+        int drc = tok_decode(tok, out, shown, &text, derr, sizeof derr);
         if (drc == 0) fputs(text, stdout);
         if (drc != 0 && rc == 0) rc = wp_fail(drc, err, errlen, "%s", derr);
         free(text);
@@ -307,11 +372,14 @@ int cmd_sample(const wp_opts *o) {
     if (rc == 0 && o->format == WP_FMT_TEXT && !tok)
         rc = wp_fail(WP_BAD_INPUT, err, sizeof err, "--format text: no tokenizer for the model's vocabulary of %d (give --tokenizer, "
                       "or use --format ids)", sm.L.cfg.vocab);
-    if (rc == 0) rc = prompt_ids(o, tok, sm.L.cfg.vocab, &prompt, &P, err, sizeof err);
+    int32_t eot = -1;
+    if (rc == 0 && o->chat) rc = chat_prompt_ids(o, &sm, tok, &prompt, &P, &eot, err, sizeof err);
+    else if (rc == 0) rc = prompt_ids(o, tok, sm.L.cfg.vocab, &prompt, &P, err, sizeof err);
     if (rc == 0 && P > sm.positions)
         rc = wp_fail(WP_BAD_INPUT, err, sizeof err, "%s: the prompt's %d tokens exceed the model's %" PRId64 " positions (%s)",
                       o->prompt_tokens[0] ? "--prompt-tokens" : "--prompt", P, sm.positions, sm.dir);
-    if (rc == 0) rc = generate(&sm, o, tok, prompt, P, t_start, err, sizeof err);
+    if (rc == 0 && P == 0) rc = wp_fail(WP_BAD_INPUT, err, sizeof err, "--chat: the rendered prompt has no tokens");
+    if (rc == 0) rc = generate(&sm, o, tok, prompt, P, eot, t_start, err, sizeof err);
     if (rc) wp_error("%s", err);
     free(prompt);
     tok_close(tok);

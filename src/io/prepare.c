@@ -2,6 +2,7 @@
 #include "prepare.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <fcntl.h>
 #include <math.h>
 #include <omp.h>
@@ -14,6 +15,7 @@
 
 #include "chat_tokens.h"
 #include "checkpoint.h"
+#include "gguf.h"
 #include "jsonl.h"
 #include "mask.h"
 #include "records.h"
@@ -379,20 +381,44 @@ static wp_result check_args(int n_inputs, const char *out_dir, double val_fracti
     return 0;
 }
 
+/* The tokenizer_config.json of conversations rendered with a GGUF file's own chat template: the
+ * file has no such JSON beside it, and without one the checkpoints and exports of a fine-tune on
+ * these shards would not know the template their answers were trained in (sample --chat reads
+ * it there; transformers' apply_chat_template reads it in the export). The fast tokenizer class
+ * and BOS/EOS by text, as export makes for a tokenizer.json that came alone, plus the template
+ * text as the file has it. */
+static wp_result write_chat_config(const chat_template *t, const char *to, char *err, size_t errlen) {
+    json_t *j = json_pack("{s:s, s:b, s:s}", "tokenizer_class", "PreTrainedTokenizerFast", "clean_up_tokenization_spaces", 0,
+                          "chat_template", t->text);
+    if (j && t->bos[0]) json_object_set_new(j, "bos_token", json_string(t->bos));
+    if (j && t->eos[0]) json_object_set_new(j, "eos_token", json_string(t->eos));
+    char *text = j ? json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS) : NULL;
+    json_decref(j);
+    wp_result rc = text ? fs_write_file_atomic(to, text, strlen(text), err, errlen)
+                        : wp_fail(WP_FAILED, err, errlen, "%s: out of memory", to);
+    free(text);
+    return rc;
+}
+
 /* tokenizer_config.json and generation_config.json from beside a tokenizer.json (a Hugging Face
  * directory's) copied byte for byte beside the shards' tokenizer, an earlier run's removed: they
  * hold the BOS/EOS this run encoded with and the chat template, which `train` carries from the
- * tokenizer's directory into checkpoints and exports. */
+ * tokenizer's directory into checkpoints and exports. Conversations rendered with a GGUF's own
+ * template get a tokenizer_config.json made for it (write_chat_config). */
 static wp_result place_side_files(const prep *p, char *err, size_t errlen) {
     const char *src = p->tok ? tok_path(p->tok) : NULL, *slash = src ? strrchr(src, '/') : NULL;
     bool hf_dir = src && strcmp(slash ? slash + 1 : src, TOK_FILE_HF) == 0;
+    const chat_template *tmpl = p->rec && p->rec->chat ? p->rec->tmpl : NULL;
+    bool gguf_chat = !hf_dir && src && tmpl && tmpl->text && gguf_is_file(src);
     for (int i = 0; i < CKPT_SIDE_FILES; i++) {
         char from[WP_PATH_MAX], to[WP_PATH_MAX];
         WP_TRY(fs_join(to, sizeof to, p->train.dir, ckpt_side_files[i], err, errlen));
         if (snprintf(from, sizeof from, "%.*s%s", slash ? (int)(slash - src + 1) : 0, src ? src : "", ckpt_side_files[i]) >=
             (int)sizeof from)
             return wp_fail(WP_BAD_INPUT, err, errlen, "%s: path too long", src);
-        if (hf_dir && fs_exists(from)) {
+        if (gguf_chat && strcmp(ckpt_side_files[i], "tokenizer_config.json") == 0) {
+            WP_TRY(write_chat_config(tmpl, to, err, errlen));
+        } else if (hf_dir && fs_exists(from)) {
             char *data = NULL;
             size_t size = 0;
             wp_result rc = fs_read_small(from, (size_t)1 << 26, &data, &size, err, errlen);

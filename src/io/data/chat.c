@@ -12,6 +12,15 @@ static const char *const names[CHAT_FAMILIES] = {"chatml", "llama3", "llama2", "
 
 const char *chat_family_name(chat_family f) { return f < CHAT_FAMILIES ? names[f] : "?"; }
 
+const char *chat_end_of_turn(const chat_template *t) {
+    switch (t->family) {
+    case CHAT_CHATML: return "<|im_end|>";
+    case CHAT_LLAMA3: return "<|eot_id|>";
+    case CHAT_GEMMA: return "<end_of_turn>";
+    default: return t->eos;
+    }
+}
+
 /* ---- the published template texts ---- */
 
 /* SmolLM2-Instruct and Qwen (1.5, 2) add a default system turn: PREFIX DEFAULT SUFFIX */
@@ -127,17 +136,21 @@ wp_result chat_template_init(chat_template *t, const char *name, const char *tex
         chat_template_free(t);
         return wp_fail(WP_FAILED, err, errlen, "chat template: out of memory");
     }
-    for (size_t i = 0; i < sizeof published / sizeof *published; i++)
+    bool known = false;
+    for (size_t i = 0; !known && i < sizeof published / sizeof *published; i++)
         if (strcmp(s, published[i].text) == 0) {
             t->family = published[i].family;
-            free(s);
-            return 0;
+            known = true;
         }
-    t->default_system = chatml_default_system(s);
-    free(s);
-    if (t->default_system) {
+    if (!known && (t->default_system = chatml_default_system(s)) != NULL) {
         t->family = CHAT_CHATML;
-        return 0;
+        known = true;
+    }
+    free(s);
+    if (known) {
+        if ((t->text = strdup(text)) != NULL) return 0;
+        chat_template_free(t);
+        return wp_fail(WP_FAILED, err, errlen, "chat template: out of memory");
     }
     chat_template_free(t);
     return wp_fail(WP_BAD_INPUT, err, errlen, "%s: not a chat template weipipe recognises: name its family with --chat-template (%s)",
@@ -148,6 +161,7 @@ void chat_template_free(chat_template *t) {
     free(t->default_system);
     free(t->bos);
     free(t->eos);
+    free(t->text);
     memset(t, 0, sizeof *t);
 }
 

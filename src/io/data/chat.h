@@ -37,6 +37,7 @@ typedef struct {
     chat_family family;
     char *default_system; /* chatml: the system turn added when the first turn is not one (NULL: none) */
     char *bos, *eos;      /* the tokenizer's BOS and EOS text ("" when it has none) */
+    char *text;           /* the template text it was recognised from, as given (NULL when named) */
 } chat_template;
 
 /* name: a --chat-template value (one of CHAT_NAMES) or NULL/"" to recognise text; text: the
@@ -48,6 +49,9 @@ wp_result chat_template_init(chat_template *t, const char *name, const char *tex
                              const char *eos, char *err, size_t errlen);
 void chat_template_free(chat_template *t);
 const char *chat_family_name(chat_family f);
+/* The text that ends an assistant turn, where generation of an answer stops: <|im_end|>,
+ * <|eot_id|>, <end_of_turn>, or the tokenizer's EOS (llama2, mistral, zephyr; "" when none). */
+const char *chat_end_of_turn(const chat_template *t);
 
 typedef struct {
     const char *role; /* "system", "user" or "assistant" */

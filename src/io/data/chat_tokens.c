@@ -88,8 +88,9 @@ static wp_result config_template(const char *path, char **text, char *where, siz
     return rc;
 }
 
-wp_result chat_template_for(const wp_tokenizer *t, const char *name, chat_template *out, char *err, size_t errlen) {
-    const char *path = tok_path(t);
+wp_result chat_template_for(const wp_tokenizer *t, const char *from, const char *name, chat_template *out, char *err,
+                            size_t errlen) {
+    const char *path = from ? from : tok_path(t);
     if (!path || strcmp(tok_kind(t), "hf-tokenizer.json") != 0)
         return wp_fail(WP_BAD_INPUT, err, errlen, "--chat: the tokenizer %s is not a tokenizer.json or GGUF: its tokens cannot be placed in the "
                        "rendered text", path ? path : tok_kind(t));
