@@ -3,12 +3,13 @@
 # merges what it found into the kept corpus fuzz/corpus/<target>/ (only inputs that add coverage),
 # which the normal test suite replays (tests/faults, faults/fuzz_replay_*). Crashing inputs land
 # in build-fuzz/crashes/ and are copied into the corpus too, so that once fixed they stay fixed.
-# Usage: scripts/fuzz.sh [SECONDS_PER_TARGET=60] [targets...]   Prints executions per target.
+# Usage: scripts/fuzz.sh [SECONDS_PER_TARGET=60] [targets...]   Prints executions and libFuzzer's
+# coverage (cov: edges covered, ft: features) per target. Default: every target in fuzz/.
 set -u
 cd "$(dirname "$0")/.."
 secs=${1:-60}
 [ $# -gt 0 ] && shift
-targets=${*:-config cli shard checkpoint frame}
+targets=${*:-$(ls fuzz/fuzz_*.c | sed -n 's|^fuzz/fuzz_\(.*\)\.c$|\1|p' | grep -vx file)}
 dir=build-fuzz
 if [ ! -f "$dir/build.ninja" ]; then
   # -Werror stays off here: clang reports "loop not vectorized" for some omp simd loops (gcc does not).
@@ -29,6 +30,7 @@ for t in $targets; do
     -artifact_prefix="$dir/crashes/$t-" -print_final_stats=1 > "$log" 2>&1
   rc=$?
   runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+  cov=$(grep -o 'cov: [0-9]* ft: [0-9]*' "$log" | tail -1)
   crashes=$(ls "$dir/crashes" | grep -c "^$t-")
   if [ $rc -ne 0 ]; then
     status=1
@@ -37,6 +39,6 @@ for t in $targets; do
   for c in "$dir/crashes/$t"-*; do [ -f "$c" ] && cp "$c" "fuzz/corpus/$t/"; done
   before=$(ls "fuzz/corpus/$t" | wc -l)
   "$dir/fuzz/fuzz_$t" -merge=1 -max_len=65536 "fuzz/corpus/$t" "$work" > "$dir/merge-$t.log" 2>&1 || status=1
-  echo "$t: ${runs:-?} executions in ${secs}s, exit $rc, $crashes crashing input(s), corpus $before -> $(ls "fuzz/corpus/$t" | wc -l) files"
+  echo "$t: ${runs:-?} executions in ${secs}s, ${cov:-cov: ?}, exit $rc, $crashes crashing input(s), corpus $before -> $(ls "fuzz/corpus/$t" | wc -l) files"
 done
 exit $status

@@ -146,8 +146,16 @@ static inline float cpu_expf(float x) {
 
 /* Hot loops get a second, AVX2 build picked once at load time (GCC/Clang function clones over
  * ifunc); the library itself stays built for the baseline x86-64. Not under ThreadSanitizer:
- * the resolvers run during relocation, before TSan's runtime is up, and crash there. */
-#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) && !defined(__SANITIZE_THREAD__)
+ * the resolvers run during relocation, before TSan's runtime is up, and crash there. Not under
+ * Clang before 18 (Debian 12's is 14, used for the fuzz build): it names the dispatcher
+ * "f.ifunc", so a call from another file, which says "f", never links (llvm-project PR 71706
+ * gave the dispatcher the plain name, as GCC does). */
+#if defined(__clang__) && __clang_major__ < 18
+#define CPU_HOT_CLONES 0
+#else
+#define CPU_HOT_CLONES 1
+#endif
+#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) && !defined(__SANITIZE_THREAD__) && CPU_HOT_CLONES
 #define CPU_HOT __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
 #define CPU_HOT

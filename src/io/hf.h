@@ -64,6 +64,10 @@ wp_result hf_config_check(const hf_config *c, const char *const names[HF_NKEYS],
 
 /* Loads the owned chunks' fp32 masters from HF_DIR (F32, F16 or BF16 tensors, one file or an
  * index of shards; a missing lm_head.weight with tie_word_embeddings takes the embedding).
+ * Before any is read, the files are checked against the optimizer's layout (hf_read_params
+ * likewise): every tensor is a parameter or the known model.layers.N.self_attn.rotary_emb.inv_freq
+ * (others: 2 naming the file and the tensor, "unexpected"); no name is in two shards (2 naming
+ * both); the index's weight_map lists each tensor with the shard that holds it (2 naming both). 
  * Moments, gradients and the step count start at zero. Returns 0, 2 or 1. */
 wp_result hf_load_masters(const char *hf_dir, wp_optim *o, char *err, size_t errlen);
 

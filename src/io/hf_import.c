@@ -170,13 +170,16 @@ typedef struct {
     bool tied;
 } hf_files;
 
+static const char *base_name(const char *path) {
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
 /* index: the model.safetensors.index.json that names the file, NULL for model.safetensors. */
 static wp_result add_file(hf_files *h, const char *dir, const char *index, const char *name, char *err, size_t errlen) {
     char path[WP_PATH_MAX];
-    for (int i = 0; i < h->n; i++) {
-        const char *p = st_path(h->files[i]), *slash = strrchr(p, '/');
-        if (strcmp(slash ? slash + 1 : p, name) == 0) return 0;
-    }
+    for (int i = 0; i < h->n; i++)
+        if (strcmp(base_name(st_path(h->files[i])), name) == 0) return 0;
     if (strchr(name, '/')) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: shard name '%s' is not a plain file name", dir, name);
     if (h->n == (int)(sizeof h->files / sizeof h->files[0])) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: too many shard files", dir);
     wp_result rc = fs_join(path, sizeof path, dir, name, err, errlen);
@@ -185,6 +188,42 @@ static wp_result add_file(hf_files *h, const char *dir, const char *index, const
     if (rc == 0) rc = st_open(&h->files[h->n], path, err, errlen);
     if (rc == 0) h->n++;
     return rc;
+}
+
+/* A name in two shards: which one a reader took would depend on the order of the index. */
+static wp_result check_duplicates(const hf_files *h, char *err, size_t errlen) {
+    for (int i = 1; i < h->n; i++)
+        for (int k = 0; k < st_count(h->files[i]); k++) {
+            const char *name = st_at(h->files[i], k)->name;
+            for (int j = 0; j < i; j++)
+                if (st_find(h->files[j], name))
+                    return wp_fail(WP_BAD_INPUT, err, errlen, "%s: tensor %s is also in %s (a name given twice)", st_path(h->files[i]),
+                                   name, st_path(h->files[j]));
+        }
+    return 0;
+}
+
+/* The index and the shards agree: each tensor of a shard is listed with that shard, and each
+ * listed tensor is in the shard the list names (a file swapped or edited by hand otherwise). */
+static wp_result check_index(const hf_files *h, const char *index, json_t *map, char *err, size_t errlen) {
+    for (int i = 0; i < h->n; i++)
+        for (int k = 0; k < st_count(h->files[i]); k++) {
+            const char *name = st_at(h->files[i], k)->name, *file = base_name(st_path(h->files[i]));
+            const char *listed = json_string_value(json_object_get(map, name));
+            if (!listed) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: tensor %s of %s is not in its weight_map", index, name, file);
+            if (strcmp(listed, file) != 0)
+                return wp_fail(WP_BAD_INPUT, err, errlen, "%s: weight_map puts tensor %s in %s, but it is in %s", index, name, listed,
+                               st_path(h->files[i]));
+        }
+    const char *name;
+    json_t *file;
+    json_object_foreach(map, name, file) {
+        for (int i = 0; i < h->n; i++)
+            if (strcmp(base_name(st_path(h->files[i])), json_string_value(file)) == 0 && !st_find(h->files[i], name))
+                return wp_fail(WP_BAD_INPUT, err, errlen, "%s: weight_map puts tensor %s in %s, which does not hold it", index, name,
+                               json_string_value(file));
+    }
+    return 0;
 }
 
 /* model.safetensors.index.json's weight_map names the shards; otherwise model.safetensors. */
@@ -204,8 +243,35 @@ static wp_result open_files(hf_files *h, const char *dir, char *err, size_t errl
         if (!json_is_string(file)) rc = wp_fail(WP_BAD_INPUT, err, errlen, "%s: weight_map[%s] is not a file name", index, name);
         else rc = add_file(h, dir, index, json_string_value(file), err, errlen);
     }
+    if (rc == 0) rc = check_duplicates(h, err, errlen);
+    if (rc == 0) rc = check_index(h, index, map, err, errlen);
     json_decref(j);
     return rc;
+}
+
+/* The one tensor that older transformers saves carry and our model has no use for: a layer's
+ * RoPE frequencies, model.layers.N.self_attn.rotary_emb.inv_freq (we compute them from
+ * rope_theta, as transformers does now without saving them). */
+static bool known_buffer(const char *name, int n_layers) {
+    static const char prefix[] = "model.layers.", suffix[] = ".self_attn.rotary_emb.inv_freq";
+    if (strncmp(name, prefix, sizeof prefix - 1) != 0) return false;
+    const char *digits = name + sizeof prefix - 1, *end = digits;
+    while (*end >= '0' && *end <= '9' && end - digits < 7) end++;
+    return end > digits && strcmp(end, suffix) == 0 && atoi(digits) < n_layers;
+}
+
+/* Every tensor of the files is one of L's parameters or the known buffer: anything else (a layer
+ * past num_hidden_layers, a bias, another architecture's weight) means the files are not the
+ * model that config.json describes, and is refused rather than silently left out. */
+static wp_result check_used(const hf_files *h, const wp_layout *L, char *err, size_t errlen) {
+    for (int i = 0; i < h->n; i++)
+        for (int k = 0; k < st_count(h->files[i]); k++) {
+            const char *name = st_at(h->files[i], k)->name;
+            if (!layout_find(L, name) && !known_buffer(name, L->cfg.n_layers))
+                return wp_fail(WP_BAD_INPUT, err, errlen, "%s: tensor %s is unexpected: no part of the %d-layer llama of its config.json",
+                               st_path(h->files[i]), name, L->cfg.n_layers);
+        }
+    return 0;
 }
 
 static const st_tensor *find(const hf_files *h, const char *name, const st_file **file) {
@@ -241,15 +307,16 @@ static wp_result read_param(void *ctx, const wp_param *p, float *dst, char *err,
     return load_param(r->h, r->dir, p, dst, err, errlen);
 }
 
-/* The directory's safetensors files, and whether the head is the embedding; h->n = 0 on failure. */
-static wp_result open_dir(const char *hf_dir, hf_files *h, char *err, size_t errlen) {
+/* The directory's safetensors files, checked against layout L, and whether the head is the embedding. */
+static wp_result open_dir(const char *hf_dir, const wp_layout *L, hf_files *h, char *err, size_t errlen) {
     char path[WP_PATH_MAX];
     int rc;
     json_t *j = load_config(hf_dir, path, sizeof path, err, errlen, &rc);
     if (!j) return rc;
     h->tied = json_is_true(json_object_get(j, "tie_word_embeddings"));
     json_decref(j);
-    return open_files(h, hf_dir, err, errlen);
+    WP_TRY(open_files(h, hf_dir, err, errlen));
+    return check_used(h, L, err, errlen);
 }
 
 static void close_dir(hf_files *h) {
@@ -272,7 +339,7 @@ static uint64_t file_bytes(const hf_files *h, const wp_layout *L, const wp_optim
 wp_result hf_load_masters(const char *hf_dir, wp_optim *o, char *err, size_t errlen) {
     hf_files *h = calloc(1, sizeof *h);
     if (!h) return wp_fail(WP_FAILED, err, errlen, "--init-from: out of memory");
-    wp_result rc = open_dir(hf_dir, h, err, errlen);
+    wp_result rc = open_dir(hf_dir, layout_of_optim(o), h, err, errlen);
     char what[WP_PATH_MAX + 16];
     snprintf(what, sizeof what, "reading %.200s", hf_dir);
     bool metered = rc == 0;
@@ -308,7 +375,7 @@ wp_result hf_read_params(const char *hf_dir, const wp_layout *L, hf_param_sink s
     hf_files *h = calloc(1, sizeof *h);
     float *buf = h ? malloc(piece * sizeof *buf) : NULL;
     int rc = buf ? 0 : wp_fail(WP_FAILED, err, errlen, "%s: out of memory", hf_dir);
-    if (rc == 0) rc = open_dir(hf_dir, h, err, errlen);
+    if (rc == 0) rc = open_dir(hf_dir, L, h, err, errlen);
     char what[WP_PATH_MAX + 16];
     snprintf(what, sizeof what, "reading %.200s", hf_dir);
     bool metered = rc == 0;
