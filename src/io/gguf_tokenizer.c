@@ -166,7 +166,7 @@ static const char *pre_name(json_t *pre) {
     const char *re = json_string_value(json_object_get(json_object_get(first, "pattern"), "Regex"));
     if (has_type(first, "Digits") || (re && strcmp(re, "\\p{N}") == 0)) return "smollm";
     if (re && strcmp(re, LLAMA3_RE) == 0) return "llama-bpe";
-    if (json_is_object(pre) && has_type(pre, "ByteLevel") && !json_is_array(list)) return "gpt2";
+    if (json_is_object(pre) && has_type(pre, "ByteLevel") && !json_is_array(list)) return "gpt-2"; /* llama.cpp knows GPT-2 by this name only */
     return "default";
 }
 

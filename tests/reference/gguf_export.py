@@ -72,7 +72,7 @@ def check_tokenizer(path, tokjson):
     ntok = len(j["model"]["vocab"])
     ok = got == want and r.fields["tokenizer.ggml.merges"].contents() == merges and types[:2] == [3, 3]
     ok &= types[2:ntok] == [1] * (ntok - 2) and types[ntok:] == [5] * (VOCAB - ntok)
-    ok &= r.fields["tokenizer.ggml.model"].contents() == "gpt2" and r.fields["tokenizer.ggml.pre"].contents() == "gpt2"
+    ok &= r.fields["tokenizer.ggml.model"].contents() == "gpt2" and r.fields["tokenizer.ggml.pre"].contents() == "gpt-2"
     d, name = os.path.split(path)
     enc = AutoTokenizer.from_pretrained(d, gguf_file=name, add_bos_token=False)(TEXT, add_special_tokens=False)["input_ids"]
     ref = Tokenizer.from_file(tokjson).encode(TEXT).ids
