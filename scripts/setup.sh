@@ -62,7 +62,7 @@ fi
 # llama-cpp-python 0.3.16 (llama.cpp itself, with its Python bindings) into the same venv: the
 # consumer that `weipipe export --format gguf` files are written for, run by
 # tests/reference/gguf_llamacpp.py. PyPI has only its source for Linux: the first install
-# builds llama.cpp with Debian's gcc and cmake (~12 min on 2 shared cores; CPU only, no BLAS,
+# builds llama.cpp with Debian's gcc and cmake (12-23 min on 2 shared cores; CPU only, no BLAS,
 # no examples, server, tools, tests or llava), and pip keeps the built wheel in its cache
 # (~/.cache/pip/wheels), so a later install (CI's fresh venv) takes seconds.
 llama_pkg="llama-cpp-python==0.3.16"
