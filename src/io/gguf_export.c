@@ -1,8 +1,11 @@
-/* weipipe export --format gguf: a checkpoint as one llama-architecture GGUF v3 file (gguf.h):
- * the llama.* hyperparameters llama.cpp reads, F32/F16/BF16 tensors under llama.cpp's names with
- * Q and K rows permuted to its RoPE layout (convert_hf_to_gguf.py's permute), each tensor
- * aligned to 32 bytes, and the checkpoint's tokenizer.json as tokenizer.ggml.* when it is a
- * byte-level BPE; written to a new OUT.tmp-XXXXXXXX and renamed. */
+/* weipipe export --format gguf: a checkpoint as one llama-architecture GGUF v3 file (gguf.h),
+ * laid out as llama.cpp's convert_hf_to_gguf.py lays it out, since llama.cpp's loader and CPU
+ * kernels rely on it: the llama.* hyperparameters it reads, the matrices in the file's type
+ * (F32/F16/BF16) and every 1-D tensor (the norms) in F32 whatever that type (ggml's CPU binary
+ * ops have no F32 activation times F16/BF16 operand: a BF16 norm aborts llama.cpp's first step),
+ * under llama.cpp's names with Q and K rows permuted to its RoPE layout, each
+ * tensor aligned to 32 bytes, and the checkpoint's tokenizer.json as tokenizer.ggml.* when it is
+ * a byte-level BPE (else tokenizer.ggml.model "none"); written to a new OUT.tmp-XXXXXXXX and renamed. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -82,13 +85,26 @@ static int metadata(buf *b, const wp_model_cfg *cfg, wp_dtype dtype) {
     return n;
 }
 
-/* The checkpoint's tokenizer.json as tokenizer.ggml.* when it is a byte-level BPE (gguf_tokenizer.c). */
-static wp_result tokenizer_kvs(const wp_ckpt *c, buf *b, int *n, char *err, size_t errlen) {
+/* The checkpoint's tokenizer.json as tokenizer.ggml.* when it is a byte-level BPE (gguf_tokenizer.c),
+ * its token list padded to the model's vocabulary (llama.cpp sizes the embedding by the list);
+ * any other tokenizer, or none, as model "none", which llama.cpp requires the key for and then
+ * runs on ids alone with llama.vocab_size dummy tokens (the converter's _set_vocab_none). */
+static wp_result tokenizer_kvs(const wp_ckpt *c, const wp_model_cfg *cfg, buf *b, int *n, char *err, size_t errlen) {
     const char *tok = ckpt_tokenizer(c);
     size_t len = tok ? strlen(tok) : 0, name = strlen(TOK_NAME_HF);
-    if (!tok || len < name || strcmp(tok + len - name, TOK_NAME_HF) != 0) return 0;
-    return gguf_tokenizer_kvs(tok, b, n, err, errlen);
+    int before = *n;
+    if (tok && len >= name && strcmp(tok + len - name, TOK_NAME_HF) == 0)
+        WP_TRY(gguf_tokenizer_kvs(tok, (size_t)cfg->vocab, b, n, err, errlen));
+    if (*n == before) kv_str(b, "tokenizer.ggml.model", "none"), (*n)++;
+    return 0;
 }
+
+/* The tensor's type in the file: F32 for a 1-D tensor (see the top), else the file's. */
+static uint32_t tensor_type(const wp_param *p, wp_dtype dtype) {
+    if (p->cols == 1 || dtype == WP_F32) return GGML_F32;
+    return dtype == WP_F16 ? GGML_F16 : GGML_BF16;
+}
+static size_t type_size(uint32_t type) { return type == GGML_F32 ? 4 : 2; }
 
 static bool exported(const wp_model_cfg *cfg, const wp_param *p) { return !(cfg->tied && strcmp(p->name, "lm_head.weight") == 0); }
 
@@ -101,10 +117,11 @@ static void permute(const float *src, float *dst, int heads, int hd, int cols) {
                        (size_t)cols * sizeof *dst);
 }
 
-/* One tensor: the master read, permuted when Q or K, converted to dtype, padded. */
+/* One tensor: the master read, permuted when Q or K, converted to its type, padded. */
 static wp_result write_tensor(int fd, const char *tmp, const wp_ckpt *c, const wp_layout *L, const wp_param *p, wp_dtype dtype,
                         float *a, float *b, char *err, size_t errlen) {
-    size_t n = (size_t)p->rows * p->cols, es = wp_dtype_size(dtype);
+    size_t n = (size_t)p->rows * p->cols;
+    uint32_t type = tensor_type(p, dtype);
     WP_TRY(ckpt_read_master(c, p, a, err, errlen));
     const float *src = a;
     if (strstr(p->name, "self_attn.q_proj") || strstr(p->name, "self_attn.k_proj")) {
@@ -113,13 +130,13 @@ static wp_result write_tensor(int fd, const char *tmp, const wp_ckpt *c, const w
     }
     unsigned char *out = (unsigned char *)(src == a ? b : a); /* the other buffer, big enough for fp32 */
     for (size_t i = 0; i < n; i++) {
-        if (dtype == WP_F32) memcpy(out + 4 * i, &src[i], 4);
+        if (type == GGML_F32) memcpy(out + 4 * i, &src[i], 4);
         else {
-            uint16_t h = dtype == WP_F16 ? wp_f32_to_f16(src[i]) : wp_f32_to_bf16(src[i]);
+            uint16_t h = type == GGML_F16 ? wp_f32_to_f16(src[i]) : wp_f32_to_bf16(src[i]);
             memcpy(out + 2 * i, &h, 2);
         }
     }
-    size_t bytes = n * es, pad = (ALIGN - bytes % ALIGN) % ALIGN;
+    size_t bytes = n * type_size(type), pad = (ALIGN - bytes % ALIGN) % ALIGN;
     memset(out + bytes, 0, pad);
     return fs_write_all(fd, out, bytes + pad, tmp, err, errlen);
 }
@@ -128,7 +145,7 @@ static wp_result header(buf *b, const wp_ckpt *c, const wp_layout *L, wp_dtype d
     const wp_model_cfg *cfg = &L->cfg;
     buf kv = {0};
     int nkv = metadata(&kv, cfg, dtype), nt = 0;
-    wp_result rc = tokenizer_kvs(c, &kv, &nkv, err, errlen);
+    wp_result rc = tokenizer_kvs(c, cfg, &kv, &nkv, err, errlen);
     if (rc) {
         free(kv.p);
         return rc;
@@ -151,9 +168,9 @@ static wp_result header(buf *b, const wp_ckpt *c, const wp_layout *L, wp_dtype d
         put_u32(b, vec ? 1 : 2);
         put_u64(b, (uint64_t)(vec ? p->rows : p->cols));
         if (!vec) put_u64(b, (uint64_t)p->rows);
-        put_u32(b, dtype == WP_F32 ? GGML_F32 : dtype == WP_F16 ? GGML_F16 : GGML_BF16);
+        put_u32(b, tensor_type(p, dtype));
         put_u64(b, off);
-        size_t bytes = (size_t)p->rows * p->cols * wp_dtype_size(dtype);
+        size_t bytes = (size_t)p->rows * p->cols * type_size(tensor_type(p, dtype));
         off += bytes + (ALIGN - bytes % ALIGN) % ALIGN;
     }
     static const unsigned char zero[ALIGN];

@@ -86,8 +86,9 @@ void gguf_put_u32(gguf_buf *b, uint32_t v);
 void gguf_put_u64(gguf_buf *b, uint64_t v);
 void gguf_put_str(gguf_buf *b, const char *s, size_t len);
 /* tokenizer.ggml.* key/values from a Hugging Face tokenizer.json appended to b (*nkv counted up)
- * when it is a byte-level BPE; nothing for another kind. 2 for a malformed file. */
-wp_result gguf_tokenizer_kvs(const char *json_path, gguf_buf *b, int *nkv, char *err, size_t errlen);
+ * when it is a byte-level BPE, model_vocab tokens (ids it lacks as [PADn]); nothing for another
+ * kind. 2 for a malformed file or one with an id past model_vocab. */
+wp_result gguf_tokenizer_kvs(const char *json_path, size_t model_vocab, gguf_buf *b, int *nkv, char *err, size_t errlen);
 /* True when path is a regular file that starts with the GGUF magic. */
 bool gguf_is_file(const char *path);
 

@@ -13,6 +13,7 @@
 
 #define TOKEN_CONTROL 3      /* llama.cpp's LLAMA_TOKEN_TYPE_CONTROL: special added tokens */
 #define TOKEN_USER_DEFINED 4 /* added, not special */
+#define TOKEN_UNUSED 5       /* an id no token has: [PADn] */
 
 /* llama.cpp's regexes per tokenizer.ggml.pre (llama-vocab.cpp), as the models' tokenizer.json
  * write them: GPT-2's regex is the ByteLevel pre-tokenizer's own (use_regex). */
@@ -105,6 +106,8 @@ static wp_result build(const gguf_file *f, json_t **out, char *err, size_t errle
     size_t len;
     wp_result rc = gguf_get_str(f, "tokenizer.ggml.model", false, &model, &len, err, errlen);
     if (rc || !model) return rc; /* no tokenizer: none, as a Hugging Face directory may have */
+    if ((len == 4 && memcmp(model, "none", 4) == 0) || (len == 8 && memcmp(model, "no_vocab", 8) == 0))
+        return 0; /* llama.cpp's names for ids without a tokenizer (weipipe's export of one writes "none") */
     if (!(len == 4 && memcmp(model, "gpt2", 4) == 0))
         return wp_fail(WP_BAD_INPUT, err, errlen, "%s: tokenizer.ggml.model '%.*s' is not gpt2 (a byte-level BPE)", f->path,
                        (int)(len < 64 ? len : 64), model);
@@ -164,7 +167,7 @@ static const char *pre_name(json_t *pre) {
     const char *re = json_string_value(json_object_get(json_object_get(first, "pattern"), "Regex"));
     if (has_type(first, "Digits") || (re && strcmp(re, "\\p{N}") == 0)) return "smollm";
     if (re && strcmp(re, LLAMA3_RE) == 0) return "llama-bpe";
-    if (json_is_object(pre) && has_type(pre, "ByteLevel") && !json_is_array(list)) return "gpt2";
+    if (json_is_object(pre) && has_type(pre, "ByteLevel") && !json_is_array(list)) return "gpt-2"; /* llama.cpp knows GPT-2 by this name only */
     return "default";
 }
 
@@ -173,8 +176,11 @@ static void kv_head(gguf_buf *b, const char *key, uint32_t type) {
     gguf_put_u32(b, type);
 }
 
-/* Tokens by id: the vocabulary and the added tokens (ids past both: [PADn], as convert_hf_to_gguf.py). */
-static wp_result tokens_of(const char *path, json_t *j, const char ***tok, int32_t **type, size_t *n, char *err, size_t errlen) {
+/* Tokens by id, model_vocab of them: the vocabulary and the added tokens, and ids that neither
+ * has (a gap, or past both in a padded model vocabulary) as [PADn] of type unused, as
+ * convert_hf_to_gguf.py writes them: llama.cpp takes the vocabulary size from the list. */
+static wp_result tokens_of(const char *path, json_t *j, size_t model_vocab, const char ***tok, int32_t **type, size_t *n,
+                           char *err, size_t errlen) {
     json_t *vocab = json_object_get(json_object_get(j, "model"), "vocab"), *added = json_object_get(j, "added_tokens"), *v;
     const char *key;
     size_t i;
@@ -191,12 +197,18 @@ static wp_result tokens_of(const char *path, json_t *j, const char ***tok, int32
             return wp_fail(WP_BAD_INPUT, err, errlen, "%s: added_tokens[%zu]: id or content missing or out of range", path, i);
         if (json_integer_value(id) > most) most = json_integer_value(id);
     }
-    *n = (size_t)(most + 1);
+    if ((size_t)(most + 1) > model_vocab)
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s: token id %lld is past the model's vocabulary of %zu", path, (long long)most,
+                       model_vocab);
+    *n = model_vocab;
     *tok = calloc(*n ? *n : 1, sizeof **tok);
     *type = malloc((*n ? *n : 1) * sizeof **type);
     if (!*tok || !*type) return wp_fail(WP_FAILED, err, errlen, "%s: out of memory", path);
-    for (size_t k = 0; k < *n; k++) (*type)[k] = 1; /* normal */
-    json_object_foreach(vocab, key, v)(*tok)[json_integer_value(v)] = key;
+    for (size_t k = 0; k < *n; k++) (*type)[k] = TOKEN_UNUSED;
+    json_object_foreach(vocab, key, v) {
+        (*tok)[json_integer_value(v)] = key;
+        (*type)[json_integer_value(v)] = 1; /* normal */
+    }
     json_array_foreach(added, i, v) {
         size_t id = (size_t)json_integer_value(json_object_get(v, "id"));
         (*tok)[id] = json_string_value(json_object_get(v, "content"));
@@ -243,7 +255,7 @@ static wp_result put_merges(const char *path, gguf_buf *b, json_t *merges, char 
     return 0;
 }
 
-wp_result gguf_tokenizer_kvs(const char *json_path, gguf_buf *b, int *nkv, char *err, size_t errlen) {
+wp_result gguf_tokenizer_kvs(const char *json_path, size_t model_vocab, gguf_buf *b, int *nkv, char *err, size_t errlen) {
     json_t *j;
     WP_TRY(fs_load_json(json_path, (size_t)1 << 30, 0, &j, err, errlen));
     json_t *model = json_object_get(j, "model"), *pre = json_object_get(j, "pre_tokenizer");
@@ -254,7 +266,7 @@ wp_result gguf_tokenizer_kvs(const char *json_path, gguf_buf *b, int *nkv, char 
     const char **tok = NULL;
     int32_t *types = NULL;
     size_t n = 0;
-    int rc = byte_bpe ? tokens_of(json_path, j, &tok, &types, &n, err, errlen) : 0;
+    int rc = byte_bpe ? tokens_of(json_path, j, model_vocab, &tok, &types, &n, err, errlen) : 0;
     if (rc == 0 && byte_bpe) {
         kv_head(b, "tokenizer.ggml.model", GGUF_STRING);
         gguf_put_str(b, "gpt2", 4);
