@@ -77,17 +77,21 @@
      * q, o: [b*sq, nh*hd]; k, v: [b*skv, nkv*hd] (nh % nkv == 0: grouped-query heads share K/V);                     \
      * queries are the last sq of skv positions (sq == skv for a whole sequence), query i sits at                     \
      * position skv - sq + i and sees keys 0..that position. Scale 1/sqrt(hd).                                        \
-     * lse: [b, nh, sq] fp32 log-sum-exp of the scaled scores, kept for the backward. */                              \
+     * lse: [b, nh, sq] fp32 log-sum-exp of the scaled scores, kept for the backward.                                 \
+     * qlo (document masks), NULL or [b*sq] int32 in backend memory, nondecreasing along each sequence: query i of    \
+     * sequence bi sees only keys qlo[bi*sq+i] .. its position (src/model/doc_mask.c makes it); key tiles no query of \
+     * a tile sees are skipped. */                                                                                    \
     OP(void, attention_fwd,                                                                                           \
        (wp_kern *k, void *o, float *lse, const void *q, const void *kv_k, const void *kv_v, int b, int sq, int skv, \
-        int nh, int nkv, int hd),                                                                                    \
-       (k, o, lse, q, kv_k, kv_v, b, sq, skv, nh, nkv, hd),                                                           \
+        int nh, int nkv, int hd, const int32_t *qlo),                                                                \
+       (k, o, lse, q, kv_k, kv_v, b, sq, skv, nh, nkv, hd, qlo),                                                      \
        attention_ok(k, fn, b, sq, skv, nh, nkv, hd) && b > 0 && sq > 0 && PTRS(o, lse, q, kv_k, kv_v))              \
     /* dq, dk, dv are overwritten. Probabilities are recomputed per block from lse; deterministic. */                 \
     OP(void, attention_bwd,                                                                                           \
        (wp_kern *k, void *dq, void *dk, void *dv, const void *dout, const void *q, const void *kv_k,                 \
-        const void *kv_v, const void *o, const float *lse, int b, int sq, int skv, int nh, int nkv, int hd),         \
-       (k, dq, dk, dv, dout, q, kv_k, kv_v, o, lse, b, sq, skv, nh, nkv, hd),                                         \
+        const void *kv_v, const void *o, const float *lse, int b, int sq, int skv, int nh, int nkv, int hd,          \
+        const int32_t *qlo),                                                                                         \
+       (k, dq, dk, dv, dout, q, kv_k, kv_v, o, lse, b, sq, skv, nh, nkv, hd, qlo),                                    \
        attention_ok(k, fn, b, sq, skv, nh, nkv, hd) && b > 0 && sq > 0 &&                                           \
            PTRS(dq, dk, dv, dout, q, kv_k, kv_v, o, lse))                                                            \
     /* y = silu(gate) * up over n elements */                                                                         \

@@ -93,6 +93,9 @@ def model_config(values, where):
         "rope_original": get("rope-original-max-positions", float, 8192.0),
         # tie_word_embeddings: the head is the embedding, one tensor
         "tied": str(values.get("tie-word-embeddings", "false")).lower() in ("true", "1", "yes"),
+        # --doc-mask: attention stays inside documents, each starting at a doc-boundary-id token
+        "doc_mask": str(values.get("doc-mask", "false")).lower() in ("true", "1", "yes"),
+        "doc_boundary": get("doc-boundary-id", int, -1),
     }
     if cfg["ffn"] == 0:
         cfg["ffn"] = default_ffn(cfg["hidden"])
@@ -195,12 +198,25 @@ def mlp(n, p):
     return F.linear(F.silu(gate) * up, p["mlp.down_proj.weight"])
 
 
+def hidden_mask(inputs, cfg):
+    """True where query i may not see key j, [b, 1, s, s]: above the diagonal and, with
+    --doc-mask, before the start of i's document (the last boundary token at or before i)."""
+    b, s = inputs.shape
+    causal = torch.ones(s, s, dtype=torch.bool).triu(1).expand(b, 1, s, s)
+    if not cfg["doc_mask"]:
+        return causal
+    pos = torch.arange(s).expand(b, s)
+    starts = torch.where(inputs == cfg["doc_boundary"], pos, torch.zeros_like(pos))
+    lo = torch.cummax(starts, dim=1).values                          # [b, s]: document start of each query
+    return causal | (pos.view(b, 1, 1, s) < lo.view(b, 1, s, 1))
+
+
 def llama_loss(params, cfg, inputs, targets):
     """Mean next-token cross-entropy of LlamaForCausalLM; params: HF name -> tensor."""
     b, s = inputs.shape
     dtype = params["lm_head.weight"].dtype
     cos, sin = rope_tables(s, cfg["head_dim"], cfg["rope_theta"], dtype, cfg)
-    causal_mask = torch.ones(s, s, dtype=torch.bool).triu(1)       # True above the diagonal
+    causal_mask = hidden_mask(inputs, cfg)                         # [b, 1, s, s]
     eps = cfg["norm_eps"]
     x = params["model.embed_tokens.weight"][inputs]                # [b, s, h]
     for i in range(cfg["layers"]):

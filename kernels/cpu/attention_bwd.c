@@ -24,10 +24,13 @@ typedef struct {
 
 static int min_int(int a, int b) { return a < b ? a : b; }
 
-/* Does some query of tile qt see some key of tile kt? */
-static bool tile_visible(const cpu_attn_shape *sh, int qt, int kt) {
+/* May some query of tile qt (of sequence bi) see some key of tile kt? Causally, the tile's
+ * last query must come at or after the key tile's start; with document masks the first
+ * query's document (the earliest of the tile's: qlo is nondecreasing) must start before the
+ * key tile ends. A pair that passes but sees nothing only adds zeros. */
+static bool tile_visible(const cpu_attn_shape *sh, int bi, int qt, int kt) {
     int q_last = min_int(qt * BQ + BQ, sh->sq) - 1;
-    return kt * BK <= sh->offset + q_last;
+    return kt * BK <= sh->offset + q_last && cpu_attn_first_kt(sh, bi, qt) <= kt;
 }
 
 static void compute_d(wp_kern *k, const cpu_attn_shape *sh, float *dd, const float *dout, const float *o) {
@@ -54,7 +57,8 @@ static void probs_and_dscores(const cpu_attn_shape *sh, cpu_attn_ws *w, const bw
     cpu_mm_acc(w->dp, BK, cpu_attn_head_row(a->dout, sh->sq, hd, bj, q0), hd,
                cpu_attn_tile_t(a->vt, sh->nkt, hd, bg, kt), BK, nq, nk, hd);
     size_t at = (size_t)bj * sh->sq + q0;
-    cpu_attn_probs_tile(w->s, w->dp, nq, nk, sh->offset + q0 - k0, sh->scale, a->lse + at, a->dd + at);
+    const int32_t *lo = sh->qlo ? sh->qlo + (size_t)bi * sh->sq + q0 : NULL;
+    cpu_attn_probs_tile(w->s, w->dp, nq, nk, sh->offset + q0 - k0, lo, k0, sh->scale, a->lse + at, a->dd + at);
 }
 
 /* dV += P^T dO and dK += dS^T q into the tile accumulators (dK's 1/sqrt(hd) comes at the end). */
@@ -111,7 +115,7 @@ static void key_tile_task(const cpu_attn_shape *sh, cpu_attn_ws *w, const bwd_ar
     clear_tile_acc(sh, w);
     for (int j = g * sh->rep; j < (g + 1) * sh->rep; j++)
         for (int qt = 0; qt < sh->nqt; qt++) {
-            if (!tile_visible(sh, qt, kt)) continue;
+            if (!tile_visible(sh, bi, qt, kt)) continue;
             probs_and_dscores(sh, w, a, bi, j, qt, kt);
             add_dkdv(sh, w, a, bi, j, qt, kt);
         }
@@ -122,7 +126,7 @@ static void key_tile_task(const cpu_attn_shape *sh, cpu_attn_ws *w, const bwd_ar
 static void query_tile_task(const cpu_attn_shape *sh, cpu_attn_ws *w, const bwd_args *a, int bi, int j, int qt) {
     int q0 = qt * BQ, nq = min_int(BQ, sh->sq - q0);
     clear_dq(sh, a, bi, j, q0, nq);
-    for (int kt = 0; kt < sh->nkt && tile_visible(sh, qt, kt); kt++) {
+    for (int kt = cpu_attn_first_kt(sh, bi, qt); kt < sh->nkt && tile_visible(sh, bi, qt, kt); kt++) {
         probs_and_dscores(sh, w, a, bi, j, qt, kt);
         add_dq(sh, w, a, bi, j, qt, kt);
     }
@@ -137,7 +141,7 @@ static void kv_head_task(const cpu_attn_shape *sh, cpu_attn_ws *w, const bwd_arg
         clear_tile_acc(sh, w);
         for (int j = g * sh->rep; j < (g + 1) * sh->rep; j++)
             for (int qt = 0; qt < sh->nqt; qt++) {
-                if (!tile_visible(sh, qt, kt)) continue;
+                if (!tile_visible(sh, bi, qt, kt)) continue;
                 probs_and_dscores(sh, w, a, bi, j, qt, kt);
                 add_dkdv(sh, w, a, bi, j, qt, kt);
                 add_dq(sh, w, a, bi, j, qt, kt);
@@ -167,8 +171,8 @@ static bool prepare(wp_kern *k, const cpu_attn_shape *sh, bwd_args *a, const flo
 
 void cpu_attention_bwd(wp_kern *k, void *dq, void *dk, void *dv, const void *dout, const void *q, const void *kv_k,
                        const void *kv_v, const void *o, const float *lse, int b, int sq, int skv, int nh, int nkv,
-                       int hd) {
-    cpu_attn_shape sh = cpu_attn_shape_of(b, sq, skv, nh, nkv, hd);
+                       int hd, const int32_t *qlo) {
+    cpu_attn_shape sh = cpu_attn_shape_of(b, sq, skv, nh, nkv, hd, qlo);
     int threads = cpu_threads(k), pairs = b * nkv;
     bwd_args a = {.lse = lse, .dq = dq, .dk = dk, .dv = dv};
     float *ws = cpu_attn_workspace(k, hd, threads);

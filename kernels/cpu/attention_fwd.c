@@ -21,11 +21,13 @@ static void query_tile(const cpu_attn_shape *sh, cpu_attn_ws *w, const fwd_args 
     memset(w->acc, 0, (size_t)nq * hd * sizeof(float));
     for (int r = 0; r < nq; r++) w->m[r] = -INFINITY, w->l[r] = 0.0f;
     int kend = sh->offset + q0 + nq; /* keys [0, kend) are visible to some row of the tile */
-    for (int k0 = 0; k0 < kend; k0 += BK) {
+    const int32_t *lo = sh->qlo ? sh->qlo + (size_t)bi * sh->sq + q0 : NULL;
+    /* document masks: key tiles before the first row's document hold nothing any row sees */
+    for (int k0 = cpu_attn_first_kt(sh, bi, qt) * BK; k0 < kend; k0 += BK) {
         int nk = kend - k0 < BK ? kend - k0 : BK;
         memset(w->s, 0, (size_t)nq * BK * sizeof(float));
         cpu_mm_acc(w->s, BK, w->q, hd, cpu_attn_tile_t(a->kt, sh->nkt, hd, bg, k0 / BK), BK, nq, nk, hd); /* q K^T */
-        cpu_attn_softmax_tile(w->s, nq, nk, sh->offset + q0 - k0, sh->scale, w->m, w->l, w->acc, hd);
+        cpu_attn_softmax_tile(w->s, nq, nk, sh->offset + q0 - k0, lo, k0, sh->scale, w->m, w->l, w->acc, hd);
         cpu_mm_acc(w->acc, hd, w->s, BK, cpu_attn_head_row(a->v, sh->skv, hd, bg, k0), hd, nq, hd, nk); /* += P V */
     }
     for (int r = 0; r < nq; r++) {
@@ -36,8 +38,8 @@ static void query_tile(const cpu_attn_shape *sh, cpu_attn_ws *w, const fwd_args 
 }
 
 void cpu_attention_fwd(wp_kern *k, void *o, float *lse, const void *q, const void *kv_k, const void *kv_v, int b,
-                       int sq, int skv, int nh, int nkv, int hd) {
-    cpu_attn_shape sh = cpu_attn_shape_of(b, sq, skv, nh, nkv, hd);
+                       int sq, int skv, int nh, int nkv, int hd, const int32_t *qlo) {
+    cpu_attn_shape sh = cpu_attn_shape_of(b, sq, skv, nh, nkv, hd, qlo);
     int threads = cpu_threads(k), tasks = b * nh * sh.nqt;
     size_t kt_floats = (size_t)b * nkv * sh.nkt * hd * BK, v_floats = (size_t)b * nkv * skv * hd;
     float *ws = cpu_attn_workspace(k, hd, threads);

@@ -6,7 +6,7 @@
 
 enum { BQ = CPU_ATTN_BQ, BK = CPU_ATTN_BK };
 
-cpu_attn_shape cpu_attn_shape_of(int b, int sq, int skv, int nh, int nkv, int hd) {
+cpu_attn_shape cpu_attn_shape_of(int b, int sq, int skv, int nh, int nkv, int hd, const int32_t *qlo) {
     cpu_attn_shape sh = {
         .b = b, .sq = sq, .skv = skv, .nh = nh, .nkv = nkv, .hd = hd,
         .rep = nh / nkv,
@@ -16,6 +16,7 @@ cpu_attn_shape cpu_attn_shape_of(int b, int sq, int skv, int nh, int nkv, int hd
         .qstride = nh * hd,
         .kvstride = nkv * hd,
         .scale = 1.0f / sqrtf((float)hd),
+        .qlo = qlo,
     };
     return sh;
 }
@@ -74,15 +75,19 @@ void cpu_attn_pack_tiles_t(wp_kern *k, float *dst, const float *src, int b, int 
     }
 }
 
-CPU_HOT void cpu_attn_softmax_tile(float *S, int nq, int nk, int last0, float scale, float *m, float *l, float *acc,
-                                   int hd) {
+CPU_HOT void cpu_attn_softmax_tile(float *S, int nq, int nk, int last0, const int32_t *lo, int k0, float scale,
+                                   float *m, float *l, float *acc, int hd) {
     for (int r = 0; r < nq; r++) {
         float *s = S + (size_t)r * BK, mx = m[r];
-        int last = last0 + r;
+        int last = last0 + r, first = lo ? lo[r] - k0 : 0;
 #pragma omp simd reduction(max : mx)
         for (int c = 0; c < nk; c++) {
-            s[c] = c <= last ? s[c] * scale : -INFINITY;
+            s[c] = c <= last && c >= first ? s[c] * scale : -INFINITY;
             mx = s[c] > mx ? s[c] : mx;
+        }
+        if (mx == -INFINITY) { /* nothing of this row's document yet: exp(-inf - -inf) would be NaN */
+            memset(s, 0, (size_t)nk * sizeof *s);
+            continue;
         }
         float rescale = cpu_expf(m[r] - mx), sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
@@ -97,14 +102,14 @@ CPU_HOT void cpu_attn_softmax_tile(float *S, int nq, int nk, int last0, float sc
     }
 }
 
-CPU_HOT void cpu_attn_probs_tile(float *S, float *dP, int nq, int nk, int last0, float scale, const float *lse,
-                                 const float *D) {
+CPU_HOT void cpu_attn_probs_tile(float *S, float *dP, int nq, int nk, int last0, const int32_t *lo, int k0,
+                                 float scale, const float *lse, const float *D) {
     for (int r = 0; r < nq; r++) {
         float *s = S + (size_t)r * BK, *dp = dP + (size_t)r * BK, lr = lse[r], dr = D[r];
-        int last = last0 + r;
+        int last = last0 + r, first = lo ? lo[r] - k0 : 0;
 #pragma omp simd
         for (int c = 0; c < nk; c++) {
-            float p = c <= last ? cpu_expf(s[c] * scale - lr) : 0.0f;
+            float p = c <= last && c >= first ? cpu_expf(s[c] * scale - lr) : 0.0f;
             s[c] = p;
             dp[c] = p * (dp[c] - dr);
         }

@@ -193,6 +193,7 @@ typedef struct {
     int nqt, nkt;          /* query and key tiles */
     int qstride, kvstride; /* row strides of q/o and of k/v: nh*hd, nkv*hd */
     float scale;           /* 1/sqrt(hd) */
+    const int32_t *qlo;    /* document masks: first key of each query [b*sq], NULL: plain causal */
 } cpu_attn_shape;
 
 /* One thread's tiles: scores or probabilities, dP or dS, a transpose, the query tile, the
@@ -201,7 +202,13 @@ typedef struct {
     float *s, *dp, *tr, *q, *acc, *dkacc, *dvacc, *m, *l;
 } cpu_attn_ws;
 
-cpu_attn_shape cpu_attn_shape_of(int b, int sq, int skv, int nh, int nkv, int hd);
+cpu_attn_shape cpu_attn_shape_of(int b, int sq, int skv, int nh, int nkv, int hd, const int32_t *qlo);
+/* The first key query i of sequence bi sees (0 without document masks). */
+static inline int cpu_attn_lo(const cpu_attn_shape *sh, int bi, int i) { return sh->qlo ? sh->qlo[(size_t)bi * sh->sq + i] : 0; }
+/* The first key tile some query of tile qt sees: qlo is nondecreasing, so its first row's. */
+static inline int cpu_attn_first_kt(const cpu_attn_shape *sh, int bi, int qt) {
+    return cpu_attn_lo(sh, bi, qt * CPU_ATTN_BQ) / CPU_ATTN_BK;
+}
 /* Workspaces for `threads` threads; NULL + error when out of memory. */
 float *cpu_attn_workspace(wp_kern *k, int hd, int threads);
 cpu_attn_ws cpu_attn_ws_of(float *base, int hd, int thread);
@@ -222,13 +229,16 @@ static inline const float *cpu_attn_tile_t(const float *p, int ntiles, int hd, i
 }
 
 /* Online softmax step on a tile of raw scores S[nq][BK] (FlashAttention): row r sees the
- * tile's columns c <= last0 + r; scores are scaled, the running max m and sum l updated, the
- * row's accumulated output (acc[r][hd]) rescaled, and S turned into exp(scale*S - m). */
-void cpu_attn_softmax_tile(float *S, int nq, int nk, int last0, float scale, float *m, float *l, float *acc, int hd);
+ * tile's columns lo[r] - k0 <= c <= last0 + r (lo NULL: from 0; lo holds key positions, k0 is
+ * the tile's first); scores are scaled, the running max m and sum l updated, the row's
+ * accumulated output (acc[r][hd]) rescaled, and S turned into exp(scale*S - m). A row that has
+ * seen no key yet (a document starting later) keeps m = -inf and contributes nothing. */
+void cpu_attn_softmax_tile(float *S, int nq, int nk, int last0, const int32_t *lo, int k0, float scale, float *m,
+                           float *l, float *acc, int hd);
 /* Backward tile: S (raw scores) becomes P = exp(scale*S - lse), dP becomes dS = P (dP - D);
- * columns past last0 + r are masked to 0. */
-void cpu_attn_probs_tile(float *S, float *dP, int nq, int nk, int last0, float scale, const float *lse,
-                         const float *D);
+ * columns outside [lo[r] - k0, last0 + r] are masked to 0. */
+void cpu_attn_probs_tile(float *S, float *dP, int nq, int nk, int last0, const int32_t *lo, int k0, float scale,
+                         const float *lse, const float *D);
 /* tr[c][r] = x[r][c] for r < nq, c < nk; x has rows of BK, tr of BQ. */
 void cpu_attn_transpose_tile(float *tr, const float *x, int nq, int nk);
 

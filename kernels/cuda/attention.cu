@@ -38,7 +38,7 @@ __global__ void attn_delta_kernel(float *delta, const T *dout, const T *o, wp_at
 }
 
 static int make_shape(wp_kern *k, const char *name, wp_attn_shape *s, int b, int sq, int skv, int nh, int nkv,
-                      int hd) {
+                      int hd, const int32_t *qlo) {
     if (b < 0 || b > 65535 || sq < 0 || skv < sq || nh <= 0 || nh > 65535 || nkv <= 0 || nh % nkv || hd <= 0)
         return cu_fail(k, name, "bad shape b=%d sq=%d skv=%d nh=%d nkv=%d hd=%d (need skv >= sq, nh %% nkv == 0)", b,
                        sq, skv, nh, nkv, hd);
@@ -51,6 +51,7 @@ static int make_shape(wp_kern *k, const char *name, wp_attn_shape *s, int b, int
     s->scale = 1.0f / sqrtf((float)hd);
     s->q_stride = (size_t)nh * hd;
     s->kv_stride = (size_t)nkv * hd;
+    s->qlo = qlo;
     if (!attn_mma_supports(k, s) && hd > WP_ATTN_SIMT_MAX_HD)
         return cu_fail(k, name, "head size %d is larger than the %d this backend supports", hd, WP_ATTN_SIMT_MAX_HD);
     return 0;
@@ -61,6 +62,9 @@ static const char *cudnn_refusal(wp_kern *k, wp_cuda *c, const wp_attn_shape *s,
 #if WP_HAVE_CUDNN
     if (k->compute == WP_F32) return "fp32 compute (cuDNN's fused attention takes fp16 or bf16)";
     if (s->sq != s->skv) return "queries are the last part of a longer sequence (decoding with a cache)";
+    /* its ragged (THD) sequences would need the documents as separate sequences with their own
+     * offsets; not wired up, so document masks run on our kernels, which skip the masked tiles */
+    if (s->qlo) return "document masks (--doc-mask) run on weipipe's kernels";
     if (s->hd % 8 != 0 || s->hd > 256) return "a head size that is not a multiple of 8 up to 256";
     if (!aligned) return "buffers not 16-byte aligned";
     if (!c->cudnn && !c->cudnn_tried) {
@@ -118,10 +122,10 @@ static int try_cudnn(wp_kern *k, wp_cuda *c, const wp_attn_shape *s, bool aligne
 extern "C" {
 
 void cu_attention_fwd(wp_kern *k, void *o, float *lse, const void *q, const void *kv_k, const void *kv_v, int b, int sq,
-                      int skv, int nh, int nkv, int hd) {
+                      int skv, int nh, int nkv, int hd, const int32_t *qlo) {
     wp_attn_shape s;
     wp_cuda *c = cu_ctx(k);
-    if (!c || make_shape(k, "attention_fwd", &s, b, sq, skv, nh, nkv, hd) || b == 0 || sq == 0) return;
+    if (!c || make_shape(k, "attention_fwd", &s, b, sq, skv, nh, nkv, hd, qlo) || b == 0 || sq == 0) return;
     bool aligned = ((uintptr_t)o | (uintptr_t)q | (uintptr_t)kv_k | (uintptr_t)kv_v) % 16 == 0;
     const char *no_cudnn;
     char why[512] = "";
@@ -141,10 +145,10 @@ void cu_attention_fwd(wp_kern *k, void *o, float *lse, const void *q, const void
 
 void cu_attention_bwd(wp_kern *k, void *dq, void *dk, void *dv, const void *dout, const void *q, const void *kv_k,
                       const void *kv_v, const void *o, const float *lse, int b, int sq, int skv, int nh, int nkv,
-                      int hd) {
+                      int hd, const int32_t *qlo) {
     wp_attn_shape s;
     wp_cuda *c = cu_ctx(k);
-    if (!c || make_shape(k, "attention_bwd", &s, b, sq, skv, nh, nkv, hd)) return;
+    if (!c || make_shape(k, "attention_bwd", &s, b, sq, skv, nh, nkv, hd, qlo)) return;
     size_t kv_bytes = (size_t)b * skv * s.kv_stride * wp_dtype_size(k->compute);
     if (b == 0) return;
     if (sq == 0) { /* no query sees any key: the key and value gradients are zero */

@@ -168,24 +168,25 @@ __global__ void __launch_bounds__(MMA_THREADS)
         l_row[rr] = 0.0f;
     }
     const int kv_end = attn_query_pos(s, min(q0 + MMA_TILE, s.sq) - 1) + 1;
-    for (int kv0 = 0; kv0 < kv_end; kv0 += MMA_TILE) {
+    /* document masks: key tiles before the tile's first document hold nothing it sees */
+    for (int kv0 = attn_query_lo(s, bi, q0) / MMA_TILE * MMA_TILE; kv0 < kv_end; kv0 += MMA_TILE) {
         __syncthreads(); /* every warp is done with the previous K, V */
         load_tile<T, HD>(ks, kbase, s.kv_stride, kv0, s.skv);
         load_tile<T, HD>(vs, vbase, s.kv_stride, kv0, s.skv);
         __syncthreads();
         warp_scores<T, HD>(ss + 16 * w * LD_S, qf, ks);
         __syncwarp();
-        /* online softmax over this tile, row by row; every query sees key 0 in the first tile,
-         * so the running max is finite from then on and exp(m_old - m_new) is never NaN */
+        /* online softmax over this tile, row by row; causally every query sees key 0 in the first
+         * tile, with document masks a row may see nothing yet (attn_rescale) */
 #pragma unroll
         for (int rr = 0; rr < 16; rr++) {
-            const int r = 16 * w + rr, pos = attn_query_pos(s, q0 + r);
+            const int r = 16 * w + rr, pos = attn_query_pos(s, q0 + r), lo = attn_query_lo(s, bi, q0 + r);
             const int j0 = kv0 + lane, j1 = j0 + 32;
-            const bool see0 = j0 < s.skv && j0 <= pos, see1 = j1 < s.skv && j1 <= pos;
+            const bool see0 = j0 < s.skv && j0 <= pos && j0 >= lo, see1 = j1 < s.skv && j1 <= pos && j1 >= lo;
             float s0 = see0 ? ss[r * LD_S + lane] * s.scale : -INFINITY;
             float s1 = see1 ? ss[r * LD_S + lane + 32] * s.scale : -INFINITY;
             float m_new = fmaxf(m_row[rr], wp_warp_max(fmaxf(s0, s1)));
-            float alpha = expf(m_row[rr] - m_new);
+            float alpha = attn_rescale(m_row[rr], m_new);
             float p0 = see0 ? expf(s0 - m_new) : 0.0f, p1 = see1 ? expf(s1 - m_new) : 0.0f;
             ps[r * LD_P + lane] = wp_store<T>(p0);
             ps[r * LD_P + lane + 32] = wp_store<T>(p1);
@@ -253,6 +254,8 @@ __global__ void __launch_bounds__(MMA_THREADS)
         const size_t q_off = (size_t)bi * s.sq * s.q_stride + (size_t)head * HD;
         const float *lse_h = lse + ((size_t)bi * s.nh + head) * s.sq, *delta_h = delta + ((size_t)bi * s.nh + head) * s.sq;
         for (int i0 = i_first; i0 < s.sq; i0 += MMA_TILE) {
+            /* document masks: this and every later query tile start past this KV tile */
+            if (attn_query_lo(s, bi, i0) > kv0 + MMA_TILE - 1) break;
             __syncthreads(); /* every warp is done with the previous Q, dO */
             load_tile<T, HD>(qs, q + q_off, s.q_stride, i0, s.sq);
             load_tile<T, HD>(dos, dout + q_off, s.q_stride, i0, s.sq);
@@ -271,7 +274,7 @@ __global__ void __launch_bounds__(MMA_THREADS)
 #pragma unroll
                 for (int half = 0; half < 2; half++) {
                     const int c = lane + 32 * half, i = i0 + c;
-                    const bool seen = i < s.sq && j < s.skv && j <= attn_query_pos(s, i);
+                    const bool seen = i < s.sq && j < s.skv && j <= attn_query_pos(s, i) && j >= attn_query_lo(s, bi, i);
                     float p = seen ? expf(st[r * LD_S + c] * s.scale - lse_s[c]) : 0.0f;
                     float ds = p * (dpt[r * LD_S + c] - delta_s[c]);
                     pt[r * LD_P + c] = wp_store<T>(p);
@@ -322,7 +325,7 @@ __global__ void __launch_bounds__(MMA_THREADS)
 #pragma unroll
     for (int n = 0; n < HD / 16; n++) wmma::fill_fragment(dq_acc[n], 0.0f);
     const int kv_end = attn_query_pos(s, min(q0 + MMA_TILE, s.sq) - 1) + 1;
-    for (int kv0 = 0; kv0 < kv_end; kv0 += MMA_TILE) {
+    for (int kv0 = attn_query_lo(s, bi, q0) / MMA_TILE * MMA_TILE; kv0 < kv_end; kv0 += MMA_TILE) {
         __syncthreads(); /* every warp is done with the previous K, V */
         load_tile<T, HD>(ks, kk + kv_off, s.kv_stride, kv0, s.skv);
         load_tile<T, HD>(vs, v + kv_off, s.kv_stride, kv0, s.skv);
@@ -331,11 +334,11 @@ __global__ void __launch_bounds__(MMA_THREADS)
         warp_scores<T, HD>(dps + 16 * w * LD_S, dof, vs); /* dP_w = dO_w V^T */
         __syncwarp();
         for (int rr = 0; rr < 16; rr++) {
-            const int r = 16 * w + rr, i = q0 + r, pos = attn_query_pos(s, i);
+            const int r = 16 * w + rr, i = q0 + r, pos = attn_query_pos(s, i), lo = attn_query_lo(s, bi, i);
 #pragma unroll
             for (int half = 0; half < 2; half++) {
                 const int c = lane + 32 * half, j = kv0 + c;
-                const bool seen = i < s.sq && j < s.skv && j <= pos;
+                const bool seen = i < s.sq && j < s.skv && j <= pos && j >= lo;
                 float p = seen ? expf(ss[r * LD_S + c] * s.scale - lse_s[r]) : 0.0f;
                 dss[r * LD_P + c] = wp_store<T>(p * (dps[r * LD_S + c] - delta_s[r]));
             }

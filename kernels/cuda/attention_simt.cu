@@ -52,18 +52,20 @@ __global__ void __launch_bounds__(SIMT_WARPS * 32)
     float m = -INFINITY, l = 0.0f, acc[SIMT_PER_LANE];
 #pragma unroll
     for (int t = 0; t < SIMT_PER_LANE; t++) acc[t] = 0.0f;
-    for (int j0 = 0; j0 < kv_end; j0 += SIMT_TILE) {
+    const int lo = attn_query_lo(s, bi, i), kv_begin = attn_query_lo(s, bi, i0) / SIMT_TILE * SIMT_TILE;
+    for (int j0 = kv_begin; j0 < kv_end; j0 += SIMT_TILE) {
         __syncthreads(); /* previous tile fully used */
         load_tile(ks, ld, kbase, s.kv_stride, j0, s.skv, s.hd);
         load_tile(vs, ld, vbase, s.kv_stride, j0, s.skv, s.hd);
         __syncthreads();
         if (!valid) continue;
         const int j = j0 + lane;
-        const bool seen = j < s.skv && j <= pos;
+        const bool seen = j < s.skv && j <= pos && j >= lo;
         float sc = seen ? dot(qs, ks + lane * ld, s.hd) * s.scale : -INFINITY;
-        /* key 0 is in the first tile and every query sees it, so m is finite from then on */
+        /* causally key 0 is in the first tile and every query sees it; with document masks a
+         * query may see nothing before its document's tile */
         float m_new = fmaxf(m, wp_warp_max(sc));
-        float alpha = expf(m - m_new);
+        float alpha = attn_rescale(m, m_new);
         float p = seen ? expf(sc - m_new) : 0.0f;
         l = l * alpha + wp_warp_sum(p);
         m = m_new;
@@ -116,6 +118,8 @@ __global__ void __launch_bounds__(SIMT_WARPS * 32)
         const T *dobase = dout + (size_t)bi * s.sq * s.q_stride + (size_t)head * s.hd;
         const float *lse_h = lse + ((size_t)bi * s.nh + head) * s.sq, *delta_h = delta + ((size_t)bi * s.nh + head) * s.sq;
         for (int i0 = i_first; i0 < s.sq; i0 += SIMT_TILE) {
+            /* document masks: this and every later query tile start past the block's keys */
+            if (attn_query_lo(s, bi, i0) > j0 + SIMT_WARPS - 1) break;
             __syncthreads();
             load_tile(qs, ld, qbase, s.q_stride, i0, s.sq, s.hd);
             load_tile(dos, ld, dobase, s.q_stride, i0, s.sq, s.hd);
@@ -127,7 +131,7 @@ __global__ void __launch_bounds__(SIMT_WARPS * 32)
             __syncthreads();
             if (!valid) continue;
             const int i = i0 + lane;
-            const bool seen = i < s.sq && j <= attn_query_pos(s, i);
+            const bool seen = i < s.sq && j <= attn_query_pos(s, i) && j >= attn_query_lo(s, bi, i);
             float p = seen ? expf(dot(qs + lane * ld, krow, s.hd) * s.scale - ls[lane]) : 0.0f;
             float dp = seen ? dot(dos + lane * ld, vrow, s.hd) : 0.0f;
             float ds = p * (dp - ds_row[lane]);
@@ -181,14 +185,15 @@ __global__ void __launch_bounds__(SIMT_WARPS * 32)
     float acc[SIMT_PER_LANE];
 #pragma unroll
     for (int t = 0; t < SIMT_PER_LANE; t++) acc[t] = 0.0f;
-    for (int j0 = 0; j0 < kv_end; j0 += SIMT_TILE) {
+    const int lo = attn_query_lo(s, bi, i), kv_begin = attn_query_lo(s, bi, i0) / SIMT_TILE * SIMT_TILE;
+    for (int j0 = kv_begin; j0 < kv_end; j0 += SIMT_TILE) {
         __syncthreads();
         load_tile(ks, ld, kbase, s.kv_stride, j0, s.skv, s.hd);
         load_tile(vs, ld, vbase, s.kv_stride, j0, s.skv, s.hd);
         __syncthreads();
         if (!valid) continue;
         const int j = j0 + lane;
-        const bool seen = j < s.skv && j <= pos;
+        const bool seen = j < s.skv && j <= pos && j >= lo;
         float p = seen ? expf(dot(qrow_s, ks + lane * ld, s.hd) * s.scale - lse_i) : 0.0f;
         float dp = seen ? dot(dorow, vs + lane * ld, s.hd) : 0.0f;
         float ds = p * (dp - delta_i);

@@ -106,6 +106,13 @@ wp_result model_cfg_split_from_opts(const wp_opts *o, int nranks, wp_chunk_split
     cfg->norm_eps = o->norm_eps;
     cfg->init_std = o->init_std;
     cfg->recompute = o->recompute;
+    cfg->doc_mask = o->doc_mask;
+    NEED(o->doc_boundary_id >= -1 && o->doc_boundary_id < o->vocab_size,
+         "--doc-boundary-id: %lld is not a token of the %lld-token vocabulary (-1: the tokenizer's BOS)",
+         (long long)o->doc_boundary_id, (long long)o->vocab_size);
+    /* -1: what prepare writes before each document: 0 without a tokenizer (bytes); train
+     * replaces it with its tokenizer's BOS (its EOS where it has none), as prepare does */
+    cfg->doc_boundary = o->doc_boundary_id >= 0 ? (int32_t)o->doc_boundary_id : 0;
     cfg->precision = o->precision;
 
     if (split == WP_SPLIT_FLAGS && chunk_layers_listed(o)) {

@@ -88,6 +88,7 @@ static wp_result write_config(const char *tmp, const check_dump *d, char *err, s
     cli_write_ini(f, d->opts, C_MODEL);
     /* 0 means "derive it" on the command line; the reference gets the values in force */
     fprintf(f, "ffn-hidden-size = %d\nnum-query-groups = %d\n", d->L->cfg.ffn, d->L->cfg.n_kv_heads);
+    if (d->L->cfg.doc_mask) fprintf(f, "doc-boundary-id = %d\n", (int)d->L->cfg.doc_boundary);
     return close_checked(f, path, 0, err, errlen);
 }
 

@@ -55,7 +55,8 @@ static void check_free(check_run *r) {
 }
 
 /* Random tokens [b, s+1] fixed by the seed: inputs are the first s of each row, targets the
- * last s (next-token prediction on one random sequence). */
+ * last s (next-token prediction on one random sequence). With --doc-mask about one token in 8
+ * is the boundary, so that every sequence holds several documents of uneven lengths. */
 static void make_tokens(check_run *r, uint64_t seed) {
     const wp_model_cfg *cfg = &r->L.cfg;
     wp_rng g = rng_seeded(seed ^ 0x746f6b656e73ull); /* "tokens" */
@@ -63,6 +64,7 @@ static void make_tokens(check_run *r, uint64_t seed) {
         int32_t prev = (int32_t)rng_below(&g, (uint64_t)cfg->vocab);
         for (int t = 0; t < cfg->seq; t++) {
             int32_t next = (int32_t)rng_below(&g, (uint64_t)cfg->vocab);
+            if (cfg->doc_mask && rng_below(&g, 8) == 0) next = cfg->doc_boundary;
             r->inputs[(size_t)b * cfg->seq + t] = prev;
             r->targets[(size_t)b * cfg->seq + t] = next;
             prev = next;

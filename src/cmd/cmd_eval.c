@@ -206,6 +206,14 @@ int cmd_eval(const wp_opts *o) {
     int mb = o->set[FLAG_micro_batch_size] ? (int)o->micro_batch_size : 1;
     int rc = check_eval_flags(o, err, sizeof err);
     if (rc == 0) rc = model_src_open(o->args[0], o, mb, true, &src, err, sizeof err);
+    if (rc == 0 && o->doc_mask) { /* documents start at the model's BOS (its EOS without one), as prepare writes */
+        wp_model_cfg *c = &src.L.cfg;
+        c->doc_mask = true;
+        c->doc_boundary = o->doc_boundary_id >= 0 ? (int32_t)o->doc_boundary_id
+                          : c->has_bos               ? c->bos_id
+                          : c->has_eos               ? c->eos_id
+                                                     : 0;
+    }
     /* the layout is the source's; eval_free frees its own copy */
     if (rc == 0) rc = layout_build(&src.L.cfg, &e.L, err, sizeof err);
     if (rc == 0) rc = check_request(&e, o, err, sizeof err);

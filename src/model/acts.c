@@ -87,6 +87,10 @@ static void plan_block_kv_later(wp_arena *ar, const wp_dims *d, bool recompute, 
 
 void acts_plan_fwd(const wp_layout *L, int chunk, const wp_dims *d, wp_arena *ar, wp_acts *a) {
     const wp_model_cfg *cfg = &L->cfg;
+    if (cfg->doc_mask) {
+        int32_t *lo = arena_take(ar, (size_t)d->T * sizeof(int32_t));
+        if (a) a->doc_lo = lo;
+    }
     for (int i = 0; i < cfg->chunk_layers[chunk]; i++) {
         wp_block_acts scratch = {0}, *b = a ? &a->blocks[i] : &scratch;
         b->x = take_ct(ar, d, d->T, d->h);

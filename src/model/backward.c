@@ -16,8 +16,9 @@ static wp_result check_gw(wp_model *m, const void *gw, wp_dtype gt, const char *
  * arena so that they outlive the scratch. */
 static wp_block_acts bwd_block_acts(wp_model *m, const wp_chunk_map *cm, const void *w, const wp_acts *a, int i,
                                     bool fused) {
-    if (!m->L.cfg.recompute) return a->blocks[i];
-    wp_block_acts A = m->sa;
+    wp_block_acts A = m->L.cfg.recompute ? m->sa : a->blocks[i];
+    A.lo = a->doc_lo;
+    if (!m->L.cfg.recompute) return A;
     const wp_block_acts *kept = &a->blocks[i];
     A.x = kept->x;
     if (!fused) {

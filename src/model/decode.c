@@ -235,7 +235,7 @@ static void block_step(wp_decoder *D, int i, int n) {
     kern_rope_fwd_scaled(k, D->qb, 1, n, D->nh, D->hd, pos, D->theta, &D->L->cfg.rope_scaling); /* at positions pos.. */
     kern_rope_fwd_scaled(k, kn, 1, n, D->nkv, D->hd, pos, D->theta, &D->L->cfg.rope_scaling);
     kern_attention_fwd(k, D->att, D->lse, D->qb, D->cache_k[i], D->cache_v[i], 1, n, pos + n, D->nh, D->nkv,
-                       D->hd);                                                 /* att [n,q] over pos+n keys */
+                       D->hd, NULL);                                                 /* att [n,q] over pos+n keys */
     kern_copy(k, D->x1, D->x, (size_t)n * h * D->cs);                          /* x1 = x */
     linear(D, D->x1, D->att, AT(b->w, b->wo), n, h, D->q, 1.0f);              /* x1 += att @ Wo^T */
     kern_rmsnorm_fwd(k, D->n2, D->rstd, D->x1, AT(b->w, b->ln2), n, h, D->eps); /* n2 [n,h] */

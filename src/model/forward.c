@@ -18,8 +18,9 @@ wp_result model_entry_check(wp_model *m, int chunk, const wp_acts *a, const char
 /* Where layer i's forward writes: all in a, or (recompute) its input in a and the rest in
  * the model's scratch, to be recomputed by B. */
 static wp_block_acts fwd_block_acts(const wp_model *m, const wp_acts *a, int i) {
-    if (!m->L.cfg.recompute) return a->blocks[i];
-    wp_block_acts A = m->sa;
+    wp_block_acts A = m->L.cfg.recompute ? m->sa : a->blocks[i];
+    A.lo = a->doc_lo;
+    if (!m->L.cfg.recompute) return A;
     A.x = a->blocks[i].x;
     if (dims_kv_later(&a->d)) {
         /* later segments attend to these: they outlive the scratch */
@@ -31,7 +32,7 @@ static wp_block_acts fwd_block_acts(const wp_model *m, const wp_acts *a, int i) 
 
 static wp_result check_io(wp_model *m, const wp_chunk_map *cm, const void *x_in, const int32_t *tokens,
                     const int32_t *targets, const void *x_out) {
-    const char *missing = cm->first && !tokens   ? "tokens"
+    const char *missing = (cm->first || m->L.cfg.doc_mask) && !tokens ? "tokens"
                           : !cm->first && !x_in  ? "x_in"
                           : cm->last && !targets ? "targets"
                           : !cm->last && !x_out  ? "x_out"
@@ -51,6 +52,7 @@ wp_result model_forward(wp_model *m, int chunk, const void *w, wp_acts *a, const
     WP_TRY(seg_forward_begin(m, a, "model_forward"));
     a->tokens = tokens;
     a->targets = targets;
+    if (a->doc_lo) WP_TRY(doc_mask_starts(m, a, tokens)); /* where each token's document starts */
     void *x0 = n > 0 ? a->blocks[0].x : cm->last ? a->x_final : x_out;
     if (cm->first)
         kern_embedding_fwd(k, x0, tokens, w_at(d, w, cm->embed), d->T, d->h); /* x0 [T,h] = wte[tokens] */

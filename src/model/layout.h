@@ -35,6 +35,8 @@ typedef struct {
     double norm_eps;
     double init_std;
     bool recompute;
+    bool doc_mask;     /* document masks: attention stays inside documents (kernels.h: doc_starts) */
+    int32_t doc_boundary; /* with doc_mask: the token that starts a document (BOS, or EOS without one) */
     bool tied;         /* tie_word_embeddings: lm_head.weight is model.embed_tokens.weight (the
                           optimizer ties them inside one chunk, schedule_tie across chunks) */
     wp_precision precision;

@@ -54,7 +54,8 @@ wp_result model_acts_relink(wp_model *m, wp_acts *a, wp_acts *prev);
 /* model_acts_bytes for a segment state (its K/V and dK/dV accumulators included). */
 size_t model_acts_bytes_segment(const wp_layout *L, int chunk, wp_dtype compute, bool split_backward, int t0, int t1);
 
-/* F. chunk 0 reads tokens (x_in unused); later chunks read x_in [T,h]. Chunks before the last
+/* F. chunk 0 reads tokens (x_in unused); later chunks read x_in [T,h], and with document masks
+ * (cfg.doc_mask) the tokens too, where they find the documents (src/model/doc_mask.c). Chunks before the last
  * write x_out [T,h]; the last chunk reads targets and adds its token losses to *loss_sum.
  * x_in is copied into a, so the caller may reuse its buffer. */
 wp_result model_forward(wp_model *m, int chunk, const void *w, wp_acts *a, const void *x_in,

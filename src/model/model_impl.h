@@ -46,6 +46,7 @@ typedef struct {
     void *q, *k, *v;         /* projections, q and k after RoPE: [T,q], [T,kv], [T,kv] */
     void *att;               /* attention output [T,q] */
     float *lse;              /* attention log-sum-exp [b,nh,s] */
+    const int32_t *lo;       /* document masks: first key each query sees [T] (wp_acts.doc_lo); NULL: causal */
     void *x1;                /* x + o_proj(att) [T,h] */
     float *rstd2;            /* [T] */
     void *n2;                /* [T,h] */
@@ -82,6 +83,8 @@ struct wp_acts {
     void *n_final;             /* LM head input [T,h] */
     float *lse_head, *losses;  /* [T] */
     const int32_t *tokens, *targets;
+    int32_t *doc_lo;           /* document masks (cfg.doc_mask): where each token's document starts [T], made by
+                                  F from the tokens (every chunk reads them then); NULL without */
     void *fwd_mem;
     size_t fwd_bytes;
 
@@ -174,6 +177,10 @@ typedef struct {
     void *dk_acc, *dv_acc;     /* [T,kv]: dK/dV later segments added to this one's K/V, or NULL */
     void *k, *v, *dk, *dv;     /* model scratch [b*seq, kv] for the gathered prefix (prev != NULL) */
 } wp_seg_kv;
+
+/* Document masks (src/model/doc_mask.c): a->doc_lo from the micro-batch's tokens (backend
+ * memory), continuing a->prev's last document. 0, or 1 with a kern error. */
+wp_result doc_mask_starts(wp_model *m, wp_acts *a, const int32_t *tokens);
 
 /* The segment context of layer i of a (NULL when a covers a whole sequence). */
 const wp_seg_kv *seg_kv_of(const wp_model *m, const wp_acts *a, int i, wp_seg_kv *buf);

@@ -110,12 +110,13 @@ static void gather_prefix(wp_kern *k, const wp_dims *d, const wp_block_acts *A, 
 
 void seg_attention_fwd(wp_kern *k, const wp_dims *d, const wp_block_acts *A, const wp_seg_kv *S) {
     if (!S || !S->prev) {
-        kern_attention_fwd(k, A->att, A->lse, A->q, A->k, A->v, d->b, d->s, d->s, d->nh, d->nkv, d->hd);
+        kern_attention_fwd(k, A->att, A->lse, A->q, A->k, A->v, d->b, d->s, d->s, d->nh, d->nkv, d->hd, A->lo);
         return;
     }
     const int skv = d->pos0 + d->s;
     gather_prefix(k, d, A, S);
-    kern_attention_fwd(k, A->att, A->lse, A->q, S->k, S->v, d->b, d->s, skv, d->nh, d->nkv, d->hd); /* att [T,q] */
+    kern_attention_fwd(k, A->att, A->lse, A->q, S->k, S->v, d->b, d->s, skv, d->nh, d->nkv, d->hd,
+                       A->lo); /* att [T,q]; lo holds key positions of the whole prefix */
 }
 
 /* G->dk/dv of this segment, and the earlier segments' share added into their accumulators. */
@@ -133,12 +134,12 @@ void seg_attention_bwd(wp_kern *k, const wp_dims *d, const wp_block_acts *A, con
                        const wp_seg_kv *S) {
     if (!S || !S->prev) {
         kern_attention_bwd(k, G->dq, G->dk, G->dv, G->datt, A->q, A->k, A->v, A->att, A->lse, d->b, d->s, d->s, d->nh,
-                           d->nkv, d->hd);
+                           d->nkv, d->hd, A->lo);
     } else {
         const int skv = d->pos0 + d->s;
         gather_prefix(k, d, A, S);
         kern_attention_bwd(k, G->dq, S->dk, S->dv, G->datt, A->q, S->k, S->v, A->att, A->lse, d->b, d->s, skv, d->nh,
-                           d->nkv, d->hd); /* dq [T,q]; dK, dV of the whole prefix [b*t1, kv] */
+                           d->nkv, d->hd, A->lo); /* dq [T,q]; dK, dV of the whole prefix [b*t1, kv] */
         scatter_prefix_grads(k, d, G, S);
     }
     if (S && S->dk_acc) {

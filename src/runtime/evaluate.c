@@ -123,7 +123,7 @@ static wp_result forward_chunk(rt_eval *e, int c, double *loss, char *err, size_
     if (prev != e->rank && move(e, false, prev, e->x[0], act_bytes, err, errlen)) return 1;
     wp_dtype wt = precision_weight_dtype(L->cfg.precision);
     kern_convert(e->k, e->w, kern_compute_dtype(e->k), e->wire, wt, L->chunk_numel[c]);
-    if (model_forward(e->m, c, e->w, e->acts[c], c > 0 ? e->x[0] : NULL, c == 0 ? e->d_tok : NULL,
+    if (model_forward(e->m, c, e->w, e->acts[c], c > 0 ? e->x[0] : NULL, c == 0 || L->cfg.doc_mask ? e->d_tok : NULL,
                       c == last ? e->d_tgt : NULL, c < last ? e->x[1] : NULL, loss) != 0 || kern_error(e->k))
         return fail(err, errlen, kern_error(e->k) ? kern_error(e->k) : "forward failed");
     kern_sync(e->k);
@@ -143,7 +143,8 @@ wp_result eval_run(rt_eval *e, double *mean_loss, char *err, size_t errlen) {
         for (int c = 0; c < e->s->nchunks; c++) {
             if (gather_weights(e, c, err, errlen)) return 1;
             if (e->s->owner[c] != e->rank) continue;
-            bool reads_data = c == 0 || c == e->s->nchunks - 1; /* tokens, or targets */
+            /* tokens, or targets; every chunk's documents with document masks */
+            bool reads_data = c == 0 || c == e->s->nchunks - 1 || model_layout(e->m)->cfg.doc_mask;
             if (reads_data && load_batch(e, i, err, errlen)) return 1;
             if (c == e->s->nchunks - 1) /* the targets that carry a loss (-1: masked) */
                 for (size_t t = 0; t < (size_t)L->cfg.micro_batch * L->cfg.seq; t++) v[1] += e->h_tgt[t] >= 0;

@@ -160,8 +160,15 @@ static float dloss_of(const wp_rt *rt) {
     return n > 0 ? (float)(rt->c.scaler.scale / n) : 0.0f;
 }
 
+/* The micro-batch's tokens for the first chunk (the embedding), the last (the targets) and,
+ * with document masks, every chunk: each stage finds the documents from the tokens itself,
+ * from the same deterministic loader, so no strategy passes boundaries along. */
+static bool reads_tokens(const wp_rt *rt, int chunk) {
+    return chunk == 0 || chunk == last_chunk(rt) || rt->c.L->cfg.doc_mask;
+}
+
 static wp_result load_tokens(wp_rt *rt, rt_act *a, int chunk, int mb, char *err, size_t errlen) {
-    if (chunk != 0 && chunk != last_chunk(rt)) return 0;
+    if (!reads_tokens(rt, chunk)) return 0;
     if (!rt->c.data) return rt_fail(rt, err, errlen, "no training data");
     if (loader_get(rt->c.data, rt->step, rt_seg_sample(rt, mb), rt->h_tok, rt->h_tgt))
         return rt_fail(rt, err, errlen, "%s", loader_error(rt->c.data));
@@ -182,7 +189,7 @@ static wp_result do_forward(wp_rt *rt, const wp_action *x, char *err, size_t err
     rt_entry *out = c < last ? output(rt, buf_a(c, mb), &x_out, err, errlen) : NULL;
     if (c < last && !out) return 1;
     double loss = 0;
-    wp_result rc = model_forward(rt->c.m, c, w, a->a, x_in, c == 0 ? a->d_tok : NULL, c == last ? a->d_tgt : NULL, x_out,
+    wp_result rc = model_forward(rt->c.m, c, w, a->a, x_in, reads_tokens(rt, c) ? a->d_tok : NULL, c == last ? a->d_tgt : NULL, x_out,
                            &loss);
     if (out) output_done(rt, out, x_out);
     if (c == last) {

@@ -207,9 +207,9 @@ typedef struct {
 static double attn_call(void *p) {
     attn_ctx *a = p;
     if (a->backward)
-        kern_attention_bwd(a->k, a->dq, a->dk, a->dv, a->dout, a->q, a->kk, a->v, a->o, a->lse, 1, a->s, a->s, 32, 32, 128);
+        kern_attention_bwd(a->k, a->dq, a->dk, a->dv, a->dout, a->q, a->kk, a->v, a->o, a->lse, 1, a->s, a->s, 32, 32, 128, NULL);
     else
-        kern_attention_fwd(a->k, a->o, a->lse, a->q, a->kk, a->v, 1, a->s, a->s, 32, 32, 128);
+        kern_attention_fwd(a->k, a->o, a->lse, a->q, a->kk, a->v, 1, a->s, a->s, 32, 32, 128, NULL);
     return 0;
 }
 

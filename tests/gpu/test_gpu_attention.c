@@ -44,8 +44,8 @@ static void check_case(gh_pair *p, const attn_case *a, const char *impl) {
     snprintf(shape, sizeof shape, "%s %s b=%d sq=%d skv=%d nh=%d nkv=%d hd=%d", impl, wp_dtype_name(ct), a->b, a->sq, a->skv,
              a->nh, a->nkv, a->hd);
 
-    kern_attention_fwd(p->cpu, co, clse, cq, ck, cv, a->b, a->sq, a->skv, a->nh, a->nkv, a->hd);
-    kern_attention_fwd(p->gpu, go, glse, gq, gk, gv, a->b, a->sq, a->skv, a->nh, a->nkv, a->hd);
+    kern_attention_fwd(p->cpu, co, clse, cq, ck, cv, a->b, a->sq, a->skv, a->nh, a->nkv, a->hd, NULL);
+    kern_attention_fwd(p->gpu, go, glse, gq, gk, gv, a->b, a->sq, a->skv, a->nh, a->nkv, a->hd, NULL);
     gh_ok(p->gpu, shape);
     gh_download(p->cpu, o_ref, co, nq, WP_F32);
     gh_download(p->gpu, got, go, nq, ct);
@@ -64,8 +64,8 @@ static void check_case(gh_pair *p, const attn_case *a, const char *impl) {
     void *cdq = gh_out(p->cpu, nq * 4), *cdk = gh_out(p->cpu, nkv * 4), *cdv = gh_out(p->cpu, nkv * 4);
     size_t es = wp_dtype_size(ct);
     void *gdq = gh_out(p->gpu, nq * es), *gdk = gh_out(p->gpu, nkv * es), *gdv = gh_out(p->gpu, nkv * es);
-    kern_attention_bwd(p->cpu, cdq, cdk, cdv, cdo, cq, ck, cv, co2, clse, a->b, a->sq, a->skv, a->nh, a->nkv, a->hd);
-    kern_attention_bwd(p->gpu, gdq, gdk, gdv, gdo, gq, gk, gv, go2, glse, a->b, a->sq, a->skv, a->nh, a->nkv, a->hd);
+    kern_attention_bwd(p->cpu, cdq, cdk, cdv, cdo, cq, ck, cv, co2, clse, a->b, a->sq, a->skv, a->nh, a->nkv, a->hd, NULL);
+    kern_attention_bwd(p->gpu, gdq, gdk, gdv, gdo, gq, gk, gv, go2, glse, a->b, a->sq, a->skv, a->nh, a->nkv, a->hd, NULL);
     gh_ok(p->gpu, shape);
     const char *names[3] = {"dq", "dk", "dv"};
     void *cg[3] = {cdq, cdk, cdv}, *gg[3] = {gdq, gdk, gdv};

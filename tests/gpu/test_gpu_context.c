@@ -65,7 +65,7 @@ static void with_gpu(void) {
     const int hd = 320; /* above what either attention implementation supports */
     void *buf = kern_alloc(k, (size_t)4 * hd * 2);
     float *lse = kern_alloc(k, 64);
-    kern_attention_fwd(k, buf, lse, buf, buf, buf, 1, 4, 4, 1, 1, hd);
+    kern_attention_fwd(k, buf, lse, buf, buf, buf, 1, 4, 4, 1, 1, hd, NULL);
     e = kern_error(k);
     check_say(e && strstr(e, "head size 320"), "unsupported head size: %s", e ? e : "(no error)");
     char first[512];

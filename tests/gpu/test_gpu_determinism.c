@@ -35,13 +35,13 @@ static void attention_twice(wp_dtype ct, int s, int nh, int nkv, int hd) {
     void *v = random_buffer(k, &g, nkvn, ct, 1.0f), *dout = random_buffer(k, &g, nq, ct, 1.0f);
     void *o = gh_out(k, nq * es);
     float *lse = gh_out(k, (size_t)nh * s * 4);
-    kern_attention_fwd(k, o, lse, q, kk, v, 1, s, s, nh, nkv, hd);
+    kern_attention_fwd(k, o, lse, q, kk, v, 1, s, s, nh, nkv, hd, NULL);
     void *grads[2][3];
     for (int run = 0; run < 2; run++) {
         grads[run][0] = gh_out(k, nq * es);
         grads[run][1] = gh_out(k, nkvn * es);
         grads[run][2] = gh_out(k, nkvn * es);
-        kern_attention_bwd(k, grads[run][0], grads[run][1], grads[run][2], dout, q, kk, v, o, lse, 1, s, s, nh, nkv, hd);
+        kern_attention_bwd(k, grads[run][0], grads[run][1], grads[run][2], dout, q, kk, v, o, lse, 1, s, s, nh, nkv, hd, NULL);
     }
     gh_ok(k, "attention");
     const char *names[3] = {"dq", "dk", "dv"};

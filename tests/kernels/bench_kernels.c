@@ -96,13 +96,13 @@ typedef struct {
 
 static void run_fwd(wp_kern *k, void *arg) {
     attn_arg *a = arg;
-    kern_attention_fwd(k, a->o, a->lse, a->q, a->k, a->v, a->b, a->s, a->s, a->nh, a->nkv, a->hd);
+    kern_attention_fwd(k, a->o, a->lse, a->q, a->k, a->v, a->b, a->s, a->s, a->nh, a->nkv, a->hd, NULL);
 }
 
 static void run_bwd(wp_kern *k, void *arg) {
     attn_arg *a = arg;
     kern_attention_bwd(k, a->dq, a->dk, a->dv, a->dout, a->q, a->k, a->v, a->o, a->lse, a->b, a->s, a->s, a->nh,
-                       a->nkv, a->hd);
+                       a->nkv, a->hd, NULL);
 }
 
 static void bench_attention(wp_kern *k, kt_rng *r, int s, int nh, int nkv, int hd) {

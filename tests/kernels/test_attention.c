@@ -90,8 +90,8 @@ static ref_ctx ref_of(const bufs *x, sizes n, int b, int sq, int skv, int nh, in
 static void free_ref(ref_ctx *c) { free(c->q), free(c->k), free(c->v), free(c->R); }
 
 static void run_kernels(wp_kern *k, bufs *x, int b, int sq, int skv, int nh, int nkv, int hd) {
-    kern_attention_fwd(k, x->o, x->lse, x->q, x->k, x->v, b, sq, skv, nh, nkv, hd);
-    kern_attention_bwd(k, x->dq, x->dk, x->dv, x->R, x->q, x->k, x->v, x->o, x->lse, b, sq, skv, nh, nkv, hd);
+    kern_attention_fwd(k, x->o, x->lse, x->q, x->k, x->v, b, sq, skv, nh, nkv, hd, NULL);
+    kern_attention_bwd(k, x->dq, x->dk, x->dv, x->R, x->q, x->k, x->v, x->o, x->lse, b, sq, skv, nh, nkv, hd, NULL);
     kt_no_error(k, "attention");
 }
 
@@ -169,7 +169,7 @@ static void determinism_case(kt_rng *r, int b, int sq, int skv, int nh, int nkv,
     for (int i = 0; i < 3; i++) run_kernels(k[i], &x[i], b, sq, skv, nh, nkv, hd);
     float *dq_again = kt_floats(n.nq), *dk_again = kt_floats(n.nkv), *dv_again = kt_floats(n.nkv);
     kern_attention_bwd(k[1], dq_again, dk_again, dv_again, x[1].R, x[1].q, x[1].k, x[1].v, x[1].o, x[1].lse, b, sq, skv,
-                       nh, nkv, hd);
+                       nh, nkv, hd, NULL);
     bool again = kt_same_bits(dq_again, x[1].dq, n.nq * 4) && kt_same_bits(dk_again, x[1].dk, n.nkv * 4) &&
                  kt_same_bits(dv_again, x[1].dv, n.nkv * 4);
     bool threads = true;

@@ -79,11 +79,11 @@ int main(void) {
     memset(o, 0, nq * 4), memset(dq, 0, nq * 4), memset(dk, 0, nkv * 4), memset(dv, 0, nkv * 4);
     wp_kern *kern = kt_cpu(2);
     /* warm up at s = 64: thread pool, scratch for this head size */
-    kern_attention_fwd(kern, o, lse, q, k, v, 1, 64, 64, NH, NKV, HD);
-    kern_attention_bwd(kern, dq, dk, dv, dout, q, k, v, o, lse, 1, 64, 64, NH, NKV, HD);
+    kern_attention_fwd(kern, o, lse, q, k, v, 1, 64, 64, NH, NKV, HD, NULL);
+    kern_attention_bwd(kern, dq, dk, dv, dout, q, k, v, o, lse, 1, 64, 64, NH, NKV, HD, NULL);
     long before = peak_kib();
-    kern_attention_fwd(kern, o, lse, q, k, v, 1, S, S, NH, NKV, HD);
-    kern_attention_bwd(kern, dq, dk, dv, dout, q, k, v, o, lse, 1, S, S, NH, NKV, HD);
+    kern_attention_fwd(kern, o, lse, q, k, v, 1, S, S, NH, NKV, HD, NULL);
+    kern_attention_bwd(kern, dq, dk, dv, dout, q, k, v, o, lse, 1, S, S, NH, NKV, HD, NULL);
     long after = peak_kib();
     kt_no_error(kern, "attention s=4096");
     double matrix_kib = (double)S * S * sizeof(float) / 1024.0;

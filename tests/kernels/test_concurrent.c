@@ -36,8 +36,8 @@ static void work(wp_kern *k, job *j) {
         kern_gemm(k, true, false, BIG, BIG, BIG, 1.0f, a, BIG, b, BIG, 0.0f, big, WP_F32, BIG);
         kern_lmhead_ce_fwd(k, losses, lse2, x, w, targets, T, H, V);
         kern_lmhead_ce_bwd(k, dx, NULL, dw, WP_F32, x, w, targets, lse2, 1.0f / T, T, H, V);
-        kern_attention_fwd(k, o, lse, q, kk, v, 1, T, T, NH, NH, HD);
-        kern_attention_bwd(k, dq, dk, dv, o, q, kk, v, o, lse, 1, T, T, NH, NH, HD);
+        kern_attention_fwd(k, o, lse, q, kk, v, 1, T, T, NH, NH, HD, NULL);
+        kern_attention_bwd(k, dq, dk, dv, o, q, kk, v, o, lse, 1, T, T, NH, NH, HD, NULL);
     }
     j->error = kern_error(k) ? "kernel error" : NULL;
     free(x), free(w), free(q), free(kk), free(v), free(o), free(lse), free(losses), free(lse2), free(dw), free(dk), free(dv);

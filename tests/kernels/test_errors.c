@@ -31,10 +31,10 @@ static void bad_arguments(void) {
     EXPECT_ERROR("kern_rope_bwd", "theta", kern_rope_bwd(k, a, 1, 2, 2, 4, 0, 0.0f));
     const wp_rope_scaling low_above_high = {8, 4, 1, 8192};
     EXPECT_ERROR("kern_rope_fwd", "rope scaling", kern_rope_fwd_scaled(k, a, 1, 2, 2, 4, 0, 10000.0f, &low_above_high));
-    EXPECT_ERROR("kern_attention_fwd", "nkv", kern_attention_fwd(k, a, lse, b, c, c, 1, 2, 2, 3, 2, 4));
-    EXPECT_ERROR("kern_attention_fwd", "skv", kern_attention_fwd(k, a, lse, b, c, c, 1, 4, 2, 2, 2, 4));
+    EXPECT_ERROR("kern_attention_fwd", "nkv", kern_attention_fwd(k, a, lse, b, c, c, 1, 2, 2, 3, 2, 4, NULL));
+    EXPECT_ERROR("kern_attention_fwd", "skv", kern_attention_fwd(k, a, lse, b, c, c, 1, 4, 2, 2, 2, 4, NULL));
     EXPECT_ERROR("kern_attention_bwd", "lse",
-                 kern_attention_bwd(k, a, b, c, a, b, c, c, a, NULL, 1, 2, 2, 2, 2, 4));
+                 kern_attention_bwd(k, a, b, c, a, b, c, c, a, NULL, 1, 2, 2, 2, 2, 4, NULL));
     EXPECT_ERROR("kern_swiglu_bwd", "dup", kern_swiglu_bwd(k, a, NULL, b, c, a, 4));
     EXPECT_ERROR("kern_embedding_fwd", "tokens[2]", kern_embedding_fwd(k, a, tok, b, 4, 2));
     EXPECT_ERROR("kern_embedding_bwd", "tokens[2]", kern_embedding_bwd(k, a, WP_F32, tok, b, 4, 2));

@@ -492,27 +492,54 @@ static double tol_rope(const tcase *c) {
 
 /* ---- attention ---- */
 
-/* shape: b, sq, skv, nh, nkv, hd */
+/* shape: b, sq, skv, nh, nkv, hd, docs: 0 plain causal, else document masks with about one
+ * document start in `docs` queries (qlo, the first key each query sees) */
 typedef struct {
     int b, sq, skv, nh, nkv, hd, rep;
     double scale;
+    const int32_t *qlo; /* NULL: causal */
 } attn_dims;
 
 static attn_dims attn_of(const tcase *c) {
-    attn_dims a = {c->d[0], c->d[1], c->d[2], c->d[3], c->d[4], c->d[5], c->d[3] / c->d[4], 1 / sqrt(c->d[5])};
+    attn_dims a = {c->d[0], c->d[1], c->d[2], c->d[3], c->d[4], c->d[5], c->d[3] / c->d[4], 1 / sqrt(c->d[5]), NULL};
     return a;
 }
+/* The case's qlo argument (the last one), when it has document masks. */
+static attn_dims attn_of_masked(const tcase *c) {
+    attn_dims a = attn_of(c);
+    if (c->d[6]) a.qlo = c->a[c->nargs - 1].iv;
+    return a;
+}
+static void *attn_qlo_buf(const tcase *c, void **b) { return c->d[6] ? b[c->nargs - 1] : NULL; }
+/* Documents: a new one starts at a query with probability 1/docs; the first query's document
+ * may start anywhere before it (a segment continuing an earlier document). */
+static void attn_add_qlo(tcase *c, kt_rng *r) {
+    attn_dims a = attn_of(c);
+    int docs = c->d[6];
+    if (!docs) return;
+    arg *lo = add_ints(c, "qlo", (size_t)a.b * a.sq);
+    for (int bi = 0; bi < a.b; bi++) {
+        int off = a.skv - a.sq, cur = (int)(kt_next(r) % (unsigned)(off + 1));
+        for (int i = 0; i < a.sq; i++) {
+            if (kt_next(r) % (unsigned)docs == 0) cur = off + i;
+            lo->iv[(size_t)bi * a.sq + i] = cur;
+        }
+    }
+}
+static int attn_lo(const attn_dims *a, int bi, int i) { return a->qlo ? a->qlo[(size_t)bi * a->sq + i] : 0; }
 static size_t q_at(const attn_dims *a, int bi, int i, int j) { return ((size_t)(bi * a->sq + i) * a->nh + j) * a->hd; }
 static size_t kv_at(const attn_dims *a, int bi, int kk, int g) {
     return ((size_t)(bi * a->skv + kk) * a->nkv + g) * a->hd;
 }
 
-/* Scores of query (bi, i, head j) against its visible keys 0..pos: s[kk] (scaled) and the size
+/* Scores of query (bi, i, head j) against its visible keys lo..pos: s[kk] (scaled) and the size
  * of their terms, smag = max over keys of scale * sum |q_d k_d|. */
-static int attn_scores(const attn_dims *a, const arg *q, const arg *k, int bi, int i, int j, double *s, double *smag) {
+static int attn_scores(const attn_dims *a, const arg *q, const arg *k, int bi, int i, int j, double *s, double *smag,
+                       int *lo) {
     int pos = a->skv - a->sq + i, g = j / a->rep;
     *smag = 0;
-    for (int kk = 0; kk <= pos; kk++) {
+    *lo = attn_lo(a, bi, i);
+    for (int kk = *lo; kk <= pos; kk++) {
         double acc = 0, m = 0;
         for (int d = 0; d < a->hd; d++) {
             double t = in(q, q_at(a, bi, i, j) + d) * in(k, kv_at(a, bi, kk, g) + d);
@@ -532,15 +559,15 @@ static void attn_forward(const attn_dims *a, const arg *q, const arg *k, const a
         for (int j = 0; j < a->nh; j++)
             for (int i = 0; i < a->sq; i++) {
                 double smag, mx = -INFINITY, sum = 0;
-                int pos = attn_scores(a, q, k, bi, i, j, s, &smag);
-                for (int kk = 0; kk <= pos; kk++) mx = fmax(mx, s[kk]);
-                for (int kk = 0; kk <= pos; kk++) sum += exp(s[kk] - mx);
+                int lo, pos = attn_scores(a, q, k, bi, i, j, s, &smag, &lo);
+                for (int kk = lo; kk <= pos; kk++) mx = fmax(mx, s[kk]);
+                for (int kk = lo; kk <= pos; kk++) sum += exp(s[kk] - mx);
                 double l = mx + log(sum);
                 size_t li = ((size_t)bi * a->nh + j) * a->sq + i;
                 if (lse) lse[li] = l, lm[li] = fabs(l) + smag + 1;
                 for (int d = 0; d < a->hd; d++) {
                     double acc = 0, m = 0;
-                    for (int kk = 0; kk <= pos; kk++) {
+                    for (int kk = lo; kk <= pos; kk++) {
                         double p = exp(s[kk] - l), vv = in(v, kv_at(a, bi, kk, j / a->rep) + d);
                         acc += p * vv, m += p * fabs(vv);
                     }
@@ -559,7 +586,8 @@ static void attn_inputs(tcase *c, kt_rng *r, size_t nq, size_t nkv) {
 static void attn_what(tcase *c) {
     attn_dims a = attn_of(c);
     c->K = a.hd + (double)a.rep * a.skv;
-    snprintf(c->what, sizeof c->what, "b=%d sq=%d skv=%d nh=%d nkv=%d hd=%d", a.b, a.sq, a.skv, a.nh, a.nkv, a.hd);
+    snprintf(c->what, sizeof c->what, "b=%d sq=%d skv=%d nh=%d nkv=%d hd=%d%s", a.b, a.sq, a.skv, a.nh, a.nkv, a.hd,
+             c->d[6] ? " doc-mask" : "");
 }
 
 enum { AF_O, AF_LSE, AF_Q, AF_K, AF_V };
@@ -569,16 +597,18 @@ static void build_attention_fwd(tcase *c, kt_rng *r) {
     add_arg(c, "o", OUT, true, WP_F32, nq);
     add_arg(c, "lse", OUT, false, WP_F32, (size_t)a.b * a.nh * a.sq);
     attn_inputs(c, r, nq, nkv);
+    attn_add_qlo(c, r);
     attn_what(c);
 }
 static void call_attention_fwd(wp_kern *k, tcase *c, void **b) {
     attn_dims a = attn_of(c);
-    kern_attention_fwd(k, b[AF_O], b[AF_LSE], b[AF_Q], b[AF_K], b[AF_V], a.b, a.sq, a.skv, a.nh, a.nkv, a.hd);
+    kern_attention_fwd(k, b[AF_O], b[AF_LSE], b[AF_Q], b[AF_K], b[AF_V], a.b, a.sq, a.skv, a.nh, a.nkv, a.hd,
+                       attn_qlo_buf(c, b));
 }
 /* explicit softmax over the visible keys; o's magnitude sum_k P_k |v_k| (1 + smag): a score
  * rounding of u * smag changes P_k by that relative amount */
 static void ref_attention_fwd(tcase *c) {
-    attn_dims a = attn_of(c);
+    attn_dims a = attn_of_masked(c);
     attn_forward(&a, &c->a[AF_Q], &c->a[AF_K], &c->a[AF_V], c->a[AF_O].ref, c->a[AF_O].mag, c->a[AF_LSE].ref,
                  c->a[AF_LSE].mag);
 }
@@ -597,6 +627,8 @@ static void build_attention_bwd(tcase *c, kt_rng *r) {
     attn_inputs(c, r, nq, nkv);
     /* o and lse: the fp64 forward of these inputs, rounded to their storage */
     arg *o = add_arg(c, "o", IN, true, WP_F32, nq), *lse = add_arg(c, "lse", IN, false, WP_F32, nl);
+    attn_add_qlo(c, r);
+    a = attn_of_masked(c);
     double *od = kt_doubles(nq), *om = kt_doubles(nq), *ld = kt_doubles(nl), *lm = kt_doubles(nl);
     attn_forward(&a, &c->a[AB_Q], &c->a[AB_K], &c->a[AB_V], od, om, ld, lm);
     for (size_t i = 0; i < nq; i++) o->init[i] = (float)round_to(od[i], storage(c, o));
@@ -607,13 +639,13 @@ static void build_attention_bwd(tcase *c, kt_rng *r) {
 static void call_attention_bwd(wp_kern *k, tcase *c, void **b) {
     attn_dims a = attn_of(c);
     kern_attention_bwd(k, b[AB_DQ], b[AB_DK], b[AB_DV], b[AB_DO], b[AB_Q], b[AB_K], b[AB_V], b[AB_O], b[AB_LSE], a.b,
-                       a.sq, a.skv, a.nh, a.nkv, a.hd);
+                       a.sq, a.skv, a.nh, a.nkv, a.hd, attn_qlo_buf(c, b));
 }
 /* From the given o and lse: P = exp(s - lse), dP = dO V^T, D = rowsum(dO o), dS = P (dP - D);
  * dq = scale dS K, dk = scale dS^T Q (over the heads sharing the kv head), dv = P^T dO.
  * dS's magnitude P (|dO||V| + |dO||o|) (1 + smag). */
 static void ref_attention_bwd(tcase *c) {
-    attn_dims a = attn_of(c);
+    attn_dims a = attn_of_masked(c);
     arg *dq = &c->a[AB_DQ], *dk = &c->a[AB_DK], *dv = &c->a[AB_DV], *dout = &c->a[AB_DO], *q = &c->a[AB_Q];
     arg *k = &c->a[AB_K], *v = &c->a[AB_V], *o = &c->a[AB_O], *lse = &c->a[AB_LSE];
     for (size_t i = 0; i < dq->n; i++) dq->ref[i] = dq->mag[i] = 0;
@@ -623,12 +655,12 @@ static void ref_attention_bwd(tcase *c) {
         for (int j = 0; j < a.nh; j++)
             for (int i = 0; i < a.sq; i++) {
                 double smag;
-                int pos = attn_scores(&a, q, k, bi, i, j, s, &smag), g = j / a.rep;
+                int lo, pos = attn_scores(&a, q, k, bi, i, j, s, &smag, &lo), g = j / a.rep;
                 double l = in(lse, ((size_t)bi * a.nh + j) * a.sq + i), D = 0, Dm = 0;
                 size_t qi = q_at(&a, bi, i, j);
                 for (int d = 0; d < a.hd; d++)
                     D += in(dout, qi + d) * in(o, qi + d), Dm += fabs(in(dout, qi + d) * in(o, qi + d));
-                for (int kk = 0; kk <= pos; kk++) {
+                for (int kk = lo; kk <= pos; kk++) {
                     size_t ki = kv_at(&a, bi, kk, g);
                     double p = exp(s[kk] - l), dp = 0, dpm = 0;
                     for (int d = 0; d < a.hd; d++)
@@ -935,6 +967,11 @@ static const int shapes_attn[][MAX_DIMS] = {
     {1, 1, 1, 1, 1, 3},     /* one token */
     {1, 70, 100, 2, 2, 16}, /* two query tiles, two key tiles, a tensor-core head size on CUDA */
     {1, 65, 65, 3, 1, 64},  /* a tile plus one row, three heads on one kv head */
+    /* document masks: short documents in a tile; long ones over 3 x 3 tiles (whole tiles skipped);
+     * a segment's queries continuing an earlier document */
+    {2, 9, 9, 2, 1, 8, 3},
+    {1, 150, 150, 2, 1, 16, 40},
+    {2, 70, 130, 2, 2, 16, 25},
 };
 static const int sizes_swiglu[][MAX_DIMS] = {{1}, {91}, {1000}, {4099}};
 static const int shapes_emb[][MAX_DIMS] = {{1, 5, 3}, {7, 12, 37}, {64, 33, 40}, {200, 65, 16}};

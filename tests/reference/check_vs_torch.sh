@@ -4,7 +4,7 @@
 #
 #   check_vs_torch.sh WEIPIPE SOURCE_ROOT MODE [weipipe check flags ...]
 #   MODE: pass          torch_ref.py must accept the dump (exit 0)
-#         grad|param|loss|rope|untie  the clean dump must pass, and a copy with that one thing corrupted
+#         grad|param|loss|rope|untie|nodoc  the clean dump must pass, and a copy with that one thing corrupted
 #                       (tests/reference/corrupt_dump.py) must be rejected (exit 1)
 # Exit 0 pass, 77 skip (no Python with torch), anything else fail.
 # WP_TORCH_PYTHON overrides the interpreter (default Debian's /usr/bin/python3, which has torch).

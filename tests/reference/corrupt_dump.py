@@ -11,6 +11,8 @@ tolerance catches one wrong gradient element (not only wholesale errors).
                                  rope-scaling-factor = 0): a model that ignored it would pass
   corrupt_dump.py SRC DST untie  the reference told the embeddings are untied: the dump's
                                  summed (tied) gradients must then fail
+  corrupt_dump.py SRC DST nodoc  the reference told of no document masks (doc-mask = false):
+                                 attention across documents must then change the loss
 The tensor and element are drawn from --seed, so every run corrupts the same place.
 """
 import argparse
@@ -48,7 +50,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("src")
     ap.add_argument("dst")
-    ap.add_argument("what", choices=["grad", "param", "loss", "rope", "untie"])
+    ap.add_argument("what", choices=["grad", "param", "loss", "rope", "untie", "nodoc"])
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
     rng = random.Random(args.seed)
@@ -61,8 +63,9 @@ def main():
     elif args.what == "param":
         name, numel, offset = rng.choice([row for row in table if row[0].endswith("norm.weight")])
         i, step = bump(os.path.join(args.dst, "params.bin"), offset, numel, rng, lambda p: 0.05)
-    elif args.what in ("rope", "untie"):
-        key, off = ("rope-scaling-factor", "0") if args.what == "rope" else ("tie-word-embeddings", "false")
+    elif args.what in ("rope", "untie", "nodoc"):
+        key, off = {"rope": ("rope-scaling-factor", "0"), "untie": ("tie-word-embeddings", "false"),
+                    "nodoc": ("doc-mask", "false")}[args.what]
         path = os.path.join(args.dst, "config.ini")
         with open(path, encoding="utf-8") as f:
             lines = f.read().splitlines()

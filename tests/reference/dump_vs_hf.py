@@ -45,7 +45,13 @@ def main():
             p.copy_(torch.from_numpy(dump["params"][name].astype("float64")))
     inputs = torch.from_numpy(dump["inputs"].astype("int64"))
     targets = torch.from_numpy(dump["targets"].astype("int64"))
-    logits = model.lm_head(model.model(input_ids=inputs).last_hidden_state)  # float64 throughout
+    mask = None
+    if cfg["doc_mask"]:
+        # transformers' own form of packed documents: a block-diagonal causal 4D float mask,
+        # 0 where a query sees a key and the dtype's minimum elsewhere (positions continue)
+        mask = torch.zeros(inputs.shape[0], 1, inputs.shape[1], inputs.shape[1], dtype=torch.float64)
+        mask.masked_fill_(torch_ref.hidden_mask(inputs, cfg), torch.finfo(torch.float64).min)
+    logits = model.lm_head(model.model(input_ids=inputs, attention_mask=mask).last_hidden_state)  # float64
     loss = torch.nn.functional.cross_entropy(logits.reshape(-1, cfg["vocab"]), targets.reshape(-1))
     loss.backward()
     rows = [("loss", abs(dump["loss"] - loss.item()) / abs(loss.item()))]
@@ -55,7 +61,8 @@ def main():
                      torch_ref.rel_err(dump["grads"]["lm_head.weight"], params["model.embed_tokens.weight"].grad.numpy())))
     worst_name, worst = max(rows, key=lambda r: r[1])
     ok = all(err <= TOL for _, err in rows)
-    print(f"transformers LlamaForCausalLM{' llama3' if scaling else ''}{' tied' if cfg['tied'] else ''}: loss dump"
+    print(f"transformers LlamaForCausalLM{' llama3' if scaling else ''}{' tied' if cfg['tied'] else ''}"
+          f"{' doc-mask' if cfg['doc_mask'] else ''}: loss dump"
           f" {dump['loss']:.9g} vs {loss.item():.9g}; max rel err {worst:.3e} ({worst_name}), tolerance {TOL:g}:"
           f" {'PASS' if ok else 'FAIL'}")
     return 0 if ok else 1
