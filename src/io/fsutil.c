@@ -265,6 +265,19 @@ wp_result fs_read_small(const char *path, size_t max_bytes, char **data, size_t 
     return 0;
 }
 
+wp_result fs_finish_file(int *fd, const char *tmp, const void *header, size_t n, char *err, size_t errlen) {
+    int f = *fd;
+    *fd = -1;
+    ssize_t put = pwrite(f, header, n, 0);
+    wp_result rc = WP_OK;
+    if (put != (ssize_t)n)
+        rc = wp_fail(WP_FAILED, err, errlen, "%s: writing the header failed: %s", tmp, put < 0 ? strerror(errno) : "short write");
+    else if (fsync(f) != 0)
+        rc = wp_fail_errno(WP_FAILED, err, errlen, "%s: fsync failed", tmp);
+    if (close(f) != 0 && rc == 0) rc = wp_fail_errno(WP_FAILED, err, errlen, "%s: close failed", tmp);
+    return rc;
+}
+
 wp_result fs_load_json(const char *path, size_t max_bytes, size_t flags, json_t **out, char *err, size_t errlen) {
     char *text;
     size_t size;

@@ -50,6 +50,11 @@ wp_result fs_replace_dir(const char *from, const char *to, char *err, size_t err
 wp_result fs_create_beside(const char *path, const char *tag, bool dir, char *tmp, size_t tmplen, int *fd, char *err,
                            size_t errlen);
 
+/* A file written with a placeholder header, finished: the header written at offset 0, the data
+ * fsync'd, *fd closed (and set to -1 whatever happens), naming tmp in errors. The shard and mask
+ * writers' common end. */
+wp_result fs_finish_file(int *fd, const char *tmp, const void *header, size_t n, char *err, size_t errlen);
+
 /* write(2) until all n bytes are out. */
 wp_result fs_write_all(int fd, const void *buf, size_t n, const char *path, char *err, size_t errlen);
 /* A new path.tmp-XXXXXXXX (fs_create_beside) written, fsync'd and renamed over path: readers see

@@ -144,14 +144,7 @@ wp_result shard_writer_close(wp_shard_writer *w, char *err, size_t errlen) {
     put_int(header, 0, w->version == WP_SHARD_VERSION ? WP_SHARD_MAGIC : WP_SHARD_MAGIC_U32);
     put_int(header, 1, w->version);
     put_int(header, 2, (int32_t)w->n_tokens);
-    ssize_t put = pwrite(w->fd, header, sizeof header, 0);
-    if (put != (ssize_t)sizeof header)
-        return wp_fail(WP_FAILED, err, errlen, "%s: writing the header failed: %s", w->tmp, put < 0 ? strerror(errno) : "short write");
-    if (fsync(w->fd) != 0) return wp_fail_errno(WP_FAILED, err, errlen, "%s: fsync failed", w->tmp);
-    int fd = w->fd;
-    w->fd = -1;
-    if (close(fd) != 0) return wp_fail_errno(WP_FAILED, err, errlen, "%s: close failed", w->tmp);
-    return 0;
+    return fs_finish_file(&w->fd, w->tmp, header, sizeof header, err, errlen);
 }
 
 wp_result shard_writer_commit(wp_shard_writer *w, char *err, size_t errlen) {

@@ -77,11 +77,10 @@ void mask_close(wp_mask *m) {
 wp_result mask_writer_open(wp_mask_writer *w, const char *path, char *err, size_t errlen) {
     memset(w, 0, sizeof *w);
     w->fd = -1;
-    if (snprintf(w->path, sizeof w->path, "%s", path) >= (int)sizeof w->path ||
-        snprintf(w->tmp, sizeof w->tmp, "%s.tmp", path) >= (int)sizeof w->tmp)
+    if (snprintf(w->path, sizeof w->path, "%s", path) >= (int)sizeof w->path)
         return wp_fail(WP_FAILED, err, errlen, "%s: path too long", path);
-    w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-    if (w->fd < 0) return wp_fail_errno(WP_FAILED, err, errlen, "%s: cannot create", w->tmp);
+    /* a new name beside it, as the shard writer's: a user's PATH.tmp is never truncated */
+    WP_TRY(fs_create_beside(path, ".tmp", false, w->tmp, sizeof w->tmp, &w->fd, err, errlen));
     unsigned char zero[WP_MASK_HEADER_BYTES] = {0}; /* placeholder: the counts are known at the end */
     wp_result rc = fs_write_all(w->fd, zero, sizeof zero, w->tmp, err, errlen);
     if (rc) mask_writer_abort(w);
@@ -103,14 +102,7 @@ wp_result mask_writer_close(wp_mask_writer *w, char *err, size_t errlen) {
     put_int(header, 2, (uint32_t)w->n_tokens);
     put_int(header, 3, (uint32_t)w->n_targets);
     put_int(header, 4, w->crc);
-    ssize_t put = pwrite(w->fd, header, sizeof header, 0);
-    if (put != (ssize_t)sizeof header)
-        return wp_fail(WP_FAILED, err, errlen, "%s: writing the header failed: %s", w->tmp, put < 0 ? strerror(errno) : "short write");
-    if (fsync(w->fd) != 0) return wp_fail_errno(WP_FAILED, err, errlen, "%s: fsync failed", w->tmp);
-    int fd = w->fd;
-    w->fd = -1;
-    if (close(fd) != 0) return wp_fail_errno(WP_FAILED, err, errlen, "%s: close failed", w->tmp);
-    return 0;
+    return fs_finish_file(&w->fd, w->tmp, header, sizeof header, err, errlen);
 }
 
 wp_result mask_writer_commit(wp_mask_writer *w, char *err, size_t errlen) {
