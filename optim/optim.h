@@ -50,6 +50,11 @@ typedef struct {
     bool (*tied)(const void *ctx, int chunk, size_t *dst, size_t *src, size_t *n);
 } wp_optim_model;
 
+/* Where an owner's fp32 masters, AdamW moments and gradient accumulator live (--optimizer-memory):
+ * on the compute device beside the weights, or in (pinned) host memory with the update run by the
+ * CPU, so that a small GPU holds only the circulating weights, gradients and activations. */
+typedef enum { WP_OPTIM_MEM_DEVICE = 0, WP_OPTIM_MEM_HOST } wp_optim_memory;
+
 typedef enum { WP_OPT_MASTER = 0, WP_OPT_EXP_AVG, WP_OPT_EXP_AVG_SQ, WP_OPT_GRAD } wp_optim_buf;
 
 typedef struct wp_optim wp_optim;

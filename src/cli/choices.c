@@ -15,6 +15,7 @@ LIST_(lr_decay_style)
 LIST_(wzb2_owner)
 LIST_(i1f1b_order)
 LIST_(train_on)
+LIST_(optimizer_memory)
 LIST_(format)
 #undef LIST_
 
