@@ -85,10 +85,11 @@ def rope_tables(shape, seq, device, dtype):
 
 
 def rope(x, cos, sin):
-    """Rotate-half RoPE on [b, heads, s, hd] (transformers' apply_rotary_pos_emb)."""
+    """Rotate-half RoPE on [b, heads, s, hd] (transformers' apply_rotary_pos_emb), in x's dtype
+    (under autocast q and k are bf16 while the tables are fp32: SDPA's flash backend takes no fp32)."""
     half = x.shape[-1] // 2
     rot = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-    return x * cos + rot * sin
+    return x * cos.to(x.dtype) + rot * sin.to(x.dtype)
 
 
 class Attention:
@@ -380,12 +381,24 @@ def time_steps(tr, batch, seq, args):
     return statistics.median(times), losses
 
 
+def add_row(rows, row, args):
+    """Keep a row, and append it to --json at once: a run stopped at its time box keeps its rows."""
+    rows.append(row)
+    if args.json:
+        with open(args.json, "a") as f:
+            f.write(json.dumps(row) + "\n")
+
+
+def first_line(exc):
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+
+
 def run_shape(model_name, shape, seqs, variant, device, args, peak, rows):
     try:
         tr = Trainer(shape, variant, device, args)
-    except RuntimeError as exc:  # cannot even hold the weights: every row of this variant fails
+    except RuntimeError as exc:  # cannot even hold the weights (OOM is a RuntimeError): every row fails
         for seq in seqs:
-            rows.append(dict(model=model_name, variant=variant, seq=seq, error=str(exc).splitlines()[0][:200]))
+            add_row(rows, dict(model=model_name, variant=variant, seq=seq, error=first_line(exc)), args)
         return
     for seq in seqs:
         batch = args.batch or step_flops.default_batch(shape, seq)
@@ -404,8 +417,11 @@ def run_shape(model_name, shape, seqs, variant, device, args, peak, rows):
                     row["error"] = "out of memory at b = 1"
                     break
                 batch //= 2
+            except RuntimeError as exc:  # a backend refusing the shape, a compile failure: this row only
+                row["error"] = first_line(exc)
+                break
         if "error" in row:
-            rows.append(row)
+            add_row(rows, row, args)
             continue
         tok_s = batch * seq / step_s
         m, m_full = step_flops.mfu(shape, seq, tok_s, peak)
@@ -416,10 +432,7 @@ def run_shape(model_name, shape, seqs, variant, device, args, peak, rows):
                        max_reserved_gib=torch.cuda.max_memory_reserved(device) / 2**30)
         if not all(math.isfinite(x) for x in losses):
             row["error"] = f"non-finite loss: {losses}"
-        rows.append(row)
-        if args.json:
-            with open(args.json, "a") as f:
-                f.write(json.dumps(row) + "\n")
+        add_row(rows, row, args)
         print(f"  {model_name} {variant} s={seq} b={batch}: {1e3 * step_s:.2f} ms, {tok_s:.0f} tokens/s, "
               f"loss {losses[0]:.4f} -> {losses[-1]:.4f}", flush=True)
     del tr
