@@ -30,8 +30,10 @@ Stages, most valuable first, each time-boxed so that the whole run ends inside t
 The default stages fit --deadline 330 (PLAN: each stage's time box, the GPU tests first; the
 bench/torch pair of the first runs measured blocks, not steps, and is left out of that plan). A
 stage may use its box plus what earlier stages left unused, never the boxes of the stages after
-it. --step-seq adds sequence lengths to both step stages (2048 and 8192: a second call,
-`--stages step,torchstep --step-seq 2048 --step-seq 8192`, about 4 minutes).
+it. --step-seq S (repeated) runs both step stages at those lengths instead of 4096, each shape at
+those among its own (step_flops.SHAPES: 2048 and 4096; 8192 at 1B) and a length neither lists at
+both: the rest of the table is a second call, `--stages step,torchstep --step-seq 2048
+--step-seq 8192` (some 4 minutes: SmolLM2 at 2048, Llama-3.2-1B at 2048 and 8192).
 A summary table is printed last, with each stage's figures and one table of the whole steps,
 weipipe's beside PyTorch's; every stage's full output is in DIR/<stage>-<name>.log. A stage is
 judged on its exit status and, where it measures, on the bars below (BARS): a train or step run
@@ -80,8 +82,8 @@ TRAIN_RUNS = [("1 rank 1f1b", ["--nranks", "1", "--strategy", "1f1b"]),
 # Those the default plan runs: N = 4 under the paper's strategy and 1F1B (N = 1 is the step stage's,
 # at real shapes); --train-runs all runs the six.
 DEFAULT_TRAIN_RUNS = ["4 ranks weipipe-interleave", "4 ranks 1f1b"]
-# The step stage's runs: each shape of step_flops.SHAPES at these sequence lengths (--step-seq adds
-# more), each precision; one rank, one micro-batch of step_flops.default_batch per optimizer step.
+# The step stage's runs: each shape of step_flops.SHAPES at these sequence lengths (--step-seq
+# chooses others), each precision; one rank, one micro-batch of step_flops.default_batch per optimizer step.
 STEP_SEQS = [4096]
 STEP_PRECISIONS = ["mixed", "bf16"]
 STEP_STEPS, STEP_WARMUP = 12, 2  # the median of the 10 steps after the first 2
@@ -211,6 +213,13 @@ def step_figures(metrics_text):
     return {"step_s": med, "timed": len(secs), "skipped": skipped, "mem": mem}
 
 
+def shape_seqs(shape, seqs):
+    """The lengths of seqs a shape runs at: those among its own (step_flops.SHAPES), and a length
+    that no shape lists at every shape."""
+    listed = {q for sh in step_flops.SHAPES.values() for q in sh["seqs"]}
+    return [q for q in seqs if q in shape["seqs"] or q not in listed]
+
+
 def judge_whole_step(wp, torch_rows, model, seq):
     """The ratio and MFU bars of one weipipe whole-step row (wp: tok_s, mfu) against the PyTorch
     rows of the same shape (gpu_torch_step.py's JSON): (failed bars, the strongest PyTorch row)."""
@@ -315,7 +324,8 @@ def main():
     ap.add_argument("--quick", action="store_true", help="block benchmarks (bench, torch) at s = 1024 only")
     ap.add_argument("--compile", action="store_true", help="PyTorch's block under torch.compile too (torch stage)")
     ap.add_argument("--seq", type=int, action="append", help="block benchmarks at these sequence lengths (default 4096, 16384)")
-    ap.add_argument("--step-seq", type=int, action="append", help="whole steps at these sequence lengths too (default 4096)")
+    ap.add_argument("--step-seq", type=int, action="append",
+                    help="whole steps at these lengths instead of 4096 (each shape at those of its own lengths)")
     ap.add_argument("--torch-variants", default=TORCH_VARIANTS, help="gpu_torch_step.py's --variants")
     ap.add_argument("--train-runs", choices=("default", "all"), default="default", help="the train stage's runs")
     a = ap.parse_args()
@@ -328,7 +338,7 @@ def main():
         print("gpu-check: --step-seq must be at least 2", file=sys.stderr)
         return 2
     stages = [s for s in STAGES if s in stages]  # the plan's order, whatever the order given
-    step_seqs = sorted(set(STEP_SEQS + (a.step_seq or [])))
+    step_seqs = sorted(set(a.step_seq or STEP_SEQS))
     os.makedirs(a.logs, exist_ok=True)
     info = {}
     # ---- libs
@@ -411,7 +421,7 @@ def main():
     if "step" in stages:
         box("step")
         for model, shape in step_flops.SHAPES.items():
-            for seq in step_seqs:
+            for seq in shape_seqs(shape, step_seqs):
                 batch = step_flops.default_batch(shape, seq)
                 for prec in STEP_PRECISIONS:
                     name = f"{model} s{seq} {prec}"  # logs named in letters, digits, '.', '_', '-' alone
@@ -441,15 +451,19 @@ def main():
     torch_rows = []
     if "torchstep" in stages:
         box("torchstep")
-        for model in step_flops.SHAPES:
+        for model, shape in step_flops.SHAPES.items():
+            seqs = shape_seqs(shape, step_seqs)
+            if not seqs:
+                continue
             out = os.path.join(a.logs, f"torchstep-{model}.jsonl")
             if os.path.exists(out):
                 os.remove(out)
             argv = ["python3", os.path.join(kit, "share", "scripts", "gpu_torch_step.py"), "--model", model,
-                    "--variants", a.torch_variants, "--json", out] + [x for q in step_seqs for x in ("--seq", str(q))]
+                    "--variants", a.torch_variants, "--json", out] + [x for q in seqs for x in ("--seq", str(q))]
             if peak:
                 argv += ["--peak-tflops", str(peak)]
-            run("torchstep", model, argv, a.logs, a.deadline, TORCH_CAPS[model], dict(env, PYTHONUNBUFFERED="1"))
+            run("torchstep", model, argv, a.logs, a.deadline, TORCH_CAPS[model] + 20 * (len(seqs) - 1),
+                dict(env, PYTHONUNBUFFERED="1"))  # each further length: a recompile and its steps
             if os.path.exists(out):  # the rows it finished, also after a timeout
                 torch_rows += [json.loads(line) for line in open(out) if line.strip()]
             got = [r for r in torch_rows if r.get("model") == model and "error" not in r]

@@ -423,6 +423,12 @@ def run_shape(model_name, shape, seqs, variant, device, args, peak, rows):
         if "error" in row:
             add_row(rows, row, args)
             continue
+        if tr.compiled:  # one graph per block shape is the plan; 30 would mean a recompile per block
+            try:
+                from torch._dynamo.utils import counters
+                row["dynamo_graphs_so_far"] = int(counters["stats"]["unique_graphs"])
+            except (ImportError, KeyError, TypeError):
+                pass
         tok_s = batch * seq / step_s
         m, m_full = step_flops.mfu(shape, seq, tok_s, peak)
         row.update(batch=batch, tokens_per_step=batch * seq, step_ms=1e3 * step_s, tokens_per_s=tok_s, mfu=m,

@@ -132,6 +132,11 @@ expect("the table: PyTorch's strongest marked, weipipe's ratio to it, a failed r
        and any("PyTorch fp32-autocast-flash | 4 | 500.0 | 32768" in l and "| 0.66x |" in l for l in table)
        and any("bf16-cudnn-eager" in l and "FAILED: out of memory" in l for l in table))
 
+S = g.step_flops.SHAPES
+expect("--step-seq: each shape at its own lengths, an unlisted length at both",
+       g.shape_seqs(S["smollm2-135m"], [2048, 8192]) == [2048] and g.shape_seqs(S["llama32-1b"], [2048, 8192]) == [2048, 8192]
+       and g.shape_seqs(S["smollm2-135m"], [1024]) == [1024] and g.shape_seqs(S["llama32-1b"], g.STEP_SEQS) == [4096])
+
 # the default plan fits one call of --deadline 330: every default stage's box, the summary's reserve and
 # 5 s for unpacking the kit and nvidia-smi
 plan = sum(g.PLAN[s] for s in g.DEFAULT_STAGES if s not in ("libs", "gpu")) + g.SUMMARY_RESERVE + 5
