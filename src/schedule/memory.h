@@ -32,8 +32,9 @@ typedef struct {
 /* Rank r's predicted peak, per term, from its validated run (engine_run with sizes). */
 void mem_predict(const wp_schedule *s, const wp_layout *L, const wp_rank_report *rr, int r, const wp_mem_cfg *mc,
                  double terms[WP_MEM_TERMS]);
-/* Rank r's host side (memory.c: mem_predict_host); mem_predict leaves the optimizer term at 0
- * then, and the sum of both is the device-resident run's optimizer term plus the staging. */
+/* Rank r's host side (memory.c: mem_predict_host); mem_predict's optimizer term is then only
+ * the device's fp32 windows of the rank's to_master W-passes, and device + host is the
+ * device-resident total plus the windows and the staging (docs/memory.md). */
 void mem_predict_host(const wp_schedule *s, const wp_layout *L, const wp_rank_report *rr, int r, const wp_mem_cfg *mc,
                       wp_mem_host *h);
 double mem_host_total(const wp_mem_host *h);
