@@ -69,15 +69,15 @@ static void print_text(const row *rows, int n, double base, bool host) {
 
 static void print_csv(const row *rows, int n, double base) {
     /* fits is last so that readers that count columns (scripts/compare_strategies.sh) keep working */
-    printf("strategy,step_s,tokens_per_s,bubble,sent_bytes_per_rank,peak_bytes_per_rank,vs_1f1b,note,fits,host_bytes_per_rank\n");
+    printf("strategy,step_s,tokens_per_s,bubble,sent_bytes_per_rank,peak_bytes_per_rank,vs_1f1b,note,fits\n");
     for (int i = 0; i < n; i++) {
         const row *r = &rows[i];
         if (!r->shown) continue;
         if (r->ok)
-            printf("%s,%.9g,%.9g,%.6f,%zu,%zu,%.6f,,%s,%zu\n", strategy_name(r->st), r->step_s, r->tokens_s, r->bubble, r->sent,
-                   r->peak, base > 0 ? r->tokens_s / base : 0, r->fits ? "true" : "false", r->host);
+            printf("%s,%.9g,%.9g,%.6f,%zu,%zu,%.6f,,%s\n", strategy_name(r->st), r->step_s, r->tokens_s, r->bubble, r->sent,
+                   r->peak, base > 0 ? r->tokens_s / base : 0, r->fits ? "true" : "false");
         else
-            printf("%s,,,,,,,\"%s\",,\n", strategy_name(r->st), r->note);
+            printf("%s,,,,,,,\"%s\",\n", strategy_name(r->st), r->note);
     }
 }
 
@@ -240,19 +240,20 @@ static int simulate_auto(const wp_opts *o, const wp_pipe_shape *ps, const wp_lay
     int nfit = 0;
     while (nfit < n && rows[nfit].fits) nfit++;
     if (fmt == WP_FMT_CSV) {
-        printf("strategy,step_s,tokens_per_s,bubble,sent_bytes_per_rank,peak_bytes_per_rank,vs_1f1b,note,fits,knobs,"
-               "host_bytes_per_rank\n");
+        printf("strategy,step_s,tokens_per_s,bubble,sent_bytes_per_rank,peak_bytes_per_rank,vs_1f1b,note,fits,knobs\n");
         for (int i = 0; i < n; i++)
-            printf("%s,%.9g,%.9g,%.6f,%zu,%zu,%.6f,,%s,%s,%zu\n", strategy_name(rows[i].k.st), rows[i].step_s, rows[i].tokens_s,
+            printf("%s,%.9g,%.9g,%.6f,%zu,%zu,%.6f,,%s,%s\n", strategy_name(rows[i].k.st), rows[i].step_s, rows[i].tokens_s,
                    rows[i].bubble, rows[i].sent, rows[i].peak, base > 0 ? rows[i].tokens_s / base : 0,
-                   rows[i].fits ? "true" : "false", rows[i].knobs, rows[i].host);
+                   rows[i].fits ? "true" : "false", rows[i].knobs);
     } else if (fmt == WP_FMT_JSON) {
         printf("{\"nranks\":%d,\"pick\":%s,\"configurations\":[", ps->nranks, nfit ? "0" : "null");
         for (int i = 0; i < n; i++)
             printf("%s\n{\"strategy\":\"%s\",\"knobs\":\"%s\",\"step_s\":%.9g,\"tokens_per_s\":%.9g,\"bubble\":%.6f,"
-                   "\"sent_bytes_per_rank\":%zu,\"peak_bytes_per_rank\":%zu,\"vs_1f1b\":%.6f,\"fits\":%s}",
+                   "\"sent_bytes_per_rank\":%zu,\"peak_bytes_per_rank\":%zu,\"vs_1f1b\":%.6f,\"fits\":%s,"
+                   "\"host_bytes_per_rank\":%zu}",
                    i ? "," : "", strategy_name(rows[i].k.st), rows[i].knobs, rows[i].step_s, rows[i].tokens_s, rows[i].bubble,
-                   rows[i].sent, rows[i].peak, base > 0 ? rows[i].tokens_s / base : 0, rows[i].fits ? "true" : "false");
+                   rows[i].sent, rows[i].peak, base > 0 ? rows[i].tokens_s / base : 0, rows[i].fits ? "true" : "false",
+                   rows[i].host);
         printf("]}\n");
     } else {
         char a[32], b[32], c[32];

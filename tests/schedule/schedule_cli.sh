@@ -105,7 +105,8 @@ fi
 
 # --optimizer-memory as auto's knob: under a --device-memory between the least device peak of the
 # host-state rows and that of the device-state rows, only host state fits and auto picks it; with
-# no limit the knob is still tried (rows of both settings). Limits from auto's own csv.
+# no limit the knob is still tried (rows of both settings). Limits from auto's own csv (its
+# columns stay as they were; the host column is in text and json).
 tiny="--config $root/configs/tiny.ini --nranks 2 --device-tflops 1 --strategy auto"
 # shellcheck disable=SC2086
 "$wp" simulate $tiny --format csv >"$tmp/auto-om.csv" || fail "simulate --strategy auto --format csv (tiny)"
@@ -118,9 +119,14 @@ else
     # shellcheck disable=SC2086
     pick=$("$wp" simulate $tiny --device-memory "$lims" | grep '^pick:')
     case $pick in *"--optimizer-memory host"*) ;; *) fail "--device-memory $lims: only host state fits, auto picked: $pick" ;; esac
-    # and the host column is the state that left the device: host rows carry bytes, device rows none
-    awk -F, 'NR > 1 && (index($10, "--optimizer-memory host") > 0) != ($11 > 0) { bad = 1 } END { exit bad }' "$tmp/auto-om.csv" ||
-        fail "auto csv: host_bytes_per_rank set on a device-state row or missing on a host-state row"
+    # and the host column (json) is the state that left the device: host rows carry bytes, device rows none
+    # shellcheck disable=SC2086
+    "$wp" simulate $tiny --format json >"$tmp/auto-om.json" || fail "simulate --strategy auto --format json (tiny)"
+    python3 -c 'import json, sys
+rows = json.load(open(sys.argv[1]))["configurations"]
+bad = [r["knobs"] for r in rows if ("--optimizer-memory host" in r["knobs"]) != (r["host_bytes_per_rank"] > 0)]
+sys.exit(1 if bad or not rows else 0)' "$tmp/auto-om.json" ||
+        fail "auto json: host_bytes_per_rank set on a device-state row or missing on a host-state row"
 fi
 
 [ "$fails" -eq 0 ] && echo "cli: all checks passed"
