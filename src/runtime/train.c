@@ -387,7 +387,7 @@ wp_result train_job_prepare(train_job *j, const wp_opts *o, char *err, size_t er
     if (!rc && train) rc = check_data(j, err, errlen);
     if (!rc && train) rc = resolve_tokenizer(j, err, errlen);
     /* --doc-mask without --doc-boundary-id: documents start where prepare put its boundary, the
-     * tokenizer's BOS, or its EOS where it has none (src/io/prepare.c) */
+     * tokenizer's BOS, or its EOS where it has none (src/io/data/prepare.c) */
     if (!rc && train && j->tok && !o->set[FLAG_doc_boundary_id] && (tok_bos(j->tok) >= 0 || tok_eos(j->tok) >= 0))
         j->L.cfg.doc_boundary = tok_bos(j->tok) >= 0 ? tok_bos(j->tok) : tok_eos(j->tok);
     if (!rc && train) rc = prepare_resume(j, err, errlen);
