@@ -15,6 +15,10 @@ Stages, most valuable first, each time-boxed so that the whole run ends inside t
              ffn 2816, V = 32000, s = 2048, 8 micro-batches): 1 rank and 4 ranks sharing the GPU
              over several strategies; each prints tokens/s and, per rank, the device memory the
              backend held at most (kern_memory) beside the prediction
+  long       long context at the 1B shape (h 2048, 16 layers, 32/8 heads, ffn 8192, V 128256, tied)
+             with --recompute on one rank: s = 32K, 64K, 128K, causal and with --doc-mask on
+             generated packed documents (mean about 4K tokens); tokens/s, step and device memory
+             against the simulator's and the memory model's predictions (the same bars)
   bench      weipipe's GPU benchmark (tests/gpu/bench_gpu.c)
   torch      PyTorch on the same shapes (scripts/gpu_torch_bench.py), when python3 has CUDA torch
   sanitizer  compute-sanitizer memcheck of the attention test and of a model step
@@ -29,9 +33,11 @@ import argparse
 import glob
 import json
 import os
+import random
 import re
 import shutil
 import site
+import struct
 import subprocess
 import sys
 import tarfile
@@ -39,7 +45,7 @@ import time
 
 T0 = time.monotonic()
 ROWS = []  # (stage, name, result, seconds, note)
-STAGES = ["libs", "gpu", "unit", "ring", "train", "bench", "torch", "sanitizer"]
+STAGES = ["libs", "gpu", "unit", "ring", "train", "long", "bench", "torch", "sanitizer"]
 # The train stage's runs: (name, flags after the common ones).
 TRAIN_MODEL = ["--hidden-size", "1024", "--num-layers", "8", "--num-attention-heads", "8", "--ffn-hidden-size", "2816",
                "--vocab-size", "32000", "--seq-length", "2048", "--micro-batch-size", "1", "--num-microbatches", "8",
@@ -50,12 +56,43 @@ TRAIN_RUNS = [("1 rank 1f1b", ["--nranks", "1", "--strategy", "1f1b"]),
               ("4 ranks 1f1b", ["--nranks", "4", "--strategy", "1f1b"]),
               ("4 ranks wzb2", ["--nranks", "4", "--strategy", "wzb2"]),
               ("4 ranks fsdp", ["--nranks", "4", "--strategy", "fsdp"])]
+# The long stage (issue 39): the 1B shape, one rank, --recompute, at three lengths, causal and masked.
+LONG_MODEL = ["--hidden-size", "2048", "--num-layers", "16", "--num-attention-heads", "32", "--num-query-groups", "8",
+              "--ffn-hidden-size", "8192", "--vocab-size", "128256", "--tie-word-embeddings", "--recompute",
+              "--micro-batch-size", "1", "--num-microbatches", "1", "--nranks", "1", "--strategy", "1f1b",
+              "--steps", "3", "--transport", "local", "--threads", "2", "--timeout", "300s"]
+LONG_BOUNDARY = 128000  # Llama 3's BOS: where the generated documents start
+LONG_SEQS = [32768, 65536, 131072]
+LONG_RUNS = [(f"1B s={s // 1024}K {'doc-mask' if masked else 'causal'}",
+              ["--seq-length", str(s)] + (["--doc-mask", "--doc-boundary-id", str(LONG_BOUNDARY)] if masked else []))
+             for s in LONG_SEQS for masked in (False, True)]
+
+
+def write_long_shard(path, tokens=2 * 131072 + 4096, mean_doc=4096, seed=39):
+    """An llm.c version-7 shard (uint32 tokens) of packed documents for the long stage: each starts
+    with LONG_BOUNDARY and runs an exponentially distributed length (mean mean_doc, at least 16),
+    the other tokens uniform below LONG_BOUNDARY. Enough for two windows of the longest s."""
+    rng = random.Random(seed)
+    ids, left = [], 0
+    while len(ids) < tokens:
+        if left == 0:
+            ids.append(LONG_BOUNDARY)
+            left = max(16, int(rng.expovariate(1.0 / mean_doc)))
+        else:
+            ids.append(rng.randrange(LONG_BOUNDARY))
+            left -= 1
+    with open(path, "wb") as f:
+        f.write(struct.pack("<256i", 20240801, 7, len(ids), *([0] * 253)))
+        f.write(struct.pack(f"<{len(ids)}I", *ids))
+    return ids
+
+
 # What a measuring stage must reach to pass (issue: "gpu-check that can fail"): the simulator's step
 # (op times from the run itself) within 15% of the measured step; each rank's device peak within
 # 10% of the memory prediction.
 BARS = {"sim": 0.15, "mem": 0.10}
 # Most seconds each stage may take when the deadline allows (the unit tests each have their own).
-CAPS = {"unit": 60, "ring": 240, "train": 60, "bench": 150, "torch": 150, "sanitizer": 120}
+CAPS = {"unit": 60, "ring": 240, "train": 60, "long": 240, "bench": 150, "torch": 150, "sanitizer": 120}
 SUMMARY_RESERVE = 3
 
 
@@ -274,6 +311,18 @@ def main():
                     bad, note = judge_train(train_figures(f.read()))
                 stage, nm, _, dt, _ = ROWS[-1]
                 ROWS[-1] = (stage, nm, "FAIL (bars: " + ", ".join(bad) + ")" if bad else "pass", dt, note)
+    if "long" in stages:
+        shard = os.path.join(a.logs, "long_train.bin")
+        write_long_shard(shard)
+        weipipe = os.path.join(kit, "bin", "weipipe")
+        for name, flags in LONG_RUNS:
+            rc = run("long", name, [weipipe, "train", "--backend", "cuda", "--data", shard] + LONG_MODEL + flags, a.logs,
+                     a.deadline, CAPS["long"], env)
+            if rc == 0:
+                with open(os.path.join(a.logs, f"long-{name.replace(' ', '_')}.log"), errors="replace") as f:
+                    bad, note = judge_train(train_figures(f.read()))
+                stage, nm, _, dt, _ = ROWS[-1]
+                ROWS[-1] = (stage, nm, "FAIL (bars: " + ", ".join(bad) + ")" if bad else "pass", dt, note)
     seqs = [x for s in (a.seq or []) for x in ("--seq", str(s))]
     if "bench" in stages:
         argv = sub(manifest["bench"]["argv"]) + ["bf16"] + (["--quick"] if a.quick else []) + seqs
@@ -297,10 +346,10 @@ def main():
     # keeps only the end of the output sees)
     for stage, name, result, dt, note in ROWS:
         log = os.path.join(a.logs, f"{stage}-{name.replace('/', '_').replace(' ', '_')}.log")
-        if os.path.exists(log) and (not result.startswith("pass") or stage in ("train", "bench", "torch")):
+        if os.path.exists(log) and (not result.startswith("pass") or stage in ("train", "long", "bench", "torch")):
             with open(log, errors="replace") as f:
                 lines = f.readlines()
-            keep = 9 if stage == "train" and result.startswith("pass") else 40  # a run's summary table
+            keep = 9 if stage in ("train", "long") and result.startswith("pass") else 40  # a run's summary table
             print(f"\n---- {stage} {name}: {result} (the last {min(len(lines), keep)} lines of {log})")
             sys.stdout.write("".join(lines[-keep:]))
     summary(info)

@@ -54,5 +54,27 @@ expect(f"a simulator 23% under fails: {bad}", len(bad) == 1 and bad[0].startswit
 bad, _ = g.judge_train(g.train_figures("step 1/4  loss 10.5  22543 tok/s\n"))
 expect(f"no figures printed: fails ({bad})", bad == ["no step time printed", "no memory table printed"])
 expect("a stage with no time is not a pass", g.NOT_RUN_NO_TIME not in ("pass", "skip"))
+
+# the long-context stage (issue 39): declared (so a machine without a GPU lists it as not run and
+# the summary counts it), the 1B shape at 32K, 64K and 128K with --recompute, causal and masked
+expect(f"the long stage is a stage: {g.STAGES}", "long" in g.STAGES and "long" in g.CAPS)
+shape = " ".join(g.LONG_MODEL)
+expect("the long stage runs the 1B shape with --recompute",
+       all(f in shape for f in ("--hidden-size 2048", "--num-layers 16", "--num-attention-heads 32",
+                                "--num-query-groups 8", "--ffn-hidden-size 8192", "--vocab-size 128256",
+                                "--tie-word-embeddings", "--recompute")))
+runs = {(r[1][1], "--doc-mask" in r[1]) for r in g.LONG_RUNS}
+expect(f"the long stage's runs: {[r[0] for r in g.LONG_RUNS]}",
+       runs == {(str(s), m) for s in (32768, 65536, 131072) for m in (False, True)} and len(g.LONG_RUNS) == 6)
+import struct  # noqa: E402
+import tempfile  # noqa: E402
+with tempfile.TemporaryDirectory() as tmp:
+    ids = g.write_long_shard(os.path.join(tmp, "long.bin"))
+    raw = open(os.path.join(tmp, "long.bin"), "rb").read()
+    head = struct.unpack("<3i", raw[:12])
+    docs = ids.count(g.LONG_BOUNDARY)
+    expect(f"the long shard: header {head}, {len(ids)} tokens in {docs} documents",
+           head == (20240801, 7, len(ids)) and len(raw) == 1024 + 4 * len(ids) and len(ids) >= 2 * 131072 + 1
+           and max(ids) == g.LONG_BOUNDARY and 40 <= docs <= 100 and ids[0] == g.LONG_BOUNDARY)
 print("PASS" if not fail else "FAILED")
 sys.exit(1 if fail else 0)
