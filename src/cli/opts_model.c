@@ -107,6 +107,9 @@ wp_result model_cfg_split_from_opts(const wp_opts *o, int nranks, wp_chunk_split
     cfg->init_std = o->init_std;
     cfg->recompute = o->recompute;
     cfg->doc_mask = o->doc_mask;
+    NEED(o->doc_mask || o->doc_positions == WP_DOC_POS_CONTINUE,
+         "--doc-positions restart: needs --doc-mask (positions restart where the document masks find documents)");
+    cfg->doc_positions = o->doc_positions;
     NEED(o->doc_boundary_id >= -1 && o->doc_boundary_id < o->vocab_size,
          "--doc-boundary-id: %lld is not a token of the %lld-token vocabulary (-1: the tokenizer's BOS)",
          (long long)o->doc_boundary_id, (long long)o->vocab_size);

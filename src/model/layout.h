@@ -16,6 +16,10 @@
 #define WP_MAX_CHUNKS 256
 
 typedef enum { WP_PREC_MIXED = 0, WP_PREC_BF16, WP_PREC_FP32 } wp_precision;
+/* Positions of packed documents (--doc-positions): continue through the sequence, or restart at
+ * each document's start, so that every document is computed exactly as if it were alone (what
+ * transformers' position_ids packing, DataCollatorWithFlattening, does). */
+typedef enum { WP_DOC_POS_CONTINUE = 0, WP_DOC_POS_RESTART } wp_doc_positions;
 
 typedef struct {
     int n_layers;      /* L */
@@ -37,6 +41,7 @@ typedef struct {
     bool recompute;
     bool doc_mask;     /* document masks: attention stays inside documents (kernels.h: doc_starts) */
     int32_t doc_boundary; /* with doc_mask: the token that starts a document (BOS, or EOS without one) */
+    wp_doc_positions doc_positions; /* with doc_mask: RoPE positions continue or restart per document */
     bool tied;         /* tie_word_embeddings: lm_head.weight is model.embed_tokens.weight (the
                           optimizer ties them inside one chunk, schedule_tie across chunks) */
     wp_precision precision;
@@ -95,7 +100,8 @@ size_t layout_block_numel(const wp_model_cfg *cfg);
 
 /* Model FLOPs of one micro-batch through chunk c (matrix products and attention scores,
  * counted as 2 per multiply-add; no recomputation): forward, input-gradient (B) and
- * weight-gradient (W-pass) parts. Used by the simulator, the pacing and MFU. */
+ * weight-gradient (W-pass) parts.
+ * Used by the simulator, the pacing and MFU. */
 typedef struct {
     double fwd, bwd_input, bwd_weight;
 } wp_flops;

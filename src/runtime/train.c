@@ -361,10 +361,12 @@ wp_result train_job_prepare(train_job *j, const wp_opts *o, char *err, size_t er
     if (!rc && !j->auto_strategy) rc = prepare_schedule(j, err, errlen); /* auto: the pick's, in train_rank */
     if (!rc && train) rc = check_data(j, err, errlen);
     if (!rc && train) rc = resolve_tokenizer(j, err, errlen);
-    /* --doc-mask without --doc-boundary-id: documents start where prepare put its boundary, the
-     * tokenizer's BOS, or its EOS where it has none (src/io/prepare.c) */
-    if (!rc && train && j->tok && !o->set[FLAG_doc_boundary_id] && (tok_bos(j->tok) >= 0 || tok_eos(j->tok) >= 0))
-        j->L.cfg.doc_boundary = tok_bos(j->tok) >= 0 ? tok_bos(j->tok) : tok_eos(j->tok);
+    /* --doc-mask without --doc-boundary-id (-1, also as a --resume inherits it): documents start
+     * where prepare put its boundary, the tokenizer's BOS, or its EOS where it has none
+     * (src/io/prepare.c); the run's flags take it too, so that a layout rebuilt from them
+     * (--strategy auto's pick) and the manifest have it */
+    if (!rc && train && j->tok && o->doc_boundary_id < 0 && (tok_bos(j->tok) >= 0 || tok_eos(j->tok) >= 0))
+        j->o.doc_boundary_id = j->L.cfg.doc_boundary = tok_bos(j->tok) >= 0 ? tok_bos(j->tok) : tok_eos(j->tok);
     if (!rc && train) rc = prepare_resume(j, err, errlen);
     if (!rc && !j->auto_strategy) rc = check_memory(j, false, err, errlen); /* auto: checked on the pick */
     if (!rc && train && j->start_step >= o->steps)
