@@ -38,6 +38,7 @@ expect_msg "'ids' is not one of {text|json} for check" check --format ids
 # document positions and lengths only mean something with document masks
 expect_msg "--doc-positions restart: needs --doc-mask" simulate --device-tflops 100 --doc-positions restart
 expect_msg "--doc-positions restart: needs --doc-mask" eval --doc-positions restart --data x model.gguf
+expect_msg "--doc-length-mean: needs --doc-mask" simulate --device-tflops 100 --doc-length-mean 512
 expect_msg "'sideways' is not one of {continue|restart}" train --doc-mask --doc-positions sideways
 ini=/tmp/wp_exit_ini.$$
 printf 'num-layers = 2\nnum-layer = 3\nbogus = 1\n' >"$ini"
