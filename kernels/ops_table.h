@@ -64,15 +64,16 @@
        (wp_kern *k, void *dw, wp_dtype dwtype, const void *dy, const void *x, const float *rstd, int T, int h),     \
        (k, dw, dwtype, dy, x, rstd, T, h),                                                                            \
        rows_ok(k, fn, T, h) && GRAD_DTYPE(dwtype) && T > 0 && PTRS(dw, dy, x, rstd))                                \
-    /* RoPE in place (kernels.h: kern_rope_fwd_scaled, kern_rope_bwd_scaled); sc NULL: no scaling */                  \
+    /* RoPE in place (kernels.h: kern_rope_fwd_scaled, kern_rope_bwd_scaled); sc NULL: no scaling;                   \
+     * plo NULL: positions pos0 + t, else pos0 + t - plo[row] (documents restarting their positions) */               \
     CUSTOM(void, rope_fwd,                                                                                            \
            (wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta,                            \
-            const wp_rope_scaling *sc),                                                                               \
-           (k, x, b, s, nheads, hd, pos0, theta, sc))                                                                 \
+            const wp_rope_scaling *sc, const int32_t *plo),                                                           \
+           (k, x, b, s, nheads, hd, pos0, theta, sc, plo))                                                            \
     CUSTOM(void, rope_bwd,                                                                                            \
            (wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta,                            \
-            const wp_rope_scaling *sc),                                                                               \
-           (k, x, b, s, nheads, hd, pos0, theta, sc))                                                                 \
+            const wp_rope_scaling *sc, const int32_t *plo),                                                           \
+           (k, x, b, s, nheads, hd, pos0, theta, sc, plo))                                                            \
     /* Causal attention, blockwise with an online softmax: O(s) memory, never an s x s matrix.                        \
      * q, o: [b*sq, nh*hd]; k, v: [b*skv, nkv*hd] (nh % nkv == 0: grouped-query heads share K/V);                     \
      * queries are the last sq of skv positions (sq == skv for a whole sequence), query i sits at                     \

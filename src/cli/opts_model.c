@@ -107,6 +107,16 @@ wp_result model_cfg_split_from_opts(const wp_opts *o, int nranks, wp_chunk_split
     cfg->init_std = o->init_std;
     cfg->recompute = o->recompute;
     cfg->doc_mask = o->doc_mask;
+    NEED(o->doc_mask || o->doc_positions == WP_DOC_POS_CONTINUE,
+         "--doc-positions restart: needs --doc-mask (positions restart where the document masks find documents)");
+    cfg->doc_positions = o->doc_positions;
+    NEED(o->doc_mask || o->doc_length_mean == 0, "--doc-length-mean: needs --doc-mask (it is the documents' length)");
+    /* the FLOP counts' attention: the stated length's, else what train measured, else all pairs */
+    cfg->attn_share = !o->doc_mask                ? 1.0
+                      : o->doc_length_mean > 0   ? attn_pairs_equal_docs((int)o->seq_length, (int)o->doc_length_mean) /
+                                                       attn_pairs_causal((int)o->seq_length)
+                      : o->attn_share_data > 0 ? o->attn_share_data
+                                               : 1.0;
     NEED(o->doc_boundary_id >= -1 && o->doc_boundary_id < o->vocab_size,
          "--doc-boundary-id: %lld is not a token of the %lld-token vocabulary (-1: the tokenizer's BOS)",
          (long long)o->doc_boundary_id, (long long)o->vocab_size);

@@ -25,6 +25,7 @@ wp_dims model_dims(const wp_model_cfg *cfg, wp_dtype compute) {
     d.ct = compute == WP_F32 ? 4 : 2;
     d.pos0 = 0;
     d.seq_full = cfg->seq;
+    d.pos_restart = cfg->doc_mask && cfg->doc_positions == WP_DOC_POS_RESTART;
     return d;
 }
 

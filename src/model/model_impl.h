@@ -18,6 +18,7 @@ typedef struct {
     size_t ct;         /* bytes per element of it */
     int pos0;          /* position of the first of the s tokens in its sequence (0 unless a segment) */
     int seq_full;      /* whole sequence length; pos0 + s < seq_full: later segments follow */
+    bool pos_restart;  /* cfg.doc_positions restart: RoPE positions count from each document's start */
 } wp_dims;
 
 wp_dims model_dims(const wp_model_cfg *cfg, wp_dtype compute);

@@ -134,11 +134,34 @@ static wp_result check_data(train_job *j, char *err, size_t errlen) {
     int rc = shard_list_resolve(&j->data, j->o.data, WP_SPLIT_TRAIN, "--data", false, err, errlen);
     if (rc == 0) rc = resolve_val(j, err, errlen);
     if (rc) return rc;
-    wp_loader *probe;
-    if ((rc = loader_open_list(&probe, &j->data, "--data", &lc, err, errlen)) != 0) return rc;
-    if (j->val.n > 0) rc = check_val(j, probe, err, errlen);
-    loader_close(probe);
-    return rc;
+    if ((rc = loader_open_list(&j->data_probe, &j->data, "--data", &lc, err, errlen)) != 0) return rc;
+    if (j->val.n > 0) rc = check_val(j, j->data_probe, err, errlen);
+    return rc; /* the probe stays open for measure_attn_share */
+}
+
+/* The windows of --data whose documents the FLOP counts' attention is measured on. */
+#define ATTN_SHARE_WINDOWS 64
+
+/* --doc-mask without --doc-length-mean: the FLOP counts (pacing, MFU, --strategy auto's ranking)
+ * charge attention for the query-key pairs the data's documents keep, the mean share over the
+ * first windows in reading order (every rank reads the same: the same result everywhere). */
+static wp_result measure_attn_share(train_job *j, char *err, size_t errlen) {
+    wp_loader *l = j->data_probe;
+    if (!l || !j->L.cfg.doc_mask || j->o.doc_length_mean > 0) return 0;
+    const int s = j->L.cfg.seq;
+    int32_t *in = malloc(2 * (size_t)s * sizeof *in);
+    if (!in) return wp_fail(WP_FAILED, err, errlen, "out of memory for %d tokens", 2 * s);
+    int64_t n = loader_windows(l) < ATTN_SHARE_WINDOWS ? loader_windows(l) : ATTN_SHARE_WINDOWS;
+    double sum = 0;
+    int rc = 0;
+    for (int64_t i = 0; i < n && rc == 0; i++) {
+        rc = loader_sequential(l, i, in, in + s);
+        if (rc == 0) sum += attn_pairs_docs(in, s, j->L.cfg.doc_boundary) / attn_pairs_causal(s);
+    }
+    free(in);
+    if (rc) return wp_fail((wp_result)rc, err, errlen, "--data: %s", loader_error(l));
+    if (n > 0) j->o.attn_share_data = j->L.cfg.attn_share = sum / (double)n;
+    return 0;
 }
 
 /* The run's tokenizer: --tokenizer, else the one beside the training shards (the directory of
@@ -386,10 +409,14 @@ wp_result train_job_prepare(train_job *j, const wp_opts *o, char *err, size_t er
     if (!rc && !j->auto_strategy) rc = prepare_schedule(j, err, errlen); /* auto: the pick's, in train_rank */
     if (!rc && train) rc = check_data(j, err, errlen);
     if (!rc && train) rc = resolve_tokenizer(j, err, errlen);
-    /* --doc-mask without --doc-boundary-id: documents start where prepare put its boundary, the
-     * tokenizer's BOS, or its EOS where it has none (src/io/data/prepare.c) */
-    if (!rc && train && j->tok && !o->set[FLAG_doc_boundary_id] && (tok_bos(j->tok) >= 0 || tok_eos(j->tok) >= 0))
-        j->L.cfg.doc_boundary = tok_bos(j->tok) >= 0 ? tok_bos(j->tok) : tok_eos(j->tok);
+    /* --doc-mask without --doc-boundary-id (-1, also as a --resume inherits it): documents start
+     * where prepare put its boundary, the tokenizer's BOS, or its EOS where it has none
+     * (src/io/data/prepare.c); the run's flags take it too, so that a layout rebuilt from them
+     * (--strategy auto's pick) and the manifest have it */
+    if (!rc && train && j->tok && o->doc_boundary_id < 0 && (tok_bos(j->tok) >= 0 || tok_eos(j->tok) >= 0))
+        j->o.doc_boundary_id = j->L.cfg.doc_boundary = tok_bos(j->tok) >= 0 ? tok_bos(j->tok) : tok_eos(j->tok);
+    if (!rc && train) rc = measure_attn_share(j, err, errlen);
+    if (j->data_probe) loader_close(j->data_probe), j->data_probe = NULL;
     if (!rc && train) rc = prepare_resume(j, err, errlen);
     if (!rc && !j->auto_strategy) rc = check_memory(j, false, err, errlen); /* auto: checked on the pick */
     if (!rc && train && j->start_step >= o->steps)
@@ -402,6 +429,7 @@ void train_job_free(train_job *j) {
     free(j->tokenizer_data);
     for (int i = 0; i < CKPT_SIDE_FILES; i++) free(j->side_data[i]);
     tok_close(j->tok);
+    if (j->data_probe) loader_close(j->data_probe);
     shard_list_free(&j->data);
     shard_list_free(&j->val);
     if (j->have_run) run_free(&j->run);

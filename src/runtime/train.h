@@ -34,6 +34,7 @@ typedef struct {
     char resume_dir[WP_PATH_MAX]; /* "" = fresh start */
     int64_t start_step;
     wp_shard_list data;         /* --data's training shards */
+    wp_loader *data_probe;      /* their loader while train_job_prepare checks and measures them */
     wp_shard_list val;          /* validation shards: --val-data, else a --data directory's *val*.bin; may be empty */
     char val_warning[640];      /* one line rank 0 prints: validation reads training shards (on purpose) */
     wp_run run;                 /* the validator's report (peaks and bytes per rank) */
