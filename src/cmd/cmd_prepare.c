@@ -13,6 +13,7 @@
 #include "choices.h"
 #include "cli.h"
 #include "commands.h"
+#include "gguf.h"
 #include "log.h"
 #include "prepare.h"
 #include "shard.h"
@@ -49,7 +50,7 @@ int cmd_prepare(const wp_opts *o) {
     char err[WP_PATH_MAX + 512];
     wp_tokenizer *tok = NULL;
     if (o->tokenizer[0]) {
-        int rc = tok_open(o->tokenizer, &tok, err, sizeof err);
+        int rc = gguf_tok_open(o->tokenizer, &tok, err, sizeof err);
         if (rc) {
             wp_error("--tokenizer %s", err);
             return rc;

@@ -47,6 +47,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "decode.h"
+#include "gguf.h"
 #include "log.h"
 #include "memlimit.h"
 #include "model_source.h"
@@ -114,7 +115,7 @@ static wp_result open_tokenizer(const wp_opts *o, const wp_model_src *sm, wp_tok
     if (!o->tokenizer[0] && sm->tok_json)
         rc = tok_open_mem(sm->tok_json, sm->tok_json_len, sm->dir, tok, err, errlen);
     else
-        rc = tok_open(path, tok, err, errlen);
+        rc = gguf_tok_open(path, tok, err, errlen);
     if (rc) return rc;
     if (tok_vocab_size(*tok) > sm->L.cfg.vocab)
     {

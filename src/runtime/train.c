@@ -206,7 +206,7 @@ static wp_result resolve_tokenizer(train_job *j, char *err, size_t errlen) {
     }
     if (!path[0]) return 0;
     wp_tokenizer *t;
-    int rc = tok_open(path, &t, why, sizeof why);
+    int rc = gguf_tok_open(path, &t, why, sizeof why);
     if (rc) return wp_fail((wp_result)rc, err, errlen, "%s %s", flag, why);
     if (tok_vocab_size(t) > j->L.cfg.vocab)
         rc = wp_fail(WP_BAD_INPUT, err, errlen, "%s %s: its vocabulary of %" PRId64 " tokens exceeds the model's --vocab-size %" PRId64, flag,

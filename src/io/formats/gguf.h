@@ -10,6 +10,7 @@
 
 #include "hf.h"
 #include "result.h"
+#include "tokenizer.h"
 
 bool gguf_is_file(const char *path);
 /* The same hf_config as hf_read_config (path: the .gguf; tied: no output.weight tensor). */
@@ -22,6 +23,10 @@ wp_result gguf_max_positions(const char *path, int64_t *positions, char *err, si
  * (*json malloc'd, NUL-terminated); *json NULL when the file has no tokenizer.ggml.model, 2 when
  * it has another kind or a tokenizer.ggml.pre weipipe does not map. */
 wp_result gguf_tokenizer_json(const char *path, char **json, size_t *len, char *err, size_t errlen);
+/* tok_open, and a llama.cpp file's tokenizer too (told by its magic): the tokenizer.json that
+ * gguf_tokenizer_json makes of it, opened by tok_open_mem (tok_path: the file), so --tokenizer
+ * MODEL.gguf works wherever a tokenizer file does; a GGUF without tokenizer.ggml.model: 2. */
+wp_result gguf_tok_open(const char *path, wp_tokenizer **out, char *err, size_t errlen);
 /* What a chat needs of the file: tokenizer.chat_template (*tmpl malloc'd, NULL when absent) and
  * tokenizer.ggml.bos_token_id / eos_token_id (-1 when absent). */
 wp_result gguf_chat_info(const char *path, char **tmpl, int64_t *bos, int64_t *eos, char *err, size_t errlen);

@@ -148,6 +148,18 @@ wp_result gguf_tokenizer_json(const char *path, char **json, size_t *len, char *
     return rc;
 }
 
+wp_result gguf_tok_open(const char *path, wp_tokenizer **out, char *err, size_t errlen) {
+    *out = NULL;
+    if (!path || !gguf_is_file(path)) return tok_open(path, out, err, errlen);
+    char *json;
+    size_t len;
+    WP_TRY(gguf_tokenizer_json(path, &json, &len, err, errlen));
+    if (!json) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: not a tokenizer: the GGUF file has no tokenizer.ggml.model", path);
+    wp_result rc = tok_open_mem(json, len, path, out, err, errlen);
+    free(json);
+    return rc;
+}
+
 /* ---- the other way: tokenizer.json -> tokenizer.ggml.* (export) ---- */
 
 static bool has_type(json_t *node, const char *type) {
