@@ -111,7 +111,7 @@ int main(int argc, char **argv) {
         free(json);
         cmd += 4;
     } else {
-        rc = gguf_tok_open(argv[2], &t, err, sizeof err);
+        rc = gguf_tok_open(argv[2], &t, NULL, err, sizeof err);
     }
     if (rc) {
         fprintf(stderr, "tok_tool: %s\n", err);
