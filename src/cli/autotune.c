@@ -55,6 +55,7 @@ static void set_typed(wp_opts *o, const wp_knobs *k) {
     if (k->given & WP_KNOB_WZB2_OWNER) o->wzb2_owner = k->wzb2_owner, o->set[FLAG_wzb2_owner] = true;
     if (k->given & WP_KNOB_NUM_CHUNKS) o->num_chunks = k->num_chunks, o->set[FLAG_num_chunks] = true;
     if (k->given & WP_KNOB_I1F1B_ORDER) o->i1f1b_order = k->i1f1b_order, o->set[FLAG_i1f1b_order] = true;
+    if (k->given & WP_KNOB_OPTIM_MEMORY) o->optimizer_memory = k->optim_memory, o->set[FLAG_optimizer_memory] = true;
 }
 
 void autotune_apply(wp_opts *o, const wp_knobs *k) {
@@ -83,6 +84,8 @@ static void knobs_text(const wp_knobs *k, char *out, size_t len) {
 #define ADD(...) (n += n < len ? (size_t)snprintf(out + n, len - n, __VA_ARGS__) : 0)
     if (k->given & WP_KNOB_SPLIT) ADD(" --chunk-layers %s", k->chunk_auto ? "auto" : "even");
     if (k->given & WP_KNOB_WARMUP) ADD(" --warmup-extra %d", k->warmup);
+    /* the default (device) goes unsaid, as before the knob existed */
+    if (k->given & WP_KNOB_OPTIM_MEMORY && k->optim_memory == WP_OPTIM_MEM_HOST) ADD(" --optimizer-memory host");
     for (int i = 0; i < 3 && row_knobs[k->st][i] != KNOB_END; i++) {
         const int kn = row_knobs[k->st][i];
         if (!(k->given & knobs[kn].bit)) continue;
@@ -126,10 +129,12 @@ static wp_result simulate_one(tuner *t, const wp_knobs *k, wp_tuned *row, bool *
         return rc == WP_BAD_INPUT ? WP_OK : wp_fail(rc, t->err, t->errlen, "%s", err);
     }
     wp_costs c;
-    costs_from_layout(&c, &L, ps.nranks, &t->m);
+    wp_machine m = t->m;
+    m.host_optim = t->work->optimizer_memory == WP_OPTIM_MEM_HOST;
+    costs_from_layout(&c, &L, ps.nranks, &m);
     wp_sim sim;
     wp_mem_cfg mc;
-    mem_cfg_from_opts(t->o, &L, ps.nranks, &mc);
+    mem_cfg_from_opts(t->work, &L, ps.nranks, &mc);
     rc = simulate_mem(&s, &L, &c, &mc, false, &sim, err, sizeof err);
     if (rc) {
         snprintf(t->err, t->errlen, "%s %s breaks an invariant: %s", strategy_name(k->st), row->knobs, err);
@@ -139,7 +144,14 @@ static wp_result simulate_one(tuner *t, const wp_knobs *k, wp_tuned *row, bool *
         row->bubble = sim.bubble;
         row->sent = sim.max_sent;
         row->peak = sim.max_peak;
-        row->fits = t->o->device_memory <= 0 || sim.max_peak <= (size_t)t->o->device_memory;
+        row->host = sim.max_host;
+        /* on the CPU backend the device is the host: host state saves nothing there */
+        size_t need = 0;
+        for (int r = 0; r < s.nranks; r++) {
+            size_t here = sim.rank_peak[r] + (mc.cpu ? sim.rank_host[r] : 0);
+            if (here > need) need = here;
+        }
+        row->fits = t->o->device_memory <= 0 || need <= (size_t)t->o->device_memory;
         *made = true;
     }
     sim_free(&sim);
@@ -207,16 +219,20 @@ static wp_result strategy_knobs(tuner *t, wp_strategy st, int b, int nmb) {
         char err[256];
         if (warmup_extra_from_opts(o, &held_warm, NULL, err, sizeof err)) held_warm = -1;
     }
-    for (int cl = 0; cl < (cl_fixed ? 1 : 2); cl++) {
-        wp_result rc = WP_OK;
-        for (int e = 0; e <= (warmup && slow && !warm_fixed ? 2 : 0) && !rc; e++) {
-            wp_knobs k = {.st = st, .b = b, .nmb = nmb, .warmup = warm_fixed ? held_warm : e, .chunk_auto = cl};
-            if (!cl_fixed) k.given |= WP_KNOB_SPLIT;
-            if (warmup && !warm_fixed) k.given |= WP_KNOB_WARMUP;
-            rc = sweep(t, row_knobs[st], 3, k);
+    const bool om_fixed = held(t, FLAG_optimizer_memory);
+    for (int om = 0; om < (om_fixed ? 1 : 2); om++)
+        for (int cl = 0; cl < (cl_fixed ? 1 : 2); cl++) {
+            wp_result rc = WP_OK;
+            for (int e = 0; e <= (warmup && slow && !warm_fixed ? 2 : 0) && !rc; e++) {
+                wp_knobs k = {.st = st, .b = b, .nmb = nmb, .warmup = warm_fixed ? held_warm : e, .chunk_auto = cl,
+                              .optim_memory = om ? WP_OPTIM_MEM_HOST : WP_OPTIM_MEM_DEVICE};
+                if (!cl_fixed) k.given |= WP_KNOB_SPLIT;
+                if (warmup && !warm_fixed) k.given |= WP_KNOB_WARMUP;
+                if (!om_fixed) k.given |= WP_KNOB_OPTIM_MEMORY;
+                rc = sweep(t, row_knobs[st], 3, k);
+            }
+            if (rc) return rc;
         }
-        if (rc) return rc;
-    }
     return 0;
 }
 

@@ -4,7 +4,9 @@
  * and the given b), --chunk-layers auto beside even chunks (where they differ), --warmup-extra
  * 0..2 where there is a slow hop (1f1b, zb-h1, zb-h2, seq1f1b), --seq-segments 2, 4, 8
  * (seq1f1b), --wzb2-owner spread/last, --num-chunks 2N and 4N with --i1f1b-order depth-first and
- * breadth-first (interleaved-1f1b). A shape a strategy cannot lay out is no configuration. */
+ * breadth-first (interleaved-1f1b), --optimizer-memory device and host (every strategy: all have
+ * owners; device first, so host is taken only where it fits alone or simulates faster). A shape
+ * a strategy cannot lay out is no configuration. */
 #ifndef WP_CLI_AUTOTUNE_H
 #define WP_CLI_AUTOTUNE_H
 
@@ -18,6 +20,7 @@ enum {
     WP_KNOB_WZB2_OWNER = 1 << 3,   /* --wzb2-owner */
     WP_KNOB_NUM_CHUNKS = 1 << 4,   /* --num-chunks */
     WP_KNOB_I1F1B_ORDER = 1 << 5,  /* --i1f1b-order */
+    WP_KNOB_OPTIM_MEMORY = 1 << 6, /* --optimizer-memory */
 };
 
 /* One configuration, as typed values: a strategy and its knobs (b and M always). */
@@ -29,6 +32,7 @@ typedef struct {
     int seq_segments, num_chunks;
     wp_wzb2_owner wzb2_owner;
     wp_i1f1b_order i1f1b_order;
+    wp_optim_memory optim_memory; /* device first: a tie keeps the state on the device */
     unsigned given;      /* WP_KNOB_* */
 } wp_knobs;
 
@@ -39,6 +43,7 @@ typedef struct {
     bool fits;        /* peak per rank within --device-memory (0: always) */
     double step_s, tokens_s, bubble;
     size_t sent, peak;
+    size_t host;      /* --optimizer-memory host: host memory per rank (memory.h, wp_mem_host) */
 } wp_tuned;
 
 /* Simulate every configuration; *rows (caller frees) sorted: those that fit by tokens/s, best

@@ -228,5 +228,6 @@ void mem_cfg_from_opts(const wp_opts *o, const wp_layout *L, int nranks, wp_mem_
     *mc = (wp_mem_cfg){.compute = cpu ? WP_F32 : precision_act_dtype(L->cfg.precision), .cpu = cpu,
                        .threads = o->threads > 0 ? (int)o->threads : share, .eval = o->eval_every > 0,
                        .sample = o->sample_every > 0,
-                       .sample_tokens = (int)(o->sample_tokens < L->cfg.seq ? o->sample_tokens : L->cfg.seq)};
+                       .sample_tokens = (int)(o->sample_tokens < L->cfg.seq ? o->sample_tokens : L->cfg.seq),
+                       .host_optim = o->optimizer_memory == WP_OPTIM_MEM_HOST};
 }

@@ -92,5 +92,8 @@ wp_result machine_from_opts(const wp_opts *o, wp_machine *m, char *err, size_t e
     m->link_lat = o->link_latency;
     m->node_bw = o->node_link_bandwidth;
     m->node_lat = o->node_link_latency;
+    m->host_optim = o->optimizer_memory == WP_OPTIM_MEM_HOST;
+    m->host_link_bw = o->host_link_bandwidth;
+    m->host_mem_bw = o->host_memory_bandwidth;
     return 0;
 }

@@ -19,7 +19,7 @@ typedef struct {
     char note[1100];
     bool fits;     /* peak memory per rank within --device-memory (always, when that is 0) */
     double step_s, tokens_s, bubble;
-    size_t sent, peak;
+    size_t sent, peak, host;    /* host: --optimizer-memory host's host memory per rank */
     int n;                      /* ranks, for the per-rank lists */
     double rank_bubble[WP_MAX_CHUNKS];
     size_t rank_sent[WP_MAX_CHUNKS], rank_peak[WP_MAX_CHUNKS];
@@ -36,16 +36,20 @@ static void setting(const wp_opts *o, const wp_layout *L, const wp_machine *m, c
            ps->nranks, per, m->node_bw > 0 ? fmt_bytes(a, sizeof a, m->node_bw) : "unlimited ",
            fmt_seconds(b, sizeof b, m->node_lat), m->link_bw > 0 ? fmt_bytes(d, sizeof d, m->link_bw) : "unlimited ",
            fmt_seconds(e, sizeof e, m->link_lat), o->device_tflops, fmt_bytes(f, sizeof f, m->mem_bw));
+    if (m->host_optim)
+        printf("optimizer state in host memory: host link %s/s per direction, host memory %s/s, each shared by %d rank%s\n",
+               m->host_link_bw > 0 ? fmt_bytes(a, sizeof a, m->host_link_bw) : "unlimited ",
+               m->host_mem_bw > 0 ? fmt_bytes(b, sizeof b, m->host_mem_bw) : "free ", per, per == 1 ? "" : "s");
     printf("chunks: %d of ", c->n_chunks); /* uneven with --chunk-layers (auto) */
     for (int k = 0; k < c->n_chunks; k++) printf("%s%d", k ? "," : "", c->chunk_layers[k]);
     printf(" layers\n");
     printf("step: %d micro-batches of %d tokens\n\n", ps->nmb, c->micro_batch * c->seq);
 }
 
-static void print_text(const row *rows, int n, double base) {
-    char a[32], b[32], c[32];
-    printf("%-20s %12s %12s %8s %14s %14s %12s %9s\n", "strategy", "step time", "tokens/s", "bubble", "sent/rank/step",
-           "peak mem/rank", "memory", "vs 1f1b");
+static void print_text(const row *rows, int n, double base, bool host) {
+    char a[32], b[32], c[32], d[32];
+    printf("%-20s %12s %12s %8s %14s %14s %12s %9s%s\n", "strategy", "step time", "tokens/s", "bubble", "sent/rank/step",
+           "peak mem/rank", "memory", "vs 1f1b", host ? "  host mem/rank" : "");
     for (int i = 0; i < n; i++) {
         const row *r = &rows[i];
         if (!r->shown) continue;
@@ -55,9 +59,11 @@ static void print_text(const row *rows, int n, double base) {
         }
         char ratio[16] = "-";
         if (base > 0) snprintf(ratio, sizeof ratio, "%.3fx", r->tokens_s / base);
-        printf("%-20s %12s %12.0f %7.1f%% %14s %14s %12s %9s\n", strategy_name(r->st), fmt_seconds(a, sizeof a, r->step_s),
+        printf("%-20s %12s %12.0f %7.1f%% %14s %14s %12s %9s", strategy_name(r->st), fmt_seconds(a, sizeof a, r->step_s),
                r->tokens_s, 100 * r->bubble, fmt_bytes(b, sizeof b, (double)r->sent), fmt_bytes(c, sizeof c, (double)r->peak),
                r->fits ? "fits" : "does not fit", ratio);
+        if (host) printf("  %13s", fmt_bytes(d, sizeof d, (double)r->host));
+        printf("\n");
     }
 }
 
@@ -84,8 +90,9 @@ static void print_json(const row *rows, int n, double base, const wp_pipe_shape 
         printf("%s\n{\"strategy\":\"%s\"", k++ ? "," : "", strategy_name(r->st));
         if (r->ok) {
             printf(",\"step_s\":%.9g,\"tokens_per_s\":%.9g,\"bubble\":%.6f,\"sent_bytes_per_rank\":%zu,"
-                   "\"peak_bytes_per_rank\":%zu,\"vs_1f1b\":%.6f,\"fits\":%s", r->step_s, r->tokens_s, r->bubble, r->sent,
-                   r->peak, base > 0 ? r->tokens_s / base : 0, r->fits ? "true" : "false");
+                   "\"peak_bytes_per_rank\":%zu,\"vs_1f1b\":%.6f,\"fits\":%s,\"host_bytes_per_rank\":%zu", r->step_s,
+                   r->tokens_s, r->bubble, r->sent, r->peak, base > 0 ? r->tokens_s / base : 0, r->fits ? "true" : "false",
+                   r->host);
             printf(",\"rank_bubble\":[");
             for (int k = 0; k < r->n; k++) printf("%s%.6f", k ? "," : "", r->rank_bubble[k]);
             printf("],\"rank_sent_bytes\":[");
@@ -133,6 +140,7 @@ static int one(row *r, const wp_opts *o, const wp_pipe_shape *ps, const wp_layou
         r->bubble = sim.bubble;
         r->sent = sim.max_sent;
         r->peak = sim.max_peak;
+        r->host = sim.max_host;
         r->n = s.nranks;
         for (int k = 0; k < s.nranks; k++) {
             r->rank_bubble[k] = sim.rank_bubble[k];
@@ -186,7 +194,9 @@ static int simulate_all(const wp_opts *o, const wp_pipe_shape *ps, const wp_layo
         wp_trace *ti = rows[i].shown ? t : NULL;
         if (needs_own_layout(o, rows[i].st, ps->nranks, L)) rc = one_own_layout(&rows[i], o, ps, m, ti, i);
         else rc = one(&rows[i], o, ps, L, &c, ti, i);
-        rows[i].fits = o->device_memory == 0 || rows[i].peak <= (size_t)o->device_memory;
+        /* the CPU backend's device is the host: its host state counts against the same memory */
+        size_t need = rows[i].peak + (o->set[FLAG_backend] && o->backend == WP_BACKEND_CPU ? rows[i].host : 0);
+        rows[i].fits = o->device_memory == 0 || need <= (size_t)o->device_memory;
         if (rc == 2 && (all || !rows[i].shown)) rc = 0; /* a row that cannot be laid out says why */
         else if (rc == 2) wp_error("%s", rows[i].note + strlen("not simulated: "));
     }
@@ -203,7 +213,7 @@ static int simulate_all(const wp_opts *o, const wp_pipe_shape *ps, const wp_layo
         print_json(rows, WP_STRAT_COUNT, base, ps);
     } else {
         setting(o, L, m, ps);
-        print_text(rows, WP_STRAT_COUNT, base);
+        print_text(rows, WP_STRAT_COUNT, base, m->host_optim);
     }
     return 0;
 }
@@ -225,7 +235,7 @@ static int simulate_auto(const wp_opts *o, const wp_pipe_shape *ps, const wp_lay
     double base = 0;
     for (int i = 0; i < n; i++)
         if (rows[i].k.st == strategy_baseline() && rows[i].k.b == L->cfg.micro_batch && rows[i].k.nmb == ps->nmb &&
-            rows[i].k.warmup == warm && !rows[i].k.chunk_auto)
+            rows[i].k.warmup == warm && !rows[i].k.chunk_auto && rows[i].k.optim_memory == WP_OPTIM_MEM_DEVICE)
             base = rows[i].tokens_s;
     int nfit = 0;
     while (nfit < n && rows[nfit].fits) nfit++;
@@ -239,9 +249,11 @@ static int simulate_auto(const wp_opts *o, const wp_pipe_shape *ps, const wp_lay
         printf("{\"nranks\":%d,\"pick\":%s,\"configurations\":[", ps->nranks, nfit ? "0" : "null");
         for (int i = 0; i < n; i++)
             printf("%s\n{\"strategy\":\"%s\",\"knobs\":\"%s\",\"step_s\":%.9g,\"tokens_per_s\":%.9g,\"bubble\":%.6f,"
-                   "\"sent_bytes_per_rank\":%zu,\"peak_bytes_per_rank\":%zu,\"vs_1f1b\":%.6f,\"fits\":%s}",
+                   "\"sent_bytes_per_rank\":%zu,\"peak_bytes_per_rank\":%zu,\"vs_1f1b\":%.6f,\"fits\":%s,"
+                   "\"host_bytes_per_rank\":%zu}",
                    i ? "," : "", strategy_name(rows[i].k.st), rows[i].knobs, rows[i].step_s, rows[i].tokens_s, rows[i].bubble,
-                   rows[i].sent, rows[i].peak, base > 0 ? rows[i].tokens_s / base : 0, rows[i].fits ? "true" : "false");
+                   rows[i].sent, rows[i].peak, base > 0 ? rows[i].tokens_s / base : 0, rows[i].fits ? "true" : "false",
+                   rows[i].host);
         printf("]}\n");
     } else {
         char a[32], b[32], c[32];

@@ -259,19 +259,44 @@ static wp_result check_memory(train_job *j, bool quiet, char *err, size_t errlen
         snprintf(what, sizeof what, "%s / %d rank%s on this host", src, here, here == 1 ? "" : "s");
     }
     bool show = !quiet && !j->o.quiet && !boot_launched(); /* a launched job's launcher showed it already */
+    const bool cpu = j->o.backend == WP_BACKEND_CPU;
+    wp_mem_cfg mc;
+    train_mem_cfg(j, &mc);
+    double host_most = 0; /* --optimizer-memory host: the largest host side of a rank */
     for (int r = 0; r < j->nranks; r++) {
         double terms[WP_MEM_TERMS];
+        wp_mem_host h;
         train_mem_predict(j, r, terms);
-        double need = mem_total(terms), with = need * (1 + MEMLIMIT_MARGIN) + MEMLIMIT_FIXED_MIB * 1048576.0;
+        mem_predict_host(&j->s, &j->L, &j->run.rank[r], r, &mc, &h);
+        /* on the CPU backend the device is this host: its share holds both sides */
+        double need = mem_total(terms) + (cpu ? mem_host_total(&h) : 0);
+        double with = need * (1 + MEMLIMIT_MARGIN) + MEMLIMIT_FIXED_MIB * 1048576.0;
+        if (mem_host_total(&h) > host_most) host_most = mem_host_total(&h);
         char big[256];
         mem_largest(terms, 3, big, sizeof big);
+        if (cpu && mem_host_total(&h) > 0) {
+            size_t at = strlen(big);
+            snprintf(big + at, sizeof big - at, ", optimizer state in host memory %.1f MiB, pinned staging %.1f MiB",
+                     h.optim / 1048576.0, (h.staging_up + h.staging_down) / 1048576.0);
+        }
         if (show && r == 0) fprintf(stderr, "predicted peak memory per rank (docs/memory.md):\n");
         if (show) fprintf(stderr, "  rank %d: %.1f MiB (%s)\n", r, need / 1048576.0, big);
+        if (show && !cpu && mem_host_total(&h) > 0)
+            fprintf(stderr, "    host: %.1f MiB (optimizer state %.1f MiB, pinned staging %.1f MiB)\n",
+                    mem_host_total(&h) / 1048576.0, h.optim / 1048576.0, (h.staging_up + h.staging_down) / 1048576.0);
         if (limit > 0 && with > limit)
             return wp_fail(WP_BAD_INPUT, err, errlen,
                         "rank %d needs about %.1f MiB (%s), %.1f MiB with the %.0f%% + %.0f MiB margin, more than %s (%.1f MiB)",
                         r, need / 1048576.0, big, with / 1048576.0, MEMLIMIT_MARGIN * 100, MEMLIMIT_FIXED_MIB, what,
                         limit / 1048576.0);
+    }
+    if (!cpu && host_most > 0) { /* the GPU's ranks on this host share its memory for their optimizer state */
+        int here = j->o.ranks_per_node > 0 && j->o.ranks_per_node < j->nranks ? (int)j->o.ranks_per_node : j->nranks;
+        char who[64], parts[128];
+        snprintf(who, sizeof who, "the host side of %d rank%s on this host", here, here == 1 ? "" : "s");
+        snprintf(parts, sizeof parts, "%.1f MiB of fp32 masters, AdamW moments, accumulator and pinned staging per rank",
+                 host_most / 1048576.0);
+        WP_TRY(memlimit_check(who, "--optimizer-memory host", host_most * here, parts, 0, true, err, errlen));
     }
     return 0;
 }

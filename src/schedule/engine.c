@@ -154,7 +154,7 @@ static wp_result setup(eng *e) {
         if (!(st->acc = calloc((size_t)e->C * e->SL * e->words, sizeof *st->acc))) return WP_FAILED;
         if (!(st->updated = calloc((size_t)e->C * e->SL, sizeof *st->updated))) return WP_FAILED;
     }
-    if (!(e->master = calloc((size_t)e->C * e->SL, sizeof *e->master))) return WP_FAILED;
+    if (!(e->master = calloc((size_t)e->C * e->SL, sizeof *e->master)) || ehost_setup(e)) return WP_FAILED;
     /* tied: the pieces every step must bring, from the layout where there is one (tie_piece),
      * else as the lists name them */
     for (int k = 0; e->s->tied && e->sz && e->sz->L && k < e->SL; k++)
@@ -231,6 +231,7 @@ static void teardown(eng *e) {
         free(st->updated);
     }
     free(e->master);
+    ehost_teardown(e);
     free(e->flight);
     free(e->chans);
     free(e->ch);

@@ -21,6 +21,18 @@ typedef struct {
     double link_bw, link_lat; /* between nodes: bytes/s, s */
     double node_bw, node_lat; /* inside a node */
     double reduce_s;          /* REDUCE: after the last rank arrives */
+    /* --optimizer-memory host (engine_host.c): the owners' masters, moments and accumulators
+     * live in host memory, and LOAD, ACC and UPDATE run beside the device stream, each rank on
+     * its own share of its host's CPU and host link, in list order: LOAD = the CPU writes the
+     * wire copy (host_s), then it goes up (link_s), and the buffer is there when the copy ends;
+     * ACC = the gradient comes down (link_s; the buffer may be written again once it has left),
+     * then the CPU adds it into the accumulator (host_s); UPDATE = the CPU's AdamW (host_s),
+     * after which the next LOAD of that master may start. A W/BW into the owner's accumulator
+     * (to_master) adds into an fp32 window of the chunk on the device, which REDUCE first copies
+     * down (link_s[WP_OP_W], once a step per such chunk), then waits for the rank's ACCs; a
+     * TOUT/TIN waits for the host's work queued before it. op_s of LOAD, ACC, UPDATE is unused. */
+    bool host;
+    double host_s[WP_OP_COUNT][WP_MAX_CHUNKS], link_s[WP_OP_COUNT][WP_MAX_CHUNKS];
 } wp_costs;
 
 /* What the engine needs to know about sizes; all zero counts buffers without bytes. */
@@ -45,6 +57,7 @@ typedef struct {
     int n_sent, n_recv;       /* transfers in the last step run */
     double busy;              /* F/B/W/BW time in the last step run */
     double other;             /* LOAD/ZERO/ACC/UPDATE time in the last step run */
+    double host, up, down;    /* costs.host: the CPU's and the host link's time in the last step run */
 } wp_rank_report;
 
 typedef struct {

@@ -81,11 +81,20 @@ static wp_result rec_comp(eng *e, int r, int step, int idx, const wp_action *a, 
     return 0;
 }
 
+/* costs are per whole chunk: an action on one slice, or a sliced owner's UPDATE, does 1/S */
+static double chunk_share(const eng *e, const wp_action *a) {
+    return e->S && ((a->buf.nslices && !op_is_compute(a->op)) || a->op == WP_OP_UPDATE) ? 1.0 / e->S : 1;
+}
+
+/* The owner's pieces that costs.host moves off the device stream (engine_host.c). */
+static bool on_host(const eng *e, const wp_action *a) {
+    return e->costs.host && (a->op == WP_OP_LOAD || a->op == WP_OP_ACC || a->op == WP_OP_UPDATE);
+}
+
 /* Occupy the device for the op's duration. */
 static int run_for(eng *e, int r, int step, int idx, const wp_action *a) {
-    double d = a->chunk >= 0 && a->chunk < e->C ? e->costs.op_s[a->op][a->chunk] : 0;
-    /* costs are per whole chunk: an action on one slice, or a sliced owner's UPDATE, does 1/S */
-    if (e->S && ((a->buf.nslices && !op_is_compute(a->op)) || a->op == WP_OP_UPDATE)) d /= e->S;
+    double d = a->chunk >= 0 && a->chunk < e->C && !on_host(e, a) ? e->costs.op_s[a->op][a->chunk] : 0;
+    d *= chunk_share(e, a);
     /* costs are per whole micro-batch: a segment does its share (seq_split.h) */
     if (e->K > 1 && op_is_compute(a->op)) {
         int j = a->mb % e->K;
@@ -309,8 +318,10 @@ static int create_parts(eng *e, int r, int step, int idx, const wp_action *a, wp
         if (eng_find(&e->r[r], parts[i]))
             return eng_fail_at(e, r, step, idx, "creates %s, which rank %d already holds",
                            eng_rel_name(parts[i], step, nm, sizeof nm), r);
+    inst *made[WP_MAX_CHUNKS];
     for (int i = 0; i < n; i++)
-        if (!eng_create(e, r, parts[i], true, step, idx)) return eng_oom(e);
+        if (!(made[i] = eng_create(e, r, parts[i], true, step, idx))) return eng_oom(e);
+    if (on_host(e, a) && ehost_load(e, r, step, a, made, n, chunk_share(e, a))) return eng_oom(e);
     return run_for(e, r, step, idx, a);
 }
 
@@ -354,6 +365,7 @@ static int do_acc(eng *e, int r, int step, int idx, const wp_action *a) {
         }
         g[i]->gstep = -1;
     }
+    if (on_host(e, a) && ehost_acc(e, r, step, a, g, n, chunk_share(e, a))) return eng_oom(e);
     return run_for(e, r, step, idx, a);
 }
 
@@ -453,7 +465,7 @@ static int tie_check(eng *e, int r, int step, int idx, const wp_action *a, bool 
 static int do_tout(eng *e, int r, int step, int idx, const wp_action *a) {
     char nm[48];
     int rc = tie_check(e, r, step, idx, a, true);
-    if (rc != DONE) return rc;
+    if (rc != DONE || (e->costs.host && (rc = ehost_wait(e, r, e->hr[r].cpu)) != DONE)) return rc; /* from host state */
     if (eng_find(&e->r[r], a->buf))
         return eng_fail_at(e, r, step, idx, "creates %s, which rank %d already holds", buf_name(a->buf, nm, sizeof nm), r);
     if (!eng_create(e, r, a->buf, true, step, idx)) return eng_oom(e);
@@ -464,6 +476,7 @@ static int do_tin(eng *e, int r, int step, int idx, const wp_action *a) {
     inst *in;
     int rc = tie_check(e, r, step, idx, a, false);
     if (rc != DONE || (rc = eng_need_one(e, r, step, idx, a->buf, false, &in)) != DONE) return rc;
+    if (e->costs.host && (rc = ehost_wait(e, r, e->hr[r].cpu)) != DONE) return rc; /* into host state */
     if (a->buf.lane == WP_TIE_WEIGHT) e->st[step].tie_in[tie_piece_k(a->buf)]++;
     else e->st[step].tie_gin[tie_piece_j(a->buf)]++;
     return run_for(e, r, step, idx, a);
@@ -472,6 +485,9 @@ static int do_tin(eng *e, int r, int step, int idx, const wp_action *a) {
 static int do_reduce(eng *e, int r, int step, int idx) {
     stepst *st = &e->st[step];
     rstate *R = &e->r[r];
+    int rc;
+    /* costs.host: the norm reads the accumulators, which the host's ACCs complete */
+    if (!R->arrived[step] && e->costs.host && (rc = ehost_reduce(e, r, step)) != DONE) return rc;
     if (!R->arrived[step]) {
         for (int j = 0; e->s->tied && j < e->SL; j++)
             if (sched_owns(e->s, r, 0, e->S ? j : -1) && st->tie_gin[j] != e->tie_expect_g[j])
@@ -520,6 +536,7 @@ static int do_update(eng *e, int r, int step, int idx, const wp_action *a) {
     if (st->updated[c * e->SL + k]++) return eng_fail_at(e, r, step, idx, "chunk %d is updated a second time", c);
     e->master[c * e->SL + k]++;
     memset(&st->acc[((size_t)c * e->SL + k) * e->words], 0, (size_t)e->words * sizeof *st->acc);
+    if (on_host(e, a)) ehost_update(e, r, step, c, k, chunk_share(e, a));
     return run_for(e, r, step, idx, a);
 }
 

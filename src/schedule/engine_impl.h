@@ -124,6 +124,13 @@ typedef struct {
     int *master;    /* [C*SL]: version of each (chunk, slice) master */
     int tie_expect[WP_MAX_CHUNKS];   /* T.w pieces every step brings to head slice k (tied schedules) */
     int tie_expect_g[WP_MAX_CHUNKS]; /* T.g pieces every step brings to embedding slice j */
+    /* costs.host (engine_host.c): when each rank's CPU share and host link directions are next
+     * free, when its last ACC's add ends, when each (chunk, slice) master's last UPDATE ends, and
+     * the buffers waiting for the link: a LOAD's (arrives) or an ACC's (leaves) */
+    struct ehost_rank { double cpu, up, down, acc; bool window[MAX_STEPS]; } *hr; /* [N] */
+    double *master_at;                                    /* [C*SL] */
+    struct ehost_ev { double t; inst *in; bool arrive; } *hev;
+    int n_hev, cap_hev;
     int K;          /* sequence segments per micro-batch (1: none) */
     int seg_t[WP_MAX_SEGMENTS + 1]; /* their boundaries (seq_split.h) */
     wp_run *run;
@@ -194,5 +201,22 @@ wp_result elink_start_all(eng *e);
 double elink_next_time(eng *e);
 /* Move to time t: bytes on every busy link, last bytes left, arrivals, step decisions; -1 out of memory. */
 wp_result elink_advance_time(eng *e, double t);
+
+/* engine_host.c: costs.host's side of LOAD, ACC and UPDATE (engine.h); scale is the share of a
+ * chunk the action covers (run_for's: 1/S for a slice). ehost_load: the n instances a LOAD
+ * created, absent until their copy up ends; ehost_acc: the n a ACC drains, not to be written
+ * until their copy down ends; ehost_update: master (c, k)'s next version. ehost_wait: DONE when
+ * t has come, else BLOCKED with the rank idle until t (REDUCE, TOUT, TIN). */
+wp_result ehost_setup(eng *e);
+void ehost_teardown(eng *e);
+wp_result ehost_load(eng *e, int r, int step, const wp_action *a, inst **in, int n, double scale);
+wp_result ehost_acc(eng *e, int r, int step, const wp_action *a, inst **in, int n, double scale);
+void ehost_update(eng *e, int r, int step, int c, int k, double scale);
+int ehost_wait(eng *e, int r, double t);
+/* REDUCE on rank r: the fp32 gradient windows of its to_master W-passes go down first (once a
+ * step); then DONE once its accumulators are complete, else BLOCKED. */
+int ehost_reduce(eng *e, int r, int step);
+double ehost_next_time(const eng *e);
+void ehost_advance_time(eng *e, double t, double tol);
 
 #endif

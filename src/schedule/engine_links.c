@@ -160,7 +160,8 @@ double elink_next_time(eng *e) {
     }
     for (int s = 0; s < e->steps; s++)
         if (e->st[s].scheduled && !e->st[s].done && e->st[s].done_at < t) t = e->st[s].done_at;
-    return t;
+    double h = ehost_next_time(e);
+    return h < t ? h : t;
 }
 
 wp_result elink_advance_time(eng *e, double t) {
@@ -210,5 +211,6 @@ wp_result elink_advance_time(eng *e, double t) {
     }
     for (int r = 0; r < e->N; r++)
         if (fabs(e->r[r].busy_until - t) <= tol) e->r[r].busy_until = t;
+    ehost_advance_time(e, t, tol);
     return elink_start_all(e);
 }

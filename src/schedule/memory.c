@@ -57,6 +57,22 @@ static double sample_bytes(const wp_layout *L, int r, const wp_mem_cfg *mc) {
     return b;
 }
 
+/* --optimizer-memory host: the fp32 windows on the device, one per chunk that rank r's W-passes
+ * add into its owner's accumulator (to_master: only where the rank owns all of the chunk). */
+static double window_bytes(const wp_schedule *s, const wp_layout *L, int r) {
+    bool seen[WP_MAX_CHUNKS] = {0};
+    double b = 0;
+    for (int i = 0; i < s->rank[r].n; i++) {
+        const wp_action *a = &s->rank[r].a[i];
+        if ((a->op != WP_OP_W && a->op != WP_OP_BW) || !a->to_master || a->chunk < 0 || a->chunk >= s->nchunks ||
+            seen[a->chunk])
+            continue;
+        seen[a->chunk] = true;
+        b += (double)L->chunk_numel[a->chunk] * sizeof(float);
+    }
+    return b;
+}
+
 void mem_predict(const wp_schedule *s, const wp_layout *L, const wp_rank_report *rr, int r, const wp_mem_cfg *mc,
                  double terms[WP_MEM_TERMS]) {
     memset(terms, 0, WP_MEM_TERMS * sizeof *terms);
@@ -76,7 +92,10 @@ void mem_predict(const wp_schedule *s, const wp_layout *L, const wp_rank_report 
     for (int k = 0; k < WP_BUF_KINDS; k++)
         if (k != WP_BUF_W && k != WP_BUF_GW && k != WP_BUF_T)
             terms[WP_MEM_COMM] += (double)rr->pool_bytes[k] + va * (double)rr->viewed_bytes[k];
-    terms[WP_MEM_OPTIM] = (double)rr->owner_bytes;             /* optim.c: master, m, v, accumulator */
+    /* optim.c: master, m, v, accumulator; with --optimizer-memory host these are in host
+     * memory (mem_predict_host) and the device keeps an fp32 gradient window per owned chunk
+     * that this rank's W-passes add into directly (to_master: optim/placement.c) */
+    terms[WP_MEM_OPTIM] = mc->host_optim ? window_bytes(s, L, r) : (double)rr->owner_bytes;
     /* model/acts.c, one per state held; the engine sizes them in the precision's activation
      * dtype, the backend keeps them in its compute dtype (the CPU's fp32) */
     terms[WP_MEM_ACTS] = (double)rr->peak_acts_bytes * cs / wire_a;
@@ -102,6 +121,32 @@ void mem_predict(const wp_schedule *s, const wp_layout *L, const wp_rank_report 
     if (mc->eval) terms[WP_MEM_EVAL] = eval_bytes(s, L, r, mc);
     if (mc->sample) terms[WP_MEM_SAMPLE] = sample_bytes(L, r, mc);
 }
+
+void mem_predict_host(const wp_schedule *s, const wp_layout *L, const wp_rank_report *rr, int r, const wp_mem_cfg *mc,
+                      wp_mem_host *h) {
+    memset(h, 0, sizeof *h);
+    if (!mc->host_optim || rr->owner_bytes == 0) return;
+    const wp_model_cfg *c = &L->cfg;
+    h->optim = (double)rr->owner_bytes;
+    /* the largest piece rank r owns: a whole chunk, or in a sliced schedule its slice of one */
+    double most = 0;
+    for (int k = 0; k < s->nchunks; k++) {
+        size_t off = 0, len = 0;
+        if (s->nslices && r < s->nslices) slice_range(L->chunk_numel[k], r, s->nslices, &off, &len);
+        else if (!s->nslices && s->owner[k] == r) len = L->chunk_numel[k];
+        if ((double)len > most) most = (double)len;
+    }
+    /* what comes down: the grad dtype, or fp32 where an ACC drains a step sum (GW.s, gen_hier.c) */
+    double down = wp_dtype_size(precision_grad_dtype(c->precision));
+    for (int i = 0; i < s->rank[r].n; i++)
+        if (s->rank[r].a[i].op == WP_OP_ACC && s->rank[r].a[i].buf.kind == WP_BUF_GW &&
+            s->rank[r].a[i].buf.lane == WP_LANE_SUM)
+            down = sizeof(float);
+    h->staging_up = 2 * most * wp_dtype_size(precision_weight_dtype(c->precision));
+    h->staging_down = 2 * most * down;
+}
+
+double mem_host_total(const wp_mem_host *h) { return h->optim + h->staging_up + h->staging_down; }
 
 double mem_total(const double terms[WP_MEM_TERMS]) {
     double t = 0;

@@ -17,11 +17,27 @@ typedef struct {
     bool eval;          /* --eval-every */
     bool sample;        /* --sample-every */
     int sample_tokens;  /* positions a sample decodes */
+    bool host_optim;    /* --optimizer-memory host: the owner's state lives in host memory */
 } wp_mem_cfg;
+
+/* What a rank holds in host memory for its optimizer with --optimizer-memory host (all zero
+ * otherwise): the owner state that left the device (fp32 master, m, v, accumulator: the 16
+ * bytes/param of the optimizer term) and the pinned staging buffers between them, two of the
+ * largest piece it owns in the weight dtype (copies up) and two in the dtype its ACCs drain
+ * (copies down): double-buffered, so one is on the link while the CPU fills or reads the other. */
+typedef struct {
+    double optim, staging_up, staging_down;
+} wp_mem_host;
 
 /* Rank r's predicted peak, per term, from its validated run (engine_run with sizes). */
 void mem_predict(const wp_schedule *s, const wp_layout *L, const wp_rank_report *rr, int r, const wp_mem_cfg *mc,
                  double terms[WP_MEM_TERMS]);
+/* Rank r's host side (memory.c: mem_predict_host); mem_predict's optimizer term is then only
+ * the device's fp32 windows of the rank's to_master W-passes, and device + host is the
+ * device-resident total plus the windows and the staging (docs/memory.md). */
+void mem_predict_host(const wp_schedule *s, const wp_layout *L, const wp_rank_report *rr, int r, const wp_mem_cfg *mc,
+                      wp_mem_host *h);
+double mem_host_total(const wp_mem_host *h);
 double mem_total(const double terms[WP_MEM_TERMS]);
 /* "optimizer 120.0 MiB, weights 80.0 MiB, ..." : the n largest terms, largest first. */
 void mem_largest(const double terms[WP_MEM_TERMS], int n, char *out, size_t len);

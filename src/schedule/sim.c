@@ -28,6 +28,25 @@ void costs_from_layout(wp_costs *c, const wp_layout *L, int nranks, const wp_mac
             c->op_s[WP_OP_DUP][k] = n * 2 * wsize / m->mem_bw;  /* read one lane, write the other */
         }
     }
+    if (m->host_optim) {
+        /* the ranks of a host share its memory and its link to the devices equally (0: one rank per node) */
+        int here = m->ranks_per_node > 0 ? (m->ranks_per_node < nranks ? m->ranks_per_node : nranks) : 1;
+        double hm = m->host_mem_bw / here, hl = m->host_link_bw / here;
+        c->host = true;
+        for (int k = 0; k < cfg->n_chunks; k++) {
+            double n = (double)L->chunk_numel[k];
+            if (hm > 0) {
+                c->host_s[WP_OP_UPDATE][k] = n * WP_UPDATE_BYTES_PER_PARAM / hm;
+                c->host_s[WP_OP_LOAD][k] = n * WP_HOST_LOAD_BYTES(wsize) / hm;
+                c->host_s[WP_OP_ACC][k] = n * WP_HOST_ACC_BYTES(gsize) / hm;
+            }
+            if (hl > 0) {
+                c->link_s[WP_OP_LOAD][k] = n * wsize / hl;
+                c->link_s[WP_OP_ACC][k] = n * gsize / hl;
+                c->link_s[WP_OP_W][k] = n * sizeof(float) / hl; /* a to_master window, copied down */
+            }
+        }
+    }
     c->ranks_per_node = m->ranks_per_node;
     c->link_bw = m->link_bw;
     c->link_lat = m->link_lat;
@@ -68,7 +87,8 @@ wp_result simulate_mem(const wp_schedule *s, const wp_layout *L, const wp_costs 
     out->rank_bubble = calloc((size_t)N, sizeof *out->rank_bubble);
     out->rank_peak = calloc((size_t)N, sizeof *out->rank_peak);
     out->rank_sent = calloc((size_t)N, sizeof *out->rank_sent);
-    if (!out->rank_bubble || !out->rank_peak || !out->rank_sent) { return wp_fail(WP_FAILED, err, errlen, "schedule: out of memory"); }
+    out->rank_host = calloc((size_t)N, sizeof *out->rank_host);
+    if (!out->rank_bubble || !out->rank_peak || !out->rank_sent || !out->rank_host) { return wp_fail(WP_FAILED, err, errlen, "schedule: out of memory"); }
     out->step_s = out->run.step_end[1] - out->run.step_end[0];
     double tokens = L ? (double)sched_samples(s) * L->cfg.micro_batch * L->cfg.seq : (double)sched_samples(s);
     out->tokens_per_s = out->step_s > 0 ? tokens / out->step_s : 0;
@@ -79,8 +99,11 @@ wp_result simulate_mem(const wp_schedule *s, const wp_layout *L, const wp_costs 
         for (int k = 0; k < WP_BUF_KINDS; k++) sent += rr->sent[k], recv += rr->recv[k];
         out->rank_sent[r] = sent;
         double terms[WP_MEM_TERMS];
-        if (L) mem_predict(s, L, rr, r, mc, terms);
+        wp_mem_host h = {0};
+        if (L) mem_predict(s, L, rr, r, mc, terms), mem_predict_host(s, L, rr, r, mc, &h);
         out->rank_peak[r] = L ? (size_t)mem_total(terms) : rr->peak_bytes + rr->owner_bytes;
+        out->rank_host[r] = (size_t)mem_host_total(&h);
+        if (out->rank_host[r] > out->max_host) out->max_host = out->rank_host[r];
         out->rank_bubble[r] = out->step_s > 0 ? 1 - rr->busy / out->step_s : 0;
         busy += rr->busy;
         if (sent > out->max_sent) out->max_sent = sent;
@@ -95,6 +118,7 @@ void sim_free(wp_sim *out) {
     free(out->rank_bubble);
     free(out->rank_peak);
     free(out->rank_sent);
+    free(out->rank_host);
     run_free(&out->run);
     memset(out, 0, sizeof *out);
 }

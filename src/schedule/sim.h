@@ -5,6 +5,9 @@
  *   - Compute: layout_chunk_flops / device FLOP/s. F = fwd; B = bwd_input (+ fwd with
  *     --recompute, the forward redone inside B); W = bwd_weight; BW = B + W. Or measured per-op
  *     times (costs_set_measured), which is how the runtime feeds its own timings back.
+ *   - --optimizer-memory host (engine.h costs.host, engine_host.c): LOAD, ACC and UPDATE leave the
+ *     device stream for the rank's share (1 / ranks per node) of its host's memory bandwidth and,
+ *     per direction, of its host link; byte counts beside WP_HOST_LOAD_BYTES below.
  *   - Memory-bound ops at the device memory bandwidth: UPDATE reads master, moments and
  *     accumulator and writes master and moments and zeroes the accumulator (32 bytes/param);
  *     LOAD reads the fp32 master and writes the wire copy (4 + weight bytes); ACC reads the bf16
@@ -40,9 +43,19 @@ typedef struct {
     double mem_bw;   /* bytes/s for memory-bound ops; 0 = free */
     int ranks_per_node;
     double link_bw, link_lat, node_bw, node_lat; /* bytes/s (0 = unlimited), s */
+    bool host_optim;     /* --optimizer-memory host: owner state in host memory (engine.h costs.host) */
+    double host_link_bw; /* bytes/s per direction between a host and its devices, shared by its ranks; 0 = unlimited */
+    double host_mem_bw;  /* bytes/s of the host's memory for the CPU's part, shared by its ranks; 0 = free */
 } wp_machine;
 
 #define WP_UPDATE_BYTES_PER_PARAM 32
+/* The host's part with --optimizer-memory host, bytes per parameter: UPDATE as on the device
+ * (AdamW reads master, m, v and the fp32 accumulator, writes master, m, v: 16 + 12, and zeroes
+ * the accumulator: 4); LOAD's CPU part reads the fp32 master and writes the wire copy into
+ * pinned staging (4 + weight bytes), its copy up moves the weight bytes; ACC's copy down moves
+ * the grad bytes, its CPU part reads them and reads and writes the fp32 accumulator (grad + 8). */
+#define WP_HOST_LOAD_BYTES(w) (4 + (w))
+#define WP_HOST_ACC_BYTES(g) ((g) + 8)
 
 void costs_from_layout(wp_costs *c, const wp_layout *L, int nranks, const wp_machine *m);
 void costs_unit(wp_costs *c, int nchunks, double xfer);
@@ -54,7 +67,8 @@ typedef struct {
     double *rank_bubble;        /* [N] */
     size_t *rank_peak;          /* [N] peak bytes including owner state */
     size_t *rank_sent;          /* [N] bytes sent per step */
-    size_t max_sent, max_recv, max_peak;
+    size_t *rank_host;          /* [N] host memory for the optimizer (memory.h: mem_predict_host), 0 on the device */
+    size_t max_sent, max_recv, max_peak, max_host;
     wp_run run;                 /* events of both steps when recorded */
 } wp_sim;
 

@@ -32,3 +32,8 @@ echo "refused up front: $out"
 out=$(WEIPIPE_TEST_MEMORY_LIMIT=40000000 train --steps 1 --nranks 2 --transport local 2>&1); rc=$?
 [ $rc -eq 2 ] && grep -q "WEIPIPE_TEST_MEMORY_LIMIT / 2 ranks" <<< "$out" || fail "faked limit: rc $rc: $out"
 echo "refused under a 40 MB limit: $out"
+# --optimizer-memory host on the CPU: the device is this host, so its share holds both sides, and
+# the refusal names the host side's parts (memory.h: mem_predict_host)
+out=$(WEIPIPE_TEST_MEMORY_LIMIT=40000000 train --steps 1 --nranks 2 --transport local --optimizer-memory host 2>&1); rc=$?
+[ $rc -eq 2 ] && grep -q "optimizer state in host memory .* MiB, pinned staging .* MiB).*more than WEIPIPE_TEST_MEMORY_LIMIT / 2 ranks" <<< "$out" ||
+  fail "faked limit, host state: rc $rc: $out"

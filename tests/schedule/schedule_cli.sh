@@ -103,5 +103,31 @@ if command -v taskset >/dev/null; then
     cmp -s "$tmp/auto-one" "$tmp/auto-all" || fail "simulate --strategy auto ranks differently on one CPU and on $(nproc)"
 fi
 
+# --optimizer-memory as auto's knob: under a --device-memory between the least device peak of the
+# host-state rows and that of the device-state rows, only host state fits and auto picks it; with
+# no limit the knob is still tried (rows of both settings). Limits from auto's own csv (its
+# columns stay as they were; the host column is in text and json).
+tiny="--config $root/configs/tiny.ini --nranks 2 --device-tflops 1 --strategy auto"
+# shellcheck disable=SC2086
+"$wp" simulate $tiny --format csv >"$tmp/auto-om.csv" || fail "simulate --strategy auto --format csv (tiny)"
+lims=$(awk -F, 'NR > 1 { h = index($10, "--optimizer-memory host") > 0; if (h) { if (hm == "" || $6 < hm) hm = $6 }
+                          else if (dm == "" || $6 < dm) dm = $6 }
+                END { if (hm != "" && dm != "" && hm < dm) printf "%d\n", (hm + dm) / 2 }' "$tmp/auto-om.csv")
+if [ -z "$lims" ]; then
+    fail "auto's csv has no host-state row below every device-state row's peak: $(head -3 "$tmp/auto-om.csv")"
+else
+    # shellcheck disable=SC2086
+    pick=$("$wp" simulate $tiny --device-memory "$lims" | grep '^pick:')
+    case $pick in *"--optimizer-memory host"*) ;; *) fail "--device-memory $lims: only host state fits, auto picked: $pick" ;; esac
+    # and the host column (json) is the state that left the device: host rows carry bytes, device rows none
+    # shellcheck disable=SC2086
+    "$wp" simulate $tiny --format json >"$tmp/auto-om.json" || fail "simulate --strategy auto --format json (tiny)"
+    python3 -c 'import json, sys
+rows = json.load(open(sys.argv[1]))["configurations"]
+bad = [r["knobs"] for r in rows if ("--optimizer-memory host" in r["knobs"]) != (r["host_bytes_per_rank"] > 0)]
+sys.exit(1 if bad or not rows else 0)' "$tmp/auto-om.json" ||
+        fail "auto json: host_bytes_per_rank set on a device-state row or missing on a host-state row"
+fi
+
 [ "$fails" -eq 0 ] && echo "cli: all checks passed"
 [ "$fails" -eq 0 ]
