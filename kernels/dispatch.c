@@ -10,6 +10,8 @@
 
 #include "backend.h"
 #include "ops_slots.h"
+#include "rope_factor.h"
+#include "rope_freq.h"
 #include "wp_config.h"
 
 /* ---- completeness of a backend's table (kernels/ops_slots.h) ---- */
@@ -502,6 +504,10 @@ void kern_rope_bwd_scaled(wp_kern *k, void *x, int b, int s, int nheads, int hd,
     if (!live(k) || !rope_ok(k, "kern_rope_bwd", x, b, s, nheads, hd, pos0, theta, sc) || b == 0 || s == 0 || nheads == 0)
         return;
     k->ops->rope_bwd(k, x, b, s, nheads, hd, pos0, theta, sc && sc->factor != 0.0 ? sc : NULL);
+}
+
+double wp_rope_freq_factor(int i, int hd, double theta, const wp_rope_scaling *sc) {
+    return pow(theta, -2.0 * i / (double)hd) / wp_rope_inv_freq(i, hd, theta, sc);
 }
 
 void kern_rope_fwd(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta) {

@@ -1,5 +1,6 @@
-/* Private to the backends: the RoPE inverse frequency of pair i, plain or Llama-3 scaled, in
- * double. One definition for the CPU (C) and CUDA (device) tables so both scale identically. */
+/* Private to kernels/ (the backends, and dispatch.c's wp_rope_freq_factor for the GGUF files):
+ * the RoPE inverse frequency of pair i, plain or Llama-3 scaled, in double. One definition for
+ * the CPU (C) and CUDA (device) tables so both scale identically. */
 #ifndef WP_KERNELS_ROPE_FREQ_H
 #define WP_KERNELS_ROPE_FREQ_H
 

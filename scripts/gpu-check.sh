@@ -7,9 +7,10 @@
 # there is no usable GPU (everything skipped).
 #
 #   scripts/gpu-check.sh [--quick]      (--quick: benchmarks at s = 1024 only)
-#   scripts/gpu-check.sh --kit FILE [--deadline SECONDS] [--logs DIR] [--quick] [--compile]
+#   scripts/gpu-check.sh --kit FILE [--deadline SECONDS] [--logs DIR] [--stages a,b] [--step-seq S]
 #       runs a kit built elsewhere by scripts/gpu-kit.sh, without building (a machine without
-#       -dev packages or internet): stages most valuable first, each inside the deadline, a
+#       -dev packages or internet): the GPU tests first, then the whole-step comparison with
+#       PyTorch, each stage inside its time box (--deadline 330 fits the default stages), a
 #       summary table last (scripts/gpu_check.py says what each stage runs).
 #
 # Environment: WP_GPU_BUILD (default build-gpu), WP_GPU_ARCH (e.g. 90: build only for the

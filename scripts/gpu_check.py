@@ -11,18 +11,36 @@ Stages, most valuable first, each time-boxed so that the whole run ends inside t
              streams, the staged transport)
   ring       the whole trainer on the GPU: every strategy on 4 ranks sharing it, tcp, eval,
              sample (tests/gpu/ring.sh); NCCL (tests/gpu/nccl.sh)
+  step       weipipe's whole training step (forward, loss, backward, LM head, gradient zeroing,
+             loss scaling, AdamW with fp32 masters): `weipipe train --backend cuda`, one rank,
+             one micro-batch per step, at SmolLM2-135M's and Llama-3.2-1B's shapes
+             (scripts/step_flops.py, configs/*-shape.ini), --precision mixed and bf16, 12 steps
+             on tiny_train.bin; the step time is the median of the metrics file's `seconds` after
+             the first 2 steps, the device memory the run's peak beside its prediction
+  torchstep  PyTorch's whole step at the same shapes and b (scripts/gpu_torch_step.py): the
+             strongest fair variant (bf16 + fp32 masters, cuDNN attention, fused projections,
+             chunked cross-entropy, compiled blocks) and the usual one (fp32 + autocast, flash)
   train      whole `weipipe train --backend cuda` runs at h = 1024 (8 layers, 8 heads of 128,
-             ffn 2816, V = 32000, s = 2048, 8 micro-batches): 1 rank and 4 ranks sharing the GPU
-             over several strategies; each prints tokens/s and, per rank, the device memory the
-             backend held at most (kern_memory) beside the prediction
-  bench      weipipe's GPU benchmark (tests/gpu/bench_gpu.c)
-  torch      PyTorch on the same shapes (scripts/gpu_torch_bench.py), when python3 has CUDA torch
+             ffn 2816, V = 32000, s = 2048, 8 micro-batches): 4 ranks sharing the GPU over
+             several strategies (and 1 rank, when named in --train-runs); each prints tokens/s
+             and, per rank, the device memory the backend held at most beside the prediction
   sanitizer  compute-sanitizer memcheck of the attention test and of a model step
-A summary table is printed last, with each stage's figures; every stage's full output is in
-DIR/<stage>-<name>.log. A stage is judged on its exit status and, where it measures, on the bars
-below (BARS): a train run whose end-of-run simulator step or device memory is further from the
-measurement than its bar fails, whatever its exit status. A stage that had no time left is
-"NOT RUN", never a pass.
+  bench      (only when named in --stages) weipipe's block benchmark (tests/gpu/bench_gpu.c)
+  torch      (only when named in --stages) PyTorch's block benchmark (scripts/gpu_torch_bench.py)
+The default stages fit --deadline 330 (PLAN: each stage's time box, the GPU tests first; the
+bench/torch pair of the first runs measured blocks, not steps, and is left out of that plan). A
+stage may use its box plus what earlier stages left unused, never the boxes of the stages after
+it. --step-seq S (repeated) runs both step stages at those lengths instead of 4096, each shape at
+those among its own (step_flops.SHAPES: 2048 and 4096; 8192 at 1B) and a length neither lists at
+both: the rest of the table is a second call, `--stages step,torchstep --step-seq 2048
+--step-seq 8192` (some 4 minutes: SmolLM2 at 2048, Llama-3.2-1B at 2048 and 8192).
+A summary table is printed last, with each stage's figures and one table of the whole steps,
+weipipe's beside PyTorch's; every stage's full output is in DIR/<stage>-<name>.log. A stage is
+judged on its exit status and, where it measures, on the bars below (BARS): a train or step run
+whose end-of-run simulator step or device memory is further from the measurement than its bar
+fails, whatever its exit status; a step run also fails below the strongest PyTorch's tokens/s at
+its shape (or with no PyTorch figure to compare), and at Llama-3.2-1B, s = 4096, below 45% MFU.
+A stage that had no time left is "NOT RUN", never a pass.
 Exit: 0 every stage ran and passed, 1 something failed or did not run, 77 no GPU (nothing ran).
 """
 import argparse
@@ -37,9 +55,20 @@ import sys
 import tarfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import step_flops  # noqa: E402
+
 T0 = time.monotonic()
 ROWS = []  # (stage, name, result, seconds, note)
-STAGES = ["libs", "gpu", "unit", "ring", "train", "bench", "torch", "sanitizer"]
+STAGES = ["libs", "gpu", "unit", "ring", "step", "torchstep", "train", "sanitizer", "bench", "torch"]
+DEFAULT_STAGES = ["libs", "gpu", "unit", "ring", "step", "torchstep", "train", "sanitizer"]
+# Each stage's time box in seconds (the default stages': libs and gpu take a few seconds, the
+# summary SUMMARY_RESERVE), planned so that --deadline 330 runs them all; from the H200 runs of
+# 2026-11-27 (docs/gpu-runs/): the unit tests took 48 s, gpu/ring 46 s, a 4-rank h = 1024 run 4-9 s,
+# memcheck 5 s. Not yet run: the step stage (weipipe's host-side initialisation of 1.5e9 fp32
+# values at 1B, some 30 s per run, and its cuDNN graphs) and torchstep (one process per shape,
+# torch.compile of one block and of the loss's softmax, some 20-30 s; PyTorch's import).
+PLAN = {"unit": 55, "ring": 52, "step": 110, "torchstep": 85, "train": 12, "sanitizer": 8, "bench": 60, "torch": 60}
 # The train stage's runs: (name, flags after the common ones).
 TRAIN_MODEL = ["--hidden-size", "1024", "--num-layers", "8", "--num-attention-heads", "8", "--ffn-hidden-size", "2816",
                "--vocab-size", "32000", "--seq-length", "2048", "--micro-batch-size", "1", "--num-microbatches", "8",
@@ -50,21 +79,36 @@ TRAIN_RUNS = [("1 rank 1f1b", ["--nranks", "1", "--strategy", "1f1b"]),
               ("4 ranks 1f1b", ["--nranks", "4", "--strategy", "1f1b"]),
               ("4 ranks wzb2", ["--nranks", "4", "--strategy", "wzb2"]),
               ("4 ranks fsdp", ["--nranks", "4", "--strategy", "fsdp"])]
-# What a measuring stage must reach to pass (issue: "gpu-check that can fail"): the simulator's step
-# (op times from the run itself) within 15% of the measured step; each rank's device peak within
-# 10% of the memory prediction.
-BARS = {"sim": 0.15, "mem": 0.10}
-# Most seconds each stage may take when the deadline allows (the unit tests each have their own).
+# Those the default plan runs: N = 4 under the paper's strategy and 1F1B (N = 1 is the step stage's,
+# at real shapes); --train-runs all runs the six.
+DEFAULT_TRAIN_RUNS = ["4 ranks weipipe-interleave", "4 ranks 1f1b"]
+# The step stage's runs: each shape of step_flops.SHAPES at these sequence lengths (--step-seq
+# chooses others), each precision; one rank, one micro-batch of step_flops.default_batch per optimizer step.
+STEP_SEQS = [4096]
+STEP_PRECISIONS = ["mixed", "bf16"]
+STEP_STEPS, STEP_WARMUP = 12, 2  # the median of the 10 steps after the first 2
+STEP_CAPS = {"smollm2-135m": 40, "llama32-1b": 75}  # seconds per weipipe run
+TORCH_CAPS = {"smollm2-135m": 40, "llama32-1b": 55}  # seconds per PyTorch process (one shape, its seqs)
+TORCH_VARIANTS = "bf16-cudnn-compiled,fp32-autocast-flash"  # bf16-cudnn-eager too with --torch-variants
+# What a measuring stage must reach to pass (issue 38: "gpu-check that can fail"): the simulator's
+# step (op times from the run itself) within 15% of the measured step; each rank's device peak within
+# 10% of the memory prediction; weipipe's whole step at least as fast as the strongest PyTorch at
+# the same shape (ratio of tokens/s); MFU (causal attention halved) at least 45% at the MFU_AT shape.
+BARS = {"sim": 0.15, "mem": 0.10, "ratio": 1.0, "mfu": 0.45}
+MFU_AT = ("llama32-1b", 4096)
+# Most seconds one run of a stage may take (the unit tests each have their own).
 CAPS = {"unit": 60, "ring": 240, "train": 60, "bench": 150, "torch": 150, "sanitizer": 120}
 SUMMARY_RESERVE = 3
+LATER = {"boxes": 0.0}  # the time boxes of the stages still to come (main sets it per stage)
 
 
 def left(deadline):
-    return deadline - (time.monotonic() - T0) - SUMMARY_RESERVE
+    return deadline - (time.monotonic() - T0) - SUMMARY_RESERVE - LATER["boxes"]
 
 
 def run(stage, name, argv, logs, deadline, cap, env=None, cwd=None):
-    """Run argv with a timeout inside the deadline; record (result, seconds, last line)."""
+    """Run argv with a timeout inside the deadline and outside the later stages' boxes; record
+    (result, seconds, last line)."""
     budget = min(cap, left(deadline))
     if budget < 5:
         ROWS.append((stage, name, NOT_RUN_NO_TIME, 0.0, ""))
@@ -143,6 +187,90 @@ def judge_train(fig):
     return bad, "; ".join(note)
 
 
+def step_figures(metrics_text):
+    """A step-stage run's figures from its --metrics file: the median step seconds after the first
+    STEP_WARMUP steps (None with fewer than 2 such steps), how many, and each rank's device peak
+    and prediction (MiB) from the end-of-run memory line. A skipped step (mixed precision's loss
+    scale overflowed) ran no AdamW: not a whole step, left out and counted."""
+    secs, mem, skipped = [], [], 0
+    for line in metrics_text.splitlines():
+        try:
+            r = json.loads(line)
+        except ValueError:
+            continue
+        if "step" in r and isinstance(r.get("seconds"), (int, float)) and r["step"] > STEP_WARMUP:
+            if r.get("skipped"):
+                skipped += 1
+            else:
+                secs.append(float(r["seconds"]))
+        for m in r.get("memory", []) if isinstance(r.get("memory"), list) else []:
+            mem.append((m["rank"], m["peak_bytes"] / 2**20, m["predicted_bytes"] / 2**20))
+    secs.sort()
+    med = None
+    if len(secs) >= 2:
+        k = len(secs)
+        med = secs[k // 2] if k % 2 else (secs[k // 2 - 1] + secs[k // 2]) / 2
+    return {"step_s": med, "timed": len(secs), "skipped": skipped, "mem": mem}
+
+
+def shape_seqs(shape, seqs):
+    """The lengths of seqs a shape runs at: those among its own (step_flops.SHAPES), and a length
+    that no shape lists at every shape."""
+    listed = {q for sh in step_flops.SHAPES.values() for q in sh["seqs"]}
+    return [q for q in seqs if q in shape["seqs"] or q not in listed]
+
+
+def judge_whole_step(wp, torch_rows, model, seq):
+    """The ratio and MFU bars of one weipipe whole-step row (wp: tok_s, mfu) against the PyTorch
+    rows of the same shape (gpu_torch_step.py's JSON): (failed bars, the strongest PyTorch row)."""
+    bad = []
+    best = max((r for r in torch_rows if r.get("model") == model and r.get("seq") == seq and "error" not in r),
+               key=lambda r: r["tokens_per_s"], default=None)
+    if best is None:
+        bad.append("no PyTorch figure to compare")
+    elif wp["tok_s"] / best["tokens_per_s"] < BARS["ratio"]:
+        bad.append(f"{wp['tok_s'] / best['tokens_per_s']:.2f}x the strongest PyTorch (bar {BARS['ratio']:.1f}x)")
+    if (model, seq) == MFU_AT and not (wp["mfu"] or 0) >= BARS["mfu"]:
+        bad.append(f"MFU {100 * (wp['mfu'] or 0):.1f}% (bar {100 * BARS['mfu']:.0f}%)")
+    return bad, best
+
+
+def whole_step_table(step_rows, torch_rows):
+    """One markdown table: every PyTorch variant and every weipipe precision per shape, with
+    tokens/s, both MFUs, memory and the ratio to the strongest PyTorch at that shape."""
+    out = ["| shape | s | who | b | step ms | tokens/s | MFU | MFU (full attn) | device memory GiB | "
+           "vs strongest PyTorch |", "|---|---:|---|---:|---:|---:|---:|---:|---|---:|"]
+    pct = lambda x: f"{100 * x:.1f}%" if x is not None else "-"  # noqa: E731
+    keys = sorted({(r["model"], r["seq"]) for r in step_rows + torch_rows if "model" in r},
+                  key=lambda k: (list(step_flops.SHAPES).index(k[0]) if k[0] in step_flops.SHAPES else 99, k[1]))
+    for model, seq in keys:
+        best = max((r for r in torch_rows if (r.get("model"), r.get("seq")) == (model, seq) and "error" not in r),
+                   key=lambda r: r["tokens_per_s"], default=None)
+        for r in torch_rows:
+            if (r.get("model"), r.get("seq")) != (model, seq):
+                continue
+            if "error" in r:
+                out.append(f"| {model} | {seq} | PyTorch {r['variant']} | - | - | - | - | - | - | FAILED: {r['error'][:60]} |")
+                continue
+            mem = (f"{r['max_allocated_gib']:.1f} allocated, {r['max_reserved_gib']:.1f} reserved"
+                   if "max_allocated_gib" in r else "-")
+            mark = " (strongest)" if r is best else ""
+            out.append(f"| {model} | {seq} | PyTorch {r['variant']}{mark} | {r['batch']} | {r['step_ms']:.1f} | "
+                       f"{r['tokens_per_s']:.0f} | {pct(r['mfu'])} | {pct(r['mfu_full'])} | {mem} | "
+                       f"{r['tokens_per_s'] / best['tokens_per_s']:.2f}x |")
+        for r in step_rows:
+            if (r["model"], r["seq"]) != (model, seq):
+                continue
+            if r.get("tok_s") is None:
+                out.append(f"| {model} | {seq} | weipipe {r['precision']} | {r['batch']} | - | - | - | - | - | {r['result']} |")
+                continue
+            mem = "; ".join(f"{peak / 1024:.1f} peak / {pred / 1024:.1f} predicted" for _, peak, pred in r["mem"]) or "-"
+            ratio = f"{r['tok_s'] / best['tokens_per_s']:.2f}x" if best else "no PyTorch"
+            out.append(f"| {model} | {seq} | weipipe {r['precision']} | {r['batch']} | {1e3 * r['step_s']:.1f} | "
+                       f"{r['tok_s']:.0f} | {pct(r['mfu'])} | {pct(r['mfu_full'])} | {mem} | {ratio} |")
+    return out
+
+
 def cuda_lib_dirs():
     """Folders holding the CUDA libraries: the toolkit first, then Python's nvidia-* packages."""
     want = ["libcudart.so.1*", "libcublas.so.1*", "libcublasLt.so.1*", "libnccl.so.2*", "libcudnn.so.9*", "libnvrtc.so.1*"]
@@ -170,16 +298,21 @@ def cuda_lib_dirs():
     return dirs
 
 
-def summary(info):
+def summary(info, step_table=None):
     print()
     print("================ gpu-check summary ================")
     for k, v in info.items():
         print(f"{k}: {v}")
     print()
-    print("| stage | what | result | seconds | last line |")
+    print("| stage | what | result | seconds | figures or last line |")
     print("|---|---|---|---:|---|")
     for stage, name, result, dt, note in ROWS:
         print(f"| {stage} | {name} | {result} | {dt:.1f} | {note} |")
+    if step_table:
+        print(f"\nThe whole training step, one GPU (MFU: scripts/step_flops.py's count, peak {info.get('peak', '?')}; "
+              f"bars: >= {BARS['ratio']:.1f}x the strongest PyTorch, MFU >= {100 * BARS['mfu']:.0f}% at "
+              f"{MFU_AT[0]} s={MFU_AT[1]}):")
+        print("\n".join(step_table))
 
 
 def main():
@@ -187,16 +320,25 @@ def main():
     ap.add_argument("--kit", required=True)
     ap.add_argument("--deadline", type=float, default=540)
     ap.add_argument("--logs", default="gpu-check-logs")
-    ap.add_argument("--stages", default=",".join(STAGES))
-    ap.add_argument("--quick", action="store_true", help="benchmarks at s = 1024 only")
-    ap.add_argument("--compile", action="store_true", help="PyTorch's block under torch.compile too")
-    ap.add_argument("--seq", type=int, action="append", help="benchmark these sequence lengths (default 4096, 16384)")
+    ap.add_argument("--stages", default=",".join(DEFAULT_STAGES), help="comma-separated, of: " + ",".join(STAGES))
+    ap.add_argument("--quick", action="store_true", help="block benchmarks (bench, torch) at s = 1024 only")
+    ap.add_argument("--compile", action="store_true", help="PyTorch's block under torch.compile too (torch stage)")
+    ap.add_argument("--seq", type=int, action="append", help="block benchmarks at these sequence lengths (default 4096, 16384)")
+    ap.add_argument("--step-seq", type=int, action="append",
+                    help="whole steps at these lengths instead of 4096 (each shape at those of its own lengths)")
+    ap.add_argument("--torch-variants", default=TORCH_VARIANTS, help="gpu_torch_step.py's --variants")
+    ap.add_argument("--train-runs", choices=("default", "all"), default="default", help="the train stage's runs")
     a = ap.parse_args()
     stages = a.stages.split(",")
     for s in stages:
         if s not in STAGES:
             print(f"gpu-check: unknown stage '{s}' (stages: {','.join(STAGES)})", file=sys.stderr)
             return 2
+    if any(q < 2 for q in a.step_seq or []):
+        print("gpu-check: --step-seq must be at least 2", file=sys.stderr)
+        return 2
+    stages = [s for s in STAGES if s in stages]  # the plan's order, whatever the order given
+    step_seqs = sorted(set(a.step_seq or STEP_SEQS))
     os.makedirs(a.logs, exist_ok=True)
     info = {}
     # ---- libs
@@ -211,7 +353,8 @@ def main():
     kit = os.path.join(unpack, "weipipe-gpu-kit")
     with open(os.path.join(kit, "manifest.json")) as f:
         manifest = json.load(f)
-    info["kit"] = f"{a.kit} (commit {manifest['build']['commit']})"
+    commit = manifest["build"]["commit"]
+    info["kit"] = f"{a.kit} (commit {commit}{': built from a tree with uncommitted changes' if commit.endswith('-dirty') else ''})"
     dirs = cuda_lib_dirs()
     env = dict(os.environ)
     env["LD_LIBRARY_PATH"] = ":".join(dirs + [p for p in env.get("LD_LIBRARY_PATH", "").split(":") if p])
@@ -245,28 +388,107 @@ def main():
             if s not in ("libs",):
                 ROWS.append((s, "-", NOT_RUN_NO_GPU, 0.0, ""))
         summary(info)
+        print(f"\ngpu-check: kit commit {commit}: no GPU, nothing measured")
         return 1 if unresolved else 77
     ROWS.append(("gpu", "nvidia-smi", "pass", 0.0, gpu))
+    peak = float(os.environ.get("WP_PEAK_TFLOPS", "0") or 0) or step_flops.peak_tflops(gpu.split(",")[0])
+    info["peak"] = f"{peak:g} TFLOP/s dense bf16" if peak else "unknown (set WP_PEAK_TFLOPS)"
 
     def sub(argv):
         return [x.replace("@KIT@", kit) for x in argv]
 
+    def box(stage):
+        """Enter a stage: the boxes of the selected stages after it stay reserved."""
+        LATER["boxes"] = sum(PLAN.get(s, 0) for s in stages[stages.index(stage) + 1:] if s not in ("libs", "gpu"))
+
     tests = {t["name"]: t for t in manifest["tests"]}
     tenv = lambda t: {**env, **t["env"]}  # noqa: E731
     if "unit" in stages:
+        box("unit")
         for name, t in tests.items():
             if name in ("gpu/ring", "gpu/nccl"):
                 continue
             run("unit", name, sub(t["argv"]), a.logs, a.deadline, min(t["timeout"] or 120, CAPS["unit"]), tenv(t), cwd=kit)
     if "ring" in stages:
+        box("ring")
         for name in ("gpu/ring", "gpu/nccl"):
             if name in tests:
                 t = tests[name]
                 run("ring", name, sub(t["argv"]), a.logs, a.deadline, CAPS["ring"], tenv(t), cwd=kit)
+    data = os.path.join(kit, "share", "tests", "data", "tiny_train.bin")
+    weipipe = os.path.join(kit, "bin", "weipipe")
+    step_rows = []
+    if "step" in stages:
+        box("step")
+        for model, shape in step_flops.SHAPES.items():
+            for seq in shape_seqs(shape, step_seqs):
+                batch = step_flops.default_batch(shape, seq)
+                for prec in STEP_PRECISIONS:
+                    name = f"{model} s{seq} {prec}"  # logs named in letters, digits, '.', '_', '-' alone
+                    tag = name.replace(" ", "_")
+                    metrics = os.path.join(a.logs, f"step-{tag}.jsonl")
+                    if os.path.exists(metrics):
+                        os.remove(metrics)
+                    argv = [weipipe, "train", "--backend", "cuda", "--config", os.path.join(kit, "share", shape["config"]),
+                            "--data", data, "--seq-length", str(seq), "--micro-batch-size", str(batch),
+                            "--num-microbatches", "1", "--nranks", "1", "--strategy", "1f1b", "--transport", "local",
+                            "--precision", prec, "--steps", str(STEP_STEPS), "--metrics", metrics, "--timeout", "120s"]
+                    rc = run("step", name, argv, a.logs, a.deadline, STEP_CAPS[model], env)
+                    row = {"model": model, "seq": seq, "precision": prec, "batch": batch, "tok_s": None, "mem": [],
+                           "result": ROWS[-1][2], "index": len(ROWS) - 1, "bad": []}
+                    step_rows.append(row)
+                    if rc != 0:
+                        continue
+                    with open(os.path.join(a.logs, f"step-{name.replace(' ', '_')}.log"), errors="replace") as f:
+                        bad, _ = judge_train(train_figures(f.read()))  # the simulator and memory bars
+                    fig = step_figures(open(metrics).read() if os.path.exists(metrics) else "")
+                    if fig["step_s"] is None:
+                        bad.append(f"{fig['timed']} timed steps in the metrics file ({fig['skipped']} skipped)")
+                    else:
+                        row["step_s"], row["tok_s"] = fig["step_s"], batch * seq / fig["step_s"]
+                        row["mfu"], row["mfu_full"] = step_flops.mfu(shape, seq, row["tok_s"], peak)
+                    row["mem"], row["bad"] = fig["mem"], bad
+    torch_rows = []
+    if "torchstep" in stages:
+        box("torchstep")
+        for model, shape in step_flops.SHAPES.items():
+            seqs = shape_seqs(shape, step_seqs)
+            if not seqs:
+                continue
+            out = os.path.join(a.logs, f"torchstep-{model}.jsonl")
+            if os.path.exists(out):
+                os.remove(out)
+            argv = ["python3", os.path.join(kit, "share", "scripts", "gpu_torch_step.py"), "--model", model,
+                    "--variants", a.torch_variants, "--json", out] + [x for q in seqs for x in ("--seq", str(q))]
+            if peak:
+                argv += ["--peak-tflops", str(peak)]
+            run("torchstep", model, argv, a.logs, a.deadline, TORCH_CAPS[model] + 20 * (len(seqs) - 1),
+                dict(env, PYTHONUNBUFFERED="1"))  # each further length: a recompile and its steps
+            if os.path.exists(out):  # the rows it finished, also after a timeout
+                torch_rows += [json.loads(line) for line in open(out) if line.strip()]
+            got = [r for r in torch_rows if r.get("model") == model and "error" not in r]
+            stage, nm, result, dt, note = ROWS[-1]
+            ROWS[-1] = (stage, nm, result, dt, "; ".join(f"{r['variant']} s={r['seq']}: {r['tokens_per_s']:.0f} tok/s"
+                                                        for r in got)[:200] or note)
+    # the step rows judged against PyTorch (ratio) and the MFU bar, once both sides ran
+    for row in step_rows:
+        if row["tok_s"] is None:
+            continue
+        bad, best = judge_whole_step(row, torch_rows, row["model"], row["seq"])
+        bad = row["bad"] + bad
+        stage, nm, _, dt, _ = ROWS[row["index"]]
+        note = f"{row['tok_s']:.0f} tok/s, MFU {100 * (row['mfu'] or 0):.1f}% ({100 * (row['mfu_full'] or 0):.1f}% full attn)"
+        if best:
+            note += f", {row['tok_s'] / best['tokens_per_s']:.2f}x PyTorch {best['variant']}"
+        if row["mem"]:
+            note += "; device peak / predicted " + ", ".join(f"{pk / pr:.2f}" if pr > 0 else "-" for _, pk, pr in row["mem"])
+        row["result"] = "FAIL (bars: " + ", ".join(bad) + ")" if bad else "pass"
+        ROWS[row["index"]] = (stage, nm, row["result"], dt, note)
     if "train" in stages:
-        data = os.path.join(kit, "share", "tests", "data", "tiny_train.bin")
-        weipipe = os.path.join(kit, "bin", "weipipe")
+        box("train")
         for name, flags in TRAIN_RUNS:
+            if a.train_runs == "default" and name not in DEFAULT_TRAIN_RUNS:
+                continue
             rc = run("train", name, [weipipe, "train", "--backend", "cuda", "--data", data] + TRAIN_MODEL + flags, a.logs,
                      a.deadline, CAPS["train"], env)
             if rc == 0:  # a run that finished is judged on its figures too
@@ -274,15 +496,8 @@ def main():
                     bad, note = judge_train(train_figures(f.read()))
                 stage, nm, _, dt, _ = ROWS[-1]
                 ROWS[-1] = (stage, nm, "FAIL (bars: " + ", ".join(bad) + ")" if bad else "pass", dt, note)
-    seqs = [x for s in (a.seq or []) for x in ("--seq", str(s))]
-    if "bench" in stages:
-        argv = sub(manifest["bench"]["argv"]) + ["bf16"] + (["--quick"] if a.quick else []) + seqs
-        run("bench", "bench_gpu bf16", argv, a.logs, a.deadline, CAPS["bench"], {**env, **manifest["bench"]["env"]})
-    if "torch" in stages:
-        argv = ["python3", os.path.join(kit, "share", "scripts", "gpu_torch_bench.py")]
-        argv += (["--quick"] if a.quick else []) + (["--compile"] if a.compile else []) + seqs
-        run("torch", "gpu_torch_bench.py", argv, a.logs, a.deadline, CAPS["torch"], dict(os.environ, PYTHONUNBUFFERED="1"))
     if "sanitizer" in stages:
+        box("sanitizer")
         cs = shutil.which("compute-sanitizer") or next(iter(glob.glob("/usr/local/cuda*/bin/compute-sanitizer")), None)
         if not cs:
             ROWS.append(("sanitizer", "-", "skip", 0.0, "compute-sanitizer not found"))
@@ -293,21 +508,31 @@ def main():
                     argv = [cs, "--tool", "memcheck", "--error-exitcode", "3"] + sub(t["argv"])
                     run("sanitizer", "memcheck " + name, argv, a.logs, a.deadline, CAPS["sanitizer"],
                         {**tenv(t), "WP_GPU_TEST_QUICK": "1"}, cwd=kit)
+    seqs = [x for s in (a.seq or []) for x in ("--seq", str(s))]
+    if "bench" in stages:
+        box("bench")
+        argv = sub(manifest["bench"]["argv"]) + ["bf16"] + (["--quick"] if a.quick else []) + seqs
+        run("bench", "bench_gpu bf16", argv, a.logs, a.deadline, CAPS["bench"], {**env, **manifest["bench"]["env"]})
+    if "torch" in stages:
+        box("torch")
+        argv = ["python3", os.path.join(kit, "share", "scripts", "gpu_torch_bench.py")]
+        argv += (["--quick"] if a.quick else []) + (["--compile"] if a.compile else []) + seqs
+        run("torch", "gpu_torch_bench.py", argv, a.logs, a.deadline, CAPS["torch"], dict(os.environ, PYTHONUNBUFFERED="1"))
     # failed stages' and the benchmarks' log tails first, the summary last (what a caller that
     # keeps only the end of the output sees)
     for stage, name, result, dt, note in ROWS:
         log = os.path.join(a.logs, f"{stage}-{name.replace('/', '_').replace(' ', '_')}.log")
-        if os.path.exists(log) and (not result.startswith("pass") or stage in ("train", "bench", "torch")):
+        if os.path.exists(log) and (not result.startswith("pass") or stage in ("train", "step", "torchstep", "bench", "torch")):
             with open(log, errors="replace") as f:
                 lines = f.readlines()
-            keep = 9 if stage == "train" and result.startswith("pass") else 40  # a run's summary table
+            keep = 9 if stage in ("train", "step") and result.startswith("pass") else 40  # a run's summary table
             print(f"\n---- {stage} {name}: {result} (the last {min(len(lines), keep)} lines of {log})")
             sys.stdout.write("".join(lines[-keep:]))
-    summary(info)
+    summary(info, whole_step_table(step_rows, torch_rows) if step_rows or torch_rows else None)
     not_run = [r for r in ROWS if r[2] == NOT_RUN_NO_TIME]
     failed = [r for r in ROWS if r[2] not in ("pass", "skip", NOT_RUN_NO_TIME)]
-    print(f"\ngpu-check: {len(ROWS) - len(failed) - len(not_run)} passed or skipped, {len(failed)} failed, "
-          f"{len(not_run)} not run (no time left: a stage that did not run is not a pass)")
+    print(f"\ngpu-check: kit commit {commit}: {len(ROWS) - len(failed) - len(not_run)} passed or skipped, "
+          f"{len(failed)} failed, {len(not_run)} not run (no time left: a stage that did not run is not a pass)")
     return 1 if failed or not_run else 0
 
 

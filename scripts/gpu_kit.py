@@ -14,8 +14,9 @@ The bundle, one folder weipipe-gpu-kit/:
              were built against), the driver (libcuda) and the CUDA/NVIDIA libraries (cudart,
              cuBLAS, cuBLASLt, cuDNN, NCCL): gpu-check.sh finds those at run time in the CUDA
              toolkit or in Python's nvidia-* packages;
-  share/     the files the tests read (configs, token shards, the shell tests, the PyTorch
-             benchmark), at their paths in the source tree;
+  share/     the files the tests read (configs, token shards, the shell tests), the PyTorch
+             benchmarks and the whole-step shapes (scripts/gpu_torch_step.py, step_flops.py,
+             configs/*-shape.ini), at their paths in the source tree;
   manifest.json  the GPU suite's tests (meson introspect --tests) with every path rewritten
              to @KIT@/..., their environment and timeouts; the benchmark; the build's commit.
 Only the standard library: this runs under whatever python3 is first on PATH.
@@ -102,7 +103,8 @@ def main():
     manifest["bench"] = {"argv": [place(a, b["workdir"] or build) for a in b["cmd"]], "env": b["env"]}
     # what gpu-check.sh runs beside the tests
     place(os.path.join(source, "scripts", "gpu_torch_bench.py"), source)
-    for extra in ("tests/data/tiny_val.bin",):
+    for extra in ("tests/data/tiny_val.bin", "tests/data/tiny_train.bin", "scripts/gpu_torch_step.py",
+                  "scripts/step_flops.py", "configs/smollm2-135m-shape.ini", "configs/llama32-1b-shape.ini"):
         place(os.path.join(source, extra), source)
     commit = subprocess.run(["git", "-C", source, "describe", "--always", "--dirty"], capture_output=True,
                             text=True).stdout.strip()

@@ -2,13 +2,18 @@
 """gpu-check's bars (scripts/gpu_check.py: train_figures, judge_train) on logs of real GPU runs
 (docs/gpu-runs/, an H200) and on the same logs altered: a run whose simulator step or device
 memory is off by more than its bar fails, one inside passes, one that printed no figures fails.
+The whole-step bars (step_figures, judge_whole_step, whole_step_table): weipipe's step time read
+from a real --metrics file, a step below the strongest PyTorch or under 45% MFU at 1B s = 4096
+fails, no PyTorch figure is no pass; the default stages' time boxes fit --deadline 330.
 The first GPU runs passed these stages on their exit status alone, with the simulator 2.8x the
 measured step and device memory 1.5x the prediction: the bars must say FAIL there.
 
     gpu_check_bars.py SOURCE_ROOT
 """
+import json
 import os
 import re
+import statistics
 import sys
 
 root = sys.argv[1]
@@ -54,5 +59,89 @@ expect(f"a simulator 23% under fails: {bad}", len(bad) == 1 and bad[0].startswit
 bad, _ = g.judge_train(g.train_figures("step 1/4  loss 10.5  22543 tok/s\n"))
 expect(f"no figures printed: fails ({bad})", bad == ["no step time printed", "no memory table printed"])
 expect("a stage with no time is not a pass", g.NOT_RUN_NO_TIME not in ("pass", "skip"))
+
+# ---- the whole-step stages (issue 38): weipipe's step from its --metrics file, judged against PyTorch
+# A real metrics file (weipipe train --metrics on the CPU: configs/tiny.ini with 1 layer, s = 2048,
+# b = 8, 8 steps; its first line has the flags): the median of the steps after the warm-up.
+metrics = open(os.path.join(root, "tests/build/step_metrics_cpu.jsonl")).read()
+secs = [json.loads(l)["seconds"] for l in metrics.splitlines() if '"seconds"' in l][g.STEP_WARMUP:]
+fig = g.step_figures(metrics)
+mem = [m for l in metrics.splitlines() if '"memory"' in l for m in json.loads(l)["memory"]]
+expect(f"step_figures: median of {len(secs)} steps after {g.STEP_WARMUP}, memory of {len(mem)} rank(s): {fig}",
+       fig["timed"] == len(secs) >= 3 and fig["step_s"] == statistics.median(secs) and len(mem) == 1
+       and fig["mem"] == [(0, mem[0]["peak_bytes"] / 2**20, mem[0]["predicted_bytes"] / 2**20)])
+expect("a metrics file without steps has no step time", g.step_figures('{"run": {}}\n')["step_s"] is None)
+lines = [json.loads(l) for l in metrics.splitlines()]
+for r in lines:
+    if r.get("step") == 5:
+        r["skipped"] = True
+fig = g.step_figures("\n".join(json.dumps(r) for r in lines))
+kept = [x for i, x in enumerate(secs) if i != 5 - 1 - g.STEP_WARMUP]
+expect(f"a skipped step (no AdamW) is left out of the median: {fig}",
+       fig["skipped"] == 1 and fig["timed"] == len(secs) - 1 and fig["step_s"] == statistics.median(kept))
+
+torch_rows = [
+    {"model": "llama32-1b", "variant": "bf16-cudnn-compiled", "seq": 4096, "batch": 4, "step_ms": 330.0,
+     "tokens_per_s": 49648.0, "mfu": 0.42, "mfu_full": 0.45, "max_allocated_gib": 40.1, "max_reserved_gib": 44.0},
+    {"model": "llama32-1b", "variant": "fp32-autocast-flash", "seq": 4096, "batch": 4, "step_ms": 500.0,
+     "tokens_per_s": 32768.0, "mfu": 0.28, "mfu_full": 0.30, "max_allocated_gib": 60.0, "max_reserved_gib": 66.0},
+    {"model": "llama32-1b", "variant": "bf16-cudnn-eager", "seq": 4096, "error": "out of memory at b = 1"},
+    {"model": "llama32-1b", "variant": "bf16-cudnn-compiled", "seq": 8192, "batch": 2, "step_ms": 100.0,
+     "tokens_per_s": 163840.0, "mfu": 0.9, "mfu_full": 0.95, "max_allocated_gib": 40.0, "max_reserved_gib": 44.0}]
+shape = g.step_flops.SHAPES["llama32-1b"]
+
+
+def wp(tok_s):
+    m, mf = g.step_flops.mfu(shape, 4096, tok_s, 989.0)
+    return {"tok_s": tok_s, "mfu": m, "mfu_full": mf}
+
+
+def mfu_tok(x):  # tokens/s at MFU x, 1B s = 4096, 989 TFLOP/s
+    return x * 989e12 / g.step_flops.flops_per_token(shape, 4096)
+
+
+bad, best = g.judge_whole_step(wp(49648.0 * 1.01), torch_rows, "llama32-1b", 4096)
+expect(f"the strongest PyTorch at its shape is the fastest row without an error: {best['variant'] if best else None}",
+       best is torch_rows[0])
+fast = max(49648.0 * 1.01, mfu_tok(0.4501))
+bad, _ = g.judge_whole_step(wp(fast), torch_rows, "llama32-1b", 4096)
+expect(f"above the strongest PyTorch and at 45.01% MFU: passes ({bad})", bad == [])
+bad, _ = g.judge_whole_step(wp(49648.0 * 0.99), torch_rows, "llama32-1b", 4096)
+expect(f"0.99x the strongest PyTorch fails: {bad}", any(b.startswith("0.99x the strongest PyTorch") for b in bad))
+slow_mfu = mfu_tok(0.449)
+bad, _ = g.judge_whole_step(wp(slow_mfu), [dict(torch_rows[0], tokens_per_s=slow_mfu * 0.5)], "llama32-1b", 4096)
+expect(f"2x PyTorch but 44.9% MFU at 1B s = 4096 fails on MFU alone: {bad}", bad == ["MFU 44.9% (bar 45%)"])
+bad, _ = g.judge_whole_step({"tok_s": 1000.0, "mfu": 0.01, "mfu_full": 0.01},
+                            [{"model": "smollm2-135m", "variant": "x", "seq": 2048, "tokens_per_s": 999.0}], "smollm2-135m", 2048)
+expect(f"the MFU bar holds at its shape only (SmolLM2 s = 2048 at 1% MFU, 1.001x PyTorch: {bad})", bad == [])
+bad, _ = g.judge_whole_step(wp(1e9), [], "llama32-1b", 4096)
+expect(f"no PyTorch figure is no pass: {bad}", bad == ["no PyTorch figure to compare"])
+bad, _ = g.judge_whole_step(wp(1e9), torch_rows[2:3], "llama32-1b", 4096)
+expect(f"a PyTorch row that failed is no figure: {bad}", bad == ["no PyTorch figure to compare"])
+
+step_rows = [{"model": "llama32-1b", "seq": 4096, "precision": "bf16", "batch": 4, "step_s": 0.25, "tok_s": 65536.0,
+              "mfu": 0.55, "mfu_full": 0.6, "mem": [(0, 40960.0, 38912.0)], "result": "pass"},
+             {"model": "llama32-1b", "seq": 4096, "precision": "mixed", "batch": 4, "tok_s": None, "mem": [],
+              "result": "TIMEOUT (75 s)"}]
+table = g.whole_step_table(step_rows, torch_rows)
+print("\n".join("   " + l for l in table))
+expect("the table: PyTorch's strongest marked, weipipe's ratio to it, a failed run's result, memory beside the prediction",
+       any("PyTorch bf16-cudnn-compiled (strongest) | 4 | 330.0 | 49648 | 42.0% | 45.0% |" in l for l in table)
+       and any("| weipipe bf16 | 4 | 250.0 | 65536 | 55.0% | 60.0% | 40.0 peak / 38.0 predicted | 1.32x |" in l for l in table)
+       and any("weipipe mixed" in l and "TIMEOUT (75 s)" in l for l in table)
+       and any("PyTorch fp32-autocast-flash | 4 | 500.0 | 32768" in l and "| 0.66x |" in l for l in table)
+       and any("bf16-cudnn-eager" in l and "FAILED: out of memory" in l for l in table))
+
+S = g.step_flops.SHAPES
+expect("--step-seq: each shape at its own lengths, an unlisted length at both",
+       g.shape_seqs(S["smollm2-135m"], [2048, 8192]) == [2048] and g.shape_seqs(S["llama32-1b"], [2048, 8192]) == [2048, 8192]
+       and g.shape_seqs(S["smollm2-135m"], [1024]) == [1024] and g.shape_seqs(S["llama32-1b"], g.STEP_SEQS) == [4096])
+
+# the default plan fits one call of --deadline 330: every default stage's box, the summary's reserve and
+# 5 s for unpacking the kit and nvidia-smi
+plan = sum(g.PLAN[s] for s in g.DEFAULT_STAGES if s not in ("libs", "gpu")) + g.SUMMARY_RESERVE + 5
+expect(f"the default stages' time boxes fit --deadline 330: {plan} s", plan <= 330)
+expect("the GPU tests first: unit and ring before every measuring stage",
+       g.DEFAULT_STAGES[:4] == ["libs", "gpu", "unit", "ring"])
 print("PASS" if not fail else "FAILED")
 sys.exit(1 if fail else 0)

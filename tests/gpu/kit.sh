@@ -18,7 +18,7 @@ rc=$?
 cat "$TMP/check.txt"
 grep -q '^| libs | ldd of every kit binary | pass ' "$TMP/check.txt" || fail "a kit binary's libraries do not resolve"
 if [ $rc = 77 ]; then
-    for stage in gpu unit ring train bench torch sanitizer; do
+    for stage in gpu unit ring step torchstep train sanitizer; do
         grep -q "^| $stage | - | no GPU: not run " "$TMP/check.txt" || fail "stage $stage does not say 'no GPU: not run'"
     done
     echo "no GPU here: the kit packed, its libraries resolve, every GPU stage said so, exit 77"

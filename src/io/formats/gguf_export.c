@@ -5,7 +5,9 @@
  * ops have no F32 activation times F16/BF16 operand: a BF16 norm aborts llama.cpp's first step),
  * under llama.cpp's names with Q and K rows permuted to its RoPE layout, each
  * tensor aligned to 32 bytes, and the checkpoint's tokenizer.json as tokenizer.ggml.* when it is
- * a byte-level BPE (else tokenizer.ggml.model "none"); written to a new OUT.tmp-XXXXXXXX and renamed. */
+ * a byte-level BPE (else tokenizer.ggml.model "none"); llama3 rope scaling as the converter writes
+ * it, the tensor rope_freqs.weight (gguf_rope.c) ahead of the weights and no rope keys; written to
+ * a new OUT.tmp-XXXXXXXX and renamed. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -15,6 +17,7 @@
 
 #include "gguf.h"
 #include "gguf_file.h"
+#include "gguf_rope.h"
 
 #define TOK_NAME_HF "tokenizer.json" /* tokenizer.h's TOK_FILE_HF */
 
@@ -150,7 +153,9 @@ static wp_result header(buf *b, const wp_ckpt *c, const wp_layout *L, wp_dtype d
         free(kv.p);
         return rc;
     }
+    bool scaled = cfg->rope_scaling.factor > 0;
     for (int i = 0; i < L->n_params; i++) nt += exported(cfg, &L->params[i]);
+    nt += scaled;
     put(b, "GGUF", 4);
     put_u32(b, 3);
     put_u64(b, (uint64_t)nt);
@@ -159,6 +164,14 @@ static wp_result header(buf *b, const wp_ckpt *c, const wp_layout *L, wp_dtype d
     b->oom |= kv.oom;
     free(kv.p);
     uint64_t off = 0;
+    if (scaled) { /* F32 [head_dim / 2], first as the converter's extra tensors */
+        put_str(b, GGUF_ROPE_TENSOR);
+        put_u32(b, 1);
+        put_u64(b, (uint64_t)(cfg->head_dim / 2));
+        put_u32(b, GGML_F32);
+        put_u64(b, off);
+        off += ((size_t)cfg->head_dim / 2 * 4 + ALIGN - 1) / ALIGN * ALIGN;
+    }
     for (int i = 0; i < L->n_params; i++) {
         const wp_param *p = &L->params[i];
         char name[96];
@@ -193,6 +206,12 @@ static wp_result write_file(const wp_ckpt *c, const wp_layout *L, const char *tm
     int rc = !a || !b ? wp_fail(WP_FAILED, err, errlen, "export: out of memory")
              : fd < 0 ? wp_fail_errno(WP_FAILED, err, errlen, "%s: cannot create", tmp) : 0;
     if (rc == 0) rc = fs_write_all(fd, h.p, h.n, tmp, err, errlen);
+    if (rc == 0 && L->cfg.rope_scaling.factor > 0) { /* a holds at least head_dim + ALIGN floats */
+        size_t bytes = (size_t)L->cfg.head_dim / 2 * 4, pad = (ALIGN - bytes % ALIGN) % ALIGN;
+        gguf_rope_factors(L->cfg.head_dim, L->cfg.rope_theta, &L->cfg.rope_scaling, a);
+        memset((unsigned char *)a + bytes, 0, pad);
+        rc = fs_write_all(fd, a, bytes + pad, tmp, err, errlen);
+    }
     for (int i = 0; rc == 0 && i < L->n_params; i++)
         if (exported(&L->cfg, &L->params[i])) rc = write_tensor(fd, tmp, c, L, &L->params[i], dtype, a, b, err, errlen);
     if (rc == 0 && fsync(fd) != 0) rc = wp_fail_errno(WP_FAILED, err, errlen, "%s: fsync", tmp);
@@ -205,9 +224,6 @@ static wp_result write_file(const wp_ckpt *c, const wp_layout *L, const char *tm
 
 wp_result gguf_export(const wp_ckpt *c, const char *out, wp_dtype dtype, char *err, size_t errlen) {
     wp_model_cfg cfg = ckpt_info(c)->cfg;
-    if (cfg.rope_scaling.factor != 0)
-        return wp_fail(WP_BAD_INPUT, err, errlen, "--format gguf: the checkpoint's llama3 rope scaling is not written to GGUF yet "
-                       "(export to Hugging Face safetensors instead)");
     char tmp[WP_PATH_MAX];
     model_cfg_even_chunks(&cfg, 1);
     wp_layout L;

@@ -5,6 +5,7 @@
 
 #include "gguf.h"
 #include "gguf_file.h"
+#include "gguf_rope.h"
 #include "masters_fill.h"
 
 /* What our model does not implement is refused by name rather than computed differently. */
@@ -17,9 +18,6 @@ static wp_result check_supported(const gguf_file *f, char *err, size_t errlen) {
     wp_result rc = gguf_get_str(f, "llama.rope.scaling.type", false, &scaling, &slen, err, errlen);
     if (rc == 0 && scaling && !(slen == 4 && memcmp(scaling, "none", 4) == 0))
         return wp_fail(WP_BAD_INPUT, err, errlen, "%s: llama.rope.scaling.type '%.*s' is not supported", f->path, (int)(slen < 64 ? slen : 64), scaling);
-    /* llama 3.1's frequency scaling travels as a tensor of per-frequency factors, not its parameters */
-    if (rc == 0 && gguf_find_tensor(f, "rope_freqs.weight"))
-        return wp_fail(WP_BAD_INPUT, err, errlen, "%s: tensor rope_freqs.weight (RoPE frequency factors) is not supported", f->path);
     if (rc == 0 && (gguf_find_tensor(f, "blk.0.attn_q.bias") || gguf_find_tensor(f, "blk.0.attn_k.bias")))
         return wp_fail(WP_BAD_INPUT, err, errlen, "%s: tensor blk.0.attn_q.bias: biases are not part of this model", f->path);
     return rc;
@@ -86,6 +84,15 @@ static wp_result fill_config(const gguf_file *f, hf_config *c, char *err, size_t
         for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) names[keys[i].k] = keys[i].key;
         rc = hf_config_check(c, names, err, errlen);
     }
+    /* llama 3.x's frequency scaling travels as per-pair factors (rope_freqs.weight), recovered
+     * as its rope_scaling parameters (gguf_rope.c); the heads' size is checked even by now */
+    wp_rope_scaling sc;
+    double theta = c->present[HF_ROPE_THETA] ? c->value[HF_ROPE_THETA] : 10000.0; /* llama.cpp's default too */
+    if (rc == 0) rc = gguf_rope_read(f, (int)(c->value[HF_HIDDEN_SIZE] / c->value[HF_NUM_ATTENTION_HEADS]), theta, &sc, err, errlen);
+    if (rc == 0 && sc.factor > 0) {
+        const double v[] = {sc.factor, sc.low_freq_factor, sc.high_freq_factor, sc.original_max_pos};
+        for (int k = HF_ROPE_FACTOR; k <= HF_ROPE_ORIGINAL_MAX; k++) c->value[k] = v[k - HF_ROPE_FACTOR], c->present[k] = true;
+    }
     return rc;
 }
 
@@ -131,7 +138,8 @@ static wp_result check_tensors(const gguf_file *f, const hf_config *c, char *err
         snprintf(name, sizeof name, "%.*s", (int)t->namelen, t->name);
         unsigned long long l;
         int at = 0;
-        bool known = !strcmp(name, "token_embd.weight") || !strcmp(name, "output_norm.weight") || !strcmp(name, "output.weight");
+        bool known = !strcmp(name, "token_embd.weight") || !strcmp(name, "output_norm.weight") || !strcmp(name, "output.weight") ||
+                     !strcmp(name, GGUF_ROPE_TENSOR); /* checked by gguf_rope_read */
         if (!known && sscanf(name, "blk.%llu.%n", &l, &at) == 1 && at > 0 && l < L)
             for (size_t k = 0; !known && k < sizeof per_layer / sizeof per_layer[0]; k++) {
                 size_t pl = strlen(per_layer[k].name);
