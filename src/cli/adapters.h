@@ -37,10 +37,10 @@ bool chunk_layers_listed(const wp_opts *o);
 wp_precision precision_from_opts(const wp_opts *o, wp_precision def);
 /* --tokenizer bytes: the byte vocabulary, no tokenizer file. */
 bool tokenizer_is_bytes(const wp_opts *o);
-/* --init-from DIR: every model flag the user did not set is filled from DIR/config.json, a set
- * one must agree (2 naming the flag and the key; hf_read_config refuses what the model does
- * not implement). */
-wp_result hf_config_apply(const char *hf_dir, wp_opts *o, char *err, size_t errlen);
+/* --init-from DIR or FILE.gguf: every model flag the user did not set is filled from the config
+ * that hf_read_config or gguf_read_config read (which refuse what the model does not implement),
+ * a set one must agree (2 naming the flag and the key). */
+wp_result hf_config_apply(const hf_config *c, wp_opts *o, char *err, size_t errlen);
 
 /* ---- kernels (opts_model.c) ---- */
 /* --backend, --attention and --device (else local_rank modulo the visible CUDA devices:

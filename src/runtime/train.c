@@ -45,8 +45,12 @@
 static wp_result prepare_model(train_job *j, bool apply_hf, char *err, size_t errlen) {
     wp_model_cfg cfg;
     if (apply_hf && j->o.init_from[0]) {
-        int rc = hf_config_apply(j->o.init_from, &j->o, err, errlen);
-        if (rc) return rc;
+        /* a llama.cpp file (told by its magic) is parsed here, once: its tokenizer and every
+         * rank's masters are read from j->init_gguf */
+        hf_config c;
+        WP_TRY(gguf_open_if(j->o.init_from, &j->init_gguf, err, errlen));
+        WP_TRY(j->init_gguf ? gguf_read_config(j->init_gguf, &c, err, errlen) : hf_read_config(j->o.init_from, &c, err, errlen));
+        WP_TRY(hf_config_apply(&c, &j->o, err, errlen));
     }
     /* --num-chunks 0: the strategy's default (two per rank for interleaved-1f1b); auto: the
      * provisional strategy's default is not written into the flags the pick reads */
@@ -202,9 +206,9 @@ static wp_result resolve_tokenizer(train_job *j, char *err, size_t errlen) {
         if (rc) return wp_fail((wp_result)rc, err, errlen, "--data: %s", why);
         flag = "--data's tokenizer";
     }
-    if (!path[0] && o->init_from[0] && !o->tokenizer[0] && gguf_is_file(o->init_from)) {
+    if (!path[0] && o->init_from[0] && !o->tokenizer[0] && j->init_gguf) {
         /* a llama.cpp file carries its tokenizer: the checkpoints keep it as tokenizer.json */
-        int rc = gguf_tokenizer_json(o->init_from, &j->tokenizer_data, &j->tokenizer_size, why, sizeof why);
+        int rc = gguf_tokenizer_json(j->init_gguf, &j->tokenizer_data, &j->tokenizer_size, why, sizeof why);
         if (rc) return wp_fail((wp_result)rc, err, errlen, "--init-from %s", why);
         if (!j->tokenizer_data) return 0;
         /* opened by the C encoder now, as a file would be: refused before training if it cannot
@@ -229,7 +233,7 @@ static wp_result resolve_tokenizer(train_job *j, char *err, size_t errlen) {
     }
     if (!path[0]) return 0;
     wp_tokenizer *t;
-    int rc = tok_open(path, &t, why, sizeof why);
+    int rc = gguf_tok_open(path, &t, NULL, why, sizeof why);
     if (rc) return wp_fail((wp_result)rc, err, errlen, "%s %s", flag, why);
     if (tok_vocab_size(t) > j->L.cfg.vocab)
         rc = wp_fail(WP_BAD_INPUT, err, errlen, "%s %s: its vocabulary of %" PRId64 " tokens exceeds the model's --vocab-size %" PRId64, flag,
@@ -426,6 +430,7 @@ wp_result train_job_prepare(train_job *j, const wp_opts *o, char *err, size_t er
 }
 
 void train_job_free(train_job *j) {
+    gguf_close(j->init_gguf);
     free(j->tokenizer_data);
     for (int i = 0; i < CKPT_SIDE_FILES; i++) free(j->side_data[i]);
     tok_close(j->tok);
@@ -505,8 +510,7 @@ static wp_result open_optim(rank_state *r, wp_loss_scaler *scaler, char *err, si
     if (!r->o) return 1;
     *scaler = loss_scaler_init(j->L.cfg.precision == WP_PREC_MIXED, j->o.loss_scale, j->o.loss_scale_window);
     if (j->o.init_from[0])
-        return gguf_is_file(j->o.init_from) ? gguf_load_masters(j->o.init_from, r->o, err, errlen)
-                                            : hf_load_masters(j->o.init_from, r->o, err, errlen);
+        return j->init_gguf ? gguf_load_masters(j->init_gguf, r->o, err, errlen) : hf_load_masters(j->o.init_from, r->o, err, errlen);
     if (!j->resume_dir[0]) return optim_init_from_seed(r->o, (uint64_t)j->o.seed) ? wp_fail(WP_FAILED, err, errlen, "init: %s", optim_error(r->o)) : 0;
     wp_ckpt *c;
     int rc = ckpt_open(&c, j->resume_dir, err, errlen);

@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "decision.h"
 #include "fsutil.h"
+#include "gguf.h"
 #include "loader.h"
 #include "lr_schedule.h"
 #include "optim.h"
@@ -24,6 +25,7 @@
 
 typedef struct {
     wp_opts o;                  /* a copy: --init-from may fill model flags from config.json */
+    gguf_file *init_gguf;       /* --init-from FILE.gguf, parsed once (the config, the tokenizer, each rank's masters) */
     int nranks, nmb;
     wp_layout L;
     wp_schedule s;
