@@ -1,4 +1,4 @@
-/* Fuzz target: the GGUF reader (src/io/gguf_*.c): any file gives 0, or 2 naming the file (1
+/* Fuzz target: the GGUF reader (src/io/formats/gguf_*.c): any file gives 0, or 2 naming the file (1
  * only for system errors) from the config reader, the positions and the tokenizer conversion;
  * an accepted config has a positive layer count and hidden size. */
 #include <stdlib.h>

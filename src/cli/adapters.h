@@ -56,6 +56,8 @@ wp_result kern_opts_from_opts(const wp_opts *o, wp_dtype compute, int threads, i
 /* ---- optimizer (opts_optim.c) ---- */
 /* --adam-beta1/2, --adam-eps, --weight-decay. */
 wp_result adamw_hparams_from_opts(const wp_opts *o, wp_adamw_hparams *hp, char *err, size_t errlen);
+/* --optimizer-memory; threads: the rank's CPU threads (the host update uses as many). */
+void optim_place_from_opts(const wp_opts *o, int threads, wp_optim_place *p);
 /* --lr, --min-lr, --warmup-steps, --lr-decay-style, --steps. */
 wp_result lr_schedule_from_opts(const wp_opts *o, wp_lr_schedule *s, char *err, size_t errlen);
 /* --resume: the model shape, vocabulary, schedule (and, not given, sequence, micro-batch,

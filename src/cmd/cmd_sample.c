@@ -15,7 +15,7 @@
  * limit of its own). A prompt longer than that is refused; generation stops there.
  *
  * Tokens: the tokenizer is --tokenizer, else the model directory's tokenizer.model or
- * tokenizer.json (src/io/tokenizer.h), else the built-in bytes when the vocabulary is 256. --prompt
+ * tokenizer.json (src/io/tokenizer/tokenizer.h), else the built-in bytes when the vocabulary is 256. --prompt
  * is encoded by it after its BOS (when it has one); --prompt-tokens are the ids as given; without
  * either the model starts from BOS, else token 0. Generation stops after any id of the model's
  * eos list (generation_config.json's eos_token_id, an id or a list; a checkpoint's eos token id),

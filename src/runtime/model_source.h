@@ -5,7 +5,7 @@
  * tensor, with no optimizer state (no moments, no gradient: inference holds the weights once,
  * plus one tensor in flight).
  *
- * or a llama.cpp GGUF file (src/io/gguf.h: told by its magic; its tokenizer comes from the
+ * or a llama.cpp GGUF file (src/io/formats/gguf.h: told by its magic; its tokenizer comes from the
  * file's metadata as tokenizer.json text, tok_json). */
 #ifndef WP_RUNTIME_MODEL_SOURCE_H
 #define WP_RUNTIME_MODEL_SOURCE_H

@@ -387,7 +387,7 @@ wp_result train_job_prepare(train_job *j, const wp_opts *o, char *err, size_t er
     if (!rc && train) rc = check_data(j, err, errlen);
     if (!rc && train) rc = resolve_tokenizer(j, err, errlen);
     /* --doc-mask without --doc-boundary-id: documents start where prepare put its boundary, the
-     * tokenizer's BOS, or its EOS where it has none (src/io/prepare.c) */
+     * tokenizer's BOS, or its EOS where it has none (src/io/data/prepare.c) */
     if (!rc && train && j->tok && !o->set[FLAG_doc_boundary_id] && (tok_bos(j->tok) >= 0 || tok_eos(j->tok) >= 0))
         j->L.cfg.doc_boundary = tok_bos(j->tok) >= 0 ? tok_bos(j->tok) : tok_eos(j->tok);
     if (!rc && train) rc = prepare_resume(j, err, errlen);
@@ -433,6 +433,7 @@ typedef struct {
     double t_begin;
     int64_t tokens_done;
     train_totals tot;
+    int threads; /* CPU threads of this rank's kernels (and of a host-placed optimizer's) */
 } rank_state;
 
 static wp_result open_backend(rank_state *r, int local_rank, char *err, size_t errlen) {
@@ -440,6 +441,7 @@ static wp_result open_backend(rank_state *r, int local_rank, char *err, size_t e
     char from[128];
     int threads = boot_threads_per_rank_environ((int)o->threads, boot_launched() ? 1 : r->j->nranks,
                                                 sysconf(_SC_NPROCESSORS_ONLN), from, sizeof from);
+    r->threads = threads;
     if (r->rank == 0 && !o->quiet && o->backend == WP_BACKEND_CPU)
         fprintf(stderr, "rank 0: %d CPU thread%s per rank (%s)\n", threads, threads == 1 ? "" : "s", from);
     wp_kern_opts ko;
@@ -466,8 +468,11 @@ static wp_result open_optim(rank_state *r, wp_loss_scaler *scaler, char *err, si
     for (int c = 0; c < j->s.nchunks; c++)
         if (sched_owns(&j->s, r->rank, c, j->s.nslices ? r->rank : -1)) owned[n++] = c;
     /* a sliced schedule: rank k holds slice k of every chunk (ir.h) */
+    wp_optim_place place;
+    optim_place_from_opts(&j->o, r->threads, &place);
     wp_mem_term was = kern_mem_term(r->k, WP_MEM_OPTIM);
-    r->o = optim_create_slices(layout_optim_model(&j->L), r->k, owned, n, r->rank, j->s.nslices, &j->hp, err, errlen);
+    r->o = optim_create_slices(layout_optim_model(&j->L), r->k, owned, n, r->rank, j->s.nslices, &j->hp, &place, err,
+                               errlen);
     kern_mem_term(r->k, was);
     if (!r->o) return 1;
     *scaler = loss_scaler_init(j->L.cfg.precision == WP_PREC_MIXED, j->o.loss_scale, j->o.loss_scale_window);

@@ -124,7 +124,6 @@ void mem_predict_host(const wp_schedule *s, const wp_layout *L, const wp_rank_re
                       wp_mem_host *h) {
     memset(h, 0, sizeof *h);
     if (!mc->host_optim || rr->owner_bytes == 0) return;
-    const wp_model_cfg *c = &L->cfg;
     h->optim = (double)rr->owner_bytes;
     /* the largest piece rank r owns: a whole chunk, or in a sliced schedule its slice of one */
     double most = 0;
@@ -134,14 +133,10 @@ void mem_predict_host(const wp_schedule *s, const wp_layout *L, const wp_rank_re
         else if (!s->nslices && s->owner[k] == r) len = L->chunk_numel[k];
         if ((double)len > most) most = (double)len;
     }
-    /* what comes down: the grad dtype, or fp32 where an ACC drains a step sum (GW.s, gen_hier.c) */
-    double down = wp_dtype_size(precision_grad_dtype(c->precision));
-    for (int i = 0; i < s->rank[r].n; i++)
-        if (s->rank[r].a[i].op == WP_OP_ACC && s->rank[r].a[i].buf.kind == WP_BUF_GW &&
-            s->rank[r].a[i].buf.lane == WP_LANE_SUM)
-            down = sizeof(float);
-    h->staging_up = 2 * most * wp_dtype_size(precision_weight_dtype(c->precision));
-    h->staging_down = 2 * most * down;
+    /* optim/placement.c: two pinned buffers of the widest thing staged (an fp32 gradient or
+     * piece) used in turn by both directions: one figure, kept in staging_up */
+    h->staging_up = 2 * most * sizeof(float);
+    h->staging_down = 0;
 }
 
 double mem_host_total(const wp_mem_host *h) { return h->optim + h->staging_up + h->staging_down; }

@@ -1,4 +1,4 @@
-/* The GGUF container (llama.cpp's model file), private to src/io/gguf*.c: a parsed, checked view
+/* The GGUF container (llama.cpp's model file), private to src/io/formats/gguf*.c: a parsed, checked view
  * of a mapped file. gguf_open validates every header field before it sizes anything (counts
  * against the bytes left, string lengths, array counts, tensor dims multiplied with overflow
  * checks, alignment, offsets inside the file, tensors not overlapping), so the accessors below
