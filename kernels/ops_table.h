@@ -126,6 +126,15 @@
        (k, dx, dlogits_out, dw_head, dwtype, x, w_head, targets, lse, dloss, T, h, V),                                \
        lmhead_ok(k, fn, T, h, V) && (!dw_head || GRAD_DTYPE(dwtype)) && T > 0 &&                                    \
            PTRS(dx, x, w_head, targets, lse))                                                                        \
+    /* Forward and backward in one pass, for training, where dloss is known at the forward:                           \
+     * per row block the logits once, then losses (as fwd), dlogits in place, dx = dlogits @ Wh                       \
+     * (overwritten) and dw_head (fp32, +=) += dlogits^T x. Three GEMMs over the head instead of the                  \
+     * four of fwd + bwd (which recomputes the logits); the same arithmetic as fwd then bwd. */                       \
+    OP(void, lmhead_ce_fwd_bwd,                                                                                       \
+       (wp_kern *k, float *losses, void *dx, float *dw_head, const void *x, const void *w_head,                      \
+        const int32_t *targets, float dloss, int T, int h, int V),                                                   \
+       (k, losses, dx, dw_head, x, w_head, targets, dloss, T, h, V),                                                  \
+       lmhead_ok(k, fn, T, h, V) && T > 0 && PTRS(losses, dx, dw_head, x, w_head, targets))                         \
                                                                                                                       \
     /* ---- optimizer ---- */                                                                                         \
     /* AdamW on fp32 masters with fp32 moments; grad (fp32) is multiplied by grad_scale first                         \

@@ -189,8 +189,9 @@ static wp_result do_forward(wp_rt *rt, const wp_action *x, char *err, size_t err
     rt_entry *out = c < last ? output(rt, buf_a(c, mb), &x_out, err, errlen) : NULL;
     if (c < last && !out) return 1;
     double loss = 0;
-    wp_result rc = model_forward(rt->c.m, c, w, a->a, x_in, reads_tokens(rt, c) ? a->d_tok : NULL, c == last ? a->d_tgt : NULL, x_out,
-                           &loss);
+    /* the training forward: the head's backward runs in F, with the dloss its B gets */
+    wp_result rc = model_forward_train(rt->c.m, c, w, a->a, x_in, reads_tokens(rt, c) ? a->d_tok : NULL,
+                                       c == last ? a->d_tgt : NULL, x_out, &loss, dloss_of(rt));
     if (out) output_done(rt, out, x_out);
     if (c == last) {
         rt->loss_sum += loss;

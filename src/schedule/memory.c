@@ -106,16 +106,14 @@ void mem_predict(const wp_schedule *s, const wp_layout *L, const wp_rank_report 
         if (L->chunk_numel[k] > most) most = (double)L->chunk_numel[k];
     terms[WP_MEM_SCRATCH] = (double)model_scratch_bytes(L, mc->compute) + T * c->h * cs + most * wire_w;
     if (mc->cpu) terms[WP_MEM_SCRATCH] += cpu_scratch(L, mc);
-    bool head = false, head_grad = false; /* does rank r run the LM head (the last chunk's F; B/W/BW)? */
+    bool head = false; /* does rank r run the LM head (the last chunk's F)? */
     for (int i = 0; i < s->rank[r].n; i++) {
         const wp_action *a = &s->rank[r].a[i];
         head |= a->op == WP_OP_F && a->chunk == s->nchunks - 1;
-        head_grad |= (a->op == WP_OP_W || a->op == WP_OP_BW) && !a->to_master && a->chunk == s->nchunks - 1;
     }
-    /* kernels/cpu/lmhead.c: a head gradient into a GW buffer (not the owner's fp32 accumulator)
-     * that is not fp32 sums its blocks in a V x h fp32 block first */
-    if (mc->cpu && head_grad && precision_grad_dtype(c->precision) != WP_F32)
-        terms[WP_MEM_SCRATCH] += (double)c->vocab * c->h * sizeof(float);
+    /* src/model/head.c: the training F runs the head's backward and sums its weight gradient
+     * in a V x h fp32 buffer until the weight part adds it to the gradient */
+    if (head) terms[WP_MEM_GRADS] += (double)c->vocab * c->h * sizeof(float);
     terms[WP_MEM_LOGITS] = logits(L, mc, head);
     terms[WP_MEM_IO] = T * 8;                                  /* executor.c: token ids on the device */
     if (mc->eval) terms[WP_MEM_EVAL] = eval_bytes(s, L, r, mc);
