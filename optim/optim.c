@@ -1,6 +1,8 @@
 /* Owner-side AdamW state and update, on top of kern_adamw. Every computation on the state runs
- * on its context (o->sk: the compute context, or the host update context with host placement);
- * every move between the state and backend memory goes through placement.c. */
+ * on its context (o->sk: the compute context, or the host update context with host placement),
+ * except host placement's steps, queued to the update worker (update_worker.c), after which every
+ * call that touches the chunk's state first takes it back (place_settle); every move between the
+ * state and backend memory goes through placement.c. */
 #include "optim.h"
 
 #include <math.h>
@@ -88,6 +90,10 @@ static wp_optim *create(wp_optim_model m, wp_kern *k, const int *chunks, int n_c
 
 void optim_destroy(wp_optim *o) {
     if (!o) return;
+    /* the queued steps finish before their state is freed; working copies not yet sent are
+     * dropped (their destinations may be gone: optim_sync is the caller's way to have them) */
+    worker_stop(o->wk);
+    o->wk = NULL;
     for (int i = 0; i < o->n_owned; i++)
         for (int b = 0; b < 4; b++)
             if (o->owned[i].buf[b]) place_free(o, o->owned[i].buf[b]);
@@ -101,7 +107,11 @@ const wp_optim_model *optim_model(const wp_optim *o) { return &o->m; }
 int optim_n_owned(const wp_optim *o) { return o->n_owned; }
 int optim_owned_chunk(const wp_optim *o, int i) { return o->owned[i].chunk; }
 bool optim_owns(const wp_optim *o, int chunk) { return chunk >= 0 && chunk < o->m.n_chunks && o->slot_of[chunk] >= 0; }
-const char *optim_error(const wp_optim *o) { return kern_error(o->k) ? kern_error(o->k) : kern_error(o->sk); }
+const char *optim_error(const wp_optim *o) {
+    if (kern_error(o->k)) return kern_error(o->k);
+    if (kern_error(o->sk)) return kern_error(o->sk);
+    return o->wk ? worker_error(o->wk) : NULL;
+}
 
 bool optim_range(const wp_optim *o, int chunk, size_t *off, size_t *len) {
     if (!optim_owns(o, chunk)) return false;
@@ -110,23 +120,40 @@ bool optim_range(const wp_optim *o, int chunk, size_t *off, size_t *len) {
     return true;
 }
 
-/* The owned chunk, or NULL after recording a sticky error naming the caller. */
-static owned_chunk *slot(const wp_optim *o, int chunk, const char *who) {
-    if (optim_owns(o, chunk)) return &o->owned[o->slot_of[chunk]];
+/* The owned chunk, its state back from the update worker (place_settle), or NULL after
+ * recording a sticky error naming the caller. */
+static owned_chunk *slot(wp_optim *o, int chunk, const char *who) {
+    if (optim_owns(o, chunk)) {
+        owned_chunk *oc = &o->owned[o->slot_of[chunk]];
+        place_settle(o, oc);
+        return oc;
+    }
     kern_set_error(o->k, "%s: chunk %d is not owned by this optimizer", who, chunk);
     return NULL;
 }
 
 /* The same for what needs the moments or the gradient: refused by a weights-only optimizer. */
-static owned_chunk *state_slot(const wp_optim *o, int chunk, const char *who) {
+static owned_chunk *state_slot(wp_optim *o, int chunk, const char *who) {
     if (!o->weights_only) return slot(o, chunk, who);
     kern_set_error(o->k, "%s: a weights-only optimizer holds no moments nor gradient", who);
     return NULL;
 }
 
-static wp_result status(const wp_optim *o) { return kern_status(o->k) || kern_status(o->sk) ? WP_FAILED : WP_OK; }
+/* A failed step on the worker counts from the caller's next call on. */
+static wp_result status(const wp_optim *o) { return optim_error(o) ? WP_FAILED : WP_OK; }
+
+/* Every chunk's state back from the update worker, its working copies sent. */
+static void settle_all(wp_optim *o) {
+    for (int i = 0; i < o->n_owned; i++) place_settle(o, &o->owned[i]);
+}
+
+wp_result optim_sync(wp_optim *o) {
+    settle_all(o);
+    return status(o);
+}
 
 wp_result optim_init_from_seed(wp_optim *o, uint64_t seed) {
+    settle_all(o);
     for (int i = 0; i < o->n_owned; i++) {
         owned_chunk *oc = &o->owned[i];
         float *host = malloc(o->m.chunk_numel(o->m.ctx, oc->chunk) * sizeof *host); /* the init is per whole chunk */
@@ -142,6 +169,7 @@ wp_result optim_init_from_seed(wp_optim *o, uint64_t seed) {
 }
 
 wp_result optim_reset(wp_optim *o) {
+    settle_all(o);
     for (int i = 0; i < o->n_owned; i++) {
         owned_chunk *oc = &o->owned[i];
         for (int b = WP_OPT_EXP_AVG; b <= WP_OPT_GRAD && !o->weights_only; b++) kern_zero(o->sk, oc->buf[b], oc->numel * sizeof(float));
@@ -276,6 +304,25 @@ wp_result optim_step_chunk(wp_optim *o, int chunk, float lr, float grad_scale, v
     /* bias corrections in fp64: beta^t underflows gracefully and stays exact for small t */
     float bc1 = (float)(1.0 - pow(o->hp.beta1, (double)oc->steps));
     float bc2 = (float)(1.0 - pow(o->hp.beta2, (double)oc->steps));
+    update_job j = {.kind = JOB_STEP, .slot = o->slot_of[chunk], .lr = lr, .grad_scale = grad_scale, .bc1 = bc1,
+                    .bc2 = bc2, .w = w, .wtype = wtype};
+    j.tie = tie_of(o, chunk, &j.tie_dst, &j.tie_src, &j.tie_n);
+    if (o->wk) { /* host placement: the worker steps; the working copy is sent when it is done */
+        worker_queue(o->wk, &j);
+        oc->queued = j.seq;
+        place_stage_job(o, w_out, w, oc->numel * wp_dtype_size(wtype), j.seq);
+        return status(o);
+    }
+    step_run(o, o->sk, &j);
+    place_send(o, w_out, w, oc->numel * wp_dtype_size(wtype));
+    return status(o);
+}
+
+void step_run(wp_optim *o, wp_kern *k, const update_job *j) {
+    const owned_chunk *oc = &o->owned[j->slot];
+    const int chunk = oc->chunk;
+    void *w = j->w;
+    const wp_dtype wtype = j->wtype;
     const size_t lo = oc->off, hi = oc->off + oc->numel, E = o->m.chunk_numel(o->m.ctx, chunk);
     /* one kernel call per run of consecutive tensors with the same decay (norms get none), cut
      * to the elements held here (a slice may start or end inside a tensor) */
@@ -292,18 +339,15 @@ wp_result optim_step_chunk(wp_optim *o, int chunk, float lr, float grad_scale, v
         if (b > hi) b = hi;
         if (a >= b) continue;
         size_t off = a - lo, n = b - a;
-        kern_adamw(o->sk, oc->buf[WP_OPT_MASTER] + off, oc->buf[WP_OPT_EXP_AVG] + off, oc->buf[WP_OPT_EXP_AVG_SQ] + off,
-                   oc->buf[WP_OPT_GRAD] + off, grad_scale, (char *)w + off * wp_dtype_size(wtype), wtype, n, lr,
-                   (float)o->hp.beta1, (float)o->hp.beta2, (float)o->hp.eps, wd, bc1, bc2);
+        kern_adamw(k, oc->buf[WP_OPT_MASTER] + off, oc->buf[WP_OPT_EXP_AVG] + off, oc->buf[WP_OPT_EXP_AVG_SQ] + off,
+                   oc->buf[WP_OPT_GRAD] + off, j->grad_scale, (char *)w + off * wp_dtype_size(wtype), wtype, n, j->lr,
+                   (float)o->hp.beta1, (float)o->hp.beta2, (float)o->hp.eps, wd, j->bc1, j->bc2);
     }
-    size_t dst, src, n;
-    if (tie_of(o, chunk, &dst, &src, &n)) { /* the stepped dst is the one tensor: src becomes it again */
-        size_t ws = wp_dtype_size(wtype);
-        kern_copy(o->sk, oc->buf[WP_OPT_MASTER] + src, oc->buf[WP_OPT_MASTER] + dst, n * sizeof(float));
-        kern_copy(o->sk, (char *)w + src * ws, (char *)w + dst * ws, n * ws);
+    if (j->tie) { /* the stepped dst is the one tensor: src becomes it again */
+        size_t ws = wp_dtype_size(wtype), dst = j->tie_dst, src = j->tie_src, n = j->tie_n;
+        kern_copy(k, oc->buf[WP_OPT_MASTER] + src, oc->buf[WP_OPT_MASTER] + dst, n * sizeof(float));
+        kern_copy(k, (char *)w + src * ws, (char *)w + dst * ws, n * ws);
     }
-    place_send(o, w_out, w, oc->numel * wp_dtype_size(wtype));
-    return status(o);
 }
 
 wp_result optim_apply(wp_optim *o, const wp_step_decision *d, float lr, void *const *w_out, wp_dtype wtype) {
@@ -326,6 +370,7 @@ wp_result optim_working_copy(wp_optim *o, int chunk, void *w_out, wp_dtype wtype
 
 wp_result optim_zero_grad(wp_optim *o) {
     if (o->weights_only && o->n_owned > 0) return state_slot(o, o->owned[0].chunk, "optim_zero_grad") ? 0 : 1;
+    settle_all(o);
     for (int i = 0; i < o->n_owned; i++) {
         kern_zero(o->sk, o->owned[i].buf[WP_OPT_GRAD], o->owned[i].numel * sizeof(float));
         o->owned[i].folded = o->owned[i].grad_out = false; /* the window is stale: refilled when handed out */
@@ -334,7 +379,17 @@ wp_result optim_zero_grad(wp_optim *o) {
 }
 
 wp_result optim_zero_chunk_grad(wp_optim *o, int chunk) {
-    owned_chunk *oc = state_slot(o, chunk, "optim_zero_chunk_grad");
+    owned_chunk *oc = optim_owns(o, chunk) && !o->weights_only ? &o->owned[o->slot_of[chunk]] : NULL;
+    if (oc && o->wk && oc->queued && !worker_done(o->wk, oc->queued)) {
+        /* the chunk's step still runs (UPDATE zeroes right after it): chained, not waited for */
+        update_job j = {.kind = JOB_ZERO_GRAD, .slot = o->slot_of[chunk]};
+        worker_queue(o->wk, &j);
+        oc->queued = j.seq;
+        oc->folded = oc->grad_out = false;
+        place_reap(o);
+        return status(o);
+    }
+    oc = state_slot(o, chunk, "optim_zero_chunk_grad");
     if (!oc) return 1;
     kern_zero(o->sk, oc->buf[WP_OPT_GRAD], oc->numel * sizeof(float));
     oc->folded = oc->grad_out = false;

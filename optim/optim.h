@@ -8,7 +8,10 @@
  * for the CPU backend, device for CUDA), or host memory apart from the backend's, updated by the
  * CPU kernels, with the working copy and the gradient staged across (docs/memory.md, "Optimizer
  * state in host memory"). Every call below means the same under either placement: pointers
- * handed in or out are backend memory unless said otherwise.
+ * handed in or out are backend memory unless said otherwise. With host placement a step runs on
+ * a thread of the optimizer's own (optim_step_chunk returns once it is queued), and any later
+ * call that touches that chunk's state waits for it first; the caller sees no difference but
+ * the time (and optim_sync below for the step's working copy).
  *
  * A sliced schedule (schedule/ir.h, ZeRO-3) gives each rank one element range of every chunk
  * instead (optim_create_slices): then every buffer of a chunk, and every host array exchanged
@@ -151,7 +154,13 @@ double optim_chunk_sumsq(wp_optim *o, int chunk);
 /* One AdamW step of a chunk: g = grad * grad_scale (grad_scale folds 1/loss_scale and the
  * clip factor), bias-corrected moments, decoupled weight decay except on norms. Increments the
  * chunk's step count and writes the new working copy (the owned range, in wtype) to w_out.
- * Never called for a skipped step, so a skip changes nothing. */
+ * Never called for a skipped step, so a skip changes nothing.
+ *
+ * With host placement the step is queued to the optimizer's update worker and the call returns
+ * at once; the working copy is queued to w_out (on the compute stream, as with device placement)
+ * when the step is done, at the latest by the next call that touches the chunk or optim_sync, so
+ * w_out must stay valid until then; one not yet queued when the optimizer is destroyed is
+ * dropped. An error on the worker is reported by the next call. */
 wp_result optim_step_chunk(wp_optim *o, int chunk, float lr, float grad_scale, void *w_out, wp_dtype wtype);
 
 /* The decided step on every owned chunk: nothing at all when d->skip (masters, moments and
@@ -162,7 +171,12 @@ wp_result optim_apply(wp_optim *o, const wp_step_decision *d, float lr, void *co
 /* The working copy of the current masters, without a step (the first weights to travel). */
 wp_result optim_working_copy(wp_optim *o, int chunk, void *w_out, wp_dtype wtype);
 
-/* Zero every owned chunk's gradient accumulator, or one chunk's. */
+/* Every queued step done and its working copy queued to its w_out (optim_step_chunk); the
+ * worker's error if one failed. Nothing to wait for with device placement: the status only. */
+wp_result optim_sync(wp_optim *o);
+
+/* Zero every owned chunk's gradient accumulator, or one chunk's (right after the chunk's step,
+ * as UPDATE does, chained behind it on the update worker rather than waiting for it). */
 wp_result optim_zero_grad(wp_optim *o);
 wp_result optim_zero_chunk_grad(wp_optim *o, int chunk);
 

@@ -2,6 +2,8 @@
 #ifndef WP_OPTIM_IMPL_H
 #define WP_OPTIM_IMPL_H
 
+#include <pthread.h>
+
 #include "optim.h"
 #include "streams.h"
 
@@ -15,7 +17,46 @@ typedef struct {
      * accumulator now (handed out, not yet copied home) */
     float *grad_window;
     bool grad_out;
+    /* host placement: the sequence number of the last job queued for this chunk on the update
+     * worker (0: none yet); the chunk's state is the worker's until the worker's done count
+     * reaches it (worker_settle) */
+    uint64_t queued;
 } owned_chunk;
+
+/* Host placement's update worker (update_worker.c): one thread per optimizer that runs the
+ * chunks' AdamW steps and what is chained to them (the working copy into staging, the tie's
+ * copy, the gradient's zeroing) on a CPU context of its own, in the order queued, while the
+ * rank's thread goes on. */
+typedef enum { JOB_STEP, JOB_ZERO_GRAD } job_kind;
+
+typedef struct {
+    job_kind kind;
+    int slot; /* index into owned */
+    uint64_t seq;
+    /* JOB_STEP */
+    float lr, grad_scale, bc1, bc2;
+    void *w; /* where the working copy goes: a staging buffer */
+    wp_dtype wtype;
+    bool tie;
+    size_t tie_dst, tie_src, tie_n;
+} update_job;
+
+enum { WORKER_QUEUE = 64 };
+
+typedef struct {
+    wp_kern *k; /* the worker's own CPU context: no other thread uses it */
+    pthread_t thread;
+    bool started;
+    pthread_mutex_t mu;
+    pthread_cond_t work, done_cv;
+    /* under mu: the ring of queued jobs, what is queued and done so far, the first error */
+    update_job q[WORKER_QUEUE];
+    int head, n;
+    uint64_t queued, done;
+    bool quit;
+    char err[300]; /* set once (sticky, then immutable), under mu */
+    bool failed;
+} update_worker;
 
 /* Host placement's staging: two page-locked buffers of the largest owned range in fp32, used in
  * turn, each with the event of the last copy out of it, so that the working copy of one chunk is
@@ -25,19 +66,46 @@ enum { PLACE_STAGES = 2 };
 struct wp_optim {
     wp_optim_model m;
     wp_kern *k;  /* the compute context: what every pointer handed in or out belongs to */
-    wp_kern *sk; /* the state's context: k, or (host placement) the host update context */
+    wp_kern *sk; /* the state's context on the caller's thread: k, or (host placement) a CPU context */
     wp_adamw_hparams hp;
     int n_owned;
     bool sliced; /* a slice of each chunk: the tie is the schedule's (optim.h) */
     bool weights_only; /* masters alone (optim_create_weights): no moments, no gradient */
-    bool host;   /* host placement: sk is a CPU context of its own, the state kern_host_alloc's */
+    bool host;   /* host placement: sk is a CPU context of its own, the state kern_host_alloc's,
+                  * and the steps run on the update worker (wk) */
+    update_worker *wk;
     owned_chunk *owned;
     int *slot_of; /* chunk -> index into owned, -1 when not owned; m.n_chunks entries */
     void *stage[PLACE_STAGES];
     wp_kern_event *stage_done[PLACE_STAGES];
+    /* a stage the worker writes a step's working copy into: the job's sequence number (0: none)
+     * and where the copy goes once the job is done (place_reap sends it) */
+    uint64_t stage_job[PLACE_STAGES];
+    void *stage_dst[PLACE_STAGES];
+    size_t stage_len[PLACE_STAGES];
     size_t stage_bytes;
     int next_stage;
 };
+
+/* ---- optim.c ---- */
+/* A step's arithmetic on the state (AdamW over the chunk's tensor runs, the tie's copy), on
+ * context k: the compute context's thread (device placement) or the update worker. */
+void step_run(wp_optim *o, wp_kern *k, const update_job *j);
+
+/* ---- update_worker.c ---- */
+/* Start o's worker with a CPU context of `threads` threads; NULL with a reason in err. */
+update_worker *worker_start(wp_optim *o, int threads, char *err, size_t errlen);
+/* Queue a job (its seq is set here; waits for room when the ring is full): the chunk's state
+ * belongs to the worker until worker_settle says the job is done. */
+void worker_queue(update_worker *w, update_job *j);
+/* Wait until every job up to seq is done (seq 0: nothing to wait for). */
+void worker_wait(update_worker *w, uint64_t seq);
+/* Whether the job seq is done, without waiting. */
+bool worker_done(update_worker *w, uint64_t seq);
+/* The worker's first error, or NULL (stays once set). */
+const char *worker_error(update_worker *w);
+/* Finish the queued jobs, stop the thread, release the context. */
+void worker_stop(update_worker *w);
 
 /* ---- placement.c ---- */
 /* Open the host update context (a CPU context of `threads` threads) and mark o host-placed. */
@@ -67,5 +135,13 @@ void place_send(wp_optim *o, void *backend_dst, void *staged, size_t bytes);
  * and brought home before the state's context reads or changes it. */
 float *place_grad_out(wp_optim *o, owned_chunk *oc);
 void place_grad_home(wp_optim *o, owned_chunk *oc);
+/* Host placement: a stage (place_stage) that job seq writes into, sent to backend_dst by
+ * place_reap once the job is done, in place of place_send. */
+void place_stage_job(wp_optim *o, void *backend_dst, void *staged, size_t bytes, uint64_t seq);
+/* Send the working copies of the worker's finished jobs (without waiting for unfinished ones). */
+void place_reap(wp_optim *o);
+/* The chunk's state back from the worker: its queued jobs done, their copies sent (nothing
+ * with device placement). */
+void place_settle(wp_optim *o, owned_chunk *oc);
 
 #endif

@@ -4,7 +4,9 @@
  * (kern_host_alloc of the compute context), computed on by a CPU context of the optimizer's own
  * (o->sk), and reaches the device through two staging buffers used in turn (a copy out of one is
  * queued on the compute stream while the CPU fills the other) or, for the gradient window and
- * the pieces of a tie, by direct copies to and from the pinned state. */
+ * the pieces of a tie, by direct copies to and from the pinned state. The steps themselves run on
+ * the update worker (update_worker.c): a stage it writes a working copy into is sent once its job
+ * is done (place_reap), and every call on a chunk first takes its state back (place_settle). */
 #include <stdio.h>
 #include <string.h>
 
@@ -17,7 +19,9 @@ wp_result place_host(wp_optim *o, int threads, char *err, size_t errlen) {
     if (!hk) return wp_fail(WP_FAILED, err, errlen, "optimizer in host memory: the CPU kernels: %s", why);
     o->sk = hk;
     o->host = true;
-    return 0;
+    /* the caller's and the worker's CPU work can run at once: each on `threads` threads */
+    o->wk = worker_start(o, threads, err, errlen);
+    return o->wk ? 0 : WP_FAILED;
 }
 
 void place_staging(wp_optim *o) {
@@ -33,6 +37,8 @@ void place_staging(wp_optim *o) {
 
 void place_release(wp_optim *o) {
     if (!o->host) return;
+    worker_stop(o->wk); /* normally stopped already, before the state was freed (optim_destroy) */
+    o->wk = NULL;
     kern_sync(o->k); /* copies still queued out of the staging or the state */
     for (int i = 0; i < o->n_owned; i++)
         if (o->owned[i].grad_window) kern_free(o->k, o->owned[i].grad_window);
@@ -70,6 +76,10 @@ static void *take_stage(wp_optim *o, size_t bytes) {
     }
     int s = o->next_stage;
     o->next_stage = (s + 1) % PLACE_STAGES;
+    if (o->stage_job[s]) { /* the worker still writes a step's working copy into it */
+        worker_wait(o->wk, o->stage_job[s]);
+        place_reap(o);
+    }
     if (!kern_event_done(o->k, o->stage_done[s])) kern_sync(o->k); /* streams.h has no host wait on one event */
     return kern_error(o->k) ? NULL : o->stage[s];
 }
@@ -120,4 +130,28 @@ void place_grad_home(wp_optim *o, owned_chunk *oc) {
     if (!o->host || !oc->grad_out) return;
     kern_to_host(o->k, oc->buf[WP_OPT_GRAD], oc->grad_window, oc->numel * sizeof(float));
     oc->grad_out = false;
+}
+
+void place_stage_job(wp_optim *o, void *backend_dst, void *staged, size_t bytes, uint64_t seq) {
+    for (int s = 0; s < PLACE_STAGES; s++)
+        if (staged == o->stage[s]) {
+            o->stage_job[s] = seq;
+            o->stage_dst[s] = backend_dst;
+            o->stage_len[s] = bytes;
+        }
+}
+
+void place_reap(wp_optim *o) {
+    if (!o->host) return;
+    for (int s = 0; s < PLACE_STAGES; s++) {
+        if (!o->stage_job[s] || !worker_done(o->wk, o->stage_job[s])) continue;
+        o->stage_job[s] = 0;
+        if (!worker_error(o->wk)) place_send(o, o->stage_dst[s], o->stage[s], o->stage_len[s]); /* not a failed step's */
+    }
+}
+
+void place_settle(wp_optim *o, owned_chunk *oc) {
+    if (!o->host) return;
+    if (oc && oc->queued) worker_wait(o->wk, oc->queued);
+    place_reap(o);
 }
