@@ -11,7 +11,15 @@
  * (optim_grad, kern_accumulate on the compute context: one IEEE fp32 add per element on either
  * backend), a tied-style piece put back with add, the norm, the step, and the bf16 working copy.
  * Checks, bit for bit against the reference: each step's sum of squares, the uploaded working
- * copy (poisoned first), and after 3 steps masters, both moments and the zeroed gradient. */
+ * copy (poisoned first), and after 3 steps masters, both moments and the zeroed gradient.
+ *
+ * Then the overlap (update_worker.c), timing-free: the model's tensor callback, which the step
+ * calls, is a gate that holds any thread but the test's own. A host-placed step must return
+ * with the update still held on the worker, the caller must be able to drain, norm and zero
+ * around it (chunk 1's state, chunk 0's zeroing chained behind the step) without waiting, and
+ * once the gate opens the working copy and the state must be the reference's bit for bit: a
+ * LOAD after an UPDATE sees the new masters. */
+#include <pthread.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,8 +31,32 @@
 static const size_t numel[2] = {4097, 1003};
 
 static size_t m_numel(const void *ctx, int c) { (void)ctx; return numel[c]; }
+/* The gate: counts the tensor callback's calls per thread kind; while armed, holds a call from
+ * any thread but the test's (the update worker) until disarmed. */
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_t main;
+    bool armed, entered;
+    long on_main, off_main;
+} gate = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+static void gate_pass(void) {
+    CHECK(!pthread_mutex_lock(&gate.mu), "pthread_mutex_lock");
+    bool on_main = pthread_equal(pthread_self(), gate.main);
+    if (on_main) gate.on_main++;
+    else gate.off_main++;
+    if (!on_main && gate.armed) {
+        gate.entered = true;
+        CHECK(!pthread_cond_broadcast(&gate.cv), "pthread_cond_broadcast");
+        while (gate.armed) CHECK(!pthread_cond_wait(&gate.cv, &gate.mu), "pthread_cond_wait");
+    }
+    CHECK(!pthread_mutex_unlock(&gate.mu), "pthread_mutex_unlock");
+}
+
 static bool m_tensor(const void *ctx, int c, int i, size_t *off, bool *decay) {
     (void)ctx;
+    gate_pass();
     if (i > 2) return false;
     *off = numel[c] * (size_t)i / 3;
     *decay = i != 1;
@@ -142,8 +174,123 @@ static void compare(wp_backend_kind kind, const char *name) {
     kern_destroy(got.k);
 }
 
+/* A chunk's gradient drained in bf16 (g on the host), then its norm. */
+static double drain(side *s, int c, const float *g) {
+    void *d = gh_upload(s->k, g, numel[c], WP_BF16);
+    CHECK(!optim_accumulate(s->o, c, d, WP_BF16), "accumulate: %s", optim_error(s->o));
+    double ss = optim_chunk_sumsq(s->o, c);
+    kern_sync(s->k);
+    kern_free(s->k, d);
+    return ss;
+}
+
+static void overlap(wp_backend_kind kind, const char *name) {
+    side ref = open_side(WP_BACKEND_CPU, WP_OPTIM_MEM_DEVICE), got = open_side(kind, WP_OPTIM_MEM_HOST);
+    wp_rng rg = rng_seeded(9);
+    float *g[2];
+    for (int c = 0; c < 2; c++) {
+        g[c] = gh_floats(numel[c]);
+        gh_fill(&rg, g[c], numel[c], 0.01f, WP_BF16);
+    }
+    char what[200];
+    /* the reference, in order on the caller's thread */
+    double r0 = drain(&ref, 0, g[0]);
+    void *rw = gh_out(ref.k, numel[0] * 2), *rw1 = gh_out(ref.k, numel[1] * 2);
+    CHECK(!optim_step_chunk(ref.o, 0, 1e-2f, 0.5f, rw, WP_BF16), "reference step: %s", optim_error(ref.o));
+    CHECK(!optim_zero_chunk_grad(ref.o, 0), "reference zero: %s", optim_error(ref.o));
+    double r1 = drain(&ref, 1, g[1]);
+    CHECK(!optim_step_chunk(ref.o, 1, 1e-2f, 0.5f, rw1, WP_BF16), "reference step: %s", optim_error(ref.o));
+    CHECK(!optim_working_copy(ref.o, 0, rw, WP_BF16), "reference working copy: %s", optim_error(ref.o));
+    /* the host-placed side: chunk 0's step held on the worker while the caller goes on */
+    double s0 = drain(&got, 0, g[0]);
+    void *w = gh_out(got.k, numel[0] * 2), *w1 = gh_out(got.k, numel[1] * 2);
+    CHECK(!pthread_mutex_lock(&gate.mu), "pthread_mutex_lock");
+    gate.armed = true;
+    gate.entered = false;
+    long on_main = gate.on_main;
+    CHECK(!pthread_mutex_unlock(&gate.mu), "pthread_mutex_unlock");
+    CHECK(!optim_step_chunk(got.o, 0, 1e-2f, 0.5f, w, WP_BF16), "step: %s", optim_error(got.o));
+    CHECK(!pthread_mutex_lock(&gate.mu), "pthread_mutex_lock");
+    bool ran_here = gate.on_main != on_main;
+    CHECK(!pthread_mutex_unlock(&gate.mu), "pthread_mutex_unlock");
+    snprintf(what, sizeof what, "%s: the host-placed step runs off the caller's thread", name);
+    check_say(!ran_here, "%s", what);
+    if (!ran_here) {
+        CHECK(!pthread_mutex_lock(&gate.mu), "pthread_mutex_lock");
+        while (!gate.entered) CHECK(!pthread_cond_wait(&gate.cv, &gate.mu), "pthread_cond_wait");
+        CHECK(!pthread_mutex_unlock(&gate.mu), "pthread_mutex_unlock");
+        /* chunk 0's update is provably not done (held in the gate): the caller's work goes on */
+        CHECK(!optim_zero_chunk_grad(got.o, 0), "zero (chained): %s", optim_error(got.o));
+        double s1 = drain(&got, 1, g[1]);
+        check_say(s1 == r1 && s0 == r0, "%s: the norms around a pending update (%.17g %.17g, reference %.17g %.17g)",
+                  name, s0, s1, r0, r1);
+        CHECK(!pthread_mutex_lock(&gate.mu), "pthread_mutex_lock");
+        bool still = gate.entered && gate.armed;
+        gate.armed = false;
+        CHECK(!pthread_cond_broadcast(&gate.cv), "pthread_cond_broadcast");
+        CHECK(!pthread_mutex_unlock(&gate.mu), "pthread_mutex_unlock");
+        snprintf(what, sizeof what, "%s: the caller drained and normed while chunk 0's update was pending", name);
+        check_say(still, "%s", what);
+    }
+    /* straight after the gate opens, before anything else could wait for a staging buffer: the
+     * masters read must be the stepped ones (the call waits for the chunk's pending step) */
+    float *m0 = gh_floats(numel[0]), *r0m = gh_floats(numel[0]);
+    memset(m0, 0xFF, numel[0] * sizeof *m0);
+    CHECK(!optim_get(got.o, 0, WP_OPT_MASTER, m0) && !optim_get(ref.o, 0, WP_OPT_MASTER, r0m), "optim_get: %s",
+          optim_error(got.o));
+    snprintf(what, sizeof what, "%s: chunk 0's masters read right after its pending update", name);
+    gh_expect_same_bits(what, m0, r0m, numel[0] * sizeof *m0);
+    free(m0);
+    free(r0m);
+    CHECK(!optim_step_chunk(got.o, 1, 1e-2f, 0.5f, w1, WP_BF16), "step: %s", optim_error(got.o));
+    uint16_t *a = malloc(numel[0] * 2), *b = malloc(numel[0] * 2);
+    CHECK(a && b, "out of memory");
+    memset(a, 0xFF, numel[0] * 2);
+    kern_to_device(got.k, w, a, numel[0] * 2); /* poisoned: the LOAD must write it all */
+    CHECK(!optim_working_copy(got.o, 0, w, WP_BF16), "working copy (a LOAD after the UPDATE): %s", optim_error(got.o));
+    kern_sync(got.k);
+    kern_sync(ref.k);
+    kern_to_host(got.k, a, w, numel[0] * 2);
+    kern_to_host(ref.k, b, rw, numel[0] * 2);
+    snprintf(what, sizeof what, "%s: the working copy after the pending update (the new masters)", name);
+    gh_expect_same_bits(what, a, b, numel[0] * 2);
+    CHECK(!optim_sync(got.o) && !optim_sync(ref.o), "optim_sync: %s", optim_error(got.o));
+    static const char *const bufs[] = {"master", "exp_avg", "exp_avg_sq", "grad"};
+    for (int c = 0; c < 2; c++)
+        for (int bf = 0; bf < 4; bf++) {
+            float *x = gh_floats(numel[c]), *y = gh_floats(numel[c]);
+            memset(x, 0xFF, numel[c] * sizeof *x);
+            CHECK(!optim_get(ref.o, c, (wp_optim_buf)bf, y) && !optim_get(got.o, c, (wp_optim_buf)bf, x), "optim_get");
+            snprintf(what, sizeof what, "%s overlap: chunk %d %s", name, c, bufs[bf]);
+            gh_expect_same_bits(what, x, y, numel[c] * sizeof *x);
+            free(x);
+            free(y);
+        }
+    CHECK(!pthread_mutex_lock(&gate.mu), "pthread_mutex_lock");
+    snprintf(what, sizeof what, "%s: the host-placed steps called the model from the worker (%ld calls)", name, gate.off_main);
+    check_say(gate.off_main > 0, "%s", what);
+    CHECK(!pthread_mutex_unlock(&gate.mu), "pthread_mutex_unlock");
+    free(a);
+    free(b);
+    for (int c = 0; c < 2; c++) free(g[c]);
+    kern_free(ref.k, rw);
+    kern_free(ref.k, rw1);
+    kern_free(got.k, w);
+    kern_free(got.k, w1);
+    gh_ok(got.k, "overlap");
+    optim_destroy(ref.o);
+    optim_destroy(got.o);
+    kern_destroy(ref.k);
+    kern_destroy(got.k);
+}
+
 int main(void) {
+    gate.main = pthread_self();
     compare(WP_BACKEND_CPU, "cpu");
-    if (gh_require_gpu("the CUDA half of gpu/host_optim") == 0) compare(WP_BACKEND_CUDA, "cuda");
+    overlap(WP_BACKEND_CPU, "cpu");
+    if (gh_require_gpu("the CUDA half of gpu/host_optim") == 0) {
+        compare(WP_BACKEND_CUDA, "cuda");
+        overlap(WP_BACKEND_CUDA, "cuda");
+    }
     return check_result("gpu/host_optim");
 }
