@@ -201,7 +201,7 @@ static uint64_t schedule_sent(const train_job *j, int r) {
 
 /* Tracks beyond the simulator's (compute, and 1 + channel for sends): receives and waits. */
 static int recv_track(int channel) { return 1 + WP_SCH_COUNT + channel; }
-enum { WAIT_TRACK = 1 + 2 * WP_SCH_COUNT };
+enum { WAIT_TRACK = 1 + 2 * WP_SCH_COUNT, DEVICE_TRACK };
 
 /* This host's name, with anything a host name may not hold replaced (it goes into JSON). */
 static void host_name(char *host, size_t len) {
@@ -214,7 +214,7 @@ static void host_name(char *host, size_t len) {
 
 /* Process = rank, named with its host; the clock estimate (clock_sync.h) as metadata, so that
  * trace-merge can state the residual and undo the correction (--local-clocks). */
-static void trace_tracks(wp_trace *t, int rank, const wp_clock_sync *clk) {
+static void trace_tracks(wp_trace *t, int rank, const wp_clock_sync *clk, bool device) {
     char name[400], host[256];
     host_name(host, sizeof host);
     snprintf(name, sizeof name, "rank %d @ %s", rank, host);
@@ -231,6 +231,7 @@ static void trace_tracks(wp_trace *t, int rank, const wp_clock_sync *clk) {
         trace_thread(t, rank, recv_track(ch), name);
     }
     trace_thread(t, rank, WAIT_TRACK, "waits");
+    if (device) trace_thread(t, rank, DEVICE_TRACK, "device (GPU clock)");
 }
 
 /* A transfer as the simulator names it ("W[3]@0 ->2"; receives "W[3]@0 <-1"), a wait by what
@@ -264,14 +265,19 @@ static void write_trace(train_job *j, int rank, wp_rt *rt, const wp_clock_sync *
     int n;
     const rt_event *ev = rt_events(rt, &n);
     char name[96], args[160];
-    trace_tracks(j->trace, rank, clk);
+    bool device = false;
+    for (int i = 0; i < n && !device; i++) device = ev[i].device;
+    trace_tracks(j->trace, rank, clk, device);
     for (int i = 0; i < n; i++) {
         const wp_action *a = &ev[i].a;
+        const char *cat = op_is_compute(a->op) ? "compute" : "optimizer";
         action_text(a, name, sizeof name);
         snprintf(args, sizeof args, "\"chunk\":%d,\"mb\":%d,\"step\":%" PRId64 ",\"action\":%d", a->chunk, a->mb,
                  ev[i].step, ev[i].index);
-        trace_span(j->trace, rank, WP_TRACK_COMPUTE, name, op_is_compute(a->op) ? "compute" : "optimizer", ev[i].t0,
-                   ev[i].t1 - ev[i].t0, args);
+        trace_span(j->trace, rank, WP_TRACK_COMPUTE, name, cat, ev[i].t0, ev[i].t1 - ev[i].t0, args);
+        /* the device's own span of the same action beside it: the gap to the host span is the
+         * launch and the sync */
+        if (ev[i].device) trace_span(j->trace, rank, DEVICE_TRACK, name, cat, ev[i].d0, ev[i].d1 - ev[i].d0, args);
     }
     const rt_xfer_event *xe = rt_xfer_events(rt, &n);
     for (int i = 0; i < n; i++) trace_xfer(j->trace, rank, &xe[i]);
