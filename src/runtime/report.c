@@ -286,7 +286,8 @@ static void write_trace(train_job *j, int rank, wp_rt *rt, const wp_clock_sync *
 /* Values per rank in report_final's all-reduce: compute_s, step_s, payload sent, the backend's
  * peak memory (kern_memory), the resident high-water, the terms at the peak. */
 #define RV_MEM 5
-#define RV (RV_MEM + WP_MEM_TERMS)
+#define RV_DEV (RV_MEM + WP_MEM_TERMS) /* the device's figure: at open, peak, device ordinal + 1 (0: none) */
+#define RV (RV_DEV + 3)
 
 /* Rank 0's table: measured bubble and step time beside the simulator's, bytes beside the
  * validator's, the backend's peak memory beside the prediction. v holds RV values per rank,
@@ -304,7 +305,7 @@ static void print_summary(train_job *j, const train_totals *tot, const double *v
     fprintf(stderr, "\nstep time (steps after the first, mean over ranks): measured %s, simulator %.4g s%s\n", meas_text,
             have_pred ? pred_step : NAN, j->o.device_tflops > 0 ? " (paced compute)" : " (measured op times)");
     fprintf(stderr, "rank  bubble measured  predicted  payload bytes/step measured  schedule  "
-                    "memory MiB %s peak  predicted\n", j->o.backend == WP_BACKEND_CUDA ? "device" : "  heap");
+                    "memory MiB %s peak  predicted\n", j->o.backend == WP_BACKEND_CUDA ? " alloc" : "  heap");
     for (int r = 0; r < N; r++) {
         double meas = v[RV * r + 1] > 0 ? 1.0 - v[RV * r] / v[RV * r + 1] : NAN;
         double sent = tot->steps > 0 ? v[RV * r + 2] / (double)tot->steps : 0;
@@ -368,6 +369,9 @@ wp_result report_final(train_job *j, int rank, wp_control *ctl, wp_transport *t,
     v[RV * rank + 3] = (double)tot->mem_peak;
     v[RV * rank + 4] = tot->mem_resident;
     for (int t = 0; t < WP_MEM_TERMS; t++) v[RV * rank + RV_MEM + t] = (double)tot->mem_terms[t];
+    v[RV * rank + RV_DEV] = tot->dev_open;
+    v[RV * rank + RV_DEV + 1] = tot->dev_peak;
+    v[RV * rank + RV_DEV + 2] = tot->dev_ordinal + 1;
     rt_op_times(rt, ops, ops + nops);
     double pace[3];
     int64_t paced, over;
@@ -378,7 +382,7 @@ wp_result report_final(train_job *j, int rank, wp_control *ctl, wp_transport *t,
     if (!rc) rc = allreduce_sum(ctl, ops, 2 * nops, err, errlen);
     if (!rc) rc = allreduce_sum(ctl, pace, 3, err, errlen);
     /* the memory table first: scripts read the summary's rank lines to the end of the output */
-    if (!rc && rank == 0) report_memory(j, v + 3, RV, tot->metrics, tot->tb, j->start_step + tot->steps);
+    if (!rc && rank == 0) report_memory(j, v + 3, v + RV_DEV, RV, tot->metrics, tot->tb, j->start_step + tot->steps);
     if (!rc && rank == 0 && !j->o.quiet) print_summary(j, tot, v, ops, pace);
     if (!rc && rank == 0 && j->auto_predicted > 0) print_auto(j, tot, v);
     free(v);
