@@ -194,8 +194,9 @@ static wp_result do_forward(wp_rt *rt, const wp_action *x, char *err, size_t err
     rt_entry *out = c < last ? output(rt, buf_a(c, mb), &x_out, err, errlen) : NULL;
     if (c < last && !out) return 1;
     double loss = 0;
-    wp_result rc = model_forward(rt->c.m, c, w, a->a, x_in, reads_tokens(rt, c) ? a->d_tok : NULL, c == last ? a->d_tgt : NULL, x_out,
-                           &loss);
+    /* the training forward: the head's backward runs in F, with the dloss its B gets */
+    wp_result rc = model_forward_train(rt->c.m, c, w, a->a, x_in, reads_tokens(rt, c) ? a->d_tok : NULL,
+                                       c == last ? a->d_tgt : NULL, x_out, &loss, dloss_of(rt));
     if (out) output_done(rt, out, x_out);
     if (c == last) {
         rt->loss_sum += loss;
@@ -338,17 +339,12 @@ static wp_result do_dup(wp_rt *rt, wp_buf b, char *err, size_t errlen) {
     return kern_check(rt, 0, "DUP", err, errlen);
 }
 
-/* Tied embeddings (ir.h: TOUT, TIN; tie.c): where piece b lies in this rank's optimizer buffer
- * `which` of chunk c, the tensor starting at element `at` of the chunk. */
-static float *tie_at(wp_rt *rt, wp_buf b, int c, size_t at, wp_optim_buf which, size_t *len, char *err, size_t errlen) {
-    size_t off, o_off, o_len;
+/* Tied embeddings (ir.h: TOUT, TIN; tie.c): where piece b lies in chunk c, the tensor starting at
+ * element `at` of the chunk (the optimizer checks it is in this rank's part). */
+static size_t tie_at(wp_rt *rt, wp_buf b, size_t at, size_t *len) {
+    size_t off;
     tie_piece(rt->c.L, rt->c.s->nslices, tie_piece_k(b), tie_piece_j(b), &off, len);
-    float *base = optim_buffer(rt->c.o, c, which);
-    if (!base || !optim_range(rt->c.o, c, &o_off, &o_len) || at + off < o_off || at + off + *len > o_off + o_len) {
-        rt_fail(rt, err, errlen, "%s: the tied piece is not in this rank's part of chunk %d", op_name(WP_OP_TOUT), c);
-        return NULL;
-    }
-    return base + (at + off - o_off);
+    return at + off;
 }
 
 /* TOUT: T.g from the head's accumulated gradient (then zeroed: the embedding's owner steps the
@@ -358,14 +354,12 @@ static wp_result do_tout(wp_rt *rt, wp_buf b, char *err, size_t errlen) {
     size_t eo, ho, numel, len;
     if (!tie_offsets(rt->c.L, &eo, &ho, &numel)) return rt_fail(rt, err, errlen, "TOUT in an untied model");
     bool grad = b.lane == WP_TIE_GRAD;
-    float *src = tie_at(rt, b, grad ? last_chunk(rt) : 0, grad ? ho : eo, grad ? WP_OPT_GRAD : WP_OPT_MASTER, &len, err,
-                        errlen);
-    if (!src) return 1;
+    size_t at = tie_at(rt, b, grad ? ho : eo, &len);
     rt_entry *e = pool_create(&rt->pool, b, why, sizeof why);
     if (!e) return rt_fail(rt, err, errlen, "%s", why);
     if (e->bytes != len * sizeof(float)) return rt_fail(rt, err, errlen, "TOUT: the piece's size disagrees");
-    kern_copy(rt->k, e->data, src, e->bytes);
-    if (grad) kern_zero(rt->k, src, e->bytes);
+    if (optim_piece_get(rt->c.o, grad ? last_chunk(rt) : 0, grad ? WP_OPT_GRAD : WP_OPT_MASTER, at, len, e->data, grad))
+        return rt_fail(rt, err, errlen, "TOUT: %s", optim_error(rt->c.o));
     pool_mark_arrived(&rt->pool, e);
     return kern_check(rt, 0, "TOUT", err, errlen);
 }
@@ -379,12 +373,10 @@ static wp_result do_tin(wp_rt *rt, wp_buf b, char *err, size_t errlen) {
     if (!e) return rt_fail(rt, err, errlen, "reads %s, which this rank does not hold", buf_name(b, name, sizeof name));
     if (rt_wait(rt, e, false, err, errlen)) return 1; /* the fp32 data itself, never a compute-dtype view */
     bool grad = b.lane == WP_TIE_GRAD;
-    float *dst = tie_at(rt, b, grad ? 0 : last_chunk(rt), grad ? eo : ho, grad ? WP_OPT_GRAD : WP_OPT_MASTER, &len, err,
-                        errlen);
-    if (!dst) return 1;
+    size_t at = tie_at(rt, b, grad ? eo : ho, &len);
     if (e->bytes != len * sizeof(float)) return rt_fail(rt, err, errlen, "TIN: the piece's size disagrees");
-    if (grad) kern_accumulate(rt->k, dst, WP_F32, e->data, WP_F32, len);
-    else kern_copy(rt->k, dst, e->data, len * sizeof(float));
+    if (optim_piece_put(rt->c.o, grad ? 0 : last_chunk(rt), grad ? WP_OPT_GRAD : WP_OPT_MASTER, at, len, e->data, grad))
+        return rt_fail(rt, err, errlen, "TIN: %s", optim_error(rt->c.o));
     pool_touch(e);
     return kern_check(rt, 0, "TIN", err, errlen);
 }
@@ -429,10 +421,8 @@ static wp_result do_update(wp_rt *rt, int chunk, char *err, size_t errlen) {
     wp_dtype wt = precision_weight_dtype(rt->c.L->cfg.precision);
     if (!rt->d.skip && optim_step_chunk(rt->c.o, chunk, (float)rt->lr, rt->d.grad_scale, rt->scratch_w, wt))
         return rt_fail(rt, err, errlen, "UPDATE: %s", optim_error(rt->c.o));
-    float *g = optim_grad(rt->c.o, chunk);
-    size_t off, len;
-    if (!g || !optim_range(rt->c.o, chunk, &off, &len)) return rt_fail(rt, err, errlen, "UPDATE of a chunk this rank does not own");
-    kern_zero(rt->k, g, len * sizeof(float));
+    if (!optim_owns(rt->c.o, chunk)) return rt_fail(rt, err, errlen, "UPDATE of a chunk this rank does not own");
+    if (optim_zero_chunk_grad(rt->c.o, chunk)) return rt_fail(rt, err, errlen, "UPDATE: %s", optim_error(rt->c.o));
     return kern_check(rt, 0, "UPDATE", err, errlen);
 }
 
