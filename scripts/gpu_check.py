@@ -200,6 +200,12 @@ def train_figures(text):
                 pass
     if mem:
         fig["mem"] = mem
+    # the GPU's own figure (cudaMemGetInfo) beside the prediction with the context, one line per device
+    dev = [(int(m.group(1)), float(m.group(2)), float(m.group(3))) for m in re.finditer(
+        r"^device (\d+) \(ranks? [0-9,]+\), cudaMemGetInfo total - free: at start-up [0-9.]+ MiB, "
+        r"most at a step's end ([0-9.]+) MiB; predicted ([0-9.]+) MiB", text, flags=re.M)]
+    if dev:
+        fig["dev"] = dev
     return fig
 
 
@@ -223,6 +229,12 @@ def judge_train(fig):
             bad.append(f"memory {worst:+.0%} (bar {BARS['mem']:.0%})")
     else:
         bad.append("no memory table printed")
+    if "dev" in fig:  # runs from before the device line have none: no figure, no bar
+        offs = [peak / pred - 1 for _, peak, pred in fig["dev"] if pred > 0]
+        worst = max(offs, key=abs) if offs else float("nan")
+        note.append(f"GPU's own figure / predicted {min(offs) + 1:.2f}-{max(offs) + 1:.2f}" if offs else "no device figure")
+        if not abs(worst) <= BARS["mem"]:
+            bad.append(f"device memory {worst:+.0%} (bar {BARS['mem']:.0%})")
     return bad, "; ".join(note)
 
 
