@@ -469,9 +469,11 @@ static int record(wp_rt *rt, const wp_action *x, double t0, double t1) {
 /* The step's reference mark, at a host time the device agrees with: the queue is drained first,
  * so the device reaches the mark as it is recorded (within a launch's latency). */
 static wp_result timers_begin(wp_rt *rt, int n_actions, char *err, size_t errlen) {
-    if (!rt->tm) {
-        rt->tm = calloc(2 * (size_t)n_actions, sizeof *rt->tm);
-        if (!rt->tm) return rt_fail(rt, err, errlen, "out of memory for the op timers");
+    if (2 * n_actions > rt->n_tm) { /* the rank's list is the same every step: once */
+        wp_kern_timer **t = realloc(rt->tm, 2 * (size_t)n_actions * sizeof *t);
+        if (!t) return rt_fail(rt, err, errlen, "out of memory for the op timers");
+        memset(t + rt->n_tm, 0, (size_t)(2 * n_actions - rt->n_tm) * sizeof *t);
+        rt->tm = t;
         rt->n_tm = 2 * n_actions;
     }
     if (!rt->ref && !(rt->ref = kern_timer_create(rt->k))) return kern_check(rt, 1, "timer", err, errlen);
