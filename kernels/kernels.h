@@ -108,6 +108,10 @@ typedef enum {
     WP_MEM_TERMS
 } wp_mem_term;
 extern const char *const wp_mem_term_name[WP_MEM_TERMS];
+/* The CUDA backend's cuBLAS workspace per context (cublasSetWorkspace; cuBLAS's own
+ * recommendation for Hopper, also enough for Ampere): kern_memory counts it, and the memory
+ * prediction (schedule/memory.c) with it. */
+#define WP_CUDA_BLAS_WORKSPACE ((size_t)32 << 20)
 /* Set the term of the allocations that follow; returns the one it replaces. */
 wp_mem_term kern_mem_term(wp_kern *k, wp_mem_term t);
 /* Each term's bytes at the moment the total peaked (at_peak: they sum to kern_memory's peak)

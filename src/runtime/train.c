@@ -36,6 +36,7 @@
 #include "device_tp.h"
 #include "seq_split.h"
 #include "shard.h"
+#include "streams.h"
 #include "tb_events.h"
 #include "tokenizer.h"
 
@@ -291,12 +292,20 @@ static wp_result check_memory(train_job *j, bool quiet, char *err, size_t errlen
         wp_mem_host h;
         train_mem_predict(j, r, terms);
         mem_predict_host(&j->s, &j->L, &j->run.rank[r], r, &mc, &h);
-        /* on the CPU backend the device is this host: its share holds both sides */
-        double need = mem_total(terms) + (cpu ? mem_host_total(&h) : 0);
+        /* on the CPU backend the device is this host: its share holds both sides; on a GPU the
+         * device also holds what the program does not allocate itself (memory.h) */
+        wp_mem_device dev;
+        mem_predict_device(&j->L, &mc, j->nranks, &dev);
+        double need = mem_total(terms) + (cpu ? mem_host_total(&h) : dev.context + dev.cudnn + dev.sibling);
         double with = need * (1 + MEMLIMIT_MARGIN) + MEMLIMIT_FIXED_MIB * 1048576.0;
         if (mem_host_total(&h) > host_most) host_most = mem_host_total(&h);
         char big[256];
         mem_largest(terms, 3, big, sizeof big);
+        if (!cpu) {
+            size_t at = strlen(big);
+            snprintf(big + at, sizeof big - at, ", CUDA context %.0f MiB and cuDNN workspace %.1f MiB (estimates)",
+                     dev.context / 1048576.0, (dev.cudnn + dev.sibling) / 1048576.0);
+        }
         if (cpu && mem_host_total(&h) > 0) {
             size_t at = strlen(big);
             snprintf(big + at, sizeof big - at, ", optimizer state in host memory %.1f MiB, pinned staging %.1f MiB",
@@ -580,7 +589,13 @@ static wp_result check_device_memory(rank_state *r, char *err, size_t errlen) {
     size_t now, peak;
     train_mem_predict(r->j, r->rank, terms);
     kern_memory(r->k, &now, &peak); /* the model's scratch is taken already: it is in the prediction */
-    double need = mem_total(terms), with = need * (1 + MEMLIMIT_MARGIN) + MEMLIMIT_FIXED_MIB * 1048576.0;
+    /* beyond the program's allocations: cuDNN's workspace and the transfer context's cuBLAS
+     * workspace (not the CUDA context: it is open, and its memory is no longer free) */
+    wp_mem_cfg mc;
+    wp_mem_device dev;
+    train_mem_cfg(r->j, &mc);
+    mem_predict_device(&r->j->L, &mc, r->j->nranks, &dev);
+    double need = mem_total(terms) + dev.cudnn + dev.sibling, with = need * (1 + MEMLIMIT_MARGIN) + MEMLIMIT_FIXED_MIB * 1048576.0;
     if (with <= (double)free_b + (double)now) return 0;
     char big[256];
     mem_largest(terms, 3, big, sizeof big);
@@ -589,9 +604,22 @@ static wp_result check_device_memory(rank_state *r, char *err, size_t errlen) {
                 (double)total_b / 1048576.0);
 }
 
+/* The GPU's memory in use now (total - free, as the driver counts it) into the run's high-water;
+ * false where the backend has no device to ask. */
+static bool sample_device(rank_state *r, double *used) {
+    size_t free_b, total_b;
+    if (kern_device_free(r->k, &free_b, &total_b) != 0) return false;
+    *used = (double)total_b - (double)free_b;
+    if (*used > r->tot.dev_peak) r->tot.dev_peak = *used;
+    return true;
+}
+
 static wp_result open_rank(rank_state *r, int local_rank, char *err, size_t errlen) {
     wp_loss_scaler scaler;
     int rc = open_backend(r, local_rank, err, errlen);
+    r->tot.dev_open = r->tot.dev_peak = -1;
+    r->tot.dev_ordinal = -1;
+    if (!rc && sample_device(r, &r->tot.dev_open)) r->tot.dev_ordinal = kern_device(r->k);
     if (!rc) rc = check_device_memory(r, err, errlen);
     /* buffers in GPU memory travel through a staged or NCCL transport (ring/device_tp.h) */
     if (!rc && r->j->nranks > 1) rc = tp_device_open(r->t, r->ctl, r->k, r->j->job.transport, &r->j->job.net, &r->t, err, errlen);
@@ -753,6 +781,10 @@ static wp_result train_loop(rank_state *r, char *err, size_t errlen) {
         rt_step_stats st;
         double lr = lr_at(&j->lr, step);
         if (rt_step(r->rt, step, lr, &st, err, errlen)) return 1;
+        double used; /* at the step's end: the device's own high-water, beside kern_memory's count */
+        if (r->tot.dev_ordinal >= 0 && !sample_device(r, &used))
+            return wp_fail(WP_FAILED, err, errlen, "rank %d: the device's free memory: %s", r->rank,
+                           kern_error(r->k) ? kern_error(r->k) : "unknown error");
         report_step(j, r->rank, step, lr, &st, r->t_begin, &r->tot, r->metrics, r->tb);
         if (metrics_flush(r, err, errlen)) return 1;
         /* after the first step every kernel has run once: what the backend chose (e.g. which

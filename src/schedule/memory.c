@@ -106,6 +106,7 @@ void mem_predict(const wp_schedule *s, const wp_layout *L, const wp_rank_report 
         if (L->chunk_numel[k] > most) most = (double)L->chunk_numel[k];
     terms[WP_MEM_SCRATCH] = (double)model_scratch_bytes(L, mc->compute) + T * c->h * cs + most * wire_w;
     if (mc->cpu) terms[WP_MEM_SCRATCH] += cpu_scratch(L, mc);
+    else terms[WP_MEM_SCRATCH] += (double)WP_CUDA_BLAS_WORKSPACE; /* kernels/cuda/cuda_context.c, counted there */
     bool head = false; /* does rank r run the LM head (the last chunk's F)? */
     for (int i = 0; i < s->rank[r].n; i++) {
         const wp_action *a = &s->rank[r].a[i];
@@ -137,6 +138,15 @@ void mem_predict_host(const wp_schedule *s, const wp_layout *L, const wp_rank_re
      * piece) used in turn by both directions: one figure, kept in staging_up */
     h->staging_up = 2 * most * sizeof(float);
     h->staging_down = 0;
+}
+
+void mem_predict_device(const wp_layout *L, const wp_mem_cfg *mc, int nranks, wp_mem_device *d) {
+    memset(d, 0, sizeof *d);
+    if (mc->cpu) return;
+    const wp_model_cfg *c = &L->cfg;
+    d->context = WP_MEM_CUDA_CONTEXT_MIB * 1048576.0;
+    d->cudnn = (double)c->micro_batch * c->seq * c->n_heads * c->head_dim * sizeof(float);
+    d->sibling = nranks > 1 ? (double)WP_CUDA_BLAS_WORKSPACE : 0;
 }
 
 double mem_host_total(const wp_mem_host *h) { return h->optim + h->staging_up + h->staging_down; }

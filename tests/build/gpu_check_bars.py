@@ -54,6 +54,15 @@ expect(f"simulator 16% off fails: {bad}", len(bad) == 1 and bad[0].startswith("s
 mem_out = inside.replace("2746.3     2600.0", "2746.3     2480.0", 1)  # rank 2 +10.7%
 bad, _ = g.judge_train(g.train_figures(mem_out))
 expect(f"one rank's memory 10.7% off fails: {bad}", len(bad) == 1 and bad[0].startswith("memory +11%"))
+# the GPU's own figure (a line per device, weipipe since issue 38 item 4): inside its bar passes, 12% over fails
+dev_line = ("device 0 (ranks 0,1,2,3), cudaMemGetInfo total - free: at start-up 520.0 MiB, most at a step's end "
+            "%s MiB; predicted 11000.0 MiB = allocations 10400.0 + CUDA context 500.0 + cuDNN and transfer "
+            "workspaces 100.0 (the last two estimates, docs/memory.md): +0.0%%\n")
+fig = g.train_figures(inside + dev_line % "11500.0")
+bad, note = g.judge_train(fig)
+expect(f"the device line read and inside its bar: {fig.get('dev')}, {bad}", fig.get("dev") == [(0, 11500.0, 11000.0)] and bad == [])
+bad, _ = g.judge_train(g.train_figures(inside + dev_line % "12320.0"))
+expect(f"the device 12% over its prediction fails: {bad}", bad == ["device memory +12% (bar 10%)"])
 under = inside.replace("simulator 0.0850 s", "simulator 0.0600 s")  # -23%: too fast a prediction fails too
 bad, _ = g.judge_train(g.train_figures(under))
 expect(f"a simulator 23% under fails: {bad}", len(bad) == 1 and bad[0].startswith("simulator -23%"))
