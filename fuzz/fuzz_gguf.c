@@ -1,5 +1,5 @@
-/* Fuzz target: the GGUF reader (src/io/gguf_*.c): any file gives 0, or 2 naming the file (1
- * only for system errors) from the config reader, the positions and the tokenizer conversion;
+/* Fuzz target: the GGUF reader (src/io/formats/gguf_*.c): any file gives 0, or 2 naming the file (1
+ * only for system errors) from the parse, the config reader, the positions and the tokenizer conversion;
  * an accepted config has a positive layer count and hidden size. */
 #include <stdlib.h>
 #include <string.h>
@@ -14,20 +14,25 @@ static void judge(int rc, const char *err, const char *path) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *path = fuzz_file("model.gguf", data, size);
     if (!path) return 0;
-    hf_config c;
     char err[1024] = "";
-    int rc = gguf_read_config(path, &c, err, sizeof err);
+    gguf_file *f;
+    int rc = gguf_open_if(path, &f, err, sizeof err);
+    judge(rc, err, path);
+    if (!f) return 0; /* not a GGUF (no magic) or refused at the header */
+    hf_config c;
+    rc = gguf_read_config(f, &c, err, sizeof err);
     judge(rc, err, path);
     if (rc == 0 && c.present[HF_NUM_HIDDEN_LAYERS] && c.value[HF_NUM_HIDDEN_LAYERS] < 0) __builtin_trap();
     int64_t pos;
     err[0] = '\0';
-    judge(gguf_max_positions(path, &pos, err, sizeof err), err, path);
+    judge(gguf_max_positions(f, &pos, err, sizeof err), err, path);
     char *json = NULL;
     size_t len = 0;
     err[0] = '\0';
-    rc = gguf_tokenizer_json(path, &json, &len, err, sizeof err);
+    rc = gguf_tokenizer_json(f, &json, &len, err, sizeof err);
     judge(rc, err, path);
     if (json && strlen(json) != len) __builtin_trap();
     free(json);
+    gguf_close(f);
     return 0;
 }

@@ -1,4 +1,4 @@
-/* Fuzz target: the token shard reader (src/io/shard.c, versions 1 and 7): any file opens with
+/* Fuzz target: the token shard reader (src/io/data/shard.c, versions 1 and 7): any file opens with
  * 0, or 2 naming the field (1 only for system errors); an accepted shard's tokens are all below
  * the vocabulary and all readable. */
 #include <string.h>

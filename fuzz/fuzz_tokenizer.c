@@ -1,4 +1,4 @@
-/* Fuzz target: the tokenizer loaders (src/io/tokenizer.c, tokjson.c, bpe.c, tok_*.c and
+/* Fuzz target: the tokenizer loaders (src/io/tokenizer/tokenizer.c, tokjson.c, bpe.c, tok_*.c and
  * gguf_tokenizer.c). An input that starts with "GGUF" is a llama.cpp file whose tokenizer.ggml.*
  * keys tok_open converts to tokenizer.json; anything else is a tokenizer.json. Opening gives 0, or
  * 1/2 with one message naming the file; an opened tokenizer encodes a few texts (every id inside

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes the hand-made seeds of the fuzz corpus (fuzz/corpus/<target>/seed-*): valid inputs
 that reach deep into each parser, from which libFuzzer mutates. Usage: make_seeds.py WEIPIPE
-(the binary makes the checkpoint seeds). Layouts: ring/wire.c, src/io/shard.h, fuzz/fuzz_*.c."""
+(the binary makes the checkpoint seeds). Layouts: ring/wire.c, src/io/data/shard.h, fuzz/fuzz_*.c."""
 import os, struct, subprocess, sys, tempfile, zlib
 
 root = os.path.dirname(os.path.abspath(__file__))

@@ -31,6 +31,10 @@ typedef struct wp_kern_ops {
     void (*event_record)(wp_kern *k, void *ev);
     bool (*event_done)(wp_kern *k, void *ev);
     void (*event_wait)(wp_kern *k, void *ev);
+    /* timers (NULL: the host's clock): an event that can time, recorded with event_record and
+     * destroyed with event_destroy; elapsed seconds from a to b, 0 ok */
+    void *(*timer_create)(wp_kern *k);
+    int (*timer_elapsed)(wp_kern *k, void *a, void *b, double *seconds);
     void *(*host_alloc)(wp_kern *k, size_t bytes);
     void (*host_free)(wp_kern *k, void *p);
     void (*to_device_async)(wp_kern *k, void *dst, const void *src, size_t bytes);

@@ -503,17 +503,17 @@ static bool rope_ok(wp_kern *k, const char *fn, void *x, int b, int s, int nhead
 }
 
 void kern_rope_fwd_scaled(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta,
-                          const wp_rope_scaling *sc) {
+                          const wp_rope_scaling *sc, const int32_t *plo) {
     if (!live(k) || !rope_ok(k, "kern_rope_fwd", x, b, s, nheads, hd, pos0, theta, sc) || b == 0 || s == 0 || nheads == 0)
         return;
-    k->ops->rope_fwd(k, x, b, s, nheads, hd, pos0, theta, sc && sc->factor != 0.0 ? sc : NULL);
+    k->ops->rope_fwd(k, x, b, s, nheads, hd, pos0, theta, sc && sc->factor != 0.0 ? sc : NULL, plo);
 }
 
 void kern_rope_bwd_scaled(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta,
-                          const wp_rope_scaling *sc) {
+                          const wp_rope_scaling *sc, const int32_t *plo) {
     if (!live(k) || !rope_ok(k, "kern_rope_bwd", x, b, s, nheads, hd, pos0, theta, sc) || b == 0 || s == 0 || nheads == 0)
         return;
-    k->ops->rope_bwd(k, x, b, s, nheads, hd, pos0, theta, sc && sc->factor != 0.0 ? sc : NULL);
+    k->ops->rope_bwd(k, x, b, s, nheads, hd, pos0, theta, sc && sc->factor != 0.0 ? sc : NULL, plo);
 }
 
 double wp_rope_freq_factor(int i, int hd, double theta, const wp_rope_scaling *sc) {
@@ -521,9 +521,9 @@ double wp_rope_freq_factor(int i, int hd, double theta, const wp_rope_scaling *s
 }
 
 void kern_rope_fwd(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta) {
-    kern_rope_fwd_scaled(k, x, b, s, nheads, hd, pos0, theta, NULL);
+    kern_rope_fwd_scaled(k, x, b, s, nheads, hd, pos0, theta, NULL, NULL);
 }
 
 void kern_rope_bwd(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta) {
-    kern_rope_bwd_scaled(k, x, b, s, nheads, hd, pos0, theta, NULL);
+    kern_rope_bwd_scaled(k, x, b, s, nheads, hd, pos0, theta, NULL, NULL);
 }

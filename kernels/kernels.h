@@ -114,6 +114,10 @@ typedef enum {
     WP_MEM_TERMS
 } wp_mem_term;
 extern const char *const wp_mem_term_name[WP_MEM_TERMS];
+/* The CUDA backend's cuBLAS workspace per context (cublasSetWorkspace; cuBLAS's own
+ * recommendation for Hopper, also enough for Ampere): kern_memory counts it, and the memory
+ * prediction (schedule/memory.c) with it. */
+#define WP_CUDA_BLAS_WORKSPACE ((size_t)32 << 20)
 /* Set the term of the allocations that follow; returns the one it replaces. */
 wp_mem_term kern_mem_term(wp_kern *k, wp_mem_term t);
 /* Each term's bytes at the moment the total peaked (at_peak: they sum to kern_memory's peak)
@@ -158,10 +162,13 @@ double kern_sumsq(wp_kern *k, const void *x, wp_dtype t, size_t n);
 void kern_rope_fwd(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta);
 void kern_rope_bwd(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta);
 /* As above with the frequencies scaled (wp_rope_scaling); sc NULL (or factor 0) is the plain
- * RoPE. The backends' rope_fwd / rope_bwd slots take these arguments, sc NULL when unscaled. */
+ * RoPE. plo NULL, or [b*s] int32 in backend memory (--doc-positions restart): token t of
+ * sequence bi sits at position pos0 + t - plo[bi*s + t], its offset in its document when plo is
+ * where the document starts (src/model/doc_mask.c makes it: pos0 + t - plo in [0, pos0 + t]).
+ * The backends' rope_fwd / rope_bwd slots take these arguments, sc NULL when unscaled. */
 void kern_rope_fwd_scaled(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta,
-                          const wp_rope_scaling *sc);
+                          const wp_rope_scaling *sc, const int32_t *plo);
 void kern_rope_bwd_scaled(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta,
-                          const wp_rope_scaling *sc);
+                          const wp_rope_scaling *sc, const int32_t *plo);
 
 #endif

@@ -7,8 +7,9 @@
  *   WP_SLOT_CONTEXT  lifetime of a context                     always
  *   WP_SLOT_MEMORY   allocation, copies, sync                  always
  *   WP_SLOT_OP       the compute calls of kernels.h            always (the rows of ops_table.h)
- *   WP_SLOT_EVENTS   streams.h events                          all or none (none: calls are
- *                                                              synchronous, events complete)
+ *   WP_SLOT_EVENTS   streams.h events and timers               all or none (none: calls are
+ *                                                              synchronous, events complete,
+ *                                                              timers read the host's clock)
  *   WP_SLOT_PINNED   streams.h pinned host memory              both or neither
  *   WP_SLOT_OPTIONAL async copies, device ordinal              may be NULL (streams.c falls
  *                                                              back to the synchronous copy, 0)
@@ -41,6 +42,8 @@
     WP_SLOT(event_record, WP_SLOT_EVENTS)          \
     WP_SLOT(event_done, WP_SLOT_EVENTS)            \
     WP_SLOT(event_wait, WP_SLOT_EVENTS)            \
+    WP_SLOT(timer_create, WP_SLOT_EVENTS)          \
+    WP_SLOT(timer_elapsed, WP_SLOT_EVENTS)         \
     WP_SLOT(host_alloc, WP_SLOT_PINNED)            \
     WP_SLOT(host_free, WP_SLOT_PINNED)             \
     WP_SLOT(to_device_async, WP_SLOT_OPTIONAL)     \

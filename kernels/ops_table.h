@@ -64,15 +64,16 @@
        (wp_kern *k, void *dw, wp_dtype dwtype, const void *dy, const void *x, const float *rstd, int T, int h),     \
        (k, dw, dwtype, dy, x, rstd, T, h),                                                                            \
        rows_ok(k, fn, T, h) && GRAD_DTYPE(dwtype) && T > 0 && PTRS(dw, dy, x, rstd))                                \
-    /* RoPE in place (kernels.h: kern_rope_fwd_scaled, kern_rope_bwd_scaled); sc NULL: no scaling */                  \
+    /* RoPE in place (kernels.h: kern_rope_fwd_scaled, kern_rope_bwd_scaled); sc NULL: no scaling;                   \
+     * plo NULL: positions pos0 + t, else pos0 + t - plo[row] (documents restarting their positions) */               \
     CUSTOM(void, rope_fwd,                                                                                            \
            (wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta,                            \
-            const wp_rope_scaling *sc),                                                                               \
-           (k, x, b, s, nheads, hd, pos0, theta, sc))                                                                 \
+            const wp_rope_scaling *sc, const int32_t *plo),                                                           \
+           (k, x, b, s, nheads, hd, pos0, theta, sc, plo))                                                            \
     CUSTOM(void, rope_bwd,                                                                                            \
            (wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta,                            \
-            const wp_rope_scaling *sc),                                                                               \
-           (k, x, b, s, nheads, hd, pos0, theta, sc))                                                                 \
+            const wp_rope_scaling *sc, const int32_t *plo),                                                           \
+           (k, x, b, s, nheads, hd, pos0, theta, sc, plo))                                                            \
     /* Causal attention, blockwise with an online softmax: O(s) memory, never an s x s matrix.                        \
      * q, o: [b*sq, nh*hd]; k, v: [b*skv, nkv*hd] (nh % nkv == 0: grouped-query heads share K/V);                     \
      * queries are the last sq of skv positions (sq == skv for a whole sequence), query i sits at                     \
@@ -125,6 +126,15 @@
        (k, dx, dlogits_out, dw_head, dwtype, x, w_head, targets, lse, dloss, T, h, V),                                \
        lmhead_ok(k, fn, T, h, V) && (!dw_head || GRAD_DTYPE(dwtype)) && T > 0 &&                                    \
            PTRS(dx, x, w_head, targets, lse))                                                                        \
+    /* Forward and backward in one pass, for training, where dloss is known at the forward:                           \
+     * per row block the logits once, then losses (as fwd), dlogits in place, dx = dlogits @ Wh                       \
+     * (overwritten) and dw_head (fp32, +=) += dlogits^T x. Three GEMMs over the head instead of the                  \
+     * four of fwd + bwd (which recomputes the logits); the same arithmetic as fwd then bwd. */                       \
+    OP(void, lmhead_ce_fwd_bwd,                                                                                       \
+       (wp_kern *k, float *losses, void *dx, float *dw_head, const void *x, const void *w_head,                      \
+        const int32_t *targets, float dloss, int T, int h, int V),                                                   \
+       (k, losses, dx, dw_head, x, w_head, targets, dloss, T, h, V),                                                  \
+       lmhead_ok(k, fn, T, h, V) && T > 0 && PTRS(losses, dx, dw_head, x, w_head, targets))                         \
                                                                                                                       \
     /* ---- optimizer ---- */                                                                                         \
     /* AdamW on fp32 masters with fp32 moments; grad (fp32) is multiplied by grad_scale first                         \

@@ -5,6 +5,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "backend.h"
 
@@ -70,6 +71,65 @@ void kern_event_wait(wp_kern *k, wp_kern_event *e) {
     }
     if (k->ops->event_wait) k->ops->event_wait(k, e);
 }
+
+/* A timer: the backend's event, or (no event: the CPU) the host's clock at the record. */
+struct wp_kern_timer {
+    void *ev;
+    double host_s;
+    bool recorded;
+};
+
+wp_kern_timer *kern_timer_create(wp_kern *k) {
+    if (!live(k)) return NULL;
+    wp_kern_timer *t = calloc(1, sizeof *t);
+    if (!t) {
+        kern_set_error(k, "kern_timer_create: out of memory");
+        return NULL;
+    }
+    if (k->ops->timer_create && !(t->ev = k->ops->timer_create(k))) {
+        free(t);
+        return NULL;
+    }
+    return t;
+}
+
+void kern_timer_destroy(wp_kern *k, wp_kern_timer *t) {
+    if (!k || !t) return;
+    if (t->ev && k->ops->event_destroy) k->ops->event_destroy(k, t->ev);
+    free(t);
+}
+
+void kern_timer_record(wp_kern *k, wp_kern_timer *t) {
+    if (!live(k)) return;
+    if (!t) {
+        kern_set_error(k, "kern_timer_record: timer is NULL");
+        return;
+    }
+    if (t->ev) {
+        k->ops->event_record(k, t->ev);
+    } else {
+        struct timespec ts;
+        if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0) {
+            kern_set_error(k, "kern_timer_record: clock_gettime failed");
+            return;
+        }
+        t->host_s = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    }
+    t->recorded = true;
+}
+
+double kern_timer_elapsed(wp_kern *k, const wp_kern_timer *a, const wp_kern_timer *b) {
+    if (!live(k)) return -1;
+    if (!a || !b || !a->recorded || !b->recorded) {
+        kern_set_error(k, "kern_timer_elapsed: a timer is %s", !a || !b ? "NULL" : "not recorded");
+        return -1;
+    }
+    if (!a->ev) return b->host_s - a->host_s;
+    double s = 0;
+    return k->ops->timer_elapsed(k, a->ev, b->ev, &s) ? -1 : s;
+}
+
+bool kern_timer_on_device(const wp_kern *k) { return k && k->ops->timer_create; }
 
 void *kern_host_alloc(wp_kern *k, size_t bytes) {
     if (!live(k)) return NULL;

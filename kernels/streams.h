@@ -40,6 +40,23 @@ bool kern_event_done(wp_kern *k, wp_kern_event *e);
  * the host does not wait. */
 void kern_event_wait(wp_kern *k, wp_kern_event *e);
 
+/* Timers: a pair brackets queued work and says how long the device spent from one to the
+ * other, without making the host wait at the record (the executor's op costs and the trace's
+ * device spans, docs/performance.md). On CUDA a timer is an event with timing on, read with
+ * cudaEventElapsedTime; on a backend whose calls complete before they return (the CPU) it
+ * holds the host's monotonic clock at its record, which is then the same figure.
+ * NULL (and an error in k) on failure. Destroy with the context that created it. */
+typedef struct wp_kern_timer wp_kern_timer;
+wp_kern_timer *kern_timer_create(wp_kern *k);
+void kern_timer_destroy(wp_kern *k, wp_kern_timer *t);
+/* t marks the work queued on k so far. */
+void kern_timer_record(wp_kern *k, wp_kern_timer *t);
+/* Seconds from a's mark to b's, both recorded on k and complete (after kern_sync, or
+ * kern_event_done of an event recorded after b); -1 (and an error in k) otherwise. */
+double kern_timer_elapsed(wp_kern *k, const wp_kern_timer *a, const wp_kern_timer *b);
+/* Whether k's timers read the device's clock (CUDA) rather than the host's (CPU). */
+bool kern_timer_on_device(const wp_kern *k);
+
 /* Page-locked host memory (CUDA: cudaHostAlloc), which the async copies need to be truly
  * asynchronous; zeroed. NULL (and an error) on failure. */
 void *kern_host_alloc(wp_kern *k, size_t bytes);

@@ -1,4 +1,6 @@
-/* Owner-side AdamW state and update, on top of kern_adamw. */
+/* Owner-side AdamW state and update, on top of kern_adamw. Every computation on the state runs
+ * on its context (o->sk: the compute context, or the host update context with host placement);
+ * every move between the state and backend memory goes through placement.c. */
 #include "optim.h"
 
 #include <math.h>
@@ -7,46 +9,32 @@
 #include <stdlib.h>
 #include <string.h>
 
-
-typedef struct {
-    int chunk;
-    size_t off, numel; /* the elements [off, off + numel) of the chunk held here */
-    float *buf[4]; /* indexed by wp_optim_buf: master, m, v, grad (backend memory) */
-    int64_t steps;
-    bool folded; /* the tie is folded and the gradient not handed out nor changed since */
-} owned_chunk;
-
-struct wp_optim {
-    wp_optim_model m;
-    wp_kern *k;
-    wp_adamw_hparams hp;
-    int n_owned;
-    bool sliced; /* a slice of each chunk: the tie is the schedule's (optim.h) */
-    bool weights_only; /* masters alone (optim_create_weights): no moments, no gradient */
-    owned_chunk *owned;
-    int *slot_of; /* chunk -> index into owned, -1 when not owned; m.n_chunks entries */
-};
+#include "optim_impl.h"
 
 static wp_optim *create(wp_optim_model m, wp_kern *k, const int *chunks, int n_chunks, int slice, int nslices,
-                        const wp_adamw_hparams *hp, bool weights_only, char *err, size_t errlen);
+                        const wp_adamw_hparams *hp, const wp_optim_place *place, bool weights_only, char *err,
+                        size_t errlen);
 
 wp_optim *optim_create(wp_optim_model m, wp_kern *k, const int *chunks, int n_chunks, const wp_adamw_hparams *hp,
                        char *err, size_t errlen) {
-    return optim_create_slices(m, k, chunks, n_chunks, 0, 0, hp, err, errlen);
+    return optim_create_slices(m, k, chunks, n_chunks, 0, 0, hp, NULL, err, errlen);
 }
 
 wp_optim *optim_create_weights(wp_optim_model m, wp_kern *k, const int *chunks, int n_chunks, char *err, size_t errlen) {
     static const wp_adamw_hparams none = {0};
-    return create(m, k, chunks, n_chunks, 0, 0, &none, true, err, errlen);
+    return create(m, k, chunks, n_chunks, 0, 0, &none, NULL, true, err, errlen);
 }
 
 wp_optim *optim_create_slices(wp_optim_model m, wp_kern *k, const int *chunks, int n_chunks, int slice, int nslices,
-                              const wp_adamw_hparams *hp, char *err, size_t errlen) {
-    return create(m, k, chunks, n_chunks, slice, nslices, hp, false, err, errlen);
+                              const wp_adamw_hparams *hp, const wp_optim_place *place, char *err, size_t errlen) {
+    return create(m, k, chunks, n_chunks, slice, nslices, hp, place, false, err, errlen);
 }
 
+wp_optim_memory optim_memory(const wp_optim *o) { return o->host ? WP_OPTIM_MEM_HOST : WP_OPTIM_MEM_DEVICE; }
+
 static wp_optim *create(wp_optim_model m, wp_kern *k, const int *chunks, int n_chunks, int slice, int nslices,
-                        const wp_adamw_hparams *hp, bool weights_only, char *err, size_t errlen) {
+                        const wp_adamw_hparams *hp, const wp_optim_place *place, bool weights_only, char *err,
+                        size_t errlen) {
     if (nslices < 0 || (nslices > 0 && (slice < 0 || slice >= nslices))) {
         snprintf(err, errlen, "optimizer: slice %d of %d does not exist", slice, nslices);
         return NULL;
@@ -60,11 +48,16 @@ static wp_optim *create(wp_optim_model m, wp_kern *k, const int *chunks, int n_c
         return NULL;
     }
     o->m = m;
-    o->k = k;
+    o->k = o->sk = k;
     o->hp = *hp;
     o->sliced = nslices > 0;
     o->weights_only = weights_only;
     for (int c = 0; c < m.n_chunks; c++) o->slot_of[c] = -1;
+    /* the host update context first: the buffers below are allocated where the state lives */
+    if (place && place->memory == WP_OPTIM_MEM_HOST && place_host(o, place->threads, err, errlen)) {
+        optim_destroy(o);
+        return NULL;
+    }
     for (int i = 0; i < n_chunks; i++) {
         int c = chunks[i];
         if (c < 0 || c >= m.n_chunks || o->slot_of[c] >= 0) {
@@ -82,8 +75,9 @@ static wp_optim *create(wp_optim_model m, wp_kern *k, const int *chunks, int n_c
             oc->numel = E * (size_t)(slice + 1) / (size_t)nslices - oc->off;
         }
         o->slot_of[c] = i;
-        for (int b = 0; b < (weights_only ? 1 : 4); b++) oc->buf[b] = kern_alloc(k, oc->numel * sizeof(float));
+        for (int b = 0; b < (weights_only ? 1 : 4); b++) oc->buf[b] = place_alloc(o, oc->numel * sizeof(float));
     }
+    if (!kern_error(k) && o->host) place_staging(o);
     if (kern_error(k)) {
         snprintf(err, errlen, "optimizer: %s", kern_error(k));
         optim_destroy(o);
@@ -96,7 +90,8 @@ void optim_destroy(wp_optim *o) {
     if (!o) return;
     for (int i = 0; i < o->n_owned; i++)
         for (int b = 0; b < 4; b++)
-            if (o->owned[i].buf[b]) kern_free(o->k, o->owned[i].buf[b]);
+            if (o->owned[i].buf[b]) place_free(o, o->owned[i].buf[b]);
+    place_release(o);
     free(o->owned);
     free(o->slot_of);
     free(o);
@@ -106,7 +101,7 @@ const wp_optim_model *optim_model(const wp_optim *o) { return &o->m; }
 int optim_n_owned(const wp_optim *o) { return o->n_owned; }
 int optim_owned_chunk(const wp_optim *o, int i) { return o->owned[i].chunk; }
 bool optim_owns(const wp_optim *o, int chunk) { return chunk >= 0 && chunk < o->m.n_chunks && o->slot_of[chunk] >= 0; }
-const char *optim_error(const wp_optim *o) { return kern_error(o->k); }
+const char *optim_error(const wp_optim *o) { return kern_error(o->k) ? kern_error(o->k) : kern_error(o->sk); }
 
 bool optim_range(const wp_optim *o, int chunk, size_t *off, size_t *len) {
     if (!optim_owns(o, chunk)) return false;
@@ -129,7 +124,7 @@ static owned_chunk *state_slot(const wp_optim *o, int chunk, const char *who) {
     return NULL;
 }
 
-static wp_result status(const wp_optim *o) { return kern_status(o->k); }
+static wp_result status(const wp_optim *o) { return kern_status(o->k) || kern_status(o->sk) ? WP_FAILED : WP_OK; }
 
 wp_result optim_init_from_seed(wp_optim *o, uint64_t seed) {
     for (int i = 0; i < o->n_owned; i++) {
@@ -140,7 +135,7 @@ wp_result optim_init_from_seed(wp_optim *o, uint64_t seed) {
             return 1;
         }
         o->m.init_chunk(o->m.ctx, oc->chunk, seed, host);
-        kern_to_device(o->k, oc->buf[WP_OPT_MASTER], host + oc->off, oc->numel * sizeof *host);
+        place_from_host(o, oc->buf[WP_OPT_MASTER], host + oc->off, oc->numel * sizeof *host);
         free(host);
     }
     return optim_reset(o);
@@ -149,46 +144,88 @@ wp_result optim_init_from_seed(wp_optim *o, uint64_t seed) {
 wp_result optim_reset(wp_optim *o) {
     for (int i = 0; i < o->n_owned; i++) {
         owned_chunk *oc = &o->owned[i];
-        for (int b = WP_OPT_EXP_AVG; b <= WP_OPT_GRAD && !o->weights_only; b++) kern_zero(o->k, oc->buf[b], oc->numel * sizeof(float));
+        for (int b = WP_OPT_EXP_AVG; b <= WP_OPT_GRAD && !o->weights_only; b++) kern_zero(o->sk, oc->buf[b], oc->numel * sizeof(float));
         oc->steps = 0;
         oc->folded = false;
+        oc->grad_out = false;
     }
     return status(o);
 }
 
 wp_result optim_get(wp_optim *o, int chunk, wp_optim_buf which, float *host) {
     owned_chunk *oc = which == WP_OPT_MASTER ? slot(o, chunk, "optim_get") : state_slot(o, chunk, "optim_get");
-    if (oc) kern_to_host(o->k, host, oc->buf[which], oc->numel * sizeof(float));
+    if (oc && which == WP_OPT_GRAD) place_grad_home(o, oc);
+    if (oc) place_to_host(o, host, oc->buf[which], oc->numel * sizeof(float));
     return status(o);
 }
 
 wp_result optim_set(wp_optim *o, int chunk, wp_optim_buf which, const float *host) {
     owned_chunk *oc = which == WP_OPT_MASTER ? slot(o, chunk, "optim_set") : state_slot(o, chunk, "optim_set");
-    if (oc) kern_to_device(o->k, oc->buf[which], host, oc->numel * sizeof(float));
-    if (oc && which == WP_OPT_GRAD) oc->folded = false;
+    if (oc && which == WP_OPT_GRAD) oc->folded = oc->grad_out = false; /* the window is stale now */
+    if (oc) place_from_host(o, oc->buf[which], host, oc->numel * sizeof(float));
     return status(o);
 }
 
 float *optim_grad(wp_optim *o, int chunk) {
     owned_chunk *oc = state_slot(o, chunk, "optim_grad");
     if (oc) oc->folded = false; /* whoever holds the pointer may add to it */
-    return oc ? oc->buf[WP_OPT_GRAD] : NULL;
+    return oc ? place_grad_out(o, oc) : NULL;
 }
 
 float *optim_buffer(wp_optim *o, int chunk, wp_optim_buf which) {
     owned_chunk *oc = slot(o, chunk, "optim_buffer");
+    if (oc && o->host) {
+        kern_set_error(o->k, "optim_buffer: chunk %d's state is in host memory (optim_host_view)", chunk);
+        return NULL;
+    }
     if (oc && which == WP_OPT_GRAD) oc->folded = false;
     return oc && which >= WP_OPT_MASTER && which <= WP_OPT_GRAD ? oc->buf[which] : NULL;
 }
 
 const float *optim_host_view(wp_optim *o, int chunk, wp_optim_buf which) {
-    return kern_kind(o->k) == WP_BACKEND_CPU ? optim_buffer(o, chunk, which) : NULL;
+    if (!o->host) return kern_kind(o->k) == WP_BACKEND_CPU ? optim_buffer(o, chunk, which) : NULL;
+    owned_chunk *oc = slot(o, chunk, "optim_host_view");
+    if (!oc || which < WP_OPT_MASTER || which > WP_OPT_GRAD || !oc->buf[which]) return NULL;
+    if (which == WP_OPT_GRAD) place_grad_home(o, oc);
+    return oc->buf[which];
 }
 
 wp_result optim_accumulate(wp_optim *o, int chunk, const void *grad, wp_dtype gt) {
     owned_chunk *oc = state_slot(o, chunk, "optim_accumulate");
     if (oc) oc->folded = false;
-    if (oc) kern_accumulate(o->k, oc->buf[WP_OPT_GRAD], WP_F32, grad, gt, oc->numel);
+    if (oc) place_grad_home(o, oc);
+    const void *g = oc ? place_in(o, grad, oc->numel * wp_dtype_size(gt)) : NULL;
+    if (g) kern_accumulate(o->sk, oc->buf[WP_OPT_GRAD], WP_F32, g, gt, oc->numel);
+    return status(o);
+}
+
+/* The piece [at, at + n) of the chunk, inside the range held here, or NULL after an error. */
+static float *piece(wp_optim *o, owned_chunk *oc, wp_optim_buf which, size_t at, size_t n, const char *who) {
+    if (which < WP_OPT_MASTER || which > WP_OPT_GRAD || !oc->buf[which] || at < oc->off || at + n > oc->off + oc->numel) {
+        kern_set_error(o->k, "%s: elements %zu..%zu of chunk %d are not held here", who, at, at + n, oc->chunk);
+        return NULL;
+    }
+    if (which == WP_OPT_GRAD) {
+        place_grad_home(o, oc);
+        oc->folded = false;
+    }
+    return oc->buf[which] + (at - oc->off);
+}
+
+wp_result optim_piece_get(wp_optim *o, int chunk, wp_optim_buf which, size_t at, size_t n, void *dst, bool take) {
+    owned_chunk *oc = which == WP_OPT_MASTER ? slot(o, chunk, "optim_piece_get") : state_slot(o, chunk, "optim_piece_get");
+    float *p = oc ? piece(o, oc, which, at, n, "optim_piece_get") : NULL;
+    if (p) place_out(o, dst, p, n * sizeof(float));
+    if (p && take) kern_zero(o->sk, p, n * sizeof(float));
+    return status(o);
+}
+
+wp_result optim_piece_put(wp_optim *o, int chunk, wp_optim_buf which, size_t at, size_t n, const void *src, bool add) {
+    owned_chunk *oc = which == WP_OPT_MASTER ? slot(o, chunk, "optim_piece_put") : state_slot(o, chunk, "optim_piece_put");
+    float *p = oc ? piece(o, oc, which, at, n, "optim_piece_put") : NULL;
+    const void *in = p && add ? place_in(o, src, n * sizeof(float)) : NULL;
+    if (in) kern_accumulate(o->sk, p, WP_F32, in, WP_F32, n);
+    else if (p && !add) place_copy_in(o, p, src, n * sizeof(float));
     return status(o);
 }
 
@@ -206,15 +243,16 @@ static void fold_tied(wp_optim *o, owned_chunk *oc) {
     oc->folded = true;
     if (!tie_of(o, oc->chunk, &dst, &src, &n)) return;
     float *g = oc->buf[WP_OPT_GRAD];
-    kern_accumulate(o->k, g + dst, WP_F32, g + src, WP_F32, n);
-    kern_zero(o->k, g + src, n * sizeof(float));
+    kern_accumulate(o->sk, g + dst, WP_F32, g + src, WP_F32, n);
+    kern_zero(o->sk, g + src, n * sizeof(float));
 }
 
 double optim_chunk_sumsq(wp_optim *o, int chunk) {
     owned_chunk *oc = state_slot(o, chunk, "optim_chunk_sumsq");
     if (!oc) return NAN;
+    place_grad_home(o, oc);
     fold_tied(o, oc);
-    return kern_sumsq(o->k, oc->buf[WP_OPT_GRAD], WP_F32, oc->numel);
+    return kern_sumsq(o->sk, oc->buf[WP_OPT_GRAD], WP_F32, oc->numel);
 }
 
 /* Tensor i of the chunk: where it starts and its weight decay; false past the last. */
@@ -228,7 +266,12 @@ static bool tensor(const wp_optim *o, int chunk, int i, size_t *offset, float *w
 wp_result optim_step_chunk(wp_optim *o, int chunk, float lr, float grad_scale, void *w_out, wp_dtype wtype) {
     owned_chunk *oc = state_slot(o, chunk, "optim_step_chunk");
     if (!oc) return 1;
+    place_grad_home(o, oc);
     fold_tied(o, oc); /* a no-op when optim_chunk_sumsq folded already */
+    /* the new working copy is written where the state is (a host staging buffer with host
+     * placement), then sent to w_out */
+    void *w = place_stage(o, w_out, oc->numel * wp_dtype_size(wtype));
+    if (!w) return status(o);
     oc->steps++;
     /* bias corrections in fp64: beta^t underflows gracefully and stays exact for small t */
     float bc1 = (float)(1.0 - pow(o->hp.beta1, (double)oc->steps));
@@ -249,16 +292,17 @@ wp_result optim_step_chunk(wp_optim *o, int chunk, float lr, float grad_scale, v
         if (b > hi) b = hi;
         if (a >= b) continue;
         size_t off = a - lo, n = b - a;
-        kern_adamw(o->k, oc->buf[WP_OPT_MASTER] + off, oc->buf[WP_OPT_EXP_AVG] + off, oc->buf[WP_OPT_EXP_AVG_SQ] + off,
-                   oc->buf[WP_OPT_GRAD] + off, grad_scale, (char *)w_out + off * wp_dtype_size(wtype), wtype, n, lr,
+        kern_adamw(o->sk, oc->buf[WP_OPT_MASTER] + off, oc->buf[WP_OPT_EXP_AVG] + off, oc->buf[WP_OPT_EXP_AVG_SQ] + off,
+                   oc->buf[WP_OPT_GRAD] + off, grad_scale, (char *)w + off * wp_dtype_size(wtype), wtype, n, lr,
                    (float)o->hp.beta1, (float)o->hp.beta2, (float)o->hp.eps, wd, bc1, bc2);
     }
     size_t dst, src, n;
     if (tie_of(o, chunk, &dst, &src, &n)) { /* the stepped dst is the one tensor: src becomes it again */
         size_t ws = wp_dtype_size(wtype);
-        kern_copy(o->k, oc->buf[WP_OPT_MASTER] + src, oc->buf[WP_OPT_MASTER] + dst, n * sizeof(float));
-        kern_copy(o->k, (char *)w_out + src * ws, (char *)w_out + dst * ws, n * ws);
+        kern_copy(o->sk, oc->buf[WP_OPT_MASTER] + src, oc->buf[WP_OPT_MASTER] + dst, n * sizeof(float));
+        kern_copy(o->sk, (char *)w + src * ws, (char *)w + dst * ws, n * ws);
     }
+    place_send(o, w_out, w, oc->numel * wp_dtype_size(wtype));
     return status(o);
 }
 
@@ -271,16 +315,29 @@ wp_result optim_apply(wp_optim *o, const wp_step_decision *d, float lr, void *co
 
 wp_result optim_working_copy(wp_optim *o, int chunk, void *w_out, wp_dtype wtype) {
     owned_chunk *oc = slot(o, chunk, "optim_working_copy");
-    if (oc) kern_convert(o->k, w_out, wtype, oc->buf[WP_OPT_MASTER], WP_F32, oc->numel);
+    if (!oc) return status(o);
+    const size_t bytes = oc->numel * wp_dtype_size(wtype);
+    void *w = place_stage(o, w_out, bytes);
+    if (!w) return status(o);
+    kern_convert(o->sk, w, wtype, oc->buf[WP_OPT_MASTER], WP_F32, oc->numel);
+    place_send(o, w_out, w, bytes);
     return status(o);
 }
 
 wp_result optim_zero_grad(wp_optim *o) {
     if (o->weights_only && o->n_owned > 0) return state_slot(o, o->owned[0].chunk, "optim_zero_grad") ? 0 : 1;
     for (int i = 0; i < o->n_owned; i++) {
-        kern_zero(o->k, o->owned[i].buf[WP_OPT_GRAD], o->owned[i].numel * sizeof(float));
-        o->owned[i].folded = false;
+        kern_zero(o->sk, o->owned[i].buf[WP_OPT_GRAD], o->owned[i].numel * sizeof(float));
+        o->owned[i].folded = o->owned[i].grad_out = false; /* the window is stale: refilled when handed out */
     }
+    return status(o);
+}
+
+wp_result optim_zero_chunk_grad(wp_optim *o, int chunk) {
+    owned_chunk *oc = state_slot(o, chunk, "optim_zero_chunk_grad");
+    if (!oc) return 1;
+    kern_zero(o->sk, oc->buf[WP_OPT_GRAD], oc->numel * sizeof(float));
+    oc->folded = oc->grad_out = false;
     return status(o);
 }
 

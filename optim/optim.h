@@ -4,7 +4,11 @@
  *
  * For every owned chunk: fp32 master weights, AdamW moments m and v, an fp32 gradient
  * accumulator (the owner drains the travelling gradient into it), and the AdamW step count.
- * All buffers are backend memory (host for the CPU backend, device for CUDA).
+ * Where they live is the placement (wp_optim_place, --optimizer-memory): backend memory (host
+ * for the CPU backend, device for CUDA), or host memory apart from the backend's, updated by the
+ * CPU kernels, with the working copy and the gradient staged across (docs/memory.md, "Optimizer
+ * state in host memory"). Every call below means the same under either placement: pointers
+ * handed in or out are backend memory unless said otherwise.
  *
  * A sliced schedule (schedule/ir.h, ZeRO-3) gives each rank one element range of every chunk
  * instead (optim_create_slices): then every buffer of a chunk, and every host array exchanged
@@ -55,6 +59,17 @@ typedef struct {
  * CPU, so that a small GPU holds only the circulating weights, gradients and activations. */
 typedef enum { WP_OPTIM_MEM_DEVICE = 0, WP_OPTIM_MEM_HOST } wp_optim_memory;
 
+/* The placement an optimizer is created with. With WP_OPTIM_MEM_HOST the state is page-locked
+ * host memory (kern_host_alloc of the compute context: cudaHostAlloc on CUDA; on the CPU backend
+ * plain heap memory outside the backend's allocations), and the optimizer opens its own CPU
+ * kernel context of `threads` threads (0: all cores) for the update, the norm and the drains:
+ * give the compute context's count, so that the CPU backend's arithmetic is the same call for
+ * call (its kernels do not depend on the thread count, but the split of work should match). */
+typedef struct {
+    wp_optim_memory memory;
+    int threads;
+} wp_optim_place;
+
 typedef enum { WP_OPT_MASTER = 0, WP_OPT_EXP_AVG, WP_OPT_EXP_AVG_SQ, WP_OPT_GRAD } wp_optim_buf;
 
 typedef struct wp_optim wp_optim;
@@ -65,9 +80,12 @@ typedef struct wp_optim wp_optim;
 wp_optim *optim_create(wp_optim_model m, wp_kern *k, const int *chunks, int n_chunks, const wp_adamw_hparams *hp,
                        char *err, size_t errlen);
 /* State for elements slice_range(chunk_numel, slice, nslices) of each chunk listed (nslices 0:
- * the whole chunk, as optim_create). */
+ * the whole chunk, as optim_create), placed as place says (NULL: on the device, as
+ * optim_create). */
 wp_optim *optim_create_slices(wp_optim_model m, wp_kern *k, const int *chunks, int n_chunks, int slice, int nslices,
-                              const wp_adamw_hparams *hp, char *err, size_t errlen);
+                              const wp_adamw_hparams *hp, const wp_optim_place *place, char *err, size_t errlen);
+/* Where the state lives (WP_OPTIM_MEM_DEVICE for optim_create and optim_create_weights). */
+wp_optim_memory optim_memory(const wp_optim *o);
 /* Weights only (`weipipe sample`, `eval`, loading a model to run it): fp32 masters alone, so a
  * loader that fills masters (hf_load_masters and its kin) serves inference without the moments
  * and gradient, three times the weights' memory. What needs those (optim_grad, optim_step_chunk,
@@ -94,21 +112,35 @@ wp_result optim_init_from_seed(wp_optim *o, uint64_t seed);
 wp_result optim_reset(wp_optim *o);
 
 /* Copy one buffer of a chunk (its owned range: chunk_numel floats when whole) to or from host
- * memory. */
+ * memory (the caller's: plain host memory under either placement). */
 wp_result optim_get(wp_optim *o, int chunk, wp_optim_buf which, float *host);
 wp_result optim_set(wp_optim *o, int chunk, wp_optim_buf which, const float *host);
 
-/* The chunk's fp32 gradient accumulator (backend memory), and a drain of a travelling gradient
- * (gt: WP_BF16 or WP_F32) into it in fp32. */
+/* The chunk's fp32 gradient accumulator in backend memory, for a W-pass that adds into it
+ * directly (to_master); a drain of a travelling gradient (gt: WP_BF16 or WP_F32, backend memory)
+ * into the accumulator in fp32 is optim_accumulate.
+ *
+ * With host placement the accumulator the W-pass sees is a device window of the host one: one
+ * fp32 buffer per chunk in backend memory, allocated on first use, filled from the host
+ * accumulator when handed out and copied back (a copy, not a sum: the same bits as adding in
+ * place) before anything else reads or changes the gradient. So a to_master strategy keeps the
+ * fp32 gradient on the device and moves only masters and moments to the host. */
 float *optim_grad(wp_optim *o, int chunk);
 /* Any of the chunk's buffers (backend memory, its owned range), or NULL after recording an error
- * when the chunk is not owned. */
+ * when the chunk is not owned or the state is in host memory (optim_host_view, or the piece
+ * calls below). */
 float *optim_buffer(wp_optim *o, int chunk, wp_optim_buf which);
-/* The same buffer when backend memory is host memory (the CPU backend), for readers that need
- * no copy of it (a checkpoint writes straight from it); NULL otherwise (use optim_get), and NULL
- * after recording an error when the chunk is not owned. */
+/* The same buffer when it is host memory (the CPU backend, or host placement), for readers that
+ * need no copy of it (a checkpoint writes straight from it); NULL otherwise (use optim_get), and
+ * NULL after recording an error when the chunk is not owned. */
 const float *optim_host_view(wp_optim *o, int chunk, wp_optim_buf which);
 wp_result optim_accumulate(wp_optim *o, int chunk, const void *grad, wp_dtype gt);
+
+/* n fp32 elements of a buffer from element `at` of the chunk (inside the range held here) to
+ * backend memory dst; take: the piece is zeroed after (a tied gradient handed to its other
+ * owner). And back: src (backend memory, fp32) copied over the piece, or added in fp32 (add). */
+wp_result optim_piece_get(wp_optim *o, int chunk, wp_optim_buf which, size_t at, size_t n, void *dst, bool take);
+wp_result optim_piece_put(wp_optim *o, int chunk, wp_optim_buf which, size_t at, size_t n, const void *src, bool add);
 
 /* Squared norm of the chunk's accumulated gradient, in fp64; inf/NaN anywhere make it
  * non-finite. Read it before deciding the step (decision.h). Tied tensors' gradients are
@@ -130,14 +162,15 @@ wp_result optim_apply(wp_optim *o, const wp_step_decision *d, float lr, void *co
 /* The working copy of the current masters, without a step (the first weights to travel). */
 wp_result optim_working_copy(wp_optim *o, int chunk, void *w_out, wp_dtype wtype);
 
-/* Zero every owned chunk's gradient accumulator. */
+/* Zero every owned chunk's gradient accumulator, or one chunk's. */
 wp_result optim_zero_grad(wp_optim *o);
+wp_result optim_zero_chunk_grad(wp_optim *o, int chunk);
 
 /* AdamW step count t of the owned chunks (they step together; -1 if they disagree). */
 int64_t optim_steps(const wp_optim *o);
 void optim_set_steps(wp_optim *o, int64_t t);
 
-/* First kernel error of the optimizer's backend, or NULL. Functions returning int give 0 on
+/* First kernel error of the optimizer's backend (or of its host update context), or NULL. Functions returning int give 0 on
  * success and 1 after such an error (or a bad chunk id, recorded the same way). */
 const char *optim_error(const wp_optim *o);
 

@@ -17,7 +17,7 @@ DIR/tokenizer.json (with tokenizer_config.json when it sits beside it, where BOS
 All files are written under temporary names and renamed only when every one is complete; shards
 of an earlier, larger run are removed, and so is a tokenizer.model of an earlier run.
 
-BOS/EOS are found as weipipe finds them (src/io/tokenizer.c): bos_token / eos_token of a
+BOS/EOS are found as weipipe finds them (src/io/tokenizer/tokenizer.c): bos_token / eos_token of a
 tokenizer_config.json beside the tokenizer.json, else (BOS) the special token the file's
 TemplateProcessing puts first, else <|begin_of_text|> / <s> for BOS and
 <|end_of_text|> / <|endoftext|> / </s> for EOS.
@@ -75,7 +75,7 @@ def template_bos(tok):
 
 
 def special_ids(path, tok):
-    """(bos, eos) as src/io/tokenizer.c finds them; -1 when none."""
+    """(bos, eos) as src/io/tokenizer/tokenizer.c finds them; -1 when none."""
     vocab = tok.get_vocab(with_added_tokens=True)
 
     def find(name):

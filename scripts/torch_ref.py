@@ -96,6 +96,8 @@ def model_config(values, where):
         # --doc-mask: attention stays inside documents, each starting at a doc-boundary-id token
         "doc_mask": str(values.get("doc-mask", "false")).lower() in ("true", "1", "yes"),
         "doc_boundary": get("doc-boundary-id", int, -1),
+        # --doc-positions restart: RoPE positions count from each document's start
+        "doc_restart": str(values.get("doc-positions", "continue")) == "restart",
     }
     if cfg["ffn"] == 0:
         cfg["ffn"] = default_ffn(cfg["hidden"])
@@ -198,6 +200,22 @@ def mlp(n, p):
     return F.linear(F.silu(gate) * up, p["mlp.down_proj.weight"])
 
 
+def doc_starts(inputs, cfg):
+    """[b, s]: where each token's document starts (the last boundary token at or before it, else 0)."""
+    b, s = inputs.shape
+    pos = torch.arange(s).expand(b, s)
+    starts = torch.where(inputs == cfg["doc_boundary"], pos, torch.zeros_like(pos))
+    return torch.cummax(starts, dim=1).values
+
+
+def positions(inputs, cfg):
+    """[b, s] RoPE positions: 0.. through the sequence, or with --doc-mask --doc-positions restart
+    each token's offset in its document (transformers' position_ids packing)."""
+    b, s = inputs.shape
+    pos = torch.arange(s).expand(b, s)
+    return pos - doc_starts(inputs, cfg) if cfg["doc_mask"] and cfg.get("doc_restart") else pos
+
+
 def hidden_mask(inputs, cfg):
     """True where query i may not see key j, [b, 1, s, s]: above the diagonal and, with
     --doc-mask, before the start of i's document (the last boundary token at or before i)."""
@@ -206,8 +224,7 @@ def hidden_mask(inputs, cfg):
     if not cfg["doc_mask"]:
         return causal
     pos = torch.arange(s).expand(b, s)
-    starts = torch.where(inputs == cfg["doc_boundary"], pos, torch.zeros_like(pos))
-    lo = torch.cummax(starts, dim=1).values                          # [b, s]: document start of each query
+    lo = doc_starts(inputs, cfg)                                     # [b, s]: document start of each query
     return causal | (pos.view(b, 1, 1, s) < lo.view(b, 1, s, 1))
 
 
@@ -216,6 +233,8 @@ def llama_loss(params, cfg, inputs, targets):
     b, s = inputs.shape
     dtype = params["lm_head.weight"].dtype
     cos, sin = rope_tables(s, cfg["head_dim"], cfg["rope_theta"], dtype, cfg)
+    at = positions(inputs, cfg)                                    # [b, s]
+    cos, sin = cos[at].unsqueeze(1), sin[at].unsqueeze(1)          # [b, 1, s, hd]: broadcast over heads
     causal_mask = hidden_mask(inputs, cfg)                         # [b, 1, s, s]
     eps = cfg["norm_eps"]
     x = params["model.embed_tokens.weight"][inputs]                # [b, s, h]

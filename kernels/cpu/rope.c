@@ -47,12 +47,16 @@ const cpu_rope_cache *cpu_rope_tables(wp_kern *k, int s, int hd, int pos0, float
     return c;
 }
 
-/* sign = +1 rotates forward, -1 backward (the transpose of the rotation). */
-static void rotate(wp_kern *k, float *x, int b, int s, int nheads, int hd, const cpu_rope_cache *c, float sign) {
+/* sign = +1 rotates forward, -1 backward (the transpose of the rotation). Row r's angles are
+ * table row pos(r): r % s, or with plo (positions restarting per document) pos0 + r % s - plo[r]
+ * in a table that starts at position 0. */
+static void rotate(wp_kern *k, float *x, int b, int s, int nheads, int hd, const cpu_rope_cache *c, int pos0,
+                   const int32_t *plo, float sign) {
     int half = hd / 2, rows = b * s;
 #pragma omp parallel for num_threads(cpu_threads(k)) if (rows >= 16) schedule(static)
     for (int row = 0; row < rows; row++) {
-        const float *cs = c->cos + (size_t)(row % s) * half, *sn = c->sin + (size_t)(row % s) * half;
+        size_t p = plo ? (size_t)(pos0 + row % s - plo[row]) : (size_t)(row % s);
+        const float *cs = c->cos + p * half, *sn = c->sin + p * half;
         for (int hh = 0; hh < nheads; hh++) {
             float *x1 = x + (size_t)row * nheads * hd + (size_t)hh * hd, *x2 = x1 + half;
             for (int i = 0; i < half; i++) {
@@ -64,14 +68,32 @@ static void rotate(wp_kern *k, float *x, int b, int s, int nheads, int hd, const
     }
 }
 
+/* plo's positions must fall in the table: a document starts no later than its token and not
+ * before the sequence (a wrong plo would read outside the table, not just rotate wrongly). */
+static bool plo_ok(wp_kern *k, const char *who, int b, int s, int pos0, const int32_t *plo) {
+    for (int row = 0; plo && row < b * s; row++)
+        if (plo[row] < 0 || plo[row] > pos0 + row % s) {
+            kern_set_error(k, "%s: plo[%d] = %d is outside [0, %d] (a document starting after its token)", who, row,
+                           plo[row], pos0 + row % s);
+            return false;
+        }
+    return true;
+}
+
+static void rope(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta,
+                 const wp_rope_scaling *sc, const int32_t *plo, float sign, const char *who) {
+    if (!plo_ok(k, who, b, s, pos0, plo)) return;
+    /* restarting positions reach anywhere in [0, pos0 + s): one table from position 0 */
+    const cpu_rope_cache *c = plo ? cpu_rope_tables(k, pos0 + s, hd, 0, theta, sc) : cpu_rope_tables(k, s, hd, pos0, theta, sc);
+    if (c) rotate(k, x, b, s, nheads, hd, c, pos0, plo, sign);
+}
+
 void cpu_rope_fwd(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta,
-                  const wp_rope_scaling *sc) {
-    const cpu_rope_cache *c = cpu_rope_tables(k, s, hd, pos0, theta, sc);
-    if (c) rotate(k, x, b, s, nheads, hd, c, 1.0f);
+                  const wp_rope_scaling *sc, const int32_t *plo) {
+    rope(k, x, b, s, nheads, hd, pos0, theta, sc, plo, 1.0f, "kern_rope_fwd");
 }
 
 void cpu_rope_bwd(wp_kern *k, void *x, int b, int s, int nheads, int hd, int pos0, float theta,
-                  const wp_rope_scaling *sc) {
-    const cpu_rope_cache *c = cpu_rope_tables(k, s, hd, pos0, theta, sc);
-    if (c) rotate(k, x, b, s, nheads, hd, c, -1.0f);
+                  const wp_rope_scaling *sc, const int32_t *plo) {
+    rope(k, x, b, s, nheads, hd, pos0, theta, sc, plo, -1.0f, "kern_rope_bwd");
 }

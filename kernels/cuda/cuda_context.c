@@ -11,8 +11,7 @@
 #include "attention_cudnn.h"
 #endif
 
-/* cuBLAS's own recommendation for Hopper; also enough for Ampere. */
-#define WP_CUBLAS_WORKSPACE (32u << 20)
+#define WP_CUBLAS_WORKSPACE WP_CUDA_BLAS_WORKSPACE /* kernels.h */
 
 int cu_check(wp_kern *k, cudaError_t e, const char *call, const char *file, int line) {
     if (e == cudaSuccess) return 0;

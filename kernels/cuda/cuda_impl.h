@@ -89,6 +89,8 @@ void cu_event_destroy(wp_kern *k, void *ev);
 void cu_event_record(wp_kern *k, void *ev);
 bool cu_event_done(wp_kern *k, void *ev);
 void cu_event_wait(wp_kern *k, void *ev);
+void *cu_timer_create(wp_kern *k);
+int cu_timer_elapsed(wp_kern *k, void *a, void *b, double *seconds);
 void *cu_host_alloc(wp_kern *k, size_t bytes);
 void cu_host_free(wp_kern *k, void *p);
 void cu_to_device_async(wp_kern *k, void *dst, const void *src, size_t bytes);

@@ -17,6 +17,8 @@ const wp_kern_ops wp_cuda_ops = {
     WP_KERN_OPS(CU_OP_ENTRY, CU_OP_ENTRY)
 #undef CU_OP_ENTRY
     .event_create = cu_event_create,
+    .timer_create = cu_timer_create,
+    .timer_elapsed = cu_timer_elapsed,
     .event_destroy = cu_event_destroy,
     .event_record = cu_event_record,
     .event_done = cu_event_done,

@@ -1,7 +1,9 @@
 /* CUDA backend: LM head fused with softmax cross-entropy. Rows go in blocks, so at most one
  * block of fp32 logits ([rows, V]) exists at a time: cuBLAS computes the block's logits,
  * a kernel does max / log-sum-exp / loss (forward) or softmax - onehot (backward), and cuBLAS
- * again takes dlogits to dx and to the head's weight gradient. */
+ * again takes dlogits to dx and to the head's weight gradient. fwd_bwd (training, dloss known
+ * at the forward) does both per block with one kernel between the GEMMs, so the logits are
+ * computed once: three GEMMs over the head instead of four. */
 #include <math.h>
 
 #include "dtype.cuh"
@@ -45,6 +47,24 @@ __global__ void ce_bwd_kernel(T *dlogits, const float *logits, const int32_t *ta
     T *out = dlogits + r * V;
     int t = targets[r];
     float l = lse[r];
+    for (int v = threadIdx.x; v < V; v += blockDim.x) {
+        float g = t < 0 ? 0.0f : (expf(row[v] - l) - (v == t ? 1.0f : 0.0f)) * dloss;
+        out[v] = wp_store<T>(g);
+    }
+}
+
+/* fwd and bwd of one row at once: loss from the row's lse, then (softmax - onehot) * dloss,
+ * all zero on a masked row; a target at or past V gives a NaN loss, as in ce_fwd_kernel */
+template <typename T>
+__global__ void ce_fwd_bwd_kernel(float *losses, T *dlogits, const float *logits, const int32_t *targets, float dloss,
+                                  int V) {
+    __shared__ float red[32];
+    size_t r = blockIdx.x;
+    const float *row = logits + r * V;
+    T *out = dlogits + r * V;
+    float l = row_lse(row, V, red);
+    int t = targets[r];
+    if (threadIdx.x == 0) losses[r] = t < 0 ? 0.0f : t < V ? l - row[t] : NAN;
     for (int v = threadIdx.x; v < V; v += blockDim.x) {
         float g = t < 0 ? 0.0f : (expf(row[v] - l) - (v == t ? 1.0f : 0.0f)) * dloss;
         out[v] = wp_store<T>(g);
@@ -114,6 +134,37 @@ void cu_lmhead_ce_bwd(wp_kern *k, void *dx, void *dlogits_out, void *dw_head, wp
     }
     /* with all dlogits kept, one product over every row rounds dWh once */
     if (dw_head && dlogits_out) cu_gemm(k, true, false, V, h, T, 1.0f, dlogits_out, V, x, h, 1.0f, dw_head, dwtype, h);
+}
+
+void cu_lmhead_ce_fwd_bwd(wp_kern *k, float *losses, void *dx, float *dw_head, const void *x, const void *w_head,
+                          const int32_t *targets, float dloss, int T, int h, int V) {
+    wp_cuda *c = cu_ctx(k);
+    if (!c || check_shape(k, "lmhead_ce_fwd_bwd", T, h, V) || T == 0) return;
+    int R = block_rows(T, V);
+    size_t es = wp_dtype_size(k->compute);
+    size_t logit_bytes = ((size_t)R * V * sizeof(float) + 255) / 256 * 256;
+    /* the block's fp32 logits, then its dlogits in the compute dtype (the GEMMs' operand) */
+    char *scratch = (char *)cu_scratch(k, WP_SCRATCH_OP, logit_bytes + (size_t)R * V * es);
+    if (!scratch) return;
+    float *logits = (float *)scratch;
+    void *dl = scratch + logit_bytes;
+    for (int r0 = 0; r0 < T; r0 += R) {
+        int rb = T - r0 < R ? T - r0 : R;
+        const char *xb = (const char *)x + (size_t)r0 * h * es;
+        /* logits[rb, V] = x_b @ Wh^T, the only time */
+        cu_gemm(k, false, true, rb, V, h, 1.0f, xb, h, w_head, h, 0.0f, logits, WP_F32, V);
+        if (kern_error(k)) return;
+        WP_WITH_DTYPE(k->compute, E,
+            ce_fwd_bwd_kernel<E><<<rb, WP_CE_THREADS, 0, c->stream>>>(losses + r0, (E *)dl, logits, targets + r0,
+                                                                      dloss, V));
+        if (CU_LAUNCH_CHECK(k, "ce_fwd_bwd_kernel")) return;
+        /* dx[rb, h] = dlogits[rb, V] @ Wh[V, h] */
+        cu_gemm(k, false, false, rb, h, V, 1.0f, dl, V, w_head, h, 0.0f, (char *)dx + (size_t)r0 * h * es,
+                k->compute, h);
+        /* dWh[V, h] (fp32) += dlogits^T @ x_b */
+        cu_gemm(k, true, false, V, h, rb, 1.0f, dl, V, xb, h, 1.0f, dw_head, WP_F32, h);
+        if (kern_error(k)) return;
+    }
 }
 
 } /* extern "C" */

@@ -37,10 +37,10 @@ bool chunk_layers_listed(const wp_opts *o);
 wp_precision precision_from_opts(const wp_opts *o, wp_precision def);
 /* --tokenizer bytes: the byte vocabulary, no tokenizer file. */
 bool tokenizer_is_bytes(const wp_opts *o);
-/* --init-from DIR: every model flag the user did not set is filled from DIR/config.json, a set
- * one must agree (2 naming the flag and the key; hf_read_config refuses what the model does
- * not implement). */
-wp_result hf_config_apply(const char *hf_dir, wp_opts *o, char *err, size_t errlen);
+/* --init-from DIR or FILE.gguf: every model flag the user did not set is filled from the config
+ * that hf_read_config or gguf_read_config read (which refuse what the model does not implement),
+ * a set one must agree (2 naming the flag and the key). */
+wp_result hf_config_apply(const hf_config *c, wp_opts *o, char *err, size_t errlen);
 
 /* ---- kernels (opts_model.c) ---- */
 /* --backend, --attention and --device (else local_rank modulo the visible CUDA devices:
@@ -56,6 +56,8 @@ wp_result kern_opts_from_opts(const wp_opts *o, wp_dtype compute, int threads, i
 /* ---- optimizer (opts_optim.c) ---- */
 /* --adam-beta1/2, --adam-eps, --weight-decay. */
 wp_result adamw_hparams_from_opts(const wp_opts *o, wp_adamw_hparams *hp, char *err, size_t errlen);
+/* --optimizer-memory; threads: the rank's CPU threads (the host update uses as many). */
+void optim_place_from_opts(const wp_opts *o, int threads, wp_optim_place *p);
 /* --lr, --min-lr, --warmup-steps, --lr-decay-style, --steps. */
 wp_result lr_schedule_from_opts(const wp_opts *o, wp_lr_schedule *s, char *err, size_t errlen);
 /* --resume: the model shape, vocabulary, schedule (and, not given, sequence, micro-batch,

@@ -16,6 +16,7 @@ LIST_(wzb2_owner)
 LIST_(i1f1b_order)
 LIST_(train_on)
 LIST_(optimizer_memory)
+LIST_(doc_positions)
 LIST_(format)
 #undef LIST_
 

@@ -10,7 +10,7 @@
 #define WP_CLI_CHOICES_H
 
 #include "kernels.h"         /* wp_backend_kind, wp_attn_impl */
-#include "layout.h"          /* wp_precision */
+#include "layout.h"          /* wp_precision, wp_doc_positions */
 #include "lr_schedule.h"     /* wp_lr_decay */
 #include "optim.h"           /* wp_optim_memory */
 #include "print.h"           /* wp_format */
@@ -25,6 +25,7 @@
 #define WP_CHOICES_wzb2_owner(X, SEP) X(WP_WZB2_SPREAD, "spread") SEP X(WP_WZB2_LAST, "last")
 #define WP_CHOICES_i1f1b_order(X, SEP) X(WP_I1F1B_DEPTH_FIRST, "depth-first") SEP X(WP_I1F1B_BREADTH_FIRST, "breadth-first")
 #define WP_CHOICES_optimizer_memory(X, SEP) X(WP_OPTIM_MEM_DEVICE, "device") SEP X(WP_OPTIM_MEM_HOST, "host")
+#define WP_CHOICES_doc_positions(X, SEP) X(WP_DOC_POS_CONTINUE, "continue") SEP X(WP_DOC_POS_RESTART, "restart")
 #define WP_CHOICES_train_on(X, SEP) X(WP_TRAIN_ON_ANSWERS, "answers") SEP X(WP_TRAIN_ON_ALL, "all")
 /* every subcommand's formats; cli.c's command table narrows them per subcommand */
 #define WP_CHOICES_format(X, SEP)                                                                              \
@@ -60,6 +61,7 @@ enum { WP_STRAT_ALL = WP_STRAT_COUNT, WP_STRAT_AUTO };
 #define WP_ENUM_TYPE_i1f1b_order wp_i1f1b_order
 #define WP_ENUM_TYPE_train_on wp_train_on
 #define WP_ENUM_TYPE_optimizer_memory wp_optim_memory
+#define WP_ENUM_TYPE_doc_positions wp_doc_positions
 #define WP_ENUM_TYPE_lr_decay_style wp_lr_decay
 #define WP_ENUM_TYPE_transport wp_transport_kind
 #define WP_ENUM_TYPE_format wp_format

@@ -70,6 +70,8 @@ typedef struct wp_opts {
     const char *cmd_name;
     int nargs;                   /* positional arguments, in order */
     const char *args[WP_MAX_ARGS];
+    double attn_share_data;      /* --doc-mask: the share of attention's pairs train measured in
+                                    its data (layout.h: attn_share); 0: not measured */
 } wp_opts;
 
 /* Subcommand name -> C_* bit, or 0 when unknown. */

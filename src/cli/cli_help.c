@@ -19,6 +19,7 @@ static const unsigned char group_of[FLAG_COUNT] = {
     [FLAG_rope_original_max_positions] = G_MODEL, [FLAG_tie_word_embeddings] = G_MODEL, [FLAG_bos_token_id] = G_MODEL,
     [FLAG_eos_token_id] = G_MODEL, [FLAG_max_position_embeddings] = G_MODEL, [FLAG_norm_eps] = G_MODEL,
     [FLAG_init_std] = G_MODEL, [FLAG_recompute] = G_MODEL, [FLAG_optimizer_memory] = G_MODEL, [FLAG_doc_mask] = G_MODEL, [FLAG_doc_boundary_id] = G_MODEL,
+    [FLAG_doc_positions] = G_MODEL, [FLAG_doc_length_mean] = G_MODEL,
     [FLAG_precision] = G_MODEL, [FLAG_backend] = G_MODEL,
     [FLAG_device] = G_MODEL, [FLAG_attention] = G_MODEL, [FLAG_threads] = G_MODEL,
     [FLAG_num_chunks] = G_PARALLEL, [FLAG_chunk_layers] = G_PARALLEL, [FLAG_strategy] = G_PARALLEL,

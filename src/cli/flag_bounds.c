@@ -51,6 +51,7 @@ static const flag_bound bounds[] = {
     R(rope_original_max_positions, 1, I32, ""),
     RM1(bos_token_id, 0, I32 - 1, ""),
     RM1(eos_token_id, 0, I32 - 1, ""),
+    R0(doc_length_mean, 1, 1 << 30, " tokens"),
     RM1(doc_boundary_id, 0, I32 - 1, ""), /* below the vocabulary: model_cfg_from_opts, which knows it */
     R(max_position_embeddings, 0, I32, ""),
     R(norm_eps, 1e-30, 1, ""),

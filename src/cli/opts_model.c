@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include "adapters.h"
-#include "gguf.h"
 
 #define NEED(cond, ...) \
     do {                \
@@ -107,6 +106,16 @@ wp_result model_cfg_split_from_opts(const wp_opts *o, int nranks, wp_chunk_split
     cfg->init_std = o->init_std;
     cfg->recompute = o->recompute;
     cfg->doc_mask = o->doc_mask;
+    NEED(o->doc_mask || o->doc_positions == WP_DOC_POS_CONTINUE,
+         "--doc-positions restart: needs --doc-mask (positions restart where the document masks find documents)");
+    cfg->doc_positions = o->doc_positions;
+    NEED(o->doc_mask || o->doc_length_mean == 0, "--doc-length-mean: needs --doc-mask (it is the documents' length)");
+    /* the FLOP counts' attention: the stated length's, else what train measured, else all pairs */
+    cfg->attn_share = !o->doc_mask                ? 1.0
+                      : o->doc_length_mean > 0   ? attn_pairs_equal_docs((int)o->seq_length, (int)o->doc_length_mean) /
+                                                       attn_pairs_causal((int)o->seq_length)
+                      : o->attn_share_data > 0 ? o->attn_share_data
+                                               : 1.0;
     NEED(o->doc_boundary_id >= -1 && o->doc_boundary_id < o->vocab_size,
          "--doc-boundary-id: %lld is not a token of the %lld-token vocabulary (-1: the tokenizer's BOS)",
          (long long)o->doc_boundary_id, (long long)o->vocab_size);
@@ -164,7 +173,7 @@ static double *num_field(wp_opts *o, int flag) {
     }
 }
 
-wp_result hf_config_apply(const char *hf_dir, wp_opts *o, char *err, size_t errlen) {
+wp_result hf_config_apply(const hf_config *c, wp_opts *o, char *err, size_t errlen) {
     static const int flag_of[HF_NKEYS] = {
         [HF_NUM_HIDDEN_LAYERS] = FLAG_num_layers,          [HF_HIDDEN_SIZE] = FLAG_hidden_size,
         [HF_INTERMEDIATE_SIZE] = FLAG_ffn_hidden_size,     [HF_NUM_ATTENTION_HEADS] = FLAG_num_attention_heads,
@@ -175,33 +184,30 @@ wp_result hf_config_apply(const char *hf_dir, wp_opts *o, char *err, size_t errl
         [HF_MAX_POSITIONS] = FLAG_max_position_embeddings, [HF_BOS_TOKEN_ID] = FLAG_bos_token_id,
         [HF_EOS_TOKEN_ID] = FLAG_eos_token_id,
     };
-    hf_config c;
-    /* a llama.cpp file is told by its magic, not its name */
-    WP_TRY(gguf_is_file(hf_dir) ? gguf_read_config(hf_dir, &c, err, errlen) : hf_read_config(hf_dir, &c, err, errlen));
     for (int k = 0; k < HF_NKEYS; k++) {
-        if (!c.present[k]) continue;
+        if (!c->present[k]) continue;
         int flag = flag_of[k];
         bool integer = hf_key_integer((hf_key)k);
         double *num = num_field(o, flag);
-        double have = integer ? (double)*int_field(o, flag) : *num, value = c.value[k];
+        double have = integer ? (double)*int_field(o, flag) : *num, value = c->value[k];
         if (integer && !(value >= 0 && value <= 2147483647.0)) /* before the cast: out of range is undefined */
-            return wp_fail(WP_BAD_INPUT, err, errlen, "%s: %s %.17g is out of range (0 to 2^31-1)", c.path, hf_key_name((hf_key)k), value);
+            return wp_fail(WP_BAD_INPUT, err, errlen, "%s: %s %.17g is out of range (0 to 2^31-1)", c->path, hf_key_name((hf_key)k), value);
         if (o->set[flag] && fabs(have - value) > 1e-12 * fabs(value))
             return wp_fail(WP_BAD_INPUT, err, errlen, "--%s %g disagrees with %s in %s (%g)", cli_flag_name(flag), have,
-                        hf_key_name((hf_key)k), c.path, value);
+                        hf_key_name((hf_key)k), c->path, value);
         if (integer)
             *int_field(o, flag) = (int64_t)value;
         else
             *num = value;
     }
-    if (o->set[FLAG_tie_word_embeddings] && o->tie_word_embeddings != c.tied)
+    if (o->set[FLAG_tie_word_embeddings] && o->tie_word_embeddings != c->tied)
         return wp_fail(WP_BAD_INPUT, err, errlen, "--tie-word-embeddings %s disagrees with tie_word_embeddings in %s (%s)",
-                        o->tie_word_embeddings ? "true" : "false", c.path, c.tied ? "true" : "false");
-    o->tie_word_embeddings = c.tied;
-    if (!c.present[HF_ROPE_FACTOR] && o->set[FLAG_rope_scaling_factor] && o->rope_scaling_factor != 0)
-        return wp_fail(WP_BAD_INPUT, err, errlen, "--rope-scaling-factor %g disagrees with %s (no rope_scaling)", o->rope_scaling_factor, c.path);
-    if (c.have_head_dim && o->num_attention_heads > 0 && c.head_dim * o->num_attention_heads != o->hidden_size)
-        return wp_fail(WP_BAD_INPUT, err, errlen, "%s: head_dim %lld is not hidden_size / num_attention_heads", c.path, (long long)c.head_dim);
+                        o->tie_word_embeddings ? "true" : "false", c->path, c->tied ? "true" : "false");
+    o->tie_word_embeddings = c->tied;
+    if (!c->present[HF_ROPE_FACTOR] && o->set[FLAG_rope_scaling_factor] && o->rope_scaling_factor != 0)
+        return wp_fail(WP_BAD_INPUT, err, errlen, "--rope-scaling-factor %g disagrees with %s (no rope_scaling)", o->rope_scaling_factor, c->path);
+    if (c->have_head_dim && o->num_attention_heads > 0 && c->head_dim * o->num_attention_heads != o->hidden_size)
+        return wp_fail(WP_BAD_INPUT, err, errlen, "%s: head_dim %lld is not hidden_size / num_attention_heads", c->path, (long long)c->head_dim);
     return 0;
 }
 

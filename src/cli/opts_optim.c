@@ -18,6 +18,10 @@ wp_result adamw_hparams_from_opts(const wp_opts *o, wp_adamw_hparams *hp, char *
     return 0;
 }
 
+void optim_place_from_opts(const wp_opts *o, int threads, wp_optim_place *p) {
+    *p = (wp_optim_place){.memory = o->optimizer_memory, .threads = threads};
+}
+
 wp_result lr_schedule_from_opts(const wp_opts *o, wp_lr_schedule *s, char *err, size_t errlen) {
     memset(s, 0, sizeof *s);
     if (!(o->lr >= 0 && isfinite(o->lr))) return wp_fail(WP_BAD_INPUT, err, errlen, "--lr: %g must be a finite non-negative number", o->lr);

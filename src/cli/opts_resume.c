@@ -20,9 +20,11 @@ static const int must_agree[] = {FLAG_num_layers, FLAG_hidden_size, FLAG_ffn_hid
                                  FLAG_rope_high_freq_factor, FLAG_rope_original_max_positions, FLAG_lr, FLAG_min_lr,
                                  FLAG_warmup_steps, FLAG_lr_decay_style};
 /* Taken when not given, free to differ (as before: a warning or a new data order): the
- * sequence, micro-batch, precision, seed, and --steps (a longer run continues the decay over
- * the new total) */
-static const int inherited[] = {FLAG_seq_length, FLAG_micro_batch_size, FLAG_precision, FLAG_seed, FLAG_steps};
+ * sequence, micro-batch, precision, seed, --steps (a longer run continues the decay over
+ * the new total), and how packed documents are seen (--doc-mask and its boundary and positions:
+ * a resumed run left without them would silently train another function) */
+static const int inherited[] = {FLAG_seq_length, FLAG_micro_batch_size, FLAG_precision, FLAG_seed, FLAG_steps,
+                                FLAG_doc_mask, FLAG_doc_boundary_id, FLAG_doc_positions};
 
 static bool listed(int flag, const int *list, size_t n) {
     for (size_t i = 0; i < n; i++)

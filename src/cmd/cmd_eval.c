@@ -36,6 +36,8 @@ static wp_result check_eval_flags(const wp_opts *o, char *err, size_t errlen) {
     if (o->set[FLAG_micro_batch_size] && (o->micro_batch_size < 1 || o->micro_batch_size > INT32_MAX))
         return wp_fail(WP_BAD_INPUT, err, errlen, "--micro-batch-size: %lld must be at least 1", (long long)o->micro_batch_size);
     if (o->batches < 1) return wp_fail(WP_BAD_INPUT, err, errlen, "--batches: %lld must be at least 1", (long long)o->batches);
+    if (!o->doc_mask && o->doc_positions == WP_DOC_POS_RESTART)
+        return wp_fail(WP_BAD_INPUT, err, errlen, "--doc-positions restart: needs --doc-mask (positions restart where the document masks find documents)");
     return 0;
 }
 
@@ -213,6 +215,7 @@ int cmd_eval(const wp_opts *o) {
                           : c->has_bos               ? c->bos_id
                           : c->has_eos               ? c->eos_id
                                                      : 0;
+        c->doc_positions = o->doc_positions;
     }
     /* the layout is the source's; eval_free frees its own copy */
     if (rc == 0) rc = layout_build(&src.L.cfg, &e.L, err, sizeof err);

@@ -13,6 +13,7 @@
 #include "choices.h"
 #include "cli.h"
 #include "commands.h"
+#include "gguf.h"
 #include "log.h"
 #include "prepare.h"
 #include "shard.h"
@@ -48,8 +49,9 @@ static void progress(void *ctx, uint64_t done, uint64_t total, int64_t tokens) {
 int cmd_prepare(const wp_opts *o) {
     char err[WP_PATH_MAX + 512];
     wp_tokenizer *tok = NULL;
+    gguf_file *gguf = NULL; /* --tokenizer FILE.gguf, parsed once: its tokenizer and chat template */
     if (o->tokenizer[0]) {
-        int rc = tok_open(o->tokenizer, &tok, err, sizeof err);
+        int rc = gguf_tok_open(o->tokenizer, &tok, &gguf, err, sizeof err);
         if (rc) {
             wp_error("--tokenizer %s", err);
             return rc;
@@ -65,6 +67,7 @@ int cmd_prepare(const wp_opts *o) {
     if (!o->chat && (o->set[FLAG_chat_template] || o->set[FLAG_train_on])) {
         wp_error("--%s: only with --chat", o->set[FLAG_chat_template] ? "chat-template" : "train-on");
         tok_close(tok);
+        gguf_close(gguf);
         return 2;
     }
     if (o->chat && !tok) {
@@ -72,10 +75,11 @@ int cmd_prepare(const wp_opts *o) {
         return 2;
     }
     if (o->chat) {
-        int rc = chat_template_for(tok, NULL, o->chat_template, &tmpl, err, sizeof err);
+        int rc = chat_template_for(tok, gguf, o->chat_template, &tmpl, err, sizeof err);
         if (rc) {
             wp_error("%s", err);
             tok_close(tok);
+            gguf_close(gguf);
             return rc;
         }
         rec.tmpl = &tmpl;
@@ -88,6 +92,7 @@ int cmd_prepare(const wp_opts *o) {
     if (rc) {
         wp_error("%s", err);
         tok_close(tok);
+        gguf_close(gguf);
         return rc;
     }
     if (st.skipped > 0)
@@ -112,5 +117,6 @@ int cmd_prepare(const wp_opts *o) {
                " validation tokens, in a .mask file beside each shard\n",
                st.train_targets, st.train_tokens, st.val_targets, st.val_tokens);
     tok_close(tok);
+    gguf_close(gguf);
     return 0;
 }

@@ -15,7 +15,7 @@
  * limit of its own). A prompt longer than that is refused; generation stops there.
  *
  * Tokens: the tokenizer is --tokenizer, else the model directory's tokenizer.model or
- * tokenizer.json (src/io/tokenizer.h), else the built-in bytes when the vocabulary is 256. --prompt
+ * tokenizer.json (src/io/tokenizer/tokenizer.h), else the built-in bytes when the vocabulary is 256. --prompt
  * is encoded by it after its BOS (when it has one); --prompt-tokens are the ids as given; without
  * either the model starts from BOS, else token 0. Generation stops after any id of the model's
  * eos list (generation_config.json's eos_token_id, an id or a list; a checkpoint's eos token id),
@@ -47,6 +47,7 @@
 #include "cli.h"
 #include "commands.h"
 #include "decode.h"
+#include "gguf.h"
 #include "log.h"
 #include "memlimit.h"
 #include "model_source.h"
@@ -98,23 +99,33 @@ static wp_result check_flags(const wp_opts *o, char *err, size_t errlen) {
     return 0;
 }
 
-/* --tokenizer, else the model directory's, else bytes for a vocabulary of 256; *tok NULL: none. */
-static wp_result open_tokenizer(const wp_opts *o, const wp_model_src *sm, wp_tokenizer **tok, char *err, size_t errlen) {
+/* --tokenizer, else a GGUF model's own (from its metadata), else the model directory's, else
+ * bytes for a vocabulary of 256; *tok NULL: none. *gguf: the GGUF file the tokenizer came from
+ * (its chat template), --tokenizer's (the caller closes it) or the model's (sm's), else NULL. */
+static wp_result open_tokenizer(const wp_opts *o, const wp_model_src *sm, wp_tokenizer **tok, gguf_file **own_gguf,
+                                const gguf_file **gguf, char *err, size_t errlen) {
     char path[WP_PATH_MAX] = "";
     *tok = NULL;
+    *gguf = NULL;
     int rc = 0;
+    char *json = NULL;
+    size_t len = 0;
     if (o->tokenizer[0])
         snprintf(path, sizeof path, "%s", o->tokenizer);
-    else if (sm->tok_json) /* a GGUF file's own, from its metadata */
-        snprintf(path, sizeof path, "%s", sm->dir);
-    else
+    else if (sm->gguf && (rc = gguf_tokenizer_json(sm->gguf, &json, &len, err, errlen)) == 0 && json)
+        snprintf(path, sizeof path, "%s", sm->dir); /* a GGUF file's own, from its metadata */
+    else if (rc == 0)
         rc = tok_find_in_dir(sm->dir, path, sizeof path, err, errlen);
     if (rc) return rc;
     if (!path[0]) return sm->L.cfg.vocab == BYTE_VOCAB ? tok_open(NULL, tok, err, errlen) : 0;
-    if (!o->tokenizer[0] && sm->tok_json)
-        rc = tok_open_mem(sm->tok_json, sm->tok_json_len, sm->dir, tok, err, errlen);
-    else
-        rc = tok_open(path, tok, err, errlen);
+    if (json) {
+        rc = tok_open_mem(json, len, sm->dir, tok, err, errlen);
+        free(json);
+        *gguf = sm->gguf;
+    } else {
+        rc = gguf_tok_open(path, tok, own_gguf, err, errlen);
+        *gguf = *own_gguf;
+    }
     if (rc) return rc;
     if (tok_vocab_size(*tok) > sm->L.cfg.vocab)
     {
@@ -157,14 +168,13 @@ static wp_result prompt_ids(const wp_opts *o, const wp_tokenizer *tok, int64_t V
 
 /* --chat: [system,] user rendered with the assistant's opening and encoded whole (no special
  * tokens added: the template's own are in the text); *eot the template's end-of-turn id. */
-static wp_result chat_prompt_ids(const wp_opts *o, const wp_model_src *sm, const wp_tokenizer *tok, int32_t **ids, int *n,
-                                 int32_t *eot, char *err, size_t errlen) {
+static wp_result chat_prompt_ids(const wp_opts *o, const wp_model_src *sm, const wp_tokenizer *tok, const gguf_file *gguf,
+                                 int32_t **ids, int *n, int32_t *eot, char *err, size_t errlen) {
     if (!tok)
         return wp_fail(WP_BAD_INPUT, err, errlen, "--chat: no tokenizer for the model's vocabulary of %d (give --tokenizer)", sm->L.cfg.vocab);
-    /* the template of the tokenizer's source: a GGUF model's own file when its metadata made it */
-    const char *from = !o->tokenizer[0] && sm->tok_json ? sm->dir : NULL;
+    /* the template of the tokenizer's source: the GGUF file whose metadata made it */
     chat_template t;
-    WP_TRY(chat_template_for(tok, from, o->chat_template, &t, err, errlen));
+    WP_TRY(chat_template_for(tok, gguf, o->chat_template, &t, err, errlen));
     chat_msg m[2];
     int nm = 0;
     if (o->system[0]) m[nm++] = (chat_msg){.role = "system", .content = o->system, .len = strlen(o->system)};
@@ -365,15 +375,17 @@ int cmd_sample(const wp_opts *o) {
     int32_t *prompt = NULL;
     int P = 0;
     wp_tokenizer *tok = NULL;
+    gguf_file *tok_gguf = NULL;     /* --tokenizer FILE.gguf, parsed once */
+    const gguf_file *gguf = NULL;   /* the GGUF file the tokenizer came from (its chat template) */
     int rc = check_flags(o, err, sizeof err);
     if (rc == 0) rc = model_src_open(o->args[0], o, 1, false, &sm, err, sizeof err);
     else memset(&sm, 0, sizeof sm);
-    if (rc == 0) rc = open_tokenizer(o, &sm, &tok, err, sizeof err);
+    if (rc == 0) rc = open_tokenizer(o, &sm, &tok, &tok_gguf, &gguf, err, sizeof err);
     if (rc == 0 && o->format == WP_FMT_TEXT && !tok)
         rc = wp_fail(WP_BAD_INPUT, err, sizeof err, "--format text: no tokenizer for the model's vocabulary of %d (give --tokenizer, "
                       "or use --format ids)", sm.L.cfg.vocab);
     int32_t eot = -1;
-    if (rc == 0 && o->chat) rc = chat_prompt_ids(o, &sm, tok, &prompt, &P, &eot, err, sizeof err);
+    if (rc == 0 && o->chat) rc = chat_prompt_ids(o, &sm, tok, gguf, &prompt, &P, &eot, err, sizeof err);
     else if (rc == 0) rc = prompt_ids(o, tok, sm.L.cfg.vocab, &prompt, &P, err, sizeof err);
     if (rc == 0 && P > sm.positions)
         rc = wp_fail(WP_BAD_INPUT, err, sizeof err, "%s: the prompt's %d tokens exceed the model's %" PRId64 " positions (%s)",
@@ -383,6 +395,7 @@ int cmd_sample(const wp_opts *o) {
     if (rc) wp_error("%s", err);
     free(prompt);
     tok_close(tok);
+    gguf_close(tok_gguf);
     model_src_close(&sm);
     return rc;
 }

@@ -31,6 +31,9 @@ static void setting(const wp_opts *o, const wp_layout *L, const wp_machine *m, c
     printf("model: %d layers, h %d, ffn %d, %d heads, s %d, b %d, V %d: %.3g B parameters, %s precision%s\n", c->n_layers,
            c->h, c->ffn, c->n_heads, c->seq, c->micro_batch, c->vocab, (double)L->total_numel / 1e9, precision_name(c->precision),
            c->recompute ? ", recompute" : "");
+    if (c->doc_mask) /* what the attention FLOPs are charged (layout.h: attn_share) */
+        printf("document masks: attention scores %.4g of the causal query-key pairs (%s)\n", c->attn_share > 0 ? c->attn_share : 1.0,
+               o->doc_length_mean > 0 ? "--doc-length-mean" : "no --doc-length-mean: counted unmasked");
     int per = m->ranks_per_node > 0 && m->ranks_per_node < ps->nranks ? m->ranks_per_node : m->ranks_per_node > 0 ? ps->nranks : 1;
     printf("ring: %d ranks, %d per node; inside a node %s/s %s, between nodes %s/s %s; %g TFLOP/s, memory %s/s\n",
            ps->nranks, per, m->node_bw > 0 ? fmt_bytes(a, sizeof a, m->node_bw) : "unlimited ",

@@ -25,6 +25,7 @@ wp_dims model_dims(const wp_model_cfg *cfg, wp_dtype compute) {
     d.ct = compute == WP_F32 ? 4 : 2;
     d.pos0 = 0;
     d.seq_full = cfg->seq;
+    d.pos_restart = cfg->doc_mask && cfg->doc_positions == WP_DOC_POS_RESTART;
     return d;
 }
 
@@ -113,7 +114,9 @@ void acts_plan_fwd(const wp_layout *L, int chunk, const wp_dims *d, wp_arena *ar
         void *n_final = take_ct(ar, d, d->T, d->h);
         float *lse_head = take_f32(ar, (size_t)d->T);
         float *losses = take_f32(ar, (size_t)d->T);
+        void *dn_head = take_ct(ar, d, d->T, d->h);
         if (a) {
+            a->dn_head = dn_head;
             a->x_final = x_final;
             a->rstd_final = rstd_final;
             a->n_final = n_final;

@@ -29,6 +29,12 @@ static void linear_bwd_weight(wp_kern *k, const wp_dims *d, void *dW, wp_dtype g
     kern_gemm(k, true, false, out, in, d->T, 1.0f, dy, out, x, in, 1.0f, dW, gt, in);
 }
 
+/* Where RoPE counts positions from: the sequence's start (NULL), or with --doc-positions restart
+ * each token's document start, so that a packed document is computed as if it were alone. */
+static const int32_t *rope_origin(const wp_dims *d, const wp_block_acts *A) {
+    return d->pos_restart ? A->lo : NULL;
+}
+
 void block_forward(wp_kern *k, const wp_dims *d, const void *w, const wp_block_offsets *o, const wp_block_acts *A,
                    const wp_seg_kv *S, void *out) {
     const int T = d->T, h = d->h, q = d->q, kv = d->kv, f = d->f;
@@ -36,8 +42,9 @@ void block_forward(wp_kern *k, const wp_dims *d, const void *w, const wp_block_o
     linear_fwd(k, d, A->q, A->n1, W_AT(w, o->wq), q, h, 0.0f);                 /* q [T,q]   = n1 @ Wq^T */
     linear_fwd(k, d, A->k, A->n1, W_AT(w, o->wk), kv, h, 0.0f);                /* k [T,kv]  = n1 @ Wk^T */
     linear_fwd(k, d, A->v, A->n1, W_AT(w, o->wv), kv, h, 0.0f);                /* v [T,kv]  = n1 @ Wv^T */
-    kern_rope_fwd_scaled(k, A->q, d->b, d->s, d->nh, d->hd, d->pos0, d->theta, &d->rope);     /* q [b*s, nh*hd] */
-    kern_rope_fwd_scaled(k, A->k, d->b, d->s, d->nkv, d->hd, d->pos0, d->theta, &d->rope);     /* k [b*s, nkv*hd] */
+    const int32_t *plo = rope_origin(d, A);
+    kern_rope_fwd_scaled(k, A->q, d->b, d->s, d->nh, d->hd, d->pos0, d->theta, &d->rope, plo); /* q [b*s, nh*hd] */
+    kern_rope_fwd_scaled(k, A->k, d->b, d->s, d->nkv, d->hd, d->pos0, d->theta, &d->rope, plo); /* k [b*s, nkv*hd] */
     seg_attention_fwd(k, d, A, S);                                               /* att [T,q] */
     kern_copy(k, A->x1, A->x, (size_t)T * h * d->ct);                           /* x1 [T,h] = x */
     linear_fwd(k, d, A->x1, A->att, W_AT(w, o->wo), h, q, 1.0f);               /* x1 += att @ Wo^T */
@@ -87,8 +94,9 @@ void block_backward(wp_kern *k, const wp_dims *d, const void *w, const wp_block_
     linear_bwd_input(k, d, G->datt, G->dx1, W_AT(w, o->wo), h, q, 0.0f);       /* datt [T,q] = dx1 @ Wo */
     if (gw) wgrad_attn_out(k, d, o, A, G, gw, gt);
     seg_attention_bwd(k, d, A, G, S);                                            /* dq [T,q], dk, dv [T,kv] */
-    kern_rope_bwd_scaled(k, G->dq, d->b, d->s, d->nh, d->hd, d->pos0, d->theta, &d->rope);     /* dq before RoPE */
-    kern_rope_bwd_scaled(k, G->dk, d->b, d->s, d->nkv, d->hd, d->pos0, d->theta, &d->rope);     /* dk before RoPE */
+    const int32_t *plo = rope_origin(d, A);
+    kern_rope_bwd_scaled(k, G->dq, d->b, d->s, d->nh, d->hd, d->pos0, d->theta, &d->rope, plo); /* dq before RoPE */
+    kern_rope_bwd_scaled(k, G->dk, d->b, d->s, d->nkv, d->hd, d->pos0, d->theta, &d->rope, plo); /* dk before RoPE */
     linear_bwd_input(k, d, G->dn1, G->dq, W_AT(w, o->wq), q, h, 0.0f);         /* dn1 [T,h] = dq @ Wq */
     linear_bwd_input(k, d, G->dn1, G->dk, W_AT(w, o->wk), kv, h, 1.0f);        /* dn1 += dk @ Wk */
     linear_bwd_input(k, d, G->dn1, G->dv, W_AT(w, o->wv), kv, h, 1.0f);        /* dn1 += dv @ Wv */

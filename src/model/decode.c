@@ -232,8 +232,8 @@ static void block_step(wp_decoder *D, int i, int n) {
     linear(D, D->qb, D->n1, AT(b->w, b->wq), n, D->q, h, 0.0f);               /* q [n,q] */
     linear(D, kn, D->n1, AT(b->w, b->wk), n, D->kv, h, 0.0f);                 /* K[pos..pos+n) [n,kv] */
     linear(D, vn, D->n1, AT(b->w, b->wv), n, D->kv, h, 0.0f);                 /* V[pos..pos+n) [n,kv] */
-    kern_rope_fwd_scaled(k, D->qb, 1, n, D->nh, D->hd, pos, D->theta, &D->L->cfg.rope_scaling); /* at positions pos.. */
-    kern_rope_fwd_scaled(k, kn, 1, n, D->nkv, D->hd, pos, D->theta, &D->L->cfg.rope_scaling);
+    kern_rope_fwd_scaled(k, D->qb, 1, n, D->nh, D->hd, pos, D->theta, &D->L->cfg.rope_scaling, NULL); /* at positions pos.. */
+    kern_rope_fwd_scaled(k, kn, 1, n, D->nkv, D->hd, pos, D->theta, &D->L->cfg.rope_scaling, NULL);
     kern_attention_fwd(k, D->att, D->lse, D->qb, D->cache_k[i], D->cache_v[i], 1, n, pos + n, D->nh, D->nkv,
                        D->hd, NULL);                                                 /* att [n,q] over pos+n keys */
     kern_copy(k, D->x1, D->x, (size_t)n * h * D->cs);                          /* x1 = x */

@@ -41,9 +41,10 @@ static wp_result check_io(wp_model *m, const wp_chunk_map *cm, const void *x_in,
     return missing ? WP_FAILED : WP_OK;
 }
 
-wp_result model_forward(wp_model *m, int chunk, const void *w, wp_acts *a, const void *x_in, const int32_t *tokens,
-                  const int32_t *targets, void *x_out, double *loss_sum) {
+static wp_result forward(wp_model *m, int chunk, const void *w, wp_acts *a, const void *x_in, const int32_t *tokens,
+                         const int32_t *targets, void *x_out, double *loss_sum, const float *dloss) {
     WP_TRY(model_entry_check(m, chunk, a, "model_forward"));
+    a->head_bwd_done = false;
     wp_kern *k = m->k;
     const wp_dims *d = &a->d;
     const wp_chunk_map *cm = &m->chunks[chunk];
@@ -64,6 +65,17 @@ wp_result model_forward(wp_model *m, int chunk, const void *w, wp_acts *a, const
         wp_seg_kv sbuf;
         block_forward(k, d, w, &cm->blocks[i], &A, seg_kv_of(m, a, i, &sbuf), out); /* out [T,h] */
     }
-    if (cm->last) return head_forward(m, cm, w, a, loss_sum);
+    if (cm->last) return head_forward(m, cm, w, a, loss_sum, dloss);
     return kern_status(k);
+}
+
+wp_result model_forward(wp_model *m, int chunk, const void *w, wp_acts *a, const void *x_in, const int32_t *tokens,
+                        const int32_t *targets, void *x_out, double *loss_sum) {
+    return forward(m, chunk, w, a, x_in, tokens, targets, x_out, loss_sum, NULL);
+}
+
+wp_result model_forward_train(wp_model *m, int chunk, const void *w, wp_acts *a, const void *x_in,
+                              const int32_t *tokens, const int32_t *targets, void *x_out, double *loss_sum,
+                              float dloss) {
+    return forward(m, chunk, w, a, x_in, tokens, targets, x_out, loss_sum, &dloss);
 }

@@ -128,8 +128,10 @@ static wp_flops flops_of(const wp_model_cfg *m, int layers, bool last) {
     double matmul = 0; /* multiply-adds per token in this chunk's matrix products */
     matmul += (double)layers * (double)(layout_block_numel(m) - 2 * (size_t)m->h);
     if (last) matmul += (double)m->vocab * m->h;
-    /* causal attention: query i scores i+1 keys; QK^T and PV each 2 FLOPs per multiply-add */
-    double pairs = (double)m->micro_batch * m->seq * (m->seq + 1.0) / 2.0;
+    /* causal attention: query i scores i+1 keys; QK^T and PV each 2 FLOPs per multiply-add;
+     * document masks keep attn_share of those pairs */
+    double share = m->attn_share > 0 ? m->attn_share : 1.0;
+    double pairs = (double)m->micro_batch * attn_pairs_causal(m->seq) * share;
     double attn_fwd = 4.0 * pairs * m->n_heads * m->head_dim * layers;
     wp_flops f;
     f.fwd = 2.0 * T * matmul + attn_fwd;

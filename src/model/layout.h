@@ -16,6 +16,10 @@
 #define WP_MAX_CHUNKS 256
 
 typedef enum { WP_PREC_MIXED = 0, WP_PREC_BF16, WP_PREC_FP32 } wp_precision;
+/* Positions of packed documents (--doc-positions): continue through the sequence, or restart at
+ * each document's start, so that every document is computed exactly as if it were alone (what
+ * transformers' position_ids packing, DataCollatorWithFlattening, does). */
+typedef enum { WP_DOC_POS_CONTINUE = 0, WP_DOC_POS_RESTART } wp_doc_positions;
 
 typedef struct {
     int n_layers;      /* L */
@@ -37,6 +41,9 @@ typedef struct {
     bool recompute;
     bool doc_mask;     /* document masks: attention stays inside documents (kernels.h: doc_starts) */
     int32_t doc_boundary; /* with doc_mask: the token that starts a document (BOS, or EOS without one) */
+    wp_doc_positions doc_positions; /* with doc_mask: RoPE positions continue or restart per document */
+    double attn_share; /* with doc_mask: the fraction of causal attention's query-key pairs that the
+                          documents keep, what the FLOP counts charge (attn_pairs_*); 0 or 1: all */
     bool tied;         /* tie_word_embeddings: lm_head.weight is model.embed_tokens.weight (the
                           optimizer ties them inside one chunk, schedule_tie across chunks) */
     wp_precision precision;
@@ -95,11 +102,21 @@ size_t layout_block_numel(const wp_model_cfg *cfg);
 
 /* Model FLOPs of one micro-batch through chunk c (matrix products and attention scores,
  * counted as 2 per multiply-add; no recomputation): forward, input-gradient (B) and
- * weight-gradient (W-pass) parts. Used by the simulator, the pacing and MFU. */
+ * weight-gradient (W-pass) parts. Attention is charged for cfg.attn_share of the causal
+ * query-key pairs (document masks). Used by the simulator, the pacing and MFU. */
 typedef struct {
     double fwd, bwd_input, bwd_weight;
 } wp_flops;
 wp_flops layout_chunk_flops(const wp_layout *L, int c);
+
+/* Query-key pairs attention scores in one sequence of s tokens (src/model/attn_pairs.c):
+ * causal, s(s+1)/2; with document masks over tok (a document starts at the sequence's start and
+ * at every boundary token), the sum of len(len+1)/2 over its documents; cut from the start into
+ * documents of len tokens (the last one shorter; len <= 0 or >= s: one document). A sequence of
+ * k equal documents (len = s/k) scores k len(len+1)/2 = (s/k + 1)/(s + 1) of the causal pairs. */
+double attn_pairs_causal(int s);
+double attn_pairs_docs(const int32_t *tok, int s, int32_t boundary);
+double attn_pairs_equal_docs(int s, int len);
 
 /* Deterministic init of chunk c's fp32 parameters (host memory, chunk_numel[c] floats):
  * each tensor's values depend only on (seed, tensor name), never on the chunking. */

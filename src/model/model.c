@@ -62,6 +62,7 @@ void model_destroy(wp_model *m) {
     free(m->chunks);
     if (m->scratch_mem) kern_free(m->k, m->scratch_mem);
     if (m->s_head_dw) kern_free(m->k, m->s_head_dw);
+    if (m->head_dw) kern_free(m->k, m->head_dw);
     if (m->seg_mem) kern_free(m->k, m->seg_mem);
     free(m->host_losses);
     free(m->L.params);

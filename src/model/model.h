@@ -61,6 +61,18 @@ size_t model_acts_bytes_segment(const wp_layout *L, int chunk, wp_dtype compute,
 wp_result model_forward(wp_model *m, int chunk, const void *w, wp_acts *a, const void *x_in,
                   const int32_t *tokens, const int32_t *targets, void *x_out, double *loss_sum);
 
+/* F for training: the same, and on the last chunk the LM head's backward too, in the same pass
+ * over its row blocks (kern_lmhead_ce_fwd_bwd: the logits once, where F then B computes them
+ * twice), with the dloss that chunk's B will be given (the same value: B's dloss is then not
+ * read for the head). The head's input gradient stays in a until B; its weight gradient sums in
+ * the model's fp32 [V,h] buffer until the next weight part of the last chunk (fused backward or
+ * W-pass) adds it to that call's gw. So every such F must be followed, before the gradients are
+ * read, by the weight part of its micro-batch; gradient sums then differ from model_forward's
+ * path in fp32 order only. Other chunks: as model_forward. */
+wp_result model_forward_train(wp_model *m, int chunk, const void *w, wp_acts *a, const void *x_in,
+                              const int32_t *tokens, const int32_t *targets, void *x_out, double *loss_sum,
+                              float dloss);
+
 /* B. g_out [T,h] is the gradient of the chunk's output (unused for the last chunk, which
  * starts from dloss); writes g_in [T,h], the gradient of its input (unused for chunk 0).
  * Keeps what the W-pass needs in a. */

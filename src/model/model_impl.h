@@ -18,6 +18,7 @@ typedef struct {
     size_t ct;         /* bytes per element of it */
     int pos0;          /* position of the first of the s tokens in its sequence (0 unless a segment) */
     int seq_full;      /* whole sequence length; pos0 + s < seq_full: later segments follow */
+    bool pos_restart;  /* cfg.doc_positions restart: RoPE positions count from each document's start */
 } wp_dims;
 
 wp_dims model_dims(const wp_model_cfg *cfg, wp_dtype compute);
@@ -82,6 +83,9 @@ struct wp_acts {
     float *rstd_final;         /* [T] */
     void *n_final;             /* LM head input [T,h] */
     float *lse_head, *losses;  /* [T] */
+    void *dn_head;             /* [T,h]: the head's input gradient, when F ran the head's backward too */
+    bool head_bwd_done;        /* F (model_forward_train) ran the head's backward: B reads dn_head,
+                                  the weight part adds the model's head_dw */
     const int32_t *tokens, *targets;
     int32_t *doc_lo;           /* document masks (cfg.doc_mask): where each token's document starts [T], made by
                                   F from the tokens (every chunk reads them then); NULL without */
@@ -119,6 +123,10 @@ struct wp_model {
     void *s_dlogits;           /* [min(T, WP_HEAD_ROWS), V]: one block of the head's dy */
     void *scratch_mem;
     void *s_head_dw;           /* [V,h] fp32, allocated on first use by a bf16 gradient */
+    /* [V,h] fp32: the head's weight gradient of the training forwards (model_forward_train) whose
+     * weight part has not run yet; the next weight part (fused backward or W-pass) of the last
+     * chunk adds it to its gw and zeroes it. Allocated by the first such forward. */
+    float *head_dw;
     float *host_losses;        /* [T] host copy for the loss sum */
     /* Segments: gathered K/V of a sequence prefix and their gradients, [b*seq, kv] each,
      * allocated by the first segment that has a predecessor. */
@@ -164,7 +172,8 @@ void acts_release_kept(wp_model *m, wp_acts *a);
 /* The last chunk's head and the loss (src/model/head.c); head_forward returns 0, or 1 with a kern
  * error. top receives the gradient of the final norm's input; gw == NULL for B (dlogits kept),
  * else fused. */
-wp_result head_forward(wp_model *m, const wp_chunk_map *cm, const void *w, wp_acts *a, double *loss_sum);
+wp_result head_forward(wp_model *m, const wp_chunk_map *cm, const void *w, wp_acts *a, double *loss_sum,
+                       const float *dloss);
 void head_backward(wp_model *m, const wp_chunk_map *cm, const void *w, wp_acts *a, float dloss, void *top, void *gw,
                    wp_dtype gt);
 void head_backward_weight(wp_model *m, const wp_chunk_map *cm, wp_acts *a, void *gw, wp_dtype gt);

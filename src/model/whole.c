@@ -115,18 +115,25 @@ wp_result whole_set_tokens(wp_whole *W, const int32_t *inputs, const int32_t *ta
     return kern_status(W->k);
 }
 
-static wp_result forward_all(wp_whole *W, double *loss_mean) {
+static float dloss_of(const wp_whole *W) { return (float)(1.0 / (double)W->T); }
+
+/* train: the training forward (the head's backward in F), for whole_step */
+static wp_result forward_all(wp_whole *W, double *loss_mean, bool train) {
     double loss_sum = 0;
     for (int c = 0; c < W->n_chunks; c++) {
         const void *x_in = c > 0 ? W->x[c - 1] : NULL;
         void *x_out = c < W->n_chunks - 1 ? W->x[c] : NULL;
-        WP_TRY(model_forward(W->m, c, W->w[c], W->acts[c], x_in, W->inputs, W->targets, x_out, &loss_sum));
+        if (train)
+            WP_TRY(model_forward_train(W->m, c, W->w[c], W->acts[c], x_in, W->inputs, W->targets, x_out, &loss_sum,
+                                       dloss_of(W)));
+        else
+            WP_TRY(model_forward(W->m, c, W->w[c], W->acts[c], x_in, W->inputs, W->targets, x_out, &loss_sum));
     }
     *loss_mean = loss_sum / (double)W->T;
     return 0;
 }
 
-wp_result whole_forward(wp_whole *W, double *loss_mean) { return forward_all(W, loss_mean); }
+wp_result whole_forward(wp_whole *W, double *loss_mean) { return forward_all(W, loss_mean, false); }
 
 wp_result whole_zero_grads(wp_whole *W) {
     for (int c = 0; c < W->n_chunks; c++) kern_zero(W->k, W->gw[c], W->L->chunk_numel[c] * wp_dtype_size(W->gt));
@@ -134,7 +141,7 @@ wp_result whole_zero_grads(wp_whole *W) {
 }
 
 wp_result whole_backward(wp_whole *W, bool split) {
-    const float dloss = (float)(1.0 / (double)W->T);
+    const float dloss = dloss_of(W);
     for (int c = W->n_chunks - 1; c >= 0; c--) {
         const void *g_out = c < W->n_chunks - 1 ? W->g[c] : NULL;
         void *g_in = c > 0 ? W->g[c - 1] : NULL;
@@ -147,7 +154,7 @@ wp_result whole_backward(wp_whole *W, bool split) {
 }
 
 wp_result whole_step(wp_whole *W, bool split, double *loss_mean) {
-    if (whole_zero_grads(W) != 0 || forward_all(W, loss_mean) != 0) return 1;
+    if (whole_zero_grads(W) != 0 || forward_all(W, loss_mean, true) != 0) return 1;
     return whole_backward(W, split);
 }
 

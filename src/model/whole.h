@@ -27,10 +27,12 @@ wp_result whole_set_tokens(wp_whole *W, const int32_t *inputs, const int32_t *ta
 /* Mean loss over the b*s targets (forward only). */
 wp_result whole_forward(wp_whole *W, double *loss_mean);
 /* Zero the gradients, run F then the backward of every chunk with dloss = 1/(b*s); split
- * runs B then the W-pass per chunk, otherwise the fused backward. */
+ * runs B then the W-pass per chunk, otherwise the fused backward. F is the training forward
+ * (model_forward_train: the LM head's backward in the same pass). */
 wp_result whole_step(wp_whole *W, bool split, double *loss_mean);
 /* The parts of whole_step, for timing them apart: zero the gradients; the backward of every
- * chunk after a whole_forward (gradients add up). */
+ * chunk after a whole_forward (gradients add up). whole_forward is the plain forward, so
+ * these run the head's backward in B (the path an F without dloss takes). */
 wp_result whole_zero_grads(wp_whole *W);
 wp_result whole_backward(wp_whole *W, bool split);
 

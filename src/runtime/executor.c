@@ -56,6 +56,10 @@ void rt_destroy(wp_rt *rt) {
     free(rt->h_tgt);
     free(rt->ev);
     free(rt->xev);
+    for (int i = 0; i < rt->n_tm; i++) kern_timer_destroy(rt->k, rt->tm[i]);
+    kern_timer_destroy(rt->k, rt->ref);
+    free(rt->tm);
+    free(rt->timed);
     free(rt);
 }
 
@@ -64,8 +68,9 @@ wp_loss_scaler rt_scaler(const wp_rt *rt) { return rt->c.scaler; }
 void rt_op_times(const wp_rt *rt, double *sum_s, double *count) {
     for (int op = 0; op < WP_OP_COUNT; op++)
         for (int c = 0; c < WP_MAX_CHUNKS; c++) {
-            sum_s[op * WP_MAX_CHUNKS + c] = rt->op_sum[op][c];
-            count[op * WP_MAX_CHUNKS + c] = rt->op_n[op][c];
+            bool later = rt->op_n[op][c] > 0; /* the first step's only where no later step ran the op */
+            sum_s[op * WP_MAX_CHUNKS + c] = later ? rt->op_sum[op][c] : rt->op_warm[op][c];
+            count[op * WP_MAX_CHUNKS + c] = later ? rt->op_n[op][c] : rt->op_warm_n[op][c];
         }
 }
 
@@ -189,8 +194,9 @@ static wp_result do_forward(wp_rt *rt, const wp_action *x, char *err, size_t err
     rt_entry *out = c < last ? output(rt, buf_a(c, mb), &x_out, err, errlen) : NULL;
     if (c < last && !out) return 1;
     double loss = 0;
-    wp_result rc = model_forward(rt->c.m, c, w, a->a, x_in, reads_tokens(rt, c) ? a->d_tok : NULL, c == last ? a->d_tgt : NULL, x_out,
-                           &loss);
+    /* the training forward: the head's backward runs in F, with the dloss its B gets */
+    wp_result rc = model_forward_train(rt->c.m, c, w, a->a, x_in, reads_tokens(rt, c) ? a->d_tok : NULL,
+                                       c == last ? a->d_tgt : NULL, x_out, &loss, dloss_of(rt));
     if (out) output_done(rt, out, x_out);
     if (c == last) {
         rt->loss_sum += loss;
@@ -333,17 +339,12 @@ static wp_result do_dup(wp_rt *rt, wp_buf b, char *err, size_t errlen) {
     return kern_check(rt, 0, "DUP", err, errlen);
 }
 
-/* Tied embeddings (ir.h: TOUT, TIN; tie.c): where piece b lies in this rank's optimizer buffer
- * `which` of chunk c, the tensor starting at element `at` of the chunk. */
-static float *tie_at(wp_rt *rt, wp_buf b, int c, size_t at, wp_optim_buf which, size_t *len, char *err, size_t errlen) {
-    size_t off, o_off, o_len;
+/* Tied embeddings (ir.h: TOUT, TIN; tie.c): where piece b lies in chunk c, the tensor starting at
+ * element `at` of the chunk (the optimizer checks it is in this rank's part). */
+static size_t tie_at(wp_rt *rt, wp_buf b, size_t at, size_t *len) {
+    size_t off;
     tie_piece(rt->c.L, rt->c.s->nslices, tie_piece_k(b), tie_piece_j(b), &off, len);
-    float *base = optim_buffer(rt->c.o, c, which);
-    if (!base || !optim_range(rt->c.o, c, &o_off, &o_len) || at + off < o_off || at + off + *len > o_off + o_len) {
-        rt_fail(rt, err, errlen, "%s: the tied piece is not in this rank's part of chunk %d", op_name(WP_OP_TOUT), c);
-        return NULL;
-    }
-    return base + (at + off - o_off);
+    return at + off;
 }
 
 /* TOUT: T.g from the head's accumulated gradient (then zeroed: the embedding's owner steps the
@@ -353,14 +354,12 @@ static wp_result do_tout(wp_rt *rt, wp_buf b, char *err, size_t errlen) {
     size_t eo, ho, numel, len;
     if (!tie_offsets(rt->c.L, &eo, &ho, &numel)) return rt_fail(rt, err, errlen, "TOUT in an untied model");
     bool grad = b.lane == WP_TIE_GRAD;
-    float *src = tie_at(rt, b, grad ? last_chunk(rt) : 0, grad ? ho : eo, grad ? WP_OPT_GRAD : WP_OPT_MASTER, &len, err,
-                        errlen);
-    if (!src) return 1;
+    size_t at = tie_at(rt, b, grad ? ho : eo, &len);
     rt_entry *e = pool_create(&rt->pool, b, why, sizeof why);
     if (!e) return rt_fail(rt, err, errlen, "%s", why);
     if (e->bytes != len * sizeof(float)) return rt_fail(rt, err, errlen, "TOUT: the piece's size disagrees");
-    kern_copy(rt->k, e->data, src, e->bytes);
-    if (grad) kern_zero(rt->k, src, e->bytes);
+    if (optim_piece_get(rt->c.o, grad ? last_chunk(rt) : 0, grad ? WP_OPT_GRAD : WP_OPT_MASTER, at, len, e->data, grad))
+        return rt_fail(rt, err, errlen, "TOUT: %s", optim_error(rt->c.o));
     pool_mark_arrived(&rt->pool, e);
     return kern_check(rt, 0, "TOUT", err, errlen);
 }
@@ -374,12 +373,10 @@ static wp_result do_tin(wp_rt *rt, wp_buf b, char *err, size_t errlen) {
     if (!e) return rt_fail(rt, err, errlen, "reads %s, which this rank does not hold", buf_name(b, name, sizeof name));
     if (rt_wait(rt, e, false, err, errlen)) return 1; /* the fp32 data itself, never a compute-dtype view */
     bool grad = b.lane == WP_TIE_GRAD;
-    float *dst = tie_at(rt, b, grad ? 0 : last_chunk(rt), grad ? eo : ho, grad ? WP_OPT_GRAD : WP_OPT_MASTER, &len, err,
-                        errlen);
-    if (!dst) return 1;
+    size_t at = tie_at(rt, b, grad ? eo : ho, &len);
     if (e->bytes != len * sizeof(float)) return rt_fail(rt, err, errlen, "TIN: the piece's size disagrees");
-    if (grad) kern_accumulate(rt->k, dst, WP_F32, e->data, WP_F32, len);
-    else kern_copy(rt->k, dst, e->data, len * sizeof(float));
+    if (optim_piece_put(rt->c.o, grad ? 0 : last_chunk(rt), grad ? WP_OPT_GRAD : WP_OPT_MASTER, at, len, e->data, grad))
+        return rt_fail(rt, err, errlen, "TIN: %s", optim_error(rt->c.o));
     pool_touch(e);
     return kern_check(rt, 0, "TIN", err, errlen);
 }
@@ -424,10 +421,8 @@ static wp_result do_update(wp_rt *rt, int chunk, char *err, size_t errlen) {
     wp_dtype wt = precision_weight_dtype(rt->c.L->cfg.precision);
     if (!rt->d.skip && optim_step_chunk(rt->c.o, chunk, (float)rt->lr, rt->d.grad_scale, rt->scratch_w, wt))
         return rt_fail(rt, err, errlen, "UPDATE: %s", optim_error(rt->c.o));
-    float *g = optim_grad(rt->c.o, chunk);
-    size_t off, len;
-    if (!g || !optim_range(rt->c.o, chunk, &off, &len)) return rt_fail(rt, err, errlen, "UPDATE of a chunk this rank does not own");
-    kern_zero(rt->k, g, len * sizeof(float));
+    if (!optim_owns(rt->c.o, chunk)) return rt_fail(rt, err, errlen, "UPDATE of a chunk this rank does not own");
+    if (optim_zero_chunk_grad(rt->c.o, chunk)) return rt_fail(rt, err, errlen, "UPDATE: %s", optim_error(rt->c.o));
     return kern_check(rt, 0, "UPDATE", err, errlen);
 }
 
@@ -453,21 +448,87 @@ static bool on_device(int op) {
            op == WP_OP_DUP || op == WP_OP_UPDATE || op == WP_OP_TOUT || op == WP_OP_TIN;
 }
 
-static void record(wp_rt *rt, const wp_action *x, double t0, double t1) {
-    if (x->chunk >= 0 && x->chunk < WP_MAX_CHUNKS) {
-        rt->op_sum[x->op][x->chunk] += (t1 - t0) / rt_seg_share(rt, x); /* per whole micro-batch, as costs are */
-        rt->op_n[x->op][x->chunk] += 1;
-    }
-    if (!rt->c.record) return;
+/* A trace event of [t0, t1] (wp_now() times) for action x; its index, or -1 when none was
+ * recorded (recording off, or no memory: a trace is best effort, training goes on). */
+static int record(wp_rt *rt, const wp_action *x, double t0, double t1) {
+    if (!rt->c.record) return -1;
     if (rt->n_ev == rt->cap_ev) {
         int cap = rt->cap_ev ? 2 * rt->cap_ev : 256;
         rt_event *e = realloc(rt->ev, (size_t)cap * sizeof *e);
-        if (!e) return; /* a trace is best effort: training goes on without more events */
+        if (!e) return -1;
         rt->ev = e;
         rt->cap_ev = cap;
     }
-    rt->ev[rt->n_ev++] = (rt_event){.a = *x, .index = rt->ai, .step = rt->step,
-                                    .t0 = t0 - rt->t_origin, .t1 = t1 - rt->t_origin};
+    rt->ev[rt->n_ev] = (rt_event){.a = *x, .index = rt->ai, .step = rt->step,
+                                  .t0 = t0 - rt->t_origin, .t1 = t1 - rt->t_origin};
+    return rt->n_ev++;
+}
+
+/* ---- device time: a timer pair around each device action, read once the step is over ---- */
+
+/* The step's reference mark, at a host time the device agrees with: the queue is drained first,
+ * so the device reaches the mark as it is recorded (within a launch's latency). */
+static wp_result timers_begin(wp_rt *rt, int n_actions, char *err, size_t errlen) {
+    if (2 * n_actions > rt->n_tm) { /* the rank's list is the same every step: once */
+        wp_kern_timer **t = realloc(rt->tm, 2 * (size_t)n_actions * sizeof *t);
+        if (!t) return rt_fail(rt, err, errlen, "out of memory for the op timers");
+        memset(t + rt->n_tm, 0, (size_t)(2 * n_actions - rt->n_tm) * sizeof *t);
+        rt->tm = t;
+        rt->n_tm = 2 * n_actions;
+    }
+    if (!rt->ref && !(rt->ref = kern_timer_create(rt->k))) return kern_check(rt, 1, "timer", err, errlen);
+    rt->n_timed = 0;
+    kern_sync(rt->k);
+    rt->ref_s = wp_now();
+    kern_timer_record(rt->k, rt->ref);
+    return kern_check(rt, 0, "timer", err, errlen);
+}
+
+/* Mark i of action ai (0: before it, 1: after it), the timer made on the action's first run. */
+static void timer_mark(wp_rt *rt, int ai, int i) {
+    wp_kern_timer **t = &rt->tm[2 * ai + i];
+    if (!*t) *t = kern_timer_create(rt->k);
+    if (*t) kern_timer_record(rt->k, *t);
+}
+
+static wp_result timed_push(wp_rt *rt, const wp_action *x, int ev, double waited, char *err, size_t errlen) {
+    if (rt->n_timed == rt->cap_timed) {
+        int cap = rt->cap_timed ? 2 * rt->cap_timed : 64;
+        rt_timed *n = realloc(rt->timed, (size_t)cap * sizeof *n);
+        if (!n) return rt_fail(rt, err, errlen, "out of memory for the op timers");
+        rt->timed = n;
+        rt->cap_timed = cap;
+    }
+    rt->timed[rt->n_timed++] = (rt_timed){.x = x, .ai = rt->ai, .ev = ev, .waited = waited};
+    return 0;
+}
+
+/* Every device action of the step has been synced: its timers are complete. Each one's device
+ * time, less what it waited on the host for peers (the device idled then), per whole micro-batch
+ * as costs are, into the op sums (the first step's apart); its device span into its trace event. */
+static wp_result timers_end(wp_rt *rt, char *err, size_t errlen) {
+    const bool dev = kern_timer_on_device(rt->k);
+    const bool first = rt->steps_run == 0;
+    for (int i = 0; i < rt->n_timed; i++) {
+        const rt_timed *d = &rt->timed[i];
+        const wp_kern_timer *a = rt->tm[2 * d->ai], *b = rt->tm[2 * d->ai + 1];
+        double s = kern_timer_elapsed(rt->k, a, b), from = kern_timer_elapsed(rt->k, rt->ref, a);
+        if (s < 0 || from < 0) return kern_check(rt, 1, "timer", err, errlen);
+        double busy = s > d->waited ? s - d->waited : 0;
+        const wp_action *x = d->x;
+        if (x->chunk >= 0 && x->chunk < WP_MAX_CHUNKS) {
+            double per_mb = busy / rt_seg_share(rt, x);
+            if (first) rt->op_warm[x->op][x->chunk] += per_mb, rt->op_warm_n[x->op][x->chunk] += 1;
+            else rt->op_sum[x->op][x->chunk] += per_mb, rt->op_n[x->op][x->chunk] += 1;
+        }
+        if (dev && d->ev >= 0) {
+            rt_event *e = &rt->ev[d->ev];
+            e->device = true;
+            e->d1 = rt->ref_s + from + s - rt->t_origin;
+            e->d0 = e->d1 - busy;
+        }
+    }
+    return 0;
 }
 
 static wp_result run_action(wp_rt *rt, const wp_action *x, char *err, size_t errlen) {
@@ -526,23 +587,29 @@ wp_result rt_step(wp_rt *rt, int64_t step, double lr, rt_step_stats *st, char *e
     wp_transport_stats s0 = {0}, s1 = {0};
     begin_step(rt, step, lr, st);
     if (rt->c.t) tp_stats(rt->c.t, &s0);
+    if (timers_begin(rt, p->n, err, errlen)) return 1;
     double t_start = wp_now();
     for (rt->ai = 0; rt->ai < p->n; rt->ai++) {
         const wp_action *x = &p->a[rt->ai];
         if (rt_progress(rt, err, errlen)) return 1;
         bool device = on_device(x->op);
         double w0 = rt->wait_s, t0 = wp_now();
+        if (device) timer_mark(rt, rt->ai, 0);
         if (run_action(rt, x, err, errlen)) return 1;
         if (device) {
+            timer_mark(rt, rt->ai, 1);
             kern_sync(rt->k); /* device actions finish before the next starts (ir.h) */
+            if (kern_check(rt, 0, "timer", err, errlen)) return 1;
             double waited = rt->wait_s - w0, budget = pace_min_s(&rt->pace, x->op, x->chunk) * rt_seg_share(rt, x);
             if (budget > 0 && rt_pace_hold(rt, t0 + waited + budget, err, errlen)) return 1;
             double t1 = wp_now();
             if (op_is_compute(x->op)) st->compute_s += t1 - t0 - waited;
-            record(rt, x, t0 + waited, t1);
+            if (timed_push(rt, x, record(rt, x, t0 + waited, t1), waited, err, errlen)) return 1;
         }
     }
     rt->ai = -1;
+    if (timers_end(rt, err, errlen)) return 1;
+    rt->steps_run++;
     if (rt_progress(rt, err, errlen)) return 1;
     shift_versions(rt);
     ctl_set_status(rt->c.ctl, "step %lld done", (long long)step);

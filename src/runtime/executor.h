@@ -57,7 +57,9 @@ typedef struct {
     wp_action a;
     int index;     /* its position in the list */
     int64_t step;
-    double t0, t1; /* seconds since cfg.t_origin */
+    double t0, t1; /* seconds since cfg.t_origin: on the host, from the action's call to its sync */
+    bool device;   /* d0, d1 hold the span on the device's clock (kern_timer_on_device) */
+    double d0, d1; /* the same origin: when the device started and finished the action's work */
 } rt_event;
 
 /* A transfer or a wait of the run (cfg.record). A send lasts from its post to the poll that saw

@@ -54,23 +54,25 @@ static wp_result open_hf(const char *dir, const wp_opts *given, bool require_seq
     snprintf(s->dir, sizeof s->dir, "%s", dir);
     if (require_seq && !given->set[FLAG_seq_length])
         return wp_fail(WP_BAD_INPUT, err, errlen, "--seq-length: %s is a Hugging Face directory, which has no sequence length of its own; give one", dir);
-    wp_result rc = hf_config_apply(dir, &o, err, errlen);
+    hf_config c;
+    wp_result rc = hf_read_config(dir, &c, err, errlen);
+    if (rc == 0) rc = hf_config_apply(&c, &o, err, errlen);
     if (rc == 0) rc = given->set[FLAG_seq_length] ? (s->positions = given->seq_length, WP_OK) : hf_max_positions(dir, &s->positions, err, errlen);
     if (rc == 0) rc = hf_read_eos(dir, s->eos, WP_SRC_MAX_EOS, &s->n_eos, err, errlen);
     return rc ? rc : one_chunk_cfg(&o, given, s->positions, cfg, err, errlen);
 }
 
-/* A llama.cpp file: its config through hf_config_apply (which reads a GGUF by its magic), its
- * positions from llama.context_length, its eos from tokenizer.ggml.eos_token_id, its tokenizer
- * as tokenizer.json text (gguf_tokenizer_json: the C encoder opens it, tok_open_mem). */
-static wp_result open_gguf(const char *file, const wp_opts *given, wp_model_src *s, wp_model_cfg *cfg, char *err, size_t errlen) {
+/* A llama.cpp file, parsed once (s->gguf, kept open for the weights and the tokenizer): its
+ * config, its positions from llama.context_length, its eos from tokenizer.ggml.eos_token_id. */
+static wp_result open_gguf(const wp_opts *given, wp_model_src *s, wp_model_cfg *cfg, char *err, size_t errlen) {
     static wp_opts o; /* large; a copy the config fills (one source at a time) */
     o = *given;
     s->kind = WP_SRC_GGUF;
-    snprintf(s->dir, sizeof s->dir, "%s", file);
-    int rc = hf_config_apply(file, &o, err, errlen);
-    if (rc == 0) rc = given->set[FLAG_seq_length] ? (s->positions = given->seq_length, 0) : gguf_max_positions(file, &s->positions, err, errlen);
-    if (rc == 0) rc = gguf_tokenizer_json(file, &s->tok_json, &s->tok_json_len, err, errlen);
+    snprintf(s->dir, sizeof s->dir, "%s", gguf_path(s->gguf));
+    hf_config c;
+    int rc = gguf_read_config(s->gguf, &c, err, errlen);
+    if (rc == 0) rc = hf_config_apply(&c, &o, err, errlen);
+    if (rc == 0) rc = given->set[FLAG_seq_length] ? (s->positions = given->seq_length, 0) : gguf_max_positions(s->gguf, &s->positions, err, errlen);
     if (rc == 0) rc = one_chunk_cfg(&o, given, s->positions, cfg, err, errlen);
     if (rc == 0 && cfg->has_eos) s->eos[s->n_eos++] = cfg->eos_id;
     return rc;
@@ -80,8 +82,9 @@ wp_result model_src_open(const char *path, const wp_opts *o, int mb, bool requir
     memset(s, 0, sizeof *s);
     s->step = -1;
     wp_model_cfg cfg;
-    if (gguf_is_file(path))
-        WP_TRY(open_gguf(path, o, s, &cfg, err, errlen)); /* it states its context length: no --seq-length needed */
+    WP_TRY(gguf_open_if(path, &s->gguf, err, errlen));
+    if (s->gguf)
+        WP_TRY(open_gguf(o, s, &cfg, err, errlen)); /* it states its context length: no --seq-length needed */
     else if (is_hf_dir(path))
         WP_TRY(open_hf(path, o, require_seq, s, &cfg, err, errlen));
     else
@@ -101,8 +104,8 @@ void model_src_close(wp_model_src *s) {
     s->ckpt = NULL;
     if (s->have_layout) layout_free(&s->L);
     s->have_layout = false;
-    free(s->tok_json);
-    s->tok_json = NULL;
+    gguf_close(s->gguf);
+    s->gguf = NULL;
 }
 
 /* gguf_load_masters fills an optimizer's masters (the contract of hf_load_masters): one holding
@@ -112,7 +115,7 @@ static wp_result read_gguf(wp_model_src *s, hf_param_sink sink, void *ctx, char 
     wp_kern *k = kern_create(&ko, err, errlen);
     if (!k) return wp_context(WP_FAILED, err, errlen, "%s", s->dir);
     wp_optim *opt = optim_create_weights(layout_optim_model(&s->L), k, (int[]){0}, 1, err, errlen);
-    wp_result rc = opt ? gguf_load_masters(s->dir, opt, err, errlen) : WP_FAILED;
+    wp_result rc = opt ? gguf_load_masters(s->gguf, opt, err, errlen) : WP_FAILED;
     float *m = rc == 0 ? optim_buffer(opt, 0, WP_OPT_MASTER) : NULL;
     if (rc == 0 && !m) rc = wp_fail(WP_FAILED, err, errlen, "%s: %s", s->dir, optim_error(opt));
     for (int i = 0; rc == 0 && i < s->L.n_params; i++)

@@ -5,8 +5,8 @@
  * tensor, with no optimizer state (no moments, no gradient: inference holds the weights once,
  * plus one tensor in flight).
  *
- * or a llama.cpp GGUF file (src/io/gguf.h: told by its magic; its tokenizer comes from the
- * file's metadata as tokenizer.json text, tok_json). */
+ * or a llama.cpp GGUF file (src/io/formats/gguf.h: told by its magic, parsed once and kept open as
+ * gguf: its tokenizer and chat template come from the file's metadata, gguf_tokenizer). */
 #ifndef WP_RUNTIME_MODEL_SOURCE_H
 #define WP_RUNTIME_MODEL_SOURCE_H
 
@@ -15,6 +15,7 @@
 
 #include "checkpoint.h"
 #include "cli.h"
+#include "gguf.h"
 #include "hf.h"
 #include "layout.h"
 #include "result.h"
@@ -30,8 +31,7 @@ typedef struct {
     int64_t positions;         /* --seq-length, else the checkpoint's sequence length or config.json's max_position_embeddings */
     int64_t step;              /* a checkpoint's step, -1 otherwise */
     char dir[WP_PATH_MAX];     /* the step or Hugging Face directory: where its tokenizer is looked for (GGUF: the file) */
-    char *tok_json;            /* GGUF: the file's tokenizer as tokenizer.json text (NULL: none); freed by close */
-    size_t tok_json_len;
+    gguf_file *gguf;           /* GGUF: the parsed file (closed by model_src_close) */
     int32_t eos[WP_SRC_MAX_EOS]; /* generation_config.json's eos_token_id list (a checkpoint: its one eos); */
     int n_eos;                 /* 0: none named, the tokenizer's EOS decides */
     wp_ckpt *ckpt;             /* open while the weights are read */

@@ -201,7 +201,7 @@ static uint64_t schedule_sent(const train_job *j, int r) {
 
 /* Tracks beyond the simulator's (compute, and 1 + channel for sends): receives and waits. */
 static int recv_track(int channel) { return 1 + WP_SCH_COUNT + channel; }
-enum { WAIT_TRACK = 1 + 2 * WP_SCH_COUNT };
+enum { WAIT_TRACK = 1 + 2 * WP_SCH_COUNT, DEVICE_TRACK };
 
 /* This host's name, with anything a host name may not hold replaced (it goes into JSON). */
 static void host_name(char *host, size_t len) {
@@ -214,7 +214,7 @@ static void host_name(char *host, size_t len) {
 
 /* Process = rank, named with its host; the clock estimate (clock_sync.h) as metadata, so that
  * trace-merge can state the residual and undo the correction (--local-clocks). */
-static void trace_tracks(wp_trace *t, int rank, const wp_clock_sync *clk) {
+static void trace_tracks(wp_trace *t, int rank, const wp_clock_sync *clk, bool device) {
     char name[400], host[256];
     host_name(host, sizeof host);
     snprintf(name, sizeof name, "rank %d @ %s", rank, host);
@@ -231,6 +231,7 @@ static void trace_tracks(wp_trace *t, int rank, const wp_clock_sync *clk) {
         trace_thread(t, rank, recv_track(ch), name);
     }
     trace_thread(t, rank, WAIT_TRACK, "waits");
+    if (device) trace_thread(t, rank, DEVICE_TRACK, "device (GPU clock)");
 }
 
 /* A transfer as the simulator names it ("W[3]@0 ->2"; receives "W[3]@0 <-1"), a wait by what
@@ -264,14 +265,19 @@ static void write_trace(train_job *j, int rank, wp_rt *rt, const wp_clock_sync *
     int n;
     const rt_event *ev = rt_events(rt, &n);
     char name[96], args[160];
-    trace_tracks(j->trace, rank, clk);
+    bool device = false;
+    for (int i = 0; i < n && !device; i++) device = ev[i].device;
+    trace_tracks(j->trace, rank, clk, device);
     for (int i = 0; i < n; i++) {
         const wp_action *a = &ev[i].a;
+        const char *cat = op_is_compute(a->op) ? "compute" : "optimizer";
         action_text(a, name, sizeof name);
         snprintf(args, sizeof args, "\"chunk\":%d,\"mb\":%d,\"step\":%" PRId64 ",\"action\":%d", a->chunk, a->mb,
                  ev[i].step, ev[i].index);
-        trace_span(j->trace, rank, WP_TRACK_COMPUTE, name, op_is_compute(a->op) ? "compute" : "optimizer", ev[i].t0,
-                   ev[i].t1 - ev[i].t0, args);
+        trace_span(j->trace, rank, WP_TRACK_COMPUTE, name, cat, ev[i].t0, ev[i].t1 - ev[i].t0, args);
+        /* the device's own span of the same action beside it: the gap to the host span is the
+         * launch and the sync */
+        if (ev[i].device) trace_span(j->trace, rank, DEVICE_TRACK, name, cat, ev[i].d0, ev[i].d1 - ev[i].d0, args);
     }
     const rt_xfer_event *xe = rt_xfer_events(rt, &n);
     for (int i = 0; i < n; i++) trace_xfer(j->trace, rank, &xe[i]);
@@ -280,7 +286,8 @@ static void write_trace(train_job *j, int rank, wp_rt *rt, const wp_clock_sync *
 /* Values per rank in report_final's all-reduce: compute_s, step_s, payload sent, the backend's
  * peak memory (kern_memory), the resident high-water, the terms at the peak. */
 #define RV_MEM 5
-#define RV (RV_MEM + WP_MEM_TERMS)
+#define RV_DEV (RV_MEM + WP_MEM_TERMS) /* the device's figure: at open, peak, device ordinal + 1 (0: none) */
+#define RV (RV_DEV + 3)
 
 /* Rank 0's table: measured bubble and step time beside the simulator's, bytes beside the
  * validator's, the backend's peak memory beside the prediction. v holds RV values per rank,
@@ -298,7 +305,7 @@ static void print_summary(train_job *j, const train_totals *tot, const double *v
     fprintf(stderr, "\nstep time (steps after the first, mean over ranks): measured %s, simulator %.4g s%s\n", meas_text,
             have_pred ? pred_step : NAN, j->o.device_tflops > 0 ? " (paced compute)" : " (measured op times)");
     fprintf(stderr, "rank  bubble measured  predicted  payload bytes/step measured  schedule  "
-                    "memory MiB %s peak  predicted\n", j->o.backend == WP_BACKEND_CUDA ? "device" : "  heap");
+                    "memory MiB %s peak  predicted\n", j->o.backend == WP_BACKEND_CUDA ? " alloc" : "  heap");
     for (int r = 0; r < N; r++) {
         double meas = v[RV * r + 1] > 0 ? 1.0 - v[RV * r] / v[RV * r + 1] : NAN;
         double sent = tot->steps > 0 ? v[RV * r + 2] / (double)tot->steps : 0;
@@ -362,6 +369,9 @@ wp_result report_final(train_job *j, int rank, wp_control *ctl, wp_transport *t,
     v[RV * rank + 3] = (double)tot->mem_peak;
     v[RV * rank + 4] = tot->mem_resident;
     for (int t = 0; t < WP_MEM_TERMS; t++) v[RV * rank + RV_MEM + t] = (double)tot->mem_terms[t];
+    v[RV * rank + RV_DEV] = tot->dev_open;
+    v[RV * rank + RV_DEV + 1] = tot->dev_peak;
+    v[RV * rank + RV_DEV + 2] = tot->dev_ordinal + 1;
     rt_op_times(rt, ops, ops + nops);
     double pace[3];
     int64_t paced, over;
@@ -372,7 +382,7 @@ wp_result report_final(train_job *j, int rank, wp_control *ctl, wp_transport *t,
     if (!rc) rc = allreduce_sum(ctl, ops, 2 * nops, err, errlen);
     if (!rc) rc = allreduce_sum(ctl, pace, 3, err, errlen);
     /* the memory table first: scripts read the summary's rank lines to the end of the output */
-    if (!rc && rank == 0) report_memory(j, v + 3, RV, tot->metrics, tot->tb, j->start_step + tot->steps);
+    if (!rc && rank == 0) report_memory(j, v + 3, v + RV_DEV, RV, tot->metrics, tot->tb, j->start_step + tot->steps);
     if (!rc && rank == 0 && !j->o.quiet) print_summary(j, tot, v, ops, pace);
     if (!rc && rank == 0 && j->auto_predicted > 0) print_auto(j, tot, v);
     free(v);

@@ -26,6 +26,11 @@ typedef struct {
     size_t mem_peak;            /* the backend's peak bytes (kern_memory), set before report_final */
     size_t mem_terms[WP_MEM_TERMS]; /* its terms at that peak (kern_memory_terms) */
     double mem_resident;        /* the process's VmHWM (threads as ranks: the process's, shared) */
+    /* the GPU's own figure (kern_device_free: total - free, everything on the device, this
+     * process's context and other processes included), when the rank's backend opened and the
+     * most at any step's end; -1: no device to ask (the CPU backend) */
+    double dev_open, dev_peak;
+    int dev_ordinal;
     FILE *metrics;              /* rank 0's --metrics (NULL: none): the memory line */
     wp_tb *tb;                  /* rank 0's --tensorboard (NULL: none): the memory scalars */
 } train_totals;
@@ -55,7 +60,10 @@ wp_result report_final(train_job *j, int rank, wp_control *ctl, wp_transport *t,
  * beside the prediction's, and the resident set; also one {"memory": [...]} --metrics line and
  * the same numbers as TensorBoard scalars memory/rank<r>/<key> at the run's last step.
  * v: per rank (stride values apart) the peak, the resident high-water, the WP_MEM_TERMS terms. */
-void report_memory(const train_job *j, const double *v, int stride, FILE *metrics, wp_tb *tb, int64_t step);
+/* dev: the device's figures of rank 0 (at open, peak, ordinal + 1; report.c's RV_DEV), the
+ * same stride. */
+void report_memory(const train_job *j, const double *v, const double *dev, int stride, FILE *metrics, wp_tb *tb,
+                   int64_t step);
 void report_sample(const train_job *j, int64_t step, const int32_t *ids, int n, FILE *metrics);
 
 #endif

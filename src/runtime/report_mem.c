@@ -4,6 +4,7 @@
 #include "report.h"
 
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 #include "bootstrap.h"
@@ -81,7 +82,50 @@ static void metrics_line(const train_job *j, const double *v, int stride, FILE *
     fflush(f);
 }
 
-void report_memory(const train_job *j, const double *v, int stride, FILE *metrics, wp_tb *tb, int64_t step) {
+/* The GPU's own figure beside the prediction, one line per device: ranks that are threads of
+ * one process share a device's context and its figure, so their predictions add up with one
+ * context; a launched rank (its own process) is its own line, and its figure counts whatever
+ * else holds that GPU. Measured: the most in use at any step's end (peaks inside a step that
+ * are freed by its end are not seen). */
+static void print_device(const train_job *j, const double *dev, int stride) {
+    wp_mem_cfg mc;
+    train_mem_cfg(j, &mc);
+    wp_mem_device d;
+    mem_predict_device(&j->L, &mc, j->nranks, &d);
+    const bool threads = !boot_launched();
+    for (int r = 0; r < j->nranks; r++) {
+        const double *x = dev + (size_t)stride * r;
+        bool seen = false; /* an earlier thread on the same device has printed it */
+        for (int q = 0; q < r && threads; q++) seen |= dev[(size_t)stride * q + 2] == x[2];
+        if (seen || x[2] <= 0) continue;
+        double alloc = 0, extra = 0, open = x[0], peak = x[1];
+        int n = 0;
+        char who[128] = "";
+        for (int q = r; q < j->nranks; q++) {
+            const double *y = dev + (size_t)stride * q;
+            if (y[2] != x[2] || (q != r && !threads)) continue;
+            double pred[WP_MEM_TERMS];
+            train_mem_predict(j, q, pred);
+            alloc += mem_total(pred);
+            extra += d.cudnn + d.sibling;
+            if (y[0] < open) open = y[0]; /* the first rank to open saw the least in use */
+            if (y[1] > peak) peak = y[1];
+            size_t at = strlen(who);
+            if (at + 8 < sizeof who) snprintf(who + at, sizeof who - at, "%s%d", n++ ? "," : "", q);
+        }
+        double want = alloc + extra + d.context;
+        fprintf(stderr,
+                "device %d (rank%s %s), cudaMemGetInfo total - free: at start-up %.1f MiB, most at a step's end %.1f MiB; "
+                "predicted %.1f MiB = allocations %.1f + CUDA context %.1f + cuDNN and transfer workspaces %.1f "
+                "(the last two estimates, docs/memory.md): %+.1f%%\n",
+                (int)x[2] - 1, n == 1 ? "" : "s", who, open * MIB, peak * MIB, want * MIB, alloc * MIB, d.context * MIB,
+                extra * MIB, want > 0 ? 100.0 * (peak - want) / want : 0);
+    }
+}
+
+void report_memory(const train_job *j, const double *v, const double *dev, int stride, FILE *metrics, wp_tb *tb,
+                   int64_t step) {
     if (!j->o.quiet) print_table(j, v, stride);
+    if (!j->o.quiet) print_device(j, dev, stride);
     if (metrics || tb) metrics_line(j, v, stride, metrics, tb, step);
 }

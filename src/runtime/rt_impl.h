@@ -7,6 +7,7 @@
 #include "executor.h"
 #include "compute_pace.h"
 #include "result.h"
+#include "streams.h"
 
 /* Activation state of one (chunk, mb), with the token ids it reads in its backward. */
 typedef struct {
@@ -21,6 +22,14 @@ typedef struct {
     wp_buf b;
     int peer, channel;
 } rt_deferred;
+
+/* A device action of the step whose timers are still to be read. */
+typedef struct {
+    const wp_action *x;
+    int ai;      /* its index in the list (its timers: tm[2 ai], tm[2 ai + 1]) */
+    int ev;      /* its trace event, -1 none */
+    double waited; /* host time it spent waiting for peers between its timers */
+} rt_timed;
 
 struct wp_rt {
     rt_config c;
@@ -48,7 +57,20 @@ struct wp_rt {
     double over_s;          /* by how much, in all */
     /* measurements */
     double t_origin;
+    /* each device action's duration (the backend's timers: the device's clock on a GPU) summed
+     * per op and chunk over the steps after the first; the first step's apart (warm-up: cuDNN
+     * plans, cuBLAS heuristics, first-touch allocations), used only where no later step ran */
     double op_sum[WP_OP_COUNT][WP_MAX_CHUNKS], op_n[WP_OP_COUNT][WP_MAX_CHUNKS];
+    double op_warm[WP_OP_COUNT][WP_MAX_CHUNKS], op_warm_n[WP_OP_COUNT][WP_MAX_CHUNKS];
+    int64_t steps_run;      /* rt_step calls that completed */
+    /* timers: a pair per device action of the list (made on its first run), read at the step's
+     * end; ref marks the step's start at host time ref_s */
+    wp_kern_timer **tm;     /* [n_tm = 2 * list length] */
+    int n_tm;
+    wp_kern_timer *ref;
+    double ref_s;
+    rt_timed *timed;        /* this step's device actions, in order */
+    int n_timed, cap_timed;
     int n_ev, cap_ev;
     rt_event *ev;
     int n_xev, cap_xev;

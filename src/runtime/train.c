@@ -36,6 +36,7 @@
 #include "device_tp.h"
 #include "seq_split.h"
 #include "shard.h"
+#include "streams.h"
 #include "tb_events.h"
 #include "tokenizer.h"
 
@@ -45,8 +46,12 @@
 static wp_result prepare_model(train_job *j, bool apply_hf, char *err, size_t errlen) {
     wp_model_cfg cfg;
     if (apply_hf && j->o.init_from[0]) {
-        int rc = hf_config_apply(j->o.init_from, &j->o, err, errlen);
-        if (rc) return rc;
+        /* a llama.cpp file (told by its magic) is parsed here, once: its tokenizer and every
+         * rank's masters are read from j->init_gguf */
+        hf_config c;
+        WP_TRY(gguf_open_if(j->o.init_from, &j->init_gguf, err, errlen));
+        WP_TRY(j->init_gguf ? gguf_read_config(j->init_gguf, &c, err, errlen) : hf_read_config(j->o.init_from, &c, err, errlen));
+        WP_TRY(hf_config_apply(&c, &j->o, err, errlen));
     }
     /* --num-chunks 0: the strategy's default (two per rank for interleaved-1f1b); auto: the
      * provisional strategy's default is not written into the flags the pick reads */
@@ -134,11 +139,34 @@ static wp_result check_data(train_job *j, char *err, size_t errlen) {
     int rc = shard_list_resolve(&j->data, j->o.data, WP_SPLIT_TRAIN, "--data", false, err, errlen);
     if (rc == 0) rc = resolve_val(j, err, errlen);
     if (rc) return rc;
-    wp_loader *probe;
-    if ((rc = loader_open_list(&probe, &j->data, "--data", &lc, err, errlen)) != 0) return rc;
-    if (j->val.n > 0) rc = check_val(j, probe, err, errlen);
-    loader_close(probe);
-    return rc;
+    if ((rc = loader_open_list(&j->data_probe, &j->data, "--data", &lc, err, errlen)) != 0) return rc;
+    if (j->val.n > 0) rc = check_val(j, j->data_probe, err, errlen);
+    return rc; /* the probe stays open for measure_attn_share */
+}
+
+/* The windows of --data whose documents the FLOP counts' attention is measured on. */
+#define ATTN_SHARE_WINDOWS 64
+
+/* --doc-mask without --doc-length-mean: the FLOP counts (pacing, MFU, --strategy auto's ranking)
+ * charge attention for the query-key pairs the data's documents keep, the mean share over the
+ * first windows in reading order (every rank reads the same: the same result everywhere). */
+static wp_result measure_attn_share(train_job *j, char *err, size_t errlen) {
+    wp_loader *l = j->data_probe;
+    if (!l || !j->L.cfg.doc_mask || j->o.doc_length_mean > 0) return 0;
+    const int s = j->L.cfg.seq;
+    int32_t *in = malloc(2 * (size_t)s * sizeof *in);
+    if (!in) return wp_fail(WP_FAILED, err, errlen, "out of memory for %d tokens", 2 * s);
+    int64_t n = loader_windows(l) < ATTN_SHARE_WINDOWS ? loader_windows(l) : ATTN_SHARE_WINDOWS;
+    double sum = 0;
+    int rc = 0;
+    for (int64_t i = 0; i < n && rc == 0; i++) {
+        rc = loader_sequential(l, i, in, in + s);
+        if (rc == 0) sum += attn_pairs_docs(in, s, j->L.cfg.doc_boundary) / attn_pairs_causal(s);
+    }
+    free(in);
+    if (rc) return wp_fail((wp_result)rc, err, errlen, "--data: %s", loader_error(l));
+    if (n > 0) j->o.attn_share_data = j->L.cfg.attn_share = sum / (double)n;
+    return 0;
 }
 
 /* The run's tokenizer: --tokenizer, else the one beside the training shards (the directory of
@@ -179,9 +207,9 @@ static wp_result resolve_tokenizer(train_job *j, char *err, size_t errlen) {
         if (rc) return wp_fail((wp_result)rc, err, errlen, "--data: %s", why);
         flag = "--data's tokenizer";
     }
-    if (!path[0] && o->init_from[0] && !o->tokenizer[0] && gguf_is_file(o->init_from)) {
+    if (!path[0] && o->init_from[0] && !o->tokenizer[0] && j->init_gguf) {
         /* a llama.cpp file carries its tokenizer: the checkpoints keep it as tokenizer.json */
-        int rc = gguf_tokenizer_json(o->init_from, &j->tokenizer_data, &j->tokenizer_size, why, sizeof why);
+        int rc = gguf_tokenizer_json(j->init_gguf, &j->tokenizer_data, &j->tokenizer_size, why, sizeof why);
         if (rc) return wp_fail((wp_result)rc, err, errlen, "--init-from %s", why);
         if (!j->tokenizer_data) return 0;
         /* opened by the C encoder now, as a file would be: refused before training if it cannot
@@ -206,7 +234,7 @@ static wp_result resolve_tokenizer(train_job *j, char *err, size_t errlen) {
     }
     if (!path[0]) return 0;
     wp_tokenizer *t;
-    int rc = tok_open(path, &t, why, sizeof why);
+    int rc = gguf_tok_open(path, &t, NULL, why, sizeof why);
     if (rc) return wp_fail((wp_result)rc, err, errlen, "%s %s", flag, why);
     if (tok_vocab_size(t) > j->L.cfg.vocab)
         rc = wp_fail(WP_BAD_INPUT, err, errlen, "%s %s: its vocabulary of %" PRId64 " tokens exceeds the model's --vocab-size %" PRId64, flag,
@@ -264,12 +292,20 @@ static wp_result check_memory(train_job *j, bool quiet, char *err, size_t errlen
         wp_mem_host h;
         train_mem_predict(j, r, terms);
         mem_predict_host(&j->s, &j->L, &j->run.rank[r], r, &mc, &h);
-        /* on the CPU backend the device is this host: its share holds both sides */
-        double need = mem_total(terms) + (cpu ? mem_host_total(&h) : 0);
+        /* on the CPU backend the device is this host: its share holds both sides; on a GPU the
+         * device also holds what the program does not allocate itself (memory.h) */
+        wp_mem_device dev;
+        mem_predict_device(&j->L, &mc, j->nranks, &dev);
+        double need = mem_total(terms) + (cpu ? mem_host_total(&h) : dev.context + dev.cudnn + dev.sibling);
         double with = need * (1 + MEMLIMIT_MARGIN) + MEMLIMIT_FIXED_MIB * 1048576.0;
         if (mem_host_total(&h) > host_most) host_most = mem_host_total(&h);
         char big[256];
         mem_largest(terms, 3, big, sizeof big);
+        if (!cpu) {
+            size_t at = strlen(big);
+            snprintf(big + at, sizeof big - at, ", CUDA context %.0f MiB and cuDNN workspace %.1f MiB (estimates)",
+                     dev.context / 1048576.0, (dev.cudnn + dev.sibling) / 1048576.0);
+        }
         if (cpu && mem_host_total(&h) > 0) {
             size_t at = strlen(big);
             snprintf(big + at, sizeof big - at, ", optimizer state in host memory %.1f MiB, pinned staging %.1f MiB",
@@ -386,10 +422,14 @@ wp_result train_job_prepare(train_job *j, const wp_opts *o, char *err, size_t er
     if (!rc && !j->auto_strategy) rc = prepare_schedule(j, err, errlen); /* auto: the pick's, in train_rank */
     if (!rc && train) rc = check_data(j, err, errlen);
     if (!rc && train) rc = resolve_tokenizer(j, err, errlen);
-    /* --doc-mask without --doc-boundary-id: documents start where prepare put its boundary, the
-     * tokenizer's BOS, or its EOS where it has none (src/io/prepare.c) */
-    if (!rc && train && j->tok && !o->set[FLAG_doc_boundary_id] && (tok_bos(j->tok) >= 0 || tok_eos(j->tok) >= 0))
-        j->L.cfg.doc_boundary = tok_bos(j->tok) >= 0 ? tok_bos(j->tok) : tok_eos(j->tok);
+    /* --doc-mask without --doc-boundary-id (-1, also as a --resume inherits it): documents start
+     * where prepare put its boundary, the tokenizer's BOS, or its EOS where it has none
+     * (src/io/data/prepare.c); the run's flags take it too, so that a layout rebuilt from them
+     * (--strategy auto's pick) and the manifest have it */
+    if (!rc && train && j->tok && o->doc_boundary_id < 0 && (tok_bos(j->tok) >= 0 || tok_eos(j->tok) >= 0))
+        j->o.doc_boundary_id = j->L.cfg.doc_boundary = tok_bos(j->tok) >= 0 ? tok_bos(j->tok) : tok_eos(j->tok);
+    if (!rc && train) rc = measure_attn_share(j, err, errlen);
+    if (j->data_probe) loader_close(j->data_probe), j->data_probe = NULL;
     if (!rc && train) rc = prepare_resume(j, err, errlen);
     if (!rc && !j->auto_strategy) rc = check_memory(j, false, err, errlen); /* auto: checked on the pick */
     if (!rc && train && j->start_step >= o->steps)
@@ -399,9 +439,11 @@ wp_result train_job_prepare(train_job *j, const wp_opts *o, char *err, size_t er
 }
 
 void train_job_free(train_job *j) {
+    gguf_close(j->init_gguf);
     free(j->tokenizer_data);
     for (int i = 0; i < CKPT_SIDE_FILES; i++) free(j->side_data[i]);
     tok_close(j->tok);
+    if (j->data_probe) loader_close(j->data_probe);
     shard_list_free(&j->data);
     shard_list_free(&j->val);
     if (j->have_run) run_free(&j->run);
@@ -433,6 +475,7 @@ typedef struct {
     double t_begin;
     int64_t tokens_done;
     train_totals tot;
+    int threads; /* CPU threads of this rank's kernels (and of a host-placed optimizer's) */
 } rank_state;
 
 static wp_result open_backend(rank_state *r, int local_rank, char *err, size_t errlen) {
@@ -440,6 +483,7 @@ static wp_result open_backend(rank_state *r, int local_rank, char *err, size_t e
     char from[128];
     int threads = boot_threads_per_rank_environ((int)o->threads, boot_launched() ? 1 : r->j->nranks,
                                                 sysconf(_SC_NPROCESSORS_ONLN), from, sizeof from);
+    r->threads = threads;
     if (r->rank == 0 && !o->quiet && o->backend == WP_BACKEND_CPU)
         fprintf(stderr, "rank 0: %d CPU thread%s per rank (%s)\n", threads, threads == 1 ? "" : "s", from);
     wp_kern_opts ko;
@@ -466,14 +510,16 @@ static wp_result open_optim(rank_state *r, wp_loss_scaler *scaler, char *err, si
     for (int c = 0; c < j->s.nchunks; c++)
         if (sched_owns(&j->s, r->rank, c, j->s.nslices ? r->rank : -1)) owned[n++] = c;
     /* a sliced schedule: rank k holds slice k of every chunk (ir.h) */
+    wp_optim_place place;
+    optim_place_from_opts(&j->o, r->threads, &place);
     wp_mem_term was = kern_mem_term(r->k, WP_MEM_OPTIM);
-    r->o = optim_create_slices(layout_optim_model(&j->L), r->k, owned, n, r->rank, j->s.nslices, &j->hp, err, errlen);
+    r->o = optim_create_slices(layout_optim_model(&j->L), r->k, owned, n, r->rank, j->s.nslices, &j->hp, &place, err,
+                               errlen);
     kern_mem_term(r->k, was);
     if (!r->o) return 1;
     *scaler = loss_scaler_init(j->L.cfg.precision == WP_PREC_MIXED, j->o.loss_scale, j->o.loss_scale_window);
     if (j->o.init_from[0])
-        return gguf_is_file(j->o.init_from) ? gguf_load_masters(j->o.init_from, r->o, err, errlen)
-                                            : hf_load_masters(j->o.init_from, r->o, err, errlen);
+        return j->init_gguf ? gguf_load_masters(j->init_gguf, r->o, err, errlen) : hf_load_masters(j->o.init_from, r->o, err, errlen);
     if (!j->resume_dir[0]) return optim_init_from_seed(r->o, (uint64_t)j->o.seed) ? wp_fail(WP_FAILED, err, errlen, "init: %s", optim_error(r->o)) : 0;
     wp_ckpt *c;
     int rc = ckpt_open(&c, j->resume_dir, err, errlen);
@@ -543,7 +589,13 @@ static wp_result check_device_memory(rank_state *r, char *err, size_t errlen) {
     size_t now, peak;
     train_mem_predict(r->j, r->rank, terms);
     kern_memory(r->k, &now, &peak); /* the model's scratch is taken already: it is in the prediction */
-    double need = mem_total(terms), with = need * (1 + MEMLIMIT_MARGIN) + MEMLIMIT_FIXED_MIB * 1048576.0;
+    /* beyond the program's allocations: cuDNN's workspace and the transfer context's cuBLAS
+     * workspace (not the CUDA context: it is open, and its memory is no longer free) */
+    wp_mem_cfg mc;
+    wp_mem_device dev;
+    train_mem_cfg(r->j, &mc);
+    mem_predict_device(&r->j->L, &mc, r->j->nranks, &dev);
+    double need = mem_total(terms) + dev.cudnn + dev.sibling, with = need * (1 + MEMLIMIT_MARGIN) + MEMLIMIT_FIXED_MIB * 1048576.0;
     if (with <= (double)free_b + (double)now) return 0;
     char big[256];
     mem_largest(terms, 3, big, sizeof big);
@@ -552,9 +604,22 @@ static wp_result check_device_memory(rank_state *r, char *err, size_t errlen) {
                 (double)total_b / 1048576.0);
 }
 
+/* The GPU's memory in use now (total - free, as the driver counts it) into the run's high-water;
+ * false where the backend has no device to ask. */
+static bool sample_device(rank_state *r, double *used) {
+    size_t free_b, total_b;
+    if (kern_device_free(r->k, &free_b, &total_b) != 0) return false;
+    *used = (double)total_b - (double)free_b;
+    if (*used > r->tot.dev_peak) r->tot.dev_peak = *used;
+    return true;
+}
+
 static wp_result open_rank(rank_state *r, int local_rank, char *err, size_t errlen) {
     wp_loss_scaler scaler;
     int rc = open_backend(r, local_rank, err, errlen);
+    r->tot.dev_open = r->tot.dev_peak = -1;
+    r->tot.dev_ordinal = -1;
+    if (!rc && sample_device(r, &r->tot.dev_open)) r->tot.dev_ordinal = kern_device(r->k);
     if (!rc) rc = check_device_memory(r, err, errlen);
     /* buffers in GPU memory travel through a staged or NCCL transport (ring/device_tp.h) */
     if (!rc && r->j->nranks > 1) rc = tp_device_open(r->t, r->ctl, r->k, r->j->job.transport, &r->j->job.net, &r->t, err, errlen);
@@ -716,6 +781,10 @@ static wp_result train_loop(rank_state *r, char *err, size_t errlen) {
         rt_step_stats st;
         double lr = lr_at(&j->lr, step);
         if (rt_step(r->rt, step, lr, &st, err, errlen)) return 1;
+        double used; /* at the step's end: the device's own high-water, beside kern_memory's count */
+        if (r->tot.dev_ordinal >= 0 && !sample_device(r, &used))
+            return wp_fail(WP_FAILED, err, errlen, "rank %d: the device's free memory: %s", r->rank,
+                           kern_error(r->k) ? kern_error(r->k) : "unknown error");
         report_step(j, r->rank, step, lr, &st, r->t_begin, &r->tot, r->metrics, r->tb);
         if (metrics_flush(r, err, errlen)) return 1;
         /* after the first step every kernel has run once: what the backend chose (e.g. which

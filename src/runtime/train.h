@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "decision.h"
 #include "fsutil.h"
+#include "gguf.h"
 #include "loader.h"
 #include "lr_schedule.h"
 #include "optim.h"
@@ -24,6 +25,7 @@
 
 typedef struct {
     wp_opts o;                  /* a copy: --init-from may fill model flags from config.json */
+    gguf_file *init_gguf;       /* --init-from FILE.gguf, parsed once (the config, the tokenizer, each rank's masters) */
     int nranks, nmb;
     wp_layout L;
     wp_schedule s;
@@ -34,6 +36,7 @@ typedef struct {
     char resume_dir[WP_PATH_MAX]; /* "" = fresh start */
     int64_t start_step;
     wp_shard_list data;         /* --data's training shards */
+    wp_loader *data_probe;      /* their loader while train_job_prepare checks and measures them */
     wp_shard_list val;          /* validation shards: --val-data, else a --data directory's *val*.bin; may be empty */
     char val_warning[640];      /* one line rank 0 prints: validation reads training shards (on purpose) */
     wp_run run;                 /* the validator's report (peaks and bytes per rank) */

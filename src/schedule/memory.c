@@ -106,16 +106,15 @@ void mem_predict(const wp_schedule *s, const wp_layout *L, const wp_rank_report 
         if (L->chunk_numel[k] > most) most = (double)L->chunk_numel[k];
     terms[WP_MEM_SCRATCH] = (double)model_scratch_bytes(L, mc->compute) + T * c->h * cs + most * wire_w;
     if (mc->cpu) terms[WP_MEM_SCRATCH] += cpu_scratch(L, mc);
-    bool head = false, head_grad = false; /* does rank r run the LM head (the last chunk's F; B/W/BW)? */
+    else terms[WP_MEM_SCRATCH] += (double)WP_CUDA_BLAS_WORKSPACE; /* kernels/cuda/cuda_context.c, counted there */
+    bool head = false; /* does rank r run the LM head (the last chunk's F)? */
     for (int i = 0; i < s->rank[r].n; i++) {
         const wp_action *a = &s->rank[r].a[i];
         head |= a->op == WP_OP_F && a->chunk == s->nchunks - 1;
-        head_grad |= (a->op == WP_OP_W || a->op == WP_OP_BW) && !a->to_master && a->chunk == s->nchunks - 1;
     }
-    /* kernels/cpu/lmhead.c: a head gradient into a GW buffer (not the owner's fp32 accumulator)
-     * that is not fp32 sums its blocks in a V x h fp32 block first */
-    if (mc->cpu && head_grad && precision_grad_dtype(c->precision) != WP_F32)
-        terms[WP_MEM_SCRATCH] += (double)c->vocab * c->h * sizeof(float);
+    /* src/model/head.c: the training F runs the head's backward and sums its weight gradient
+     * in a V x h fp32 buffer until the weight part adds it to the gradient */
+    if (head) terms[WP_MEM_GRADS] += (double)c->vocab * c->h * sizeof(float);
     terms[WP_MEM_LOGITS] = logits(L, mc, head);
     terms[WP_MEM_IO] = T * 8;                                  /* executor.c: token ids on the device */
     if (mc->eval) terms[WP_MEM_EVAL] = eval_bytes(s, L, r, mc);
@@ -126,7 +125,6 @@ void mem_predict_host(const wp_schedule *s, const wp_layout *L, const wp_rank_re
                       wp_mem_host *h) {
     memset(h, 0, sizeof *h);
     if (!mc->host_optim || rr->owner_bytes == 0) return;
-    const wp_model_cfg *c = &L->cfg;
     h->optim = (double)rr->owner_bytes;
     /* the largest piece rank r owns: a whole chunk, or in a sliced schedule its slice of one */
     double most = 0;
@@ -136,14 +134,19 @@ void mem_predict_host(const wp_schedule *s, const wp_layout *L, const wp_rank_re
         else if (!s->nslices && s->owner[k] == r) len = L->chunk_numel[k];
         if ((double)len > most) most = (double)len;
     }
-    /* what comes down: the grad dtype, or fp32 where an ACC drains a step sum (GW.s, gen_hier.c) */
-    double down = wp_dtype_size(precision_grad_dtype(c->precision));
-    for (int i = 0; i < s->rank[r].n; i++)
-        if (s->rank[r].a[i].op == WP_OP_ACC && s->rank[r].a[i].buf.kind == WP_BUF_GW &&
-            s->rank[r].a[i].buf.lane == WP_LANE_SUM)
-            down = sizeof(float);
-    h->staging_up = 2 * most * wp_dtype_size(precision_weight_dtype(c->precision));
-    h->staging_down = 2 * most * down;
+    /* optim/placement.c: two pinned buffers of the widest thing staged (an fp32 gradient or
+     * piece) used in turn by both directions: one figure, kept in staging_up */
+    h->staging_up = 2 * most * sizeof(float);
+    h->staging_down = 0;
+}
+
+void mem_predict_device(const wp_layout *L, const wp_mem_cfg *mc, int nranks, wp_mem_device *d) {
+    memset(d, 0, sizeof *d);
+    if (mc->cpu) return;
+    const wp_model_cfg *c = &L->cfg;
+    d->context = WP_MEM_CUDA_CONTEXT_MIB * 1048576.0;
+    d->cudnn = (double)c->micro_batch * c->seq * c->n_heads * c->head_dim * sizeof(float);
+    d->sibling = nranks > 1 ? (double)WP_CUDA_BLAS_WORKSPACE : 0;
 }
 
 double mem_host_total(const wp_mem_host *h) { return h->optim + h->staging_up + h->staging_down; }

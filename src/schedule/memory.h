@@ -38,6 +38,24 @@ void mem_predict(const wp_schedule *s, const wp_layout *L, const wp_rank_report 
 void mem_predict_host(const wp_schedule *s, const wp_layout *L, const wp_rank_report *rr, int r, const wp_mem_cfg *mc,
                       wp_mem_host *h);
 double mem_host_total(const wp_mem_host *h);
+
+/* What a GPU holds for a run beyond the program's own allocations (kern_memory, which the
+ * terms above predict), all zero on the CPU backend. Estimates until a GPU run measures them
+ * (docs/memory.md says where each comes from):
+ *   context: the CUDA context of a process on a device (the runtime's primary context: ranks
+ *            that are threads of one process share it), its module images and the cuBLAS and
+ *            cuDNN handles' own allocations;
+ *   cudnn:   cuDNN's attention workspace per rank (the backend allocates what the graph's
+ *            get_workspace_size asks, outside kern_memory): the fp32 dQ accumulator of the
+ *            flash backward, micro-batch x seq x heads x head_dim x 4 bytes;
+ *   sibling: a rank of N > 1 opens a transfer context beside its compute context
+ *            (streams.h), which has its own cuBLAS workspace. */
+typedef struct {
+    double context, cudnn, sibling;
+} wp_mem_device;
+void mem_predict_device(const wp_layout *L, const wp_mem_cfg *mc, int nranks, wp_mem_device *d);
+/* The estimate of a CUDA context on a Hopper GPU with CUDA 12/13 and lazy module loading, bytes. */
+#define WP_MEM_CUDA_CONTEXT_MIB 500.0
 double mem_total(const double terms[WP_MEM_TERMS]);
 /* "optimizer 120.0 MiB, weights 80.0 MiB, ..." : the n largest terms, largest first. */
 void mem_largest(const double terms[WP_MEM_TERMS], int n, char *out, size_t len);

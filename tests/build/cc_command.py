@@ -19,7 +19,12 @@ for e in json.load(open(db)):
     src = os.path.realpath(os.path.join(e["directory"], e["file"]))
     if src == want or (src.startswith(want + "/") and src.endswith(".c")):
         out, skip = [], False
-        for a in shlex.split(e["command"]):
+        args = shlex.split(e["command"])
+        # a compiler launcher meson found (ccache, sccache) goes: the callers put flags after the
+        # first word, which must be the compiler itself
+        while args and os.path.basename(args[0]) in ("ccache", "sccache"):
+            args = args[1:]
+        for a in args:
             if skip:
                 skip = False
                 continue

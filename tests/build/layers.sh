@@ -87,6 +87,28 @@ probe src/model ir.h refused
 probe src/io layout.h ok
 probe src/io ir.h refused
 probe src/io cli.h refused
+# ... and inside src/io, subject by subject (src/io/meson.build): common < tokenizer,
+# tensorboard, checkpoint < formats < data
+probe src/io/common layout.h ok
+probe src/io/common tokenizer.h refused
+probe src/io/common checkpoint.h refused
+probe src/io/tokenizer fsutil.h ok
+probe src/io/tokenizer gguf.h refused
+probe src/io/tokenizer checkpoint.h refused
+probe src/io/tokenizer prepare.h refused
+probe src/io/tensorboard fsutil.h ok
+probe src/io/tensorboard tokenizer.h refused
+probe src/io/checkpoint safetensors.h ok
+probe src/io/checkpoint hf.h refused
+probe src/io/checkpoint tokenizer.h refused
+probe src/io/formats tokenizer.h ok
+probe src/io/formats checkpoint.h ok
+probe src/io/formats shard.h refused
+probe src/io/formats chat.h refused
+probe src/io/data gguf.h ok
+probe src/io/data tokenizer.h ok
+probe src/io/data checkpoint.h ok
+probe src/io/data tb_events.h refused
 probe src/schedule layout.h ok
 probe src/schedule checkpoint.h refused
 probe src/schedule train.h refused

@@ -35,6 +35,11 @@ expect_msg "unknown flag '--zzzz-qqq' for 'train'" train --zzzz-qqq 1
 expect_msg "does not apply to 'sample'" sample --recompute
 expect_msg "'csv' is not one of {text|ids} for sample" sample --format csv x
 expect_msg "'ids' is not one of {text|json} for check" check --format ids
+# document positions and lengths only mean something with document masks
+expect_msg "--doc-positions restart: needs --doc-mask" simulate --device-tflops 100 --doc-positions restart
+expect_msg "--doc-positions restart: needs --doc-mask" eval --doc-positions restart --data x model.gguf
+expect_msg "--doc-length-mean: needs --doc-mask" simulate --device-tflops 100 --doc-length-mean 512
+expect_msg "'sideways' is not one of {continue|restart}" train --doc-mask --doc-positions sideways
 ini=/tmp/wp_exit_ini.$$
 printf 'num-layers = 2\nnum-layer = 3\nbogus = 1\n' >"$ini"
 expect_msg "$ini line 2: unknown key 'num-layer': did you mean --num-layers?" train --config "$ini"

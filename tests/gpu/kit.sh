@@ -21,6 +21,12 @@ if [ $rc = 77 ]; then
     for stage in gpu unit ring step torchstep train sanitizer; do
         grep -q "^| $stage | - | no GPU: not run " "$TMP/check.txt" || fail "stage $stage does not say 'no GPU: not run'"
     done
+    # a stage outside the default plan, named (issue 39's long context): listed as not run too
+    "$SRC/scripts/gpu-check.sh" --kit "$TMP/kit.tar.xz" --deadline 60 --logs "$TMP/logs-long" --stages libs,gpu,long \
+        >"$TMP/long.txt" 2>&1
+    rc=$?
+    [ $rc = 77 ] && grep -q "^| long | - | no GPU: not run " "$TMP/long.txt" ||
+        { cat "$TMP/long.txt"; fail "--stages long without a GPU: exit $rc, no 'no GPU: not run' row"; }
     echo "no GPU here: the kit packed, its libraries resolve, every GPU stage said so, exit 77"
     exit 0
 fi

@@ -77,9 +77,16 @@ static void check_rope(gh_pair *p, int b, int s, int nheads, int hd, int pos0) {
     float *x = gh_floats(n), *ref = gh_floats(n), *got = gh_floats(n);
     gh_fill(&g, x, n, 1.0f, ct);
     char what[128];
-    /* dirs 2, 3: Llama 3.x scaling (rope_scaling llama3), the CPU tables being the fp64 reference */
+    /* dirs 2, 3: Llama 3.x scaling (rope_scaling llama3), the CPU tables being the fp64 reference;
+     * dirs 4, 5: positions restarting per document (plo), the first continuing one from before pos0 */
     const wp_rope_scaling sc = {32, 1, 4, 64};
-    for (int dir = 0; dir < 4; dir++) {
+    int32_t *plo = malloc((size_t)b * s * sizeof *plo);
+    for (int r = 0; r < b * s; r++) {
+        int t = r % s;
+        plo[r] = t < 3 ? (pos0 > 0 ? pos0 - 1 : 0) : pos0 + t - t % 3;
+    }
+    void *cplo = gh_upload_ints(p->cpu, plo, b * s), *gplo = gh_upload_ints(p->gpu, plo, b * s);
+    for (int dir = 0; dir < 6; dir++) {
         void *cx = gh_upload(p->cpu, x, n, WP_F32), *gx = gh_upload(p->gpu, x, n, ct);
         if (dir == 0) {
             kern_rope_fwd(p->cpu, cx, b, s, nheads, hd, pos0, 10000.0f);
@@ -88,20 +95,28 @@ static void check_rope(gh_pair *p, int b, int s, int nheads, int hd, int pos0) {
             kern_rope_bwd(p->cpu, cx, b, s, nheads, hd, pos0, 500000.0f);
             kern_rope_bwd(p->gpu, gx, b, s, nheads, hd, pos0, 500000.0f);
         } else if (dir == 2) {
-            kern_rope_fwd_scaled(p->cpu, cx, b, s, nheads, hd, pos0, 500000.0f, &sc);
-            kern_rope_fwd_scaled(p->gpu, gx, b, s, nheads, hd, pos0, 500000.0f, &sc);
+            kern_rope_fwd_scaled(p->cpu, cx, b, s, nheads, hd, pos0, 500000.0f, &sc, NULL);
+            kern_rope_fwd_scaled(p->gpu, gx, b, s, nheads, hd, pos0, 500000.0f, &sc, NULL);
+        } else if (dir == 3) {
+            kern_rope_bwd_scaled(p->cpu, cx, b, s, nheads, hd, pos0, 10000.0f, &sc, NULL);
+            kern_rope_bwd_scaled(p->gpu, gx, b, s, nheads, hd, pos0, 10000.0f, &sc, NULL);
+        } else if (dir == 4) {
+            kern_rope_fwd_scaled(p->cpu, cx, b, s, nheads, hd, pos0, 500000.0f, &sc, cplo);
+            kern_rope_fwd_scaled(p->gpu, gx, b, s, nheads, hd, pos0, 500000.0f, &sc, gplo);
         } else {
-            kern_rope_bwd_scaled(p->cpu, cx, b, s, nheads, hd, pos0, 10000.0f, &sc);
-            kern_rope_bwd_scaled(p->gpu, gx, b, s, nheads, hd, pos0, 10000.0f, &sc);
+            kern_rope_bwd_scaled(p->cpu, cx, b, s, nheads, hd, pos0, 10000.0f, NULL, cplo);
+            kern_rope_bwd_scaled(p->gpu, gx, b, s, nheads, hd, pos0, 10000.0f, NULL, gplo);
         }
         gh_download(p->cpu, ref, cx, n, WP_F32);
         gh_download(p->gpu, got, gx, n, ct);
-        snprintf(what, sizeof what, "rope_%s%s %s b=%d s=%d heads=%d hd=%d pos0=%d", dir % 2 ? "bwd" : "fwd",
-                 dir >= 2 ? " llama3" : "", wp_dtype_name(ct), b, s, nheads, hd, pos0);
+        snprintf(what, sizeof what, "rope_%s%s%s %s b=%d s=%d heads=%d hd=%d pos0=%d", dir % 2 ? "bwd" : "fwd",
+                 dir == 2 || dir == 3 || dir == 4 ? " llama3" : "", dir >= 4 ? " restarting" : "", wp_dtype_name(ct), b,
+                 s, nheads, hd, pos0);
         gh_expect(what, got, ref, n, tol(ct, 1));
         kern_free(p->cpu, cx), kern_free(p->gpu, gx);
     }
-    free(x), free(ref), free(got);
+    kern_free(p->cpu, cplo), kern_free(p->gpu, gplo);
+    free(x), free(ref), free(got), free(plo);
 }
 
 static void check_embedding(gh_pair *p, int T, int h, int V) {

@@ -1,7 +1,7 @@
 /* CUDA fused LM head + cross-entropy against the CPU backend: masked targets, odd V, row
  * blocks (V = 32000 with T = 600 takes two blocks of logits), Llama 3's V = 128256, and all
  * three ways to call the backward (dW fused per block; dlogits kept and dW in one product;
- * dlogits only).
+ * dlogits only), and the one-pass fwd_bwd (dW always fp32) against the CPU's fwd_bwd.
  * Bounds, u the compute dtype's unit roundoff:
  * - losses, lse: fp32 on both sides from the same rounded x, W: 2e-5.
  * - dlogits: one rounding, u. dx: 4u (dlogits rounded before the product, rows summing to 0).
@@ -77,6 +77,29 @@ static void check_case(gh_pair *p, int T, int h, int V, wp_dtype dwtype) {
         kern_free(p->cpu, cdx), kern_free(p->gpu, gdx);
         if (cdl) kern_free(p->cpu, cdl), kern_free(p->gpu, gdl);
         if (cdw) kern_free(p->cpu, cdw), kern_free(p->gpu, gdw);
+    }
+    {
+        /* fwd_bwd: losses as fwd's, dx and the fp32 dW (+=) as the bwd's bounds */
+        float *gl2 = gh_out(p->gpu, T * 4);
+        void *cdx = gh_out(p->cpu, nx * 4), *gdx = gh_out(p->gpu, nx * es);
+        void *cdw = gh_upload(p->cpu, dw0, nw, WP_F32), *gdw = gh_upload(p->gpu, dw0, nw, WP_F32);
+        kern_lmhead_ce_fwd_bwd(p->cpu, closs, cdx, cdw, cx, cw, ct_, dloss, T, h, V);
+        kern_lmhead_ce_fwd_bwd(p->gpu, gl2, gdx, gdw, gx, gw, gt, dloss, T, h, V);
+        gh_ok(p->gpu, shape);
+        gh_download(p->cpu, ref, closs, T, WP_F32);
+        gh_download(p->gpu, got, gl2, T, WP_F32);
+        snprintf(what, sizeof what, "lmhead_ce_fwd_bwd losses %s", shape);
+        gh_expect(what, got, ref, T, 2e-5);
+        gh_download(p->cpu, ref, cdx, nx, WP_F32);
+        gh_download(p->gpu, got, gdx, nx, ct);
+        snprintf(what, sizeof what, "lmhead_ce_fwd_bwd dx %s", shape);
+        gh_expect(what, got, ref, nx, 4 * u + extra);
+        gh_download(p->cpu, ref, cdw, nw, WP_F32);
+        gh_download(p->gpu, got, gdw, nw, WP_F32);
+        snprintf(what, sizeof what, "lmhead_ce_fwd_bwd dW fp32 += %s", shape);
+        gh_expect(what, got, ref, nw, 4 * u + extra);
+        kern_free(p->gpu, gl2), kern_free(p->cpu, cdx), kern_free(p->gpu, gdx), kern_free(p->cpu, cdw),
+            kern_free(p->gpu, gdw);
     }
     void *bc[] = {cx, cw, ct_, closs, clse}, *bg[] = {gx, gw, gt, gloss, glse};
     for (int i = 0; i < 5; i++) kern_free(p->cpu, bc[i]), kern_free(p->gpu, bg[i]);

@@ -10,7 +10,12 @@
  *     x into pinned memory: every value equals x0 * 2^64;
  *   transfer -> compute: the sibling uploads y0 from pinned memory, event; the compute context
  *     waits and scales by 0.5: every value equals y0 / 2;
- *   an event never recorded counts as done; both contexts name the same device. */
+ *   an event never recorded counts as done; both contexts name the same device;
+ *   timers: three marks around queued work, after a sync: the two gaps add up to the whole
+ *   (within the CUDA events' float milliseconds), none is negative, and the whole lies inside
+ *   the host's span from before the first mark to after the sync (the device cannot take
+ *   longer than the host waited for it); the CPU's timers read the host's clock, CUDA's the
+ *   device's; a timer never recorded gives -1 and an error, never a number. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,6 +78,42 @@ static void one_size(wp_kern *k, wp_kern *x, const char *backend, size_t n, wp_r
     free(y0);
 }
 
+static void timers(wp_kern *k, wp_kern *x, const char *name) {
+    check_say(kern_timer_on_device(k) == (strcmp(name, "cuda") == 0), "timers on the %s clock (%s, n = 0)",
+              strcmp(name, "cuda") == 0 ? "device's" : "host's", name);
+    const size_t n = (1u << 20) + 3;
+    float *dev = kern_alloc(k, n * sizeof(float));
+    wp_kern_timer *a = kern_timer_create(k), *b = kern_timer_create(k), *c = kern_timer_create(k);
+    check_say(dev && a && b && c, "timers made (%s): %s", name, kern_error(k) ? kern_error(k) : "");
+    if (!dev || !a || !b || !c) return;
+    kern_zero(k, dev, n * sizeof(float));
+    double h0 = wp_now();
+    kern_timer_record(k, a);
+    for (int i = 0; i < DOUBLINGS; i++) kern_scale(k, dev, WP_F32, 2.0f, n);
+    kern_timer_record(k, b);
+    for (int i = 0; i < DOUBLINGS; i++) kern_scale(k, dev, WP_F32, 0.5f, n);
+    kern_timer_record(k, c);
+    kern_sync(k);
+    double h1 = wp_now();
+    double ab = NAN, bc = NAN, ac = NAN; /* poisoned: a failed read must not pass */
+    ab = kern_timer_elapsed(k, a, b);
+    bc = kern_timer_elapsed(k, b, c);
+    ac = kern_timer_elapsed(k, a, c);
+    check_say(!kern_error(k), "timers read (%s): %s", name, kern_error(k) ? kern_error(k) : "");
+    check_say(ab >= 0 && bc >= 0 && ac >= 0, "no negative gap (%s): %.9g %.9g %.9g s", name, ab, bc, ac);
+    check_say(fabs(ab + bc - ac) <= 1e-5 * ac + 2e-6, "the gaps add up (%s): %.9g + %.9g vs %.9g s", name, ab, bc, ac);
+    check_say(ac <= h1 - h0, "inside the host's span (%s): %.9g s of %.9g s", name, ac, h1 - h0);
+    wp_kern_timer *never = kern_timer_create(x);
+    double got = never ? kern_timer_elapsed(x, never, never) : 0;
+    check_say(never && got == -1 && kern_error(x), "a timer never recorded: -1 and an error (%s): %g, \"%s\"", name, got,
+              kern_error(x) ? kern_error(x) : "");
+    kern_timer_destroy(x, never);
+    kern_timer_destroy(k, a);
+    kern_timer_destroy(k, b);
+    kern_timer_destroy(k, c);
+    kern_free(k, dev);
+}
+
 static void backend(wp_backend_kind kind) {
     const char *name = kind == WP_BACKEND_CPU ? "cpu" : "cuda";
     char err[512];
@@ -91,6 +132,7 @@ static void backend(wp_backend_kind kind) {
     wp_rng g = rng_seeded(42);
     const size_t sizes[] = {1, 4097, (1u << 20) + 3};
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) one_size(k, x, name, sizes[i], &g);
+    timers(k, x, name); /* last: it leaves an error in x */
     kern_destroy(x);
     kern_destroy(k);
 }

@@ -1,4 +1,4 @@
-/* json_in_loadb (src/io/json_in.h) against the JSON reading Python gives (transformers writes
+/* json_in_loadb (src/io/common/json_in.h) against the JSON reading Python gives (transformers writes
  * the files; Python's json reads them): integers past 64 bits read as the nearest double, every
  * other integer exactly, strings untouched whatever digits or escapes they hold, error lines
  * those of the text as written. */

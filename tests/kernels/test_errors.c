@@ -30,7 +30,7 @@ static void bad_arguments(void) {
     EXPECT_ERROR("kern_rope_fwd", "hd", kern_rope_fwd(k, a, 1, 2, 2, 5, 0, 10000.0f));
     EXPECT_ERROR("kern_rope_bwd", "theta", kern_rope_bwd(k, a, 1, 2, 2, 4, 0, 0.0f));
     const wp_rope_scaling low_above_high = {8, 4, 1, 8192};
-    EXPECT_ERROR("kern_rope_fwd", "rope scaling", kern_rope_fwd_scaled(k, a, 1, 2, 2, 4, 0, 10000.0f, &low_above_high));
+    EXPECT_ERROR("kern_rope_fwd", "rope scaling", kern_rope_fwd_scaled(k, a, 1, 2, 2, 4, 0, 10000.0f, &low_above_high, NULL));
     EXPECT_ERROR("kern_attention_fwd", "nkv", kern_attention_fwd(k, a, lse, b, c, c, 1, 2, 2, 3, 2, 4, NULL));
     EXPECT_ERROR("kern_attention_fwd", "skv", kern_attention_fwd(k, a, lse, b, c, c, 1, 4, 2, 2, 2, 4, NULL));
     EXPECT_ERROR("kern_attention_bwd", "lse",

@@ -1,7 +1,8 @@
 /* LM head + cross-entropy against fp64: per-token losses and lse, then the backward (dx,
  * dlogits, dw_head accumulated onto a non-zero start) against central differences of
  * L = dloss * sum(losses), element by element at small sizes and along random directions
- * when T spans several row blocks. Some targets are masked (-1). */
+ * when T spans several row blocks. Some targets are masked (-1). The one-pass fwd_bwd against
+ * fwd then bwd: the same bits (it makes the same calls on the same operands). */
 #include "kt.h"
 
 #define TOL_FWD (64 * KT_U32)
@@ -156,6 +157,31 @@ static void direction_case(wp_kern *k, kt_rng *r, int T, int h, int V, float dlo
     release(&b);
 }
 
+/* fwd_bwd (poisoned outputs, dw_head starting non-zero) against fwd then bwd with an fp32
+ * dw_head: losses, dx and dw_head bit for bit, masked rows included. */
+static void fused_case(wp_kern *k, kt_rng *r, int T, int h, int V, float dloss) {
+    bufs b = make(r, T, h, V);
+    kern_lmhead_ce_fwd(k, b.losses, b.lse, b.x, b.w, b.targets, T, h, V);
+    kern_lmhead_ce_bwd(k, b.dx, NULL, b.dw, WP_F32, b.x, b.w, b.targets, b.lse, dloss, T, h, V);
+    float *losses = kt_floats(T), *dx = kt_floats((size_t)T * h), *dw = kt_floats((size_t)V * h);
+    for (int t = 0; t < T; t++) losses[t] = NAN;
+    for (size_t i = 0; i < (size_t)T * h; i++) dx[i] = NAN;
+    memcpy(dw, b.dw0, (size_t)V * h * sizeof(float));
+    kern_lmhead_ce_fwd_bwd(k, losses, dx, dw, b.x, b.w, b.targets, dloss, T, h, V);
+    kt_no_error(k, "lmhead fwd_bwd");
+    int masked_zero = 1;
+    for (int t = 0; t < T; t++)
+        if (b.targets[t] < 0)
+            for (int j = 0; j < h; j++) masked_zero &= losses[t] == 0 && dx[(size_t)t * h + j] == 0;
+    check_say(kt_same_bits(losses, b.losses, T * sizeof(float)) &&
+                  kt_same_bits(dx, b.dx, (size_t)T * h * sizeof(float)) &&
+                  kt_same_bits(dw, b.dw, (size_t)V * h * sizeof(float)) && masked_zero,
+              "lmhead fwd_bwd T=%d h=%d V=%d: losses, dx, dw_head bit-identical to fwd then bwd; masked rows 0", T, h,
+              V);
+    free(losses), free(dx), free(dw);
+    release(&b);
+}
+
 int main(void) {
     kt_rng r = {17};
     wp_kern *k = kt_cpu(2);
@@ -164,6 +190,8 @@ int main(void) {
     elementwise_case(k, &r, 20, 9, 61, 2.5f);
     direction_case(k, &r, 300, 16, 50, 1.0f / 300);
     direction_case(k, &r, 129, 24, 257, 0.5f);
+    fused_case(k, &r, 7, 12, 37, 0.37f);
+    fused_case(k, &r, 300, 16, 50, 1.0f / 300);
     kern_destroy(k);
     return check_result("kernels/lmhead");
 }

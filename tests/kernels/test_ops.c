@@ -899,6 +899,49 @@ static void ref_lmhead_ce_bwd(tcase *c) {
     free(z), free(g), free(gm);
 }
 
+/* shape: T, h, V. Forward and backward in one pass: losses as lmhead_ce_fwd's, dx and the fp32
+ * dw_head (+=) as lmhead_ce_bwd's from the exact lse. */
+enum { LFB_LOSS, LFB_DX, LFB_DW, LFB_X, LFB_W, LFB_TGT };
+static void build_lmhead_ce_fwd_bwd(tcase *c, kt_rng *r) {
+    int T = c->d[0], h = c->d[1], V = c->d[2];
+    add_arg(c, "losses", OUT, false, WP_F32, T);
+    add_arg(c, "dx", OUT, true, WP_F32, (size_t)T * h);
+    fill(c, add_arg(c, "dw_head", INOUT, false, WP_F32, (size_t)V * h), r, -1, 1);
+    lm_inputs(c, r);
+    c->f[0] = 0.37f; /* dloss */
+    c->K = h + V + T;
+    snprintf(c->what, sizeof c->what, "T=%d h=%d V=%d", T, h, V);
+}
+static void call_lmhead_ce_fwd_bwd(wp_kern *k, tcase *c, void **b) {
+    kern_lmhead_ce_fwd_bwd(k, b[LFB_LOSS], b[LFB_DX], b[LFB_DW], b[LFB_X], b[LFB_W], b[LFB_TGT], c->f[0], c->d[0],
+                           c->d[1], c->d[2]);
+}
+static void ref_lmhead_ce_fwd_bwd(tcase *c) {
+    int T = c->d[0], h = c->d[1], V = c->d[2];
+    arg *loss = &c->a[LFB_LOSS], *dx = &c->a[LFB_DX], *dw = &c->a[LFB_DW], *x = &c->a[LFB_X], *w = &c->a[LFB_W];
+    const int32_t *tg = c->a[LFB_TGT].iv;
+    double dloss = c->f[0], *z = kt_doubles(V), *g = kt_doubles(V), *gm = kt_doubles(V);
+    for (size_t i = 0; i < dx->n; i++) dx->ref[i] = dx->mag[i] = 0;
+    for (size_t i = 0; i < dw->n; i++) dw->ref[i] = in(dw, i), dw->mag[i] = fabs(in(dw, i));
+    for (int t = 0; t < T; t++) {
+        double zm = logits_of(c, x, w, t, z), l = lse_of(z, V), lm = fabs(l) + zm + 1;
+        loss->ref[t] = tg[t] < 0 ? 0 : l - z[tg[t]];
+        loss->mag[t] = tg[t] < 0 ? 0 : lm + fabs(z[tg[t]]);
+        for (int v = 0; v < V; v++) {
+            double p = exp(z[v] - l), hot = v == tg[t];
+            g[v] = tg[t] < 0 ? 0 : (p - hot) * dloss;
+            gm[v] = tg[t] < 0 ? 0 : fabs(dloss) * (p * (1 + lm) + hot);
+        }
+        for (int v = 0; v < V; v++)
+            for (int j = 0; j < h; j++) {
+                size_t xi = (size_t)t * h + j, wi = (size_t)v * h + j;
+                dx->ref[xi] += g[v] * in(w, wi), dx->mag[xi] += gm[v] * fabs(in(w, wi));
+                dw->ref[wi] += g[v] * in(x, xi), dw->mag[wi] += gm[v] * fabs(in(x, xi));
+            }
+    }
+    free(z), free(g), free(gm);
+}
+
 /* ---- AdamW ---- */
 
 /* shape: n; code: w_out's dtype. One step (t = 3) with grad scaling and weight decay. */
@@ -1021,6 +1064,8 @@ static const op_desc ops[] = {
      "2 sqrt(K) + 8 of |lse| + max sum|x||w| + 1, K = h + V"},
     {"lmhead_ce_bwd", SHAPES(shapes_lm_bwd), CODES(codes_grad), FNS(lmhead_ce_bwd), tol_lmhead, 1,
      "2 sqrt(K) + 8 of the dlogits-term sizes, K = h + V + T"},
+    {"lmhead_ce_fwd_bwd", SHAPES(shapes_lm), NOCODES, FNS(lmhead_ce_fwd_bwd), tol_lmhead, 1,
+     "2 sqrt(K) + 8 of the loss and dlogits-term sizes (lse computed, not given), K = h + V + T"},
     {"adamw", SHAPES(sizes_adamw), CODES(codes_all), FNS(adamw), tol_adamw, 0, "8 of the update's term sizes"},
 };
 enum { NOPS = N(ops) };

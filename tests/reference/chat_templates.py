@@ -199,7 +199,7 @@ def main():
         """The GGUF's tokenizer as transformers loads it; 4.44 leaves out the file's chat template
         and takes <|im_start|> for EOS: both set as the file says (tokenizer.chat_template, id 2).
         save_pretrained writes its model_max_length as 1e30, an integer past 64 bits, which
-        weipipe reads (src/io/json_in.h)."""
+        weipipe reads (src/io/common/json_in.h)."""
         t = copy.deepcopy(base)
         t.chat_template = smol_template
         t.eos_token = t.convert_ids_to_tokens(2)

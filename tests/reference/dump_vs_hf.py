@@ -45,13 +45,16 @@ def main():
             p.copy_(torch.from_numpy(dump["params"][name].astype("float64")))
     inputs = torch.from_numpy(dump["inputs"].astype("int64"))
     targets = torch.from_numpy(dump["targets"].astype("int64"))
-    mask = None
+    mask, position_ids = None, None
+    if cfg["doc_mask"] and cfg["doc_restart"]:
+        # position_ids packing (DataCollatorWithFlattening): each document's positions from 0
+        position_ids = torch_ref.positions(inputs, cfg)
     if cfg["doc_mask"]:
         # transformers' own form of packed documents: a block-diagonal causal 4D float mask,
         # 0 where a query sees a key and the dtype's minimum elsewhere (positions continue)
         mask = torch.zeros(inputs.shape[0], 1, inputs.shape[1], inputs.shape[1], dtype=torch.float64)
         mask.masked_fill_(torch_ref.hidden_mask(inputs, cfg), torch.finfo(torch.float64).min)
-    logits = model.lm_head(model.model(input_ids=inputs, attention_mask=mask).last_hidden_state)  # float64
+    logits = model.lm_head(model.model(input_ids=inputs, attention_mask=mask, position_ids=position_ids).last_hidden_state)  # float64
     loss = torch.nn.functional.cross_entropy(logits.reshape(-1, cfg["vocab"]), targets.reshape(-1))
     loss.backward()
     rows = [("loss", abs(dump["loss"] - loss.item()) / abs(loss.item()))]
@@ -62,7 +65,7 @@ def main():
     worst_name, worst = max(rows, key=lambda r: r[1])
     ok = all(err <= TOL for _, err in rows)
     print(f"transformers LlamaForCausalLM{' llama3' if scaling else ''}{' tied' if cfg['tied'] else ''}"
-          f"{' doc-mask' if cfg['doc_mask'] else ''}: loss dump"
+          f"{' doc-mask' if cfg['doc_mask'] else ''}{' restart' if cfg['doc_restart'] else ''}: loss dump"
           f" {dump['loss']:.9g} vs {loss.item():.9g}; max rel err {worst:.3e} ({worst_name}), tolerance {TOL:g}:"
           f" {'PASS' if ok else 'FAIL'}")
     return 0 if ok else 1

@@ -56,7 +56,7 @@ SCALING = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_f
            "original_max_position_embeddings": 64}
 LOSS_REL = 1e-4  # the suite's bound on a loss (gguf_smollm2)
 LOGIT_TOL = 1e-3  # llama.cpp's fp32 logits against transformers', as a fraction of their spread
-FACTOR_TOL = 2e-6  # the converter's float32 factors against the exact formula (src/io/gguf_rope.c)
+FACTOR_TOL = 2e-6  # the converter's float32 factors against the exact formula (src/io/formats/gguf_rope.c)
 
 
 def converter():

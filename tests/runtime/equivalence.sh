@@ -11,7 +11,10 @@
 # M = 2N runs with document masks (--doc-mask, every line of the fortunes a document: about one
 # boundary per 32-token sequence, so Seq1F1B's segments cut through documents), against
 # single-rank references with the mask; M = N runs without (the mask is checked against
-# transformers in tests/reference: hf_doc_mask, torch_doc_mask).
+# transformers in tests/reference: hf_doc_mask, torch_doc_mask). On 2 and 4 ranks the masked runs
+# restart RoPE positions at each document (--doc-positions restart, their references too; no run
+# added): a segment or a later stage that counted a document's positions from anywhere but its
+# start would rotate its queries against the other segments' keys wrongly.
 source "$(dirname "$0")/runtime_lib.sh"
 FP32_TOL=1e-5 MIXED_TOL=3e-4 SEG_TOL=1e-4
 worst=0
@@ -19,6 +22,7 @@ for N in 1 2 3 4; do
   for M in $N $((2 * N)); do
     tag='' doc=()
     [ "$M" != "$N" ] && tag=-doc doc=(--doc-mask --doc-boundary-id 10)
+    [ "$M" != "$N" ] && [ $((N % 2)) = 0 ] && tag=-docpos doc+=(--doc-positions restart)
     common=(--steps 3 --lr-decay-style constant --transport local "${doc[@]}")
     ref=$TMP/ref-$M$tag
     if [ ! -d "$ref" ]; then

@@ -2,7 +2,10 @@
 # MFU without pacing: --peak-tflops alone gives every step's mfu in --metrics as
 # model_flops_per_step / seconds / (peak x ranks), recomputed here from the same line; without
 # it the CPU's measured GEMM rate is the peak (mfu a number in (0, 1]); --device-tflops paces
-# only and is not what MFU is measured against.
+# only and is not what MFU is measured against. With --doc-mask the step's FLOPs charge attention
+# for the pairs the documents keep: the masked run's model_flops_per_step falls short of the
+# unmasked one's by exactly 12 b M s(s+1)/2 nh hd L (1 - share), share measured here in Python
+# on the shard's first 64 windows (each line of the fortunes a document, boundary 10).
 source "$(dirname "$0")/runtime_lib.sh"
 check() { # FILE PEAK_TFLOPS|"" : every step line's mfu against the closed form
   awk -v peak="$2" -v n="$3" '
@@ -31,4 +34,26 @@ grep -q "measured GEMM" "$TMP/c.err" || { cat "$TMP/c.err"; fail "the console do
 # pacing is not the peak: --device-tflops with --peak-tflops, mfu still against --peak-tflops
 train --steps 2 --device-tflops 0.5 --peak-tflops 0.002 --metrics "$TMP/d.jsonl" 2>/dev/null || fail "paced run"
 check "$TMP/d.jsonl" 0.002 1 || fail "--device-tflops changed what mfu is measured against"
+train --steps 1 --num-microbatches 2 --metrics "$TMP/u.jsonl" 2>/dev/null || fail "unmasked run"
+train --steps 1 --num-microbatches 2 --doc-mask --doc-boundary-id 10 --metrics "$TMP/m.jsonl" 2>/dev/null || fail "masked run"
+flops() { sed -n 's/.*"model_flops_per_step": \([^,]*\),.*/\1/p' "$1" | head -n 1; }
+python3 - "$DATA" "$(flops "$TMP/u.jsonl")" "$(flops "$TMP/m.jsonl")" <<'PY' || fail "masked model_flops_per_step"
+import array
+import sys
+tok = array.array("H", open(sys.argv[1], "rb").read()[1024:])  # version 1: uint16 after 256 int32
+s, b, M, nh, hd, L = 32, 2, 2, 4, 16, 4  # configs/tiny.ini
+causal, share, n = s * (s + 1) / 2, 0.0, min(64, (len(tok) - 1) // s)
+for i in range(n):
+    w, lo, pairs = tok[i * s:i * s + s], 0, 0
+    for t in range(s):
+        if t > 0 and w[t] == 10:
+            lo = t
+        pairs += t - lo + 1
+    share += pairs / causal / n
+unmasked, masked = float(sys.argv[2]), float(sys.argv[3])
+want = 12 * b * M * causal * nh * hd * L * (1 - share)
+print(f"--doc-mask: attention share {share:.6f} over {n} windows; FLOPs per step {masked:.6g}, unmasked {unmasked:.6g},"
+      f" short by {unmasked - masked:.6g} (closed form {want:.6g})")
+sys.exit(0 if 0 < share < 0.9 and abs((unmasked - masked) - want) <= 1e-9 * unmasked else 1)
+PY
 echo "mfu: closed form on 1 and 2 ranks, measured CPU peak, pacing apart: $(sed -n 's/.*"mfu": \([^,]*\),.*/\1/p' "$TMP/c.jsonl" | tr '\n' ' ')"

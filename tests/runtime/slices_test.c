@@ -30,7 +30,7 @@ static wp_layout layout_of(int chunks) {
 static wp_optim *slices_optim(const wp_layout *L, int slice, int n) {
     int all[WP_MAX_CHUNKS];
     for (int c = 0; c < L->cfg.n_chunks; c++) all[c] = c;
-    wp_optim *o = optim_create_slices(layout_optim_model(L), kern, all, L->cfg.n_chunks, slice, n, &hp, err, sizeof err);
+    wp_optim *o = optim_create_slices(layout_optim_model(L), kern, all, L->cfg.n_chunks, slice, n, &hp, NULL, err, sizeof err);
     CHECK(o, "optim_create_slices: %s", err);
     return o;
 }

@@ -103,6 +103,23 @@ if command -v taskset >/dev/null; then
     cmp -s "$tmp/auto-one" "$tmp/auto-all" || fail "simulate --strategy auto ranks differently on one CPU and on $(nproc)"
 fi
 
+# document masks: --strategy auto ranks by the masked attention. Documents of 1024 in s = 8192
+# score (1024 + 1)/(8192 + 1) of the causal pairs (the line says so), and every configuration's
+# step is shorter than unmasked: the ranking's input changed
+doc_sim() {
+    "$wp" simulate --strategy auto --device-tflops 10 --hidden-size 256 --num-layers 4 --num-attention-heads 4 \
+        --seq-length 8192 --vocab-size 1024 --nranks 2 --recompute "$@"
+}
+doc_sim >"$tmp/doc-off" 2>&1 || fail "simulate --strategy auto unmasked: $(tail -1 "$tmp/doc-off")"
+doc_sim --doc-mask --doc-length-mean 1024 >"$tmp/doc-on" 2>&1 || fail "simulate --doc-mask: $(tail -1 "$tmp/doc-on")"
+grep -q 'document masks: attention scores 0.1251 of the causal' "$tmp/doc-on" || fail "simulate --doc-mask: no share line"
+best() { awk '$1 == 1 && $2 != "" {print $3, $4; exit}' "$1"; }
+ms() { awk '{v = $1; if ($2 == "s") v *= 1000; print v}'; }
+off=$(best "$tmp/doc-off" | ms) on=$(best "$tmp/doc-on" | ms)
+awk -v a="$on" -v b="$off" 'BEGIN {exit !(a > 0 && a < 0.8 * b)}' ||
+    fail "simulate --doc-mask: best step $on ms, unmasked $off ms (want under 0.8x)"
+echo "doc masks: best simulated step $on ms, unmasked $off ms"
+
 # --optimizer-memory as auto's knob: under a --device-memory between the least device peak of the
 # host-state rows and that of the device-state rows, only host state fits and auto picks it; with
 # no limit the knob is still tried (rows of both settings). Limits from auto's own csv (its

@@ -7,6 +7,9 @@
  *   - the link model: transfers of two channels share a link's bandwidth, transfers of one channel
  *     queue, each arrives one latency after its last byte left;
  *   - costs from FLOPs: B includes a forward when recomputing, BW = B + W;
+ *   - document masks: k equal documents score k len(len+1)/2 pairs, (s/k + 1)/(s + 1) of the
+ *     causal s(s+1)/2; any layout of documents its brute-force count of visible (query, key)
+ *     pairs; attention's FLOPs (and so the costs --strategy auto ranks by) scale by that share;
  *   - NICs (--ranks-per-node): 4 ranks of node 0 sending X bytes each to node 1 at once take 4X/B,
  *     a lone flow X/B, per-pair links (no --ranks-per-node) X/B for all four; and on generated
  *     schedules no window of time ever sees more than B per second leave (enter) one node. */
@@ -374,8 +377,72 @@ static void flop_costs(void) {
     layout_free(&L);
 }
 
+/* (query, key) pairs a query sees: key <= query, key >= the query's document start. */
+static double brute_pairs(const int32_t *tok, int s, int32_t boundary) {
+    double n = 0;
+    int lo = 0;
+    for (int i = 0; i < s; i++) {
+        if (i > 0 && tok[i] == boundary) lo = i;
+        for (int j = 0; j <= i; j++) n += j >= lo;
+    }
+    return n;
+}
+
+static void masked_attention(void) {
+    for (int k = 1; k <= 16; k *= 2) {
+        int s = 1024, len = s / k;
+        double got = attn_pairs_equal_docs(s, len), share = got / attn_pairs_causal(s);
+        EXPECT(got == k * (double)len * (len + 1) / 2 && fabs(share - (s / (double)k + 1) / (s + 1)) <= 1e-15,
+               "%d equal documents of %d: %.0f pairs, share %.17g (want %.17g)", k, len, got, share,
+               (s / (double)k + 1) / (s + 1));
+        checks++;
+    }
+    EXPECT(attn_pairs_equal_docs(1000, 300) == 3 * 300.0 * 301 / 2 + 100.0 * 101 / 2 &&
+               attn_pairs_equal_docs(100, 0) == 5050 && attn_pairs_equal_docs(100, 100) == 5050,
+           "documents of 300 in 1000 tokens: %.0f pairs", attn_pairs_equal_docs(1000, 300));
+    checks++;
+    int32_t tok[257];
+    uint64_t r = 7;
+    for (int trial = 0; trial < 20; trial++) {
+        int s = 1 + trial * 13 % 257;
+        for (int t = 0; t < s; t++) {
+            r = r * 6364136223846793005ull + 1442695040888963407ull;
+            tok[t] = (int32_t)((r >> 33) % (trial % 3 == 0 ? 3 : 40)); /* boundary 1: often or rarely */
+        }
+        double got = attn_pairs_docs(tok, s, 1), want = brute_pairs(tok, s, 1);
+        EXPECT(got == want, "documents of trial %d (s = %d): %.0f pairs, brute force %.0f", trial, s, got, want);
+        checks++;
+    }
+    for (int t = 0; t < 256; t++) tok[t] = t % 64 == 0 ? 1 : 5; /* 4 documents of 64 */
+    EXPECT(attn_pairs_docs(tok, 256, 1) == attn_pairs_equal_docs(256, 64), "planted documents of 64 differ from equal ones");
+    checks++;
+    /* attention's FLOPs scale by the share; the matrix products do not move */
+    wp_layout L = llama(4, 2, 64, 256, 2, 256);
+    wp_machine m = {.flops = 1e12};
+    wp_costs full, masked;
+    costs_from_layout(&full, &L, 2, &m);
+    wp_flops f[2] = {layout_chunk_flops(&L, 0), layout_chunk_flops(&L, 1)};
+    L.cfg.doc_mask = true;
+    L.cfg.attn_share = attn_pairs_equal_docs(256, 64) / attn_pairs_causal(256);
+    costs_from_layout(&masked, &L, 2, &m);
+    for (int c = 0; c < 2; c++) {
+        wp_flops g = layout_chunk_flops(&L, c);
+        double att = f[c].fwd - f[c].bwd_weight, att_m = g.fwd - g.bwd_weight;
+        EXPECT(att > 0 && check_close(att_m, L.cfg.attn_share * att, 1e-12) &&
+                   check_close(g.bwd_input - g.bwd_weight, 2 * att_m, 1e-12) && g.bwd_weight == f[c].bwd_weight &&
+                   check_close(masked.op_s[WP_OP_F][c], g.fwd / 1e12, 1e-12) &&
+                   masked.op_s[WP_OP_F][c] < full.op_s[WP_OP_F][c] && masked.op_s[WP_OP_B][c] < full.op_s[WP_OP_B][c] &&
+                   masked.op_s[WP_OP_W][c] == full.op_s[WP_OP_W][c],
+               "chunk %d: masked attention %.6g FLOPs, unmasked %.6g, share %.6g; F costs %.6g vs %.6g", c, att_m, att,
+               L.cfg.attn_share, masked.op_s[WP_OP_F][c], full.op_s[WP_OP_F][c]);
+        checks++;
+    }
+    layout_free(&L);
+}
+
 int main(void) {
     bubble_1f1b();
+    masked_attention();
     for (int N = 2; N <= 6; N++) interleave_traffic(N, N % 2 + 1);
     traffic_vs_tokens();
     link_bound();

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "gguf.h"
 #include "tokenizer.h"
 
 static char *slurp(const char *path, size_t *n) {
@@ -110,7 +111,7 @@ int main(int argc, char **argv) {
         free(json);
         cmd += 4;
     } else {
-        rc = tok_open(argv[2], &t, err, sizeof err);
+        rc = gguf_tok_open(argv[2], &t, NULL, err, sizeof err);
     }
     if (rc) {
         fprintf(stderr, "tok_tool: %s\n", err);

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Real tokenizers through prepare, train and checkpoints (src/io/tokenizer.h).
+# Real tokenizers through prepare, train and checkpoints (src/io/tokenizer/tokenizer.h).
 #   prepare_tok.sh spm WEIPIPE PYTHON   a SentencePiece BPE trained here by Debian's spm_train:
 #       prepare --tokenizer writes shards whose documents start with BOS and decode (spm_decode,
 #       independent of weipipe) to exactly the input's head / tail; the model is copied into the
@@ -198,7 +198,7 @@ else
     cmp -s "$data/tokenizer.json" "$tj" || bad "tokenizer.json not copied into the data directory"
     check_shards "$data" "$bos" 0.2 "'$py' -c 'import sys; from tokenizers import Tokenizer; t = Tokenizer.from_file(\"$tj\"); sys.stdout.buffer.write(t.decode([int(x) for x in sys.stdin.read().split()], skip_special_tokens=False).encode() + b\"\\n\")'" \
         || bad "tokenize_hf shards do not decode to the inputs"
-    # weipipe prepare encodes the tokenizer.json itself (src/io/tokjson.h): the same shards
+    # weipipe prepare encodes the tokenizer.json itself (src/io/tokenizer/tokjson.h): the same shards
     "$weipipe" prepare "$tmp/a.txt" "$tmp/b.txt" --tokenizer "$tj" --out "$tmp/cdata" --val-fraction 0.2 --quiet \
         || bad "weipipe prepare --tokenizer tokenizer.json failed"
     for f in train_000.bin val_000.bin; do

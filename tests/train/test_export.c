@@ -74,11 +74,18 @@ static void default_opts(wp_opts *o) {
     cli_parse(1, argv, o, err, sizeof err);
 }
 
+/* --init-from's two steps: config.json read, then applied to the flags. */
+static int apply_config(const char *dir, wp_opts *o) {
+    hf_config c;
+    int rc = hf_read_config(dir, &c, err, sizeof err);
+    return rc ? rc : (int)hf_config_apply(&c, o, err, sizeof err);
+}
+
 /* Import under 3 chunks on one owner; every master must equal round(original, dtype). */
 static void import_and_compare(const char *out, wp_dtype dtype) {
     static wp_opts o;
     default_opts(&o);
-    int rc = hf_config_apply(out, &o, err, sizeof err);
+    int rc = apply_config(out, &o);
     EXPECT(rc == 0, "config apply: %s", err);
     EXPECT(o.num_layers == 3 && o.hidden_size == 24 && o.ffn_hidden_size == 44 && o.num_attention_heads == 4 &&
                o.num_query_groups == 2 && o.vocab_size == 53 && o.norm_eps == 1e-5 && o.rope_theta == 10000,
@@ -113,7 +120,7 @@ static void import_and_compare(const char *out, wp_dtype dtype) {
     default_opts(&o);
     o.hidden_size = 32;
     o.set[FLAG_hidden_size] = true;
-    rc = hf_config_apply(out, &o, err, sizeof err);
+    rc = apply_config(out, &o);
     EXPECT_REFUSED(rc, err, "--hidden-size", "hidden_size", "config.json");
 }
 
@@ -246,7 +253,7 @@ static void test_sharded_tied(void) {
     write_file(p, "{\"model_type\": \"llama\", \"attention_bias\": true}");
     static wp_opts op;
     default_opts(&op);
-    rc = hf_config_apply(hf, &op, err, sizeof err);
+    rc = apply_config(hf, &op);
     EXPECT_REFUSED(rc, err, "config.json", "attention_bias");
     unlink(p);
     rc = hf_load_masters(hf, o, err, sizeof err);

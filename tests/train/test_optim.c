@@ -165,7 +165,7 @@ static void test_tied(wp_kern *k) {
     printf("tied embeddings: 3 steps, masters rel err %.2e against AdamW on g_embed + g_head\n", worst);
     { /* slice 1 of 2 holds the head's end: its sum of squares is its own gradient's, unfolded */
         int c0 = 0;
-        wp_optim *os = optim_create_slices(layout_optim_model(&L), k, &c0, 1, 1, 2, &hp, err, sizeof err);
+        wp_optim *os = optim_create_slices(layout_optim_model(&L), k, &c0, 1, 1, 2, &hp, NULL, err, sizeof err);
         EXPECT(os != NULL, "tied slices: %s", err);
         size_t off, len;
         if (os && optim_range(os, 0, &off, &len)) {

@@ -1,4 +1,4 @@
-/* The tokenizers of src/io/tokenizer.h against independent implementations.
+/* The tokenizers of src/io/tokenizer/tokenizer.h against independent implementations.
  *
  *   test_tokenizer spm SPM_TRAIN SPM_ENCODE SPM_DECODE
  *       the byte tokenizer's round trip; files that are not tokenizers (exit 2 naming them);

@@ -38,6 +38,7 @@ typedef struct {
     char *default_system; /* chatml: the system turn added when the first turn is not one (NULL: none) */
     char *bos, *eos;      /* the tokenizer's BOS and EOS text ("" when it has none) */
     char *text;           /* the template text it was recognised from, as given (NULL when named) */
+    bool from_gguf;       /* text is a GGUF file's tokenizer.chat_template (chat_template_for) */
 } chat_template;
 
 /* name: a --chat-template value (one of CHAT_NAMES) or NULL/"" to recognise text; text: the

@@ -88,18 +88,18 @@ static wp_result config_template(const char *path, char **text, char *where, siz
     return rc;
 }
 
-wp_result chat_template_for(const wp_tokenizer *t, const char *from, const char *name, chat_template *out, char *err,
+wp_result chat_template_for(const wp_tokenizer *t, const gguf_file *gguf, const char *name, chat_template *out, char *err,
                             size_t errlen) {
-    const char *path = from ? from : tok_path(t);
+    const char *path = gguf ? gguf_path(gguf) : tok_path(t);
     if (!path || strcmp(tok_kind(t), "hf-tokenizer.json") != 0)
         return wp_fail(WP_BAD_INPUT, err, errlen, "--chat: the tokenizer %s is not a tokenizer.json or GGUF: its tokens cannot be placed in the "
                        "rendered text", path ? path : tok_kind(t));
     char *text = NULL, *bos = NULL, *eos = NULL, where[WP_PATH_MAX + 64];
     int64_t bos_id = tok_bos(t), eos_id = tok_eos(t);
     wp_result rc;
-    if (gguf_is_file(path)) {
+    if (gguf) {
         snprintf(where, sizeof where, "%s: tokenizer.chat_template", path);
-        rc = gguf_chat_info(path, &text, &bos_id, &eos_id, err, errlen);
+        rc = gguf_chat_info(gguf, &text, &bos_id, &eos_id, err, errlen);
     } else {
         rc = config_template(path, &text, where, sizeof where - 16, err, errlen);
         if (rc == 0) strcat(where, " chat_template");
@@ -107,6 +107,7 @@ wp_result chat_template_for(const wp_tokenizer *t, const char *from, const char 
     if (rc == 0) rc = token_text(t, bos_id, &bos, err, errlen);
     if (rc == 0) rc = token_text(t, eos_id, &eos, err, errlen);
     if (rc == 0) rc = chat_template_init(out, name, text, where, bos, eos, err, errlen);
+    if (rc == 0) out->from_gguf = gguf != NULL;
     free(text);
     free(bos);
     free(eos);

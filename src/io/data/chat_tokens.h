@@ -5,6 +5,7 @@
 #include <stdint.h>
 
 #include "chat.h"
+#include "gguf.h"
 #include "tokenizer.h"
 #include "result.h"
 
@@ -18,13 +19,13 @@ wp_result chat_tokens(const wp_tokenizer *t, const chat_text *c, int32_t **ids, 
                       size_t errlen);
 
 /* The chat template of the tokenizer t: the family named by name (--chat-template; NULL or ""
- * to recognise) or recognised from the template that `from` carries (NULL: tok_path(t), the file
- * tok_open opened; a model's GGUF file when t was made from its metadata by tok_open_mem):
- * a GGUF's tokenizer.chat_template (BOS and EOS: its tokenizer.ggml.bos/eos_token_id), else
- * the "chat_template" of the tokenizer_config.json beside a tokenizer.json (a string, or the
+ * to recognise) or recognised from the template that its source carries: gguf, the parsed GGUF
+ * file t was made from (gguf_tokenizer, gguf_tok_open), its tokenizer.chat_template (BOS and
+ * EOS: its tokenizer.ggml.bos/eos_token_id); NULL: the "chat_template" of the
+ * tokenizer_config.json beside tok_path(t), a tokenizer.json (a string, or the
  * list transformers writes, whose "default" entry is taken; BOS and EOS: the tokenizer's).
  * 2 (named) as chat_template_init, or a tokenizer of another kind; 1. */
-wp_result chat_template_for(const wp_tokenizer *t, const char *from, const char *name, chat_template *out, char *err,
+wp_result chat_template_for(const wp_tokenizer *t, const gguf_file *gguf, const char *name, chat_template *out, char *err,
                             size_t errlen);
 
 #endif

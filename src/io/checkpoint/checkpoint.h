@@ -45,7 +45,7 @@ typedef struct {
     int nranks;                     /* shard files */
     wp_model_cfg cfg;               /* shape, seq, micro-batch, precision, the writers' chunking */
     /* The run's tokenizer, kept with the checkpoint under tokenizer_name (tokenizer.model or
-     * tokenizer.json, src/io/tokenizer.h; "" when the run had none) and listed in the manifest
+     * tokenizer.json, src/io/tokenizer/tokenizer.h; "" when the run had none) and listed in the manifest
      * with its size and CRC-32. ckpt_commit writes the file's bytes, tokenizer_data (read
      * when the run started, so a file replaced meanwhile cannot slip in); readers get
      * tokenizer_name and ckpt_tokenizer(). */

@@ -31,14 +31,15 @@
 
 typedef struct wp_tokenizer wp_tokenizer;
 
-/* path: a SentencePiece model (tokenizer.model), a Hugging Face tokenizer.json, a llama.cpp
- * GGUF file (its tokenizer.ggml.* metadata, as the tokenizer.json gguf_tokenizer_json makes of
- * it), or NULL/"bytes" for the built-in byte tokenizer (token = byte value). 0 ok, 2 not a tokenizer (err names the
- * file and why), 1 I/O error. */
+/* path: a SentencePiece model (tokenizer.model), a Hugging Face tokenizer.json, or NULL/"bytes"
+ * for the built-in byte tokenizer (token = byte value); a llama.cpp GGUF file's tokenizer is
+ * opened by gguf_tok_open (src/io/formats/gguf.h), which hands its metadata as tokenizer.json
+ * text to tok_open_mem. 0 ok, 2 not a tokenizer (err names the file and why), 1 I/O error. */
 wp_result tok_open(const char *path, wp_tokenizer **out, char *err, size_t errlen);
-/* A tokenizer.json given as text (json[0, len), e.g. made from a GGUF file's metadata); name
- * stands for the file in errors. tok_path and tok_file_name are NULL and TOK_FILE_HF, and no
- * tokenizer_config.json is looked for (BOS from the file's TemplateProcessing, else by name). */
+/* A tokenizer.json given as text (json[0, len), e.g. made from a GGUF file's metadata); name,
+ * the file it stands for, names it in errors and is tok_path (NULL: "tokenizer.json" in errors,
+ * tok_path NULL). tok_file_name is TOK_FILE_HF, and no tokenizer_config.json is looked for
+ * (BOS from the file's TemplateProcessing, else by name). */
 wp_result tok_open_mem(const char *json, size_t len, const char *name, wp_tokenizer **out, char *err, size_t errlen);
 void tok_close(wp_tokenizer *t);
 int64_t tok_vocab_size(const wp_tokenizer *t);

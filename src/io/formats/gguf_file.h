@@ -1,4 +1,4 @@
-/* The GGUF container (llama.cpp's model file), private to src/io/gguf*.c: a parsed, checked view
+/* The GGUF container (llama.cpp's model file), private to src/io/formats/gguf*.c: a parsed, checked view
  * of a mapped file. gguf_open validates every header field before it sizes anything (counts
  * against the bytes left, string lengths, array counts, tensor dims multiplied with overflow
  * checks, alignment, offsets inside the file, tensors not overlapping), so the accessors below
@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "fsutil.h"
+#include "gguf.h"
 #include "result.h"
 
 enum { /* value types of the key/value section */
@@ -41,7 +42,8 @@ typedef struct {
     uint64_t off; /* from the start of the data section */
 } gguf_tensor;
 
-typedef struct {
+typedef struct gguf_file gguf_file; /* as gguf.h names it */
+struct gguf_file {
     char path[WP_PATH_MAX];
     fs_map map;
     uint32_t version;
@@ -50,11 +52,11 @@ typedef struct {
     gguf_tensor *t;
     uint64_t alignment;
     size_t data; /* start of the data section */
-} gguf_file;
+};
 
-/* 0, 2 (err: the file and the field), 1 (I/O or memory). */
+/* 0, 2 (err: the file and the field; a file without the magic too), 1 (I/O or memory); gguf.h's
+ * gguf_open_if is the one that lets a file of another kind pass. */
 wp_result gguf_open(gguf_file **out, const char *path, char *err, size_t errlen);
-void gguf_close(gguf_file *f);
 /* The key, or NULL; a key given twice is refused (2) rather than one of them picked. */
 wp_result gguf_find_kv(const gguf_file *f, const char *key, const gguf_kv **kv, char *err, size_t errlen);
 /* Scalar values: integer types into *v (a negative or non-integer one: 2 naming the key). */

@@ -15,7 +15,6 @@
 
 #include "chat_tokens.h"
 #include "checkpoint.h"
-#include "gguf.h"
 #include "jsonl.h"
 #include "mask.h"
 #include "records.h"
@@ -409,7 +408,7 @@ static wp_result place_side_files(const prep *p, char *err, size_t errlen) {
     const char *src = p->tok ? tok_path(p->tok) : NULL, *slash = src ? strrchr(src, '/') : NULL;
     bool hf_dir = src && strcmp(slash ? slash + 1 : src, TOK_FILE_HF) == 0;
     const chat_template *tmpl = p->rec && p->rec->chat ? p->rec->tmpl : NULL;
-    bool gguf_chat = !hf_dir && src && tmpl && tmpl->text && gguf_is_file(src);
+    bool gguf_chat = !hf_dir && src && tmpl && tmpl->text && tmpl->from_gguf;
     for (int i = 0; i < CKPT_SIDE_FILES; i++) {
         char from[WP_PATH_MAX], to[WP_PATH_MAX];
         WP_TRY(fs_join(to, sizeof to, p->train.dir, ckpt_side_files[i], err, errlen));

@@ -257,17 +257,36 @@ static wp_result parse(gguf_file *f, char *err, size_t errlen) {
     return check_data(&c, f);
 }
 
-wp_result gguf_open(gguf_file **out, const char *path, char *err, size_t errlen) {
+/* Mapped once; when only_gguf, a file that does not start with the magic is no error: *out stays
+ * NULL. */
+static wp_result open_mapped(gguf_file **out, const char *path, bool only_gguf, char *err, size_t errlen) {
     *out = NULL;
     gguf_file *f = calloc(1, sizeof *f);
     if (!f) return wp_fail(WP_FAILED, err, errlen, "%s: out of memory", path);
     snprintf(f->path, sizeof f->path, "%s", path);
     wp_result rc = fs_map_file(path, &f->map, err, errlen);
+    if (rc == 0 && only_gguf && (f->map.size < 4 || memcmp(f->map.data, "GGUF", 4) != 0)) {
+        gguf_close(f);
+        return 0;
+    }
     if (rc == 0) rc = parse(f, err, errlen);
     if (rc) gguf_close(f);
     else *out = f;
     return rc;
 }
+
+wp_result gguf_open(gguf_file **out, const char *path, char *err, size_t errlen) {
+    return open_mapped(out, path, false, err, errlen);
+}
+
+wp_result gguf_open_if(const char *path, gguf_file **out, char *err, size_t errlen) {
+    *out = NULL;
+    struct stat st;
+    if (!path || stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return 0;
+    return open_mapped(out, path, true, err, errlen);
+}
+
+const char *gguf_path(const gguf_file *f) { return f->path; }
 
 void gguf_close(gguf_file *f) {
     if (!f) return;

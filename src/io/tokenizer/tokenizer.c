@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "fsutil.h"
-#include "gguf.h"
 #include "spm_wrap.h"
 #include "tokjson.h"
 
@@ -129,22 +128,14 @@ wp_result tok_open(const char *path, wp_tokenizer **out, char *err, size_t errle
     if (!(t->path = strdup(path))) rc = wp_fail(WP_FAILED, err, errlen, "tokenizer: out of memory");
     char *data = NULL;
     size_t size = 0;
-    /* a llama.cpp file carries its tokenizer in its metadata: taken as the tokenizer.json it
-     * converts to (gguf_tokenizer_json), so --tokenizer MODEL.gguf works wherever a file does */
-    bool gguf = rc == 0 && gguf_is_file(path);
-    if (rc == 0 && gguf) {
-        rc = gguf_tokenizer_json(path, &data, &size, err, errlen);
-        if (rc == 0 && !data) rc = wp_fail(WP_BAD_INPUT, err, errlen, "%s: not a tokenizer: the GGUF file has no tokenizer.ggml.model", path);
-    } else if (rc == 0) {
-        rc = fs_read_small(path, TOK_MAX_FILE_BYTES, &data, &size, err, errlen);
-    }
+    if (rc == 0) rc = fs_read_small(path, TOK_MAX_FILE_BYTES, &data, &size, err, errlen);
     size_t lead = 0;
     while (rc == 0 && lead < size && strchr(" \t\r\n", data[lead]) && data[lead]) lead++;
     if (rc == 0 && size == 0) {
         rc = wp_fail(WP_BAD_INPUT, err, errlen, "%s: not a tokenizer: the file is empty", path);
     } else if (rc == 0 && data[lead] == '{') {
         /* JSON: a tokenizer.json; a SentencePiece model is a protobuf and never starts so */
-        rc = hf_open(t, gguf ? NULL : path, path, data, size, err, errlen); /* no tokenizer_config.json beside a GGUF */
+        rc = hf_open(t, path, path, data, size, err, errlen);
     } else if (rc == 0) {
         char why[512];
         rc = spm_wrap_load(data, size, &t->spm, why, sizeof why);
@@ -172,6 +163,7 @@ wp_result tok_open_mem(const char *json, size_t len, const char *name, wp_tokeni
     wp_tokenizer *t = calloc(1, sizeof *t);
     if (!t) return wp_fail(WP_FAILED, err, errlen, "tokenizer: out of memory");
     wp_result rc = hf_open(t, NULL, name ? name : "tokenizer.json", json, len, err, errlen);
+    if (rc == 0 && name && !(t->path = strdup(name))) rc = wp_fail(WP_FAILED, err, errlen, "tokenizer: out of memory");
     if (rc == 0 && !(t->bytes = malloc(len + 1))) rc = wp_fail(WP_FAILED, err, errlen, "tokenizer: out of memory");
     if (rc == 0) {
         memcpy(t->bytes, json, len);

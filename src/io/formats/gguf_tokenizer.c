@@ -131,20 +131,40 @@ static wp_result build(const gguf_file *f, json_t **out, char *err, size_t errle
     return rc;
 }
 
-wp_result gguf_tokenizer_json(const char *path, char **json, size_t *len, char *err, size_t errlen) {
+wp_result gguf_tokenizer_json(const gguf_file *f, char **json, size_t *len, char *err, size_t errlen) {
     *json = NULL;
     *len = 0;
-    gguf_file *f;
-    WP_TRY(gguf_open(&f, path, err, errlen));
     json_t *j = NULL;
     wp_result rc = build(f, &j, err, errlen);
     if (rc == 0 && j) {
         *json = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER);
-        if (!*json) rc = wp_fail(WP_FAILED, err, errlen, "%s: out of memory writing tokenizer.json", path);
+        if (!*json) rc = wp_fail(WP_FAILED, err, errlen, "%s: out of memory writing tokenizer.json", f->path);
         else *len = strlen(*json);
     }
     json_decref(j);
-    gguf_close(f);
+    return rc;
+}
+
+wp_result gguf_tokenizer(const gguf_file *f, wp_tokenizer **out, char *err, size_t errlen) {
+    *out = NULL;
+    char *json;
+    size_t len;
+    WP_TRY(gguf_tokenizer_json(f, &json, &len, err, errlen));
+    if (!json) return wp_fail(WP_BAD_INPUT, err, errlen, "%s: not a tokenizer: the GGUF file has no tokenizer.ggml.model", f->path);
+    wp_result rc = tok_open_mem(json, len, f->path, out, err, errlen);
+    free(json);
+    return rc;
+}
+
+wp_result gguf_tok_open(const char *path, wp_tokenizer **out, gguf_file **gguf, char *err, size_t errlen) {
+    *out = NULL;
+    if (gguf) *gguf = NULL;
+    gguf_file *f;
+    WP_TRY(gguf_open_if(path, &f, err, errlen));
+    if (!f) return tok_open(path, out, err, errlen);
+    wp_result rc = gguf_tokenizer(f, out, err, errlen);
+    if (rc == 0 && gguf) *gguf = f;
+    else gguf_close(f);
     return rc;
 }
 

@@ -152,40 +152,32 @@ static wp_result check_tensors(const gguf_file *f, const hf_config *c, char *err
     return rc;
 }
 
-wp_result gguf_read_config(const char *path, hf_config *c, char *err, size_t errlen) {
+wp_result gguf_read_config(const gguf_file *f, hf_config *c, char *err, size_t errlen) {
     memset(c, 0, sizeof *c);
-    snprintf(c->path, sizeof c->path, "%s", path);
-    gguf_file *f;
-    WP_TRY(gguf_open(&f, path, err, errlen));
+    snprintf(c->path, sizeof c->path, "%s", f->path);
     wp_result rc = fill_config(f, c, err, errlen);
     if (rc == 0) rc = check_tensors(f, c, err, errlen);
-    gguf_close(f);
     return rc;
 }
 
-wp_result gguf_max_positions(const char *path, int64_t *positions, char *err, size_t errlen) {
-    gguf_file *f;
+wp_result gguf_max_positions(const gguf_file *f, int64_t *positions, char *err, size_t errlen) {
     uint64_t v = 0;
-    WP_TRY(gguf_open(&f, path, err, errlen));
     wp_result rc = gguf_get_uint(f, "llama.context_length", true, &v, NULL, err, errlen);
     if (rc == 0 && (v < 1 || v > INT32_MAX))
-        rc = wp_fail(WP_BAD_INPUT, err, errlen, "%s: llama.context_length %llu is not in [1, 2^31)", path, (unsigned long long)v);
+        rc = wp_fail(WP_BAD_INPUT, err, errlen, "%s: llama.context_length %llu is not in [1, 2^31)", f->path, (unsigned long long)v);
     if (rc == 0) *positions = (int64_t)v;
-    gguf_close(f);
     return rc;
 }
 
-wp_result gguf_chat_info(const char *path, char **tmpl, int64_t *bos, int64_t *eos, char *err, size_t errlen) {
+wp_result gguf_chat_info(const gguf_file *f, char **tmpl, int64_t *bos, int64_t *eos, char *err, size_t errlen) {
     *tmpl = NULL;
     *bos = *eos = -1;
-    gguf_file *f;
-    WP_TRY(gguf_open(&f, path, err, errlen));
     const char *s = NULL;
     size_t len = 0;
     uint64_t v = 0;
     bool present = false;
     wp_result rc = gguf_get_str(f, "tokenizer.chat_template", false, &s, &len, err, errlen);
-    if (rc == 0 && s && !(*tmpl = strndup(s, len))) rc = wp_fail(WP_FAILED, err, errlen, "%s: out of memory", path);
+    if (rc == 0 && s && !(*tmpl = strndup(s, len))) rc = wp_fail(WP_FAILED, err, errlen, "%s: out of memory", f->path);
     if (rc == 0) rc = gguf_get_uint(f, "tokenizer.ggml.bos_token_id", false, &v, &present, err, errlen);
     if (rc == 0 && present) *bos = v <= INT32_MAX ? (int64_t)v : -1;
     if (rc == 0) rc = gguf_get_uint(f, "tokenizer.ggml.eos_token_id", false, &v, &present, err, errlen);
@@ -194,7 +186,6 @@ wp_result gguf_chat_info(const char *path, char **tmpl, int64_t *bos, int64_t *e
         free(*tmpl);
         *tmpl = NULL;
     }
-    gguf_close(f);
     return rc;
 }
 
@@ -272,12 +263,9 @@ static wp_result read_param(void *ctx, const wp_param *p, float *dst, char *err,
     return load_param(r->f, r->tied, r->cfg, p, dst, err, errlen);
 }
 
-wp_result gguf_load_masters(const char *path, wp_optim *o, char *err, size_t errlen) {
-    gguf_file *f;
-    WP_TRY(gguf_open(&f, path, err, errlen));
+wp_result gguf_load_masters(const gguf_file *f, wp_optim *o, char *err, size_t errlen) {
     wp_result rc = check_supported(f, err, errlen);
     gguf_reader r = {f, !gguf_find_tensor(f, "output.weight"), &layout_of_optim(o)->cfg};
     if (rc == 0) rc = masters_fill(o, read_param, &r, err, errlen);
-    gguf_close(f);
     return rc;
 }
