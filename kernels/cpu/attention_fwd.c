@@ -56,4 +56,3 @@ void cpu_attention_fwd(wp_kern *k, void *o, float *lse, const void *q, const voi
         query_tile(&sh, &w, &a, bj / nh, bj % nh, qt);
     }
 }
-
