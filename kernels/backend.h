@@ -41,6 +41,8 @@ typedef struct wp_kern_ops {
     void (*to_host_async)(wp_kern *k, void *dst, const void *src, size_t bytes);
     int (*device)(const wp_kern *k);
     int (*mem_info)(wp_kern *k, size_t *free_bytes, size_t *total_bytes); /* 0 ok; NULL: host memory */
+    /* kern_attention_docs; NULL in a backend whose attention reads qlo per query (the CPU) */
+    void (*attention_docs)(wp_kern *k, const int32_t *qlo, const int32_t *host_lo, int b, int s);
 } wp_kern_ops;
 
 struct wp_kern {

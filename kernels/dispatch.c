@@ -301,6 +301,16 @@ void kern_memory_terms(const wp_kern *k, size_t at_peak[WP_MEM_TERMS], size_t ow
     }
 }
 
+void kern_attention_docs(wp_kern *k, const int32_t *qlo, const int32_t *host_lo, int b, int s) {
+    if (!live(k) || !k->ops->attention_docs) return;
+    if (b <= 0 || s <= 0 || !qlo || !host_lo) {
+        kern_set_error(k, "kern_attention_docs: bad arguments (b=%d s=%d qlo %s host_lo %s)", b, s,
+                       qlo ? "set" : "NULL", host_lo ? "set" : "NULL");
+        return;
+    }
+    k->ops->attention_docs(k, qlo, host_lo, b, s);
+}
+
 int kern_device_free(wp_kern *k, size_t *free_bytes, size_t *total_bytes) {
     if (!live(k) || !k->ops->mem_info) return -1;
     return k->ops->mem_info(k, free_bytes, total_bytes);

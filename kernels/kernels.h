@@ -91,6 +91,12 @@ void kern_free(wp_kern *k, void *p);
 void kern_memory(const wp_kern *k, size_t *now, size_t *peak);
 /* A GPU's free and total memory now: 0, or -1 where the backend's memory is the host's. */
 int kern_device_free(wp_kern *k, size_t *free_bytes, size_t *total_bytes);
+/* Document masks: qlo [b*s] (backend memory, kern_attention_fwd's) now holds host_lo's values
+ * (the same, on the host, where src/model/doc_mask.c made them); call it after each write of
+ * qlo. A backend that takes documents as a list, not per query, keeps them from here rather
+ * than reading qlo back at every attention call: CUDA's cuDNN path (ragged sequences). The CPU
+ * needs nothing (no call). */
+void kern_attention_docs(wp_kern *k, const int32_t *qlo, const int32_t *host_lo, int b, int s);
 /* What the memory is for (docs/memory.md): every allocation is counted under the term current
  * when it is made (kern_mem_term), so the run's table can set each term's measured bytes beside
  * its predicted ones. */

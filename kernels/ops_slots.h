@@ -49,7 +49,8 @@
     WP_SLOT(to_device_async, WP_SLOT_OPTIONAL)     \
     WP_SLOT(to_host_async, WP_SLOT_OPTIONAL)       \
     WP_SLOT(device, WP_SLOT_OPTIONAL)               \
-    WP_SLOT(mem_info, WP_SLOT_OPTIONAL)
+    WP_SLOT(mem_info, WP_SLOT_OPTIONAL)             \
+    WP_SLOT(attention_docs, WP_SLOT_OPTIONAL)
 
 typedef enum {
     WP_SLOT_CONTEXT,

@@ -560,7 +560,7 @@ def main():
         if not cs:
             ROWS.append(("sanitizer", "-", "skip", 0.0, "compute-sanitizer not found"))
         else:
-            for name in ("gpu/attention", "gpu/model"):
+            for name in ("gpu/attention", "gpu/attention_docs", "gpu/model"):
                 if name in tests:
                     t = tests[name]
                     argv = [cs, "--tool", "memcheck", "--error-exitcode", "3"] + sub(t["argv"])

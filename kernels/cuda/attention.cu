@@ -2,7 +2,9 @@
  * softmax, memory O(s) (never an s x s matrix), fp32 accumulation, grouped-query heads.
  *
  * cuDNN's fused flash attention (attention_cudnn.cpp) runs a whole causal sequence in fp16/bf16
- * when the build has it (--attention auto|cudnn); weipipe's own kernels run the rest, are the
+ * when the build has it (--attention auto|cudnn), and under document masks the whole documents
+ * of whole sequences as its ragged sequences (kern_attention_docs hands it the list); weipipe's
+ * own kernels run the rest (Seq1F1B's later segments, decoding), are the
  * cross-check of cuDNN's in the GPU tests, and all of it under --attention native. kern_notes
  * says once per context which one runs and, when not cuDNN, why.
  *
@@ -37,6 +39,35 @@ __global__ void attn_delta_kernel(float *delta, const T *dout, const T *o, wp_at
     if (lane == 0) delta[((size_t)bi * s.nh + head) * s.sq + i] = acc;
 }
 
+#if WP_HAVE_CUDNN
+/* lse [b, nh, s] (ours) from or to cuDNN's ragged stats [b*s, nh] (token-major) */
+__global__ void lse_layout_kernel(float *dst, const float *src, int b, int nh, int s, bool to_tokens) {
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (i >= (size_t)b * nh * s) return;
+    int t = (int)(i % s), h = (int)(i / s % nh), bi = (int)(i / s / nh);
+    size_t tok = ((size_t)bi * s + t) * nh + h;
+    if (to_tokens)
+        dst[tok] = src[i];
+    else
+        dst[i] = src[tok];
+}
+
+static int lse_layout(wp_kern *k, wp_cuda *c, float *dst, const float *src, int b, int nh, int s, bool to_tokens) {
+    size_t n = (size_t)b * nh * s;
+    lse_layout_kernel<<<(unsigned)((n + 255) / 256), 256, 0, c->stream>>>(dst, src, b, nh, s, to_tokens);
+    return CU_LAUNCH_CHECK(k, "lse_layout_kernel");
+}
+
+/* The cuDNN handle, made at the first call that may use it; NULL (c->cudnn_why) when it cannot be. */
+static wp_cudnn_attn *cudnn_handle(wp_cuda *c) {
+    if (!c->cudnn && !c->cudnn_tried) {
+        c->cudnn_tried = true;
+        c->cudnn = cudnn_attn_create(c->stream, c->cudnn_why, sizeof c->cudnn_why);
+    }
+    return c->cudnn;
+}
+#endif
+
 static int make_shape(wp_kern *k, const char *name, wp_attn_shape *s, int b, int sq, int skv, int nh, int nkv,
                       int hd, const int32_t *qlo) {
     if (b < 0 || b > 65535 || sq < 0 || skv < sq || nh <= 0 || nh > 65535 || nkv <= 0 || nh % nkv || hd <= 0)
@@ -61,17 +92,15 @@ static int make_shape(wp_kern *k, const char *name, wp_attn_shape *s, int b, int
 static const char *cudnn_refusal(wp_kern *k, wp_cuda *c, const wp_attn_shape *s, bool aligned) {
 #if WP_HAVE_CUDNN
     if (k->compute == WP_F32) return "fp32 compute (cuDNN's fused attention takes fp16 or bf16)";
-    if (s->sq != s->skv) return "queries are the last part of a longer sequence (decoding with a cache)";
-    /* its ragged (THD) sequences would need the documents as separate sequences with their own
-     * offsets; not wired up, so document masks run on our kernels, which skip the masked tiles */
-    if (s->qlo) return "document masks (--doc-mask) run on weipipe's kernels";
+    /* a segment's queries see keys before them: cuDNN's bottom-right causal ragged sequences
+     * could take them, but that is not wired up (nor checked on a GPU) */
+    if (s->sq != s->skv)
+        return s->qlo ? "a Seq1F1B segment after the first under document masks (queries are the last part of a "
+                        "longer sequence)"
+                      : "queries are the last part of a longer sequence (decoding with a cache)";
     if (s->hd % 8 != 0 || s->hd > 256) return "a head size that is not a multiple of 8 up to 256";
     if (!aligned) return "buffers not 16-byte aligned";
-    if (!c->cudnn && !c->cudnn_tried) {
-        c->cudnn_tried = true;
-        c->cudnn = cudnn_attn_create(c->stream, c->cudnn_why, sizeof c->cudnn_why);
-    }
-    return c->cudnn ? NULL : c->cudnn_why;
+    return cudnn_handle(c) ? NULL : c->cudnn_why;
 #else
     (void)k, (void)c, (void)s, (void)aligned;
     return "this build has no cuDNN attention (configure with -Dcudnn=enabled)";
@@ -105,7 +134,11 @@ static int try_cudnn(wp_kern *k, wp_cuda *c, const wp_attn_shape *s, bool aligne
         int rc = call();
         if (rc == 0) {
 #if WP_HAVE_CUDNN
-            cu_note(k, "attention: cuDNN %s fused flash attention (deterministic backward)", cudnn_attn_version());
+            if (s->qlo)
+                cu_note(k, "attention: cuDNN %s fused flash attention over ragged documents (--doc-mask; "
+                           "deterministic backward)", cudnn_attn_version());
+            else
+                cu_note(k, "attention: cuDNN %s fused flash attention (deterministic backward)", cudnn_attn_version());
             size_t ws = cudnn_attn_workspace(c->cudnn);
             kern_mem_add(k, (int64_t)ws - (int64_t)c->cudnn_workspace);
             c->cudnn_workspace = ws;
@@ -131,7 +164,14 @@ void cu_attention_fwd(wp_kern *k, void *o, float *lse, const void *q, const void
     char why[512] = "";
     int rc = try_cudnn(k, c, &s, aligned, "attention_fwd", &no_cudnn, why, [&]() {
 #if WP_HAVE_CUDNN
-        return cudnn_attn_fwd(c->cudnn, k->compute, o, lse, q, kv_k, kv_v, b, sq, nh, nkv, hd, why, sizeof why);
+        if (!qlo) return cudnn_attn_fwd(c->cudnn, k->compute, o, lse, q, kv_k, kv_v, NULL, b, sq, nh, nkv, hd, why,
+                                        sizeof why);
+        /* documents: cuDNN's stats come token-major, ours are [b, nh, s] */
+        float *tok = (float *)cu_scratch(k, WP_SCRATCH_OP, (size_t)b * sq * nh * sizeof(float));
+        if (!tok) return -1;
+        int r = cudnn_attn_fwd(c->cudnn, k->compute, o, tok, q, kv_k, kv_v, qlo, b, sq, nh, nkv, hd, why, sizeof why);
+        if (r == 0 && lse_layout(k, c, lse, tok, b, nh, sq, false)) return -1;
+        return r;
 #else
         return 1;
 #endif
@@ -162,8 +202,12 @@ void cu_attention_bwd(wp_kern *k, void *dq, void *dk, void *dv, const void *dout
     char why[512] = "";
     int rc = try_cudnn(k, c, &s, aligned, "attention_bwd", &no_cudnn, why, [&]() {
 #if WP_HAVE_CUDNN
-        return cudnn_attn_bwd(c->cudnn, k->compute, dq, dk, dv, dout, q, kv_k, kv_v, o, lse, b, sq, nh, nkv, hd, why,
-                              sizeof why);
+        if (!qlo) return cudnn_attn_bwd(c->cudnn, k->compute, dq, dk, dv, dout, q, kv_k, kv_v, o, lse, NULL, b, sq, nh,
+                                        nkv, hd, why, sizeof why);
+        float *tok = (float *)cu_scratch(k, WP_SCRATCH_OP, (size_t)b * sq * nh * sizeof(float));
+        if (!tok || lse_layout(k, c, tok, lse, b, nh, sq, true)) return -1;
+        return cudnn_attn_bwd(c->cudnn, k->compute, dq, dk, dv, dout, q, kv_k, kv_v, o, tok, qlo, b, sq, nh, nkv, hd,
+                              why, sizeof why);
 #else
         return 1;
 #endif
@@ -181,6 +225,19 @@ void cu_attention_bwd(wp_kern *k, void *dq, void *dk, void *dv, const void *dout
         attn_mma_bwd(k, &s, dq, dk, dv, dout, q, kv_k, kv_v, lse, delta);
     else
         attn_simt_bwd(k, &s, dq, dk, dv, dout, q, kv_k, kv_v, lse, delta);
+}
+
+void cu_attention_docs(wp_kern *k, const int32_t *qlo, const int32_t *host_lo, int b, int s) {
+    wp_cuda *c = cu_ctx(k);
+    if (!c) return;
+#if WP_HAVE_CUDNN
+    /* only where cuDNN may run: our kernels read qlo per query */
+    if (c->attention == WP_ATTN_NATIVE || k->compute == WP_F32 || !cudnn_handle(c)) return;
+    char why[512] = "";
+    if (cudnn_attn_docs(c->cudnn, qlo, host_lo, b, s, why, sizeof why)) cu_fail(k, "attention_docs", "%s", why);
+#else
+    (void)qlo, (void)host_lo, (void)b, (void)s;
+#endif
 }
 
 } /* extern "C" */

@@ -97,6 +97,8 @@ void cu_to_device_async(wp_kern *k, void *dst, const void *src, size_t bytes);
 void cu_to_host_async(wp_kern *k, void *dst, const void *src, size_t bytes);
 int cu_device(const wp_kern *k);
 int cu_mem_info(wp_kern *k, size_t *free_bytes, size_t *total_bytes);
+/* Document masks (kern_attention_docs): the list of documents for cuDNN (attention.cu). */
+void cu_attention_docs(wp_kern *k, const int32_t *qlo, const int32_t *host_lo, int b, int s);
 
 /* ---- helpers shared between files ---- */
 /* C[i] = round(acc[i] + beta * C[i]) for an m x n row-major C (row stride ldc) in ctype, where

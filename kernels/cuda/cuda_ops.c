@@ -29,4 +29,5 @@ const wp_kern_ops wp_cuda_ops = {
     .to_host_async = cu_to_host_async,
     .device = cu_device,
     .mem_info = cu_mem_info,
+    .attention_docs = cu_attention_docs,
 };

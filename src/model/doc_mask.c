@@ -29,6 +29,7 @@ wp_result doc_mask_starts(wp_model *m, wp_acts *a, const int32_t *tokens) {
         }
     }
     kern_to_device(m->k, a->doc_lo, lo, T * sizeof *lo);
+    kern_attention_docs(m->k, a->doc_lo, lo, d->b, d->s); /* cuDNN takes them as a list of documents */
     kern_sync(m->k); /* lo is the host's until the copy is done */
     free(tok);
     return kern_status(m->k);
