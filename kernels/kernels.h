@@ -54,6 +54,11 @@ typedef struct {
     int threads;        /* CPU threads for this context (0: all cores) */
     int device;         /* CUDA device ordinal */
     wp_attn_impl attention; /* AUTO: cuDNN's fused attention where built and supported, else ours */
+    /* --deterministic false: cuDNN's faster attention backward, whose dK/dV sums run in a varying
+     * order. Named so that a zeroed wp_kern_opts stays deterministic (the default). Everything
+     * else either backend runs is deterministic regardless: the CPU backend, and our CUDA kernels,
+     * which sum without atomics. */
+    bool nondeterministic;
 } wp_kern_opts;
 
 typedef struct wp_kern wp_kern;

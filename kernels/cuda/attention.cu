@@ -12,7 +12,8 @@
  * - attention_mma.cu: tensor cores through WMMA (fp16/bf16 in, fp32 accumulate), 64 x 64
  *   tiles, for the head sizes real models use;
  * - attention_simt.cu: plain CUDA-core arithmetic for fp32 compute and any other head size.
- * Both backwards are deterministic: no atomics. A first pass owns a KV tile and sums its dK,
+ * Both of our backwards are deterministic: no atomics (so --deterministic false changes only
+ * cuDNN's). A first pass owns a KV tile and sums its dK,
  * dV over all query tiles (and over the query heads that share the KV head) in a fixed order;
  * a second pass owns a query tile and sums its dQ over the KV tiles. Each recomputes the
  * probabilities from the forward's log-sum-exp; the price is computing S and dP twice. */
@@ -134,11 +135,12 @@ static int try_cudnn(wp_kern *k, wp_cuda *c, const wp_attn_shape *s, bool aligne
         int rc = call();
         if (rc == 0) {
 #if WP_HAVE_CUDNN
+            const char *det = c->nondeterministic ? "non-deterministic backward: --deterministic false" : "deterministic backward";
             if (s->qlo)
-                cu_note(k, "attention: cuDNN %s fused flash attention over ragged documents (--doc-mask; "
-                           "deterministic backward)", cudnn_attn_version());
+                cu_note(k, "attention: cuDNN %s fused flash attention over ragged documents (--doc-mask; %s)",
+                        cudnn_attn_version(), det);
             else
-                cu_note(k, "attention: cuDNN %s fused flash attention (deterministic backward)", cudnn_attn_version());
+                cu_note(k, "attention: cuDNN %s fused flash attention (%s)", cudnn_attn_version(), det);
             size_t ws = cudnn_attn_workspace(c->cudnn);
             kern_mem_add(k, (int64_t)ws - (int64_t)c->cudnn_workspace);
             c->cudnn_workspace = ws;
@@ -202,11 +204,11 @@ void cu_attention_bwd(wp_kern *k, void *dq, void *dk, void *dv, const void *dout
     char why[512] = "";
     int rc = try_cudnn(k, c, &s, aligned, "attention_bwd", &no_cudnn, why, [&]() {
 #if WP_HAVE_CUDNN
-        if (!qlo) return cudnn_attn_bwd(c->cudnn, k->compute, dq, dk, dv, dout, q, kv_k, kv_v, o, lse, NULL, b, sq, nh,
+        if (!qlo) return cudnn_attn_bwd(c->cudnn, k->compute, !c->nondeterministic, dq, dk, dv, dout, q, kv_k, kv_v, o, lse, NULL, b, sq, nh,
                                         nkv, hd, why, sizeof why);
         float *tok = (float *)cu_scratch(k, WP_SCRATCH_OP, (size_t)b * sq * nh * sizeof(float));
         if (!tok || lse_layout(k, c, tok, lse, b, nh, sq, true)) return -1;
-        return cudnn_attn_bwd(c->cudnn, k->compute, dq, dk, dv, dout, q, kv_k, kv_v, o, tok, qlo, b, sq, nh, nkv, hd,
+        return cudnn_attn_bwd(c->cudnn, k->compute, !c->nondeterministic, dq, dk, dv, dout, q, kv_k, kv_v, o, tok, qlo, b, sq, nh, nkv, hd,
                               why, sizeof why);
 #else
         return 1;

@@ -32,9 +32,10 @@ namespace {
 
 enum Uid : int64_t { Q = 1, K, V, O, STATS, DO, DQ, DK, DV, SCALE, SEQ_LEN, SEQ_LEN_KV, OFF_QO, OFF_KV, OFF_STATS };
 
-// dtype, backward?, b, s, nh, nkv, hd, tokens: 0 for whole sequences; with documents b and s
+// dtype, backward?, deterministic? (backward only; true for the forward), b, s, nh, nkv, hd,
+// tokens: 0 for whole sequences; with documents b and s
 // are the padded batch of documents and the longest one, tokens the micro-batch's b*s
-using Key = std::tuple<int, bool, int, int, int, int, int, int64_t>;
+using Key = std::tuple<int, bool, bool, int, int, int, int, int, int64_t>;
 
 // The documents of one registered qlo (cudnn_attn_docs): host lengths and first tokens, and
 // per head shape the device tensors the ragged graphs read.
@@ -140,7 +141,7 @@ static int graph_for(wp_cudnn_attn *a, const Key &key, Entry **out, char *why, s
         *out = &it->second;
         return it->second.graph ? 0 : say(why, whylen, 1, it->second.why);
     }
-    auto [dt, backward, b, s, nh, nkv, hd, tokens] = key;
+    auto [dt, backward, deterministic, b, s, nh, nkv, hd, tokens] = key;
     const bool ragged = tokens > 0;
     auto g = std::make_shared<fe::graph::Graph>();
     g->set_io_data_type(dt == WP_F16 ? fe::DataType_t::HALF : fe::DataType_t::BFLOAT16)
@@ -193,9 +194,10 @@ static int graph_for(wp_cudnn_attn *a, const Key &key, Entry **out, char *why, s
         auto o = tensor("O", O, nh), dout = tensor("dO", DO, nh);
         auto stats = g->tensor(fe::graph::Tensor_attributes().set_name("stats").set_uid(STATS));
         stats_layout(stats);
-        // deterministic: our backward promises repeatable gradients (kernels.h), and so do runs
+        // deterministic unless --deterministic false: runs promise repeatable gradients by default;
+        // the other algorithm sums dK/dV across query tiles in whatever order they finish
         auto opts = fe::graph::SDPA_backward_attributes().set_name("attention_bwd").set_causal_mask(true)
-                        .set_attn_scale(scale).set_deterministic_algorithm(true);
+                        .set_attn_scale(scale).set_deterministic_algorithm(deterministic);
         if (ragged)
             opts.set_padding_mask(true).set_seq_len_q(len_q).set_seq_len_kv(len_kv).set_max_total_seq_len_q(tokens)
                 .set_max_total_seq_len_kv(tokens);
@@ -365,7 +367,7 @@ extern "C" int cudnn_attn_fwd(wp_cudnn_attn *a, wp_dtype t, void *o, float *lse,
     float scale = 1.0f / std::sqrt((float)hd);
     std::unordered_map<int64_t, void *> pack = {{Q, const_cast<void *>(q)}, {K, const_cast<void *>(k)},
                                                 {V, const_cast<void *>(v)}, {O, o}, {STATS, lse}, {SCALE, &scale}};
-    if (!qlo) return run(a, Key{(int)t, false, b, s, nh, nkv, hd, 0}, pack, why, whylen);
+    if (!qlo) return run(a, Key{(int)t, false, true, b, s, nh, nkv, hd, 0}, pack, why, whylen);
     try {
         Docs *d = nullptr;
         Ragged *r = nullptr;
@@ -373,13 +375,13 @@ extern "C" int cudnn_attn_fwd(wp_cudnn_attn *a, wp_dtype t, void *o, float *lse,
         if (rc) return rc;
         pack.insert({{SEQ_LEN, r->len}, {SEQ_LEN_KV, r->len}, {OFF_QO, r->off_qo}, {OFF_KV, r->off_kv},
                      {OFF_STATS, r->off_stats}});
-        return run(a, Key{(int)t, false, d->nb, d->smax, nh, nkv, hd, (int64_t)b * s}, pack, why, whylen);
+        return run(a, Key{(int)t, false, true, d->nb, d->smax, nh, nkv, hd, (int64_t)b * s}, pack, why, whylen);
     } catch (const std::exception &ex) {
         return say(why, whylen, -1, std::string("cudnn: ") + ex.what());
     }
 }
 
-extern "C" int cudnn_attn_bwd(wp_cudnn_attn *a, wp_dtype t, void *dq, void *dk, void *dv, const void *dout,
+extern "C" int cudnn_attn_bwd(wp_cudnn_attn *a, wp_dtype t, bool deterministic, void *dq, void *dk, void *dv, const void *dout,
                               const void *q, const void *k, const void *v, const void *o, const float *lse,
                               const int32_t *qlo, int b, int s, int nh, int nkv, int hd, char *why, size_t whylen) {
     if (t != WP_F16 && t != WP_BF16) return say(why, whylen, 1, "cuDNN's fused attention takes fp16 or bf16 only");
@@ -389,7 +391,7 @@ extern "C" int cudnn_attn_bwd(wp_cudnn_attn *a, wp_dtype t, void *dq, void *dk, 
         {O, const_cast<void *>(o)},   {DO, const_cast<void *>(dout)},   {STATS, const_cast<float *>(lse)},
         {DQ, dq},                     {DK, dk},                         {DV, dv},
         {SCALE, &scale}};
-    if (!qlo) return run(a, Key{(int)t, true, b, s, nh, nkv, hd, 0}, pack, why, whylen);
+    if (!qlo) return run(a, Key{(int)t, true, deterministic, b, s, nh, nkv, hd, 0}, pack, why, whylen);
     try {
         Docs *d = nullptr;
         Ragged *r = nullptr;
@@ -397,7 +399,7 @@ extern "C" int cudnn_attn_bwd(wp_cudnn_attn *a, wp_dtype t, void *dq, void *dk, 
         if (rc) return rc;
         pack.insert({{SEQ_LEN, r->len}, {SEQ_LEN_KV, r->len}, {OFF_QO, r->off_qo}, {OFF_KV, r->off_kv},
                      {OFF_STATS, r->off_stats}});
-        return run(a, Key{(int)t, true, d->nb, d->smax, nh, nkv, hd, (int64_t)b * s}, pack, why, whylen);
+        return run(a, Key{(int)t, true, deterministic, d->nb, d->smax, nh, nkv, hd, (int64_t)b * s}, pack, why, whylen);
     } catch (const std::exception &ex) {
         return say(why, whylen, -1, std::string("cudnn: ") + ex.what());
     }

@@ -2,7 +2,8 @@
  * attention_cudnn.cpp; built when the meson feature 'cudnn' finds cuDNN and the frontend).
  * Same contract as kern_attention_fwd / kern_attention_bwd for a whole causal sequence
  * (sq == skv): q, o [b*s, nh*hd], k, v [b*s, nkv*hd], lse [b, nh, s] fp32 natural-log
- * log-sum-exp of the scaled scores; the backward is cuDNN's deterministic algorithm.
+ * log-sum-exp of the scaled scores; the backward is cuDNN's deterministic algorithm unless the
+ * caller asks for its faster one (--deterministic false), whose dK/dV sums vary in order.
  * Private to kernels/cuda. */
 #ifndef WP_ATTENTION_CUDNN_H
 #define WP_ATTENTION_CUDNN_H
@@ -44,7 +45,7 @@ int cudnn_attn_docs(wp_cudnn_attn *a, const int32_t *qlo, const int32_t *lo, int
  * documents. */
 int cudnn_attn_fwd(wp_cudnn_attn *a, wp_dtype t, void *o, float *lse, const void *q, const void *k, const void *v,
                    const int32_t *qlo, int b, int s, int nh, int nkv, int hd, char *why, size_t whylen);
-int cudnn_attn_bwd(wp_cudnn_attn *a, wp_dtype t, void *dq, void *dk, void *dv, const void *dout, const void *q,
+int cudnn_attn_bwd(wp_cudnn_attn *a, wp_dtype t, bool deterministic, void *dq, void *dk, void *dv, const void *dout, const void *q,
                    const void *k, const void *v, const void *o, const float *lse, const int32_t *qlo, int b, int s,
                    int nh, int nkv, int hd, char *why, size_t whylen);
 

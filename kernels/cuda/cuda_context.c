@@ -185,6 +185,7 @@ wp_result cu_init(wp_kern *k, const wp_kern_opts *opts, char *err, size_t errlen
     }
     c->device = -1;
     c->attention = opts->attention;
+    c->nondeterministic = opts->nondeterministic;
     if (init_device(c, k, opts->device, err, errlen) || init_handles(c, err, errlen)) {
         release(c);
         return WP_FAILED;

@@ -34,6 +34,7 @@ typedef struct {
     size_t scratch_bytes[WP_SCRATCH_SLOTS];
     double *host_result;     /* pinned, for sumsq's one value */
     wp_attn_impl attention;  /* wp_kern_opts.attention */
+    bool nondeterministic;   /* wp_kern_opts.nondeterministic: cuDNN's faster attention backward */
     struct wp_cudnn_attn *cudnn; /* made at the first attention call that may use it */
     bool cudnn_tried;        /* ... once: cudnn_why keeps why it could not be made */
     char cudnn_why[256];

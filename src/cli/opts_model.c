@@ -219,6 +219,7 @@ wp_result kern_opts_from_opts(const wp_opts *o, wp_dtype compute, int threads, i
     ko->compute = compute;
     ko->threads = threads;
     ko->attention = o->attention;
+    ko->nondeterministic = !o->deterministic;
     if (o->device < -1 || o->device > INT32_MAX)
         return wp_fail(WP_BAD_INPUT, err, errlen, "--device: %lld is not a device ordinal (or -1: the local rank's)", (long long)o->device);
     if (ko->kind != WP_BACKEND_CUDA) return 0;

@@ -340,8 +340,25 @@ static void test_limits(void) {
            "name the range; a 5000-character --prompt; long config lines and keys set twice refused\n", numeric);
 }
 
+/* --deterministic: true unless given false, and what reaches the kernels' options (a zeroed
+ * wp_kern_opts is the deterministic one) */
+static void test_deterministic(void) {
+    wp_kern_opts ko;
+    CHECK(parse("train") == 0 && opts.deterministic, "--deterministic is not true by default: %s", err);
+    EXPECT(kern_opts_from_opts(&opts, WP_F32, 1, 0, &ko, err, sizeof err) == 0 && !ko.nondeterministic,
+           "the default asked the kernels for the non-deterministic backward");
+    CHECK(parse("train --backend cuda --deterministic false") == 0 && !opts.deterministic, "--deterministic false: %s", err);
+    opts.backend = WP_BACKEND_CPU; /* the adapter asks the driver about devices only for cuda */
+    EXPECT(kern_opts_from_opts(&opts, WP_F32, 1, 0, &ko, err, sizeof err) == 0 && ko.nondeterministic,
+           "--deterministic false did not reach wp_kern_opts");
+    CHECK(parse("train --deterministic") == 0 && opts.deterministic, "a bare --deterministic is not true");
+    expect_bad("train --deterministic=maybe", "--deterministic");
+    printf("ok: --deterministic true by default, false reaches wp_kern_opts.nondeterministic\n");
+}
+
 int main(void) {
     test_limits();
+    test_deterministic();
     test_enums();
     test_job_flags();
     test_bad_flags();
