@@ -113,6 +113,7 @@ out:;
     return refused;
 }
 
+#if WP_HAVE_CUDNN /* only the cuDNN cases below call it */
 /* The case must be refused by --attention cudnn with an error containing needle. */
 static void expect_refusal(wp_dtype ct, const docs_case *a, const int32_t *lo, bool register_docs, const char *needle) {
     gh_pair p;
@@ -125,6 +126,7 @@ static void expect_refusal(wp_dtype ct, const docs_case *a, const int32_t *lo, b
     check_say(true, "%s: %s", what, err ? err : "");
     gh_close(&p);
 }
+#endif
 
 int main(void) {
     int rc = gh_require_gpu("gpu/attention_docs");
