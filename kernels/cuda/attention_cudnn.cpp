@@ -360,14 +360,11 @@ static int ragged_for(wp_cudnn_attn *a, const int32_t *qlo, int b, int s, int nh
     return 0;
 }
 
-extern "C" int cudnn_attn_fwd(wp_cudnn_attn *a, wp_dtype t, void *o, float *lse, const void *q, const void *k,
-                              const void *v, const int32_t *qlo, int b, int s, int nh, int nkv, int hd, char *why,
-                              size_t whylen) {
-    if (t != WP_F16 && t != WP_BF16) return say(why, whylen, 1, "cuDNN's fused attention takes fp16 or bf16 only");
-    float scale = 1.0f / std::sqrt((float)hd);
-    std::unordered_map<int64_t, void *> pack = {{Q, const_cast<void *>(q)}, {K, const_cast<void *>(k)},
-                                                {V, const_cast<void *>(v)}, {O, o}, {STATS, lse}, {SCALE, &scale}};
-    if (!qlo) return run(a, Key{(int)t, false, true, b, s, nh, nkv, hd, 0}, pack, why, whylen);
+// Whole sequences (qlo NULL), or qlo's registered documents as cuDNN's ragged sequences: the
+// lengths and offsets join the pack and the graph is keyed on the padded batch of documents.
+static int run_docs(wp_cudnn_attn *a, wp_dtype t, bool backward, bool deterministic, const int32_t *qlo, int b, int s,
+                    int nh, int nkv, int hd, std::unordered_map<int64_t, void *> &pack, char *why, size_t whylen) {
+    if (!qlo) return run(a, Key{(int)t, backward, deterministic, b, s, nh, nkv, hd, 0}, pack, why, whylen);
     try {
         Docs *d = nullptr;
         Ragged *r = nullptr;
@@ -375,10 +372,21 @@ extern "C" int cudnn_attn_fwd(wp_cudnn_attn *a, wp_dtype t, void *o, float *lse,
         if (rc) return rc;
         pack.insert({{SEQ_LEN, r->len}, {SEQ_LEN_KV, r->len}, {OFF_QO, r->off_qo}, {OFF_KV, r->off_kv},
                      {OFF_STATS, r->off_stats}});
-        return run(a, Key{(int)t, false, true, d->nb, d->smax, nh, nkv, hd, (int64_t)b * s}, pack, why, whylen);
+        return run(a, Key{(int)t, backward, deterministic, d->nb, d->smax, nh, nkv, hd, (int64_t)b * s}, pack, why,
+                   whylen);
     } catch (const std::exception &ex) {
         return say(why, whylen, -1, std::string("cudnn: ") + ex.what());
     }
+}
+
+extern "C" int cudnn_attn_fwd(wp_cudnn_attn *a, wp_dtype t, void *o, float *lse, const void *q, const void *k,
+                              const void *v, const int32_t *qlo, int b, int s, int nh, int nkv, int hd, char *why,
+                              size_t whylen) {
+    if (t != WP_F16 && t != WP_BF16) return say(why, whylen, 1, "cuDNN's fused attention takes fp16 or bf16 only");
+    float scale = 1.0f / std::sqrt((float)hd);
+    std::unordered_map<int64_t, void *> pack = {{Q, const_cast<void *>(q)}, {K, const_cast<void *>(k)},
+                                                {V, const_cast<void *>(v)}, {O, o}, {STATS, lse}, {SCALE, &scale}};
+    return run_docs(a, t, false, true, qlo, b, s, nh, nkv, hd, pack, why, whylen);
 }
 
 extern "C" int cudnn_attn_bwd(wp_cudnn_attn *a, wp_dtype t, bool deterministic, void *dq, void *dk, void *dv, const void *dout,
@@ -391,16 +399,5 @@ extern "C" int cudnn_attn_bwd(wp_cudnn_attn *a, wp_dtype t, bool deterministic, 
         {O, const_cast<void *>(o)},   {DO, const_cast<void *>(dout)},   {STATS, const_cast<float *>(lse)},
         {DQ, dq},                     {DK, dk},                         {DV, dv},
         {SCALE, &scale}};
-    if (!qlo) return run(a, Key{(int)t, true, deterministic, b, s, nh, nkv, hd, 0}, pack, why, whylen);
-    try {
-        Docs *d = nullptr;
-        Ragged *r = nullptr;
-        int rc = ragged_for(a, qlo, b, s, nh, nkv, hd, &d, &r, why, whylen);
-        if (rc) return rc;
-        pack.insert({{SEQ_LEN, r->len}, {SEQ_LEN_KV, r->len}, {OFF_QO, r->off_qo}, {OFF_KV, r->off_kv},
-                     {OFF_STATS, r->off_stats}});
-        return run(a, Key{(int)t, true, deterministic, d->nb, d->smax, nh, nkv, hd, (int64_t)b * s}, pack, why, whylen);
-    } catch (const std::exception &ex) {
-        return say(why, whylen, -1, std::string("cudnn: ") + ex.what());
-    }
+    return run_docs(a, t, true, deterministic, qlo, b, s, nh, nkv, hd, pack, why, whylen);
 }
