@@ -5,6 +5,7 @@
 #      Python; smaller tests take their C paths), any report fails.
 #   2. ThreadSanitizer: the threaded parts (ring, runtime, faults suites) with one BLAS thread
 #      (OpenBLAS's own pthreads are not instrumented and would only add noise).
+# Some runtime tests run subsets in sanitized builds (docs/reliability.md, "Sanitizers").
 # Usage: scripts/test-sanitize.sh [asan|tsan|all]   (build dirs build-asan, build-tsan)
 # Ends with one line per part: "<part>: N passed, N failed, N skipped in S s".
 set -u
