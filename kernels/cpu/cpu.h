@@ -45,6 +45,7 @@ typedef struct {
 
 typedef struct {
     int threads;  /* OpenMP threads of this context (num_threads clause of every region) */
+    size_t stream_min; /* bytes: an output this large is written past the caches (cpu_store_stream) */
     bool use_blas;
     cpu_buf scratch[CPU_SCRATCH_SLOTS];
     cpu_rope_cache rope;
@@ -114,6 +115,12 @@ static inline float cpu_f16_to_f32(uint16_t h) {
 void cpu_load(float *dst, const void *src, wp_dtype t, size_t first, size_t n);
 /* dst[first + i] = (t)src[i], rounded once. */
 void cpu_store(void *dst, wp_dtype t, size_t first, const float *src, size_t n);
+/* cpu_store's bits, written with non-temporal stores: for an output larger than the last-level
+ * cache (ctx stream_min), which would leave the caches before anyone reads it. A plain store
+ * first reads each line it overwrites (read-for-ownership): 2 bytes of traffic per byte
+ * written, where glibc's memcpy of such sizes streams (1), so a conversion written the plain
+ * way moves a third more than the copy it is measured against (docs/performance-cpu.md). */
+void cpu_store_stream(void *dst, wp_dtype t, size_t first, const float *src, size_t n);
 /* dst[first + i] += src[i]: loaded to fp32, added, rounded once. */
 void cpu_add_into(void *dst, wp_dtype t, size_t first, const float *src, size_t n);
 

@@ -7,7 +7,8 @@
 
 enum {
     BLOCK = 2048,           /* elements per stack block */
-    PARALLEL_MIN = 1 << 16, /* below this, threads cost more than they save */
+    PARALLEL_MIN = KERN_BULK_PARALLEL_MIN, /* below this, threads cost more than they save */
+    GRAB = 32,              /* blocks a thread takes at a time in the memory-bound loops */
 };
 
 /* The bulk conversions: loops without calls or branches in their bodies, so that they
@@ -91,10 +92,47 @@ void cpu_store(void *dst, wp_dtype t, size_t first, const float *src, size_t n) 
     }
 }
 
+/* Non-temporal copy of n bytes (SSE2, the x86-64 baseline: 16-byte streams reach the same
+ * bandwidth as wider ones); the unaligned head and tail are plain stores. The sfence orders the
+ * streamed stores before whatever follows (another thread reads them after the region's
+ * barrier). Elsewhere a plain copy. */
+#if defined(__x86_64__) && defined(__GNUC__)
+static void stream_bytes(void *dst, const void *src, size_t n) {
+    char *d = dst;
+    const char *s = src;
+    size_t head = (16 - ((uintptr_t)d & 15)) & 15;
+    if (head > n) head = n;
+    memcpy(d, s, head);
+    size_t i = head;
+    for (; i + 16 <= n; i += 16) _mm_stream_si128((__m128i *)(d + i), _mm_loadu_si128((const __m128i *)(s + i)));
+    memcpy(d + i, s + i, n - i);
+    _mm_sfence();
+}
+#else
+static void stream_bytes(void *dst, const void *src, size_t n) { memcpy(dst, src, n); }
+#endif
+
+void cpu_store_stream(void *dst, wp_dtype t, size_t first, const float *src, size_t n) {
+    size_t es = wp_dtype_size(t);
+    if (t == WP_F32) {
+        stream_bytes((char *)dst + first * es, src, n * es);
+        return;
+    }
+    _Alignas(64) uint16_t buf[BLOCK]; /* converted in the cache, then streamed out */
+    for (size_t i0 = 0; i0 < n; i0 += BLOCK) {
+        size_t len = n - i0 < BLOCK ? n - i0 : BLOCK;
+        cpu_store(buf, t, 0, src + i0, len);
+        stream_bytes((char *)dst + (first + i0) * es, buf, len * es);
+    }
+}
+
+CPU_HOT static void add_f32(float *restrict d, const float *restrict s, size_t n) {
+    for (size_t i = 0; i < n; i++) d[i] += s[i];
+}
+
 void cpu_add_into(void *dst, wp_dtype t, size_t first, const float *src, size_t n) {
     if (t == WP_F32) {
-        float *d = (float *)dst + first;
-        for (size_t i = 0; i < n; i++) d[i] += src[i];
+        add_f32((float *)dst + first, src, n);
         return;
     }
     float buf[BLOCK];
@@ -115,13 +153,14 @@ void cpu_convert(wp_kern *k, void *dst, wp_dtype dt, const void *src, wp_dtype s
         return;
     }
     size_t nb = blocks_of(n);
-#pragma omp parallel for num_threads(cpu_threads(k)) if (n >= PARALLEL_MIN) schedule(static)
+    const bool stream = n * wp_dtype_size(dt) >= cpu_of(k)->stream_min;
+#pragma omp parallel for num_threads(kern_bulk_threads(k, n)) schedule(dynamic, GRAB)
     for (size_t blk = 0; blk < nb; blk++) {
         float buf[BLOCK];
         size_t len = block_len(n, blk), first = blk * BLOCK;
         /* an fp32 side is read or written in place: no stop in the stack block */
         if (st == WP_F32) {
-            cpu_store(dst, dt, first, (const float *)src + first, len);
+            (stream ? cpu_store_stream : cpu_store)(dst, dt, first, (const float *)src + first, len);
         } else if (dt == WP_F32) {
             cpu_load((float *)dst + first, src, st, first, len);
         } else {
@@ -133,7 +172,7 @@ void cpu_convert(wp_kern *k, void *dst, wp_dtype dt, const void *src, wp_dtype s
 
 void cpu_accumulate(wp_kern *k, void *dst, wp_dtype dt, const void *src, wp_dtype st, size_t n) {
     size_t nb = blocks_of(n);
-#pragma omp parallel for num_threads(cpu_threads(k)) if (n >= PARALLEL_MIN) schedule(static)
+#pragma omp parallel for num_threads(kern_bulk_threads(k, n)) schedule(dynamic, GRAB)
     for (size_t blk = 0; blk < nb; blk++) {
         float buf[BLOCK];
         size_t len = block_len(n, blk);

@@ -17,6 +17,7 @@ typedef struct {
     double bytes;   /* read + written per run (save: written to the file) */
     double min_s, med_s;       /* the phase: best and median of the repeats */
     double bound_min_s, bound_med_s; /* its bound: a copy of `bytes` (save: write + fsync of them) */
+    int threads, bound_threads;      /* threads the phase ran on; its bound's fastest repeat's */
 } bench_phase;
 
 /* Runs each phase on the whole model (one rank owning every chunk) `reps` times, each time right

@@ -1,7 +1,10 @@
 /* Elementwise kernels over every dtype pair: convert, accumulate and scale are checked bit for
  * bit against the scalar conversions (fp32 arithmetic, one rounding), sum of squares against
  * fp64 (and for inf/NaN propagation and thread-count independence), add exactly. Sizes cross
- * the kernels' block and threading thresholds. */
+ * the kernels' block and threading thresholds. Outputs larger than the last-level cache are
+ * written with non-temporal stores: a context that streams every output runs the same checks,
+ * and convert (and zero, threaded) into buffers at every alignment. */
+#include "cpu.h"
 #include "kt.h"
 
 static const wp_dtype dtypes[] = {WP_F32, WP_F16, WP_BF16};
@@ -148,16 +151,48 @@ static void conversion_bits(wp_kern *k) {
     free(bits);
 }
 
+/* convert from fp32 and zero at every byte offset a 16-byte store can straddle, against the
+ * scalar conversions and memset; the bytes around the output must stay as they were. */
+static void streamed_offsets(wp_kern *k, kt_rng *r, size_t n) {
+    enum { PAD = 64 };
+    float *src = kt_floats(n);
+    kt_fill(r, src, n, -70000, 70000);
+    unsigned char *out = kt_alloc(n * 4 + 2 * PAD), *want = kt_alloc(n * 4 + 2 * PAD);
+    size_t bad = 0, checks = 0;
+    for (int a = 0; a < 3; a++)
+        for (size_t off = 0; off < 16; off += wp_dtype_size(dtypes[a]), checks += 2) {
+            wp_dtype dt = dtypes[a];
+            size_t bytes = n * wp_dtype_size(dt);
+            memset(out, 0xa5, bytes + 2 * PAD);
+            memset(want, 0xa5, bytes + 2 * PAD);
+            for (size_t i = 0; i < n; i++) put(want + PAD + off, dt, i, src[i]);
+            kern_convert(k, out + PAD + off, dt, src, WP_F32, n);
+            bad += memcmp(out, want, bytes + 2 * PAD) != 0;
+            memset(want + PAD + off, 0, bytes);
+            kern_zero(k, out + PAD + off, bytes);
+            bad += memcmp(out, want, bytes + 2 * PAD) != 0;
+        }
+    check_say(bad == 0, "streamed convert and zero n=%zu at every offset: %zu of %zu differ", n, bad, checks);
+    free(src), free(out), free(want);
+}
+
 int main(void) {
     kt_rng r = {23};
-    wp_kern *k = kt_cpu(2), *k3 = kt_cpu(3);
+    wp_kern *k = kt_cpu(2), *k3 = kt_cpu(3), *ks = kt_cpu(2);
+    cpu_of(ks)->stream_min = 0;
     size_t sizes[] = {1, 7, 2049, 70001, 300007};
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
         convert_accumulate_scale(k, &r, sizes[i]);
+        convert_accumulate_scale(ks, &r, sizes[i]);
         sumsq(k, k3, &r, sizes[i]);
         add(k, &r, sizes[i]);
+        streamed_offsets(ks, &r, sizes[i]);
     }
+    streamed_offsets(ks, &r, (size_t)3 << 20); /* zeroed in shares on both threads */
     conversion_bits(k);
+    conversion_bits(ks);
+    kt_no_error(ks, "elementwise, streamed");
+    kern_destroy(ks);
     kt_no_error(k, "elementwise");
     kern_destroy(k);
     kern_destroy(k3);

@@ -315,6 +315,10 @@ void fs_unmap(fs_map *m) {
     m->size = 0;
 }
 
+uint32_t fs_crc32_combine(uint32_t crc_a, uint32_t crc_b, size_t len_b) {
+    return (uint32_t)crc32_combine(crc_a, crc_b, (z_off_t)len_b);
+}
+
 uint32_t fs_crc32(uint32_t crc, const void *data, size_t n) {
     const unsigned char *p = data;
     while (n > 0) {

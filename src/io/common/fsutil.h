@@ -84,5 +84,7 @@ void fs_unmap(fs_map *m);
 
 /* zlib CRC-32 of a buffer of any size. */
 uint32_t fs_crc32(uint32_t crc, const void *data, size_t n);
+/* The CRC-32 of a then b (len_b bytes), from each one's: zlib's crc32_combine. */
+uint32_t fs_crc32_combine(uint32_t crc_a, uint32_t crc_b, size_t len_b);
 
 #endif

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <omp.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,9 +56,39 @@ static json_t *header_json(const st_desc *t, int n, const char *const *keys, con
     return root;
 }
 
+/* zlib's crc32 runs at 1.2-2.5 GB/s a core, no faster than a write into the page cache: one
+ * after the other on one thread they made a save up to 1.9x the plain write it is measured
+ * against (docs/performance-cpu.md). A large piece's CRC is therefore computed in parts on two
+ * threads, the second starting while the first writes, and the parts' sums combined: the same
+ * CRC as one pass. */
+enum { CRC_BESIDE_MIN = 1 << 20, CRC_PARTS = 64 };
+
+int st_writer_threads(size_t bytes) { return bytes >= CRC_BESIDE_MIN && omp_get_max_threads() > 1 ? 2 : 1; }
+
 static wp_result put_bytes(st_writer *w, const void *data, size_t n, char *err, size_t errlen) {
-    WP_TRY(fs_write_all(w->fd, data, n, w->tmp, err, errlen));
-    w->crc = fs_crc32(w->crc, data, n);
+    if (st_writer_threads(n) == 1) {
+        WP_TRY(fs_write_all(w->fd, data, n, w->tmp, err, errlen));
+        w->crc = fs_crc32(w->crc, data, n);
+        w->size += n;
+        return 0;
+    }
+    wp_result rc = WP_OK;
+    uint32_t part[CRC_PARTS];
+    size_t len[CRC_PARTS];
+    const size_t each = (n + CRC_PARTS - 1) / CRC_PARTS;
+#pragma omp parallel num_threads(2)
+    {
+        if (omp_get_thread_num() == 0) rc = fs_write_all(w->fd, data, n, w->tmp, err, errlen);
+        /* dynamic: the other thread takes parts while this one writes */
+#pragma omp for schedule(dynamic)
+        for (int i = 0; i < CRC_PARTS; i++) {
+            size_t a = (size_t)i * each < n ? (size_t)i * each : n;
+            len[i] = a + each < n ? each : n - a;
+            part[i] = fs_crc32(0, (const char *)data + a, len[i]);
+        }
+    }
+    if (rc) return rc;
+    for (int i = 0; i < CRC_PARTS; i++) w->crc = fs_crc32_combine(w->crc, part[i], len[i]);
     w->size += n;
     return 0;
 }

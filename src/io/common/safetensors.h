@@ -34,6 +34,9 @@ typedef struct st_writer st_writer;
 wp_result st_writer_open(st_writer **out, const char *path, const st_desc *tensors, int n, const char *const *meta_keys,
                    const char *const *meta_values, int n_meta, char *err, size_t errlen);
 wp_result st_writer_put(st_writer *w, const void *data, size_t bytes, char *err, size_t errlen);
+/* Threads a put of `bytes` runs on: 2 from 1 MiB where OpenMP has more than one (the write, and
+ * the CRC computed beside it), else 1. weipipe bench reports it beside the save. */
+int st_writer_threads(size_t bytes);
 /* Checks that every byte was given, fsyncs, renames "<path>.tmp" to path (and fsyncs the
  * directory); returns the file's size and CRC-32. Frees w. */
 wp_result st_writer_finish(st_writer *w, uint64_t *size, uint32_t *crc, char *err, size_t errlen);
