@@ -145,13 +145,11 @@ static wp_result simulate_one(tuner *t, const wp_knobs *k, wp_tuned *row, bool *
         row->sent = sim.max_sent;
         row->peak = sim.max_peak;
         row->host = sim.max_host;
-        /* on the CPU backend the device is the host: host state saves nothing there */
-        size_t need = 0;
-        for (int r = 0; r < s.nranks; r++) {
-            size_t here = sim.rank_peak[r] + (mc.cpu ? sim.rank_host[r] : 0);
-            if (here > need) need = here;
-        }
-        row->fits = t->o->device_memory <= 0 || need <= (size_t)t->o->device_memory;
+        /* on the CPU backend the device is the host: host state saves nothing there (sim_over) */
+        row->over = sim_over(&sim, s.nranks, (int)t->work->ranks_per_node, mc.cpu, (double)t->o->device_memory,
+                             (double)t->o->host_memory);
+        row->fits = row->over == 0;
+        row->host_need = sim_host_need(&sim, s.nranks, (int)t->work->ranks_per_node, mc.cpu);
         *made = true;
     }
     sim_free(&sim);

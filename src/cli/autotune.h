@@ -40,10 +40,12 @@ typedef struct {
     wp_knobs k;
     char knobs[240];  /* k as the flags that make it, for people: "--micro-batch-size 2 --num-microbatches 16 --warmup-extra 1" */
     int seq;          /* enumeration order (ties) */
-    bool fits;        /* peak per rank within --device-memory (0: always) */
+    bool fits;        /* within --device-memory per rank and --host-memory per host (0: always) */
+    unsigned over;    /* sim.h's WP_OVER_*: what it does not fit, 0 when it fits */
     double step_s, tokens_s, bubble;
     size_t sent, peak;
     size_t host;      /* --optimizer-memory host: host memory per rank (memory.h, wp_mem_host) */
+    size_t host_need; /* the most one host holds (sim.h: sim_host_need) */
 } wp_tuned;
 
 /* Simulate every configuration; *rows (caller frees) sorted: those that fit by tokens/s, best

@@ -40,7 +40,7 @@ static const unsigned char group_of[FLAG_COUNT] = {
     [FLAG_ib_port] = G_CLUSTER, [FLAG_ib_gid_index] = G_CLUSTER, [FLAG_calibrate] = G_CLUSTER,
     [FLAG_link_bandwidth] = G_CLUSTER, [FLAG_link_latency] = G_CLUSTER, [FLAG_ranks_per_node] = G_CLUSTER,
     [FLAG_node_link_bandwidth] = G_CLUSTER, [FLAG_node_link_latency] = G_CLUSTER, [FLAG_device_tflops] = G_CLUSTER,
-    [FLAG_device_memory] = G_CLUSTER, [FLAG_device_mem_bandwidth] = G_CLUSTER,
+    [FLAG_device_memory] = G_CLUSTER, [FLAG_host_memory] = G_CLUSTER, [FLAG_device_mem_bandwidth] = G_CLUSTER,
     [FLAG_host_link_bandwidth] = G_CLUSTER, [FLAG_host_memory_bandwidth] = G_CLUSTER,
     [FLAG_prompt] = G_SAMPLE, [FLAG_system] = G_SAMPLE, [FLAG_prompt_tokens] = G_SAMPLE, [FLAG_max_new_tokens] = G_SAMPLE,
     [FLAG_temperature] = G_SAMPLE, [FLAG_top_k] = G_SAMPLE, [FLAG_top_p] = G_SAMPLE,

@@ -107,6 +107,7 @@ static const flag_bound bounds[] = {
     R0(device_tflops, 1e-6, 1e6, " TFLOP/s"), /* 1 MFLOP/s: a sanitized build calibrates at 0.7 GFLOP/s */
     R0(peak_tflops, 1e-6, 1e6, " TFLOP/s"),
     R(device_memory, 0, 9.2e18, " bytes"),
+    R(host_memory, 0, 9.2e18, " bytes"),
     R(device_mem_bandwidth, 1e3, 1e15, " bytes/s"),
     R0(host_link_bandwidth, 1e3, 1e15, " bytes/s"),
     R0(host_memory_bandwidth, 1e3, 1e15, " bytes/s"),

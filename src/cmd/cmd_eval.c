@@ -159,7 +159,7 @@ static wp_result check_request(eval_state *e, const wp_opts *o, char *err, size_
     char culprit[160];
     snprintf(culprit, sizeof culprit, "%s%s", from, b > 1 ? " x --micro-batch-size" : "");
     return memlimit_check("eval", acts > weights ? culprit : "the model", weights + acts + toks, parts,
-                          (double)o->device_memory, cpu, err, errlen);
+                          (double)o->device_memory, "--device-memory", cpu, err, errlen);
 }
 
 /* The mean loss over the targets of the first --batches sequences (all their tokens, or with

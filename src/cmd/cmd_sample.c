@@ -310,8 +310,8 @@ static int generate(wp_model_src *sm, const wp_opts *o, const wp_tokenizer *tok,
         snprintf(culprit, sizeof culprit, "the model %s", sm->dir);
     snprintf(parts, sizeof parts, "weights and scratch %.1f MiB, KV cache of %d positions %.1f MiB", (double)(need - kv) / 1048576.0,
              cache, (double)kv / 1048576.0);
-    WP_TRY(memlimit_check("sample", culprit, (double)need, parts, (double)o->device_memory, o->backend == WP_BACKEND_CPU, err,
-                          errlen));
+    WP_TRY(memlimit_check("sample", culprit, (double)need, parts, (double)o->device_memory, "--device-memory",
+                          o->backend == WP_BACKEND_CPU, err, errlen));
     wp_kern_opts ko;
     char kerr[512];
     if (kern_opts_from_opts(o, precision_act_dtype(cfg->precision), (int)o->threads, 0 /* one process: local rank 0 */,

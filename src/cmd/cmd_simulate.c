@@ -17,9 +17,11 @@ typedef struct {
     bool shown;    /* asked for (1f1b is simulated anyway, as the baseline) */
     bool ok;
     char note[1100];
-    bool fits;     /* peak memory per rank within --device-memory (always, when that is 0) */
+    bool fits;     /* within --device-memory and --host-memory (always, when they are 0) */
+    unsigned over; /* sim.h's WP_OVER_*: what it does not fit */
     double step_s, tokens_s, bubble;
     size_t sent, peak, host;    /* host: --optimizer-memory host's host memory per rank */
+    size_t host_need;           /* the most a host holds (sim.h: sim_host_need) */
     int n;                      /* ranks, for the per-rank lists */
     double rank_bubble[WP_MAX_CHUNKS];
     size_t rank_sent[WP_MAX_CHUNKS], rank_peak[WP_MAX_CHUNKS];
@@ -43,6 +45,9 @@ static void setting(const wp_opts *o, const wp_layout *L, const wp_machine *m, c
         printf("optimizer state in host memory: host link %s/s per direction, host memory %s/s, each shared by %d rank%s\n",
                m->host_link_bw > 0 ? fmt_bytes(a, sizeof a, m->host_link_bw) : "unlimited ",
                m->host_mem_bw > 0 ? fmt_bytes(b, sizeof b, m->host_mem_bw) : "free ", per, per == 1 ? "" : "s");
+    if (o->host_memory > 0)
+        printf("host memory: %s per host (--host-memory), for %d rank%s\n", fmt_bytes(a, sizeof a, (double)o->host_memory), per,
+               per == 1 ? "" : "s");
     printf("chunks: %d of ", c->n_chunks); /* uneven with --chunk-layers (auto) */
     for (int k = 0; k < c->n_chunks; k++) printf("%s%d", k ? "," : "", c->chunk_layers[k]);
     printf(" layers\n");
@@ -51,7 +56,7 @@ static void setting(const wp_opts *o, const wp_layout *L, const wp_machine *m, c
 
 static void print_text(const row *rows, int n, double base, bool host) {
     char a[32], b[32], c[32], d[32];
-    printf("%-20s %12s %12s %8s %14s %14s %12s %9s%s\n", "strategy", "step time", "tokens/s", "bubble", "sent/rank/step",
+    printf("%-20s %12s %12s %8s %14s %14s %19s %9s%s\n", "strategy", "step time", "tokens/s", "bubble", "sent/rank/step",
            "peak mem/rank", "memory", "vs 1f1b", host ? "  host mem/rank" : "");
     for (int i = 0; i < n; i++) {
         const row *r = &rows[i];
@@ -62,9 +67,12 @@ static void print_text(const row *rows, int n, double base, bool host) {
         }
         char ratio[16] = "-";
         if (base > 0) snprintf(ratio, sizeof ratio, "%.3fx", r->tokens_s / base);
-        printf("%-20s %12s %12.0f %7.1f%% %14s %14s %12s %9s", strategy_name(r->st), fmt_seconds(a, sizeof a, r->step_s),
+        char fit[48] = "fits"; /* over the device alone: "does not fit", as before --host-memory */
+        if (r->over == WP_OVER_DEVICE) snprintf(fit, sizeof fit, "does not fit");
+        else if (r->over) snprintf(fit, sizeof fit, "does not fit (%s)", sim_over_name(r->over));
+        printf("%-20s %12s %12.0f %7.1f%% %14s %14s %19s %9s", strategy_name(r->st), fmt_seconds(a, sizeof a, r->step_s),
                r->tokens_s, 100 * r->bubble, fmt_bytes(b, sizeof b, (double)r->sent), fmt_bytes(c, sizeof c, (double)r->peak),
-               r->fits ? "fits" : "does not fit", ratio);
+               fit, ratio);
         if (host) printf("  %13s", fmt_bytes(d, sizeof d, (double)r->host));
         printf("\n");
     }
@@ -77,8 +85,9 @@ static void print_csv(const row *rows, int n, double base) {
         const row *r = &rows[i];
         if (!r->shown) continue;
         if (r->ok)
-            printf("%s,%.9g,%.9g,%.6f,%zu,%zu,%.6f,,%s\n", strategy_name(r->st), r->step_s, r->tokens_s, r->bubble, r->sent,
-                   r->peak, base > 0 ? r->tokens_s / base : 0, r->fits ? "true" : "false");
+            printf("%s,%.9g,%.9g,%.6f,%zu,%zu,%.6f,%s%s,%s\n", strategy_name(r->st), r->step_s, r->tokens_s, r->bubble, r->sent,
+                   r->peak, base > 0 ? r->tokens_s / base : 0, r->over ? "over " : "", sim_over_name(r->over),
+                   r->fits ? "true" : "false");
         else
             printf("%s,,,,,,,\"%s\",\n", strategy_name(r->st), r->note);
     }
@@ -93,9 +102,9 @@ static void print_json(const row *rows, int n, double base, const wp_pipe_shape 
         printf("%s\n{\"strategy\":\"%s\"", k++ ? "," : "", strategy_name(r->st));
         if (r->ok) {
             printf(",\"step_s\":%.9g,\"tokens_per_s\":%.9g,\"bubble\":%.6f,\"sent_bytes_per_rank\":%zu,"
-                   "\"peak_bytes_per_rank\":%zu,\"vs_1f1b\":%.6f,\"fits\":%s,\"host_bytes_per_rank\":%zu", r->step_s,
-                   r->tokens_s, r->bubble, r->sent, r->peak, base > 0 ? r->tokens_s / base : 0, r->fits ? "true" : "false",
-                   r->host);
+                   "\"peak_bytes_per_rank\":%zu,\"vs_1f1b\":%.6f,\"fits\":%s,\"over\":\"%s\",\"host_bytes_per_rank\":%zu,"
+                   "\"host_bytes_per_host\":%zu", r->step_s, r->tokens_s, r->bubble, r->sent, r->peak,
+                   base > 0 ? r->tokens_s / base : 0, r->fits ? "true" : "false", sim_over_name(r->over), r->host, r->host_need);
             printf(",\"rank_bubble\":[");
             for (int k = 0; k < r->n; k++) printf("%s%.6f", k ? "," : "", r->rank_bubble[k]);
             printf("],\"rank_sent_bytes\":[");
@@ -145,6 +154,8 @@ static int one(row *r, const wp_opts *o, const wp_pipe_shape *ps, const wp_layou
         r->peak = sim.max_peak;
         r->host = sim.max_host;
         r->n = s.nranks;
+        r->host_need = sim_host_need(&sim, s.nranks, (int)o->ranks_per_node, mc.cpu);
+        r->over = sim_over(&sim, s.nranks, (int)o->ranks_per_node, mc.cpu, (double)o->device_memory, (double)o->host_memory);
         for (int k = 0; k < s.nranks; k++) {
             r->rank_bubble[k] = sim.rank_bubble[k];
             r->rank_sent[k] = sim.rank_sent[k];
@@ -197,9 +208,7 @@ static int simulate_all(const wp_opts *o, const wp_pipe_shape *ps, const wp_layo
         wp_trace *ti = rows[i].shown ? t : NULL;
         if (needs_own_layout(o, rows[i].st, ps->nranks, L)) rc = one_own_layout(&rows[i], o, ps, m, ti, i);
         else rc = one(&rows[i], o, ps, L, &c, ti, i);
-        /* the CPU backend's device is the host: its host state counts against the same memory */
-        size_t need = rows[i].peak + (o->set[FLAG_backend] && o->backend == WP_BACKEND_CPU ? rows[i].host : 0);
-        rows[i].fits = o->device_memory == 0 || need <= (size_t)o->device_memory;
+        rows[i].fits = rows[i].over == 0; /* one: sim_over (the CPU backend's device is the host) */
         if (rc == 2 && (all || !rows[i].shown)) rc = 0; /* a row that cannot be laid out says why */
         else if (rc == 2) wp_error("%s", rows[i].note + strlen("not simulated: "));
     }
@@ -245,24 +254,25 @@ static int simulate_auto(const wp_opts *o, const wp_pipe_shape *ps, const wp_lay
     if (fmt == WP_FMT_CSV) {
         printf("strategy,step_s,tokens_per_s,bubble,sent_bytes_per_rank,peak_bytes_per_rank,vs_1f1b,note,fits,knobs\n");
         for (int i = 0; i < n; i++)
-            printf("%s,%.9g,%.9g,%.6f,%zu,%zu,%.6f,,%s,%s\n", strategy_name(rows[i].k.st), rows[i].step_s, rows[i].tokens_s,
-                   rows[i].bubble, rows[i].sent, rows[i].peak, base > 0 ? rows[i].tokens_s / base : 0,
-                   rows[i].fits ? "true" : "false", rows[i].knobs);
+            printf("%s,%.9g,%.9g,%.6f,%zu,%zu,%.6f,%s%s,%s,%s\n", strategy_name(rows[i].k.st), rows[i].step_s,
+                   rows[i].tokens_s, rows[i].bubble, rows[i].sent, rows[i].peak, base > 0 ? rows[i].tokens_s / base : 0,
+                   rows[i].over ? "over " : "", sim_over_name(rows[i].over), rows[i].fits ? "true" : "false", rows[i].knobs);
     } else if (fmt == WP_FMT_JSON) {
         printf("{\"nranks\":%d,\"pick\":%s,\"configurations\":[", ps->nranks, nfit ? "0" : "null");
         for (int i = 0; i < n; i++)
             printf("%s\n{\"strategy\":\"%s\",\"knobs\":\"%s\",\"step_s\":%.9g,\"tokens_per_s\":%.9g,\"bubble\":%.6f,"
-                   "\"sent_bytes_per_rank\":%zu,\"peak_bytes_per_rank\":%zu,\"vs_1f1b\":%.6f,\"fits\":%s,"
-                   "\"host_bytes_per_rank\":%zu}",
+                   "\"sent_bytes_per_rank\":%zu,\"peak_bytes_per_rank\":%zu,\"vs_1f1b\":%.6f,\"fits\":%s,\"over\":\"%s\","
+                   "\"host_bytes_per_rank\":%zu,\"host_bytes_per_host\":%zu}",
                    i ? "," : "", strategy_name(rows[i].k.st), rows[i].knobs, rows[i].step_s, rows[i].tokens_s, rows[i].bubble,
                    rows[i].sent, rows[i].peak, base > 0 ? rows[i].tokens_s / base : 0, rows[i].fits ? "true" : "false",
-                   rows[i].host);
+                   sim_over_name(rows[i].over), rows[i].host, rows[i].host_need);
         printf("]}\n");
     } else {
         char a[32], b[32], c[32];
+        const char *limits = o->host_memory > 0 ? "--device-memory and --host-memory" : "--device-memory";
         setting(o, L, m, ps);
-        printf("%d configurations of %d sequences per step; those that fit in --device-memory, fastest first:\n\n", n,
-               L->cfg.micro_batch * ps->nmb);
+        printf("%d configurations of %d sequences per step; those that fit in %s, fastest first:\n\n", n,
+               L->cfg.micro_batch * ps->nmb, limits);
         printf("%4s %-20s %12s %12s %8s %14s %14s %9s  %s\n", "rank", "strategy", "step time", "tokens/s", "bubble",
                "sent/rank/step", "peak mem/rank", "vs 1f1b", "knobs");
         for (int i = 0; i < nfit; i++) {
@@ -274,13 +284,13 @@ static int simulate_auto(const wp_opts *o, const wp_pipe_shape *ps, const wp_lay
                    rows[i].knobs);
         }
         if (nfit < n)
-            printf("\n%d more do not fit (peak over --device-memory), not ranked; the fastest of them: %s %s, %.0f tokens/s "
-                   "at %s per rank\n", n - nfit, strategy_name(rows[nfit].k.st), rows[nfit].knobs, rows[nfit].tokens_s,
-                   fmt_bytes(c, sizeof c, (double)rows[nfit].peak));
+            printf("\n%d more do not fit (over %s), not ranked; the fastest of them: %s %s, %.0f tokens/s at %s per rank, "
+                   "over: %s\n", n - nfit, limits, strategy_name(rows[nfit].k.st), rows[nfit].knobs,
+                   rows[nfit].tokens_s, fmt_bytes(c, sizeof c, (double)rows[nfit].peak), sim_over_name(rows[nfit].over));
         if (nfit)
             printf("\npick: %s %s: %.0f tokens/s predicted\n", strategy_name(rows[0].k.st), rows[0].knobs, rows[0].tokens_s);
         else
-            printf("\npick: none, no configuration fits in --device-memory\n");
+            printf("\npick: none, no configuration fits in %s\n", limits);
     }
     free(rows);
     return 0;

@@ -92,10 +92,10 @@ double memlimit_vmhwm(void) {
     return v;
 }
 
-wp_result memlimit_check(const char *cmd, const char *culprit, double need, const char *parts, double device_memory,
-                         bool cpu, char *err, size_t errlen) {
-    double limit = device_memory;
-    char what[1400] = "--device-memory";
+wp_result memlimit_check(const char *cmd, const char *culprit, double need, const char *parts, double limit,
+                         const char *limit_flag, bool cpu, char *err, size_t errlen) {
+    char what[1400];
+    snprintf(what, sizeof what, "%s", limit_flag);
     if (limit <= 0 && cpu) {
         char src[1300];
         limit = memlimit_available(src, sizeof src);

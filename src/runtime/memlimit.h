@@ -28,12 +28,13 @@ double memlimit_vmhwm(void);
 
 /* The start-up check of a one-process command (eval, sample) before it allocates: need bytes
  * predicted (its largest parts in words, parts), with the margin above, against
- * device_memory when > 0 (--device-memory), else on the CPU (cpu) what this host may still
- * give (memlimit_available); a GPU's free memory is known only once the backend is open.
+ * limit when > 0 (the value of the flag limit_flag names: --device-memory, --host-memory), else
+ * on the CPU (cpu) what this host may still give (memlimit_available); a GPU's free memory is
+ * known only once the backend is open.
  * 0, or 2 with "<culprit>: <cmd> needs about X MiB (parts), Y MiB with the ... margin, more
  * than <source> (Z MiB)" in err: culprit names the flag and value (or the model's setting)
  * that asked for it. */
-wp_result memlimit_check(const char *cmd, const char *culprit, double need, const char *parts, double device_memory,
-                         bool cpu, char *err, size_t errlen);
+wp_result memlimit_check(const char *cmd, const char *culprit, double need, const char *parts, double limit,
+                         const char *limit_flag, bool cpu, char *err, size_t errlen);
 
 #endif

@@ -100,11 +100,8 @@ void mem_predict(const wp_schedule *s, const wp_layout *L, const wp_rank_report 
      * dtype, the backend keeps them in its compute dtype (the CPU's fp32) */
     terms[WP_MEM_ACTS] = (double)rr->peak_acts_bytes * cs / wire_a;
     /* the model's scratch (model_scratch_bytes), the executor's (runtime/executor.c: a hidden
-     * state and the largest chunk's weights in wire dtype) and the backend's */
-    double most = 0;
-    for (int k = 0; k < c->n_chunks; k++)
-        if (L->chunk_numel[k] > most) most = (double)L->chunk_numel[k];
-    terms[WP_MEM_SCRATCH] = (double)model_scratch_bytes(L, mc->compute) + T * c->h * cs + most * wire_w;
+     * state) and the backend's */
+    terms[WP_MEM_SCRATCH] = (double)model_scratch_bytes(L, mc->compute) + T * c->h * cs;
     if (mc->cpu) terms[WP_MEM_SCRATCH] += cpu_scratch(L, mc);
     else terms[WP_MEM_SCRATCH] += (double)WP_CUDA_BLAS_WORKSPACE; /* kernels/cuda/cuda_context.c, counted there */
     bool head = false; /* does rank r run the LM head (the last chunk's F)? */

@@ -122,3 +122,39 @@ void sim_free(wp_sim *out) {
     run_free(&out->run);
     memset(out, 0, sizeof *out);
 }
+
+size_t sim_device_need(const wp_sim *sim, int nranks, bool cpu) {
+    size_t need = 0;
+    for (int r = 0; r < nranks; r++) {
+        size_t here = sim->rank_peak[r] + (cpu ? sim->rank_host[r] : 0);
+        if (here > need) need = here;
+    }
+    return need;
+}
+
+size_t sim_host_need(const wp_sim *sim, int nranks, int ranks_per_node, bool cpu) {
+    const int per = ranks_per_node > 0 ? (ranks_per_node < nranks ? ranks_per_node : nranks) : 1;
+    size_t need = 0;
+    for (int first = 0; first < nranks; first += per) {
+        size_t host = 0;
+        for (int r = first; r < first + per && r < nranks; r++) host += sim->rank_host[r] + (cpu ? sim->rank_peak[r] : 0);
+        if (host > need) need = host;
+    }
+    return need;
+}
+
+unsigned sim_over(const wp_sim *sim, int nranks, int ranks_per_node, bool cpu, double device_memory, double host_memory) {
+    unsigned over = 0;
+    if (device_memory > 0 && (double)sim_device_need(sim, nranks, cpu) > device_memory) over |= WP_OVER_DEVICE;
+    if (host_memory > 0 && (double)sim_host_need(sim, nranks, ranks_per_node, cpu) > host_memory) over |= WP_OVER_HOST;
+    return over;
+}
+
+const char *sim_over_name(unsigned over) {
+    switch (over) {
+    case 0: return "";
+    case WP_OVER_DEVICE: return "device";
+    case WP_OVER_HOST: return "host";
+    default: return "device and host";
+    }
+}

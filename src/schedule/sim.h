@@ -82,4 +82,20 @@ wp_result simulate(const wp_schedule *s, const wp_layout *L, const wp_costs *c, 
              size_t errlen);
 void sim_free(wp_sim *out);
 
+/* Memory a simulated run needs of the machine (docs/memory.md), from its per-rank figures:
+ * device: the largest rank's peak, plus its host column on the CPU backend (cpu: the device is
+ *         the host, so host state saves nothing there);
+ * host:   the largest sum over the ranks of one host (rank r on host r / per, per =
+ *         ranks_per_node, at most nranks; 0 = one rank per host, as the links and costs count
+ *         them) of each rank's host column (--optimizer-memory host: masters, moments,
+ *         accumulator and pinned staging), plus its peak on the CPU backend. */
+size_t sim_device_need(const wp_sim *sim, int nranks, bool cpu);
+size_t sim_host_need(const wp_sim *sim, int nranks, int ranks_per_node, bool cpu);
+/* What the run is over: WP_OVER_DEVICE when sim_device_need exceeds device_memory,
+ * WP_OVER_HOST when sim_host_need exceeds host_memory (bytes; 0 = unlimited); 0 = it fits. */
+enum { WP_OVER_DEVICE = 1, WP_OVER_HOST = 2 };
+unsigned sim_over(const wp_sim *sim, int nranks, int ranks_per_node, bool cpu, double device_memory, double host_memory);
+/* "device", "host", "device and host" for a nonzero sim_over; "" for 0. */
+const char *sim_over_name(unsigned over);
+
 #endif

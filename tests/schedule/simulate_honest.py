@@ -8,6 +8,12 @@
          the largest tokens/s among the rows that fit, never a row that does not fit (at a limit
          of the median peak: the fastest row of the unlimited listing within it); a sample of rows, the
          pick among them, run again as `simulate --strategy S KNOBS` gives the same tokens/s.
+  host   --host-memory (per host, --optimizer-memory host's state of its --ranks-per-node ranks):
+         --strategy all's rows fit exactly when their host_bytes_per_host is within it (a limit
+         between two rows' needs), those over it say so (csv note "over host", json over "host",
+         text "does not fit (host)"); auto under a --device-memory that only host state fits
+         picks, with a host limit one byte under its pick's need, the fastest row of the unlimited
+         listing within both limits (worked out here): the pick moves.
 
     simulate_honest.py WEIPIPE SOURCE_ROOT
 Exit 0 = pass, 1 = fail (every broken check printed).
@@ -66,6 +72,67 @@ def fits_checks(wp, root):
         check(line and (("does not fit" in line[0]) != ok), f"text {name}: {line}")
 
 
+def host_checks(wp, root):
+    base = ["--config", os.path.join(root, "configs/tiny.ini"), "--nranks", "4", "--ranks-per-node", "2",
+            "--num-microbatches", "8", "--device-tflops", "1", "--optimizer-memory", "host"]
+    free = json.loads(run(wp, "--strategy", "all", "--format", "json", *base) or "{}").get("strategies", [])
+    needs = sorted({r["host_bytes_per_host"] for r in free if "step_s" in r})
+    if not check(len(needs) >= 2 and needs[0] > 0, f"host: want two different host needs, have {needs}"):
+        return
+    limit = (needs[0] + needs[-1]) // 2
+    args = ["--strategy", "all", *base, "--host-memory", str(limit)]
+    want = {r["strategy"]: r["host_bytes_per_host"] <= limit for r in free if "step_s" in r}
+    check(set(want.values()) == {True, False}, f"host limit {limit}: want rows that fit and rows that do not: {want}")
+    for r in json.loads(run(wp, *args, "--format", "json") or "{}").get("strategies", []):
+        if "step_s" in r:
+            check(r["fits"] is want[r["strategy"]] and r["over"] == ("" if want[r["strategy"]] else "host"),
+                  f"host json {r['strategy']}: fits {r['fits']} over '{r['over']}'")
+    for r in rows_csv(run(wp, *args, "--format", "csv")):
+        if r["step_s"]:
+            check((r["fits"], r["note"]) == (("true", "") if want[r["strategy"]] else ("false", "over host")),
+                  f"host csv {r['strategy']}: fits {r['fits']} note '{r['note']}'")
+    text = run(wp, *args)
+    check("host memory: " in text and "per host (--host-memory), for 2 ranks" in text, "host text: no --host-memory line")
+    for name, ok in want.items():
+        line = [l for l in text.splitlines() if l.startswith(name + " ")]
+        check(line and (("does not fit (host)" in line[0]) != ok), f"host text {name}: {line}")
+    # auto: device state does not fit the device limit, host state does; then the host's limit
+    auto = [a for a in base if a != "--optimizer-memory" and a != "host"] + ["--strategy", "auto"]
+    rows = json.loads(run(wp, *auto, "--format", "json") or "{}").get("configurations", [])
+    hp = [r["peak_bytes_per_rank"] for r in rows if "--optimizer-memory host" in r["knobs"]]
+    dp = [r["peak_bytes_per_rank"] for r in rows if "--optimizer-memory host" not in r["knobs"]]
+    if not check(hp and dp and min(hp) < min(dp), f"host auto: no host-state row below every device-state peak"):
+        return
+    dev = min(dp) - 1  # every host-state row under it fits the device, no device-state row does
+    within = lambda r, h: r["peak_bytes_per_rank"] <= dev and r["host_bytes_per_host"] <= h
+    first = json.loads(run(wp, *auto, "--device-memory", str(dev), "--format", "json") or "{}")
+    pick = first.get("configurations", [{}])[0] if first.get("pick") == 0 else None
+    if not check(pick and "--optimizer-memory host" in pick["knobs"], f"host auto: --device-memory {dev} picked {pick}"):
+        return
+    host = pick["host_bytes_per_host"] - 1
+    fit = [r for r in rows if within(r, host)]
+    best = max(fit, key=lambda r: r["tokens_per_s"]) if fit else None
+    got = json.loads(run(wp, *auto, "--device-memory", str(dev), "--host-memory", str(host), "--format", "json") or "{}")
+    conf = got.get("configurations", [])
+    now = conf[0] if got.get("pick") == 0 else None
+    check(best, f"host auto: no row within --host-memory {host}: the test shows no move to another row")
+    check((now is None) == (best is None), f"host auto: pick {now}, want {best}")
+    if now and best:
+        check(now["tokens_per_s"] == best["tokens_per_s"] and within(now, host),
+              f"host auto: pick {now['strategy']} {now['knobs']} {now['tokens_per_s']}, want {best['tokens_per_s']}")
+        check((now["strategy"], now["knobs"]) != (pick["strategy"], pick["knobs"]), "host auto: the pick did not move")
+    over = [r for r in conf if not r["fits"] and r["host_bytes_per_host"] > host and "host" not in r["over"]]
+    check(not over, f"host auto: rows over --host-memory not marked: {over[:2]}")
+    text = run(wp, *auto, "--device-memory", str(dev), "--host-memory", str(host))
+    line = [l for l in text.splitlines() if l.startswith("pick:")]
+    check(line and (line[0].startswith(f"pick: {now['strategy']} {now['knobs']}:") if now else "no configuration fits in"
+                                                                                                  in line[0]),
+          f"host auto text: {line}")
+    print(f"host: --host-memory {limit} splits --strategy all; auto at --device-memory {dev}: {pick['strategy']} "
+          f"{pick['knobs']} holds {pick['host_bytes_per_host']} per host, at --host-memory {host} the pick is "
+          f"{(now['strategy'] + ' ' + now['knobs']) if now else 'none'}")
+
+
 def auto_checks(wp, name, args):
     text = run(wp, "--strategy", "auto", "--format", "csv", *args)
     rows = rows_csv(text)
@@ -95,6 +162,7 @@ def auto_checks(wp, name, args):
 def main():
     wp, root = sys.argv[1], sys.argv[2]
     fits_checks(wp, root)
+    host_checks(wp, root)
     cfg = lambda f: ["--config", os.path.join(root, "configs", f)]
     presets = {
         "tiny N=4 2 per node": cfg("tiny.ini") + ["--nranks", "4", "--num-microbatches", "8", "--device-tflops", "1",

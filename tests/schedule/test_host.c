@@ -9,7 +9,13 @@
  *     arrive in the host column unchanged, the device keeps only the fp32 windows of its
  *     to_master W-passes, every other term is the same, and the host column adds exactly the
  *     staging: 2 fp32 buffers of the largest owned piece, shared by both directions (optim/placement.c).
- *   - the device-resident simulation is untouched by host bandwidths (costs.host off). */
+ *   - the device-resident simulation is untouched by host bandwidths (costs.host off).
+ *   - the host's memory (sim.h: sim_host_need, sim_over; --host-memory): 1f1b on 4 ranks, each
+ *     owning its chunk of n_r parameters, holds 16 n_r (master, m, v, accumulator) + 2 x 4 n_r
+ *     (staging) = 24 n_r per rank on the host; a host of 2 ranks (ranks per node 2) holds the
+ *     larger of 24 (n_0 + n_1) and 24 (n_2 + n_3), one rank per host the largest 24 n_r; the CPU
+ *     backend adds each rank's device peak. A limit of exactly that fits, one byte less is
+ *     "over host" and only host; the device-resident run holds nothing there. */
 #include <math.h>
 #include <string.h>
 
@@ -171,10 +177,72 @@ static void moved_terms(wp_strategy st) {
     layout_free(&L);
 }
 
+static void host_limit(void) {
+    const int N = 4;
+    wp_layout L = llama(8, N, 128, 32, 500); /* the embedding and the head make chunks 0 and 3 larger */
+    wp_schedule s;
+    char err[512];
+    if (schedule_generate(WP_STRAT_1F1B, N, 8, N, NULL, &s, err, sizeof err)) {
+        EXPECT(0, "1f1b N=4: %s", err);
+        layout_free(&L);
+        return;
+    }
+    wp_costs c;
+    costs_unit(&c, s.nchunks, 1);
+    wp_mem_cfg dev = {.compute = WP_BF16, .threads = 1}, host = dev;
+    host.host_optim = true;
+    wp_sim d, h;
+    if (simulate_mem(&s, &L, &c, &dev, false, &d, err, sizeof err) || simulate_mem(&s, &L, &c, &host, false, &h, err, sizeof err)) {
+        EXPECT(0, "simulate: %s", err);
+        sched_free(&s);
+        layout_free(&L);
+        return;
+    }
+    double per_rank[4], pair = 0, one = 0, cpu_pair = 0;
+    for (int r = 0; r < N; r++) {
+        EXPECT(s.owner[r] == r, "1f1b: chunk %d owned by rank %d", r, s.owner[r]);
+        per_rank[r] = 24.0 * (double)L.chunk_numel[r];
+        one = fmax(one, per_rank[r]);
+    }
+    for (int first = 0; first < N; first += 2) {
+        pair = fmax(pair, per_rank[first] + per_rank[first + 1]);
+        cpu_pair = fmax(cpu_pair, per_rank[first] + per_rank[first + 1] + (double)h.rank_peak[first] + (double)h.rank_peak[first + 1]);
+    }
+    EXPECT(per_rank[0] != per_rank[1] && pair != 2 * one, "the layout is even: the sums test nothing (%g %g)", per_rank[0],
+           per_rank[1]);
+    EXPECT((double)sim_host_need(&h, N, 2, false) == pair, "2 ranks per host: %zu, want 24 x the larger pair's parameters %g",
+           sim_host_need(&h, N, 2, false), pair);
+    EXPECT((double)sim_host_need(&h, N, 0, false) == one, "one rank per host: %zu, want 24 x the largest chunk %g",
+           sim_host_need(&h, N, 0, false), one);
+    EXPECT((double)sim_host_need(&h, N, 8, false) == per_rank[0] + per_rank[1] + per_rank[2] + per_rank[3],
+           "8 ranks per host, 4 ranks: %zu, want all four", sim_host_need(&h, N, 8, false));
+    EXPECT((double)sim_host_need(&h, N, 2, true) == cpu_pair, "CPU backend: %zu, want the pair's host and device %g",
+           sim_host_need(&h, N, 2, true), cpu_pair);
+    EXPECT(sim_host_need(&d, N, 2, false) == 0, "device-resident: %zu bytes on the host", sim_host_need(&d, N, 2, false));
+    EXPECT(sim_over(&h, N, 2, false, 0, pair) == 0, "a host limit of exactly the need does not fit");
+    EXPECT(sim_over(&h, N, 2, false, 0, pair - 1) == WP_OVER_HOST, "a host limit 1 byte under the need: over %u, want host",
+           sim_over(&h, N, 2, false, 0, pair - 1));
+    EXPECT(sim_over(&h, N, 2, false, 0, 0) == 0, "--host-memory 0 is a limit");
+    EXPECT(sim_over(&d, N, 2, false, 0, 1) == 0, "device-resident state over a 1-byte host limit");
+    double dev_need = (double)sim_device_need(&h, N, false);
+    EXPECT(sim_over(&h, N, 2, false, dev_need - 1, pair - 1) == (WP_OVER_DEVICE | WP_OVER_HOST) &&
+               strcmp(sim_over_name(WP_OVER_DEVICE | WP_OVER_HOST), "device and host") == 0 &&
+               strcmp(sim_over_name(WP_OVER_HOST), "host") == 0,
+           "both limits: over %u '%s'", sim_over(&h, N, 2, false, dev_need - 1, pair - 1),
+           sim_over_name(sim_over(&h, N, 2, false, dev_need - 1, pair - 1)));
+    EXPECT(sim_over(&h, N, 2, false, dev_need - 1, pair) == WP_OVER_DEVICE, "the device limit alone: over %u",
+           sim_over(&h, N, 2, false, dev_need - 1, pair));
+    sim_free(&d);
+    sim_free(&h);
+    sched_free(&s);
+    layout_free(&L);
+}
+
 int main(void) {
     one_owner(0);
     one_owner(2);
     shared_host();
     for (int st = 0; st < WP_STRAT_COUNT; st++) moved_terms((wp_strategy)st);
+    host_limit();
     return check_result("schedule/host");
 }
