@@ -177,6 +177,11 @@ int kern_device_count(wp_backend_kind kind) {
 }
 
 wp_backend_kind kern_kind(const wp_kern *k) { return k ? k->kind : WP_BACKEND_CPU; }
+
+int kern_bulk_threads(const wp_kern *k, size_t n) {
+    if (k->kind != WP_BACKEND_CPU) return 0;
+    return n >= KERN_BULK_PARALLEL_MIN && k->threads > 1 ? k->threads : 1;
+}
 wp_dtype kern_compute_dtype(const wp_kern *k) { return k ? k->compute : WP_F32; }
 
 const char *kern_error(const wp_kern *k) {

@@ -80,6 +80,11 @@ const char *kern_notes(const wp_kern *k);
 /* The device: the GPU's name as CUDA reports it ("NVIDIA H100 80GB HBM3"), or "cpu". */
 const char *kern_device_name(const wp_kern *k);
 wp_backend_kind kern_kind(const wp_kern *k);
+/* Threads a bulk elementwise kernel (convert, accumulate, scale, zero, AdamW) runs n elements
+ * on: on the CPU the context's from KERN_BULK_PARALLEL_MIN elements, one below (threads would
+ * cost more than they save); 0 on a GPU. weipipe bench reports it beside each phase. */
+enum { KERN_BULK_PARALLEL_MIN = 1 << 16 };
+int kern_bulk_threads(const wp_kern *k, size_t n);
 wp_dtype kern_compute_dtype(const wp_kern *k);
 const char *kern_error(const wp_kern *k);   /* NULL when no call has failed */
 /* The sticky error as a status: WP_FAILED once a call has failed (the reason in kern_error), else
@@ -146,6 +151,17 @@ void kern_sync(wp_kern *k);                           /* wait for all queued wor
 typedef struct {
     double factor, low_freq_factor, high_freq_factor, original_max_pos;
 } wp_rope_scaling;
+
+/* One piece of kern_adamw_multi: kern_adamw's per-tensor arguments (backend memory; n > 0).
+ * first is the piece's place in the launch's index space: the first piece's first, plus the n
+ * of the pieces before it (prefix sums: how the CUDA kernel maps its blocks to pieces). */
+typedef struct {
+    float *master, *m, *v;
+    const float *grad;
+    void *w_out;
+    size_t n, first;
+    float weight_decay;
+} wp_adamw_piece;
 
 /* ---- compute ops ----
  * One prototype per row of ops_table.h, kern_<name>(wp_kern *k, ...); each op's meaning is

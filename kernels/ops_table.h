@@ -139,7 +139,7 @@
     /* ---- optimizer ---- */                                                                                         \
     /* AdamW on fp32 masters with fp32 moments; grad (fp32) is multiplied by grad_scale first                         \
      * (unscaling and clipping folded in). bc1 = 1 - beta1^t, bc2 = 1 - beta2^t. Writes the new                       \
-     * working copy to w_out in wtype (the dtype that travels the ring). */                                           \
+     * working copy to w_out in wtype (the dtype that travels the ring); w_out NULL writes none. */                   \
     OP(void, adamw,                                                                                                   \
        (wp_kern *k, float *master, float *m, float *v, const float *grad, float grad_scale, void *w_out,            \
         wp_dtype wtype, size_t n, float lr, float beta1, float beta2, float eps, float weight_decay, float bc1,      \
@@ -148,6 +148,21 @@
        DTYPE(wtype) &&                                                                                               \
            cond_ok(k, bc1 > 0.0f && bc2 > 0.0f, "%s: bias corrections bc1 = %g, bc2 = %g must be positive", fn,     \
                    bc1, bc2) &&                                                                                      \
-           n > 0 && PTRS(master, m, v, grad, w_out))
+           n > 0 && PTRS(master, m, v, grad))                                                                         \
+    /* kern_adamw on n_pieces pieces at once (wp_adamw_piece: each one's pointers, size and weight                    \
+     * decay) with the same scalars, numel the sum of their n. pieces lives in backend memory (the                    \
+     * CUDA backend reads it on the device: one launch over all pieces, uploaded once by the caller                   \
+     * and reused) and cannot be checked here: the caller keeps first and n consistent. Each element                  \
+     * gets kern_adamw's arithmetic, so the bits equal the per-piece calls' (the CPU backend makes                    \
+     * exactly those calls, in order). */                                                                              \
+    OP(void, adamw_multi,                                                                                             \
+       (wp_kern *k, const wp_adamw_piece *pieces, int n_pieces, size_t numel, float grad_scale, wp_dtype wtype,      \
+        float lr, float beta1, float beta2, float eps, float bc1, float bc2),                                        \
+       (k, pieces, n_pieces, numel, grad_scale, wtype, lr, beta1, beta2, eps, bc1, bc2),                             \
+       DTYPE(wtype) &&                                                                                               \
+           cond_ok(k, bc1 > 0.0f && bc2 > 0.0f, "%s: bias corrections bc1 = %g, bc2 = %g must be positive", fn,     \
+                   bc1, bc2) &&                                                                                      \
+           cond_ok(k, n_pieces >= 0, "%s: n_pieces = %d is negative", fn, n_pieces) && n_pieces > 0 && numel > 0 &&  \
+           PTRS(pieces))
 
 #endif

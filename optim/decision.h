@@ -8,7 +8,7 @@
  *      is zero elsewhere; the vectors are summed (or gathered) across ranks — adding zeros is
  *      exact, so every rank gets the same per-chunk values whatever N or the reduction order;
  *   2. every rank calls grad_total_sumsq (fixed chunk order), then step_decide;
- *   3. not skipped: owners call optim_step_chunk(c, lr, decision.grad_scale, ...);
+ *   3. not skipped: owners call optim_step_chunk(c, lr, decision.grad_scale);
  *   4. every rank advances its loss scaler with loss_scaler_next(s, !decision.skip). */
 #ifndef WP_DECISION_H
 #define WP_DECISION_H

@@ -1,8 +1,9 @@
-/* Owner-side AdamW state and update, on top of kern_adamw. Every computation on the state runs
- * on its context (o->sk: the compute context, or the host update context with host placement),
- * except host placement's steps, queued to the update worker (update_worker.c), after which every
- * call that touches the chunk's state first takes it back (place_settle); every move between the
- * state and backend memory goes through placement.c. */
+/* Owner-side AdamW state and update, on top of kern_adamw_multi (device placement: one launch
+ * per chunk) and kern_adamw (host placement: one call per run of tensors). Every computation on the state runs on its context (o->sk: the
+ * compute context, or the host update context with host placement), except host placement's
+ * steps, queued to the update worker (update_worker.c), after which every call that touches the
+ * chunk's state first takes it back (place_settle); every move between the state and backend
+ * memory goes through placement.c. */
 #include "optim.h"
 
 #include <math.h>
@@ -16,6 +17,8 @@
 static wp_optim *create(wp_optim_model m, wp_kern *k, const int *chunks, int n_chunks, int slice, int nslices,
                         const wp_adamw_hparams *hp, const wp_optim_place *place, bool weights_only, char *err,
                         size_t errlen);
+
+static void build_pieces(wp_optim *o);
 
 wp_optim *optim_create(wp_optim_model m, wp_kern *k, const int *chunks, int n_chunks, const wp_adamw_hparams *hp,
                        char *err, size_t errlen) {
@@ -80,6 +83,7 @@ static wp_optim *create(wp_optim_model m, wp_kern *k, const int *chunks, int n_c
         for (int b = 0; b < (weights_only ? 1 : 4); b++) oc->buf[b] = place_alloc(o, oc->numel * sizeof(float));
     }
     if (!kern_error(k) && o->host) place_staging(o);
+    if (!kern_error(k) && !o->host && !weights_only) build_pieces(o);
     if (kern_error(k)) {
         snprintf(err, errlen, "optimizer: %s", kern_error(k));
         optim_destroy(o);
@@ -90,13 +94,13 @@ static wp_optim *create(wp_optim_model m, wp_kern *k, const int *chunks, int n_c
 
 void optim_destroy(wp_optim *o) {
     if (!o) return;
-    /* the queued steps finish before their state is freed; working copies not yet sent are
-     * dropped (their destinations may be gone: optim_sync is the caller's way to have them) */
-    worker_stop(o->wk);
+    worker_stop(o->wk); /* the queued steps finish before their state is freed */
     o->wk = NULL;
     for (int i = 0; i < o->n_owned; i++)
         for (int b = 0; b < 4; b++)
             if (o->owned[i].buf[b]) place_free(o, o->owned[i].buf[b]);
+    if (o->pieces_dev) kern_free(o->k, o->pieces_dev);
+    free(o->pieces);
     place_release(o);
     free(o->owned);
     free(o->slot_of);
@@ -142,7 +146,7 @@ static owned_chunk *state_slot(wp_optim *o, int chunk, const char *who) {
 /* A failed step on the worker counts from the caller's next call on. */
 static wp_result status(const wp_optim *o) { return optim_error(o) ? WP_FAILED : WP_OK; }
 
-/* Every chunk's state back from the update worker, its working copies sent. */
+/* Every chunk's state back from the update worker. */
 static void settle_all(wp_optim *o) {
     for (int i = 0; i < o->n_owned; i++) place_settle(o, &o->owned[i]);
 }
@@ -291,69 +295,123 @@ static bool tensor(const wp_optim *o, int chunk, int i, size_t *offset, float *w
     return true;
 }
 
-wp_result optim_step_chunk(wp_optim *o, int chunk, float lr, float grad_scale, void *w_out, wp_dtype wtype) {
+/* The chunk's kern_adamw pieces, one after another: runs of consecutive tensors with the same
+ * decay (norms get none), cut to the elements held here (a slice may start or end inside a
+ * tensor). Both the per-piece calls and kern_adamw_multi's pieces come from here. */
+typedef struct {
+    int i;
+    bool more;
+    size_t next_off;
+    float next_wd;
+} run_iter;
+
+static run_iter runs_begin(const wp_optim *o, const owned_chunk *oc) {
+    run_iter it = {0};
+    it.more = tensor(o, oc->chunk, 0, &it.next_off, &it.next_wd);
+    return it;
+}
+
+/* The next piece: elements [*off, *off + *n) of the range held here, with decay *wd. */
+static bool runs_next(const wp_optim *o, const owned_chunk *oc, run_iter *it, size_t *off, size_t *n, float *wd) {
+    const size_t lo = oc->off, hi = oc->off + oc->numel, E = o->m.chunk_numel(o->m.ctx, oc->chunk);
+    while (it->more) {
+        size_t a = it->next_off;
+        *wd = it->next_wd;
+        do it->more = tensor(o, oc->chunk, ++it->i, &it->next_off, &it->next_wd);
+        while (it->more && it->next_wd == *wd);
+        size_t b = it->more ? it->next_off : E;
+        if (a < lo) a = lo;
+        if (b > hi) b = hi;
+        if (a >= b) continue;
+        *off = a - lo;
+        *n = b - a;
+        return true;
+    }
+    return false;
+}
+
+/* Device placement: every owned chunk's pieces, in owned order, with their prefix sums, in backend
+ * memory once (a step writes no working copy: w_out NULL). Errors in o->k. */
+static void build_pieces(wp_optim *o) {
+    size_t off, n;
+    float wd;
+    int count = 0;
+    for (int i = 0; i < o->n_owned; i++)
+        for (run_iter it = runs_begin(o, &o->owned[i]); runs_next(o, &o->owned[i], &it, &off, &n, &wd);) count++;
+    if (count == 0) return;
+    o->pieces = calloc((size_t)count, sizeof *o->pieces);
+    if (!o->pieces) {
+        kern_set_error(o->k, "optimizer: out of memory for %d AdamW pieces", count);
+        return;
+    }
+    size_t first = 0;
+    for (int i = 0; i < o->n_owned; i++) {
+        owned_chunk *oc = &o->owned[i];
+        oc->piece0 = o->n_pieces;
+        for (run_iter it = runs_begin(o, oc); runs_next(o, oc, &it, &off, &n, &wd);) {
+            o->pieces[o->n_pieces++] = (wp_adamw_piece){.master = oc->buf[WP_OPT_MASTER] + off,
+                                                        .m = oc->buf[WP_OPT_EXP_AVG] + off,
+                                                        .v = oc->buf[WP_OPT_EXP_AVG_SQ] + off,
+                                                        .grad = oc->buf[WP_OPT_GRAD] + off,
+                                                        .n = n,
+                                                        .first = first,
+                                                        .weight_decay = wd};
+            first += n;
+        }
+        oc->npieces = o->n_pieces - oc->piece0;
+    }
+    o->pieces_dev = kern_alloc(o->k, (size_t)o->n_pieces * sizeof *o->pieces_dev);
+    if (o->pieces_dev) kern_to_device(o->k, o->pieces_dev, o->pieces, (size_t)o->n_pieces * sizeof *o->pieces);
+}
+
+/* Elements of a run of pieces [p0, p0 + np): their prefix sums' span. */
+static size_t pieces_numel(const wp_optim *o, int p0, int np) {
+    return np ? o->pieces[p0 + np - 1].first + o->pieces[p0 + np - 1].n - o->pieces[p0].first : 0;
+}
+
+/* bias corrections in fp64: beta^t underflows gracefully and stays exact for small t */
+static float bias_correction(double beta, int64_t t) { return (float)(1.0 - pow(beta, (double)t)); }
+
+wp_result optim_step_chunk(wp_optim *o, int chunk, float lr, float grad_scale) {
     owned_chunk *oc = state_slot(o, chunk, "optim_step_chunk");
     if (!oc) return 1;
     place_grad_home(o, oc);
     fold_tied(o, oc); /* a no-op when optim_chunk_sumsq folded already */
-    /* the new working copy is written where the state is (a host staging buffer with host
-     * placement), then sent to w_out */
-    void *w = place_stage(o, w_out, oc->numel * wp_dtype_size(wtype));
-    if (!w) return status(o);
     oc->steps++;
-    /* bias corrections in fp64: beta^t underflows gracefully and stays exact for small t */
-    float bc1 = (float)(1.0 - pow(o->hp.beta1, (double)oc->steps));
-    float bc2 = (float)(1.0 - pow(o->hp.beta2, (double)oc->steps));
-    update_job j = {.kind = JOB_STEP, .slot = o->slot_of[chunk], .lr = lr, .grad_scale = grad_scale, .bc1 = bc1,
-                    .bc2 = bc2, .w = w, .wtype = wtype};
+    update_job j = {.kind = JOB_STEP, .slot = o->slot_of[chunk], .lr = lr, .grad_scale = grad_scale,
+                    .bc1 = bias_correction(o->hp.beta1, oc->steps), .bc2 = bias_correction(o->hp.beta2, oc->steps)};
     j.tie = tie_of(o, chunk, &j.tie_dst, &j.tie_src, &j.tie_n);
-    if (o->wk) { /* host placement: the worker steps; the working copy is sent when it is done */
+    if (o->wk) { /* host placement: the worker steps */
         worker_queue(o->wk, &j);
         oc->queued = j.seq;
-        place_stage_job(o, w_out, w, oc->numel * wp_dtype_size(wtype), j.seq);
-        return status(o);
+    } else {
+        step_run(o, o->sk, &j);
     }
-    step_run(o, o->sk, &j);
-    place_send(o, w_out, w, oc->numel * wp_dtype_size(wtype));
     return status(o);
 }
 
 void step_run(wp_optim *o, wp_kern *k, const update_job *j) {
     const owned_chunk *oc = &o->owned[j->slot];
-    const int chunk = oc->chunk;
-    void *w = j->w;
-    const wp_dtype wtype = j->wtype;
-    const size_t lo = oc->off, hi = oc->off + oc->numel, E = o->m.chunk_numel(o->m.ctx, chunk);
-    /* one kernel call per run of consecutive tensors with the same decay (norms get none), cut
-     * to the elements held here (a slice may start or end inside a tensor) */
-    size_t a, next_off = 0;
-    float wd, next_wd = 0.0f;
-    bool more = tensor(o, chunk, 0, &next_off, &next_wd);
-    for (int i = 0; more;) {
-        a = next_off;
-        wd = next_wd;
-        do more = tensor(o, chunk, ++i, &next_off, &next_wd);
-        while (more && next_wd == wd);
-        size_t b = more ? next_off : E;
-        if (a < lo) a = lo;
-        if (b > hi) b = hi;
-        if (a >= b) continue;
-        size_t off = a - lo, n = b - a;
-        kern_adamw(k, oc->buf[WP_OPT_MASTER] + off, oc->buf[WP_OPT_EXP_AVG] + off, oc->buf[WP_OPT_EXP_AVG_SQ] + off,
-                   oc->buf[WP_OPT_GRAD] + off, j->grad_scale, (char *)w + off * wp_dtype_size(wtype), wtype, n, j->lr,
-                   (float)o->hp.beta1, (float)o->hp.beta2, (float)o->hp.eps, wd, j->bc1, j->bc2);
+    const float b1 = (float)o->hp.beta1, b2 = (float)o->hp.beta2, eps = (float)o->hp.eps;
+    if (!o->host) { /* device placement (never the worker's): the chunk's pieces in one launch */
+        if (oc->npieces > 0)
+            kern_adamw_multi(k, o->pieces_dev + oc->piece0, oc->npieces, pieces_numel(o, oc->piece0, oc->npieces),
+                             j->grad_scale, WP_F32, j->lr, b1, b2, eps, j->bc1, j->bc2);
+    } else { /* host placement, on the worker's CPU context: one call per piece */
+        size_t off, n;
+        float wd;
+        for (run_iter it = runs_begin(o, oc); runs_next(o, oc, &it, &off, &n, &wd);)
+            kern_adamw(k, oc->buf[WP_OPT_MASTER] + off, oc->buf[WP_OPT_EXP_AVG] + off, oc->buf[WP_OPT_EXP_AVG_SQ] + off,
+                       oc->buf[WP_OPT_GRAD] + off, j->grad_scale, NULL, WP_F32, n, j->lr, b1, b2, eps, wd, j->bc1, j->bc2);
     }
-    if (j->tie) { /* the stepped dst is the one tensor: src becomes it again */
-        size_t ws = wp_dtype_size(wtype), dst = j->tie_dst, src = j->tie_src, n = j->tie_n;
-        kern_copy(k, oc->buf[WP_OPT_MASTER] + src, oc->buf[WP_OPT_MASTER] + dst, n * sizeof(float));
-        kern_copy(k, (char *)w + src * ws, (char *)w + dst * ws, n * ws);
-    }
+    if (j->tie) /* the stepped dst is the one tensor: src becomes it again */
+        kern_copy(k, oc->buf[WP_OPT_MASTER] + j->tie_src, oc->buf[WP_OPT_MASTER] + j->tie_dst, j->tie_n * sizeof(float));
 }
 
-wp_result optim_apply(wp_optim *o, const wp_step_decision *d, float lr, void *const *w_out, wp_dtype wtype) {
+wp_result optim_apply(wp_optim *o, const wp_step_decision *d, float lr) {
     if (d->skip) return 0;
     for (int i = 0; i < o->n_owned; i++)
-        if (optim_step_chunk(o, o->owned[i].chunk, lr, d->grad_scale, w_out[i], wtype)) return 1;
+        if (optim_step_chunk(o, o->owned[i].chunk, lr, d->grad_scale)) return 1;
     return 0;
 }
 
@@ -386,7 +444,6 @@ wp_result optim_zero_chunk_grad(wp_optim *o, int chunk) {
         worker_queue(o->wk, &j);
         oc->queued = j.seq;
         oc->folded = oc->grad_out = false;
-        place_reap(o);
         return status(o);
     }
     oc = state_slot(o, chunk, "optim_zero_chunk_grad");

@@ -11,7 +11,7 @@
  * handed in or out are backend memory unless said otherwise. With host placement a step runs on
  * a thread of the optimizer's own (optim_step_chunk returns once it is queued), and any later
  * call that touches that chunk's state waits for it first; the caller sees no difference but
- * the time (and optim_sync below for the step's working copy).
+ * the time.
  *
  * A sliced schedule (schedule/ir.h, ZeRO-3) gives each rank one element range of every chunk
  * instead (optim_create_slices): then every buffer of a chunk, and every host array exchanged
@@ -152,27 +152,25 @@ wp_result optim_piece_put(wp_optim *o, int chunk, wp_optim_buf which, size_t at,
 double optim_chunk_sumsq(wp_optim *o, int chunk);
 
 /* One AdamW step of a chunk: g = grad * grad_scale (grad_scale folds 1/loss_scale and the
- * clip factor), bias-corrected moments, decoupled weight decay except on norms. Increments the
- * chunk's step count and writes the new working copy (the owned range, in wtype) to w_out.
- * Never called for a skipped step, so a skip changes nothing.
+ * clip factor), bias-corrected moments, decoupled weight decay except on norms; a tied chunk's
+ * second copy becomes the stepped one again. Increments the chunk's step count. It writes no
+ * working copy: the next LOAD makes the one that travels (optim_working_copy; with host
+ * placement one made here would cross the host link for nothing). Never called for a skipped
+ * step, so a skip changes nothing.
  *
  * With host placement the step is queued to the optimizer's update worker and the call returns
- * at once; the working copy is queued to w_out (on the compute stream, as with device placement)
- * when the step is done, at the latest by the next call that touches the chunk or optim_sync, so
- * w_out must stay valid until then; one not yet queued when the optimizer is destroyed is
- * dropped. An error on the worker is reported by the next call. */
-wp_result optim_step_chunk(wp_optim *o, int chunk, float lr, float grad_scale, void *w_out, wp_dtype wtype);
+ * at once. An error on the worker is reported by the next call. */
+wp_result optim_step_chunk(wp_optim *o, int chunk, float lr, float grad_scale);
 
 /* The decided step on every owned chunk: nothing at all when d->skip (masters, moments and
- * step counts stay bit-identical), else optim_step_chunk(c, lr, d->grad_scale) with the new
- * working copy of the i-th owned chunk written to w_out[i]. */
-wp_result optim_apply(wp_optim *o, const wp_step_decision *d, float lr, void *const *w_out, wp_dtype wtype);
+ * step counts stay bit-identical), else optim_step_chunk(c, lr, d->grad_scale). */
+wp_result optim_apply(wp_optim *o, const wp_step_decision *d, float lr);
 
 /* The working copy of the current masters, without a step (the first weights to travel). */
 wp_result optim_working_copy(wp_optim *o, int chunk, void *w_out, wp_dtype wtype);
 
-/* Every queued step done and its working copy queued to its w_out (optim_step_chunk); the
- * worker's error if one failed. Nothing to wait for with device placement: the status only. */
+/* Every queued step done; the worker's error if one failed. Nothing to wait for with device
+ * placement: the status only. */
 wp_result optim_sync(wp_optim *o);
 
 /* Zero every owned chunk's gradient accumulator, or one chunk's (right after the chunk's step,

@@ -21,11 +21,12 @@ typedef struct {
      * worker (0: none yet); the chunk's state is the worker's until the worker's done count
      * reaches it (worker_settle) */
     uint64_t queued;
+    /* device placement: its kern_adamw pieces, [piece0, piece0 + npieces) of wp_optim.pieces */
+    int piece0, npieces;
 } owned_chunk;
 
 /* Host placement's update worker (update_worker.c): one thread per optimizer that runs the
- * chunks' AdamW steps and what is chained to them (the working copy into staging, the tie's
- * copy, the gradient's zeroing) on a CPU context of its own, in the order queued, while the
+ * chunks' AdamW steps and what is chained to them (the tie's copy, the gradient's zeroing) on a CPU context of its own, in the order queued, while the
  * rank's thread goes on. */
 typedef enum { JOB_STEP, JOB_ZERO_GRAD } job_kind;
 
@@ -35,8 +36,6 @@ typedef struct {
     uint64_t seq;
     /* JOB_STEP */
     float lr, grad_scale, bc1, bc2;
-    void *w; /* where the working copy goes: a staging buffer */
-    wp_dtype wtype;
     bool tie;
     size_t tie_dst, tie_src, tie_n;
 } update_job;
@@ -46,7 +45,6 @@ enum { WORKER_QUEUE = 64 };
 typedef struct {
     wp_kern *k; /* the worker's own CPU context: no other thread uses it */
     pthread_t thread;
-    bool started;
     pthread_mutex_t mu;
     pthread_cond_t work, done_cv;
     /* under mu: the ring of queued jobs, what is queued and done so far, the first error */
@@ -76,20 +74,21 @@ struct wp_optim {
     update_worker *wk;
     owned_chunk *owned;
     int *slot_of; /* chunk -> index into owned, -1 when not owned; m.n_chunks entries */
+    /* device placement: every owned chunk's pieces for kern_adamw_multi, in owned order, here
+     * and in backend memory (pieces_dev: NULL with host placement, which keeps its per-piece
+     * calls on the CPU) */
+    wp_adamw_piece *pieces, *pieces_dev;
+    int n_pieces;
     void *stage[PLACE_STAGES];
     wp_kern_event *stage_done[PLACE_STAGES];
-    /* a stage the worker writes a step's working copy into: the job's sequence number (0: none)
-     * and where the copy goes once the job is done (place_reap sends it) */
-    uint64_t stage_job[PLACE_STAGES];
-    void *stage_dst[PLACE_STAGES];
-    size_t stage_len[PLACE_STAGES];
     size_t stage_bytes;
     int next_stage;
 };
 
 /* ---- optim.c ---- */
 /* A step's arithmetic on the state (AdamW over the chunk's tensor runs, the tie's copy), on
- * context k: the compute context's thread (device placement) or the update worker. */
+ * context k: the compute context's thread (device placement: one kern_adamw_multi over the
+ * chunk's pieces) or the update worker (host placement: one kern_adamw per piece). */
 void step_run(wp_optim *o, wp_kern *k, const update_job *j);
 
 /* ---- update_worker.c ---- */
@@ -135,13 +134,7 @@ void place_send(wp_optim *o, void *backend_dst, void *staged, size_t bytes);
  * and brought home before the state's context reads or changes it. */
 float *place_grad_out(wp_optim *o, owned_chunk *oc);
 void place_grad_home(wp_optim *o, owned_chunk *oc);
-/* Host placement: a stage (place_stage) that job seq writes into, sent to backend_dst by
- * place_reap once the job is done, in place of place_send. */
-void place_stage_job(wp_optim *o, void *backend_dst, void *staged, size_t bytes, uint64_t seq);
-/* Send the working copies of the worker's finished jobs (without waiting for unfinished ones). */
-void place_reap(wp_optim *o);
-/* The chunk's state back from the worker: its queued jobs done, their copies sent (nothing
- * with device placement). */
+/* The chunk's state back from the worker: its queued jobs done (nothing with device placement). */
 void place_settle(wp_optim *o, owned_chunk *oc);
 
 #endif

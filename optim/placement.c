@@ -5,8 +5,8 @@
  * (o->sk), and reaches the device through two staging buffers used in turn (a copy out of one is
  * queued on the compute stream while the CPU fills the other) or, for the gradient window and
  * the pieces of a tie, by direct copies to and from the pinned state. The steps themselves run on
- * the update worker (update_worker.c): a stage it writes a working copy into is sent once its job
- * is done (place_reap), and every call on a chunk first takes its state back (place_settle). */
+ * the update worker (update_worker.c), and every call on a chunk first takes its state back
+ * (place_settle). */
 #include <stdio.h>
 #include <string.h>
 
@@ -76,10 +76,6 @@ static void *take_stage(wp_optim *o, size_t bytes) {
     }
     int s = o->next_stage;
     o->next_stage = (s + 1) % PLACE_STAGES;
-    if (o->stage_job[s]) { /* the worker still writes a step's working copy into it */
-        worker_wait(o->wk, o->stage_job[s]);
-        place_reap(o);
-    }
     if (!kern_event_done(o->k, o->stage_done[s])) kern_sync(o->k); /* streams.h has no host wait on one event */
     return kern_error(o->k) ? NULL : o->stage[s];
 }
@@ -132,26 +128,6 @@ void place_grad_home(wp_optim *o, owned_chunk *oc) {
     oc->grad_out = false;
 }
 
-void place_stage_job(wp_optim *o, void *backend_dst, void *staged, size_t bytes, uint64_t seq) {
-    for (int s = 0; s < PLACE_STAGES; s++)
-        if (staged == o->stage[s]) {
-            o->stage_job[s] = seq;
-            o->stage_dst[s] = backend_dst;
-            o->stage_len[s] = bytes;
-        }
-}
-
-void place_reap(wp_optim *o) {
-    if (!o->host) return;
-    for (int s = 0; s < PLACE_STAGES; s++) {
-        if (!o->stage_job[s] || !worker_done(o->wk, o->stage_job[s])) continue;
-        o->stage_job[s] = 0;
-        if (!worker_error(o->wk)) place_send(o, o->stage_dst[s], o->stage[s], o->stage_len[s]); /* not a failed step's */
-    }
-}
-
 void place_settle(wp_optim *o, owned_chunk *oc) {
-    if (!o->host) return;
-    if (oc && oc->queued) worker_wait(o->wk, oc->queued);
-    place_reap(o);
+    if (o->host && oc->queued) worker_wait(o->wk, oc->queued);
 }

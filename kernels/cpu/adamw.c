@@ -1,14 +1,14 @@
 /* AdamW with decoupled weight decay (Loshchilov & Hutter) on fp32 masters:
  *   g = grad * grad_scale; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2
  *   master -= lr * (m/bc1 / (sqrt(v/bc2) + eps) + wd * master)
- * then the working copy that travels the ring is written in wtype.
+ * then the working copy that travels the ring is written in wtype (w_out NULL: not written).
  * Memory-bound (28 bytes a parameter plus the working copy): the block's loop has no calls nor
  * branches, its pointers are restrict, and sqrtf vectorises because kernels/ is built with
  * -fno-math-errno (v >= 0: sqrtf never had an errno to set). Every element takes the same
  * fp32 operations in the same order as the scalar loop did, so the bits are the same. */
 #include "cpu.h"
 
-enum { BLOCK = 1024, PARALLEL_MIN = 1 << 15 };
+enum { BLOCK = 1024, GRAB = 64 /* blocks a thread takes at a time */ };
 
 typedef struct {
     float grad_scale, lr, beta1, beta2, eps, weight_decay, bc1, bc2;
@@ -33,10 +33,22 @@ void cpu_adamw(wp_kern *k, float *master, float *m, float *v, const float *grad,
                float bc1, float bc2) {
     const adamw_consts c = {grad_scale, lr, beta1, beta2, eps, weight_decay, bc1, bc2};
     size_t nblocks = (n + BLOCK - 1) / BLOCK;
-#pragma omp parallel for num_threads(cpu_threads(k)) if (n >= PARALLEL_MIN) schedule(static)
+    /* the working copy is written, never read here: past the caches when it cannot stay in them */
+    const bool stream = n * wp_dtype_size(wtype) >= cpu_of(k)->stream_min;
+#pragma omp parallel for num_threads(kern_bulk_threads(k, n)) schedule(dynamic, GRAB)
     for (size_t blk = 0; blk < nblocks; blk++) {
         size_t i0 = blk * BLOCK, len = n - i0 < BLOCK ? n - i0 : BLOCK;
         adamw_block(master + i0, m + i0, v + i0, grad + i0, len, c);
-        cpu_store(w_out, wtype, i0, master + i0, len);
+        if (w_out) (stream ? cpu_store_stream : cpu_store)(w_out, wtype, i0, master + i0, len);
     }
+}
+
+/* The reference of the multi-tensor step: the per-piece calls, in order, so the bits are the
+ * per-piece path's (pieces is host memory here; first is the CUDA kernel's business). */
+void cpu_adamw_multi(wp_kern *k, const wp_adamw_piece *pieces, int n_pieces, size_t numel, float grad_scale,
+                     wp_dtype wtype, float lr, float beta1, float beta2, float eps, float bc1, float bc2) {
+    (void)numel;
+    for (int p = 0; p < n_pieces; p++)
+        cpu_adamw(k, pieces[p].master, pieces[p].m, pieces[p].v, pieces[p].grad, grad_scale, pieces[p].w_out, wtype,
+                  pieces[p].n, lr, beta1, beta2, eps, pieces[p].weight_decay, bc1, bc2);
 }

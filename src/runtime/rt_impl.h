@@ -42,7 +42,6 @@ struct wp_rt {
     rt_deferred *def;
     bool *blocked;          /* [nranks * WP_MAX_CHANNELS], scratch of post_deferred */
     void *scratch_out;      /* compute dtype [T*h]: an output before it is rounded to the wire */
-    void *scratch_w;        /* weight dtype, largest chunk: UPDATE's working copy (LOAD makes the real one) */
     int32_t *h_tok, *h_tgt; /* host [b*s] */
     /* the current step */
     int64_t step;

@@ -41,6 +41,9 @@ static void bad_arguments(void) {
     EXPECT_ERROR("kern_lmhead_ce_fwd", "targets[1]", kern_lmhead_ce_fwd(k, a, lse, b, c, tgt, 4, 2, 5));
     EXPECT_ERROR("kern_lmhead_ce_bwd", "V", kern_lmhead_ce_bwd(k, a, NULL, NULL, WP_F32, b, c, tgt, lse, 1, 4, 2, 0));
     EXPECT_ERROR("kern_adamw", "grad", kern_adamw(k, a, b, c, NULL, 1, a, WP_F32, 4, 1e-3f, 0.9f, 0.95f, 1e-8f, 0, 0.1f, 0.05f));
+    EXPECT_ERROR("kern_adamw_multi", "pieces", kern_adamw_multi(k, NULL, 2, 8, 1, WP_F32, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.05f));
+    EXPECT_ERROR("kern_adamw_multi", "bias corrections",
+                 kern_adamw_multi(k, (const wp_adamw_piece *)a, 1, 4, 1, WP_F32, 1e-3f, 0.9f, 0.95f, 1e-8f, 0, 0.05f));
     EXPECT_ERROR("kern_convert", "dt", kern_convert(k, a, (wp_dtype)7, b, WP_F32, 4));
     EXPECT_ERROR("kern_copy", "src", kern_copy(k, a, NULL, 16));
 }

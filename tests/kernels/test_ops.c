@@ -968,23 +968,50 @@ static void call_adamw(wp_kern *k, tcase *c, void **b) {
     kern_adamw(k, b[AD_MASTER], b[AD_M], b[AD_V], b[AD_GRAD], AD_SCALE, b[AD_W], c->a[AD_W].dtype, c->a[0].n, AD_LR,
                AD_B1, AD_B2, AD_EPS, AD_WD, ad_bc(AD_B1), ad_bc(AD_B2));
 }
+/* adamw_multi: the same buffers cut into three pieces [n p / 3, n (p + 1) / 3) (empty ones left
+ * out), the middle one without weight decay, as a chunk's norm between two matrices */
+static float ad_multi_wd(size_t i, size_t n) { return i >= n / 3 && i < 2 * n / 3 ? 0.0f : AD_WD; }
+static void call_adamw_multi(wp_kern *k, tcase *c, void **b) {
+    const size_t n = c->a[0].n, ws = wp_dtype_size(c->a[AD_W].dtype);
+    wp_adamw_piece host[3];
+    int np = 0;
+    for (int p = 0; p < 3; p++) {
+        size_t lo = n * p / 3, hi = n * (p + 1) / 3;
+        if (hi > lo)
+            host[np++] = (wp_adamw_piece){.master = (float *)b[AD_MASTER] + lo, .m = (float *)b[AD_M] + lo,
+                                          .v = (float *)b[AD_V] + lo, .grad = (const float *)b[AD_GRAD] + lo,
+                                          .w_out = (char *)b[AD_W] + lo * ws, .n = hi - lo, .first = lo,
+                                          .weight_decay = ad_multi_wd(lo, n)};
+    }
+    wp_adamw_piece *dev = kern_alloc(k, sizeof host); /* the pieces live in backend memory */
+    if (!dev) return;
+    kern_to_device(k, dev, host, (size_t)np * sizeof *host);
+    kern_adamw_multi(k, dev, np, n, AD_SCALE, c->a[AD_W].dtype, AD_LR, AD_B1, AD_B2, AD_EPS, ad_bc(AD_B1), ad_bc(AD_B2));
+    kern_sync(k);
+    kern_free(k, dev);
+}
+static float ad_single_wd(size_t i, size_t n) { return (void)i, (void)n, AD_WD; }
 /* the update of kernels.h in fp64 (hyperparameters as the fp32 values passed); the master's
  * magnitude carries m's through the ratio m / sqrt(v) */
-static void ref_adamw(tcase *c) {
+static void ref_adamw_by(tcase *c, float (*wd_of)(size_t i, size_t n)) {
     arg *ms = &c->a[AD_MASTER], *m = &c->a[AD_M], *v = &c->a[AD_V], *gr = &c->a[AD_GRAD], *w = &c->a[AD_W];
     double b1 = AD_B1, b2 = AD_B2, bc1 = ad_bc(AD_B1), bc2 = ad_bc(AD_B2);
     for (size_t i = 0; i < ms->n; i++) {
+        const double wd = wd_of(i, ms->n);
         double g = in(gr, i) * (double)AD_SCALE, m0 = in(m, i), v0 = in(v, i), w0 = in(ms, i);
         double m1 = b1 * m0 + (1 - b1) * g, m1m = fabs(b1 * m0) + fabs((1 - b1) * g);
         double v1 = b2 * v0 + (1 - b2) * g * g;
         double den = sqrt(v1 / bc2) + (double)AD_EPS;
-        double w1 = w0 - (double)AD_LR * (m1 / bc1 / den + (double)AD_WD * w0);
-        double w1m = fabs(w0) + (double)AD_LR * (m1m / bc1 / den + (double)AD_WD * fabs(w0));
+        double w1 = w0 - (double)AD_LR * (m1 / bc1 / den + wd * w0);
+        double w1m = fabs(w0) + (double)AD_LR * (m1m / bc1 / den + wd * fabs(w0));
         m->ref[i] = m1, m->mag[i] = m1m;
         v->ref[i] = v->mag[i] = v1;
         ms->ref[i] = w->ref[i] = w1, ms->mag[i] = w->mag[i] = w1m;
     }
 }
+static void ref_adamw(tcase *c) { ref_adamw_by(c, ad_single_wd); }
+static void ref_adamw_multi(tcase *c) { ref_adamw_by(c, ad_multi_wd); }
+#define build_adamw_multi build_adamw
 /* a fixed chain of about six fp32 operations per value */
 static double tol_adamw(const tcase *c) {
     (void)c;
@@ -1067,6 +1094,8 @@ static const op_desc ops[] = {
     {"lmhead_ce_fwd_bwd", SHAPES(shapes_lm), NOCODES, FNS(lmhead_ce_fwd_bwd), tol_lmhead, 1,
      "2 sqrt(K) + 8 of the loss and dlogits-term sizes (lse computed, not given), K = h + V + T"},
     {"adamw", SHAPES(sizes_adamw), CODES(codes_all), FNS(adamw), tol_adamw, 0, "8 of the update's term sizes"},
+    {"adamw_multi", SHAPES(sizes_adamw), CODES(codes_all), FNS(adamw_multi), tol_adamw, 0,
+     "8 of the update's term sizes (three pieces, one launch)"},
 };
 enum { NOPS = N(ops) };
 

@@ -53,12 +53,14 @@ static void step_and_compare(const wp_layout *L, wp_optim *whole, wp_optim **par
         for (int t = 0; t < STEPS; t++) {
             for (size_t j = 0; j < E; j++) g[j] = (float)tu_normal(&rng);
             optim_set(whole, c, WP_OPT_GRAD, g);
-            optim_step_chunk(whole, c, 1e-2f, 0.5f, w, WP_F32);
+            optim_step_chunk(whole, c, 1e-2f, 0.5f);
+            optim_working_copy(whole, c, w, WP_F32);
             for (int k = 0; k < n; k++) {
                 size_t off, len;
                 EXPECT(optim_range(part[k], c, &off, &len), "slice %d/%d holds nothing of chunk %d", k, n, c);
                 optim_set(part[k], c, WP_OPT_GRAD, g + off);
-                optim_step_chunk(part[k], c, 1e-2f, 0.5f, got, WP_F32);
+                optim_step_chunk(part[k], c, 1e-2f, 0.5f);
+                optim_working_copy(part[k], c, got, WP_F32);
                 int bad = 0;
                 for (size_t j = 0; j < len; j++) bad += !close_f32(got[j], w[off + j]);
                 EXPECT(bad == 0, "n=%d slice %d chunk %d step %d: %d working-copy elements differ", n, k, c, t, bad);
