@@ -270,16 +270,20 @@ void train_mem_predict(const train_job *j, int r, double terms[WP_MEM_TERMS]) {
 }
 
 /* Predicted peak per rank, plus the stated margin (memlimit.h), against what the ranks may use:
- * --device-memory each; on the CPU what this host may still give (cgroup, else MemAvailable),
- * shared by the ranks on it (all of them, or --ranks-per-node). A GPU's free memory is known
- * only once the backend is open: --device-memory is the check there. */
+ * --device-memory each; on the CPU what this host may still give (--host-memory when given,
+ * else the cgroup's room, else MemAvailable), shared by the ranks on it (all of them, or
+ * --ranks-per-node). A GPU's free memory is known only once the backend is open:
+ * --device-memory is the check there, and the host side of --optimizer-memory host is checked
+ * against the host's memory as on the CPU. --host-memory takes the place of what the host says
+ * it may give, not a second limit beside it: a user who names the host's memory (a share of a
+ * box, a kit run capping itself) means that figure. */
 static wp_result check_memory(train_job *j, bool quiet, char *err, size_t errlen) {
     double limit = (double)j->o.device_memory;
     char what[1400] = "--device-memory";
+    const int here = j->o.ranks_per_node > 0 && j->o.ranks_per_node < j->nranks ? (int)j->o.ranks_per_node : j->nranks;
     if (limit <= 0 && j->o.backend == WP_BACKEND_CPU) {
-        int here = j->o.ranks_per_node > 0 && j->o.ranks_per_node < j->nranks ? (int)j->o.ranks_per_node : j->nranks;
-        char src[1300];
-        limit = memlimit_available(src, sizeof src) / here;
+        char src[1300] = "--host-memory";
+        limit = (j->o.host_memory > 0 ? (double)j->o.host_memory : memlimit_available(src, sizeof src)) / here;
         snprintf(what, sizeof what, "%s / %d rank%s on this host", src, here, here == 1 ? "" : "s");
     }
     bool show = !quiet && !j->o.quiet && !boot_launched(); /* a launched job's launcher showed it already */
@@ -323,12 +327,12 @@ static wp_result check_memory(train_job *j, bool quiet, char *err, size_t errlen
                         limit / 1048576.0);
     }
     if (!cpu && host_most > 0) { /* the GPU's ranks on this host share its memory for their optimizer state */
-        int here = j->o.ranks_per_node > 0 && j->o.ranks_per_node < j->nranks ? (int)j->o.ranks_per_node : j->nranks;
         char who[64], parts[128];
         snprintf(who, sizeof who, "the host side of %d rank%s on this host", here, here == 1 ? "" : "s");
         snprintf(parts, sizeof parts, "%.1f MiB of fp32 masters, AdamW moments, accumulator and pinned staging per rank",
                  host_most / 1048576.0);
-        WP_TRY(memlimit_check(who, "--optimizer-memory host", host_most * here, parts, 0, true, err, errlen));
+        WP_TRY(memlimit_check(who, "--optimizer-memory host", host_most * here, parts, (double)j->o.host_memory,
+                              "--host-memory", true, err, errlen));
     }
     return 0;
 }
@@ -859,16 +863,20 @@ static void auto_search(const train_job *j, const wp_calib *cal, auto_msg *m) {
     }
     if (a->device_memory <= 0 && a->backend == WP_BACKEND_CPU) { /* as check_memory: this host's room, shared */
         char src[1300];
-        double room = memlimit_available(src, sizeof src) / j->nranks;
+        double room = (a->host_memory > 0 ? (double)a->host_memory : memlimit_available(src, sizeof src)) / j->nranks;
         if (room > 0) a->device_memory = (int64_t)((room - MEMLIMIT_FIXED_MIB * 1048576.0) / (1 + MEMLIMIT_MARGIN));
     }
+    /* --host-memory is per host; train's ranks without --ranks-per-node are all on this one,
+     * where simulate's are one per host: each rank's share is its host then */
+    if (a->host_memory > 0 && a->ranks_per_node <= 0) a->host_memory /= j->nranks;
     wp_tuned *rows = NULL;
     int n = 0;
     m->rc = autotune_held(a, &rows, &n, m->why, sizeof m->why);
     m->rows = n;
     if (!m->rc && (n == 0 || !rows[0].fits))
-        m->rc = 2, snprintf(m->why, sizeof m->why, "--strategy auto: none of %d configurations fits in %.1f MiB per rank", n,
-                            (double)a->device_memory / 1048576.0);
+        m->rc = 2, snprintf(m->why, sizeof m->why, "--strategy auto: none of %d configurations fits in %.1f MiB per rank%s", n,
+                            (double)a->device_memory / 1048576.0,
+                            a->host_memory > 0 && n > 0 && (rows[0].over & WP_OVER_HOST) ? " and --host-memory" : "");
     if (!m->rc) m->pick = rows[0];
     free(rows);
     free(a);
