@@ -111,6 +111,19 @@ double gh_rel_l2(const float *got, const float *ref, size_t n) {
     return sqrt(num / den);
 }
 
+void gh_expect_attn_grads(gh_pair *p, void *const cpu[3], void *const gpu[3], size_t nq, size_t nkv, wp_dtype ct,
+                          float *ref, float *got, double bound, const char *shape) {
+    const char *names[3] = {"dq", "dk", "dv"};
+    const size_t counts[3] = {nq, nkv, nkv};
+    char what[256];
+    for (int i = 0; i < 3; i++) {
+        gh_download(p->cpu, ref, cpu[i], counts[i], WP_F32);
+        gh_download(p->gpu, got, gpu[i], counts[i], ct);
+        snprintf(what, sizeof what, "attention_bwd %s %s", names[i], shape);
+        gh_expect(what, got, ref, counts[i], bound);
+    }
+}
+
 void gh_expect(const char *what, const float *got, const float *ref, size_t n, double bound) {
     size_t i = 0;
     while (i < n && (isfinite(got[i]) || !isfinite(ref[i]))) i++;

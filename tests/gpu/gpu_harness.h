@@ -54,6 +54,11 @@ double gh_rel_l2(const float *got, const float *ref, size_t n);
 /* The check with its measured value and bound, as a check_say verdict line (a failure is
  * counted for check_result; also when got holds a non-finite value the reference does not). */
 void gh_expect(const char *what, const float *got, const float *ref, size_t n, double bound);
+/* Attention's backward on both sides: dq (nq elements), dk and dv (nkv each), the CPU's in fp32
+ * and the GPU's in dtype ct, each downloaded through the scratch ref / got (nq floats or more)
+ * and held to bound, each verdict named "attention_bwd <dx> <shape>". */
+void gh_expect_attn_grads(gh_pair *p, void *const cpu[3], void *const gpu[3], size_t nq, size_t nkv, wp_dtype ct,
+                          float *ref, float *got, double bound, const char *shape);
 /* Bitwise equality of two byte ranges, a verdict line naming the first difference. */
 void gh_expect_same_bits(const char *what, const void *a, const void *b, size_t bytes);
 

@@ -67,15 +67,8 @@ static void check_case(gh_pair *p, const attn_case *a, const char *impl) {
     kern_attention_bwd(p->cpu, cdq, cdk, cdv, cdo, cq, ck, cv, co2, clse, a->b, a->sq, a->skv, a->nh, a->nkv, a->hd, NULL);
     kern_attention_bwd(p->gpu, gdq, gdk, gdv, gdo, gq, gk, gv, go2, glse, a->b, a->sq, a->skv, a->nh, a->nkv, a->hd, NULL);
     gh_ok(p->gpu, shape);
-    const char *names[3] = {"dq", "dk", "dv"};
-    void *cg[3] = {cdq, cdk, cdv}, *gg[3] = {gdq, gdk, gdv};
-    size_t counts[3] = {nq, nkv, nkv};
-    for (int i = 0; i < 3; i++) {
-        gh_download(p->cpu, ref, cg[i], counts[i], WP_F32);
-        gh_download(p->gpu, got, gg[i], counts[i], ct);
-        snprintf(what, sizeof what, "attention_bwd %s %s", names[i], shape);
-        gh_expect(what, got, ref, counts[i], 8 * u + extra);
-    }
+    gh_expect_attn_grads(p, (void *[3]){cdq, cdk, cdv}, (void *[3]){gdq, gdk, gdv}, nq, nkv, ct, ref, got, 8 * u + extra,
+                         shape);
     void *bc[] = {cq, ck, cv, co, clse, co2, cdo, cdq, cdk, cdv}, *bg[] = {gq, gk, gv, go, glse, go2, gdo, gdq, gdk, gdv};
     for (int i = 0; i < 10; i++) kern_free(p->cpu, bc[i]), kern_free(p->gpu, bg[i]);
     free(q), free(k), free(v), free(dout), free(ref), free(got), free(o_ref), free(lse_ref);

@@ -93,15 +93,7 @@ static int check_case(gh_pair *p, const docs_case *a, const int32_t *lo, const c
     kern_attention_bwd(p->cpu, cdq, cdk, cdv, cdo, cq, ck, cv, co2, clse, a->b, a->sq, a->skv, a->nh, a->nkv, a->hd, clo);
     kern_attention_bwd(p->gpu, gdq, gdk, gdv, gdo, gq, gk, gv, go2, glse, a->b, a->sq, a->skv, a->nh, a->nkv, a->hd, glo);
     gh_ok(p->gpu, shape);
-    const char *names[3] = {"dq", "dk", "dv"};
-    void *cg[3] = {cdq, cdk, cdv}, *gg[3] = {gdq, gdk, gdv};
-    size_t counts[3] = {nq, nkv, nkv};
-    for (int i = 0; i < 3; i++) {
-        gh_download(p->cpu, ref, cg[i], counts[i], WP_F32);
-        gh_download(p->gpu, got, gg[i], counts[i], ct);
-        snprintf(what, sizeof what, "attention_bwd %s %s", names[i], shape);
-        gh_expect(what, got, ref, counts[i], 8 * u);
-    }
+    gh_expect_attn_grads(p, (void *[3]){cdq, cdk, cdv}, (void *[3]){gdq, gdk, gdv}, nq, nkv, ct, ref, got, 8 * u, shape);
 out:;
     void *bc[] = {clo, cq, ck, cv, co, clse, cdo, cdq, cdk, cdv, co2};
     void *bg[] = {glo, gq, gk, gv, go, glse, gdo, gdq, gdk, gdv, go2};
