@@ -25,16 +25,13 @@ wp_result rt_create(wp_rt **out, const rt_config *cfg, char *err, size_t errlen)
     if (rt_seg_init(rt, err, errlen)) return 1;
     pace_init(&rt->pace, cfg->L, cfg->s->nranks, cfg->device_tflops);
     const wp_layout *L = cfg->L;
-    size_t T = tokens_per_mb(L), max_chunk = 0;
-    for (int c = 0; c < L->cfg.n_chunks; c++)
-        if (L->chunk_numel[c] > max_chunk) max_chunk = L->chunk_numel[c];
+    size_t T = tokens_per_mb(L);
     rt->blocked = calloc((size_t)cfg->s->nranks * WP_MAX_CHANNELS, sizeof *rt->blocked);
     rt->h_tok = malloc(T * sizeof *rt->h_tok);
     rt->h_tgt = malloc(T * sizeof *rt->h_tgt);
     rt->scratch_out = kern_alloc(rt->k, T * (size_t)L->cfg.h * wp_dtype_size(kern_compute_dtype(rt->k)));
-    rt->scratch_w = kern_alloc(rt->k, max_chunk * wp_dtype_size(precision_weight_dtype(L->cfg.precision)));
     *out = rt;
-    if (!rt->blocked || !rt->h_tok || !rt->h_tgt || !rt->scratch_out || !rt->scratch_w) { return wp_fail(WP_FAILED, err, errlen, "executor: out of memory for its scratch buffers"); }
+    if (!rt->blocked || !rt->h_tok || !rt->h_tgt || !rt->scratch_out) { return wp_fail(WP_FAILED, err, errlen, "executor: out of memory for its scratch buffers"); }
     return 0;
 }
 
@@ -48,7 +45,6 @@ void rt_destroy(wp_rt *rt) {
     }
     pool_free(&rt->pool);
     if (rt->scratch_out) kern_free(rt->k, rt->scratch_out);
-    if (rt->scratch_w) kern_free(rt->k, rt->scratch_w);
     free(rt->acts);
     free(rt->def);
     free(rt->blocked);
@@ -417,9 +413,9 @@ static wp_result do_reduce(wp_rt *rt, char *err, size_t errlen) {
     return 0;
 }
 
+/* The step writes no working copy: the next LOAD of the chunk makes the one that travels. */
 static wp_result do_update(wp_rt *rt, int chunk, char *err, size_t errlen) {
-    wp_dtype wt = precision_weight_dtype(rt->c.L->cfg.precision);
-    if (!rt->d.skip && optim_step_chunk(rt->c.o, chunk, (float)rt->lr, rt->d.grad_scale, rt->scratch_w, wt))
+    if (!rt->d.skip && optim_step_chunk(rt->c.o, chunk, (float)rt->lr, rt->d.grad_scale))
         return rt_fail(rt, err, errlen, "UPDATE: %s", optim_error(rt->c.o));
     if (!optim_owns(rt->c.o, chunk)) return rt_fail(rt, err, errlen, "UPDATE of a chunk this rank does not own");
     if (optim_zero_chunk_grad(rt->c.o, chunk)) return rt_fail(rt, err, errlen, "UPDATE: %s", optim_error(rt->c.o));
@@ -506,7 +502,7 @@ static wp_result timed_push(wp_rt *rt, const wp_action *x, int ev, double waited
 /* Every device action of the step has been synced: its timers are complete. Each one's device
  * time, less what it waited on the host for peers (the device idled then), per whole micro-batch
  * as costs are, into the op sums (the first step's apart); its device span into its trace event. */
-static wp_result timers_end(wp_rt *rt, char *err, size_t errlen) {
+static wp_result timers_end(wp_rt *rt, rt_step_stats *st, char *err, size_t errlen) {
     const bool dev = kern_timer_on_device(rt->k);
     const bool first = rt->steps_run == 0;
     for (int i = 0; i < rt->n_timed; i++) {
@@ -515,6 +511,7 @@ static wp_result timers_end(wp_rt *rt, char *err, size_t errlen) {
         double s = kern_timer_elapsed(rt->k, a, b), from = kern_timer_elapsed(rt->k, rt->ref, a);
         if (s < 0 || from < 0) return kern_check(rt, 1, "timer", err, errlen);
         double busy = s > d->waited ? s - d->waited : 0;
+        st->device_s += busy;
         const wp_action *x = d->x;
         if (x->chunk >= 0 && x->chunk < WP_MAX_CHUNKS) {
             double per_mb = busy / rt_seg_share(rt, x);
@@ -593,10 +590,11 @@ wp_result rt_step(wp_rt *rt, int64_t step, double lr, rt_step_stats *st, char *e
         const wp_action *x = &p->a[rt->ai];
         if (rt_progress(rt, err, errlen)) return 1;
         bool device = on_device(x->op);
-        double w0 = rt->wait_s, t0 = wp_now();
-        if (device) timer_mark(rt, rt->ai, 0);
+        double w0 = rt->wait_s, t0 = wp_now(), issued = t0;
+        if (device) timer_mark(rt, rt->ai, 0), issued = wp_now(); /* issue_s: between the marks */
         if (run_action(rt, x, err, errlen)) return 1;
         if (device) {
+            st->issue_s += wp_now() - issued - (rt->wait_s - w0);
             timer_mark(rt, rt->ai, 1);
             kern_sync(rt->k); /* device actions finish before the next starts (ir.h) */
             if (kern_check(rt, 0, "timer", err, errlen)) return 1;
@@ -608,7 +606,7 @@ wp_result rt_step(wp_rt *rt, int64_t step, double lr, rt_step_stats *st, char *e
         }
     }
     rt->ai = -1;
-    if (timers_end(rt, err, errlen)) return 1;
+    if (timers_end(rt, st, err, errlen)) return 1;
     rt->steps_run++;
     if (rt_progress(rt, err, errlen)) return 1;
     shift_versions(rt);

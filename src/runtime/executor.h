@@ -50,6 +50,12 @@ typedef struct {
     wp_step_decision d;
     double loss_scale;      /* the scale this step ran with */
     double step_s, compute_s, wait_s;
+    /* Launch-boundness (issue 38: measure before reaching for CUDA graphs): issue_s is the host's
+     * time inside the device actions' calls, before their sync (kernel launches and the host
+     * work between them, peers' waits excluded); device_s the device's busy time of the same
+     * actions (its timers). On a GPU, issue_s near device_s means the device waited for the
+     * host: the step is launch-bound. On the CPU backend both are the same work. */
+    double issue_s, device_s;
     uint64_t sent, recv;    /* payload bytes this step (tp_stats) */
 } rt_step_stats;
 

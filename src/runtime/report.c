@@ -111,6 +111,8 @@ static void metrics_line(const train_job *j, FILE *f, wp_tb *tb, int64_t step, d
         {"seconds", MV_SEC, {"train/seconds", st->step_s}},
         {"compute_s", MV_SEC, {"train/compute_s", st->compute_s}},
         {"wait_s", MV_SEC, {"train/wait_s", st->wait_s}},
+        {"issue_s", MV_SEC, {"train/issue_s", st->issue_s}},
+        {"device_s", MV_SEC, {"train/device_s", st->device_s}},
         {"bytes_sent", MV_INT, {"train/bytes_sent", (double)st->sent}},
         {"bytes_recv", MV_INT, {"train/bytes_recv", (double)st->recv}},
     };
@@ -142,6 +144,8 @@ void report_step(const train_job *j, int rank, int64_t step, double lr, const rt
                  train_totals *tot, FILE *metrics, wp_tb *tb) {
     if (tot->steps > 0) {
         tot->compute_s += st->compute_s;
+        tot->issue_s += st->issue_s;
+        tot->device_s += st->device_s;
         tot->wait_s += st->wait_s;
         tot->step_s += st->step_s;
         tot->steady_steps++;
@@ -287,7 +291,8 @@ static void write_trace(train_job *j, int rank, wp_rt *rt, const wp_clock_sync *
  * peak memory (kern_memory), the resident high-water, the terms at the peak. */
 #define RV_MEM 5
 #define RV_DEV (RV_MEM + WP_MEM_TERMS) /* the device's figure: at open, peak, device ordinal + 1 (0: none) */
-#define RV (RV_DEV + 3)
+#define RV_ISSUE (RV_DEV + 3) /* host issue seconds, device busy seconds (rt_step_stats) */
+#define RV (RV_ISSUE + 2)
 
 /* Rank 0's table: measured bubble and step time beside the simulator's, bytes beside the
  * validator's, the backend's peak memory beside the prediction. v holds RV values per rank,
@@ -316,6 +321,14 @@ static void print_summary(train_job *j, const train_totals *tot, const double *v
                 sent, schedule_sent(j, r), v[RV * r + 3] / 1048576.0, mem_pred / 1048576.0);
     }
     if (!have_pred) fprintf(stderr, "(no prediction: %s)\n", pred ? why : "out of memory");
+    if (j->o.backend == WP_BACKEND_CUDA && steady > 0) { /* the CPU's "device" is the host: nothing to say */
+        double issue = 0, busy = 0;
+        for (int r = 0; r < N; r++) issue += v[RV * r + RV_ISSUE] / (double)steady / N, busy += v[RV * r + RV_ISSUE + 1] / (double)steady / N;
+        fprintf(stderr, "launch: the host spent %.4g s a step issuing the device's work, which kept the device busy %.4g s "
+                        "(ratio %.2f: near 1, the device waited for launches and CUDA graphs would pay; well below 1, "
+                        "launches ran ahead of it)\n",
+                issue, busy, busy > 0 ? issue / busy : NAN);
+    }
 
     if (pace[1] > 0)
         fprintf(stderr, "pacing: %.0f of %.0f compute actions took longer than FLOPs / --device-tflops for real (%.3g s in all): "
@@ -372,6 +385,8 @@ wp_result report_final(train_job *j, int rank, wp_control *ctl, wp_transport *t,
     v[RV * rank + RV_DEV] = tot->dev_open;
     v[RV * rank + RV_DEV + 1] = tot->dev_peak;
     v[RV * rank + RV_DEV + 2] = tot->dev_ordinal + 1;
+    v[RV * rank + RV_ISSUE] = tot->issue_s;
+    v[RV * rank + RV_ISSUE + 1] = tot->device_s;
     rt_op_times(rt, ops, ops + nops);
     double pace[3];
     int64_t paced, over;

@@ -17,6 +17,7 @@
 typedef struct {
     int64_t steps;              /* steps run by this process */
     double compute_s, step_s, wait_s; /* summed over the steps after the first (warm-up excluded) */
+    double issue_s, device_s;         /* the same steps' rt_step_stats.issue_s, device_s, summed */
     int64_t steady_steps;
     wp_transport_stats start;   /* transport counters when training began */
     bool have_start;

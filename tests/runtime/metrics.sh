@@ -57,6 +57,10 @@ for r in steps:
     mfu = want / r["seconds"] / peak
     assert abs(r["mfu"] - mfu) <= 1e-3 * mfu + 1e-9, (r["mfu"], mfu)  # seconds are written with 6 decimals
     assert isinstance(r["loss"], float) and math.isfinite(r["loss"])
+    # launch-boundness figures: on the CPU the host's issue time is the work itself, measured
+    # between the device timers' marks on the same clock, so never above their span (1e-6: the
+    # two are printed rounded to microseconds), and both inside the step
+    assert 0 < r["issue_s"] <= r["device_s"] + 1e-6 and r["device_s"] <= r["seconds"] + 1e-6, r
 vals = [r for r in ok if "val_loss" in r]
 assert [r["step"] for r in vals] == [2] and isinstance(vals[0]["val_loss"], float)
 

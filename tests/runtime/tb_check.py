@@ -35,7 +35,7 @@ except ImportError as e:
     print(f"tb_check: skipped: {e}", file=sys.stderr)
     sys.exit(77)
 
-SECONDS = {"seconds", "compute_s", "wait_s"}  # written %.6f in the metrics line
+SECONDS = {"seconds", "compute_s", "wait_s", "issue_s", "device_s"}  # written %.6f in the metrics line
 
 
 def f32(x):
