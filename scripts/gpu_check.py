@@ -34,6 +34,22 @@ Stages, most valuable first, each time-boxed so that the whole run ends inside t
              causal and with --doc-mask on generated packed documents (mean about 4K tokens);
              tokens/s, step and device memory against the simulator's and the memory model's
              predictions, held to the train stage's bars (issue 39)
+  paper      (only when named in --stages) the paper's claim on real compute (issue 37 item 3): the
+             135M shape (configs/smollm2-135m-shape.ini) at s = 8192, 8 micro-batches, 4 ranks as
+             processes sharing the GPU over tcp, every hop paced at 2.5 Gbit/s (--ranks-per-node 1:
+             each rank has about a quarter of the GPU, so a quarter of a 10 Gbit/s Ethernet keeps
+             a cluster's ratio of compute to link time); weipipe-interleave, wzb2, 1f1b, zb-v, fsdp
+             and --strategy auto's pick, each with tokens/s and step time beside the simulator's,
+             the ratio to 1f1b in its note
+  offload    (only when named in --stages) optimizer state in host memory (issue 41): one rank, s =
+             2048, b = 1, the device capped at 24 GB (--device-memory 24G): the 1B shape
+             host-resident and device-resident under the cap (the memory model says which fits;
+             device-resident without the cap where it does not: the tokens/s to compare), and
+             Llama-3.1-8B's layer dims at as many layers as the cap and this host hold (worked out
+             from the memory model by the kit's `weipipe simulate`, printed) host-resident, and
+             device-resident under the cap, which must be refused at start-up (exit 2, the memory
+             line); tokens/s, the device's memory (allocator and cudaMemGetInfo) and the host's
+             (VmHWM) beside the predictions, the device held to the train stage's bars and the cap
   bench      (only when named in --stages) weipipe's block benchmark (tests/gpu/bench_gpu.c)
   torch      (only when named in --stages) PyTorch's block benchmark (scripts/gpu_torch_bench.py)
 The default stages fit --deadline 330 (PLAN: each stage's time box, the GPU tests first; the
@@ -60,6 +76,7 @@ import random
 import re
 import shutil
 import site
+import statistics
 import struct
 import subprocess
 import sys
@@ -71,7 +88,8 @@ import step_flops  # noqa: E402
 
 T0 = time.monotonic()
 ROWS = []  # (stage, name, result, seconds, note)
-STAGES = ["libs", "gpu", "unit", "ring", "step", "torchstep", "train", "sanitizer", "measure", "long", "bench", "torch"]
+STAGES = ["libs", "gpu", "unit", "ring", "step", "torchstep", "train", "sanitizer", "measure", "long", "paper", "offload",
+          "bench", "torch"]
 DEFAULT_STAGES = ["libs", "gpu", "unit", "ring", "step", "torchstep", "train", "sanitizer"]
 # Each stage's time box in seconds (the default stages': libs and gpu take a few seconds, the
 # summary SUMMARY_RESERVE), planned so that --deadline 330 runs them all; from the H200 runs of
@@ -80,7 +98,7 @@ DEFAULT_STAGES = ["libs", "gpu", "unit", "ring", "step", "torchstep", "train", "
 # values at 1B, some 30 s per run, and its cuDNN graphs) and torchstep (one process per shape,
 # torch.compile of one block and of the loss's softmax, some 20-30 s; PyTorch's import).
 PLAN = {"unit": 55, "ring": 52, "step": 110, "torchstep": 85, "train": 12, "sanitizer": 8, "measure": 60, "long": 540,
-        "bench": 60, "torch": 60}
+        "paper": 240, "offload": 420, "bench": 60, "torch": 60}
 # The measure stage (issue 38 item 4, outside the default plan: the train stage judges the same
 # bars on its runs): tests/gpu/measure.sh, the simulator and the device's memory at N = 1 and 4 and
 # the start-up refusal just below the need; its box a guess (four h = 1024 runs, not yet run).
@@ -112,7 +130,8 @@ TORCH_VARIANTS = "bf16-cudnn-compiled,fp32-autocast-flash"  # bf16-cudnn-eager t
 BARS = {"sim": 0.15, "mem": 0.10, "ratio": 1.0, "mfu": 0.45}
 MFU_AT = ("llama32-1b", 4096)
 # Most seconds one run of a stage may take (the unit tests each have their own).
-CAPS = {"unit": 60, "ring": 240, "measure": 240, "train": 60, "long": 150, "bench": 150, "torch": 150, "sanitizer": 120}
+CAPS = {"unit": 60, "ring": 240, "measure": 240, "train": 60, "long": 150, "paper": 90, "offload": 180, "bench": 150,
+        "torch": 150, "sanitizer": 120}
 SUMMARY_RESERVE = 3
 # The long stage (issue 39): the 1B shape, one rank, --recompute, at three lengths, causal and masked;
 # not yet run (its box, PLAN["long"], is a guess: the 1B model's host-side initialisation, some 30 s
@@ -126,6 +145,57 @@ LONG_SEQS = [32768, 65536, 131072]
 LONG_RUNS = [(f"1B s={s // 1024}K {'doc-mask' if masked else 'causal'}",
               ["--seq-length", str(s)] + (["--doc-mask", "--doc-boundary-id", str(LONG_BOUNDARY)] if masked else []))
              for s in LONG_SEQS for masked in (False, True)]
+
+
+# The paper stage (issue 37 item 3). Not yet run; its box a guess from `weipipe simulate` at these
+# flags with --device-tflops 100 (a quarter of an H200 at about 40% of its peak): 1f1b and zb-v
+# about 1.5 s a step, fsdp 4.6 s, the weight-passing strategies about 10 s (at the 135M shape the
+# weights, 163M parameters with the tied 49152-row embedding, outweigh a round's activations on a
+# 2.5 Gbit/s link: the simulator puts 1f1b 6.5x ahead of weipipe-interleave here). 3 steps each,
+# the first left out of the step time.
+PAPER_MODEL = ["--config", "configs/smollm2-135m-shape.ini", "--seq-length", "8192", "--micro-batch-size", "1",
+               "--num-microbatches", "8", "--nranks", "4", "--transport", "tcp", "--ranks-per-node", "1",
+               "--link-bandwidth", "2.5Gbit", "--precision", "mixed", "--steps", "3", "--threads", "2",
+               "--timeout", "120s"]
+PAPER_RUNS = ["weipipe-interleave", "wzb2", "1f1b", "zb-v", "fsdp", "auto"]
+
+
+PAPER_TOKENS = 8192 * 8  # a step's tokens at PAPER_MODEL's flags (auto may choose others: its own line says)
+
+
+def strip_ranks(text):
+    """A multi-process run's output without the launcher's "[rank R] " line prefixes."""
+    return re.sub(r"^\[rank \d+\] ", "", text, flags=re.M)
+
+
+def auto_line(text):
+    """(strategy, predicted tokens/s, measured tokens/s) from a --strategy auto run's end-of-run
+    'auto:' line, or None."""
+    m = re.search(r"^auto: (\S+) predicted ([0-9.]+) tokens/s, measured ([0-9.]+) tokens/s", text, flags=re.M)
+    return (m.group(1), float(m.group(2)), float(m.group(3))) if m else None
+
+
+def paper_notes(figs, tokens=PAPER_TOKENS):
+    """The paper stage's notes: {strategy: train_figures dict, with 'auto' = auto_line's triple
+    for the auto run} -> {strategy: note}: tokens/s measured (a step's tokens over the measured
+    step; auto's from its own line, since it may pick another micro-batch size) and simulated,
+    and the ratio to 1f1b's measured tokens/s."""
+    def tok_s(f):
+        return f["auto"][2] if f.get("auto") else tokens / f["step_s"]
+    base = tok_s(figs["1f1b"]) if "step_s" in figs.get("1f1b", {}) else None
+    notes = {}
+    for name, f in figs.items():
+        if "step_s" not in f:
+            notes[name] = "no step time printed"
+            continue
+        sim = f["auto"][1] if f.get("auto") else tokens / f["sim_s"]
+        note = f"{tok_s(f):.0f} tok/s, simulator {sim:.0f} tok/s ({tok_s(f) / sim - 1:+.0%})"
+        if base:
+            note += f"; {tok_s(f) / base:.2f}x 1f1b"
+        if f.get("auto"):
+            note = f"picked {f['auto'][0]}; " + note
+        notes[name] = note
+    return notes
 
 
 def write_long_shard(path, tokens=2 * 131072 + 4096, mean_doc=4096, seed=39):
@@ -145,11 +215,40 @@ def write_long_shard(path, tokens=2 * 131072 + 4096, mean_doc=4096, seed=39):
         f.write(struct.pack("<256i", 20240801, 7, len(ids), *([0] * 253)))
         f.write(struct.pack(f"<{len(ids)}I", *ids))
     return ids
+
+
+# The offload stage (issue 41 item 5), named in --stages after the default plan; not yet run (written
+# where there is no GPU): its box a guess, five runs of which three train (the host-side
+# initialisation of 1.5e9 fp32 values at 1B, some 30 s per run by the step stage's estimate; the
+# 8B-dims run has more)
+# and two are refused at start-up, plus the memory model's layer count (up to 32 simulate calls of
+# one rank, well under a second each).
+OFFLOAD_CAP, OFFLOAD_CAP_BYTES = "24G", 24 * 2**30  # --device-memory: a 24 GB consumer GPU on a larger one
+OFFLOAD_STEPS = 8  # the median of the steps after STEP_WARMUP
+OFFLOAD_RUN = ["--seq-length", "2048", "--micro-batch-size", "1", "--num-microbatches", "1", "--nranks", "1",
+               "--strategy", "1f1b", "--transport", "local", "--precision", "mixed", "--steps", str(OFFLOAD_STEPS),
+               "--timeout", "300s"]
+OFFLOAD_1B = "configs/llama32-1b-shape.ini"
+OFFLOAD_8B = "configs/llama31-8b-shape.ini"  # Llama-3.1-8B's dims; the stage sets --num-layers
+OFFLOAD_8B_DIMS = dict(hidden=4096, heads=32, kv_heads=8, ffn=14336, vocab=128256, tied=False)
+# What the 8B-dims run's host side may plan on: this share of the host's MemTotal (the kit machine:
+# 128 GiB), the rest left to the system, the page cache and the program; and what train's start-up
+# check adds to a prediction (src/runtime/memlimit.h: 10% + 64 MiB; on a GPU the CUDA context,
+# src/schedule/memory.h's WP_MEM_CUDA_CONTEXT_MIB, and cuDNN's fp32 dQ workspace, b x s x heads x
+# head_dim x 4 bytes, beside the allocations).
+OFFLOAD_HOST_SHARE = 0.75
+MEMLIMIT_MARGIN, MEMLIMIT_FIXED = 0.10, 64 * 2**20
+CUDA_CONTEXT = 500 * 2**20
 LATER = {"boxes": 0.0}  # the time boxes of the stages still to come (main sets it per stage)
 
 
 def left(deadline):
     return deadline - (time.monotonic() - T0) - SUMMARY_RESERVE - LATER["boxes"]
+
+
+def log_path(logs, stage, name):
+    """Where run() writes a stage's run's output."""
+    return os.path.join(logs, f"{stage}-{name.replace('/', '_').replace(' ', '_')}.log")
 
 
 def run(stage, name, argv, logs, deadline, cap, env=None, cwd=None):
@@ -159,7 +258,7 @@ def run(stage, name, argv, logs, deadline, cap, env=None, cwd=None):
     if budget < 5:
         ROWS.append((stage, name, NOT_RUN_NO_TIME, 0.0, ""))
         return None
-    log = os.path.join(logs, f"{stage}-{name.replace('/', '_').replace(' ', '_')}.log")
+    log = log_path(logs, stage, name)
     t = time.monotonic()
     with open(log, "w") as f:
         f.write("$ " + " ".join(argv) + "\n")
@@ -179,6 +278,23 @@ def run(stage, name, argv, logs, deadline, cap, env=None, cwd=None):
     result = f"TIMEOUT ({budget:.0f} s)" if rc is None else {0: "pass", 77: "skip"}.get(rc, f"FAIL ({rc})")
     ROWS.append((stage, name, result, dt, last[:110]))
     return rc
+
+
+def judged_run(stage, name, argv, logs, deadline, cap, env=None):
+    """run(), then a `weipipe train` run that finished judged on its end-of-run figures
+    (judge_train: the simulator and memory bars) whatever its exit status; the launcher's
+    "[rank R] " prefixes of a multi-process run are stripped first. (rc, the output, the figures:
+    {} when it did not finish)."""
+    rc = run(stage, name, argv, logs, deadline, cap, env)
+    if rc != 0:
+        return rc, "", {}
+    with open(log_path(logs, stage, name), errors="replace") as f:
+        text = strip_ranks(f.read())
+    fig = train_figures(text)
+    bad, note = judge_train(fig)
+    st, nm, _, dt, _ = ROWS[-1]
+    ROWS[-1] = (st, nm, "FAIL (bars: " + ", ".join(bad) + ")" if bad else "pass", dt, note)
+    return rc, text, fig
 
 
 NOT_RUN_NO_TIME = "NOT RUN (no time)"
@@ -249,8 +365,10 @@ def step_figures(metrics_text):
     """A step-stage run's figures from its --metrics file: the median step seconds after the first
     STEP_WARMUP steps (None with fewer than 2 such steps), how many, and each rank's device peak
     and prediction (MiB) from the end-of-run memory line. A skipped step (mixed precision's loss
-    scale overflowed) ran no AdamW: not a whole step, left out and counted."""
-    secs, mem, skipped = [], [], 0
+    scale overflowed) ran no AdamW: not a whole step, left out and counted. launch: the median of
+    the same steps' issue_s / device_s (the host's launch time over the device's busy time: near 1,
+    the step is launch-bound and CUDA graphs would pay; None where the file has no such keys)."""
+    secs, mem, skipped, launch = [], [], 0, []
     for line in metrics_text.splitlines():
         try:
             r = json.loads(line)
@@ -261,6 +379,9 @@ def step_figures(metrics_text):
                 skipped += 1
             else:
                 secs.append(float(r["seconds"]))
+                if isinstance(r.get("issue_s"), (int, float)) and isinstance(r.get("device_s"), (int, float)) \
+                        and r["device_s"] > 0:
+                    launch.append(r["issue_s"] / r["device_s"])
         for m in r.get("memory", []) if isinstance(r.get("memory"), list) else []:
             mem.append((m["rank"], m["peak_bytes"] / 2**20, m["predicted_bytes"] / 2**20))
     secs.sort()
@@ -268,7 +389,8 @@ def step_figures(metrics_text):
     if len(secs) >= 2:
         k = len(secs)
         med = secs[k // 2] if k % 2 else (secs[k // 2 - 1] + secs[k // 2]) / 2
-    return {"step_s": med, "timed": len(secs), "skipped": skipped, "mem": mem}
+    return {"step_s": med, "timed": len(secs), "skipped": skipped, "mem": mem,
+            "launch": statistics.median(launch) if launch else None}
 
 
 def shape_seqs(shape, seqs):
@@ -329,6 +451,135 @@ def whole_step_table(step_rows, torch_rows):
     return out
 
 
+def llama_params(hidden, layers, heads, kv_heads, ffn, vocab, tied):
+    """Parameters of a Llama shape, counted here (not by weipipe's layout): per layer the q and o
+    projections (h x h each), k and v (h x kv_heads x head_dim each), the SwiGLU's three (h x ffn)
+    and two RMSNorm weights; the embedding, the LM head unless tied, the final norm."""
+    hd = hidden // heads
+    per = 2 * hidden * hidden + 2 * hidden * kv_heads * hd + 3 * hidden * ffn + 2 * hidden
+    return layers * per + vocab * hidden * (1 if tied else 2) + hidden
+
+
+def simulate_memory(text):
+    """(device peak, host bytes per host) of the 1f1b row of `weipipe simulate --format json`
+    (the memory model: schedule/memory.h), or None when the output holds no such row."""
+    try:
+        rows = json.loads(text)["strategies"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    row = next((r for r in rows if r.get("strategy") == "1f1b" and "step_s" in r), None)
+    return (row["peak_bytes_per_rank"], row.get("host_bytes_per_host", 0)) if row else None
+
+
+def device_need(peak, seq, heads, head_dim, batch=1):
+    """What train's start-up check holds --device-memory to on a GPU, one rank: the predicted
+    allocations plus the CUDA context and cuDNN's workspace, with the 10% + 64 MiB margin."""
+    return (peak + CUDA_CONTEXT + batch * seq * heads * head_dim * 4) * (1 + MEMLIMIT_MARGIN) + MEMLIMIT_FIXED
+
+
+def host_need(host, params):
+    """What the 8B-dims run's host side is planned at: its host column (masters, moments,
+    accumulator, pinned staging) with train's margin, plus an fp32 copy of every parameter (the
+    model's host-side initialisation, src/model/whole.c, which may still be resident)."""
+    return host * (1 + MEMLIMIT_MARGIN) + MEMLIMIT_FIXED + 4 * params
+
+
+def offload_layers(predict, device_cap, host_room, most=32):
+    """The most layers L (1..most) of the 8B dims whose host-resident run fits both the device cap
+    (device_need) and host_room (host_need), with predict(L) -> (device peak, host bytes, parameters)
+    from the memory model; both grow with L, so the first L that does not fit ends the search.
+    Returns (L, its prediction, the first L that does not fit and its prediction or None), or None
+    when not even one layer fits."""
+    best = None
+    heads = OFFLOAD_8B_DIMS["heads"]
+    for n in range(1, most + 1):
+        peak, host, params = predict(n)
+        if device_need(peak, 2048, heads, OFFLOAD_8B_DIMS["hidden"] // heads) > device_cap or host_need(host, params) > host_room:
+            return (best[0], best[1], n, (peak, host, params)) if best else None
+        best = (n, (peak, host, params))
+    return (best[0], best[1], None, None)
+
+
+def offload_figures(log_text, metrics_text):
+    """An offload run's figures: train_figures' (the simulator, the allocator's memory table, the
+    GPU's own figure), tokens/s from the metrics file's median step (b = 1, s = 2048), the host
+    side the start-up check predicted (its "host: X MiB" line, MiB) and the process's resident
+    high-water from the metrics file's memory line (MiB), and a start-up refusal's need, need with
+    margin and limit (MiB)."""
+    fig = train_figures(log_text)
+    step = step_figures(metrics_text)
+    if step["step_s"]:
+        fig["tok_s"] = 2048 / step["step_s"]
+    fig["timed"] = step["timed"]
+    m = re.search(r"^\s+host: ([0-9.]+) MiB \(optimizer state ([0-9.]+) MiB, pinned staging ([0-9.]+) MiB\)", log_text, re.M)
+    if m:
+        fig["host_pred"] = float(m.group(1))
+    for line in metrics_text.splitlines():
+        try:
+            r = json.loads(line)
+        except ValueError:
+            continue
+        for x in r.get("memory", []) if isinstance(r.get("memory"), list) else []:
+            fig["resident"] = x["resident_bytes"] / 2**20
+    m = re.search(r"needs about ([0-9.]+) MiB .*, ([0-9.]+) MiB with the [0-9]+% \+ [0-9]+ MiB margin, "
+                  r"more than --device-memory \(([0-9.]+) MiB\)", log_text)
+    if m:
+        fig["refused"] = tuple(float(m.group(i)) for i in (1, 2, 3))
+    return fig
+
+
+def judge_offload(expect, rc, fig, capped, predicted_need=None):
+    """(result, note) of one offload run. expect "refused": exit 2 with the start-up check's line
+    naming --device-memory, anything else fails (the memory model says it does not fit). expect
+    "run": exit 0, the train stage's bars on the device (simulator 15%, allocator and GPU's own
+    figure 10%), a median step from the metrics file, and under a cap the GPU's own figure within
+    it; the host's resident high-water is reported beside the predicted host side, not held to a
+    bar (it counts the program and its host-side initialisation, which the host column does not,
+    and whether pinned pages count in it is the driver's affair)."""
+    if expect == "refused":
+        if rc == 2 and "refused" in fig:
+            need, with_margin, limit = fig["refused"]
+            note = (f"refused as predicted: needs {need / 1024:.1f} GiB, {with_margin / 1024:.1f} with the margin, "
+                    f"over {limit / 1024:.1f}")
+            if predicted_need:
+                note += f" (the stage predicted {predicted_need / 2**30:.1f} GiB with the margin)"
+            return "pass", note
+        return (f"FAIL (exit {rc}, want 2 with the memory line: the memory model says it does not fit)"
+                if rc is not None else "FAIL (timeout, want a refusal at start-up)"), ""
+    if rc != 0:
+        return (f"FAIL ({rc})" if rc is not None else "TIMEOUT"), ""
+    bad, note = judge_train(fig)
+    notes = [note]  # its tokens/s: the metrics file's median step (offload_figures)
+    if "step_s" in fig and fig.get("timed", 0) < 2:
+        bad.append(f"{fig.get('timed', 0)} timed steps in the metrics file")
+    if capped and "dev" in fig:
+        most = max(peak for _, peak, _ in fig["dev"])
+        if most > OFFLOAD_CAP_BYTES / 2**20:
+            bad.append(f"the GPU's own figure {most / 1024:.1f} GiB over the {OFFLOAD_CAP} cap")
+    if "host_pred" in fig or "resident" in fig:
+        notes.append(f"host: resident high-water {fig.get('resident', float('nan')) / 1024:.1f} GiB, "
+                     f"predicted host side {fig.get('host_pred', 0) / 1024:.1f} GiB")
+    return ("FAIL (bars: " + ", ".join(bad) + ")" if bad else "pass"), "; ".join(n for n in notes if n)
+
+
+def offload_table(rows):
+    """One markdown table of the offload stage's runs: what was expected, what happened, and the
+    figures beside their predictions (GiB)."""
+    out = ["| run | expected | result | tokens/s | allocator peak / predicted | GPU's figure / predicted | "
+           "host resident / predicted host side |", "|---|---|---|---:|---|---|---|"]
+    g = lambda x: f"{x / 1024:.1f}"  # noqa: E731  MiB -> GiB
+    for r in rows:
+        f = r.get("fig", {})
+        tok = f"{f['tok_s']:.0f}" if "tok_s" in f and r["expect"] == "run" else "-"
+        mem = "; ".join(f"{g(pk)} / {g(pr)}" for _, pk, pr in f.get("mem", [])) or "-"
+        dev = "; ".join(f"{g(pk)} / {g(pr)}" for _, pk, pr in f.get("dev", [])) or "-"
+        host = (f"{g(f['resident'])} / {g(f.get('host_pred', 0))}" if "resident" in f else "-")
+        if r["expect"] == "refused" and "refused" in f:
+            mem = f"refused: needs {g(f['refused'][1])} with the margin > {g(f['refused'][2])}"
+        out.append(f"| {r['name']} | {r['expect']} | {r['result']} | {tok} | {mem} | {dev} | {host} |")
+    return out
+
+
 def cuda_lib_dirs():
     """Folders holding the CUDA libraries: the toolkit first, then Python's nvidia-* packages."""
     want = ["libcudart.so.1*", "libcublas.so.1*", "libcublasLt.so.1*", "libnccl.so.2*", "libcudnn.so.9*", "libnvrtc.so.1*"]
@@ -356,7 +607,7 @@ def cuda_lib_dirs():
     return dirs
 
 
-def summary(info, step_table=None):
+def summary(info, step_table=None, offload=None):
     print()
     print("================ gpu-check summary ================")
     for k, v in info.items():
@@ -371,6 +622,129 @@ def summary(info, step_table=None):
               f"bars: >= {BARS['ratio']:.1f}x the strongest PyTorch, MFU >= {100 * BARS['mfu']:.0f}% at "
               f"{MFU_AT[0]} s={MFU_AT[1]}):")
         print("\n".join(step_table))
+    if offload:
+        print(f"\nOptimizer state in host memory (issue 41), one rank, s = 2048, b = 1, GiB; capped runs under "
+              f"--device-memory {OFFLOAD_CAP}:")
+        print("\n".join(offload))
+
+
+def host_memtotal():
+    """The host's MemTotal (bytes) from /proc/meminfo; 0 when it cannot be read."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def offload_stage(weipipe, kit, data, logs, deadline, env):
+    """The offload stage's runs (see the module's header); its rows for offload_table."""
+    config = lambda c: os.path.join(kit, "share", c)  # noqa: E731
+
+    def predict(cfg, flags):
+        """The memory model's (device peak, host bytes per host) for a run, by the kit's simulate."""
+        argv = [weipipe, "simulate", "--config", config(cfg)] + OFFLOAD_RUN[:10] + flags + [
+            "--precision", "mixed", "--device-tflops", "100", "--format", "json"]
+        try:
+            p = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return simulate_memory(p.stdout) if p.returncode == 0 else None
+
+    rows = []
+    # the 1B shape: its device-resident run under the cap is expected to run only where the memory
+    # model says it fits; where it does not, the same run without the cap gives the tokens/s the
+    # host-resident run is compared with
+    t = time.monotonic()
+    sh1 = step_flops.SHAPES["llama32-1b"]
+    dev1 = predict(OFFLOAD_1B, ["--optimizer-memory", "device"])
+    host1 = predict(OFFLOAD_1B, ["--optimizer-memory", "host"])
+    if dev1 is None or host1 is None:
+        ROWS.append(("offload", "memory model", "FAIL", time.monotonic() - t, "weipipe simulate gave no 1f1b row at 1B"))
+        return rows
+    need1 = device_need(dev1[0], 2048, sh1["heads"], sh1["hidden"] // sh1["heads"])
+    hneed1 = device_need(host1[0], 2048, sh1["heads"], sh1["hidden"] // sh1["heads"])
+    plan = [("1B s2048 host 24G", OFFLOAD_1B, ["--optimizer-memory", "host", "--device-memory", OFFLOAD_CAP],
+             "run" if hneed1 <= OFFLOAD_CAP_BYTES else "refused", hneed1, True),
+            ("1B s2048 device 24G", OFFLOAD_1B, ["--optimizer-memory", "device", "--device-memory", OFFLOAD_CAP],
+             "run" if need1 <= OFFLOAD_CAP_BYTES else "refused", need1, True)]
+    if need1 > OFFLOAD_CAP_BYTES:
+        plan.append(("1B s2048 device uncapped", OFFLOAD_1B, ["--optimizer-memory", "device"], "run", need1, False))
+    # Llama-3.1-8B's dims: as many layers as the cap and this host hold host-resident, by the memory
+    # model (one rank owning the whole model keeps 16 bytes a parameter of state and, one chunk, two
+    # fp32 staging buffers of it on the host; the device its bf16 weights and gradients and an fp32
+    # gradient window: the cap, not the host, is what binds first on the kit machine)
+    mem = host_memtotal()
+    room = OFFLOAD_HOST_SHARE * mem
+    d8 = OFFLOAD_8B_DIMS
+    cache = {}
+
+    def predict8(n):
+        if n not in cache:
+            got = predict(OFFLOAD_8B, ["--num-layers", str(n), "--optimizer-memory", "host"])
+            params = llama_params(d8["hidden"], n, d8["heads"], d8["kv_heads"], d8["ffn"], d8["vocab"], d8["tied"])
+            cache[n] = (got[0], got[1], params) if got else (float("inf"), float("inf"), params)
+        return cache[n]
+
+    found = offload_layers(predict8, OFFLOAD_CAP_BYTES, room) if mem else None
+    if not found:
+        ROWS.append(("offload", "8B-dims layer count", "FAIL", time.monotonic() - t,
+                     f"no layer count fits {OFFLOAD_CAP} and {room / 2**30:.0f} GiB of host "
+                     f"(MemTotal {mem / 2**30:.0f} GiB)"))
+    else:
+        n, (peak, host, params), n_out, over = found
+        hd = d8["hidden"] // d8["heads"]
+        why = (f"{n} layers ({params / 1e9:.2f} B parameters): the most whose host-resident run fits --device-memory "
+               f"{OFFLOAD_CAP} (needs {device_need(peak, 2048, d8['heads'], hd) / 2**30:.1f} GiB with train's margin) and "
+               f"{OFFLOAD_HOST_SHARE:.0%} of this host's {mem / 2**30:.0f} GiB (host side {host / 2**30:.1f} GiB, "
+               f"{host_need(host, params) / 2**30:.1f} with the margin and an fp32 copy of the model)")
+        if n_out:
+            why += (f"; {n_out} layers need {device_need(over[0], 2048, d8['heads'], hd) / 2**30:.1f} GiB of device and "
+                    f"{host_need(over[1], over[2]) / 2**30:.1f} GiB of host")
+        print(f"offload: Llama-3.1-8B's dims at {why}", flush=True)
+        ROWS.append(("offload", "8B-dims layer count (memory model)", "pass", time.monotonic() - t, why))
+        dev8 = predict(OFFLOAD_8B, ["--num-layers", str(n), "--optimizer-memory", "device"])
+        need8 = device_need(dev8[0], 2048, d8["heads"], hd) if dev8 else None
+        plan += [(f"8B-dims {n} layers host 24G", OFFLOAD_8B, ["--num-layers", str(n), "--optimizer-memory", "host",
+                                                                "--device-memory", OFFLOAD_CAP], "run",
+                  device_need(peak, 2048, d8["heads"], hd), True),
+                 # the refusal is the expected result whatever the model says: one rank's 16 bytes a
+                 # parameter more than the host-resident run, which the cap just holds
+                 (f"8B-dims {n} layers device 24G", OFFLOAD_8B, ["--num-layers", str(n), "--optimizer-memory", "device",
+                                                                  "--device-memory", OFFLOAD_CAP], "refused", need8, True)]
+    for name, cfg, flags, expect, need, capped in plan:
+        tag = name.replace(" ", "_")
+        metrics = os.path.join(logs, f"offload-{tag}.jsonl")
+        if os.path.exists(metrics):
+            os.remove(metrics)
+        argv = [weipipe, "train", "--backend", "cuda", "--config", config(cfg), "--data", data] + OFFLOAD_RUN + flags + [
+            "--metrics", metrics]
+        rc = run("offload", name, argv, logs, deadline, CAPS["offload"], env)
+        row = {"name": name, "expect": expect, "result": ROWS[-1][2], "fig": {}, "index": len(ROWS) - 1}
+        rows.append(row)
+        if ROWS[-1][2] == NOT_RUN_NO_TIME:
+            continue
+        with open(os.path.join(logs, f"offload-{tag}.log"), errors="replace") as f:
+            text = f.read()
+        row["fig"] = offload_figures(text, open(metrics).read() if os.path.exists(metrics) else "")
+        result, note = judge_offload(expect, rc, row["fig"], capped, need)
+        stage, nm, _, dt, last = ROWS[-1]
+        ROWS[-1] = (stage, nm, result, dt, note or last)
+        row["result"] = result
+    # host-resident against device-resident at 1B: the ratio of their tokens/s, in the host run's row
+    by = {r["name"]: r for r in rows}
+    host_run = by.get("1B s2048 host 24G", {}).get("fig", {})
+    dev_run = next((by[k]["fig"] for k in ("1B s2048 device 24G", "1B s2048 device uncapped")
+                    if k in by and by[k]["expect"] == "run" and "tok_s" in by[k]["fig"]), {})
+    if "tok_s" in host_run and "tok_s" in dev_run:
+        vs = f"{host_run['tok_s'] / dev_run['tok_s']:.2f}x device-resident's {dev_run['tok_s']:.0f} tok/s"
+        print(f"offload: 1B host-resident {host_run['tok_s']:.0f} tok/s, {vs}", flush=True)
+        stage, nm, result, dt, note = ROWS[by["1B s2048 host 24G"]["index"]]
+        ROWS[by["1B s2048 host 24G"]["index"]] = (stage, nm, result, dt, f"{note}; {vs}")
+    return rows
 
 
 def main():
@@ -497,7 +871,7 @@ def main():
                     step_rows.append(row)
                     if rc != 0:
                         continue
-                    with open(os.path.join(a.logs, f"step-{name.replace(' ', '_')}.log"), errors="replace") as f:
+                    with open(log_path(a.logs, "step", name), errors="replace") as f:
                         bad, _ = judge_train(train_figures(f.read()))  # the simulator and memory bars
                     fig = step_figures(open(metrics).read() if os.path.exists(metrics) else "")
                     if fig["step_s"] is None:
@@ -505,7 +879,7 @@ def main():
                     else:
                         row["step_s"], row["tok_s"] = fig["step_s"], batch * seq / fig["step_s"]
                         row["mfu"], row["mfu_full"] = step_flops.mfu(shape, seq, row["tok_s"], peak)
-                    row["mem"], row["bad"] = fig["mem"], bad
+                    row["mem"], row["bad"], row["launch"] = fig["mem"], bad, fig["launch"]
     torch_rows = []
     if "torchstep" in stages:
         box("torchstep")
@@ -538,6 +912,8 @@ def main():
         note = f"{row['tok_s']:.0f} tok/s, MFU {100 * (row['mfu'] or 0):.1f}% ({100 * (row['mfu_full'] or 0):.1f}% full attn)"
         if best:
             note += f", {row['tok_s'] / best['tokens_per_s']:.2f}x PyTorch {best['variant']}"
+        if row.get("launch") is not None:
+            note += f"; launch {row['launch']:.2f} (host issue / device busy)"
         if row["mem"]:
             note += "; device peak / predicted " + ", ".join(f"{pk / pr:.2f}" if pr > 0 else "-" for _, pk, pr in row["mem"])
         row["result"] = "FAIL (bars: " + ", ".join(bad) + ")" if bad else "pass"
@@ -547,13 +923,8 @@ def main():
         for name, flags in TRAIN_RUNS:
             if a.train_runs == "default" and name not in DEFAULT_TRAIN_RUNS:
                 continue
-            rc = run("train", name, [weipipe, "train", "--backend", "cuda", "--data", data] + TRAIN_MODEL + flags, a.logs,
-                     a.deadline, CAPS["train"], env)
-            if rc == 0:  # a run that finished is judged on its figures too
-                with open(os.path.join(a.logs, f"train-{name.replace(' ', '_')}.log"), errors="replace") as f:
-                    bad, note = judge_train(train_figures(f.read()))
-                stage, nm, _, dt, _ = ROWS[-1]
-                ROWS[-1] = (stage, nm, "FAIL (bars: " + ", ".join(bad) + ")" if bad else "pass", dt, note)
+            judged_run("train", name, [weipipe, "train", "--backend", "cuda", "--data", data] + TRAIN_MODEL + flags, a.logs,
+                       a.deadline, CAPS["train"], env)
     if "sanitizer" in stages:
         box("sanitizer")
         cs = shutil.which("compute-sanitizer") or next(iter(glob.glob("/usr/local/cuda*/bin/compute-sanitizer")), None)
@@ -577,13 +948,26 @@ def main():
         shard = os.path.join(a.logs, "long_train.bin")
         write_long_shard(shard)
         for name, flags in LONG_RUNS:
-            rc = run("long", name, [weipipe, "train", "--backend", "cuda", "--data", shard] + LONG_MODEL + flags, a.logs,
-                     a.deadline, CAPS["long"], env)
-            if rc == 0:  # judged on its figures as the train stage's runs
-                with open(os.path.join(a.logs, f"long-{name.replace(' ', '_')}.log"), errors="replace") as f:
-                    bad, note = judge_train(train_figures(f.read()))
-                stage, nm, _, dt, _ = ROWS[-1]
-                ROWS[-1] = (stage, nm, "FAIL (bars: " + ", ".join(bad) + ")" if bad else "pass", dt, note)
+            judged_run("long", name, [weipipe, "train", "--backend", "cuda", "--data", shard] + LONG_MODEL + flags, a.logs,
+                       a.deadline, CAPS["long"], env)
+    if "paper" in stages:
+        box("paper")
+        figs, idx = {}, {}
+        for strat in PAPER_RUNS:
+            name = f"4 ranks tcp 2.5Gbit {strat}"
+            argv = [weipipe, "train", "--backend", "cuda", "--data", data, "--strategy", strat] + sub(
+                [x.replace("configs/", "@KIT@/share/configs/") for x in PAPER_MODEL])
+            rc, text, fig = judged_run("paper", name, argv, a.logs, a.deadline, CAPS["paper"], env)
+            idx[strat] = len(ROWS) - 1
+            if rc == 0:
+                figs[strat] = dict(fig, auto=auto_line(text)) if strat == "auto" else fig
+        for strat, note in paper_notes(figs).items():
+            stage, nm, result, dt, _ = ROWS[idx[strat]]
+            ROWS[idx[strat]] = (stage, nm, result, dt, note)
+    offload_rows = []
+    if "offload" in stages:
+        box("offload")
+        offload_rows = offload_stage(weipipe, kit, data, a.logs, a.deadline, env)
     seqs = [x for s in (a.seq or []) for x in ("--seq", str(s))]
     if "bench" in stages:
         box("bench")
@@ -597,15 +981,16 @@ def main():
     # failed stages' and the benchmarks' log tails first, the summary last (what a caller that
     # keeps only the end of the output sees)
     for stage, name, result, dt, note in ROWS:
-        log = os.path.join(a.logs, f"{stage}-{name.replace('/', '_').replace(' ', '_')}.log")
-        if os.path.exists(log) and (not result.startswith("pass") or stage in ("train", "step", "torchstep", "long", "bench",
-                                                                                 "torch")):
+        log = log_path(a.logs, stage, name)
+        if os.path.exists(log) and (not result.startswith("pass") or stage in ("train", "step", "torchstep", "long", "paper",
+                                                                                 "offload", "bench", "torch")):
             with open(log, errors="replace") as f:
                 lines = f.readlines()
-            keep = 9 if stage in ("train", "step", "long") and result.startswith("pass") else 40  # a run's summary table
+            keep = 9 if stage in ("train", "step", "long", "paper", "offload") and result.startswith("pass") else 40  # a run's summary table
             print(f"\n---- {stage} {name}: {result} (the last {min(len(lines), keep)} lines of {log})")
             sys.stdout.write("".join(lines[-keep:]))
-    summary(info, whole_step_table(step_rows, torch_rows) if step_rows or torch_rows else None)
+    summary(info, whole_step_table(step_rows, torch_rows) if step_rows or torch_rows else None,
+            offload_table(offload_rows) if offload_rows else None)
     not_run = [r for r in ROWS if r[2] == NOT_RUN_NO_TIME]
     failed = [r for r in ROWS if r[2] not in ("pass", "skip", NOT_RUN_NO_TIME)]
     print(f"\ngpu-check: kit commit {commit}: {len(ROWS) - len(failed) - len(not_run)} passed or skipped, "

@@ -8,7 +8,13 @@ fails, no PyTorch figure is no pass; the default stages' time boxes fit --deadli
 The first GPU runs passed these stages on their exit status alone, with the simulator 2.8x the
 measured step and device memory 1.5x the prediction: the bars must say FAIL there.
 
-    gpu_check_bars.py SOURCE_ROOT
+The offload stage (issue 41): its figures read from a log and a metrics file, a start-up refusal
+judged as the expected result and a run as a failure where a refusal is expected, the GPU's own
+figure over the 24 GB cap failing; the 8B-dims layer count against a made-up memory model (the
+boundary) and, given WEIPIPE, against the build's own `simulate` (its host column 24 bytes per
+parameter counted here, the count the largest that fits).
+
+    gpu_check_bars.py SOURCE_ROOT [WEIPIPE]
 """
 import json
 import os
@@ -82,6 +88,12 @@ expect(f"step_figures: median of {len(secs)} steps after {g.STEP_WARMUP}, memory
        fig["timed"] == len(secs) >= 3 and fig["step_s"] == statistics.median(secs) and len(mem) == 1
        and fig["mem"] == [(0, mem[0]["peak_bytes"] / 2**20, mem[0]["predicted_bytes"] / 2**20)])
 expect("a metrics file without steps has no step time", g.step_figures('{"run": {}}\n')["step_s"] is None)
+expect(f"a file without issue_s/device_s has no launch figure: {fig['launch']}", fig["launch"] is None)
+# the launch figure: the median of issue_s / device_s over the timed steps (skipped ones and the warm-up left out)
+rows = [{"step": i, "seconds": 0.1, "issue_s": 0.01 * i, "device_s": 0.1, "skipped": i == 5} for i in range(1, 9)]
+lf = g.step_figures("\n".join(json.dumps(r) for r in rows))["launch"]
+want = statistics.median(0.1 * i for i in range(1, 9) if i > g.STEP_WARMUP and i != 5)
+expect(f"launch = median issue_s / device_s of the timed steps: {lf} (want {want})", lf is not None and abs(lf - want) < 1e-12)
 lines = [json.loads(l) for l in metrics.splitlines()]
 for r in lines:
     if r.get("step") == 5:
@@ -176,5 +188,150 @@ with tempfile.TemporaryDirectory() as tmp:
     expect(f"the long shard: header {head}, {len(ids)} tokens in {docs} documents",
            head == (20240801, 7, len(ids)) and len(raw) == 1024 + 4 * len(ids) and len(ids) >= 2 * 131072 + 1
            and max(ids) == g.LONG_BOUNDARY and 40 <= docs <= 100 and ids[0] == g.LONG_BOUNDARY)
+
+# ---- the paper stage (issue 37 item 3): 4 processes over tcp, every hop paced; its figures read from
+# real multi-process logs (weipipe train on the CPU: configs/tiny.ini, 4 ranks over tcp, --ranks-per-node
+# 1 --link-bandwidth 2.5Gbit, 8 micro-batches, 3 steps; 1f1b, and --strategy auto, which picked zb-h2
+# at micro-batch size 2), whose lines carry the launcher's "[rank R] " prefixes
+expect(f"the paper stage is a stage with a box, not a default one",
+       "paper" in g.STAGES and "paper" in g.PLAN and "paper" in g.CAPS and "paper" not in g.DEFAULT_STAGES)
+flags = " ".join(g.PAPER_MODEL)
+expect(f"the paper stage: 4 processes over tcp, every hop paced at a quarter of 10 Gbit/s: {flags}",
+       all(f in flags for f in ("--nranks 4", "--transport tcp", "--ranks-per-node 1", "--link-bandwidth 2.5Gbit",
+                                "smollm2-135m-shape.ini")) and
+       set(g.PAPER_RUNS) == {"weipipe-interleave", "wzb2", "1f1b", "zb-v", "fsdp", "auto"})
+raw = {k: open(os.path.join(root, f"tests/build/paper_{k}_tcp.log")).read() for k in ("1f1b", "auto")}
+expect("the raw tcp logs' memory table is not readable with its prefixes (why strip_ranks exists)",
+       "mem" not in g.train_figures(raw["1f1b"]))
+figs = {k: g.train_figures(g.strip_ranks(t)) for k, t in raw.items()}
+figs["auto"]["auto"] = g.auto_line(g.strip_ranks(raw["auto"]))
+expect(f"stripped: step, simulator and 4 ranks' memory read: {figs['1f1b']}",
+       figs["1f1b"]["step_s"] == 0.0162 and figs["1f1b"]["sim_s"] == 0.006948 and len(figs["1f1b"]["mem"]) == 4)
+expect(f"auto's end-of-run line: {figs['auto']['auto']}", figs["auto"]["auto"] == ("zb-h2", 77228.0, 34038.0))
+expect("no auto line: None", g.auto_line(g.strip_ranks(raw["1f1b"])) is None)
+tokens = 8 * 2 * 32  # the logs' step: 8 micro-batches of 2 sequences of 32
+notes = g.paper_notes(figs, tokens)
+want_1f1b = tokens / 0.0162
+expect(f"1f1b's note: {notes['1f1b']}", notes["1f1b"].startswith(f"{want_1f1b:.0f} tok/s, simulator {tokens / 0.006948:.0f} tok/s")
+       and notes["1f1b"].endswith("1.00x 1f1b"))
+expect(f"auto's note: its own measured tokens/s (its micro-batch differs), over 1f1b's: {notes['auto']}",
+       notes["auto"].startswith("picked zb-h2; 34038 tok/s, simulator 77228 tok/s (-56%)")
+       and notes["auto"].endswith(f"{34038 / want_1f1b:.2f}x 1f1b"))
+expect("a run without figures says so", g.paper_notes({"fsdp": {}}) == {"fsdp": "no step time printed"})
+# judged_run, as the train, long and paper stages call it: a run that printed a 4-process log (here
+# cat of the 1f1b one) is judged on its figures, its row replaced; one that failed keeps run()'s row
+with tempfile.TemporaryDirectory() as tmp:
+    rows0 = len(g.ROWS)
+    rc, text, fig = g.judged_run("paper", "cat 1f1b", ["cat", os.path.join(root, "tests/build/paper_1f1b_tcp.log")], tmp,
+                                 1e6, 60)
+    row = g.ROWS[-1]
+    expect(f"judged_run: the log's figures, prefixes stripped, its row judged: {row}",
+           rc == 0 and "[rank" not in text and fig.get("step_s") == 0.0162 and len(fig.get("mem", [])) == 4
+           and len(g.ROWS) == rows0 + 1 and row[2].startswith("FAIL (bars: simulator -57%"))
+    rc, text, fig = g.judged_run("paper", "false", ["false"], tmp, 1e6, 60)
+    expect(f"judged_run of a failed run: run()'s row, no figures: {g.ROWS[-1]}",
+           rc == 1 and fig == {} and g.ROWS[-1][2] == "FAIL (1)")
+    del g.ROWS[rows0:]
+
+# ---- the offload stage (issue 41 item 5): named in --stages, after the default plan
+expect(f"the offload stage is a stage with a box, not a default one, after the default plan: {g.STAGES}",
+       "offload" in g.STAGES and "offload" in g.PLAN and "offload" in g.CAPS and "offload" not in g.DEFAULT_STAGES
+       and g.STAGES.index("offload") > max(g.STAGES.index(x) for x in g.DEFAULT_STAGES))
+# Llama-3.1-8B has 8,030,261,248 parameters (its model card's 8.03 B; h 4096, 32 layers, untied)
+d8 = g.OFFLOAD_8B_DIMS
+expect("the parameter count of Llama-3.1-8B's dims at 32 layers is 8,030,261,248",
+       g.llama_params(d8["hidden"], 32, d8["heads"], d8["kv_heads"], d8["ffn"], d8["vocab"], d8["tied"]) == 8030261248)
+expect("and Llama-3.2-1B's (tied) 1,235,814,400",
+       g.llama_params(2048, 16, 32, 8, 8192, 128256, True) == 1235814400)
+sim_json = json.dumps({"nranks": 1, "strategies": [
+    {"strategy": "1f1b", "step_s": 1.0, "peak_bytes_per_rank": 123, "host_bytes_per_host": 456, "fits": True},
+    {"strategy": "gpipe", "step_s": 1.0, "peak_bytes_per_rank": 7, "host_bytes_per_host": 8}]})
+expect("simulate_memory reads the 1f1b row's device peak and host need",
+       g.simulate_memory(sim_json) == (123, 456) and g.simulate_memory("weipipe: error") is None
+       and g.simulate_memory(json.dumps({"strategies": [{"strategy": "1f1b", "error": "x"}]})) is None)
+GiB = 2**30
+# a made-up model: the device 10 GiB + 2 GiB a layer, the host 24 bytes a parameter of 0.25e9 a layer
+fake = lambda n: (10 * GiB + 2 * GiB * n, 24 * 0.25e9 * n, 0.25e9 * n)  # noqa: E731
+got = g.offload_layers(fake, g.OFFLOAD_CAP_BYTES, 1e15)
+want = max(n for n in range(1, 33) if g.device_need(fake(n)[0], 2048, 32, 128) <= g.OFFLOAD_CAP_BYTES)
+expect(f"the layer count is the largest whose device need with train's margin fits the cap: {got and got[0]}, want {want}",
+       got and got[0] == want and got[2] == want + 1
+       and g.device_need(fake(want + 1)[0], 2048, 32, 128) > g.OFFLOAD_CAP_BYTES)
+room = g.host_need(*fake(3)[1:]) + 1  # the host binds at 3 layers
+got = g.offload_layers(fake, g.OFFLOAD_CAP_BYTES, room)
+expect(f"where the host binds first it decides: {got and got[0]}, want 3", got and got[0] == 3 and got[2] == 4)
+expect("a model of which not one layer fits: none", g.offload_layers(fake, 1 * GiB, 1e15) is None)
+expect("the host need counts train's margin and an fp32 copy of the model",
+       g.host_need(100 * GiB, 1e9) == 100 * GiB * 1.1 + 64 * 2**20 + 4e9)
+
+# an offload run's figures: the H200 log inside its bars, with the host line train prints at start-up,
+# the GPU's own figure and a metrics file (the CPU one: its steps and resident high-water)
+host_line = "predicted peak memory per rank (docs/memory.md):\n  rank 0: 11000.0 MiB (...)\n" \
+            "    host: 49000.0 MiB (optimizer state 32700.0 MiB, pinned staging 16300.0 MiB)\n"
+run_log = host_line + inside + dev_line % "11500.0"
+fig = g.offload_figures(run_log, metrics)
+resident = [m["resident_bytes"] for l in metrics.splitlines() if '"memory"' in l for m in json.loads(l)["memory"]][-1]
+expect(f"offload_figures: tokens/s of the median step, the host prediction and the resident high-water: "
+       f"{ {k: fig.get(k) for k in ('tok_s', 'host_pred', 'resident')} }",
+       fig.get("tok_s") == 2048 / statistics.median(secs) and fig.get("host_pred") == 49000.0
+       and fig.get("resident") == resident / 2**20 and "refused" not in fig)
+result, note = g.judge_offload("run", 0, fig, True)
+print("   note:", note)
+expect(f"a capped run inside the bars and the cap passes: {result}", result == "pass" and "host: resident high-water" in note)
+over = g.offload_figures(host_line + inside + dev_line.replace("predicted 11000.0", "predicted 25000.0") % "25600.0", metrics)
+result, _ = g.judge_offload("run", 0, over, True)
+expect(f"the GPU's own figure over the 24 GB cap fails, inside its 10% bar or not: {result}",
+       result == "FAIL (bars: the GPU's own figure 25.0 GiB over the 24G cap)")
+expect("the same run uncapped passes", g.judge_offload("run", 0, over, False)[0] == "pass")
+expect("a run that was refused where it should run fails", g.judge_offload("run", 2, fig, True)[0] == "FAIL (2)")
+refusal = ("weipipe: error: rank 0 needs about 61234.5 MiB (optimizer 34000.0 MiB, weights 8500.0 MiB, gradients "
+           "8500.0 MiB, CUDA context 500 MiB and cuDNN workspace 32.0 MiB (estimates)), 67422.0 MiB with the 10% + 64 MiB "
+           "margin, more than --device-memory (24576.0 MiB)\n")
+rf = g.offload_figures(refusal, "")
+expect(f"the start-up refusal's need, need with the margin and limit: {rf.get('refused')}",
+       rf.get("refused") == (61234.5, 67422.0, 24576.0))
+result, note = g.judge_offload("refused", 2, rf, True, 67000 * 2**20)
+expect(f"the expected refusal passes: {result}: {note}", result == "pass" and "refused as predicted" in note)
+expect("a device-resident run that ran where a refusal is expected fails",
+       g.judge_offload("refused", 0, fig, True)[0].startswith("FAIL (exit 0, want 2"))
+expect("exit 2 without the memory line (bad input elsewhere) is no refusal",
+       g.judge_offload("refused", 2, g.offload_figures("weipipe: error: --data: no such file\n", ""), True)[0].startswith("FAIL"))
+table = g.offload_table([{"name": "1B s2048 host 24G", "expect": "run", "result": "pass", "fig": fig},
+                         {"name": "8B-dims 5 layers device 24G", "expect": "refused", "result": "pass", "fig": rf}])
+print("\n".join("   " + l for l in table))
+expect("the offload table: tokens/s, the device's figures and the host's beside their predictions, the refusal's need",
+       any(f"| 1B s2048 host 24G | run | pass | {fig['tok_s']:.0f} | 3.1 / 2.9" in l and "| 11.2 / 10.7 |" in l
+           and f"| {resident / 2**30:.1f} / 47.9 |" in l for l in table)
+       and any("| refused | pass | - | refused: needs 65.8 with the margin > 24.0 |" in l for l in table))
+
+# the layer count on the build's own memory model (schedule/memory.h through `weipipe simulate`), at the
+# kit machine's 128 GiB: the host column is 24 bytes a parameter counted here (16 of state, two fp32
+# staging buffers of the one chunk), and the count is the largest that fits
+if len(sys.argv) > 2:
+    import subprocess
+
+    def predict(n, om="host"):
+        argv = [sys.argv[2], "simulate", "--config", os.path.join(root, g.OFFLOAD_8B), *g.OFFLOAD_RUN[:10], "--num-layers",
+                str(n), "--optimizer-memory", om, "--precision", "mixed", "--device-tflops", "100", "--format", "json"]
+        got = g.simulate_memory(subprocess.run(argv, capture_output=True, text=True).stdout)
+        return got[0], got[1], g.llama_params(d8["hidden"], n, d8["heads"], d8["kv_heads"], d8["ffn"], d8["vocab"], False)
+
+    for n in (1, 2, 5):
+        peak, host, params = predict(n)
+        expect(f"memory model, 8B dims at {n} layers: host side {host} = 24 x {params} parameters", host == 24 * params)
+    got = g.offload_layers(predict, g.OFFLOAD_CAP_BYTES, g.OFFLOAD_HOST_SHARE * 128 * GiB)
+    hd = d8["hidden"] // d8["heads"]
+    expect(f"the kit machine's 8B-dims count: {got and got[0]} layers, device "
+           f"{got and g.device_need(got[1][0], 2048, 32, hd) / GiB:.2f} GiB, {got and got[2]} layers "
+           f"{got and g.device_need(got[3][0], 2048, 32, hd) / GiB:.2f} GiB",
+           got and g.device_need(got[1][0], 2048, 32, hd) <= g.OFFLOAD_CAP_BYTES
+           and g.host_need(got[1][1], got[1][2]) <= g.OFFLOAD_HOST_SHARE * 128 * GiB
+           and (g.device_need(got[3][0], 2048, 32, hd) > g.OFFLOAD_CAP_BYTES
+                or g.host_need(got[3][1], got[3][2]) > g.OFFLOAD_HOST_SHARE * 128 * GiB))
+    dev = predict(got[0], "device") if got else None
+    expect(f"device-resident at that count the memory model says refused: {dev and g.device_need(dev[0], 2048, 32, hd) / GiB:.1f} GiB",
+           dev and g.device_need(dev[0], 2048, 32, hd) > g.OFFLOAD_CAP_BYTES)
+else:
+    print("skip: no WEIPIPE argument, the layer count not run on the memory model")
 print("PASS" if not fail else "FAILED")
 sys.exit(1 if fail else 0)

@@ -21,12 +21,19 @@ if [ $rc = 77 ]; then
     for stage in gpu unit ring step torchstep train sanitizer; do
         grep -q "^| $stage | - | no GPU: not run " "$TMP/check.txt" || fail "stage $stage does not say 'no GPU: not run'"
     done
-    # a stage outside the default plan, named (issue 39's long context): listed as not run too
-    "$SRC/scripts/gpu-check.sh" --kit "$TMP/kit.tar.xz" --deadline 60 --logs "$TMP/logs-long" --stages libs,gpu,long \
-        >"$TMP/long.txt" 2>&1
+    # stages outside the default plan, named (issue 39's long context, issue 37's paced four ranks,
+    # issue 41's offload): listed as not run too
+    "$SRC/scripts/gpu-check.sh" --kit "$TMP/kit.tar.xz" --deadline 60 --logs "$TMP/logs-long" \
+        --stages libs,gpu,long,paper,offload >"$TMP/long.txt" 2>&1
     rc=$?
-    [ $rc = 77 ] && grep -q "^| long | - | no GPU: not run " "$TMP/long.txt" ||
-        { cat "$TMP/long.txt"; fail "--stages long without a GPU: exit $rc, no 'no GPU: not run' row"; }
+    [ $rc = 77 ] || { cat "$TMP/long.txt"; fail "--stages long,paper,offload without a GPU: exit $rc"; }
+    for stage in long paper offload; do
+        grep -q "^| $stage | - | no GPU: not run " "$TMP/long.txt" ||
+            { cat "$TMP/long.txt"; fail "--stages $stage without a GPU: no 'no GPU: not run' row"; }
+    done
+    # the offload stage's own files are in the kit (its 8B-dims config beside the 1B one)
+    tar -tJf "$TMP/kit.tar.xz" | grep -q "share/configs/llama31-8b-shape.ini$" ||
+        fail "the kit does not carry configs/llama31-8b-shape.ini (the offload stage's)"
     echo "no GPU here: the kit packed, its libraries resolve, every GPU stage said so, exit 77"
     exit 0
 fi
