@@ -43,6 +43,14 @@ typedef struct wp_kern_ops {
     int (*mem_info)(wp_kern *k, size_t *free_bytes, size_t *total_bytes); /* 0 ok; NULL: host memory */
     /* kern_attention_docs; NULL in a backend whose attention reads qlo per query (the CPU) */
     void (*attention_docs)(wp_kern *k, const int32_t *qlo, const int32_t *host_lo, int b, int s);
+    /* replay.h on the device (all four or none; none: the dispatcher keeps its own record of the
+     * calls): capture the context's calls until graph_end, which hands back an executable graph;
+     * launch it on the context's queue; free it. 0 ok, else -1 with why (a capture that failed
+     * leaves no error in the context: nothing ran) */
+    int (*graph_begin)(wp_kern *k, char *why, size_t whylen);
+    int (*graph_end)(wp_kern *k, void **graph, char *why, size_t whylen);
+    void (*graph_launch)(wp_kern *k, void *graph);
+    void (*graph_free)(wp_kern *k, void *graph);
 } wp_kern_ops;
 
 struct wp_kern {
@@ -61,6 +69,14 @@ struct wp_kern {
     wp_mem_term term; /* kern_mem_term: what the next allocations are for */
     struct wp_mem_block { void *p; size_t bytes; wp_mem_term term; } *blocks;
     size_t nblocks, cap_blocks;
+    /* replays (replay.h, replay_impl.h): the mode calls are made in (run, key pass, record), the
+     * key a pass hashes into, the first call that made the span unreplayable (NULL while none),
+     * the record being made, and the epoch a backend's scratch moves advance (kern_replay_stale) */
+    int rp_mode;
+    uint64_t rp_key;
+    const char *rp_broken;
+    struct rp_record *rp_rec;
+    uint64_t rp_epoch;
 };
 
 /* A backend's own allocations (scratch, library workspaces) into kern_memory: +bytes when
@@ -68,6 +84,11 @@ struct wp_kern {
  * scratch). */
 void kern_mem_add(wp_kern *k, int64_t delta);
 void kern_mem_add_term(wp_kern *k, wp_mem_term t, int64_t delta);
+/* Adds a line to kern_notes unless it is there already (a choice the user should hear of once). */
+void kern_note(wp_kern *k, const char *fmt, ...);
+/* A backend moved memory that recorded work may point at (a scratch buffer regrown): every
+ * replay recorded before is stale (replay.h). */
+void kern_replay_stale(wp_kern *k);
 
 extern const wp_kern_ops wp_cpu_ops;
 #if WP_HAVE_CUDA

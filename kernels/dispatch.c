@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "replay_impl.h"
 #include "ops_slots.h"
 #include "rope_factor.h"
 #include "rope_freq.h"
@@ -90,7 +91,7 @@ wp_result wp_kern_ops_check(const wp_kern_ops *ops, char *err, size_t errlen) {
                        ops->name, slot_names[i]);
     return wp_fail(WP_FAILED, err, errlen,
                    "kern_create: the %s backend's dispatch table has no entry for %s but fills others of its group "
-                   "(streams.h events, pinned memory: all or none; kernels/ops_slots.h)",
+                   "(streams.h events, pinned memory, replay.h graphs: all or none; kernels/ops_slots.h)",
                    ops->name, slot_names[i]);
 }
 
@@ -162,6 +163,17 @@ bool kern_available(wp_backend_kind kind, char *why, size_t whylen) {
 }
 
 const char *kern_notes(const wp_kern *k) { return k ? k->notes : ""; }
+
+void kern_note(wp_kern *k, const char *fmt, ...) {
+    char line[384];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (!k || strstr(k->notes, line)) return;
+    size_t used = strlen(k->notes);
+    snprintf(k->notes + used, sizeof k->notes - used, "%s%s", used ? "\n" : "", line);
+}
 const char *kern_device_name(const wp_kern *k) { return k && k->device_name[0] ? k->device_name : "cpu"; }
 
 int kern_pick_device(int requested, int local_rank, int visible) {
@@ -308,6 +320,7 @@ void kern_memory_terms(const wp_kern *k, size_t at_peak[WP_MEM_TERMS], size_t ow
 
 void kern_attention_docs(wp_kern *k, const int32_t *qlo, const int32_t *host_lo, int b, int s) {
     if (!live(k) || !k->ops->attention_docs) return;
+    if (k->rp_mode) rp_break(k, "kern_attention_docs"); /* host data, read at the call */
     if (b <= 0 || s <= 0 || !qlo || !host_lo) {
         kern_set_error(k, "kern_attention_docs: bad arguments (b=%d s=%d qlo %s host_lo %s)", b, s,
                        qlo ? "set" : "NULL", host_lo ? "set" : "NULL");
@@ -369,6 +382,7 @@ static size_t block_remove(wp_kern *k, const void *p, wp_mem_term *term) {
 
 void *kern_alloc(wp_kern *k, size_t bytes) {
     if (!live(k)) return NULL;
+    if (k->rp_mode) rp_break(k, "kern_alloc");
     void *p = k->ops->alloc(k, bytes);
     if (p && !block_add(k, p, bytes)) {
         k->ops->free(k, p);
@@ -385,30 +399,39 @@ void kern_free(wp_kern *k, void *p) {
     wp_mem_term t = WP_MEM_SCRATCH;
     size_t bytes = block_remove(k, p, &t);
     kern_mem_add_term(k, t, -(int64_t)bytes);
+    /* Recordings that pointed at p stay: a recording replays only for the same arguments, which
+     * the caller holds valid when it makes them. Memory the calls do not name (a backend's
+     * scratch) moves with kern_replay_stale. */
+    if (k->rp_mode) rp_break(k, "kern_free");
     k->ops->free(k, p);
 }
 
 void kern_to_device(wp_kern *k, void *dst, const void *host_src, size_t bytes) {
     if (!live(k) || bytes == 0 || !ptrs_ok(k, "kern_to_device", ARG(dst), ARG(host_src), END)) return;
+    if (k->rp_mode) rp_break(k, "kern_to_device"); /* host data, read at the call */
     k->ops->to_device(k, dst, host_src, bytes);
 }
 
 void kern_to_host(wp_kern *k, void *host_dst, const void *src, size_t bytes) {
     if (!live(k) || bytes == 0 || !ptrs_ok(k, "kern_to_host", ARG(host_dst), ARG(src), END)) return;
+    if (k->rp_mode) rp_break(k, "kern_to_host"); /* the host reads the result */
     k->ops->to_host(k, host_dst, src, bytes);
 }
 
 void kern_copy(wp_kern *k, void *dst, const void *src, size_t bytes) {
     if (!live(k) || bytes == 0 || !ptrs_ok(k, "kern_copy", ARG(dst), ARG(src), END)) return;
+    if (k->rp_mode) { rp_copy(k, dst, src, bytes); return; }
     k->ops->copy(k, dst, src, bytes);
 }
 
 void kern_zero(wp_kern *k, void *p, size_t bytes) {
     if (!live(k) || bytes == 0 || !ptrs_ok(k, "kern_zero", ARG(p), END)) return;
+    if (k->rp_mode) { rp_zero(k, p, bytes); return; }
     k->ops->zero(k, p, bytes);
 }
 
 void kern_sync(wp_kern *k) {
+    if (live(k) && k->rp_mode) rp_break(k, "kern_sync");
     if (live(k)) k->ops->sync(k);
 }
 
@@ -472,7 +495,12 @@ static bool ptrs_named(wp_kern *k, const char *fn, const char *names, const void
     ret kern_##name params {                                                                                          \
         const char *fn = "kern_" #name;                                                                               \
         (void)fn;                                                                                                     \
-        if (live(k) && (check)) k->ops->name args;                                                                    \
+        if (!live(k) || !(check)) return;                                                                             \
+        if (k->rp_mode) { /* recording a span (replay.h) */                                                  \
+            rp_op_##name args;                                                                                        \
+            return;                                                                                                   \
+        }                                                                                                             \
+        k->ops->name args;                                                                                            \
     }
 #define WP_KERN_BY_HAND(...)
 WP_KERN_OPS(WP_KERN_FORWARD, WP_KERN_BY_HAND)
@@ -490,6 +518,7 @@ double kern_sumsq(wp_kern *k, const void *x, wp_dtype t, size_t n) {
     if (!live(k) || !dtype_ok(k, fn, "t", t)) return NAN;
     if (n == 0) return 0.0;
     if (!ptrs_ok(k, fn, ARG(x), END)) return NAN;
+    if (k->rp_mode) rp_break(k, fn); /* the host reads the result */
     return k->ops->sumsq(k, x, t, n);
 }
 
@@ -511,6 +540,7 @@ void kern_rope_fwd_scaled(wp_kern *k, void *x, int b, int s, int nheads, int hd,
                           const wp_rope_scaling *sc, const int32_t *plo) {
     if (!live(k) || !rope_ok(k, "kern_rope_fwd", x, b, s, nheads, hd, pos0, theta, sc) || b == 0 || s == 0 || nheads == 0)
         return;
+    if (k->rp_mode) { rp_op_rope_fwd(k, x, b, s, nheads, hd, pos0, theta, sc && sc->factor != 0.0 ? sc : NULL, plo); return; }
     k->ops->rope_fwd(k, x, b, s, nheads, hd, pos0, theta, sc && sc->factor != 0.0 ? sc : NULL, plo);
 }
 
@@ -518,6 +548,7 @@ void kern_rope_bwd_scaled(wp_kern *k, void *x, int b, int s, int nheads, int hd,
                           const wp_rope_scaling *sc, const int32_t *plo) {
     if (!live(k) || !rope_ok(k, "kern_rope_bwd", x, b, s, nheads, hd, pos0, theta, sc) || b == 0 || s == 0 || nheads == 0)
         return;
+    if (k->rp_mode) { rp_op_rope_bwd(k, x, b, s, nheads, hd, pos0, theta, sc && sc->factor != 0.0 ? sc : NULL, plo); return; }
     k->ops->rope_bwd(k, x, b, s, nheads, hd, pos0, theta, sc && sc->factor != 0.0 ? sc : NULL, plo);
 }
 

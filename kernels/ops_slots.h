@@ -11,6 +11,8 @@
  *                                                              synchronous, events complete,
  *                                                              timers read the host's clock)
  *   WP_SLOT_PINNED   streams.h pinned host memory              both or neither
+ *   WP_SLOT_GRAPHS   replay.h on the device (CUDA graphs)      all or none (none: the
+ *                                                              dispatcher records calls itself)
  *   WP_SLOT_OPTIONAL async copies, device ordinal              may be NULL (streams.c falls
  *                                                              back to the synchronous copy, 0)
  */
@@ -50,7 +52,11 @@
     WP_SLOT(to_host_async, WP_SLOT_OPTIONAL)       \
     WP_SLOT(device, WP_SLOT_OPTIONAL)               \
     WP_SLOT(mem_info, WP_SLOT_OPTIONAL)             \
-    WP_SLOT(attention_docs, WP_SLOT_OPTIONAL)
+    WP_SLOT(attention_docs, WP_SLOT_OPTIONAL)      \
+    WP_SLOT(graph_begin, WP_SLOT_GRAPHS)           \
+    WP_SLOT(graph_end, WP_SLOT_GRAPHS)             \
+    WP_SLOT(graph_launch, WP_SLOT_GRAPHS)          \
+    WP_SLOT(graph_free, WP_SLOT_GRAPHS)
 
 typedef enum {
     WP_SLOT_CONTEXT,
@@ -58,6 +64,7 @@ typedef enum {
     WP_SLOT_OP,
     WP_SLOT_EVENTS,
     WP_SLOT_PINNED,
+    WP_SLOT_GRAPHS,
     WP_SLOT_OPTIONAL
 } wp_slot_group;
 

@@ -4,6 +4,7 @@
  *   backend.h            the wp_kern_ops slot <name>
  *   ops_slots.h          the slot's name and group (WP_SLOT_OP), checked at kern_create
  *   dispatch.c           kern_<name>: the sticky error, the row's check, then the backend's slot
+ *   replay.c             rp_op_<name>: the call kept and hashed while a replay records (replay.h)
  *   cpu/cpu.h, cpu_ops.c the CPU prototype cpu_<name> and its slot entry
  *   cuda/cuda_impl.h, cuda_ops.c   the CUDA prototype cu_<name> and its slot entry
  *

@@ -8,11 +8,19 @@
 #include <time.h>
 
 #include "backend.h"
+#include "replay_impl.h"
 
 /* The CPU's events carry no state: one shared, never-freed token stands for all of them. */
 static char sync_event_token;
 
 static bool live(wp_kern *k) { return k && !k->error[0]; }
+
+/* Events, timers and async copies tie a span to the host or to another queue: while a replay
+ * records (replay.h) they end the recording, and are then made as usual. */
+static bool in_replay(wp_kern *k, const char *call) {
+    if (k->rp_mode) rp_break(k, call);
+    return false;
+}
 
 wp_kern *kern_create_sibling(wp_kern *k, char *err, size_t errlen) {
     if (!k) {
@@ -42,6 +50,7 @@ void kern_event_record(wp_kern *k, wp_kern_event *e) {
         kern_set_error(k, "kern_event_record: event is NULL");
         return;
     }
+    if (in_replay(k, "kern_event_record")) return;
     if (k->ops->event_record) k->ops->event_record(k, e);
 }
 
@@ -60,6 +69,7 @@ bool kern_event_done(wp_kern *k, wp_kern_event *e) {
         kern_set_error(k, "kern_event_done: event is NULL");
         return false;
     }
+    if (in_replay(k, "kern_event_done")) return false;
     return k->ops->event_done ? k->ops->event_done(k, e) : true;
 }
 
@@ -69,6 +79,7 @@ void kern_event_wait(wp_kern *k, wp_kern_event *e) {
         kern_set_error(k, "kern_event_wait: event is NULL");
         return;
     }
+    if (in_replay(k, "kern_event_wait")) return;
     if (k->ops->event_wait) k->ops->event_wait(k, e);
 }
 
@@ -105,6 +116,7 @@ void kern_timer_record(wp_kern *k, wp_kern_timer *t) {
         kern_set_error(k, "kern_timer_record: timer is NULL");
         return;
     }
+    if (in_replay(k, "kern_timer_record")) return;
     if (t->ev) {
         k->ops->event_record(k, t->ev);
     } else {
@@ -151,6 +163,7 @@ void kern_to_device_async(wp_kern *k, void *dst, const void *host_src, size_t by
         kern_set_error(k, "kern_to_device_async: %s is NULL", dst ? "host_src" : "dst");
         return;
     }
+    if (in_replay(k, "kern_to_device_async")) return;
     if (k->ops->to_device_async) k->ops->to_device_async(k, dst, host_src, bytes);
     else k->ops->to_device(k, dst, host_src, bytes);
 }
@@ -161,6 +174,7 @@ void kern_to_host_async(wp_kern *k, void *host_dst, const void *src, size_t byte
         kern_set_error(k, "kern_to_host_async: %s is NULL", host_dst ? "src" : "host_dst");
         return;
     }
+    if (in_replay(k, "kern_to_host_async")) return;
     if (k->ops->to_host_async) k->ops->to_host_async(k, host_dst, src, bytes);
     else k->ops->to_host(k, host_dst, src, bytes);
 }

@@ -41,9 +41,7 @@ void cu_note(wp_kern *k, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    if (strstr(k->notes, line)) return;
-    size_t used = strlen(k->notes);
-    snprintf(k->notes + used, sizeof k->notes - used, "%s%s", used ? "\n" : "", line);
+    kern_note(k, "%s", line);
 }
 
 wp_cuda *cu_ctx(wp_kern *k) {
@@ -65,6 +63,15 @@ unsigned cu_grid_for(const wp_cuda *c, size_t n, unsigned threads) {
 void *cu_scratch(wp_kern *k, wp_scratch_slot slot, size_t bytes) {
     wp_cuda *c = k->impl;
     if (bytes <= c->scratch_bytes[slot]) return c->scratch[slot];
+    /* Not inside a graph's capture (replay.h): the stream-ordered malloc would become the
+     * graph's own allocation, gone with a recording that is thrown away. Refused, the recording
+     * fails (its reason is this message) and the span runs eagerly, growing the buffer then. */
+    enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+    if (CU_CHECK(k, cudaStreamIsCapturing(c->stream, &cap))) return NULL;
+    if (cap != cudaStreamCaptureStatusNone) {
+        cu_fail(k, "scratch", "%zu bytes wanted while a graph is captured (%zu held)", bytes, c->scratch_bytes[slot]);
+        return NULL;
+    }
     /* Stream-ordered free and malloc: work already queued on the stream finishes with the old
      * buffer before its memory is reused, without stalling the host. */
     if (c->scratch[slot] && CU_CHECK(k, cudaFreeAsync(c->scratch[slot], c->stream))) return NULL;
@@ -78,6 +85,7 @@ void *cu_scratch(wp_kern *k, wp_scratch_slot slot, size_t bytes) {
     }
     c->scratch_bytes[slot] = grown;
     kern_mem_add(k, (int64_t)grown);
+    kern_replay_stale(k); /* recorded graphs point at the old buffer */
     return c->scratch[slot];
 }
 

@@ -100,6 +100,11 @@ int cu_device(const wp_kern *k);
 int cu_mem_info(wp_kern *k, size_t *free_bytes, size_t *total_bytes);
 /* Document masks (kern_attention_docs): the list of documents for cuDNN (attention.cu). */
 void cu_attention_docs(wp_kern *k, const int32_t *qlo, const int32_t *host_lo, int b, int s);
+/* replay.h's graphs (cuda_graph.c) */
+int cu_graph_begin(wp_kern *k, char *why, size_t whylen);
+int cu_graph_end(wp_kern *k, void **graph, char *why, size_t whylen);
+void cu_graph_launch(wp_kern *k, void *graph);
+void cu_graph_free(wp_kern *k, void *graph);
 
 /* ---- helpers shared between files ---- */
 /* C[i] = round(acc[i] + beta * C[i]) for an m x n row-major C (row stride ldc) in ctype, where

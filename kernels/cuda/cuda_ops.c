@@ -30,4 +30,8 @@ const wp_kern_ops wp_cuda_ops = {
     .device = cu_device,
     .mem_info = cu_mem_info,
     .attention_docs = cu_attention_docs,
+    .graph_begin = cu_graph_begin,
+    .graph_end = cu_graph_end,
+    .graph_launch = cu_graph_launch,
+    .graph_free = cu_graph_free,
 };

@@ -21,7 +21,7 @@ static const unsigned char group_of[FLAG_COUNT] = {
     [FLAG_init_std] = G_MODEL, [FLAG_recompute] = G_MODEL, [FLAG_optimizer_memory] = G_MODEL, [FLAG_doc_mask] = G_MODEL, [FLAG_doc_boundary_id] = G_MODEL,
     [FLAG_doc_positions] = G_MODEL, [FLAG_doc_length_mean] = G_MODEL,
     [FLAG_precision] = G_MODEL, [FLAG_backend] = G_MODEL,
-    [FLAG_device] = G_MODEL, [FLAG_attention] = G_MODEL, [FLAG_deterministic] = G_MODEL, [FLAG_threads] = G_MODEL,
+    [FLAG_device] = G_MODEL, [FLAG_attention] = G_MODEL, [FLAG_deterministic] = G_MODEL, [FLAG_graphs] = G_MODEL, [FLAG_threads] = G_MODEL,
     [FLAG_num_chunks] = G_PARALLEL, [FLAG_chunk_layers] = G_PARALLEL, [FLAG_strategy] = G_PARALLEL,
     [FLAG_nranks] = G_PARALLEL, [FLAG_num_microbatches] = G_PARALLEL, [FLAG_wzb2_owner] = G_PARALLEL,
     [FLAG_i1f1b_order] = G_PARALLEL, [FLAG_seq_segments] = G_PARALLEL, [FLAG_warmup_extra] = G_PARALLEL,

@@ -39,10 +39,15 @@ wp_result head_forward(wp_model *m, const wp_chunk_map *cm, const void *w, wp_ac
                            d->V);                                               /* losses, lse [T] */
     }
     if (!loss_sum) return kern_status(k);
-    kern_to_host(k, m->host_losses, a->losses, (size_t)d->T * sizeof(float));
+    return model_loss_sum(m, a, loss_sum);
+}
+
+wp_result model_loss_sum(wp_model *m, const wp_acts *a, double *loss_sum) {
+    wp_kern *k = m->k;
+    kern_to_host(k, m->host_losses, a->losses, (size_t)a->d.T * sizeof(float));
     if (kern_error(k)) return 1;
     double sum = 0;
-    for (int t = 0; t < d->T; t++) sum += m->host_losses[t];
+    for (int t = 0; t < a->d.T; t++) sum += m->host_losses[t];
     *loss_sum += sum;
     return 0;
 }

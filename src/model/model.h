@@ -72,6 +72,10 @@ wp_result model_forward(wp_model *m, int chunk, const void *w, wp_acts *a, const
 wp_result model_forward_train(wp_model *m, int chunk, const void *w, wp_acts *a, const void *x_in,
                               const int32_t *tokens, const int32_t *targets, void *x_out, double *loss_sum,
                               float dloss);
+/* The token losses a last chunk's F with loss_sum NULL left in a, added to *loss_sum (the same
+ * sum, in the same order, as F's own): a caller whose F only issues device work (a replay,
+ * kernels/replay.h) reads the loss after it. */
+wp_result model_loss_sum(wp_model *m, const wp_acts *a, double *loss_sum);
 
 /* B. g_out [T,h] is the gradient of the chunk's output (unused for the last chunk, which
  * starts from dloss); writes g_in [T,h], the gradient of its input (unused for chunk 0).

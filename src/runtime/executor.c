@@ -56,6 +56,8 @@ void rt_destroy(wp_rt *rt) {
     kern_timer_destroy(rt->k, rt->ref);
     free(rt->tm);
     free(rt->timed);
+    for (int i = 0; i < rt->n_rp; i++) kern_replay_destroy(rt->k, rt->rp[i]);
+    free(rt->rp);
     free(rt);
 }
 
@@ -161,6 +163,61 @@ static float dloss_of(const wp_rt *rt) {
     return n > 0 ? (float)(rt->c.scaler.scale / n) : 0.0f;
 }
 
+/* ---- the model's part of a compute action: called directly, or through a replay (--graphs) ---- */
+
+typedef struct {
+    wp_rt *rt;
+    const wp_action *x;
+    rt_act *a;
+    void *w, *x_in, *x_out; /* F */
+    void *g_out, *g_in, *gw; /* B, W, BW */
+    wp_dtype gt;
+} model_call;
+
+static bool reads_tokens(const wp_rt *rt, int chunk);
+
+/* Issues the action's model work: under a replay (kernels/replay.h) a host read would end the
+ * recording, so the loss is read after it (do_forward). */
+static wp_result call_model(void *p) {
+    const model_call *mc = p;
+    wp_rt *rt = mc->rt;
+    const int c = mc->x->chunk, last = last_chunk(rt);
+    wp_acts *a = mc->a->a;
+    switch (mc->x->op) {
+    case WP_OP_F: /* the training forward: the head's backward runs in F, with the dloss its B gets */
+        return model_forward_train(rt->c.m, c, mc->w, a, mc->x_in, reads_tokens(rt, c) ? mc->a->d_tok : NULL,
+                                   c == last ? mc->a->d_tgt : NULL, mc->x_out, NULL, dloss_of(rt));
+    case WP_OP_BW: return model_backward(rt->c.m, c, mc->w, a, mc->g_out, dloss_of(rt), mc->g_in, mc->gw, mc->gt);
+    case WP_OP_B: return model_backward_input(rt->c.m, c, mc->w, a, mc->g_out, dloss_of(rt), mc->g_in);
+    default: return model_backward_weight(rt->c.m, c, a, mc->gw, mc->gt);
+    }
+}
+
+/* Each action of the rank's list has its own replay: the list is the same every step, so the
+ * same action issues the same calls, unless its buffers or scalars moved (another key). */
+static wp_result run_model(wp_rt *rt, model_call *mc) {
+    if (!rt->c.graphs) return call_model(mc);
+    const int n = rt->c.s->rank[rt->c.rank].n;
+    if (!rt->rp) {
+        if (!(rt->rp = calloc((size_t)n, sizeof *rt->rp))) return kern_set_error(rt->k, "executor: out of memory for the replays"), 1;
+        rt->n_rp = n;
+    }
+    if (rt->ai < 0 || rt->ai >= rt->n_rp) return call_model(mc);
+    if (!rt->rp[rt->ai] && !(rt->rp[rt->ai] = kern_replay_create(rt->k))) return 1;
+    wp_replay_how how;
+    const char *why;
+    wp_result rc = kern_replay_run(rt->k, rt->rp[rt->ai], call_model, mc, &how, &why);
+    rt->rp_count[how]++;
+    if (how == WP_REPLAY_EAGER && rt->steps_run > 1 && !rt->rp_why[0])
+        snprintf(rt->rp_why, sizeof rt->rp_why, "%s (%s of chunk %d)", why, op_name(mc->x->op), mc->x->chunk);
+    return rc;
+}
+
+void rt_replay_counts(const wp_rt *rt, int64_t counts[3], const char **why) {
+    for (int i = 0; i < 3; i++) counts[i] = rt->rp_count[i];
+    *why = rt->rp_why;
+}
+
 /* The micro-batch's tokens for the first chunk (the embedding), the last (the targets) and,
  * with document masks, every chunk: each stage finds the documents from the tokens itself,
  * from the same deterministic loader, so no strategy passes boundaries along. */
@@ -190,9 +247,9 @@ static wp_result do_forward(wp_rt *rt, const wp_action *x, char *err, size_t err
     rt_entry *out = c < last ? output(rt, buf_a(c, mb), &x_out, err, errlen) : NULL;
     if (c < last && !out) return 1;
     double loss = 0;
-    /* the training forward: the head's backward runs in F, with the dloss its B gets */
-    wp_result rc = model_forward_train(rt->c.m, c, w, a->a, x_in, reads_tokens(rt, c) ? a->d_tok : NULL,
-                                       c == last ? a->d_tgt : NULL, x_out, &loss, dloss_of(rt));
+    model_call mc = {.rt = rt, .x = x, .a = a, .w = w, .x_in = x_in, .x_out = x_out};
+    wp_result rc = run_model(rt, &mc);
+    if (!rc && c == last) rc = model_loss_sum(rt->c.m, a->a, &loss);
     if (out) output_done(rt, out, x_out);
     if (c == last) {
         rt->loss_sum += loss;
@@ -235,13 +292,8 @@ static wp_result do_backward(wp_rt *rt, const wp_action *x, char *err, size_t er
     }
     if (weight_part && grad_target(rt, x, &gw, &gt, &ge, err, errlen)) return 1;
     if (input_part && c > 0 && !(out = output(rt, buf_ga(c - 1, mb), &g_in, err, errlen))) return 1;
-    int rc;
-    if (x->op == WP_OP_BW)
-        rc = model_backward(rt->c.m, c, w, a->a, g_out, dloss_of(rt), g_in, gw, gt);
-    else if (x->op == WP_OP_B)
-        rc = model_backward_input(rt->c.m, c, w, a->a, g_out, dloss_of(rt), g_in);
-    else
-        rc = model_backward_weight(rt->c.m, c, a->a, gw, gt);
+    model_call mc = {.rt = rt, .x = x, .a = a, .w = w, .g_out = g_out, .g_in = g_in, .gw = gw, .gt = gt};
+    int rc = run_model(rt, &mc);
     if (out) output_done(rt, out, g_in);
     if (ge) pool_touch(ge);
     if (weight_part) act_release(a);

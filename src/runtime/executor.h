@@ -40,6 +40,7 @@ typedef struct {
     bool record;        /* keep compute events for a trace */
     double t_origin;    /* wp_now() that event times count from (0: rt_create's time) */
     double device_tflops; /* > 0: each compute action lasts at least its FLOPs / this (compute_pace.h) */
+    bool graphs;        /* --graphs: compute actions' model calls through replays (kernels/replay.h) */
 } rt_config;
 
 typedef struct {
@@ -111,6 +112,9 @@ const rt_event *rt_events(const wp_rt *rt, int *n);
 void rt_pace_overrun(const wp_rt *rt, int64_t *paced, int64_t *over, double *over_s);
 /* Recorded transfers and waits (cfg.record). */
 const rt_xfer_event *rt_xfer_events(const wp_rt *rt, int *n);
+/* --graphs: compute actions so far that replayed a recording, were recorded (and launched), ran
+ * eagerly (wp_replay_how's order); why the first eager run after the first step was eager ("" none). */
+void rt_replay_counts(const wp_rt *rt, int64_t counts[3], const char **why);
 /* Most buffers of each kind held at once so far. */
 void rt_peak_buffers(const wp_rt *rt, int peak[WP_BUF_KINDS]);
 

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "replay.h"
 #include "engine.h"
 #include "sim.h"
 #include "wp_commit.h"
@@ -292,12 +293,14 @@ static void write_trace(train_job *j, int rank, wp_rt *rt, const wp_clock_sync *
 #define RV_MEM 5
 #define RV_DEV (RV_MEM + WP_MEM_TERMS) /* the device's figure: at open, peak, device ordinal + 1 (0: none) */
 #define RV_ISSUE (RV_DEV + 3) /* host issue seconds, device busy seconds (rt_step_stats) */
-#define RV (RV_ISSUE + 2)
+#define RV_REPLAY (RV_ISSUE + 2) /* --graphs: actions replayed, recorded, eager (rt_replay_counts) */
+#define RV (RV_REPLAY + 3)
 
 /* Rank 0's table: measured bubble and step time beside the simulator's, bytes beside the
  * validator's, the backend's peak memory beside the prediction. v holds RV values per rank,
  * ops the op times. */
-static void print_summary(train_job *j, const train_totals *tot, const double *v, const double *ops, const double *pace) {
+static void print_summary(train_job *j, const train_totals *tot, const double *v, const double *ops, const double *pace,
+                          const char *replay_why) {
     const int N = j->nranks;
     double *pred = calloc((size_t)N, sizeof *pred);
     double pred_step = NAN, meas_step = 0;
@@ -330,6 +333,15 @@ static void print_summary(train_job *j, const train_totals *tot, const double *v
                 issue, busy, busy > 0 ? issue / busy : NAN);
     }
 
+    if (j->o.graphs) {
+        double n[3] = {0, 0, 0};
+        for (int r = 0; r < N; r++)
+            for (int i = 0; i < 3; i++) n[i] += v[RV * r + RV_REPLAY + i];
+        fprintf(stderr, "graphs: %.0f of %.0f compute actions replayed a recording, %.0f recorded, %.0f eager (%s)%s%s\n", n[WP_REPLAY_REPLAYED],
+                n[0] + n[1] + n[2], n[WP_REPLAY_RECORDED], n[WP_REPLAY_EAGER],
+                j->o.backend == WP_BACKEND_CUDA ? "CUDA graphs" : "the CPU backend's record of the calls",
+                replay_why[0] ? "; rank 0's first eager one after step 2: " : "", replay_why);
+    }
     if (pace[1] > 0)
         fprintf(stderr, "pacing: %.0f of %.0f compute actions took longer than FLOPs / --device-tflops for real (%.3g s in all): "
                         "a lower --device-tflops makes the run follow the simulator\n", pace[1], pace[0], pace[2]);
@@ -387,6 +399,10 @@ wp_result report_final(train_job *j, int rank, wp_control *ctl, wp_transport *t,
     v[RV * rank + RV_DEV + 2] = tot->dev_ordinal + 1;
     v[RV * rank + RV_ISSUE] = tot->issue_s;
     v[RV * rank + RV_ISSUE + 1] = tot->device_s;
+    int64_t rp[3];
+    const char *replay_why;
+    rt_replay_counts(rt, rp, &replay_why);
+    for (int i = 0; i < 3; i++) v[RV * rank + RV_REPLAY + i] = (double)rp[i];
     rt_op_times(rt, ops, ops + nops);
     double pace[3];
     int64_t paced, over;
@@ -398,7 +414,7 @@ wp_result report_final(train_job *j, int rank, wp_control *ctl, wp_transport *t,
     if (!rc) rc = allreduce_sum(ctl, pace, 3, err, errlen);
     /* the memory table first: scripts read the summary's rank lines to the end of the output */
     if (!rc && rank == 0) report_memory(j, v + 3, v + RV_DEV, RV, tot->metrics, tot->tb, j->start_step + tot->steps);
-    if (!rc && rank == 0 && !j->o.quiet) print_summary(j, tot, v, ops, pace);
+    if (!rc && rank == 0 && !j->o.quiet) print_summary(j, tot, v, ops, pace, replay_why);
     if (!rc && rank == 0 && j->auto_predicted > 0) print_auto(j, tot, v);
     free(v);
     free(ops);

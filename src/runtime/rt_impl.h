@@ -8,6 +8,7 @@
 #include "compute_pace.h"
 #include "result.h"
 #include "streams.h"
+#include "replay.h"
 
 /* Activation state of one (chunk, mb), with the token ids it reads in its backward. */
 typedef struct {
@@ -61,6 +62,10 @@ struct wp_rt {
      * plans, cuBLAS heuristics, first-touch allocations), used only where no later step ran */
     double op_sum[WP_OP_COUNT][WP_MAX_CHUNKS], op_n[WP_OP_COUNT][WP_MAX_CHUNKS];
     double op_warm[WP_OP_COUNT][WP_MAX_CHUNKS], op_warm_n[WP_OP_COUNT][WP_MAX_CHUNKS];
+    wp_kern_replay **rp;    /* --graphs: one per action of the rank's list, made at its first run */
+    int n_rp;
+    int64_t rp_count[3];    /* rt_replay_counts */
+    char rp_why[160];
     int64_t steps_run;      /* rt_step calls that completed */
     /* timers: a pair per device action of the list (made on its first run), read at the step's
      * end; ref marks the step's start at host time ref_s */

@@ -635,7 +635,7 @@ static wp_result open_rank(rank_state *r, int local_rank, char *err, size_t errl
                         .t = r->j->nranks > 1 ? r->t : NULL, .ctl = r->ctl, .data = r->data,
                         .timeout = r->j->o.timeout, .clip = r->j->o.clip_grad, .scaler = scaler,
                         .record = r->j->o.trace[0] != 0, .t_origin = r->tot.clock.zero,
-                        .device_tflops = r->j->o.device_tflops};
+                        .device_tflops = r->j->o.device_tflops, .graphs = r->j->o.graphs};
     if (rt_create(&r->rt, &rc_cfg, err, errlen)) return 1;
     if (r->rank == 0 && r->j->o.metrics[0]) {
         r->metrics = fopen(r->j->o.metrics, "a");

@@ -6,7 +6,7 @@
 #   3. cu_axpby in kernels/cuda/axpby.cu (when the build has CUDA: cuda_ops.c names it);
 #   4. no rows in tests/kernels/test_ops.c: its coverage check must say so.
 # and checks the doc's claims about it:
-#   (a) with the row and both definitions, dispatch.c, cpu_ops.c, elementwise.c, cuda_ops.c
+#   (a) with the row and both definitions, dispatch.c, replay.c, cpu_ops.c, elementwise.c, cuda_ops.c
 #       compile, and a caller of the expanded kern_axpby links against them and runs it;
 #   (b) a cpu_axpby whose signature disagrees with the row does not compile;
 #   (c) without cpu_axpby the link fails: undefined reference to cpu_axpby;
@@ -68,7 +68,7 @@ void cpu_axpby(wp_kern *k, void *y, float a, const void *x, float b, size_t n) {
 C
 # (a) the four kernels files compile with the row and both definitions
 objs=""
-for f in dispatch.c cpu/cpu_ops.c cpu/elementwise.c; do
+for f in dispatch.c replay.c cpu/cpu_ops.c cpu/elementwise.c; do
     o=$TMP/$(basename "$f").o
     if compile "kernels/$f" "$K/$f" "$o"; then objs="$objs $o"; else fail "(a) $f with the new row:"; cat "$TMP/out.txt"; fi
 done
