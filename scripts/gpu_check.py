@@ -50,6 +50,12 @@ Stages, most valuable first, each time-boxed so that the whole run ends inside t
              device-resident under the cap, which must be refused at start-up (exit 2, the memory
              line); tokens/s, the device's memory (allocator and cudaMemGetInfo) and the host's
              (VmHWM) beside the predictions, the device held to the train stage's bars and the cap
+  graphs     (only when named in --stages) CUDA graphs (--graphs, issue 38: "measure first; keep
+             only if it wins"): one rank, the 135M shape at s = 2048 and 4096, mixed, each run
+             twice, --graphs false then true, STEP_STEPS steps: the median step after the first
+             STEP_WARMUP and the launch ratio (issue_s / device_s) of each, how many actions
+             replayed; fails when the two runs' losses differ in any bit or nothing replayed (the
+             speed is reported, not judged: it decides the flag's default)
   bench      (only when named in --stages) weipipe's block benchmark (tests/gpu/bench_gpu.c)
   torch      (only when named in --stages) PyTorch's block benchmark (scripts/gpu_torch_bench.py)
 The default stages fit --deadline 330 (PLAN: each stage's time box, the GPU tests first; the
@@ -89,7 +95,7 @@ import step_flops  # noqa: E402
 T0 = time.monotonic()
 ROWS = []  # (stage, name, result, seconds, note)
 STAGES = ["libs", "gpu", "unit", "ring", "step", "torchstep", "train", "sanitizer", "measure", "long", "paper", "offload",
-          "bench", "torch"]
+          "graphs", "bench", "torch"]
 DEFAULT_STAGES = ["libs", "gpu", "unit", "ring", "step", "torchstep", "train", "sanitizer"]
 # Each stage's time box in seconds (the default stages': libs and gpu take a few seconds, the
 # summary SUMMARY_RESERVE), planned so that --deadline 330 runs them all; from the H200 runs of
@@ -98,7 +104,7 @@ DEFAULT_STAGES = ["libs", "gpu", "unit", "ring", "step", "torchstep", "train", "
 # values at 1B, some 30 s per run, and its cuDNN graphs) and torchstep (one process per shape,
 # torch.compile of one block and of the loss's softmax, some 20-30 s; PyTorch's import).
 PLAN = {"unit": 55, "ring": 52, "step": 110, "torchstep": 85, "train": 12, "sanitizer": 8, "measure": 60, "long": 540,
-        "paper": 240, "offload": 420, "bench": 60, "torch": 60}
+        "paper": 240, "offload": 420, "graphs": 150, "bench": 60, "torch": 60}
 # The measure stage (issue 38 item 4, outside the default plan: the train stage judges the same
 # bars on its runs): tests/gpu/measure.sh, the simulator and the device's memory at N = 1 and 4 and
 # the start-up refusal just below the need; its box a guess (four h = 1024 runs, not yet run).
@@ -129,8 +135,12 @@ TORCH_VARIANTS = "bf16-cudnn-compiled,fp32-autocast-flash"  # bf16-cudnn-eager t
 # the same shape (ratio of tokens/s); MFU (causal attention halved) at least 45% at the MFU_AT shape.
 BARS = {"sim": 0.15, "mem": 0.10, "ratio": 1.0, "mfu": 0.45}
 MFU_AT = ("llama32-1b", 4096)
+# The graphs stage (issue 38 item 3), named in --stages; not yet run: four runs of the 135M shape,
+# its box from the step stage's cap for that shape (40 s a run).
+GRAPHS_SEQS = [2048, 4096]
+GRAPHS_RE = re.compile(r"^graphs: (\d+) of (\d+) compute actions replayed a recording, (\d+) recorded, (\d+) eager", re.M)
 # Most seconds one run of a stage may take (the unit tests each have their own).
-CAPS = {"unit": 60, "ring": 240, "measure": 240, "train": 60, "long": 150, "paper": 90, "offload": 180, "bench": 150,
+CAPS = {"graphs": 40, "unit": 60, "ring": 240, "measure": 240, "train": 60, "long": 150, "paper": 90, "offload": 180, "bench": 150,
         "torch": 150, "sanitizer": 120}
 SUMMARY_RESERVE = 3
 # The long stage (issue 39): the 1B shape, one rank, --recompute, at three lengths, causal and masked;
@@ -391,6 +401,64 @@ def step_figures(metrics_text):
         med = secs[k // 2] if k % 2 else (secs[k // 2 - 1] + secs[k // 2]) / 2
     return {"step_s": med, "timed": len(secs), "skipped": skipped, "mem": mem,
             "launch": statistics.median(launch) if launch else None}
+
+
+def metrics_losses(metrics_text):
+    """Each step's loss as written (%.17g), in order: the text, so that equal means equal bits."""
+    return re.findall(r'"loss": ([^,}]*)', metrics_text)
+
+
+def graphs_verdict(off_metrics, on_metrics, on_log):
+    """The graphs stage's judgement of one pair of runs (--graphs false, then true): (bad, note).
+    Bad when the losses differ in any step (a replay must issue the very calls the run without
+    makes), when the run with graphs printed no 'graphs:' line or replayed nothing; the note has
+    both medians, their ratio, both launch ratios and the replay counts."""
+    bad = []
+    lo, ln = metrics_losses(off_metrics), metrics_losses(on_metrics)
+    if not lo or lo != ln:
+        diff = next((i for i, (x, y) in enumerate(zip(lo, ln)) if x != y), min(len(lo), len(ln)))
+        bad.append(f"losses differ from step {diff + 1} ({len(lo)} and {len(ln)} steps)")
+    m = GRAPHS_RE.search(on_log)
+    if not m:
+        bad.append("no 'graphs:' line")
+    elif int(m.group(1)) == 0:
+        bad.append(f"nothing replayed ({m.group(0)})")
+    fo, fn = step_figures(off_metrics), step_figures(on_metrics)
+    note = []
+    if fo["step_s"] and fn["step_s"]:
+        note.append(f"step {fo['step_s']:.4g} s without, {fn['step_s']:.4g} s with: x{fo['step_s'] / fn['step_s']:.3f}")
+    if fo["launch"] is not None and fn["launch"] is not None:
+        note.append(f"launch ratio {fo['launch']:.2f} -> {fn['launch']:.2f}")
+    if m:
+        note.append(f"{m.group(1)} of {m.group(2)} actions replayed")
+    return bad, "; ".join(note)
+
+
+def graphs_stage(weipipe, kit, data, logs, deadline, env):
+    """The graphs stage's runs (see the module's header): one row per sequence length."""
+    shape = step_flops.SHAPES["smollm2-135m"]
+    for seq in GRAPHS_SEQS:
+        batch = step_flops.default_batch(shape, seq)
+        texts = {}
+        for on in ("false", "true"):
+            name = f"smollm2-135m s{seq} mixed graphs {on}"
+            metrics = os.path.join(logs, f"graphs-s{seq}-{on}.jsonl")
+            if os.path.exists(metrics):
+                os.remove(metrics)
+            argv = [weipipe, "train", "--backend", "cuda", "--config", os.path.join(kit, "share", shape["config"]),
+                    "--data", data, "--seq-length", str(seq), "--micro-batch-size", str(batch), "--num-microbatches", "1",
+                    "--nranks", "1", "--strategy", "1f1b", "--transport", "local", "--precision", "mixed", "--steps",
+                    str(STEP_STEPS), "--metrics", metrics, "--timeout", "120s", "--graphs", on]
+            rc = run("graphs", name, argv, logs, deadline, CAPS["graphs"], env)
+            if rc != 0:
+                break
+            with open(log_path(logs, "graphs", name), errors="replace") as f:
+                log = f.read()
+            texts[on] = (open(metrics).read() if os.path.exists(metrics) else "", log)
+        if len(texts) == 2:
+            bad, note = graphs_verdict(texts["false"][0], texts["true"][0], texts["true"][1])
+            stage, nm, result, dt, _ = ROWS[-1]
+            ROWS[-1] = (stage, nm, f"FAIL ({'; '.join(bad)})" if bad else result, dt, note)
 
 
 def shape_seqs(shape, seqs):
@@ -968,6 +1036,9 @@ def main():
     if "offload" in stages:
         box("offload")
         offload_rows = offload_stage(weipipe, kit, data, a.logs, a.deadline, env)
+    if "graphs" in stages:
+        box("graphs")
+        graphs_stage(weipipe, kit, data, a.logs, a.deadline, env)
     seqs = [x for s in (a.seq or []) for x in ("--seq", str(s))]
     if "bench" in stages:
         box("bench")
@@ -983,7 +1054,7 @@ def main():
     for stage, name, result, dt, note in ROWS:
         log = log_path(a.logs, stage, name)
         if os.path.exists(log) and (not result.startswith("pass") or stage in ("train", "step", "torchstep", "long", "paper",
-                                                                                 "offload", "bench", "torch")):
+                                                                                 "offload", "graphs", "bench", "torch")):
             with open(log, errors="replace") as f:
                 lines = f.readlines()
             keep = 9 if stage in ("train", "step", "long", "paper", "offload") and result.startswith("pass") else 40  # a run's summary table

@@ -333,5 +333,33 @@ if len(sys.argv) > 2:
            dev and g.device_need(dev[0], 2048, 32, hd) > g.OFFLOAD_CAP_BYTES)
 else:
     print("skip: no WEIPIPE argument, the layer count not run on the memory model")
+
+# The graphs stage (issue 38): its verdict on a real pair of runs of this build (the CPU backend
+# replays its own record of the calls, and prints the same 'graphs:' line), then on that pair
+# altered: a loss off in its last digit, a run that replayed nothing, no 'graphs:' line.
+if len(sys.argv) > 2:
+    import subprocess
+    with tempfile.TemporaryDirectory() as tmp:
+        out = {}
+        for on in ("false", "true"):
+            m = os.path.join(tmp, f"m-{on}.jsonl")
+            r = subprocess.run([sys.argv[2], "train", "--config", os.path.join(root, "configs/tiny.ini"), "--data",
+                                os.path.join(root, "tests/data/tiny_train.bin"), "--threads", "1", "--steps", "6",
+                                "--metrics", m, "--graphs", on], capture_output=True, text=True)
+            out[on] = (open(m).read() if os.path.exists(m) else "", r.stdout + r.stderr, r.returncode)
+        (mo, _, rco), (mn, logn, rcn) = out["false"], out["true"]
+        bad, note = g.graphs_verdict(mo, mn, logn)
+        expect(f"graphs verdict on a real CPU pair (exit {rco}, {rcn}): passes: {bad} {note}",
+               rco == 0 and rcn == 0 and not bad and "actions replayed" in note and "step " in note)
+        losses = g.metrics_losses(mn)
+        expect(f"the pair's losses read: {len(losses)} steps", len(losses) == 6)
+        last = losses[-1]
+        off_by_one = last[:-1] + ("1" if last[-1] != "1" else "2")
+        bad, _ = g.graphs_verdict(mo, mn.replace(last, off_by_one), logn)
+        expect(f"a loss off in its last digit fails: {bad}", any("losses differ from step 6" in b for b in bad))
+        bad, _ = g.graphs_verdict(mo, mn, re.sub(r"^graphs: \d+ of", "graphs: 0 of", logn, flags=re.M))
+        expect(f"nothing replayed fails: {bad}", any("nothing replayed" in b for b in bad))
+        bad, _ = g.graphs_verdict(mo, mn, "")
+        expect(f"no 'graphs:' line fails: {bad}", "no 'graphs:' line" in bad)
 print("PASS" if not fail else "FAILED")
 sys.exit(1 if fail else 0)
