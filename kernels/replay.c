@@ -75,6 +75,12 @@ static void rp_play_all(wp_kern *k, const struct rp_record *r) {
     }
 }
 
+/* Whether two records hold the same calls with the same arguments: the key only finds the entry,
+ * this decides (no hash collision can replay other calls). */
+static bool same_calls(const struct rp_record *a, const struct rp_record *b) {
+    return a && b && a->len == b->len && memcmp(a->buf, b->buf, a->len) == 0;
+}
+
 static void rp_record_free(struct rp_record *r) {
     if (r) free(r->buf);
     free(r);
@@ -112,6 +118,7 @@ static void *rp_append(wp_kern *k, int id, rp_player play, size_t args) {
         r->buf = b, r->cap = cap;
     }
     rp_head *h = (rp_head *)(r->buf + r->len);
+    memset(h, 0, size); /* padding too: records are compared byte for byte (same_calls) */
     *h = (rp_head){.play = play, .size = size};
     r->len += size;
     return (unsigned char *)h + head;
@@ -202,7 +209,7 @@ typedef struct {
     int state;
     uint64_t key, epoch, used;
     void *graph;           /* the backend's (graphs) */
-    struct rp_record *rec; /* the dispatcher's (no graphs) */
+    struct rp_record *rec; /* the calls recorded: replayed by a backend without graphs, compared always */
 } rp_entry;
 
 struct wp_kern_replay {
@@ -306,7 +313,7 @@ wp_result kern_replay_run(wp_kern *k, wp_kern_replay *r, wp_replay_fn fn, void *
         return kern_status(k);
     }
     e->used = r->tick;
-    if (e->state == RP_RECORDED && e->epoch == k->rp_epoch) {
+    if (e->state == RP_RECORDED && e->epoch == k->rp_epoch && same_calls(e->rec, rec)) {
         rp_record_free(rec);
         if (e->graph) k->ops->graph_launch(k, e->graph);
         else rp_play_all(k, e->rec);
@@ -319,7 +326,7 @@ wp_result kern_replay_run(wp_kern *k, wp_kern_replay *r, wp_replay_fn fn, void *
         *why = "its capture failed (kern_notes)";
         return kern_status(k);
     }
-    entry_drop(k, e); /* seen once, or recorded in an older epoch */
+    entry_drop(k, e); /* seen once, recorded in an older epoch, or other calls under the same key */
     e->epoch = k->rp_epoch;
     if (k->ops->graph_begin) {
         char cwhy[600];
@@ -331,12 +338,11 @@ wp_result kern_replay_run(wp_kern *k, wp_kern_replay *r, wp_replay_fn fn, void *
             *why = "its capture failed (kern_notes)";
             return kern_status(k);
         }
-        rp_record_free(rec);
         k->ops->graph_launch(k, e->graph);
     } else {
-        e->rec = rec;
         rp_play_all(k, rec);
     }
+    e->rec = rec;
     e->state = RP_RECORDED;
     *how = WP_REPLAY_RECORDED;
     return kern_status(k);
