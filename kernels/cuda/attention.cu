@@ -118,9 +118,9 @@ static bool use_mma(wp_kern *k, wp_cuda *c, const wp_attn_shape *s, bool aligned
     else if (!mma && !aligned) simt_why = ": buffers not 16-byte aligned";
     else if (!mma) simt_why = ": a head size without a tensor-core kernel";
     if (c->attention == WP_ATTN_NATIVE)
-        cu_note(k, "attention: %s (--attention native)%s", ours, simt_why);
+        kern_note(k, "attention: %s (--attention native)%s", ours, simt_why);
     else
-        cu_note(k, "attention: %s%s, not cuDNN's: %s", ours, simt_why, no_cudnn);
+        kern_note(k, "attention: %s%s, not cuDNN's: %s", ours, simt_why, no_cudnn);
     return mma;
 }
 
@@ -137,10 +137,10 @@ static int try_cudnn(wp_kern *k, wp_cuda *c, const wp_attn_shape *s, bool aligne
 #if WP_HAVE_CUDNN
             const char *det = c->nondeterministic ? "non-deterministic backward: --deterministic false" : "deterministic backward";
             if (s->qlo)
-                cu_note(k, "attention: cuDNN %s fused flash attention over ragged documents (--doc-mask; %s)",
+                kern_note(k, "attention: cuDNN %s fused flash attention over ragged documents (--doc-mask; %s)",
                         cudnn_attn_version(), det);
             else
-                cu_note(k, "attention: cuDNN %s fused flash attention (%s)", cudnn_attn_version(), det);
+                kern_note(k, "attention: cuDNN %s fused flash attention (%s)", cudnn_attn_version(), det);
             size_t ws = cudnn_attn_workspace(c->cudnn);
             kern_mem_add(k, (int64_t)ws - (int64_t)c->cudnn_workspace);
             c->cudnn_workspace = ws;

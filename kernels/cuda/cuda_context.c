@@ -35,15 +35,6 @@ int cu_fail(wp_kern *k, const char *kernel, const char *fmt, ...) {
     return -1;
 }
 
-void cu_note(wp_kern *k, const char *fmt, ...) {
-    char line[384];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    kern_note(k, "%s", line);
-}
-
 wp_cuda *cu_ctx(wp_kern *k) {
     wp_cuda *c = k->impl;
     if (CU_CHECK(k, cudaSetDevice(c->device))) return NULL;

@@ -56,8 +56,6 @@ int cu_blas_check(wp_kern *k, cublasStatus_t s, const char *call, const char *fi
 
 /* Record "cuda: KERNEL: WHAT" (bad argument or unsupported shape); returns -1. */
 int cu_fail(wp_kern *k, const char *kernel, const char *fmt, ...);
-/* Add a line to kern_notes unless it is there already (a choice the user should hear of once). */
-void cu_note(wp_kern *k, const char *fmt, ...);
 
 /* At least bytes of device memory in the given slot (valid until the next call that asks the
  * same slot for more); NULL and an error on failure. */

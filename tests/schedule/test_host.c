@@ -109,6 +109,14 @@ static void shared_host(void) {
     layout_free(&L);
 }
 
+/* Unit costs for s, and the memory settings of a bf16 run with device- and host-resident state. */
+static void unit_cfgs(const wp_schedule *s, wp_costs *c, wp_mem_cfg *dev, wp_mem_cfg *host) {
+    costs_unit(c, s->nchunks, 1);
+    *dev = (wp_mem_cfg){.compute = WP_BF16, .threads = 1};
+    *host = *dev;
+    host->host_optim = true;
+}
+
 static void moved_terms(wp_strategy st) {
     const int N = 4;
     wp_layout L = llama(8, strategy_default_chunks(st, N, 2), 128, 32, 500);
@@ -123,9 +131,8 @@ static void moved_terms(wp_strategy st) {
         return;
     }
     wp_costs c;
-    costs_unit(&c, s.nchunks, 1);
-    wp_mem_cfg dev = {.compute = WP_BF16, .threads = 1}, host = dev;
-    host.host_optim = true;
+    wp_mem_cfg dev, host;
+    unit_cfgs(&s, &c, &dev, &host);
     wp_sim sim;
     if (simulate_mem(&s, &L, &c, &dev, false, &sim, err, sizeof err)) {
         EXPECT(0, "%s: %s", strategy_name(st), err);
@@ -188,9 +195,8 @@ static void host_limit(void) {
         return;
     }
     wp_costs c;
-    costs_unit(&c, s.nchunks, 1);
-    wp_mem_cfg dev = {.compute = WP_BF16, .threads = 1}, host = dev;
-    host.host_optim = true;
+    wp_mem_cfg dev, host;
+    unit_cfgs(&s, &c, &dev, &host);
     wp_sim d, h;
     if (simulate_mem(&s, &L, &c, &dev, false, &d, err, sizeof err) || simulate_mem(&s, &L, &c, &host, false, &h, err, sizeof err)) {
         EXPECT(0, "simulate: %s", err);
