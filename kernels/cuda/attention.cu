@@ -143,6 +143,7 @@ static int try_cudnn(wp_kern *k, wp_cuda *c, const wp_attn_shape *s, bool aligne
                 kern_note(k, "attention: cuDNN %s fused flash attention (%s)", cudnn_attn_version(), det);
             size_t ws = cudnn_attn_workspace(c->cudnn);
             kern_mem_add(k, (int64_t)ws - (int64_t)c->cudnn_workspace);
+            if (ws != c->cudnn_workspace) kern_replay_stale(k); /* recorded graphs point at the old workspace */
             c->cudnn_workspace = ws;
 #endif
             return 1;

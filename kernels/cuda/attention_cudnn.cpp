@@ -239,6 +239,11 @@ static int run(wp_cudnn_attn *a, const Key &key, std::unordered_map<int64_t, voi
         fe::error_t st = e->graph->get_workspace_size(need);
         if (!st.is_good()) return say(why, whylen, -1, "cudnn: get_workspace_size: " + st.get_message());
         if ((size_t)need > a->workspace_bytes) {
+            // not inside a CUDA graph's capture (kernels/replay.h): the stream-ordered malloc would
+            // be the graph's own, gone with a recording thrown away; the span then runs eagerly
+            cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+            if (cudaStreamIsCapturing(a->stream, &cap) == cudaSuccess && cap != cudaStreamCaptureStatusNone)
+                return say(why, whylen, -1, "cudnn workspace: would grow inside a CUDA graph's capture");
             // stream-ordered, as the backend's scratch: queued work finishes with the old buffer
             if (a->workspace && cudaFreeAsync(a->workspace, a->stream) != cudaSuccess)
                 return say(why, whylen, -1, "cudnn workspace: cudaFreeAsync failed");
