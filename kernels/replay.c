@@ -202,7 +202,7 @@ void rp_copy(wp_kern *k, void *dst, const void *src, size_t bytes) {
 
 /* ---- kern_replay_run ---- */
 
-enum { RP_KEYS = 4 }; /* recordings per span: work that alternates between buffers has a few keys */
+enum { RP_KEYS = 8 }; /* recordings per span: work that rotates among buffers has a few keys (wzb2 at N = 4: its weights among 3, its input among 2: 6) */
 enum { RP_EMPTY = 0, RP_SEEN, RP_RECORDED, RP_BROKEN };
 
 typedef struct {
