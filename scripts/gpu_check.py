@@ -50,6 +50,14 @@ Stages, most valuable first, each time-boxed so that the whole run ends inside t
              device-resident under the cap, which must be refused at start-up (exit 2, the memory
              line); tokens/s, the device's memory (allocator and cudaMemGetInfo) and the host's
              (VmHWM) beside the predictions, the device held to the train stage's bars and the cap
+  sanitizers (only when named in --stages) issue 37 item 4's sanitizer runs beyond the default
+             stage's memcheck: racecheck and synccheck of a model step (gpu/model, quick), and
+             memcheck, racecheck and synccheck of a 2-rank ring (--transport local, the tiny
+             config, 2 steps of weipipe-interleave); each fails on any report (exit 3)
+  bf16       (only when named in --stages) `--precision bf16` for BF16_STEPS steps on the GPU
+             against the same run on the CPU backend (tiny config, one rank): every step's loss
+             within BF16_BARS of the CPU's, relative (the GPU keeps activations in bf16, the CPU
+             in fp32: they drift apart by roundings, never by a trend), both losses falling
   graphs     (only when named in --stages) CUDA graphs (--graphs, issue 38: "measure first; keep
              only if it wins"): one rank, the 135M shape at s = 2048 and 4096, mixed, each run
              twice, --graphs false then true, STEP_STEPS steps: the median step after the first
@@ -95,7 +103,7 @@ import step_flops  # noqa: E402
 T0 = time.monotonic()
 ROWS = []  # (stage, name, result, seconds, note)
 STAGES = ["libs", "gpu", "unit", "ring", "step", "torchstep", "train", "sanitizer", "measure", "long", "paper", "offload",
-          "graphs", "bench", "torch"]
+          "graphs", "sanitizers", "bf16", "bench", "torch"]
 DEFAULT_STAGES = ["libs", "gpu", "unit", "ring", "step", "torchstep", "train", "sanitizer"]
 # Each stage's time box in seconds (the default stages': libs and gpu take a few seconds, the
 # summary SUMMARY_RESERVE), planned so that --deadline 330 runs them all; from the H200 runs of
@@ -104,7 +112,8 @@ DEFAULT_STAGES = ["libs", "gpu", "unit", "ring", "step", "torchstep", "train", "
 # values at 1B, some 30 s per run, and its cuDNN graphs) and torchstep (one process per shape,
 # torch.compile of one block and of the loss's softmax, some 20-30 s; PyTorch's import).
 PLAN = {"unit": 55, "ring": 52, "step": 110, "torchstep": 85, "train": 12, "sanitizer": 8, "measure": 60, "long": 540,
-        "paper": 240, "offload": 420, "graphs": 150, "bench": 60, "torch": 60}
+        "paper": 240, "offload": 420, "graphs": 150, "sanitizers": 240,
+        "bf16": 60, "bench": 60, "torch": 60}
 # The measure stage (issue 38 item 4, outside the default plan: the train stage judges the same
 # bars on its runs): tests/gpu/measure.sh, the simulator and the device's memory at N = 1 and 4 and
 # the start-up refusal just below the need; its box a guess (four h = 1024 runs, not yet run).
@@ -139,8 +148,16 @@ MFU_AT = ("llama32-1b", 4096)
 # its box from the step stage's cap for that shape (40 s a run).
 GRAPHS_SEQS = [2048, 4096]
 GRAPHS_RE = re.compile(r"^graphs: (\d+) of (\d+) compute actions replayed a recording, (\d+) recorded, (\d+) eager", re.M)
+# The sanitizers and bf16 stages (issue 37 item 4), named in --stages; not yet run: their boxes a
+# guess (compute-sanitizer slows a run 10-100x; the default stage's memcheck of three tests took
+# 5 s on the H200). The bf16 bars a guess too, from bf16's unit roundoff (2^-8): a step's loss
+# within 3% of the CPU's, the mean of the last 10 steps' relative gaps within 1%.
+SANITIZER_RING = ["--nranks", "2", "--transport", "local", "--strategy", "weipipe-interleave", "--steps", "2",
+                  "--num-microbatches", "2", "--threads", "1", "--timeout", "300s"]
+BF16_STEPS = 50
+BF16_BARS = {"step": 0.03, "last10": 0.01}
 # Most seconds one run of a stage may take (the unit tests each have their own).
-CAPS = {"graphs": 40, "unit": 60, "ring": 240, "measure": 240, "train": 60, "long": 150, "paper": 90, "offload": 180, "bench": 150,
+CAPS = {"graphs": 40, "sanitizers": 80, "bf16": 40, "unit": 60, "ring": 240, "measure": 240, "train": 60, "long": 150, "paper": 90, "offload": 180, "bench": 150,
         "torch": 150, "sanitizer": 120}
 SUMMARY_RESERVE = 3
 # The long stage (issue 39): the 1B shape, one rank, --recompute, at three lengths, causal and masked;
@@ -432,6 +449,31 @@ def graphs_verdict(off_metrics, on_metrics, on_log):
     if m:
         note.append(f"{m.group(1)} of {m.group(2)} actions replayed")
     return bad, "; ".join(note)
+
+
+def bf16_verdict(gpu_metrics, cpu_metrics):
+    """The bf16 stage's judgement: (bad, note). Each step's loss on the GPU against the CPU's,
+    relative; bad past BF16_BARS, with fewer than BF16_STEPS losses on either side, or when
+    either run's mean loss over its last 10 steps is not below its first 10 steps'."""
+    g = [float(x) for x in metrics_losses(gpu_metrics)]
+    c = [float(x) for x in metrics_losses(cpu_metrics)]
+    bad = []
+    if len(g) < BF16_STEPS or len(c) < BF16_STEPS:
+        return [f"{len(g)} GPU and {len(c)} CPU losses, want {BF16_STEPS}"], ""
+    rel = [abs(x - y) / abs(y) if y else float("inf") for x, y in zip(g, c)]
+    worst = max(range(len(rel)), key=lambda i: rel[i])
+    last10 = statistics.mean(rel[-10:])
+    if rel[worst] > BF16_BARS["step"]:
+        bad.append(f"step {worst + 1} loss {g[worst]:.6g} against the CPU's {c[worst]:.6g} ({rel[worst]:.2%} > "
+                   f"{BF16_BARS['step']:.0%})")
+    if last10 > BF16_BARS["last10"]:
+        bad.append(f"last 10 steps {last10:.2%} apart on average (> {BF16_BARS['last10']:.0%})")
+    for side, x in (("GPU", g), ("CPU", c)):
+        if not statistics.mean(x[-10:]) < statistics.mean(x[:10]):
+            bad.append(f"the {side}'s loss did not fall ({statistics.mean(x[:10]):.4f} -> {statistics.mean(x[-10:]):.4f})")
+    note = (f"loss {g[0]:.4f} -> {g[-1]:.4f} (CPU {c[0]:.4f} -> {c[-1]:.4f}); worst step {worst + 1} {rel[worst]:.2%}, "
+            f"last 10 {last10:.2%}")
+    return bad, note
 
 
 def graphs_stage(weipipe, kit, data, logs, deadline, env):
@@ -1039,6 +1081,39 @@ def main():
     if "graphs" in stages:
         box("graphs")
         graphs_stage(weipipe, kit, data, a.logs, a.deadline, env)
+    tiny = os.path.join(kit, "share", "configs", "tiny.ini")
+    if "sanitizers" in stages:
+        box("sanitizers")
+        cs = shutil.which("compute-sanitizer") or next(iter(glob.glob("/usr/local/cuda*/bin/compute-sanitizer")), None)
+        if not cs:
+            ROWS.append(("sanitizers", "-", "FAIL (compute-sanitizer not found)", 0.0, ""))
+        else:
+            for tool in ("racecheck", "synccheck"):
+                if "gpu/model" in tests:
+                    t = tests["gpu/model"]
+                    run("sanitizers", f"{tool} gpu/model", [cs, "--tool", tool, "--error-exitcode", "3"] + sub(t["argv"]),
+                        a.logs, a.deadline, CAPS["sanitizers"], {**tenv(t), "WP_GPU_TEST_QUICK": "1"}, cwd=kit)
+            for tool in ("memcheck", "racecheck", "synccheck"):
+                run("sanitizers", f"{tool} 2-rank ring", [cs, "--tool", tool, "--error-exitcode", "3", weipipe, "train",
+                                                          "--backend", "cuda", "--config", tiny, "--data", data] + SANITIZER_RING,
+                    a.logs, a.deadline, CAPS["sanitizers"], env)
+    if "bf16" in stages:
+        box("bf16")
+        texts = {}
+        for backend in ("cuda", "cpu"):
+            metrics = os.path.join(a.logs, f"bf16-{backend}.jsonl")
+            if os.path.exists(metrics):
+                os.remove(metrics)
+            rc = run("bf16", f"{BF16_STEPS} steps {backend}", [weipipe, "train", "--backend", backend, "--config", tiny, "--data",
+                                                             data, "--precision", "bf16", "--steps", str(BF16_STEPS),
+                                                             "--metrics", metrics, "--threads", "2"],
+                     a.logs, a.deadline, CAPS["bf16"], env)
+            if rc == 0 and os.path.exists(metrics):
+                texts[backend] = open(metrics).read()
+        if len(texts) == 2:
+            bad, note = bf16_verdict(texts["cuda"], texts["cpu"])
+            stage, nm, result, dt, _ = ROWS[-1]
+            ROWS[-1] = (stage, nm, f"FAIL ({'; '.join(bad)})" if bad else result, dt, note)
     seqs = [x for s in (a.seq or []) for x in ("--seq", str(s))]
     if "bench" in stages:
         box("bench")

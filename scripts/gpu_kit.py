@@ -105,7 +105,7 @@ def main():
     place(os.path.join(source, "scripts", "gpu_torch_bench.py"), source)
     for extra in ("tests/data/tiny_val.bin", "tests/data/tiny_train.bin", "scripts/gpu_torch_step.py",
                   "scripts/step_flops.py", "configs/smollm2-135m-shape.ini", "configs/llama32-1b-shape.ini",
-                  "configs/llama31-8b-shape.ini"):
+                  "configs/llama31-8b-shape.ini", "configs/tiny.ini"):
         place(os.path.join(source, extra), source)
     commit = subprocess.run(["git", "-C", source, "describe", "--always", "--dirty"], capture_output=True,
                             text=True).stdout.strip()

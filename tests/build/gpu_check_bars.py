@@ -14,6 +14,9 @@ figure over the 24 GB cap failing; the 8B-dims layer count against a made-up mem
 boundary) and, given WEIPIPE, against the build's own `simulate` (its host column 24 bytes per
 parameter counted here, the count the largest that fits).
 
+The graphs stage (issue 38) and the bf16 stage (issue 37 item 4): their verdicts on real runs of
+the build given as WEIPIPE (on the CPU backend) and on those runs altered.
+
     gpu_check_bars.py SOURCE_ROOT [WEIPIPE]
 """
 import json
@@ -361,5 +364,40 @@ if len(sys.argv) > 2:
         expect(f"nothing replayed fails: {bad}", any("nothing replayed" in b for b in bad))
         bad, _ = g.graphs_verdict(mo, mn, "")
         expect(f"no 'graphs:' line fails: {bad}", "no 'graphs:' line" in bad)
+
+# The bf16 stage (issue 37 item 4): its verdict on two real runs of this build (both on the CPU
+# here, so equal), then on one altered: a loss 5% off at one step, every loss 2% off (each inside
+# the step bar, past the last-10 bar), a run cut short, losses that do not fall.
+if len(sys.argv) > 2:
+    import subprocess
+    with tempfile.TemporaryDirectory() as tmp:
+        m = os.path.join(tmp, "bf16.jsonl")
+        r = subprocess.run([sys.argv[2], "train", "--config", os.path.join(root, "configs/tiny.ini"), "--data",
+                            os.path.join(root, "tests/data/tiny_train.bin"), "--threads", "1", "--precision", "bf16",
+                            "--steps", str(g.BF16_STEPS), "--metrics", m], capture_output=True, text=True)
+        cpu = open(m).read() if os.path.exists(m) else ""
+        bad, note = g.bf16_verdict(cpu, cpu)
+        expect(f"bf16 verdict, a real {g.BF16_STEPS}-step CPU run against itself (exit {r.returncode}): passes: {bad} {note}",
+               r.returncode == 0 and not bad and "worst step" in note)
+        losses = g.metrics_losses(cpu)
+
+        def scaled(text, f):
+            out = []
+            for line in text.splitlines():
+                mm = re.search(r'"loss": ([^,}]*)', line)
+                out.append(line.replace(mm.group(0), f'"loss": {f(float(mm.group(1)), len(out)):.17g}') if mm else line)
+            return "\n".join(out)
+
+        bad, _ = g.bf16_verdict(scaled(cpu, lambda x, i: x * (1.05 if i == 30 else 1.0)), cpu)
+        expect(f"one step's loss 5% off fails: {bad}", any("step" in b and "> 3%" in b for b in bad))
+        bad, _ = g.bf16_verdict(scaled(cpu, lambda x, i: x * 1.02), cpu)
+        expect(f"every loss 2% off fails the last-10 bar only: {bad}",
+               len(bad) == 1 and "last 10 steps" in bad[0])
+        short = "\n".join(cpu.splitlines()[:20])
+        bad, _ = g.bf16_verdict(short, cpu)
+        expect(f"a run cut short fails: {bad}", any("want 50" in b for b in bad))
+        flat = scaled(cpu, lambda x, i: float(losses[0]))
+        bad, _ = g.bf16_verdict(flat, flat)
+        expect(f"losses that do not fall fail: {bad}", any("did not fall" in b for b in bad))
 print("PASS" if not fail else "FAILED")
 sys.exit(1 if fail else 0)

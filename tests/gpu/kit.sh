@@ -24,10 +24,10 @@ if [ $rc = 77 ]; then
     # stages outside the default plan, named (issue 39's long context, issue 37's paced four ranks,
     # issue 41's offload): listed as not run too
     "$SRC/scripts/gpu-check.sh" --kit "$TMP/kit.tar.xz" --deadline 60 --logs "$TMP/logs-long" \
-        --stages libs,gpu,long,paper,offload,graphs >"$TMP/long.txt" 2>&1
+        --stages libs,gpu,long,paper,offload,graphs,sanitizers,bf16 >"$TMP/long.txt" 2>&1
     rc=$?
-    [ $rc = 77 ] || { cat "$TMP/long.txt"; fail "--stages long,paper,offload,graphs without a GPU: exit $rc"; }
-    for stage in long paper offload graphs; do
+    [ $rc = 77 ] || { cat "$TMP/long.txt"; fail "--stages long,paper,offload,graphs,sanitizers,bf16 without a GPU: exit $rc"; }
+    for stage in long paper offload graphs sanitizers bf16; do
         grep -q "^| $stage | - | no GPU: not run " "$TMP/long.txt" ||
             { cat "$TMP/long.txt"; fail "--stages $stage without a GPU: no 'no GPU: not run' row"; }
     done
