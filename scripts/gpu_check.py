@@ -476,6 +476,11 @@ def bf16_verdict(gpu_metrics, cpu_metrics):
     return bad, note
 
 
+def compute_sanitizer():
+    """compute-sanitizer's path (on PATH, else in a CUDA toolkit under /usr/local), or None."""
+    return shutil.which("compute-sanitizer") or next(iter(glob.glob("/usr/local/cuda*/bin/compute-sanitizer")), None)
+
+
 def graphs_stage(weipipe, kit, data, logs, deadline, env):
     """The graphs stage's runs (see the module's header): one row per sequence length."""
     shape = step_flops.SHAPES["smollm2-135m"]
@@ -1037,7 +1042,7 @@ def main():
                        a.deadline, CAPS["train"], env)
     if "sanitizer" in stages:
         box("sanitizer")
-        cs = shutil.which("compute-sanitizer") or next(iter(glob.glob("/usr/local/cuda*/bin/compute-sanitizer")), None)
+        cs = compute_sanitizer()
         if not cs:
             ROWS.append(("sanitizer", "-", "skip", 0.0, "compute-sanitizer not found"))
         else:
@@ -1084,7 +1089,7 @@ def main():
     tiny = os.path.join(kit, "share", "configs", "tiny.ini")
     if "sanitizers" in stages:
         box("sanitizers")
-        cs = shutil.which("compute-sanitizer") or next(iter(glob.glob("/usr/local/cuda*/bin/compute-sanitizer")), None)
+        cs = compute_sanitizer()
         if not cs:
             ROWS.append(("sanitizers", "-", "FAIL (compute-sanitizer not found)", 0.0, ""))
         else:
