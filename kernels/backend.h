@@ -69,11 +69,10 @@ struct wp_kern {
     wp_mem_term term; /* kern_mem_term: what the next allocations are for */
     struct wp_mem_block { void *p; size_t bytes; wp_mem_term term; } *blocks;
     size_t nblocks, cap_blocks;
-    /* replays (replay.h, replay_impl.h): the mode calls are made in (run, key pass, record), the
-     * key a pass hashes into, the first call that made the span unreplayable (NULL while none),
-     * the record being made, and the epoch a backend's scratch moves advance (kern_replay_stale) */
+    /* replays (replay.h, replay_impl.h): the mode calls are made in (run, record), the first call
+     * that ended a recording (NULL while none), the record being made, and the epoch a backend's
+     * scratch moves advance (kern_replay_stale) */
     int rp_mode;
-    uint64_t rp_key;
     const char *rp_broken;
     struct rp_record *rp_rec;
     uint64_t rp_epoch;

@@ -174,6 +174,7 @@ void kern_note(wp_kern *k, const char *fmt, ...) {
     size_t used = strlen(k->notes);
     snprintf(k->notes + used, sizeof k->notes - used, "%s%s", used ? "\n" : "", line);
 }
+
 const char *kern_device_name(const wp_kern *k) { return k && k->device_name[0] ? k->device_name : "cpu"; }
 
 int kern_pick_device(int requested, int local_rank, int visible) {
@@ -420,13 +421,13 @@ void kern_to_host(wp_kern *k, void *host_dst, const void *src, size_t bytes) {
 
 void kern_copy(wp_kern *k, void *dst, const void *src, size_t bytes) {
     if (!live(k) || bytes == 0 || !ptrs_ok(k, "kern_copy", ARG(dst), ARG(src), END)) return;
-    if (k->rp_mode) { rp_copy(k, dst, src, bytes); return; }
+    if (k->rp_mode) { rp_mem(k, dst, src, bytes); return; }
     k->ops->copy(k, dst, src, bytes);
 }
 
 void kern_zero(wp_kern *k, void *p, size_t bytes) {
     if (!live(k) || bytes == 0 || !ptrs_ok(k, "kern_zero", ARG(p), END)) return;
-    if (k->rp_mode) { rp_zero(k, p, bytes); return; }
+    if (k->rp_mode) { rp_mem(k, p, NULL, bytes); return; }
     k->ops->zero(k, p, bytes);
 }
 

@@ -39,19 +39,9 @@
 #define RP_NOSEP()
 #define RP_COMMA() ,
 
-/* ---- the record: each call's player and its arguments, back to back, and the key: FNV-1a over
- * each call's op and argument bytes. Pointers, sizes and scalars all count (a loss scale that
- * moved is another key); the buffers' contents do not. ---- */
-
-#define RP_FNV_OFFSET 0xcbf29ce484222325ull
-#define RP_FNV_PRIME 0x100000001b3ull
-
-static void rp_hash(wp_kern *k, const void *p, size_t n) {
-    const unsigned char *b = p;
-    uint64_t h = k->rp_key;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * RP_FNV_PRIME;
-    k->rp_key = h;
-}
+/* ---- the record: each call's player and its arguments, back to back, padding zeroed, so that
+ * equal calls make equal bytes. The key is a hash of those bytes: pointers, sizes and scalars all
+ * count (a loss scale that moved is another key); the buffers' contents do not. ---- */
 
 typedef void (*rp_player)(wp_kern *k, const void *args);
 typedef struct {
@@ -81,6 +71,17 @@ static bool same_calls(const struct rp_record *a, const struct rp_record *b) {
     return a && b && a->len == b->len && memcmp(a->buf, b->buf, a->len) == 0;
 }
 
+/* FNV-1a over the record's 8-byte words (its length is a multiple of RP_ALIGN). */
+static uint64_t rec_key(const struct rp_record *r) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < r->len; i += sizeof(uint64_t)) {
+        uint64_t w;
+        memcpy(&w, r->buf + i, sizeof w);
+        h = (h ^ w) * 0x100000001b3ull;
+    }
+    return h;
+}
+
 static void rp_record_free(struct rp_record *r) {
     if (r) free(r->buf);
     free(r);
@@ -95,16 +96,13 @@ void rp_break(wp_kern *k, const char *why) {
     if (k->rp_rec) rp_play_all(k, k->rp_rec);
 }
 
-void rp_new_epoch(wp_kern *k) { k->rp_epoch++; }
-
 void kern_replay_stale(wp_kern *k) {
-    if (k) rp_new_epoch(k);
+    if (k) k->rp_epoch++;
 }
 
-/* Room for one call's arguments (args bytes) in the record, the call hashed into the key by its
- * id (the arguments by the caller); NULL, with the span broken, when the host has no memory. */
-static void *rp_append(wp_kern *k, int id, rp_player play, size_t args) {
-    rp_hash(k, &id, sizeof id);
+/* Room for one call's arguments (args bytes, zeroed) in the record; NULL, with the span broken,
+ * when the host has no memory. */
+static void *rp_append(wp_kern *k, rp_player play, size_t args) {
     struct rp_record *r = k->rp_rec;
     size_t head = rp_round(sizeof(rp_head)), size = head + rp_round(args);
     if (r->len + size > r->cap) {
@@ -124,19 +122,10 @@ static void *rp_append(wp_kern *k, int id, rp_player play, size_t args) {
     return (unsigned char *)h + head;
 }
 
-/* ---- one hook per op row: the call kept and hashed; when the record broke meanwhile (no
- * memory), made now ---- */
-
-enum {
-#define RP_ID(ret, name, ...) RP_ID_##name,
-    WP_KERN_OPS(RP_ID, RP_ID)
-#undef RP_ID
-    RP_ID_ZERO,
-    RP_ID_COPY,
-};
+/* ---- one hook per op row: the call kept; when the record broke meanwhile (no memory), made
+ * now ---- */
 
 #define RP_FIELD(p) p;
-#define RP_HASH(x) rp_hash(k, &(x), sizeof(x));
 #define RP_STORE(x) rp_a_->x = x;
 #define RP_ARG(x) rp_a_->x
 
@@ -150,54 +139,32 @@ enum {
         k->ops->name(RP_MAP(RP_ARG, RP_COMMA, args));                                                                 \
     }                                                                                                                 \
     void rp_op_##name params {                                                                                        \
-        struct rp_args_##name *rp_a_ = rp_append(k, RP_ID_##name, rp_play_##name, sizeof *rp_a_);                   \
+        struct rp_args_##name *rp_a_ = rp_append(k, rp_play_##name, sizeof *rp_a_);                                  \
         if (!rp_a_) {                                                                                                 \
             k->ops->name args;                                                                                        \
             return;                                                                                                   \
         }                                                                                                             \
-        RP_MAP(RP_HASH, RP_NOSEP, args)                                                                               \
         RP_MAP(RP_STORE, RP_NOSEP, args)                                                                              \
     }
 WP_KERN_OPS(RP_HOOK, RP_HOOK)
 #undef RP_HOOK
 
-struct rp_args_zero {
-    void *p;
-    size_t bytes;
-};
-static void rp_play_zero(wp_kern *k, const void *p) {
-    const struct rp_args_zero *a = p;
-    k->ops->zero(k, a->p, a->bytes);
-}
-
-void rp_zero(wp_kern *k, void *p, size_t bytes) {
-    struct rp_args_zero *a = rp_append(k, RP_ID_ZERO, rp_play_zero, sizeof *a);
-    if (!a) {
-        k->ops->zero(k, p, bytes);
-        return;
-    }
-    rp_hash(k, &p, sizeof p), rp_hash(k, &bytes, sizeof bytes);
-    a->p = p, a->bytes = bytes;
-}
-
-struct rp_args_copy {
+/* kern_zero (src NULL) and kern_copy */
+struct rp_args_mem {
     void *dst;
     const void *src;
     size_t bytes;
 };
-static void rp_play_copy(wp_kern *k, const void *p) {
-    const struct rp_args_copy *a = p;
-    k->ops->copy(k, a->dst, a->src, a->bytes);
+static void rp_play_mem(wp_kern *k, const void *p) {
+    const struct rp_args_mem *a = p;
+    if (a->src) k->ops->copy(k, a->dst, a->src, a->bytes);
+    else k->ops->zero(k, a->dst, a->bytes);
 }
 
-void rp_copy(wp_kern *k, void *dst, const void *src, size_t bytes) {
-    struct rp_args_copy *a = rp_append(k, RP_ID_COPY, rp_play_copy, sizeof *a);
-    if (!a) {
-        k->ops->copy(k, dst, src, bytes);
-        return;
-    }
-    rp_hash(k, &dst, sizeof dst), rp_hash(k, &src, sizeof src), rp_hash(k, &bytes, sizeof bytes);
-    a->dst = dst, a->src = src, a->bytes = bytes;
+void rp_mem(wp_kern *k, void *dst, const void *src, size_t bytes) {
+    struct rp_args_mem *a = rp_append(k, rp_play_mem, sizeof *a);
+    if (a) *a = (struct rp_args_mem){dst, src, bytes};
+    else rp_play_mem(k, &(struct rp_args_mem){dst, src, bytes});
 }
 
 /* ---- kern_replay_run ---- */
@@ -285,10 +252,9 @@ wp_result kern_replay_run(wp_kern *k, wp_kern_replay *r, wp_replay_fn fn, void *
         *why = "out of host memory for the record";
         return fn(arg);
     }
-    /* fn runs once, its calls kept and hashed rather than made; a call that needs the host makes
+    /* fn runs once, its calls kept rather than made; a call that needs the host makes
      * what was kept and runs the rest as it comes (rp_break) */
     k->rp_mode = RP_RECORD;
-    k->rp_key = RP_FNV_OFFSET;
     k->rp_broken = NULL;
     k->rp_rec = rec;
     wp_result rc = fn(arg);
@@ -302,11 +268,12 @@ wp_result kern_replay_run(wp_kern *k, wp_kern_replay *r, wp_replay_fn fn, void *
         rp_record_free(rec);
         return rc;
     }
-    rp_entry *slot, *e = entry_find(r, k->rp_key, &slot);
+    const uint64_t key = rec_key(rec);
+    rp_entry *slot, *e = entry_find(r, key, &slot);
     r->tick++;
     if (!e) { /* first sight: made as recorded, so that what it allocates lazily exists before a graph */
         entry_drop(k, slot);
-        *slot = (rp_entry){.state = RP_SEEN, .key = k->rp_key, .used = r->tick};
+        *slot = (rp_entry){.state = RP_SEEN, .key = key, .used = r->tick};
         rp_play_all(k, rec);
         rp_record_free(rec);
         *why = "first sight";

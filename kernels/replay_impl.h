@@ -1,6 +1,6 @@
 /* Private to kernels/: how dispatch.c and streams.c hand calls to replays (replay.h) while a
  * context records a span. Each row of ops_table.h gets rp_op_<name>, with the op's own
- * parameters, which keeps the call in the record and hashes it into the span's key. */
+ * parameters, which keeps the call in the record. */
 #ifndef WP_KERNELS_REPLAY_IMPL_H
 #define WP_KERNELS_REPLAY_IMPL_H
 
@@ -14,13 +14,10 @@ enum { RP_RUN = 0, RP_RECORD }; /* wp_kern.rp_mode */
 WP_KERN_OPS(WP_RP_OP_DECL, WP_RP_OP_DECL)
 #undef WP_RP_OP_DECL
 
-/* kern_zero and kern_copy while recording (pointers non-NULL, bytes > 0: checked) */
-void rp_zero(wp_kern *k, void *p, size_t bytes);
-void rp_copy(wp_kern *k, void *dst, const void *src, size_t bytes);
+/* kern_copy (src NULL: kern_zero) while recording (pointers non-NULL, bytes > 0: checked) */
+void rp_mem(wp_kern *k, void *dst, const void *src, size_t bytes);
 /* A call that needs the host (its name, a string literal) while recording: what was recorded is
  * made now, and the span runs as its calls come from here on (the caller then makes its call). */
 void rp_break(wp_kern *k, const char *why);
-/* Recordings made before this are stale: a backend's scratch moved. */
-void rp_new_epoch(wp_kern *k);
 
 #endif
