@@ -326,7 +326,10 @@ static void print_summary(train_job *j, const train_totals *tot, const double *v
     if (!have_pred) fprintf(stderr, "(no prediction: %s)\n", pred ? why : "out of memory");
     if (j->o.backend == WP_BACKEND_CUDA && steady > 0) { /* the CPU's "device" is the host: nothing to say */
         double issue = 0, busy = 0;
-        for (int r = 0; r < N; r++) issue += v[RV * r + RV_ISSUE] / (double)steady / N, busy += v[RV * r + RV_ISSUE + 1] / (double)steady / N;
+        for (int r = 0; r < N; r++) {
+            issue += v[RV * r + RV_ISSUE] / (double)steady / N;
+            busy += v[RV * r + RV_ISSUE + 1] / (double)steady / N;
+        }
         fprintf(stderr, "launch: the host spent %.4g s a step issuing the device's work, which kept the device busy %.4g s "
                         "(ratio %.2f: near 1, the device waited for launches and CUDA graphs would pay; well below 1, "
                         "launches ran ahead of it)\n",
@@ -337,8 +340,8 @@ static void print_summary(train_job *j, const train_totals *tot, const double *v
         double n[3] = {0, 0, 0};
         for (int r = 0; r < N; r++)
             for (int i = 0; i < 3; i++) n[i] += v[RV * r + RV_REPLAY + i];
-        fprintf(stderr, "graphs: %.0f of %.0f compute actions replayed a recording, %.0f recorded, %.0f eager (%s)%s%s\n", n[WP_REPLAY_REPLAYED],
-                n[0] + n[1] + n[2], n[WP_REPLAY_RECORDED], n[WP_REPLAY_EAGER],
+        fprintf(stderr, "graphs: %.0f of %.0f compute actions replayed a recording, %.0f recorded, %.0f eager (%s)%s%s\n",
+                n[WP_REPLAY_REPLAYED], n[0] + n[1] + n[2], n[WP_REPLAY_RECORDED], n[WP_REPLAY_EAGER],
                 j->o.backend == WP_BACKEND_CUDA ? "CUDA graphs" : "the CPU backend's record of the calls",
                 replay_why[0] ? "; rank 0's first eager one after step 2: " : "", replay_why);
     }

@@ -277,13 +277,31 @@ void train_mem_predict(const train_job *j, int r, double terms[WP_MEM_TERMS]) {
  * against the host's memory as on the CPU. --host-memory takes the place of what the host says
  * it may give, not a second limit beside it: a user who names the host's memory (a share of a
  * box, a kit run capping itself) means that figure. */
+/* The ranks of this job on this host: all of them, or --ranks-per-node. */
+static int ranks_here(const train_job *j) {
+    return j->o.ranks_per_node > 0 && j->o.ranks_per_node < j->nranks ? (int)j->o.ranks_per_node : j->nranks;
+}
+
+/* What each rank on this host may use of its memory: --host-memory when given, else what the host
+ * may still give (memlimit_available), shared by ranks_here; src names the source. */
+static double host_room(const train_job *j, char *src, size_t len) {
+    double room;
+    if (j->o.host_memory > 0) {
+        snprintf(src, len, "--host-memory");
+        room = (double)j->o.host_memory;
+    } else {
+        room = memlimit_available(src, len);
+    }
+    return room / ranks_here(j);
+}
+
 static wp_result check_memory(train_job *j, bool quiet, char *err, size_t errlen) {
     double limit = (double)j->o.device_memory;
     char what[1400] = "--device-memory";
-    const int here = j->o.ranks_per_node > 0 && j->o.ranks_per_node < j->nranks ? (int)j->o.ranks_per_node : j->nranks;
+    const int here = ranks_here(j);
     if (limit <= 0 && j->o.backend == WP_BACKEND_CPU) {
-        char src[1300] = "--host-memory";
-        limit = (j->o.host_memory > 0 ? (double)j->o.host_memory : memlimit_available(src, sizeof src)) / here;
+        char src[1300];
+        limit = host_room(j, src, sizeof src);
         snprintf(what, sizeof what, "%s / %d rank%s on this host", src, here, here == 1 ? "" : "s");
     }
     bool show = !quiet && !j->o.quiet && !boot_launched(); /* a launched job's launcher showed it already */
@@ -863,12 +881,12 @@ static void auto_search(const train_job *j, const wp_calib *cal, auto_msg *m) {
     }
     if (a->device_memory <= 0 && a->backend == WP_BACKEND_CPU) { /* as check_memory: this host's room, shared */
         char src[1300];
-        double room = (a->host_memory > 0 ? (double)a->host_memory : memlimit_available(src, sizeof src)) / j->nranks;
+        double room = host_room(j, src, sizeof src);
         if (room > 0) a->device_memory = (int64_t)((room - MEMLIMIT_FIXED_MIB * 1048576.0) / (1 + MEMLIMIT_MARGIN));
     }
     /* --host-memory is per host; train's ranks without --ranks-per-node are all on this one,
      * where simulate's are one per host: each rank's share is its host then */
-    if (a->host_memory > 0 && a->ranks_per_node <= 0) a->host_memory /= j->nranks;
+    if (a->host_memory > 0 && a->ranks_per_node <= 0) a->host_memory /= ranks_here(j);
     wp_tuned *rows = NULL;
     int n = 0;
     m->rc = autotune_held(a, &rows, &n, m->why, sizeof m->why);
